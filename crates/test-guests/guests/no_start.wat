@@ -1,0 +1,2 @@
+;; A library module: no _start.
+(module (func (export "helper")))

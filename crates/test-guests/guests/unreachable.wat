@@ -1,0 +1,4 @@
+(module
+  (memory (export "memory") 1)
+  (func $fail unreachable)
+  (func (export "_start") (call $fail)))

@@ -1,0 +1,135 @@
+//! The compiled-code cache: native code for each module, kept on disk
+//! between runs so a module is compiled once, not once per run.
+//!
+//! Location, in order: `$WARDEN_CACHE_DIR`, `$XDG_CACHE_HOME/warden`,
+//! `$HOME/.cache/warden`. Each entry is named by the SHA-256 of the module
+//! bytes and of the engine's compatibility hash (Wasmtime version, target
+//! and compiler settings), so a changed module or engine never meets stale
+//! code. Entries are written to a temporary file and renamed into place,
+//! so concurrent runs never see half an entry.
+//!
+//! Loading an entry maps native code into the process, so the directory
+//! must be writable only by whoever runs Warden. An entry that fails to
+//! load is recompiled and replaced.
+
+use sha2::{Digest, Sha256};
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use wasmtime::{Engine, Module};
+
+/// A directory of compiled modules.
+#[derive(Debug, Clone)]
+pub struct CodeCache {
+    dir: PathBuf,
+}
+
+/// Whether [`CodeCache::load_or_compile`] found the module in the cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheOutcome {
+    /// Loaded compiled code from disk.
+    Hit,
+    /// Compiled, then stored.
+    Miss,
+}
+
+struct Sha256Hasher<'a>(&'a mut Sha256);
+
+impl Hasher for Sha256Hasher<'_> {
+    fn finish(&self) -> u64 {
+        0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+}
+
+impl CodeCache {
+    /// The default location (see the module docs), if one can be found.
+    pub fn default_dir() -> Option<PathBuf> {
+        let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+        env("WARDEN_CACHE_DIR")
+            .or_else(|| env("XDG_CACHE_HOME").map(|d| d.join("warden")))
+            .or_else(|| env("HOME").map(|d| d.join(".cache").join("warden")))
+    }
+
+    /// A cache in `dir`, created if needed.
+    pub fn new(dir: impl Into<PathBuf>) -> std::io::Result<Self> {
+        let dir = dir.into();
+        std::fs::create_dir_all(&dir)?;
+        Ok(CodeCache { dir })
+    }
+
+    /// The cache directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn entry(&self, engine: &Engine, wasm: &[u8]) -> PathBuf {
+        let mut sha = Sha256::new();
+        engine
+            .precompile_compatibility_hash()
+            .hash(&mut Sha256Hasher(&mut sha));
+        sha.update((wasm.len() as u64).to_le_bytes());
+        sha.update(wasm);
+        let digest = sha.finalize();
+        let name: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        self.dir.join(format!("{name}.cwasm"))
+    }
+
+    /// Loads the compiled form of `wasm` (binary module bytes), compiling
+    /// and storing it on a miss. A failure to write the cache is not an
+    /// error: the compiled module is returned all the same.
+    pub fn load_or_compile(
+        &self,
+        engine: &Engine,
+        wasm: &[u8],
+    ) -> wasmtime::Result<(Module, CacheOutcome)> {
+        let path = self.entry(engine, wasm);
+        if path.is_file() {
+            // SAFETY: entries are only ever written by `Module::serialize`
+            // below into a directory private to the operator (see module
+            // docs), and are keyed by the engine's compatibility hash.
+            if let Ok(m) = unsafe { Module::deserialize_file(engine, &path) } {
+                return Ok((m, CacheOutcome::Hit));
+            }
+        }
+        let module = Module::from_binary(engine, wasm)?;
+        if let Ok(bytes) = module.serialize() {
+            let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+            if std::fs::write(&tmp, &bytes).is_ok() && std::fs::rename(&tmp, &path).is_err() {
+                let _ = std::fs::remove_file(&tmp);
+            }
+        }
+        Ok((module, CacheOutcome::Miss))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn second_load_hits_and_changed_module_misses() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = CodeCache::new(dir.path()).unwrap();
+        let engine = Engine::default();
+        let a = wat::parse_str("(module (func (export \"f\")))").unwrap();
+        let b = wat::parse_str("(module (func (export \"g\")))").unwrap();
+        assert_eq!(cache.load_or_compile(&engine, &a).unwrap().1, CacheOutcome::Miss);
+        let (m, outcome) = cache.load_or_compile(&engine, &a).unwrap();
+        assert_eq!(outcome, CacheOutcome::Hit);
+        assert!(m.get_export("f").is_some());
+        assert_eq!(cache.load_or_compile(&engine, &b).unwrap().1, CacheOutcome::Miss);
+    }
+
+    #[test]
+    fn corrupt_entry_is_recompiled() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = CodeCache::new(dir.path()).unwrap();
+        let engine = Engine::default();
+        let a = wat::parse_str("(module)").unwrap();
+        std::fs::write(cache.entry(&engine, &a), b"garbage").unwrap();
+        assert_eq!(cache.load_or_compile(&engine, &a).unwrap().1, CacheOutcome::Miss);
+        assert_eq!(cache.load_or_compile(&engine, &a).unwrap().1, CacheOutcome::Hit);
+    }
+}

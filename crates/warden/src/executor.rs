@@ -1,0 +1,529 @@
+//! Warden's executor: runs task futures on N worker threads, a time slice
+//! at a time, in the order a [`RunQueue`] policy decides.
+//!
+//! Each task is a [`TaskCell`]: its future, its shared accounting state and
+//! one atomic scheduling state. The state machine decides, without locks,
+//! who owns the future at any moment:
+//!
+//! ```text
+//!            wake              pop (worker)
+//!   IDLE ─────────────▶ QUEUED ────────────▶ RUNNING ──poll Ready──▶ DONE
+//!    ▲                    ▲                   │  │
+//!    │   poll Pending     │  poll Pending,    │  │ wake while polled
+//!    └────────────────────┼───────────────────┘  ▼
+//!                         └────────────────── NOTIFIED
+//!   kill: IDLE or QUEUED ──▶ DONE (by the killer; RUNNING is left to the worker)
+//! ```
+//!
+//! A wake that arrives while the task is being polled (which is how a task
+//! yields at the end of its slice) marks it NOTIFIED and the worker requeues
+//! it after the poll, so a task is never in the run queue twice and never
+//! polled by two workers.
+//!
+//! A timer thread advances a tick counter and the engine's epoch every
+//! [`TICK`]; tasks compare ticks against the start of their slice.
+
+use crate::cpu::thread_cpu_ns;
+use crate::policy::RunQueue;
+use crate::task::{TaskId, TaskShared, TaskStatus};
+use std::collections::HashMap;
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Period of the epoch timer: the resolution of slices, kills and CPU limits.
+pub const TICK: Duration = Duration::from_millis(1);
+
+/// A task's future: it owns the task's store and resolves to how it ended.
+pub type TaskFuture = Pin<Box<dyn Future<Output = TaskStatus> + Send>>;
+
+/// Called once per task, on the thread that finished it, after its future
+/// (and so its store) has been dropped.
+pub type FinishFn = dyn Fn(&Arc<TaskShared>, TaskStatus) + Send + Sync;
+
+const IDLE: u8 = 0;
+const QUEUED: u8 = 1;
+const RUNNING: u8 = 2;
+const NOTIFIED: u8 = 3;
+const DONE: u8 = 4;
+
+/// The global tick counter, shared with deadline callbacks.
+#[derive(Debug, Default)]
+pub struct Clock {
+    ticks: AtomicU64,
+}
+
+impl Clock {
+    /// Ticks since the executor started.
+    pub fn now(&self) -> u64 {
+        self.ticks.load(Ordering::Relaxed)
+    }
+}
+
+struct TaskCell {
+    shared: Arc<TaskShared>,
+    state: AtomicU8,
+    future: Mutex<Option<TaskFuture>>,
+    exec: Arc<Shared>,
+}
+
+struct Queue {
+    policy: Box<dyn RunQueue>,
+    cells: HashMap<u64, Arc<TaskCell>>,
+    shutdown: bool,
+}
+
+struct Shared {
+    queue: Mutex<Queue>,
+    ready: Condvar,
+    clock: Arc<Clock>,
+    finish: Box<FinishFn>,
+    tokio: tokio::runtime::Handle,
+    stop_timer: AtomicBool,
+    /// Completed slices (polls), for statistics.
+    polls: AtomicU64,
+}
+
+/// Counters describing the executor's current load.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ExecutorStats {
+    /// Tasks not yet finished.
+    pub live: usize,
+    /// Tasks waiting in the run queue.
+    pub queued: usize,
+    /// Polls performed so far.
+    pub polls: u64,
+}
+
+/// The executor: worker threads plus the epoch timer.
+pub struct Executor {
+    shared: Arc<Shared>,
+    workers: Vec<JoinHandle<()>>,
+    timer: Option<JoinHandle<()>>,
+}
+
+impl Executor {
+    /// Starts `workers` worker threads and the timer, which calls `on_tick`
+    /// (advancing the engine's epoch) every [`TICK`]. Worker threads enter
+    /// `tokio` so that host calls can use its timers and blocking pool.
+    pub fn start(
+        workers: usize,
+        policy: Box<dyn RunQueue>,
+        tokio: tokio::runtime::Handle,
+        on_tick: Box<dyn Fn() + Send>,
+        finish: Box<FinishFn>,
+    ) -> std::io::Result<Executor> {
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(Queue {
+                policy,
+                cells: HashMap::new(),
+                shutdown: false,
+            }),
+            ready: Condvar::new(),
+            clock: Arc::new(Clock::default()),
+            finish,
+            tokio,
+            stop_timer: AtomicBool::new(false),
+            polls: AtomicU64::new(0),
+        });
+        let mut handles = Vec::new();
+        for i in 0..workers.max(1) {
+            let s = shared.clone();
+            handles.push(
+                std::thread::Builder::new()
+                    .name(format!("warden-worker-{i}"))
+                    .spawn(move || worker_loop(&s))?,
+            );
+        }
+        let s = shared.clone();
+        let timer = std::thread::Builder::new()
+            .name("warden-epoch".into())
+            .spawn(move || {
+                while !s.stop_timer.load(Ordering::Relaxed) {
+                    std::thread::sleep(TICK);
+                    s.clock.ticks.fetch_add(1, Ordering::Relaxed);
+                    on_tick();
+                }
+            })?;
+        Ok(Executor {
+            shared,
+            workers: handles,
+            timer: Some(timer),
+        })
+    }
+
+    /// The tick clock, for deadline callbacks.
+    pub fn clock(&self) -> Arc<Clock> {
+        self.shared.clock.clone()
+    }
+
+    /// Queues a new task.
+    pub fn spawn(&self, shared: Arc<TaskShared>, future: TaskFuture) {
+        let id = shared.id.0;
+        let cell = Arc::new(TaskCell {
+            shared,
+            state: AtomicU8::new(QUEUED),
+            future: Mutex::new(Some(future)),
+            exec: self.shared.clone(),
+        });
+        let mut q = self.shared.lock();
+        q.cells.insert(id, cell);
+        q.policy.push(id);
+        drop(q);
+        self.shared.ready.notify_one();
+    }
+
+    /// Requests that a task be killed. A queued or blocked task is finished
+    /// before this returns; a running one at its next epoch tick. Returns
+    /// false if the task is unknown or already finished.
+    pub fn kill(&self, id: TaskId, reason: &str) -> bool {
+        let cell = match self.shared.lock().cells.get(&id.0) {
+            Some(c) => c.clone(),
+            None => return false,
+        };
+        cell.shared.request_kill(reason);
+        try_reap(&cell);
+        true
+    }
+
+    /// Current load.
+    pub fn stats(&self) -> ExecutorStats {
+        let q = self.shared.lock();
+        ExecutorStats {
+            live: q.cells.len(),
+            queued: q.policy.len(),
+            polls: self.shared.polls.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl Drop for Executor {
+    fn drop(&mut self) {
+        let ids: Vec<u64> = self.shared.lock().cells.keys().copied().collect();
+        for id in ids {
+            self.kill(TaskId(id), "runtime shut down");
+        }
+        self.shared.lock().shutdown = true;
+        self.shared.ready.notify_all();
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+        self.shared.stop_timer.store(true, Ordering::Relaxed);
+        if let Some(t) = self.timer.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn enqueue(&self, id: u64) {
+        self.lock().policy.push(id);
+        self.ready.notify_one();
+    }
+
+    /// Drops the task's future, forgets the cell and reports the outcome.
+    fn complete(&self, cell: &TaskCell, future: Option<TaskFuture>, status: TaskStatus) {
+        {
+            let _tokio = self.tokio.enter();
+            drop(future);
+        }
+        self.lock().cells.remove(&cell.shared.id.0);
+        (self.finish)(&cell.shared, status);
+    }
+}
+
+impl Wake for TaskCell {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref()
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let mut s = self.state.load(Ordering::Acquire);
+        loop {
+            let next = match s {
+                IDLE => QUEUED,
+                RUNNING => NOTIFIED,
+                _ => return,
+            };
+            match self
+                .state
+                .compare_exchange(s, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => break,
+                Err(actual) => s = actual,
+            }
+        }
+        if s == IDLE {
+            self.exec.enqueue(self.shared.id.0);
+        }
+    }
+}
+
+/// Finishes a killed task if nobody is running it. Whoever moves the state
+/// to DONE owns the future and finishes the task.
+fn try_reap(cell: &Arc<TaskCell>) {
+    let mut s = cell.state.load(Ordering::Acquire);
+    loop {
+        if s != IDLE && s != QUEUED {
+            return; // running (the worker will see the flag) or done
+        }
+        match cell
+            .state
+            .compare_exchange(s, DONE, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => break,
+            Err(actual) => s = actual,
+        }
+    }
+    if s == QUEUED {
+        cell.exec.lock().policy.remove(cell.shared.id.0);
+    }
+    let future = cell
+        .future
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take();
+    let reason = cell.shared.kill_reason().unwrap_or_else(|| "killed".into());
+    cell.exec.complete(cell, future, TaskStatus::Killed(reason));
+}
+
+fn worker_loop(exec: &Arc<Shared>) {
+    let _tokio = exec.tokio.enter();
+    loop {
+        let cell = {
+            let mut q = exec.lock();
+            loop {
+                if q.shutdown {
+                    return;
+                }
+                if let Some(id) = q.policy.pop() {
+                    if let Some(c) = q.cells.get(&id) {
+                        break c.clone();
+                    }
+                    continue;
+                }
+                q = exec.ready.wait(q).unwrap_or_else(|e| e.into_inner());
+            }
+        };
+        if cell
+            .state
+            .compare_exchange(QUEUED, RUNNING, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            continue; // killed while queued
+        }
+        run_slice(exec, &cell);
+    }
+}
+
+fn run_slice(exec: &Arc<Shared>, cell: &Arc<TaskCell>) {
+    let shared = &cell.shared;
+    let mut slot = cell.future.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(future) = slot.as_mut() else {
+        return;
+    };
+    if shared.kill_requested() {
+        let future = slot.take();
+        drop(slot);
+        cell.state.store(DONE, Ordering::Release);
+        let reason = shared.kill_reason().unwrap_or_else(|| "killed".into());
+        exec.complete(cell, future, TaskStatus::Killed(reason));
+        return;
+    }
+    let waker = Waker::from(cell.clone());
+    let mut cx = Context::from_waker(&waker);
+    let cpu_start = thread_cpu_ns();
+    shared
+        .slice_start_tick
+        .store(exec.clock.now(), Ordering::Relaxed);
+    shared.slice_start_cpu.store(cpu_start, Ordering::Relaxed);
+    let result = catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx)));
+    let cpu = thread_cpu_ns().saturating_sub(cpu_start);
+    let total = shared.cpu_ns.fetch_add(cpu, Ordering::Relaxed) + cpu;
+    exec.polls.fetch_add(1, Ordering::Relaxed);
+    let status = match result {
+        Ok(Poll::Pending) => {
+            drop(slot);
+            if let Some(reason) = shared.cpu_over_limit(total) {
+                shared.request_kill(&reason);
+            }
+            // Hand the task back: to the run queue if it was woken while
+            // running (a yield), to its waker otherwise.
+            if cell
+                .state
+                .compare_exchange(RUNNING, IDLE, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+            {
+                cell.state.store(QUEUED, Ordering::Release);
+                exec.enqueue(shared.id.0);
+            }
+            if shared.kill_requested() {
+                try_reap(cell);
+            }
+            return;
+        }
+        Ok(Poll::Ready(status)) => status,
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            TaskStatus::Trapped(format!("internal error while running task: {msg}"))
+        }
+    };
+    let future = slot.take();
+    drop(slot);
+    cell.state.store(DONE, Ordering::Release);
+    exec.complete(cell, future, status);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::RoundRobin;
+    use std::sync::atomic::AtomicUsize;
+
+    /// A future that yields `yields` times, half of them by waking itself
+    /// (a slice end) and half by having another thread wake it later (a
+    /// blocking call), and fails the test if it is ever polled concurrently.
+    struct Churn {
+        yields: u32,
+        in_poll: Arc<AtomicBool>,
+    }
+
+    impl Future for Churn {
+        type Output = TaskStatus;
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<TaskStatus> {
+            assert!(!self.in_poll.swap(true, Ordering::SeqCst), "polled twice at once");
+            let r = if self.yields == 0 {
+                Poll::Ready(TaskStatus::Exited(0))
+            } else {
+                self.yields -= 1;
+                if self.yields % 2 == 0 {
+                    cx.waker().wake_by_ref();
+                } else {
+                    let w = cx.waker().clone();
+                    std::thread::spawn(move || w.wake());
+                }
+                Poll::Pending
+            };
+            self.in_poll.store(false, Ordering::SeqCst);
+            r
+        }
+    }
+
+    /// Many tasks yielding, being woken from other threads and being killed
+    /// at random moments: every task finishes exactly once, none is polled
+    /// by two workers at once, and the executor ends empty.
+    #[test]
+    fn stress_wake_yield_kill() {
+        let tokio = tokio::runtime::Runtime::new().unwrap();
+        let finished = Arc::new(Mutex::new(HashMap::<u64, (u32, bool)>::new()));
+        let f = finished.clone();
+        let exec = Executor::start(
+            2,
+            Box::new(RoundRobin::new()),
+            tokio.handle().clone(),
+            Box::new(|| {}),
+            Box::new(move |shared, status| {
+                let mut m = f.lock().unwrap();
+                let e = m.entry(shared.id.0).or_default();
+                e.0 += 1;
+                e.1 = matches!(status, TaskStatus::Killed(_));
+            }),
+        )
+        .unwrap();
+        const TASKS: u64 = 400;
+        let mut seed = 0x2545F4914F6CDD1Du64;
+        let mut rand = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for id in 0..TASKS {
+            let shared = Arc::new(TaskShared::new(TaskId(id), format!("t{id}"), None));
+            let fut = Churn {
+                yields: (rand() % 50) as u32,
+                in_poll: Arc::new(AtomicBool::new(false)),
+            };
+            exec.spawn(shared, Box::pin(fut));
+            if rand() % 3 == 0 {
+                exec.kill(TaskId(rand() % (id + 1)), "random kill");
+            }
+        }
+        let start = std::time::Instant::now();
+        while finished.lock().unwrap().len() < TASKS as usize {
+            assert!(start.elapsed() < Duration::from_secs(60), "tasks never finished");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let m = finished.lock().unwrap();
+        assert!(m.values().all(|&(n, _)| n == 1), "a task finished twice");
+        assert!(m.values().any(|&(_, killed)| killed));
+        assert!(m.values().any(|&(_, killed)| !killed));
+        assert_eq!(exec.stats().live, 0);
+        assert_eq!(exec.stats().queued, 0);
+    }
+
+    /// The round-robin order is what tasks observe: with one worker, tasks
+    /// that always yield run in turn.
+    #[test]
+    fn one_worker_runs_yielding_tasks_in_turn() {
+        let tokio = tokio::runtime::Runtime::new().unwrap();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let done = Arc::new(AtomicUsize::new(0));
+        let d = done.clone();
+        let exec = Executor::start(
+            1,
+            Box::new(RoundRobin::new()),
+            tokio.handle().clone(),
+            Box::new(|| {}),
+            Box::new(move |_, _| {
+                d.fetch_add(1, Ordering::SeqCst);
+            }),
+        )
+        .unwrap();
+        // Hold the single worker while queueing, so the order is known.
+        let gate = Arc::new(Mutex::new(()));
+        let g = gate.lock().unwrap();
+        let gate2 = gate.clone();
+        exec.spawn(
+            Arc::new(TaskShared::new(TaskId(100), "gate".into(), None)),
+            Box::pin(async move {
+                drop(gate2.lock().unwrap());
+                TaskStatus::Exited(0)
+            }),
+        );
+        for id in 0..3u64 {
+            let order = order.clone();
+            let mut left = 3;
+            exec.spawn(
+                Arc::new(TaskShared::new(TaskId(id), format!("t{id}"), None)),
+                Box::pin(std::future::poll_fn(move |cx| {
+                    order.lock().unwrap().push(id);
+                    left -= 1;
+                    if left == 0 {
+                        return Poll::Ready(TaskStatus::Exited(0));
+                    }
+                    cx.waker().wake_by_ref();
+                    Poll::Pending
+                })),
+            );
+        }
+        drop(g);
+        while done.load(Ordering::SeqCst) < 4 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(*order.lock().unwrap(), [0, 1, 2, 0, 1, 2, 0, 1, 2]);
+    }
+}

@@ -1,0 +1,55 @@
+//! Warden runs many mutually untrusting WebAssembly programs as isolated
+//! **tasks** inside one process, each with exact memory and CPU budgets,
+//! each killable at any moment with everything it held returned.
+//!
+//! ```no_run
+//! use warden::{Runtime, RuntimeConfig, TaskSpec};
+//!
+//! let rt = Runtime::new(RuntimeConfig::default())?;
+//! let mut spec = TaskSpec::new("hello", "hello.wasm");
+//! spec.memory_limit = Some(16 << 20);
+//! spec.cpu_limit = Some(std::time::Duration::from_secs(1));
+//! let id = rt.spawn(&spec)?;
+//! let report = rt.wait(id)?;
+//! println!("{} {}: {:?}", report.name, report.status, report.exit_code);
+//! # Ok::<(), warden::Error>(())
+//! ```
+//!
+//! # Core concepts
+//!
+//! - [`Runtime`]: one Wasmtime engine, the compiled modules (compiled once,
+//!   shared by every task, cached on disk), the task table and the executor.
+//! - **Task** ([`TaskSpec`], [`TaskId`]): one store + instance of a WASI
+//!   command module with its own args, env, stdio and preopened
+//!   directories. Its lifecycle is written down in the `task` module.
+//! - **Budget**: an exact limit on a task's linear memories and tables
+//!   together ([`MemoryPolicy`] says whether growth past it is denied or
+//!   kills), and a CPU-time limit measured with the thread CPU clock.
+//! - **Executor**: Warden's own worker threads run tasks as async calls, a
+//!   time slice at a time (epoch interruption), in the order a
+//!   [`RunQueue`] policy chooses; blocked tasks hold no thread.
+//! - [`Manifest`]: a TOML description of a system of tasks.
+//! - [`TaskReport`]: how a task ended and what it used.
+
+mod cache;
+mod cpu;
+pub mod executor;
+mod limiter;
+mod manifest;
+mod module;
+mod output;
+pub mod policy;
+mod report;
+mod runtime;
+mod task;
+pub mod units;
+
+pub use cache::{CacheOutcome, CodeCache};
+pub use limiter::{MemoryPolicy, TABLE_ELEMENT_BYTES};
+pub use manifest::{Manifest, RuntimeSection};
+pub use module::{LoadedModule, PROVIDED_IMPORT_MODULES};
+pub use output::Output;
+pub use policy::{RoundRobin, RunQueue};
+pub use report::TaskReport;
+pub use runtime::{Error, Runtime, RuntimeConfig, TaskInfo};
+pub use task::{TaskId, TaskSpec, TaskStatus};

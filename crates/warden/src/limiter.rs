@@ -1,0 +1,195 @@
+//! A task's memory budget: an exact limit on the bytes of all its linear
+//! memories and tables together.
+//!
+//! Wasmtime's stock `StoreLimits` caps each memory separately; a task's
+//! budget must cover the sum. Every growth request (including the initial
+//! allocation at instantiation) passes through [`MemoryBudget`], which
+//! charges the growth before it happens and refunds it if the host then
+//! fails to provide the memory.
+//!
+//! Tables are charged at [`TABLE_ELEMENT_BYTES`] per element, the size of
+//! the host's representation of a function reference.
+//!
+//! Over the limit, the [`MemoryPolicy`] decides: `Deny` makes
+//! `memory.grow` return -1 (so `malloc` returns NULL) and the task carries
+//! on; `Kill` ends the task with a reason.
+
+use crate::task::{KillSignal, TaskShared};
+use crate::units::format_size;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Bytes charged per table element.
+pub const TABLE_ELEMENT_BYTES: u64 = 8;
+
+/// What happens when a task asks for memory beyond its limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MemoryPolicy {
+    /// The request fails as the guest expects (`memory.grow` returns -1).
+    #[default]
+    Deny,
+    /// The task is killed.
+    Kill,
+}
+
+/// The limiter installed in every task's store.
+pub struct MemoryBudget {
+    limit: u64,
+    policy: MemoryPolicy,
+    used: u64,
+    /// The last approved growth, refunded if the host fails to grow.
+    last_grant: u64,
+    shared: Arc<TaskShared>,
+}
+
+impl MemoryBudget {
+    /// A budget of `limit` bytes (`None`: unlimited).
+    pub fn new(limit: Option<u64>, policy: MemoryPolicy, shared: Arc<TaskShared>) -> Self {
+        Self {
+            limit: limit.unwrap_or(u64::MAX),
+            policy,
+            used: 0,
+            last_grant: 0,
+            shared,
+        }
+    }
+
+    /// Bytes currently charged.
+    #[cfg(test)]
+    fn used(&self) -> u64 {
+        self.used
+    }
+
+    /// Charges `delta` more bytes; `Ok(false)` denies, `Err` kills.
+    fn charge(&mut self, what: &str, delta: u64) -> wasmtime::Result<bool> {
+        let want = self.used.saturating_add(delta);
+        if want > self.limit {
+            self.shared.memory_denials.fetch_add(1, Ordering::Relaxed);
+            return match self.policy {
+                MemoryPolicy::Deny => Ok(false),
+                MemoryPolicy::Kill => Err(KillSignal(format!(
+                    "memory limit exceeded: {what} would use {} of {}",
+                    format_size(want),
+                    format_size(self.limit)
+                ))
+                .into()),
+            };
+        }
+        self.used = want;
+        self.last_grant = delta;
+        self.shared.memory_current.store(want, Ordering::Relaxed);
+        self.shared.memory_peak.fetch_max(want, Ordering::Relaxed);
+        Ok(true)
+    }
+
+    fn refund_last(&mut self) {
+        self.used -= self.last_grant;
+        self.last_grant = 0;
+        self.shared.memory_current.store(self.used, Ordering::Relaxed);
+    }
+}
+
+impl wasmtime::ResourceLimiter for MemoryBudget {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if maximum.is_some_and(|max| desired > max) {
+            return Ok(false);
+        }
+        self.charge("memory.grow", desired.saturating_sub(current) as u64)
+    }
+
+    fn memory_grow_failed(&mut self, _error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.refund_last();
+        Ok(())
+    }
+
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if maximum.is_some_and(|max| desired > max) {
+            return Ok(false);
+        }
+        let delta = (desired.saturating_sub(current) as u64).saturating_mul(TABLE_ELEMENT_BYTES);
+        self.charge("table.grow", delta)
+    }
+
+    fn table_grow_failed(&mut self, _error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.refund_last();
+        Ok(())
+    }
+
+    fn instances(&self) -> usize {
+        1
+    }
+
+    fn tables(&self) -> usize {
+        100
+    }
+
+    fn memories(&self) -> usize {
+        100
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmtime::ResourceLimiter;
+
+    const PAGE: usize = 65536;
+
+    fn budget(limit: u64, policy: MemoryPolicy) -> MemoryBudget {
+        MemoryBudget::new(Some(limit), policy, Arc::new(TaskShared::for_test()))
+    }
+
+    #[test]
+    fn exact_limit_sums_memories_and_tables() {
+        let mut b = budget(3 * PAGE as u64, MemoryPolicy::Deny);
+        assert!(b.memory_growing(0, PAGE, None).unwrap());
+        assert!(b.memory_growing(0, PAGE, None).unwrap()); // a second memory
+        assert!(b.memory_growing(PAGE, 2 * PAGE, None).unwrap());
+        assert_eq!(b.used(), 3 * PAGE as u64);
+        assert!(!b.memory_growing(2 * PAGE, 3 * PAGE, None).unwrap());
+        assert!(!b.table_growing(0, 1, None).unwrap());
+        assert_eq!(b.shared.memory_denials.load(Ordering::Relaxed), 2);
+        assert_eq!(b.shared.memory_peak.load(Ordering::Relaxed), 3 * PAGE as u64);
+    }
+
+    #[test]
+    fn tables_are_charged_per_element() {
+        let mut b = budget(80, MemoryPolicy::Deny);
+        assert!(b.table_growing(0, 10, None).unwrap());
+        assert!(!b.table_growing(10, 11, None).unwrap());
+    }
+
+    #[test]
+    fn kill_policy_errors_with_reason() {
+        let mut b = budget(PAGE as u64, MemoryPolicy::Kill);
+        assert!(b.memory_growing(0, PAGE, None).unwrap());
+        let e = b.memory_growing(PAGE, 2 * PAGE, None).unwrap_err();
+        let kill = e.downcast_ref::<KillSignal>().unwrap();
+        assert!(kill.0.contains("memory limit exceeded"), "{}", kill.0);
+    }
+
+    #[test]
+    fn failed_growth_is_refunded() {
+        let mut b = budget(2 * PAGE as u64, MemoryPolicy::Deny);
+        assert!(b.memory_growing(0, 2 * PAGE, None).unwrap());
+        b.memory_grow_failed(wasmtime::format_err!("mmap failed")).unwrap();
+        assert_eq!(b.used(), 0);
+        assert!(b.memory_growing(0, 2 * PAGE, None).unwrap());
+    }
+
+    #[test]
+    fn module_maximum_is_respected() {
+        let mut b = budget(u64::MAX, MemoryPolicy::Deny);
+        assert!(!b.memory_growing(PAGE, 3 * PAGE, Some(2 * PAGE)).unwrap());
+    }
+}

@@ -1,0 +1,298 @@
+//! The manifest: a TOML file describing a system of tasks.
+//!
+//! ```toml
+//! [runtime]
+//! workers = 2          # worker threads (default: number of cores)
+//! slice_ms = 4         # time slice (default 4)
+//! cache = true         # compiled-code cache on disk (default true)
+//!
+//! [[task]]
+//! name = "hello"
+//! module = "hello.wasm"            # relative to the manifest
+//! args = ["--greeting", "hi"]      # argv[1..]; argv[0] is the task name
+//! env = { LANG = "C" }
+//! dirs = { "/data" = "data" }      # guest path -> host path (relative to the manifest)
+//! memory_limit = "64MiB"           # linear memories + tables
+//! on_memory_limit = "deny"         # or "kill"
+//! cpu_limit = "2s"
+//! count = 1                        # N copies named hello.0 .. hello.N-1
+//! stdout = "inherit"               # or "null", or a file path
+//! stderr = "inherit"
+//! ```
+//!
+//! Parsing is strict: unknown keys, bad sizes and durations, missing module
+//! files or directories and duplicate task names are errors that name the
+//! offending key or file.
+
+use crate::task::{MemoryPolicy, Output, TaskSpec};
+use crate::units::{parse_duration, parse_size};
+use serde::Deserialize;
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A parsed and validated manifest.
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    /// Runtime-wide settings.
+    pub runtime: RuntimeSection,
+    /// One entry per task to start (copies already expanded).
+    pub tasks: Vec<TaskSpec>,
+}
+
+/// The `[runtime]` section.
+#[derive(Debug, Clone, Default)]
+pub struct RuntimeSection {
+    /// Worker threads; `None` means one per core.
+    pub workers: Option<usize>,
+    /// Time slice; `None` means the default.
+    pub slice: Option<Duration>,
+    /// Whether to use the on-disk compiled-code cache; `None` means default.
+    pub cache: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawManifest {
+    #[serde(default)]
+    runtime: RawRuntime,
+    #[serde(default)]
+    task: Vec<RawTask>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawRuntime {
+    workers: Option<usize>,
+    slice_ms: Option<u64>,
+    cache: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTask {
+    name: String,
+    module: String,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    #[serde(default)]
+    dirs: BTreeMap<String, String>,
+    memory_limit: Option<String>,
+    on_memory_limit: Option<String>,
+    cpu_limit: Option<String>,
+    count: Option<u32>,
+    stdout: Option<String>,
+    stderr: Option<String>,
+    stdin: Option<String>,
+}
+
+/// Largest `count` accepted for one `[[task]]` entry.
+pub const MAX_COUNT: u32 = 1_000_000;
+
+impl Manifest {
+    /// Reads and validates the manifest at `path`.
+    pub fn load(path: &Path) -> Result<Manifest, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read manifest {}: {e}", path.display()))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        Self::parse(&text, base).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Parses manifest text; relative paths are resolved against `base`.
+    pub fn parse(text: &str, base: &Path) -> Result<Manifest, String> {
+        let raw: RawManifest = toml::from_str(text).map_err(|e| e.to_string())?;
+        let runtime = RuntimeSection {
+            workers: match raw.runtime.workers {
+                Some(0) => return Err("runtime.workers: must be at least 1".into()),
+                w => w,
+            },
+            slice: match raw.runtime.slice_ms {
+                Some(0) => return Err("runtime.slice_ms: must be at least 1".into()),
+                Some(ms) => Some(Duration::from_millis(ms)),
+                None => None,
+            },
+            cache: raw.runtime.cache,
+        };
+        let mut tasks = Vec::new();
+        let mut names = HashSet::new();
+        for (i, t) in raw.task.into_iter().enumerate() {
+            let at = format!("task[{i}] ({:?})", t.name);
+            let specs = task_specs(t, base).map_err(|e| format!("{at}: {e}"))?;
+            for spec in specs {
+                if !names.insert(spec.name.clone()) {
+                    return Err(format!("{at}: duplicate task name {:?}", spec.name));
+                }
+                tasks.push(spec);
+            }
+        }
+        if tasks.is_empty() {
+            return Err("no [[task]] entries".into());
+        }
+        Ok(Manifest { runtime, tasks })
+    }
+}
+
+fn task_specs(t: RawTask, base: &Path) -> Result<Vec<TaskSpec>, String> {
+    if t.name.is_empty() || t.name.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err("name: must be non-empty, without spaces or control characters".into());
+    }
+    let module = base.join(&t.module);
+    if !module.is_file() {
+        return Err(format!("module: file not found: {}", module.display()));
+    }
+    let mut dirs = Vec::new();
+    for (guest, host) in &t.dirs {
+        if !guest.starts_with('/') && guest != "." {
+            return Err(format!("dirs: guest path {guest:?} must be absolute or \".\""));
+        }
+        let host_path = base.join(host);
+        if !host_path.is_dir() {
+            return Err(format!(
+                "dirs.{guest:?}: directory not found: {}",
+                host_path.display()
+            ));
+        }
+        dirs.push((guest.clone(), host_path));
+    }
+    let memory_limit = t
+        .memory_limit
+        .as_deref()
+        .map(parse_size)
+        .transpose()
+        .map_err(|e| format!("memory_limit: {e}"))?;
+    let on_memory_limit = match t.on_memory_limit.as_deref() {
+        None | Some("deny") => MemoryPolicy::Deny,
+        Some("kill") => MemoryPolicy::Kill,
+        Some(other) => {
+            return Err(format!(
+                "on_memory_limit: {other:?} is not one of \"deny\", \"kill\""
+            ))
+        }
+    };
+    let cpu_limit = t
+        .cpu_limit
+        .as_deref()
+        .map(parse_duration)
+        .transpose()
+        .map_err(|e| format!("cpu_limit: {e}"))?;
+    let stdout = output(t.stdout.as_deref(), base).map_err(|e| format!("stdout: {e}"))?;
+    let stderr = output(t.stderr.as_deref(), base).map_err(|e| format!("stderr: {e}"))?;
+    let stdin_inherit = match t.stdin.as_deref() {
+        None | Some("null") => false,
+        Some("inherit") => true,
+        Some(other) => return Err(format!("stdin: {other:?} is not one of \"null\", \"inherit\"")),
+    };
+    let names: Vec<String> = match t.count {
+        None => vec![t.name.clone()],
+        Some(0) => return Err("count: must be at least 1".into()),
+        Some(n) if n > MAX_COUNT => return Err(format!("count: at most {MAX_COUNT}")),
+        Some(n) => (0..n).map(|i| format!("{}.{i}", t.name)).collect(),
+    };
+    Ok(names
+        .into_iter()
+        .map(|name| TaskSpec {
+            name,
+            module: module.clone(),
+            args: t.args.clone(),
+            env: t.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            dirs: dirs.clone(),
+            memory_limit,
+            on_memory_limit,
+            cpu_limit,
+            stdout: stdout.clone(),
+            stderr: stderr.clone(),
+            stdin_inherit,
+        })
+        .collect())
+}
+
+fn output(value: Option<&str>, base: &Path) -> Result<Output, String> {
+    Ok(match value {
+        None | Some("inherit") => Output::Inherit,
+        Some("null") => Output::Null,
+        Some("") => return Err("empty path".into()),
+        Some(path) => {
+            let p: PathBuf = base.join(path);
+            match p.parent() {
+                Some(dir) if !dir.as_os_str().is_empty() && !dir.is_dir() => {
+                    return Err(format!("directory not found: {}", dir.display()))
+                }
+                _ => Output::File(p),
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir_with_module() -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("m.wasm"), b"\0asm\x01\0\0\0").unwrap();
+        std::fs::create_dir(d.path().join("data")).unwrap();
+        d
+    }
+
+    #[test]
+    fn full_manifest() {
+        let d = dir_with_module();
+        let m = Manifest::parse(
+            r#"
+            [runtime]
+            workers = 3
+            slice_ms = 2
+            [[task]]
+            name = "a"
+            module = "m.wasm"
+            args = ["x"]
+            env = { K = "V" }
+            dirs = { "/data" = "data" }
+            memory_limit = "1MiB"
+            on_memory_limit = "kill"
+            cpu_limit = "250ms"
+            count = 3
+            "#,
+            d.path(),
+        )
+        .unwrap();
+        assert_eq!(m.runtime.workers, Some(3));
+        assert_eq!(m.runtime.slice, Some(Duration::from_millis(2)));
+        let names: Vec<_> = m.tasks.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["a.0", "a.1", "a.2"]);
+        let t = &m.tasks[1];
+        assert_eq!(t.memory_limit, Some(1 << 20));
+        assert_eq!(t.on_memory_limit, MemoryPolicy::Kill);
+        assert_eq!(t.cpu_limit, Some(Duration::from_millis(250)));
+        assert_eq!(t.env, [("K".to_string(), "V".to_string())]);
+        assert_eq!(t.dirs[0].0, "/data");
+        assert!(t.module.ends_with("m.wasm"));
+    }
+
+    fn err(text: &str) -> String {
+        let d = dir_with_module();
+        Manifest::parse(text, d.path()).unwrap_err()
+    }
+
+    #[test]
+    fn errors_name_the_key_or_file() {
+        assert!(err("[[task]]\nname='a'\nmodule='m.wasm'\nmemroy_limit='1MiB'").contains("memroy_limit"));
+        assert!(err("[runtime]\nworkerz=1\n[[task]]\nname='a'\nmodule='m.wasm'").contains("workerz"));
+        assert!(err("[[task]]\nname='a'\nmodule='m.wasm'\nmemory_limit='lots'").contains("memory_limit"));
+        assert!(err("[[task]]\nname='a'\nmodule='m.wasm'\ncpu_limit='5'").contains("cpu_limit"));
+        assert!(err("[[task]]\nname='a'\nmodule='nope.wasm'").contains("nope.wasm"));
+        assert!(err("[[task]]\nname='a'\nmodule='m.wasm'\ndirs={'/x'='nodir'}").contains("nodir"));
+        assert!(err("[[task]]\nname='a'\nmodule='m.wasm'\non_memory_limit='explode'").contains("on_memory_limit"));
+        let dup = err("[[task]]\nname='a'\nmodule='m.wasm'\n[[task]]\nname='a'\nmodule='m.wasm'");
+        assert!(dup.contains("duplicate task name \"a\""), "{dup}");
+        let dup = err("[[task]]\nname='a.1'\nmodule='m.wasm'\n[[task]]\nname='a'\ncount=2\nmodule='m.wasm'");
+        assert!(dup.contains("duplicate task name \"a.1\""), "{dup}");
+        assert!(err("[[task]]\nname='a'\nmodule='m.wasm'\ncount=0").contains("count"));
+        assert!(err("[runtime]\nworkers=0\n[[task]]\nname='a'\nmodule='m.wasm'").contains("workers"));
+        assert!(err("").contains("no [[task]]"));
+        assert!(err("[[task]]\nname='a'").contains("module"));
+        assert!(err("this is not toml").len() > 0);
+    }
+}

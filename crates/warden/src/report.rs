@@ -1,0 +1,66 @@
+//! What is recorded about a finished task, as written by `--report`.
+
+use crate::task::{TaskId, TaskShared, TaskStatus};
+use serde::Serialize;
+use std::sync::atomic::Ordering;
+
+/// One finished task. Field names are the JSON report's.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TaskReport {
+    /// Task id.
+    pub id: TaskId,
+    /// Task name.
+    pub name: String,
+    /// `"exited"`, `"trapped"` or `"killed"`.
+    pub status: &'static str,
+    /// The exit code if the task exited, else `None`.
+    pub exit_code: Option<i32>,
+    /// Why the task trapped or was killed.
+    pub reason: Option<String>,
+    /// CPU time used, ms.
+    pub cpu_ms: f64,
+    /// Highest memory (linear memories + tables) charged, bytes.
+    pub peak_memory_bytes: u64,
+    /// The memory limit, if any.
+    pub memory_limit_bytes: Option<u64>,
+    /// Growth requests refused for exceeding the limit.
+    pub memory_denials: u64,
+    /// When the task was spawned, ms since the runtime started.
+    pub start_ms: f64,
+    /// When it finished, ms since the runtime started.
+    pub end_ms: f64,
+}
+
+impl TaskReport {
+    pub(crate) fn new(
+        shared: &TaskShared,
+        status: TaskStatus,
+        memory_limit: Option<u64>,
+        start_ms: f64,
+        end_ms: f64,
+    ) -> Self {
+        let (status, exit_code, reason) = match status {
+            TaskStatus::Exited(c) => ("exited", Some(c), None),
+            TaskStatus::Trapped(r) => ("trapped", None, Some(r)),
+            TaskStatus::Killed(r) => ("killed", None, Some(r)),
+        };
+        TaskReport {
+            id: shared.id,
+            name: shared.name.clone(),
+            status,
+            exit_code,
+            reason,
+            cpu_ms: shared.cpu_ns.load(Ordering::Relaxed) as f64 / 1e6,
+            peak_memory_bytes: shared.memory_peak.load(Ordering::Relaxed),
+            memory_limit_bytes: memory_limit,
+            memory_denials: shared.memory_denials.load(Ordering::Relaxed),
+            start_ms,
+            end_ms,
+        }
+    }
+
+    /// Whether the task exited with code 0.
+    pub fn succeeded(&self) -> bool {
+        self.exit_code == Some(0)
+    }
+}

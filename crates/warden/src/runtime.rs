@@ -1,0 +1,458 @@
+//! The runtime: one engine, its compiled modules, the task table and the
+//! executor. This is the kernel API the CLI (and later the control API and
+//! guests' own task calls) drive.
+
+use crate::cache::CodeCache;
+use crate::cpu::thread_cpu_ns;
+use crate::executor::{Clock, Executor, ExecutorStats, TICK};
+use crate::limiter::MemoryBudget;
+use crate::module::{self, LoadedModule};
+use crate::output::{HostStream, Sink};
+use crate::policy::RoundRobin;
+use crate::report::TaskReport;
+use crate::task::{KillSignal, TaskData, TaskId, TaskShared, TaskSpec, TaskStatus};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use wasmtime::{Config, Engine, InstancePre, Linker, Store, Trap, UpdateDeadline, WasmBacktrace};
+use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
+
+/// Runtime-wide settings.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Worker threads running tasks (default: number of cores).
+    pub workers: usize,
+    /// Time slice before a running task yields to the next (default 4 ms).
+    pub slice: Duration,
+    /// Compiled-code cache directory; `None` disables the cache.
+    pub cache_dir: Option<PathBuf>,
+    /// Prefix each line a task writes to the host's stdout/stderr with
+    /// `[name] ` (default false).
+    pub prefix_output: bool,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            slice: Duration::from_millis(4),
+            cache_dir: CodeCache::default_dir(),
+            prefix_output: false,
+        }
+    }
+}
+
+/// Errors of the kernel API.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// a module could not be loaded: the message names the file
+    #[error("{0}")]
+    Module(String),
+    /// a task could not be set up: the message says why
+    #[error("task {name:?}: {message}")]
+    Spawn {
+        /// The task's name.
+        name: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// no such live task
+    #[error("no live task with id {0}")]
+    NoSuchTask(TaskId),
+    /// the runtime could not start
+    #[error("cannot start runtime: {0}")]
+    Start(String),
+}
+
+/// A live task's current figures.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TaskInfo {
+    /// Task id.
+    pub id: TaskId,
+    /// Task name.
+    pub name: String,
+    /// CPU time so far, ms.
+    pub cpu_ms: f64,
+    /// Bytes of memory and tables charged now.
+    pub memory_bytes: u64,
+    /// Highest charge so far.
+    pub peak_memory_bytes: u64,
+}
+
+struct Live {
+    shared: Arc<TaskShared>,
+    start_ms: f64,
+    memory_limit: Option<u64>,
+}
+
+#[derive(Default)]
+struct Table {
+    live: HashMap<TaskId, Live>,
+    done: HashMap<TaskId, TaskReport>,
+}
+
+struct Tasks {
+    table: Mutex<Table>,
+    changed: Condvar,
+    epoch: Instant,
+}
+
+impl Tasks {
+    fn lock(&self) -> MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn ms(&self) -> f64 {
+        self.epoch.elapsed().as_secs_f64() * 1e3
+    }
+
+    fn finish(&self, shared: &TaskShared, status: TaskStatus) {
+        let end_ms = self.ms();
+        let mut t = self.lock();
+        if let Some(live) = t.live.remove(&shared.id) {
+            let report = TaskReport::new(shared, status, live.memory_limit, live.start_ms, end_ms);
+            t.done.insert(shared.id, report);
+        }
+        drop(t);
+        self.changed.notify_all();
+    }
+}
+
+struct Inner {
+    engine: Engine,
+    linker: Linker<TaskData>,
+    config: RuntimeConfig,
+    cache: Option<CodeCache>,
+    modules: Mutex<HashMap<PathBuf, Arc<LoadedModule>>>,
+    tasks: Arc<Tasks>,
+    next_id: AtomicU64,
+    clock: Arc<Clock>,
+    exec: Executor,
+    // Drives WASI's timers and blocking I/O; dropped after the executor.
+    _tokio: tokio::runtime::Runtime,
+}
+
+/// A Warden runtime. Cheap to clone; all clones are the same runtime.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<Inner>,
+}
+
+impl Runtime {
+    /// Starts a runtime: engine, worker threads and epoch timer.
+    pub fn new(config: RuntimeConfig) -> Result<Runtime, Error> {
+        let mut wc = Config::new();
+        wc.epoch_interruption(true);
+        wc.memory_init_cow(true);
+        let engine = Engine::new(&wc).map_err(|e| Error::Start(format!("{e:#}")))?;
+        let mut linker: Linker<TaskData> = Linker::new(&engine);
+        wasmtime_wasi::p1::add_to_linker_async(&mut linker, |d: &mut TaskData| &mut d.wasi)
+            .map_err(|e| Error::Start(format!("{e:#}")))?;
+        let cache = match &config.cache_dir {
+            Some(dir) => Some(
+                CodeCache::new(dir)
+                    .map_err(|e| Error::Start(format!("cache {}: {e}", dir.display())))?,
+            ),
+            None => None,
+        };
+        let tokio = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("warden-io")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Start(e.to_string()))?;
+        let tasks = Arc::new(Tasks {
+            table: Mutex::new(Table::default()),
+            changed: Condvar::new(),
+            epoch: Instant::now(),
+        });
+        let t = tasks.clone();
+        let e = engine.clone();
+        let exec = Executor::start(
+            config.workers,
+            Box::new(RoundRobin::new()),
+            tokio.handle().clone(),
+            Box::new(move || e.increment_epoch()),
+            Box::new(move |shared, status| t.finish(shared, status)),
+        )
+        .map_err(|e| Error::Start(e.to_string()))?;
+        Ok(Runtime {
+            inner: Arc::new(Inner {
+                engine,
+                linker,
+                clock: exec.clock(),
+                exec,
+                config,
+                cache,
+                modules: Mutex::new(HashMap::new()),
+                tasks,
+                next_id: AtomicU64::new(1),
+                _tokio: tokio,
+            }),
+        })
+    }
+
+    /// The runtime's settings.
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.inner.config
+    }
+
+    /// Milliseconds since the runtime started.
+    pub fn now_ms(&self) -> f64 {
+        self.inner.tasks.ms()
+    }
+
+    /// Loads (compiles, or fetches from the code cache) the module at
+    /// `path`, once per runtime; later calls return the same module.
+    pub fn load_module(&self, path: &Path) -> Result<Arc<LoadedModule>, Error> {
+        let key = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        let mut modules = self.inner.modules.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(m) = modules.get(&key) {
+            return Ok(m.clone());
+        }
+        let m = Arc::new(
+            module::load(
+                &self.inner.engine,
+                &self.inner.linker,
+                self.inner.cache.as_ref(),
+                path,
+            )
+            .map_err(Error::Module)?,
+        );
+        modules.insert(key, m.clone());
+        Ok(m)
+    }
+
+    /// Starts a task. Its module is loaded first if it is not yet.
+    pub fn spawn(&self, spec: &TaskSpec) -> Result<TaskId, Error> {
+        let module = self.load_module(&spec.module)?;
+        let inner = &*self.inner;
+        let spawn_err = |message: String| Error::Spawn {
+            name: spec.name.clone(),
+            message,
+        };
+        let id = TaskId(inner.next_id.fetch_add(1, Ordering::Relaxed));
+        let shared = Arc::new(TaskShared::new(id, spec.name.clone(), spec.cpu_limit));
+        let wasi = self.wasi_ctx(spec, &module.path).map_err(spawn_err)?;
+        let budget = MemoryBudget::new(spec.memory_limit, spec.on_memory_limit, shared.clone());
+        let mut store = Store::new(&inner.engine, TaskData { wasi, budget });
+        store.limiter(|d| &mut d.budget);
+        store.set_epoch_deadline(1);
+        let (sh, clock) = (shared.clone(), inner.clock.clone());
+        let slice_ticks = (inner.config.slice.as_nanos() / TICK.as_nanos()).max(1) as u64;
+        store.epoch_deadline_callback(move |_| on_tick(&sh, &clock, slice_ticks));
+
+        inner.tasks.lock().live.insert(
+            id,
+            Live {
+                shared: shared.clone(),
+                start_ms: inner.tasks.ms(),
+                memory_limit: spec.memory_limit,
+            },
+        );
+        let future = run(module.pre.clone(), store, shared.clone());
+        inner.exec.spawn(shared, Box::pin(future));
+        Ok(id)
+    }
+
+    fn wasi_ctx(
+        &self,
+        spec: &TaskSpec,
+        module: &Path,
+    ) -> Result<wasmtime_wasi::p1::WasiP1Ctx, String> {
+        let mut b = WasiCtxBuilder::new();
+        let argv0 = module
+            .file_name()
+            .map_or_else(|| spec.name.clone(), |n| n.to_string_lossy().into_owned());
+        b.arg(argv0).args(&spec.args);
+        for (k, v) in &spec.env {
+            b.env(k, v);
+        }
+        for (guest, host) in &spec.dirs {
+            b.preopened_dir(host, guest, FsPerms::ReadWrite)
+                .map_err(|e| format!("cannot open directory {}: {e:#}", host.display()))?;
+        }
+        let prefix = self
+            .inner
+            .config
+            .prefix_output
+            .then(|| format!("[{}] ", spec.name));
+        let open = |o, h, what: &str| {
+            Sink::open(o, h, prefix.clone()).map_err(|e| format!("{what}: {e}"))
+        };
+        b.stdout(open(&spec.stdout, HostStream::Stdout, "stdout")?);
+        b.stderr(open(&spec.stderr, HostStream::Stderr, "stderr")?);
+        if spec.stdin_inherit {
+            b.inherit_stdin();
+        }
+        Ok(b.build_p1())
+    }
+
+    /// Kills a live task (see the task lifecycle): a queued or blocked task
+    /// is gone when this returns, a running one within one epoch tick.
+    pub fn kill(&self, id: TaskId, reason: &str) -> Result<(), Error> {
+        if self.inner.exec.kill(id, reason) {
+            Ok(())
+        } else {
+            Err(Error::NoSuchTask(id))
+        }
+    }
+
+    /// Kills every live task.
+    pub fn kill_all(&self, reason: &str) {
+        let ids: Vec<TaskId> = self.inner.tasks.lock().live.keys().copied().collect();
+        for id in ids {
+            let _ = self.kill(id, reason);
+        }
+    }
+
+    /// Waits for a task to finish and returns its report.
+    pub fn wait(&self, id: TaskId) -> Result<TaskReport, Error> {
+        self.wait_timeout(id, None)
+            .map(|r| r.expect("no timeout given"))
+    }
+
+    /// Waits at most `timeout` (`None`: forever) for a task to finish;
+    /// `Ok(None)` if it is still running.
+    pub fn wait_timeout(
+        &self,
+        id: TaskId,
+        timeout: Option<Duration>,
+    ) -> Result<Option<TaskReport>, Error> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let tasks = &self.inner.tasks;
+        let mut t = tasks.lock();
+        loop {
+            if let Some(r) = t.done.get(&id) {
+                return Ok(Some(r.clone()));
+            }
+            if !t.live.contains_key(&id) {
+                return Err(Error::NoSuchTask(id));
+            }
+            t = match deadline {
+                None => tasks.changed.wait(t).unwrap_or_else(|e| e.into_inner()),
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Ok(None);
+                    }
+                    tasks
+                        .changed
+                        .wait_timeout(t, left)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
+                }
+            };
+        }
+    }
+
+    /// Waits until no task is live; returns every report, in spawn order.
+    pub fn wait_all(&self) -> Vec<TaskReport> {
+        let tasks = &self.inner.tasks;
+        let mut t = tasks.lock();
+        while !t.live.is_empty() {
+            t = tasks.changed.wait(t).unwrap_or_else(|e| e.into_inner());
+        }
+        drop(t);
+        self.reports()
+    }
+
+    /// Reports of every finished task so far, in spawn order.
+    pub fn reports(&self) -> Vec<TaskReport> {
+        let mut v: Vec<TaskReport> = self.inner.tasks.lock().done.values().cloned().collect();
+        v.sort_by_key(|r| r.id);
+        v
+    }
+
+    /// Current figures of every live task, in spawn order.
+    pub fn live_tasks(&self) -> Vec<TaskInfo> {
+        let t = self.inner.tasks.lock();
+        let mut v: Vec<TaskInfo> = t
+            .live
+            .values()
+            .map(|l| TaskInfo {
+                id: l.shared.id,
+                name: l.shared.name.clone(),
+                cpu_ms: l.shared.cpu_ns.load(Ordering::Relaxed) as f64 / 1e6,
+                memory_bytes: l.shared.memory_current.load(Ordering::Relaxed),
+                peak_memory_bytes: l.shared.memory_peak.load(Ordering::Relaxed),
+            })
+            .collect();
+        v.sort_by_key(|i| i.id);
+        v
+    }
+
+    /// The executor's load figures.
+    pub fn stats(&self) -> ExecutorStats {
+        self.inner.exec.stats()
+    }
+}
+
+/// The deadline callback, run every epoch tick while the task runs: ends
+/// the task if it was killed or used up its CPU time, yields at the end
+/// of its slice, and otherwise lets it continue for one more tick.
+fn on_tick(shared: &TaskShared, clock: &Clock, slice_ticks: u64) -> wasmtime::Result<UpdateDeadline> {
+    if shared.kill_requested() {
+        let reason = shared.kill_reason().unwrap_or_else(|| "killed".into());
+        return Err(KillSignal(reason).into());
+    }
+    let slice_cpu = thread_cpu_ns().saturating_sub(shared.slice_start_cpu.load(Ordering::Relaxed));
+    let cpu = shared.cpu_ns.load(Ordering::Relaxed) + slice_cpu;
+    if let Some(reason) = shared.cpu_over_limit(cpu) {
+        shared.request_kill(&reason);
+        return Err(KillSignal(reason).into());
+    }
+    let ran = clock
+        .now()
+        .saturating_sub(shared.slice_start_tick.load(Ordering::Relaxed));
+    Ok(if ran >= slice_ticks {
+        UpdateDeadline::Yield(1)
+    } else {
+        UpdateDeadline::Continue(1)
+    })
+}
+
+/// A task's whole life as a future: instantiate, run `_start`, classify
+/// the ending. The store is dropped when the future completes or is dropped.
+async fn run(pre: InstancePre<TaskData>, mut store: Store<TaskData>, shared: Arc<TaskShared>) -> TaskStatus {
+    let instance = match pre.instantiate_async(&mut store).await {
+        Ok(i) => i,
+        Err(e) => return classify(&e, &shared, "cannot start: "),
+    };
+    let start = match instance.get_typed_func::<(), ()>(&mut store, "_start") {
+        Ok(f) => f,
+        Err(e) => return TaskStatus::Trapped(format!("cannot start: {e:#}")),
+    };
+    match start.call_async(&mut store, ()).await {
+        Ok(()) => TaskStatus::Exited(0),
+        Err(e) => classify(&e, &shared, ""),
+    }
+}
+
+fn classify(e: &wasmtime::Error, shared: &TaskShared, context: &str) -> TaskStatus {
+    if let Some(exit) = e.downcast_ref::<I32Exit>() {
+        return TaskStatus::Exited(exit.0);
+    }
+    if let Some(kill) = e.downcast_ref::<KillSignal>() {
+        return TaskStatus::Killed(kill.0.clone());
+    }
+    if shared.kill_requested() {
+        return TaskStatus::Killed(shared.kill_reason().unwrap_or_else(|| "killed".into()));
+    }
+    let mut reason = match e.downcast_ref::<Trap>() {
+        Some(trap) => format!("{context}{trap}"),
+        None => format!("{context}{}", e.root_cause()),
+    };
+    if let Some(frame) = e
+        .downcast_ref::<WasmBacktrace>()
+        .and_then(|bt| bt.frames().first())
+    {
+        match frame.func_name() {
+            Some(name) => reason.push_str(&format!(" (in {name})")),
+            None => reason.push_str(&format!(" (in function {})", frame.func_index())),
+        }
+    }
+    TaskStatus::Trapped(reason)
+}

@@ -1,0 +1,213 @@
+//! Tasks: one isolated program each.
+//!
+//! A task is one Wasmtime [`Store`] holding one instance of a WASI command
+//! module, its linear memory (its heap), its globals, its WASI context
+//! (args, env, stdio, preopened directories) and its [`MemoryBudget`]. The
+//! store lives inside the task's future; the [`executor`](crate::executor)
+//! runs that future a time slice at a time.
+//!
+//! # Lifecycle
+//!
+//! 1. **Queued.** [`Runtime::spawn`](crate::Runtime::spawn) builds the store
+//!    and the future and hands them to the executor, which queues the task.
+//!    Spawning charges the initial memory to the budget when the future
+//!    first runs (instantiation); a module whose initial memory exceeds the
+//!    budget ends as *trapped* without running any guest code.
+//! 2. **Running.** Only an executor worker moves a task from Queued to
+//!    Running, by popping it from the run queue; exactly one worker runs a
+//!    task at a time. CPU time is measured with the worker's thread CPU
+//!    clock around each poll and added to the task.
+//! 3. **Back to Queued.** At each epoch tick the task's deadline callback
+//!    checks its kill flag and CPU limit; once its slice is used up it
+//!    yields and the worker queues it at the back.
+//! 4. **Blocked.** When a host call cannot complete (a WASI sleep, stdin
+//!    with no data), the future returns pending and the task is owned by
+//!    nobody but its waker; the worker moves on. The waker (a timer, an I/O
+//!    thread) moves it back to Queued.
+//! 5. **Finished.** A task finishes by *exiting* (`_start` returns or
+//!    `proc_exit`), by *trapping* (the guest's own fault, or instantiation
+//!    failing) or by being *killed* (kernel API, a limit, Ctrl-C). Anyone
+//!    may request a kill at any time: the request sets the kill flag, then
+//!    a Queued or Blocked task is finished at once by the requester, while a
+//!    Running task is finished by its worker at the next epoch tick. A
+//!    single atomic state decides who finishes a task, so it happens once.
+//! 6. **Released.** Finishing drops the future and with it the store: the
+//!    instance, linear memories, tables, WASI handles and open files are
+//!    released, and the memory returns to the system. The report (status,
+//!    CPU, peak memory, times) is recorded before anyone waiting is woken.
+//!
+//! Kernel state is changed only between guest instructions (in host calls
+//! and deadline callbacks), so a kill never leaves it half-updated.
+
+use crate::limiter::MemoryBudget;
+pub use crate::limiter::MemoryPolicy;
+pub use crate::output::Output;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// A task's identity, unique within a runtime and never reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct TaskId(pub u64);
+
+impl std::fmt::Display for TaskId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Everything needed to start a task.
+#[derive(Debug, Clone)]
+pub struct TaskSpec {
+    /// Unique name (for reports and output prefixes).
+    pub name: String,
+    /// The module file (`.wasm`, or `.wat` text).
+    pub module: PathBuf,
+    /// Arguments after argv\[0\] (argv\[0\] is the module's file name).
+    pub args: Vec<String>,
+    /// Environment variables; the task sees these and no others.
+    pub env: Vec<(String, String)>,
+    /// Preopened directories: guest path, host path.
+    pub dirs: Vec<(String, PathBuf)>,
+    /// Bytes of linear memory plus tables; `None` for no limit.
+    pub memory_limit: Option<u64>,
+    /// What a growth past `memory_limit` does.
+    pub on_memory_limit: MemoryPolicy,
+    /// CPU time after which the task is killed; `None` for no limit.
+    pub cpu_limit: Option<Duration>,
+    /// Where the task's stdout goes.
+    pub stdout: Output,
+    /// Where the task's stderr goes.
+    pub stderr: Output,
+    /// Whether the task reads the host's stdin (otherwise it reads nothing).
+    pub stdin_inherit: bool,
+}
+
+impl TaskSpec {
+    /// A spec with defaults: no args, env, dirs or limits; output inherited.
+    pub fn new(name: impl Into<String>, module: impl Into<PathBuf>) -> Self {
+        TaskSpec {
+            name: name.into(),
+            module: module.into(),
+            args: vec![],
+            env: vec![],
+            dirs: vec![],
+            memory_limit: None,
+            on_memory_limit: MemoryPolicy::Deny,
+            cpu_limit: None,
+            stdout: Output::Inherit,
+            stderr: Output::Inherit,
+            stdin_inherit: false,
+        }
+    }
+}
+
+/// How a task ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskStatus {
+    /// `_start` returned (code 0) or the guest called `proc_exit(code)`.
+    Exited(i32),
+    /// The guest faulted, or could not be started; the text says why.
+    Trapped(String),
+    /// Killed by the kernel API, a limit or the operator; the text says why.
+    Killed(String),
+}
+
+/// The error a deadline callback or limiter returns to end a task as
+/// *killed* with the given reason.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct KillSignal(pub String);
+
+/// Task state shared between the kernel, the executor and the task's own
+/// store. Plain atomics: no Wasmtime types, so the executor can use it.
+#[derive(Debug)]
+pub struct TaskShared {
+    /// The task's id.
+    pub id: TaskId,
+    /// The task's name.
+    pub name: String,
+    /// CPU time limit in ns, 0 for none.
+    pub cpu_limit_ns: u64,
+    /// CPU time consumed so far, ns.
+    pub cpu_ns: AtomicU64,
+    /// Bytes of memory and tables currently charged.
+    pub memory_current: AtomicU64,
+    /// Highest `memory_current` seen.
+    pub memory_peak: AtomicU64,
+    /// Growth requests refused (or killed) for exceeding the limit.
+    pub memory_denials: AtomicU64,
+    /// Epoch tick at which the current slice started.
+    pub slice_start_tick: AtomicU64,
+    /// Worker thread CPU clock when the current slice started.
+    pub slice_start_cpu: AtomicU64,
+    killed: AtomicBool,
+    kill_reason: Mutex<Option<String>>,
+}
+
+impl TaskShared {
+    /// Fresh shared state.
+    pub fn new(id: TaskId, name: String, cpu_limit: Option<Duration>) -> Self {
+        TaskShared {
+            id,
+            name,
+            cpu_limit_ns: cpu_limit.map_or(0, |d| d.as_nanos().min(u64::MAX as u128) as u64),
+            cpu_ns: AtomicU64::new(0),
+            memory_current: AtomicU64::new(0),
+            memory_peak: AtomicU64::new(0),
+            memory_denials: AtomicU64::new(0),
+            slice_start_tick: AtomicU64::new(0),
+            slice_start_cpu: AtomicU64::new(0),
+            killed: AtomicBool::new(false),
+            kill_reason: Mutex::new(None),
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn for_test() -> Self {
+        Self::new(TaskId(0), "test".into(), None)
+    }
+
+    /// Records a kill request; the first reason given wins. Returns whether
+    /// this call was the first.
+    pub fn request_kill(&self, reason: &str) -> bool {
+        let mut r = self.kill_reason.lock().unwrap_or_else(|e| e.into_inner());
+        let first = r.is_none();
+        if first {
+            *r = Some(reason.to_string());
+        }
+        self.killed.store(true, Ordering::SeqCst);
+        first
+    }
+
+    /// Whether a kill was requested.
+    pub fn kill_requested(&self) -> bool {
+        self.killed.load(Ordering::SeqCst)
+    }
+
+    /// The reason given with the first kill request.
+    pub fn kill_reason(&self) -> Option<String> {
+        self.kill_reason
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// If the CPU limit is exceeded given `cpu_ns` total, the kill reason.
+    pub fn cpu_over_limit(&self, cpu_ns: u64) -> Option<String> {
+        (self.cpu_limit_ns != 0 && cpu_ns > self.cpu_limit_ns).then(|| {
+            format!(
+                "cpu limit exceeded: used {} ms of {} ms",
+                cpu_ns / 1_000_000,
+                self.cpu_limit_ns / 1_000_000
+            )
+        })
+    }
+}
+
+/// The data of a task's store.
+pub(crate) struct TaskData {
+    pub(crate) wasi: wasmtime_wasi::p1::WasiP1Ctx,
+    pub(crate) budget: MemoryBudget,
+}

@@ -1,0 +1,65 @@
+use crate::util::*;
+use std::io::{BufRead, BufReader, Write};
+use std::process::Stdio;
+use std::time::Duration;
+
+/// Sleeping tasks hold no worker: with one worker and several tasks asleep,
+/// another task still runs to completion at once.
+#[test]
+fn sleeping_tasks_do_not_block_the_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(1);
+    let sleepers: Vec<_> = (0..5)
+        .map(|i| rt.spawn(&spec(dir.path(), &format!("s{i}"), guests::SLEEP)).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(100));
+    let r = run_one(&rt, &spec(dir.path(), "hello", guests::HELLO), Duration::from_secs(10));
+    assert_eq!(r.exit_code, Some(0));
+    assert_eq!(rt.live_tasks().len(), 5);
+    for id in sleepers {
+        rt.kill(id, "done").unwrap();
+    }
+}
+
+/// A task waiting on stdin holds no worker: with one worker, a second task
+/// runs and finishes while the first waits; then input arrives and the
+/// first finishes too.
+#[test]
+fn stdin_read_does_not_block_the_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = manifest(
+        dir.path(),
+        &format!(
+            "[runtime]\nworkers = 1\n\
+             [[task]]\nname = 'reader'\nmodule = '{}'\nstdin = 'inherit'\n\
+             [[task]]\nname = 'busy'\nmodule = '{}'\nargs = ['2']\n",
+            guests::STDIN_COUNT,
+            guests::BUSY_PRINT
+        ),
+    );
+    let mut child = warden()
+        .args(["run", "--no-cache"])
+        .arg(&m)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let _ = tx.send(line.unwrap());
+        }
+    });
+    // The busy task prints both rounds while the reader is blocked.
+    for want in ["[busy] round 0", "[busy] round 1"] {
+        let line = rx.recv_timeout(Duration::from_secs(30)).expect("busy task ran");
+        assert!(line.starts_with(want), "{line}");
+    }
+    stdin.write_all(b"12345").unwrap();
+    drop(stdin);
+    let line = rx.recv_timeout(Duration::from_secs(30)).expect("reader finished");
+    assert_eq!(line, "[reader] read 5 bytes");
+    assert!(child.wait().unwrap().success());
+}

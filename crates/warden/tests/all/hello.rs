@@ -1,0 +1,54 @@
+use crate::util::*;
+use std::time::Duration;
+
+#[test]
+fn hello_args_env_and_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(1);
+    let mut s = spec(dir.path(), "hello", guests::HELLO);
+    s.args = vec!["one".into(), "two words".into()];
+    s.env = vec![("GREETING".into(), "hi".into())];
+    let r = run_one(&rt, &s, Duration::from_secs(20));
+    assert_eq!((r.status, r.exit_code, r.reason.clone()), ("exited", Some(0), None));
+    let out = stdout_of(dir.path(), "hello");
+    assert!(out.contains("hello from hello.wasm"), "{out}");
+    assert!(out.contains("arg 1: one\narg 2: two words\n"), "{out}");
+    assert!(out.contains("env: GREETING=hi"), "{out}");
+    assert_eq!(out.matches("env:").count(), 1, "sees only its own env: {out}");
+    assert!(r.peak_memory_bytes > 0);
+    assert!(r.end_ms >= r.start_ms);
+
+    let mut s = spec(dir.path(), "hello3", guests::HELLO);
+    s.args = vec!["exit=3".into()];
+    let r = run_one(&rt, &s, Duration::from_secs(20));
+    assert_eq!((r.status, r.exit_code), ("exited", Some(3)));
+    assert!(!r.succeeded());
+}
+
+#[test]
+fn module_is_compiled_once_and_shared() {
+    let rt = runtime(1);
+    let a = rt.load_module(guests::HELLO.as_ref()).unwrap();
+    let b = rt.load_module(guests::HELLO.as_ref()).unwrap();
+    assert!(std::sync::Arc::ptr_eq(&a, &b));
+}
+
+#[test]
+fn compiled_code_cache_persists_between_runtimes() {
+    let cache = tempfile::tempdir().unwrap();
+    let cfg = warden::RuntimeConfig {
+        workers: 1,
+        cache_dir: Some(cache.path().to_path_buf()),
+        ..Default::default()
+    };
+    let first = warden::Runtime::new(cfg.clone()).unwrap();
+    let m = first.load_module(guests::FIB.as_ref()).unwrap();
+    assert_eq!(m.cache, Some(warden::CacheOutcome::Miss));
+    drop(first);
+    let second = warden::Runtime::new(cfg).unwrap();
+    let m = second.load_module(guests::FIB.as_ref()).unwrap();
+    assert_eq!(m.cache, Some(warden::CacheOutcome::Hit));
+    let dir = tempfile::tempdir().unwrap();
+    let r = run_one(&second, &spec(dir.path(), "fib", guests::FIB), Duration::from_secs(30));
+    assert_eq!(r.exit_code, Some(0));
+}

@@ -1,0 +1,59 @@
+use crate::util::*;
+use std::time::Duration;
+
+/// Two tasks each get their own directory as `/data`: each reads its own
+/// file, and neither can reach the other's by any path.
+#[test]
+fn tasks_see_only_their_own_directories_and_env() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    std::fs::write(a.join("secret.txt"), "alpha-secret").unwrap();
+    std::fs::write(b.join("mine.txt"), "beta-file").unwrap();
+    let rt = runtime(2);
+
+    let mut ta = spec(dir.path(), "a", guests::FILES);
+    ta.dirs = vec![("/data".into(), a.clone())];
+    ta.args = vec!["/data/secret.txt".into(), "write:/data/out.txt:from-a".into()];
+    ta.env = vec![("TOKEN".into(), "a-only".into())];
+    let mut tb = spec(dir.path(), "b", guests::FILES);
+    tb.dirs = vec![("/data".into(), b.clone())];
+    let stolen = format!("{}/secret.txt", a.display());
+    tb.args = vec![
+        "/data/mine.txt".into(),
+        "/data/secret.txt".into(),
+        "/data/../a/secret.txt".into(),
+        stolen.clone(),
+        "/etc/passwd".into(),
+    ];
+    let ia = rt.spawn(&ta).unwrap();
+    let ib = rt.spawn(&tb).unwrap();
+    assert_eq!(wait(&rt, ia, Duration::from_secs(20)).exit_code, Some(0));
+    assert_eq!(wait(&rt, ib, Duration::from_secs(20)).exit_code, Some(0));
+
+    let out_a = stdout_of(dir.path(), "a");
+    assert!(out_a.contains("/data/secret.txt: alpha-secret"), "{out_a}");
+    assert_eq!(std::fs::read_to_string(a.join("out.txt")).unwrap(), "from-a");
+
+    let out_b = stdout_of(dir.path(), "b");
+    assert!(out_b.contains("/data/mine.txt: beta-file"), "{out_b}");
+    assert!(!out_b.contains("alpha-secret"), "b read a's file: {out_b}");
+    for path in ["/data/secret.txt", "/data/../a/secret.txt", stolen.as_str(), "/etc/passwd"] {
+        assert!(out_b.contains(&format!("{path}: error")), "{path} readable: {out_b}");
+    }
+}
+
+#[test]
+fn env_is_not_shared() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(1);
+    let mut a = spec(dir.path(), "a", guests::HELLO);
+    a.env = vec![("ONLY_A".into(), "1".into())];
+    let b = spec(dir.path(), "b", guests::HELLO);
+    run_one(&rt, &a, Duration::from_secs(20));
+    run_one(&rt, &b, Duration::from_secs(20));
+    assert!(stdout_of(dir.path(), "a").contains("ONLY_A=1"));
+    let out_b = stdout_of(dir.path(), "b");
+    assert!(!out_b.contains("env:"), "b sees env: {out_b}");
+}

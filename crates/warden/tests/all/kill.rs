@@ -1,0 +1,105 @@
+use crate::util::*;
+use std::time::{Duration, Instant};
+
+/// A task blocked in a 600 s sleep is gone as soon as `kill` returns.
+#[test]
+fn kill_of_blocked_task_is_immediate() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(1);
+    let id = rt.spawn(&spec(dir.path(), "sleeper", guests::SLEEP)).unwrap();
+    // Let it reach its sleep.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while rt.stats().queued > 0 || rt.stats().polls == 0 {
+        assert!(Instant::now() < deadline, "sleeper never ran");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let t = Instant::now();
+    rt.kill(id, "operator").unwrap();
+    let r = rt
+        .wait_timeout(id, Some(Duration::ZERO))
+        .unwrap()
+        .expect("finished by the time kill returned");
+    assert!(t.elapsed() < Duration::from_millis(100), "{:?}", t.elapsed());
+    assert_eq!((r.status, r.reason.as_deref()), ("killed", Some("operator")));
+    assert!(r.end_ms - r.start_ms < 20_000.0);
+}
+
+/// A spinning task stops within a few epoch ticks of `kill`.
+#[test]
+fn kill_of_running_task_stops_it_at_next_tick() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(1);
+    let id = rt.spawn(&spec(dir.path(), "spin", guests::SPIN)).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let t = Instant::now();
+    rt.kill(id, "enough").unwrap();
+    let r = wait(&rt, id, Duration::from_secs(5));
+    assert!(t.elapsed() < Duration::from_millis(500), "{:?}", t.elapsed());
+    assert_eq!((r.status, r.reason.as_deref()), ("killed", Some("enough")));
+    assert!(rt.kill(id, "again").is_err(), "a finished task is not killable");
+}
+
+/// Killing tasks that are queued behind a spinner on one worker: they never
+/// run, and the spinner is unaffected.
+#[test]
+fn kill_of_queued_tasks() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(1);
+    let spin = rt.spawn(&spec(dir.path(), "spin", guests::SPIN)).unwrap();
+    let queued: Vec<_> = (0..20)
+        .map(|i| rt.spawn(&spec(dir.path(), &format!("q{i}"), guests::SPIN)).unwrap())
+        .collect();
+    for &id in &queued {
+        rt.kill(id, "not needed").unwrap();
+    }
+    for id in queued {
+        assert_eq!(wait(&rt, id, Duration::from_secs(5)).status, "killed");
+    }
+    assert_eq!(rt.live_tasks().len(), 1);
+    rt.kill(spin, "done").unwrap();
+    assert_eq!(wait(&rt, spin, Duration::from_secs(5)).status, "killed");
+}
+
+/// Ctrl-C (SIGINT) kills every task; the report says so and the run fails.
+#[test]
+fn ctrl_c_kills_all_tasks() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = manifest(
+        dir.path(),
+        &format!(
+            "[runtime]\nworkers = 1\n[[task]]\nname = 'spin'\nmodule = '{}'\n\
+             [[task]]\nname = 'sleep'\nmodule = '{}'\n",
+            guests::SPIN,
+            guests::SLEEP
+        ),
+    );
+    let report = dir.path().join("report.json");
+    let mut child = warden()
+        .args(["run", "--no-cache"])
+        .arg(&m)
+        .arg("--report")
+        .arg(&report)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t.elapsed() > Duration::from_secs(10) {
+            child.kill().unwrap();
+            panic!("warden did not stop on SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(status.code(), Some(1));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    for t in json.as_array().unwrap() {
+        assert_eq!(t["status"], "killed", "{t}");
+        assert!(t["reason"].as_str().unwrap().contains("Ctrl-C"), "{t}");
+    }
+}

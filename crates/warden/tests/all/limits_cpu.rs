@@ -1,0 +1,49 @@
+use crate::util::*;
+use std::time::Duration;
+
+#[test]
+fn cpu_limit_kills() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(1);
+    let mut s = spec(dir.path(), "spin", guests::SPIN);
+    s.cpu_limit = Some(Duration::from_millis(200));
+    let r = run_one(&rt, &s, Duration::from_secs(30));
+    assert_eq!(r.status, "killed", "{r:?}");
+    assert!(r.reason.as_deref().unwrap().contains("cpu limit exceeded"), "{r:?}");
+    // Enforced within a tick or two of the limit.
+    assert!(r.cpu_ms >= 200.0 && r.cpu_ms < 260.0, "cpu_ms {}", r.cpu_ms);
+}
+
+/// Two spinning tasks sharing one worker get CPU within ±10% of each other.
+#[test]
+fn round_robin_is_fair_on_one_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(1);
+    let a = rt.spawn(&spec(dir.path(), "a", guests::SPIN)).unwrap();
+    let b = rt.spawn(&spec(dir.path(), "b", guests::SPIN)).unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let live = rt.live_tasks();
+    rt.kill(a, "test over").unwrap();
+    rt.kill(b, "test over").unwrap();
+    let (ca, cb) = (live[0].cpu_ms, live[1].cpu_ms);
+    assert!(ca > 100.0 && cb > 100.0, "both ran: {ca} {cb}");
+    let ratio = ca / cb;
+    assert!((0.9..=1.1).contains(&ratio), "cpu a {ca} ms, b {cb} ms");
+    for id in [a, b] {
+        assert_eq!(wait(&rt, id, Duration::from_secs(5)).status, "killed");
+    }
+}
+
+/// A C program doing long computations is preempted and still finishes.
+#[test]
+fn preempted_c_guest_finishes_beside_a_spinner() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(1);
+    let spin = rt.spawn(&spec(dir.path(), "spin", guests::SPIN)).unwrap();
+    let mut s = spec(dir.path(), "busy", guests::BUSY_PRINT);
+    s.args = vec!["3".into()];
+    let r = run_one(&rt, &s, Duration::from_secs(60));
+    assert_eq!(r.exit_code, Some(0), "{r:?}");
+    assert_eq!(stdout_of(dir.path(), "busy").lines().count(), 3);
+    rt.kill(spin, "done").unwrap();
+}

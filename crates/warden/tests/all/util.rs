@@ -1,0 +1,63 @@
+//! Shared helpers for the integration tests.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+use warden::{Output, Runtime, RuntimeConfig, TaskReport, TaskSpec};
+
+pub use warden_test_guests as guests;
+
+/// A runtime with `workers` workers and no disk cache.
+pub fn runtime(workers: usize) -> Runtime {
+    Runtime::new(RuntimeConfig {
+        workers,
+        cache_dir: None,
+        ..RuntimeConfig::default()
+    })
+    .expect("runtime starts")
+}
+
+/// A task spec whose stdout goes to `dir/<name>.out`.
+pub fn spec(dir: &Path, name: &str, module: &str) -> TaskSpec {
+    let mut s = TaskSpec::new(name, module);
+    s.stdout = Output::File(dir.join(format!("{name}.out")));
+    s
+}
+
+/// What the task named `name` (see [`spec`]) wrote to stdout.
+pub fn stdout_of(dir: &Path, name: &str) -> String {
+    std::fs::read_to_string(dir.join(format!("{name}.out"))).unwrap_or_default()
+}
+
+/// Spawns and waits, failing the test after `limit`.
+pub fn run_one(rt: &Runtime, spec: &TaskSpec, limit: Duration) -> TaskReport {
+    let id = rt.spawn(spec).expect("spawn");
+    wait(rt, id, limit)
+}
+
+/// Waits for a task, failing the test (instead of hanging) after `limit`.
+pub fn wait(rt: &Runtime, id: warden::TaskId, limit: Duration) -> TaskReport {
+    rt.wait_timeout(id, Some(limit))
+        .expect("task known")
+        .unwrap_or_else(|| panic!("task {id} still running after {limit:?}"))
+}
+
+/// The `warden` binary.
+pub fn warden() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_warden"))
+}
+
+/// Writes a manifest into `dir` and returns its path.
+pub fn manifest(dir: &Path, text: &str) -> PathBuf {
+    let p = dir.join("warden.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// Current resident set size of this process, bytes.
+pub fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    let kb: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kb * 1024
+}
