@@ -24,8 +24,8 @@ fn main() {
         let dest = out.join(format!("{stem}.wasm"));
         match ext {
             "wat" => {
-                let wasm = wat::parse_file(&path)
-                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                let wasm =
+                    wat::parse_file(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
                 std::fs::write(&dest, wasm).unwrap();
             }
             "c" => {

@@ -68,7 +68,9 @@ impl Raw {
         let wasi = WasiCtxBuilder::new().arg("m.wasm").build_p1();
         let mut store = Store::new(&self.engine, wasi);
         let instance = pre.instantiate(&mut store).unwrap();
-        let start = instance.get_typed_func::<(), ()>(&mut store, "_start").unwrap();
+        let start = instance
+            .get_typed_func::<(), ()>(&mut store, "_start")
+            .unwrap();
         start.call(&mut store, ()).unwrap();
         drop(store);
         t.elapsed()
@@ -80,7 +82,10 @@ fn bench_spawn(raw: &Raw) {
     let rounds = if quick() { 3 } else { 7 };
     let rt = runtime(1);
     rt.load_module(guests::NOOP.as_ref()).unwrap();
-    let pre = raw.linker.instantiate_pre(&raw.module(guests::NOOP)).unwrap();
+    let pre = raw
+        .linker
+        .instantiate_pre(&raw.module(guests::NOOP))
+        .unwrap();
     let spec = quiet("noop", guests::NOOP);
     let (mut warden_rate, mut raw_rate) = (vec![], vec![]);
     for _ in 0..rounds {
@@ -99,9 +104,18 @@ fn bench_spawn(raw: &Raw) {
     }
     let (w, r) = (median(warden_rate), median(raw_rate));
     println!("spawn (1 worker, {n} tasks x {rounds} rounds, median):");
-    println!("  warden:  {w:>10.0} tasks/s  ({:.2} us per task, spawn to exit)", 1e6 / w);
-    println!("  raw:     {r:>10.0} tasks/s  ({:.2} us per instantiate+_start)", 1e6 / r);
-    println!("  ratio warden/raw time per task: {:.2}x  (target <= 2x)", r / w);
+    println!(
+        "  warden:  {w:>10.0} tasks/s  ({:.2} us per task, spawn to exit)",
+        1e6 / w
+    );
+    println!(
+        "  raw:     {r:>10.0} tasks/s  ({:.2} us per instantiate+_start)",
+        1e6 / r
+    );
+    println!(
+        "  ratio warden/raw time per task: {:.2}x  (target <= 2x)",
+        r / w
+    );
 }
 
 fn bench_compute(raw: &Raw, name: &str, module: &str) {
@@ -176,7 +190,10 @@ fn bench_footprint() {
 fn main() {
     // `cargo bench` passes `--bench`; ignore all arguments.
     let raw = Raw::new();
-    println!("warden kernel benchmarks{}", if quick() { " (quick)" } else { "" });
+    println!(
+        "warden kernel benchmarks{}",
+        if quick() { " (quick)" } else { "" }
+    );
     bench_spawn(&raw);
     bench_compute(&raw, "sieve", guests::SIEVE);
     bench_compute(&raw, "fib(30)", guests::FIB);

@@ -46,7 +46,11 @@ impl Hasher for Sha256Hasher<'_> {
 impl CodeCache {
     /// The default location (see the module docs), if one can be found.
     pub fn default_dir() -> Option<PathBuf> {
-        let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let env = |k: &str| {
+            std::env::var_os(k)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
         env("WARDEN_CACHE_DIR")
             .or_else(|| env("XDG_CACHE_HOME").map(|d| d.join("warden")))
             .or_else(|| env("HOME").map(|d| d.join(".cache").join("warden")))
@@ -115,11 +119,17 @@ mod tests {
         let engine = Engine::default();
         let a = wat::parse_str("(module (func (export \"f\")))").unwrap();
         let b = wat::parse_str("(module (func (export \"g\")))").unwrap();
-        assert_eq!(cache.load_or_compile(&engine, &a).unwrap().1, CacheOutcome::Miss);
+        assert_eq!(
+            cache.load_or_compile(&engine, &a).unwrap().1,
+            CacheOutcome::Miss
+        );
         let (m, outcome) = cache.load_or_compile(&engine, &a).unwrap();
         assert_eq!(outcome, CacheOutcome::Hit);
         assert!(m.get_export("f").is_some());
-        assert_eq!(cache.load_or_compile(&engine, &b).unwrap().1, CacheOutcome::Miss);
+        assert_eq!(
+            cache.load_or_compile(&engine, &b).unwrap().1,
+            CacheOutcome::Miss
+        );
     }
 
     #[test]
@@ -129,7 +139,13 @@ mod tests {
         let engine = Engine::default();
         let a = wat::parse_str("(module)").unwrap();
         std::fs::write(cache.entry(&engine, &a), b"garbage").unwrap();
-        assert_eq!(cache.load_or_compile(&engine, &a).unwrap().1, CacheOutcome::Miss);
-        assert_eq!(cache.load_or_compile(&engine, &a).unwrap().1, CacheOutcome::Hit);
+        assert_eq!(
+            cache.load_or_compile(&engine, &a).unwrap().1,
+            CacheOutcome::Miss
+        );
+        assert_eq!(
+            cache.load_or_compile(&engine, &a).unwrap().1,
+            CacheOutcome::Hit
+        );
     }
 }

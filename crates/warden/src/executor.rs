@@ -287,11 +287,7 @@ fn try_reap(cell: &Arc<TaskCell>) {
     if s == QUEUED {
         cell.exec.lock().policy.remove(cell.shared.id.0);
     }
-    let future = cell
-        .future
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .take();
+    let future = cell.future.lock().unwrap_or_else(|e| e.into_inner()).take();
     let reason = cell.shared.kill_reason().unwrap_or_else(|| "killed".into());
     cell.exec.complete(cell, future, TaskStatus::Killed(reason));
 }
@@ -404,7 +400,10 @@ mod tests {
     impl Future for Churn {
         type Output = TaskStatus;
         fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<TaskStatus> {
-            assert!(!self.in_poll.swap(true, Ordering::SeqCst), "polled twice at once");
+            assert!(
+                !self.in_poll.swap(true, Ordering::SeqCst),
+                "polled twice at once"
+            );
             let r = if self.yields == 0 {
                 Poll::Ready(TaskStatus::Exited(0))
             } else {
@@ -464,7 +463,10 @@ mod tests {
         }
         let start = std::time::Instant::now();
         while finished.lock().unwrap().len() < TASKS as usize {
-            assert!(start.elapsed() < Duration::from_secs(60), "tasks never finished");
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "tasks never finished"
+            );
             std::thread::sleep(Duration::from_millis(5));
         }
         let m = finished.lock().unwrap();

@@ -85,7 +85,9 @@ impl MemoryBudget {
     fn refund_last(&mut self) {
         self.used -= self.last_grant;
         self.last_grant = 0;
-        self.shared.memory_current.store(self.used, Ordering::Relaxed);
+        self.shared
+            .memory_current
+            .store(self.used, Ordering::Relaxed);
     }
 }
 
@@ -159,7 +161,10 @@ mod tests {
         assert!(!b.memory_growing(2 * PAGE, 3 * PAGE, None).unwrap());
         assert!(!b.table_growing(0, 1, None).unwrap());
         assert_eq!(b.shared.memory_denials.load(Ordering::Relaxed), 2);
-        assert_eq!(b.shared.memory_peak.load(Ordering::Relaxed), 3 * PAGE as u64);
+        assert_eq!(
+            b.shared.memory_peak.load(Ordering::Relaxed),
+            3 * PAGE as u64
+        );
     }
 
     #[test]
@@ -182,7 +187,8 @@ mod tests {
     fn failed_growth_is_refunded() {
         let mut b = budget(2 * PAGE as u64, MemoryPolicy::Deny);
         assert!(b.memory_growing(0, 2 * PAGE, None).unwrap());
-        b.memory_grow_failed(wasmtime::format_err!("mmap failed")).unwrap();
+        b.memory_grow_failed(wasmtime::format_err!("mmap failed"))
+            .unwrap();
         assert_eq!(b.used(), 0);
         assert!(b.memory_growing(0, 2 * PAGE, None).unwrap());
     }

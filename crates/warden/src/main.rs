@@ -8,7 +8,11 @@ use warden::units::{parse_duration, parse_size};
 use warden::{Manifest, MemoryPolicy, Output, Runtime, RuntimeConfig, TaskReport, TaskSpec};
 
 #[derive(Parser)]
-#[command(name = "warden", version, about = "Run many WebAssembly programs as isolated tasks in one process")]
+#[command(
+    name = "warden",
+    version,
+    about = "Run many WebAssembly programs as isolated tasks in one process"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -71,9 +75,11 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
     let mut config = RuntimeConfig::default();
     let specs = if is_manifest {
         if args.memory_limit.is_some() || args.cpu_limit.is_some() || !args.args.is_empty() {
-            return Err("--memory-limit, --cpu-limit and module arguments apply to a single module; \
+            return Err(
+                "--memory-limit, --cpu-limit and module arguments apply to a single module; \
                         set limits in the manifest instead"
-                .into());
+                    .into(),
+            );
         }
         let m = Manifest::load(&args.target)?;
         config.workers = m.runtime.workers.unwrap_or(config.workers);

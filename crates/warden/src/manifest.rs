@@ -102,7 +102,7 @@ impl Manifest {
 
     /// Parses manifest text; relative paths are resolved against `base`.
     pub fn parse(text: &str, base: &Path) -> Result<Manifest, String> {
-        let raw: RawManifest = toml::from_str(text).map_err(|e| e.to_string())?;
+        let raw: RawManifest = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
         let runtime = RuntimeSection {
             workers: match raw.runtime.workers {
                 Some(0) => return Err("runtime.workers: must be at least 1".into()),
@@ -145,7 +145,9 @@ fn task_specs(t: RawTask, base: &Path) -> Result<Vec<TaskSpec>, String> {
     let mut dirs = Vec::new();
     for (guest, host) in &t.dirs {
         if !guest.starts_with('/') && guest != "." {
-            return Err(format!("dirs: guest path {guest:?} must be absolute or \".\""));
+            return Err(format!(
+                "dirs: guest path {guest:?} must be absolute or \".\""
+            ));
         }
         let host_path = base.join(host);
         if !host_path.is_dir() {
@@ -182,7 +184,11 @@ fn task_specs(t: RawTask, base: &Path) -> Result<Vec<TaskSpec>, String> {
     let stdin_inherit = match t.stdin.as_deref() {
         None | Some("null") => false,
         Some("inherit") => true,
-        Some(other) => return Err(format!("stdin: {other:?} is not one of \"null\", \"inherit\"")),
+        Some(other) => {
+            return Err(format!(
+                "stdin: {other:?} is not one of \"null\", \"inherit\""
+            ))
+        }
     };
     let names: Vec<String> = match t.count {
         None => vec![t.name.clone()],
@@ -206,6 +212,30 @@ fn task_specs(t: RawTask, base: &Path) -> Result<Vec<TaskSpec>, String> {
             stdin_inherit,
         })
         .collect())
+}
+
+/// A TOML error as one line: position and message.
+fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    let msg = e.message().trim().replace('\n', " ");
+    match e.span() {
+        Some(span) => {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+            let col = before.len() - line_start + 1;
+            // Quote the line, so a type error shows its key.
+            let src: String = text[line_start..]
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim()
+                .chars()
+                .take(60)
+                .collect();
+            format!("line {line}, column {col} (`{src}`): {msg}")
+        }
+        None => msg,
+    }
 }
 
 fn output(value: Option<&str>, base: &Path) -> Result<Output, String> {
@@ -278,21 +308,47 @@ mod tests {
 
     #[test]
     fn errors_name_the_key_or_file() {
-        assert!(err("[[task]]\nname='a'\nmodule='m.wasm'\nmemroy_limit='1MiB'").contains("memroy_limit"));
-        assert!(err("[runtime]\nworkerz=1\n[[task]]\nname='a'\nmodule='m.wasm'").contains("workerz"));
-        assert!(err("[[task]]\nname='a'\nmodule='m.wasm'\nmemory_limit='lots'").contains("memory_limit"));
+        assert!(
+            err("[[task]]\nname='a'\nmodule='m.wasm'\nmemroy_limit='1MiB'")
+                .contains("memroy_limit")
+        );
+        assert!(
+            err("[runtime]\nworkerz=1\n[[task]]\nname='a'\nmodule='m.wasm'").contains("workerz")
+        );
+        assert!(
+            err("[[task]]\nname='a'\nmodule='m.wasm'\nmemory_limit='lots'")
+                .contains("memory_limit")
+        );
         assert!(err("[[task]]\nname='a'\nmodule='m.wasm'\ncpu_limit='5'").contains("cpu_limit"));
         assert!(err("[[task]]\nname='a'\nmodule='nope.wasm'").contains("nope.wasm"));
         assert!(err("[[task]]\nname='a'\nmodule='m.wasm'\ndirs={'/x'='nodir'}").contains("nodir"));
-        assert!(err("[[task]]\nname='a'\nmodule='m.wasm'\non_memory_limit='explode'").contains("on_memory_limit"));
+        assert!(
+            err("[[task]]\nname='a'\nmodule='m.wasm'\non_memory_limit='explode'")
+                .contains("on_memory_limit")
+        );
         let dup = err("[[task]]\nname='a'\nmodule='m.wasm'\n[[task]]\nname='a'\nmodule='m.wasm'");
         assert!(dup.contains("duplicate task name \"a\""), "{dup}");
-        let dup = err("[[task]]\nname='a.1'\nmodule='m.wasm'\n[[task]]\nname='a'\ncount=2\nmodule='m.wasm'");
+        let dup = err(
+            "[[task]]\nname='a.1'\nmodule='m.wasm'\n[[task]]\nname='a'\ncount=2\nmodule='m.wasm'",
+        );
         assert!(dup.contains("duplicate task name \"a.1\""), "{dup}");
         assert!(err("[[task]]\nname='a'\nmodule='m.wasm'\ncount=0").contains("count"));
-        assert!(err("[runtime]\nworkers=0\n[[task]]\nname='a'\nmodule='m.wasm'").contains("workers"));
+        assert!(
+            err("[runtime]\nworkers=0\n[[task]]\nname='a'\nmodule='m.wasm'").contains("workers")
+        );
         assert!(err("").contains("no [[task]]"));
         assert!(err("[[task]]\nname='a'").contains("module"));
-        assert!(err("this is not toml").len() > 0);
+        let e = err("[[task]]\nname='a'\nmodule='m.wasm'\nbogus=1");
+        assert!(
+            e.starts_with("line 4, column 1 (`bogus=1`): unknown field `bogus`"),
+            "{e}"
+        );
+        let e = err("[runtime]\nslice_ms = 'x'\n[[task]]\nname='a'\nmodule='m.wasm'");
+        assert!(
+            e.starts_with("line 2, column 12 (`slice_ms = 'x'`): invalid type"),
+            "{e}"
+        );
+        assert!(!e.contains('\n'), "{e}");
+        assert!(err("this is not toml").starts_with("line 1"));
     }
 }

@@ -32,8 +32,7 @@ pub(crate) fn load(
     path: &Path,
 ) -> Result<LoadedModule, String> {
     let shown = path.display();
-    let bytes =
-        std::fs::read(path).map_err(|e| format!("cannot read module {shown}: {e}"))?;
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read module {shown}: {e}"))?;
     let wasm = if bytes.starts_with(b"\0asm") {
         if bytes.get(4..8) != Some(&[1, 0, 0, 0]) {
             return Err(format!(
@@ -52,9 +51,7 @@ pub(crate) fn load(
         ));
     };
     let (module, outcome) = match cache {
-        Some(c) => c
-            .load_or_compile(engine, &wasm)
-            .map(|(m, o)| (m, Some(o))),
+        Some(c) => c.load_or_compile(engine, &wasm).map(|(m, o)| (m, Some(o))),
         None => Module::from_binary(engine, &wasm).map(|m| (m, None)),
     }
     .map_err(|e| format!("{shown}: invalid module: {e:#}"))?;

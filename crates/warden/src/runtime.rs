@@ -279,9 +279,8 @@ impl Runtime {
             .config
             .prefix_output
             .then(|| format!("[{}] ", spec.name));
-        let open = |o, h, what: &str| {
-            Sink::open(o, h, prefix.clone()).map_err(|e| format!("{what}: {e}"))
-        };
+        let open =
+            |o, h, what: &str| Sink::open(o, h, prefix.clone()).map_err(|e| format!("{what}: {e}"));
         b.stdout(open(&spec.stdout, HostStream::Stdout, "stdout")?);
         b.stderr(open(&spec.stderr, HostStream::Stderr, "stderr")?);
         if spec.stdin_inherit {
@@ -393,7 +392,11 @@ impl Runtime {
 /// The deadline callback, run every epoch tick while the task runs: ends
 /// the task if it was killed or used up its CPU time, yields at the end
 /// of its slice, and otherwise lets it continue for one more tick.
-fn on_tick(shared: &TaskShared, clock: &Clock, slice_ticks: u64) -> wasmtime::Result<UpdateDeadline> {
+fn on_tick(
+    shared: &TaskShared,
+    clock: &Clock,
+    slice_ticks: u64,
+) -> wasmtime::Result<UpdateDeadline> {
     if shared.kill_requested() {
         let reason = shared.kill_reason().unwrap_or_else(|| "killed".into());
         return Err(KillSignal(reason).into());
@@ -416,7 +419,11 @@ fn on_tick(shared: &TaskShared, clock: &Clock, slice_ticks: u64) -> wasmtime::Re
 
 /// A task's whole life as a future: instantiate, run `_start`, classify
 /// the ending. The store is dropped when the future completes or is dropped.
-async fn run(pre: InstancePre<TaskData>, mut store: Store<TaskData>, shared: Arc<TaskShared>) -> TaskStatus {
+async fn run(
+    pre: InstancePre<TaskData>,
+    mut store: Store<TaskData>,
+    shared: Arc<TaskShared>,
+) -> TaskStatus {
     let instance = match pre.instantiate_async(&mut store).await {
         Ok(i) => i,
         Err(e) => return classify(&e, &shared, "cannot start: "),

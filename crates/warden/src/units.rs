@@ -13,7 +13,9 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     if num.is_empty() {
-        return Err(format!("bad size {text:?}: expected a number such as \"64MiB\""));
+        return Err(format!(
+            "bad size {text:?}: expected a number such as \"64MiB\""
+        ));
     }
     let n: u64 = num
         .parse()
@@ -47,9 +49,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("bad duration {text:?}: expected a number and unit such as \"500ms\""))?;
+    let n: f64 = num.parse().map_err(|_| {
+        format!("bad duration {text:?}: expected a number and unit such as \"500ms\"")
+    })?;
     let nanos_per: f64 = match unit.trim() {
         "ns" => 1.0,
         "us" | "µs" => 1e3,
@@ -57,7 +59,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "s" => 1e9,
         "m" | "min" => 60e9,
         "h" => 3600e9,
-        "" => return Err(format!("bad duration {text:?}: missing unit (ns, us, ms, s, m, h)")),
+        "" => {
+            return Err(format!(
+                "bad duration {text:?}: missing unit (ns, us, ms, s, m, h)"
+            ))
+        }
         other => return Err(format!("bad duration {text:?}: unknown unit {other:?}")),
     };
     let nanos = n * nanos_per;
@@ -96,7 +102,9 @@ mod tests {
         assert_eq!(parse_size("2MB"), Ok(2_000_000));
         assert!(parse_size("").is_err());
         assert!(parse_size("MiB").is_err());
-        assert!(parse_size("12 parsecs").unwrap_err().contains("unknown unit"));
+        assert!(parse_size("12 parsecs")
+            .unwrap_err()
+            .contains("unknown unit"));
         assert!(parse_size("-5MiB").is_err());
         assert!(parse_size("99999999999999999999").is_err());
         assert!(parse_size("17000000TiB").unwrap_err().contains("too large"));

@@ -10,10 +10,17 @@ fn sleeping_tasks_do_not_block_the_worker() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime(1);
     let sleepers: Vec<_> = (0..5)
-        .map(|i| rt.spawn(&spec(dir.path(), &format!("s{i}"), guests::SLEEP)).unwrap())
+        .map(|i| {
+            rt.spawn(&spec(dir.path(), &format!("s{i}"), guests::SLEEP))
+                .unwrap()
+        })
         .collect();
     std::thread::sleep(Duration::from_millis(100));
-    let r = run_one(&rt, &spec(dir.path(), "hello", guests::HELLO), Duration::from_secs(10));
+    let r = run_one(
+        &rt,
+        &spec(dir.path(), "hello", guests::HELLO),
+        Duration::from_secs(10),
+    );
     assert_eq!(r.exit_code, Some(0));
     assert_eq!(rt.live_tasks().len(), 5);
     for id in sleepers {
@@ -54,12 +61,16 @@ fn stdin_read_does_not_block_the_worker() {
     });
     // The busy task prints both rounds while the reader is blocked.
     for want in ["[busy] round 0", "[busy] round 1"] {
-        let line = rx.recv_timeout(Duration::from_secs(30)).expect("busy task ran");
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("busy task ran");
         assert!(line.starts_with(want), "{line}");
     }
     stdin.write_all(b"12345").unwrap();
     drop(stdin);
-    let line = rx.recv_timeout(Duration::from_secs(30)).expect("reader finished");
+    let line = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("reader finished");
     assert_eq!(line, "[reader] read 5 bytes");
     assert!(child.wait().unwrap().success());
 }

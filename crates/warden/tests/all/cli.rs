@@ -3,10 +3,13 @@ use serde_json::Value;
 
 fn report_of(args: &[&str], dir: &std::path::Path) -> (i32, Vec<Value>, String) {
     let report = dir.join("report.json");
+    // `--report` goes right after the subcommand: later words may be
+    // arguments for the module.
     let out = warden()
-        .args(args)
+        .arg(args[0])
         .arg("--report")
         .arg(&report)
+        .args(&args[1..])
         .output()
         .unwrap();
     let json: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
@@ -21,7 +24,16 @@ fn report_of(args: &[&str], dir: &std::path::Path) -> (i32, Vec<Value>, String) 
 fn single_module_with_limits_and_args() {
     let dir = tempfile::tempdir().unwrap();
     let (code, tasks, stdout) = report_of(
-        &["run", "--no-cache", guests::HELLO, "--memory-limit", "4MiB", "--", "a", "b"],
+        &[
+            "run",
+            "--no-cache",
+            guests::HELLO,
+            "--memory-limit",
+            "4MiB",
+            "--",
+            "a",
+            "b",
+        ],
         dir.path(),
     );
     assert_eq!(code, 0);
@@ -74,7 +86,10 @@ fn manifest_system_report() {
     // Without the spinner every task exits 0, and so does warden.
     let m = manifest(
         dir.path(),
-        &format!("[[task]]\nname = 'hello'\nmodule = '{}'\ncount = 2\n", guests::HELLO),
+        &format!(
+            "[[task]]\nname = 'hello'\nmodule = '{}'\ncount = 2\n",
+            guests::HELLO
+        ),
     );
     let (code, tasks, _) = report_of(&["run", "--no-cache", m.to_str().unwrap()], dir.path());
     assert_eq!((code, tasks.len()), (0, 2));
@@ -94,8 +109,14 @@ fn demo_system_runs() {
             .unwrap_or_else(|| panic!("no task {name}"))
             .clone()
     };
-    assert!(status("hog")["reason"].as_str().unwrap().contains("memory limit"));
-    assert!(status("spinner")["reason"].as_str().unwrap().contains("cpu limit"));
+    assert!(status("hog")["reason"]
+        .as_str()
+        .unwrap()
+        .contains("memory limit"));
+    assert!(status("spinner")["reason"]
+        .as_str()
+        .unwrap()
+        .contains("cpu limit"));
     let others = tasks
         .iter()
         .filter(|t| t["name"] != "hog" && t["name"] != "spinner");

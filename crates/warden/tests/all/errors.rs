@@ -15,11 +15,17 @@ fn not_wasm_is_refused_naming_the_file() {
     let p = dir.path().join("notes.wasm");
     std::fs::write(&p, "just text").unwrap();
     let err = run_err(&["run", p.to_str().unwrap()]);
-    assert!(err.contains("notes.wasm") && err.contains("not a WebAssembly module"), "{err}");
+    assert!(
+        err.contains("notes.wasm") && err.contains("not a WebAssembly module"),
+        "{err}"
+    );
     let p = dir.path().join("broken.wasm");
     std::fs::write(&p, b"\0asm\x01\0\0\0\x01\xff").unwrap();
     let err = run_err(&["run", p.to_str().unwrap()]);
-    assert!(err.contains("broken.wasm") && err.contains("invalid module"), "{err}");
+    assert!(
+        err.contains("broken.wasm") && err.contains("invalid module"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -32,7 +38,10 @@ fn unknown_import_is_refused_naming_the_import() {
 #[test]
 fn module_without_start_is_refused() {
     let err = run_err(&["run", guests::NO_START]);
-    assert!(err.contains("no_start.wasm") && err.contains("_start"), "{err}");
+    assert!(
+        err.contains("no_start.wasm") && err.contains("_start"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -45,21 +54,51 @@ fn missing_module_is_refused() {
 fn bad_manifests_are_refused_naming_the_key_or_file() {
     let dir = tempfile::tempdir().unwrap();
     let cases = [
-        (format!("[[task]]\nname='a'\nmodule='{}'\nmemory_limt='1MiB'\n", guests::HELLO), "memory_limt"),
-        (format!("[[task]]\nname='a'\nmodule='{}'\nmemory_limit='1 lot'\n", guests::HELLO), "memory_limit"),
-        (format!("[[task]]\nname='a'\nmodule='{}'\ncpu_limit='fast'\n", guests::HELLO), "cpu_limit"),
-        ("[[task]]\nname='a'\nmodule='missing.wasm'\n".to_string(), "missing.wasm"),
         (
-            format!("[[task]]\nname='a'\nmodule='{0}'\n[[task]]\nname='a'\nmodule='{0}'\n", guests::HELLO),
+            format!(
+                "[[task]]\nname='a'\nmodule='{}'\nmemory_limt='1MiB'\n",
+                guests::HELLO
+            ),
+            "memory_limt",
+        ),
+        (
+            format!(
+                "[[task]]\nname='a'\nmodule='{}'\nmemory_limit='1 lot'\n",
+                guests::HELLO
+            ),
+            "memory_limit",
+        ),
+        (
+            format!(
+                "[[task]]\nname='a'\nmodule='{}'\ncpu_limit='fast'\n",
+                guests::HELLO
+            ),
+            "cpu_limit",
+        ),
+        (
+            "[[task]]\nname='a'\nmodule='missing.wasm'\n".to_string(),
+            "missing.wasm",
+        ),
+        (
+            format!(
+                "[[task]]\nname='a'\nmodule='{0}'\n[[task]]\nname='a'\nmodule='{0}'\n",
+                guests::HELLO
+            ),
             "duplicate task name",
         ),
-        (format!("[[task]]\nname='a'\nmodule='{}'\n", guests::BAD_IMPORT), "env::launch_missiles"),
+        (
+            format!("[[task]]\nname='a'\nmodule='{}'\n", guests::BAD_IMPORT),
+            "env::launch_missiles",
+        ),
         ("[runtime]\nslice_ms = 'x'\n".to_string(), "slice_ms"),
     ];
     for (text, want) in cases {
         let m = manifest(dir.path(), &text);
         let err = run_err(&["run", "--no-cache", m.to_str().unwrap()]);
         assert!(err.contains(want), "want {want:?} in: {err}");
-        assert!(err.contains("warden.toml") || want.contains("::"), "names the manifest: {err}");
+        assert!(
+            err.contains("warden.toml") || want.contains("::"),
+            "names the manifest: {err}"
+        );
     }
 }

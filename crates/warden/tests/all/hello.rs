@@ -9,12 +9,19 @@ fn hello_args_env_and_exit_code() {
     s.args = vec!["one".into(), "two words".into()];
     s.env = vec![("GREETING".into(), "hi".into())];
     let r = run_one(&rt, &s, Duration::from_secs(20));
-    assert_eq!((r.status, r.exit_code, r.reason.clone()), ("exited", Some(0), None));
+    assert_eq!(
+        (r.status, r.exit_code, r.reason.clone()),
+        ("exited", Some(0), None)
+    );
     let out = stdout_of(dir.path(), "hello");
     assert!(out.contains("hello from hello.wasm"), "{out}");
     assert!(out.contains("arg 1: one\narg 2: two words\n"), "{out}");
     assert!(out.contains("env: GREETING=hi"), "{out}");
-    assert_eq!(out.matches("env:").count(), 1, "sees only its own env: {out}");
+    assert_eq!(
+        out.matches("env:").count(),
+        1,
+        "sees only its own env: {out}"
+    );
     assert!(r.peak_memory_bytes > 0);
     assert!(r.end_ms >= r.start_ms);
 
@@ -49,6 +56,10 @@ fn compiled_code_cache_persists_between_runtimes() {
     let m = second.load_module(guests::FIB.as_ref()).unwrap();
     assert_eq!(m.cache, Some(warden::CacheOutcome::Hit));
     let dir = tempfile::tempdir().unwrap();
-    let r = run_one(&second, &spec(dir.path(), "fib", guests::FIB), Duration::from_secs(30));
+    let r = run_one(
+        &second,
+        &spec(dir.path(), "fib", guests::FIB),
+        Duration::from_secs(30),
+    );
     assert_eq!(r.exit_code, Some(0));
 }

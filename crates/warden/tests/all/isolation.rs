@@ -15,7 +15,10 @@ fn tasks_see_only_their_own_directories_and_env() {
 
     let mut ta = spec(dir.path(), "a", guests::FILES);
     ta.dirs = vec![("/data".into(), a.clone())];
-    ta.args = vec!["/data/secret.txt".into(), "write:/data/out.txt:from-a".into()];
+    ta.args = vec![
+        "/data/secret.txt".into(),
+        "write:/data/out.txt:from-a".into(),
+    ];
     ta.env = vec![("TOKEN".into(), "a-only".into())];
     let mut tb = spec(dir.path(), "b", guests::FILES);
     tb.dirs = vec![("/data".into(), b.clone())];
@@ -34,13 +37,24 @@ fn tasks_see_only_their_own_directories_and_env() {
 
     let out_a = stdout_of(dir.path(), "a");
     assert!(out_a.contains("/data/secret.txt: alpha-secret"), "{out_a}");
-    assert_eq!(std::fs::read_to_string(a.join("out.txt")).unwrap(), "from-a");
+    assert_eq!(
+        std::fs::read_to_string(a.join("out.txt")).unwrap(),
+        "from-a"
+    );
 
     let out_b = stdout_of(dir.path(), "b");
     assert!(out_b.contains("/data/mine.txt: beta-file"), "{out_b}");
     assert!(!out_b.contains("alpha-secret"), "b read a's file: {out_b}");
-    for path in ["/data/secret.txt", "/data/../a/secret.txt", stolen.as_str(), "/etc/passwd"] {
-        assert!(out_b.contains(&format!("{path}: error")), "{path} readable: {out_b}");
+    for path in [
+        "/data/secret.txt",
+        "/data/../a/secret.txt",
+        stolen.as_str(),
+        "/etc/passwd",
+    ] {
+        assert!(
+            out_b.contains(&format!("{path}: error")),
+            "{path} readable: {out_b}"
+        );
     }
 }
 

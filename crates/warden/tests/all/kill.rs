@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 fn kill_of_blocked_task_is_immediate() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime(1);
-    let id = rt.spawn(&spec(dir.path(), "sleeper", guests::SLEEP)).unwrap();
+    let id = rt
+        .spawn(&spec(dir.path(), "sleeper", guests::SLEEP))
+        .unwrap();
     // Let it reach its sleep.
     let deadline = Instant::now() + Duration::from_secs(20);
     while rt.stats().queued > 0 || rt.stats().polls == 0 {
@@ -20,8 +22,15 @@ fn kill_of_blocked_task_is_immediate() {
         .wait_timeout(id, Some(Duration::ZERO))
         .unwrap()
         .expect("finished by the time kill returned");
-    assert!(t.elapsed() < Duration::from_millis(100), "{:?}", t.elapsed());
-    assert_eq!((r.status, r.reason.as_deref()), ("killed", Some("operator")));
+    assert!(
+        t.elapsed() < Duration::from_millis(100),
+        "{:?}",
+        t.elapsed()
+    );
+    assert_eq!(
+        (r.status, r.reason.as_deref()),
+        ("killed", Some("operator"))
+    );
     assert!(r.end_ms - r.start_ms < 20_000.0);
 }
 
@@ -35,9 +44,16 @@ fn kill_of_running_task_stops_it_at_next_tick() {
     let t = Instant::now();
     rt.kill(id, "enough").unwrap();
     let r = wait(&rt, id, Duration::from_secs(5));
-    assert!(t.elapsed() < Duration::from_millis(500), "{:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        t.elapsed()
+    );
     assert_eq!((r.status, r.reason.as_deref()), ("killed", Some("enough")));
-    assert!(rt.kill(id, "again").is_err(), "a finished task is not killable");
+    assert!(
+        rt.kill(id, "again").is_err(),
+        "a finished task is not killable"
+    );
 }
 
 /// Killing tasks that are queued behind a spinner on one worker: they never
@@ -48,7 +64,10 @@ fn kill_of_queued_tasks() {
     let rt = runtime(1);
     let spin = rt.spawn(&spec(dir.path(), "spin", guests::SPIN)).unwrap();
     let queued: Vec<_> = (0..20)
-        .map(|i| rt.spawn(&spec(dir.path(), &format!("q{i}"), guests::SPIN)).unwrap())
+        .map(|i| {
+            rt.spawn(&spec(dir.path(), &format!("q{i}"), guests::SPIN))
+                .unwrap()
+        })
         .collect();
     for &id in &queued {
         rt.kill(id, "not needed").unwrap();

@@ -9,7 +9,10 @@ fn cpu_limit_kills() {
     s.cpu_limit = Some(Duration::from_millis(200));
     let r = run_one(&rt, &s, Duration::from_secs(30));
     assert_eq!(r.status, "killed", "{r:?}");
-    assert!(r.reason.as_deref().unwrap().contains("cpu limit exceeded"), "{r:?}");
+    assert!(
+        r.reason.as_deref().unwrap().contains("cpu limit exceeded"),
+        "{r:?}"
+    );
     // Enforced within a tick or two of the limit.
     assert!(r.cpu_ms >= 200.0 && r.cpu_ms < 260.0, "cpu_ms {}", r.cpu_ms);
 }

@@ -10,13 +10,22 @@ const PAGE: u64 = 64 * 1024;
 fn memory_limit_is_exact() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime(1);
-    for (limit, pages) in [(PAGE, 1), (16 * PAGE, 16), (16 * PAGE + PAGE / 2, 16), (100 * PAGE, 100)] {
+    for (limit, pages) in [
+        (PAGE, 1),
+        (16 * PAGE, 16),
+        (16 * PAGE + PAGE / 2, 16),
+        (100 * PAGE, 100),
+    ] {
         let name = format!("grow{limit}");
         let mut s = spec(dir.path(), &name, guests::GROW);
         s.memory_limit = Some(limit);
         let r = run_one(&rt, &s, Duration::from_secs(20));
         assert_eq!((r.status, r.exit_code), ("exited", Some(0)), "{r:?}");
-        assert_eq!(stdout_of(dir.path(), &name).trim(), pages.to_string(), "limit {limit}");
+        assert_eq!(
+            stdout_of(dir.path(), &name).trim(),
+            pages.to_string(),
+            "limit {limit}"
+        );
         assert_eq!(r.peak_memory_bytes, pages * PAGE);
         assert!(r.memory_denials >= 1);
     }
@@ -35,7 +44,10 @@ fn malloc_returns_null_and_task_continues() {
     assert!(out.contains("before malloc returned NULL"), "{out}");
     assert!(out.contains("still running: malloc works again"), "{out}");
     let blocks: u64 = out.split_whitespace().nth(1).unwrap().parse().unwrap();
-    assert!(blocks > 100 && blocks < 128, "{blocks} blocks of 64 KiB in 8 MiB");
+    assert!(
+        blocks > 100 && blocks < 128,
+        "{blocks} blocks of 64 KiB in 8 MiB"
+    );
     assert!(r.peak_memory_bytes <= 8 << 20);
 }
 
@@ -49,7 +61,13 @@ fn kill_policy_ends_the_task_with_a_reason() {
     let r = run_one(&rt, &s, Duration::from_secs(20));
     assert_eq!(r.status, "killed", "{r:?}");
     assert_eq!(r.exit_code, None);
-    assert!(r.reason.as_deref().unwrap().contains("memory limit exceeded"), "{r:?}");
+    assert!(
+        r.reason
+            .as_deref()
+            .unwrap()
+            .contains("memory limit exceeded"),
+        "{r:?}"
+    );
     assert_eq!(stdout_of(dir.path(), "grow"), "", "killed before printing");
     assert_eq!(r.peak_memory_bytes, 4 * PAGE);
 }
@@ -63,5 +81,8 @@ fn initial_memory_over_limit_fails_to_start() {
     s.memory_limit = Some(10 * PAGE);
     let r = run_one(&rt, &s, Duration::from_secs(20));
     assert_eq!(r.status, "trapped", "{r:?}");
-    assert!(r.reason.as_deref().unwrap().starts_with("cannot start"), "{r:?}");
+    assert!(
+        r.reason.as_deref().unwrap().starts_with("cannot start"),
+        "{r:?}"
+    );
 }

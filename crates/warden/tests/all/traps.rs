@@ -15,14 +15,20 @@ fn traps_end_only_the_faulting_task() {
     ];
     let mut healthy = vec![];
     for i in 0..4 {
-        healthy.push(rt.spawn(&spec(dir.path(), &format!("ok{i}"), guests::HELLO)).unwrap());
+        healthy.push(
+            rt.spawn(&spec(dir.path(), &format!("ok{i}"), guests::HELLO))
+                .unwrap(),
+        );
     }
     let faulty: Vec<_> = cases
         .iter()
         .map(|(name, m, _)| rt.spawn(&spec(dir.path(), name, m)).unwrap())
         .collect();
     for i in 4..8 {
-        healthy.push(rt.spawn(&spec(dir.path(), &format!("ok{i}"), guests::HELLO)).unwrap());
+        healthy.push(
+            rt.spawn(&spec(dir.path(), &format!("ok{i}"), guests::HELLO))
+                .unwrap(),
+        );
     }
     for ((name, _, want), id) in cases.iter().zip(faulty) {
         let r = wait(&rt, id, Duration::from_secs(20));
