@@ -52,7 +52,11 @@ struct Raw {
 
 impl Raw {
     fn new() -> Raw {
-        let engine = Engine::new(&Config::new()).unwrap();
+        Self::with_config(&Config::new())
+    }
+
+    fn with_config(config: &Config) -> Raw {
+        let engine = Engine::new(config).unwrap();
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |c| c).unwrap();
         Raw { engine, linker }
@@ -67,6 +71,7 @@ impl Raw {
         let t = Instant::now();
         let wasi = WasiCtxBuilder::new().arg("m.wasm").build_p1();
         let mut store = Store::new(&self.engine, wasi);
+        store.set_epoch_deadline(u64::MAX / 2);
         let instance = pre.instantiate(&mut store).unwrap();
         let start = instance
             .get_typed_func::<(), ()>(&mut store, "_start")
@@ -132,6 +137,12 @@ fn bench_compute(raw: &Raw, name: &str, module: &str) {
         w.push(t.elapsed().as_secs_f64());
         r.push(raw.run(&pre).as_secs_f64());
     }
+    let mut cfg = Config::new();
+    cfg.epoch_interruption(true);
+    let raw_epoch = Raw::with_config(&cfg);
+    let pre_e = raw_epoch.linker.instantiate_pre(&raw_epoch.module(module)).unwrap();
+    let re = median((0..rounds).map(|_| raw_epoch.run(&pre_e).as_secs_f64()).collect());
+    println!("  (raw with epoch checks compiled in, never interrupted: {:.1} ms)", re * 1e3);
     let (w, r) = (median(w), median(r));
     println!(
         "compute {name}: warden {:.1} ms, raw {:.1} ms, warden throughput {:.1}% of raw (target >= 98%)",
@@ -195,7 +206,8 @@ fn main() {
         if quick() { " (quick)" } else { "" }
     );
     bench_spawn(&raw);
-    bench_compute(&raw, "sieve", guests::SIEVE);
+    bench_compute(&raw, "sieve (WAT, tightest loop)", guests::SIEVE);
+    bench_compute(&raw, "sieve (C, clang -O2)", guests::SIEVE_C);
     bench_compute(&raw, "fib(30)", guests::FIB);
     bench_footprint();
 }

@@ -41,6 +41,7 @@ mod output;
 pub mod policy;
 mod report;
 mod runtime;
+mod stack;
 mod task;
 pub mod units;
 

@@ -10,6 +10,7 @@ use crate::module::{self, LoadedModule};
 use crate::output::{HostStream, Sink};
 use crate::policy::RoundRobin;
 use crate::report::TaskReport;
+use crate::stack::StackPool;
 use crate::task::{KillSignal, TaskData, TaskId, TaskShared, TaskSpec, TaskStatus};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -18,6 +19,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use wasmtime::{Config, Engine, InstancePre, Linker, Store, Trap, UpdateDeadline, WasmBacktrace};
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
+
+/// Freed fiber stacks kept for reuse (see [`StackPool`]).
+const STACK_POOL_IDLE: usize = 256;
 
 /// Runtime-wide settings.
 #[derive(Debug, Clone)]
@@ -91,11 +95,17 @@ struct Live {
 struct Table {
     live: HashMap<TaskId, Live>,
     done: HashMap<TaskId, TaskReport>,
+    /// Threads waiting on `Tasks::changed` (finishing wakes nobody if 0).
+    waiters: usize,
+    /// Threads waiting on `Tasks::empty`.
+    empty_waiters: usize,
 }
 
 struct Tasks {
     table: Mutex<Table>,
     changed: Condvar,
+    /// Notified when the last live task finishes.
+    empty: Condvar,
     epoch: Instant,
 }
 
@@ -115,8 +125,36 @@ impl Tasks {
             let report = TaskReport::new(shared, status, live.memory_limit, live.start_ms, end_ms);
             t.done.insert(shared.id, report);
         }
+        let wake = t.waiters > 0;
+        let wake_empty = t.empty_waiters > 0 && t.live.is_empty();
         drop(t);
-        self.changed.notify_all();
+        if wake {
+            self.changed.notify_all();
+        }
+        if wake_empty {
+            self.empty.notify_all();
+        }
+    }
+
+    /// Waits for a change (a task finishing), at most until `deadline`.
+    fn wait<'a>(
+        &self,
+        mut t: MutexGuard<'a, Table>,
+        deadline: Option<Instant>,
+    ) -> MutexGuard<'a, Table> {
+        t.waiters += 1;
+        let mut t = match deadline {
+            None => self.changed.wait(t).unwrap_or_else(|e| e.into_inner()),
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                self.changed
+                    .wait_timeout(t, left)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0
+            }
+        };
+        t.waiters -= 1;
+        t
     }
 }
 
@@ -146,6 +184,7 @@ impl Runtime {
         let mut wc = Config::new();
         wc.epoch_interruption(true);
         wc.memory_init_cow(true);
+        wc.with_host_stack(Arc::new(StackPool::new(STACK_POOL_IDLE)));
         let engine = Engine::new(&wc).map_err(|e| Error::Start(format!("{e:#}")))?;
         let mut linker: Linker<TaskData> = Linker::new(&engine);
         wasmtime_wasi::p1::add_to_linker_async(&mut linker, |d: &mut TaskData| &mut d.wasi)
@@ -166,6 +205,7 @@ impl Runtime {
         let tasks = Arc::new(Tasks {
             table: Mutex::new(Table::default()),
             changed: Condvar::new(),
+            empty: Condvar::new(),
             epoch: Instant::now(),
         });
         let t = tasks.clone();
@@ -207,10 +247,16 @@ impl Runtime {
     /// Loads (compiles, or fetches from the code cache) the module at
     /// `path`, once per runtime; later calls return the same module.
     pub fn load_module(&self, path: &Path) -> Result<Arc<LoadedModule>, Error> {
-        let key = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
         let mut modules = self.inner.modules.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(m) = modules.get(&key) {
+        // Spawning looks the module up by the path it was given; only a
+        // path not seen before is resolved (symlinks, `..`) on the file system.
+        if let Some(m) = modules.get(path) {
             return Ok(m.clone());
+        }
+        let key = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        if let Some(m) = modules.get(&key).cloned() {
+            modules.insert(path.to_path_buf(), m.clone());
+            return Ok(m);
         }
         let m = Arc::new(
             module::load(
@@ -221,6 +267,7 @@ impl Runtime {
             )
             .map_err(Error::Module)?,
         );
+        modules.insert(path.to_path_buf(), m.clone());
         modules.insert(key, m.clone());
         Ok(m)
     }
@@ -330,20 +377,10 @@ impl Runtime {
             if !t.live.contains_key(&id) {
                 return Err(Error::NoSuchTask(id));
             }
-            t = match deadline {
-                None => tasks.changed.wait(t).unwrap_or_else(|e| e.into_inner()),
-                Some(d) => {
-                    let left = d.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        return Ok(None);
-                    }
-                    tasks
-                        .changed
-                        .wait_timeout(t, left)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0
-                }
-            };
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(None);
+            }
+            t = tasks.wait(t, deadline);
         }
     }
 
@@ -352,7 +389,9 @@ impl Runtime {
         let tasks = &self.inner.tasks;
         let mut t = tasks.lock();
         while !t.live.is_empty() {
-            t = tasks.changed.wait(t).unwrap_or_else(|e| e.into_inner());
+            t.empty_waiters += 1;
+            t = tasks.empty.wait(t).unwrap_or_else(|e| e.into_inner());
+            t.empty_waiters -= 1;
         }
         drop(t);
         self.reports()
