@@ -32,6 +32,7 @@ fn runtime(workers: usize) -> Runtime {
     Runtime::new(RuntimeConfig {
         workers,
         cache_dir: None,
+        max_tasks: 10_100,
         ..Default::default()
     })
     .unwrap()
@@ -140,9 +141,19 @@ fn bench_compute(raw: &Raw, name: &str, module: &str) {
     let mut cfg = Config::new();
     cfg.epoch_interruption(true);
     let raw_epoch = Raw::with_config(&cfg);
-    let pre_e = raw_epoch.linker.instantiate_pre(&raw_epoch.module(module)).unwrap();
-    let re = median((0..rounds).map(|_| raw_epoch.run(&pre_e).as_secs_f64()).collect());
-    println!("  (raw with epoch checks compiled in, never interrupted: {:.1} ms)", re * 1e3);
+    let pre_e = raw_epoch
+        .linker
+        .instantiate_pre(&raw_epoch.module(module))
+        .unwrap();
+    let re = median(
+        (0..rounds)
+            .map(|_| raw_epoch.run(&pre_e).as_secs_f64())
+            .collect(),
+    );
+    println!(
+        "  (raw with epoch checks compiled in, never interrupted: {:.1} ms)",
+        re * 1e3
+    );
     let (w, r) = (median(w), median(r));
     println!(
         "compute {name}: warden {:.1} ms, raw {:.1} ms, warden throughput {:.1}% of raw (target >= 98%)",
@@ -182,7 +193,10 @@ fn bench_footprint() {
     let per_task = (after - before) as f64 / n as f64;
     let t = Instant::now();
     for id in &ids {
-        rt.kill(*id, "bench over").unwrap();
+        if rt.kill(*id, "bench over").is_err() {
+            let r = rt.wait(*id).unwrap();
+            panic!("task ended before it was killed: {r:?}");
+        }
     }
     let killed = t.elapsed();
     std::thread::sleep(Duration::from_millis(200));

@@ -41,7 +41,6 @@ mod output;
 pub mod policy;
 mod report;
 mod runtime;
-mod stack;
 mod task;
 pub mod units;
 

@@ -5,6 +5,8 @@
 //! workers = 2          # worker threads (default: number of cores)
 //! slice_ms = 4         # time slice (default 4)
 //! cache = true         # compiled-code cache on disk (default true)
+//! max_tasks = 10000    # most tasks alive at once (default: 10,000 or the
+//!                      # number of tasks in the manifest, if larger)
 //!
 //! [[task]]
 //! name = "hello"
@@ -49,6 +51,8 @@ pub struct RuntimeSection {
     pub slice: Option<Duration>,
     /// Whether to use the on-disk compiled-code cache; `None` means default.
     pub cache: Option<bool>,
+    /// Most tasks alive at once; `None` means the default.
+    pub max_tasks: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -66,6 +70,7 @@ struct RawRuntime {
     workers: Option<usize>,
     slice_ms: Option<u64>,
     cache: Option<bool>,
+    max_tasks: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -114,6 +119,10 @@ impl Manifest {
                 None => None,
             },
             cache: raw.runtime.cache,
+            max_tasks: match raw.runtime.max_tasks {
+                Some(0) => return Err("runtime.max_tasks: must be at least 1".into()),
+                n => n,
+            },
         };
         let mut tasks = Vec::new();
         let mut names = HashSet::new();

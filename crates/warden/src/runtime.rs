@@ -10,18 +10,24 @@ use crate::module::{self, LoadedModule};
 use crate::output::{HostStream, Sink};
 use crate::policy::RoundRobin;
 use crate::report::TaskReport;
-use crate::stack::StackPool;
 use crate::task::{KillSignal, TaskData, TaskId, TaskShared, TaskSpec, TaskStatus};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-use wasmtime::{Config, Engine, InstancePre, Linker, Store, Trap, UpdateDeadline, WasmBacktrace};
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, PoolingAllocationConfig,
+    Store, Trap, UpdateDeadline, WasmBacktrace,
+};
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
 
-/// Freed fiber stacks kept for reuse (see [`StackPool`]).
-const STACK_POOL_IDLE: usize = 256;
+/// Largest table a module may declare, in elements.
+const MAX_TABLE_ELEMENTS: usize = 100_000;
+
+/// Freed memory slots are returned to the system in batches of this many,
+/// which amortises the cross-core TLB flush each return costs.
+const DECOMMIT_BATCH: usize = 32;
 
 /// Runtime-wide settings.
 #[derive(Debug, Clone)]
@@ -32,6 +38,10 @@ pub struct RuntimeConfig {
     pub slice: Duration,
     /// Compiled-code cache directory; `None` disables the cache.
     pub cache_dir: Option<PathBuf>,
+    /// Most tasks alive at once (default 10,000). Instance, memory, table
+    /// and stack slots for this many are reserved up front: 4 GiB of
+    /// address space (not memory) per task.
+    pub max_tasks: u32,
     /// Prefix each line a task writes to the host's stdout/stderr with
     /// `[name] ` (default false).
     pub prefix_output: bool,
@@ -44,6 +54,7 @@ impl Default for RuntimeConfig {
             slice: Duration::from_millis(4),
             cache_dir: CodeCache::default_dir(),
             prefix_output: false,
+            max_tasks: 10_000,
         }
     }
 }
@@ -65,6 +76,9 @@ pub enum Error {
     /// no such live task
     #[error("no live task with id {0}")]
     NoSuchTask(TaskId),
+    /// the runtime already runs its maximum number of tasks
+    #[error("cannot spawn: {0} tasks are alive, the runtime's max_tasks")]
+    Full(u32),
     /// the runtime could not start
     #[error("cannot start runtime: {0}")]
     Start(String),
@@ -184,7 +198,20 @@ impl Runtime {
         let mut wc = Config::new();
         wc.epoch_interruption(true);
         wc.memory_init_cow(true);
-        wc.with_host_stack(Arc::new(StackPool::new(STACK_POOL_IDLE)));
+        let mut pool = PoolingAllocationConfig::new();
+        // Freed slots wait in batches of DECOMMIT_BATCH before they are
+        // reused, so the pools hold that many more than `max_tasks`.
+        let slots = config.max_tasks.saturating_add(DECOMMIT_BATCH as u32);
+        pool.total_core_instances(slots)
+            .total_memories(slots)
+            .total_tables(slots)
+            .total_stacks(slots)
+            .table_elements(MAX_TABLE_ELEMENTS)
+            .decommit_batch_size(DECOMMIT_BATCH);
+        // A dead task's native stack is returned to the system (in the
+        // decommit batches) rather than kept resident in its pool slot.
+        wc.async_stack_zeroing(true);
+        wc.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&wc).map_err(|e| Error::Start(format!("{e:#}")))?;
         let mut linker: Linker<TaskData> = Linker::new(&engine);
         wasmtime_wasi::p1::add_to_linker_async(&mut linker, |d: &mut TaskData| &mut d.wasi)
@@ -276,13 +303,48 @@ impl Runtime {
     pub fn spawn(&self, spec: &TaskSpec) -> Result<TaskId, Error> {
         let module = self.load_module(&spec.module)?;
         let inner = &*self.inner;
-        let spawn_err = |message: String| Error::Spawn {
-            name: spec.name.clone(),
-            message,
-        };
         let id = TaskId(inner.next_id.fetch_add(1, Ordering::Relaxed));
         let shared = Arc::new(TaskShared::new(id, spec.name.clone(), spec.cpu_limit));
-        let wasi = self.wasi_ctx(spec, &module.path).map_err(spawn_err)?;
+        // Take a slot in the task table first, so that concurrent spawns
+        // cannot together exceed `max_tasks`.
+        {
+            let mut t = inner.tasks.lock();
+            if t.live.len() >= inner.config.max_tasks as usize {
+                return Err(Error::Full(inner.config.max_tasks));
+            }
+            t.live.insert(
+                id,
+                Live {
+                    shared: shared.clone(),
+                    start_ms: inner.tasks.ms(),
+                    memory_limit: spec.memory_limit,
+                },
+            );
+        }
+        let store = match self.store(spec, &module.path, &shared) {
+            Ok(store) => store,
+            Err(message) => {
+                inner.tasks.lock().live.remove(&id);
+                return Err(Error::Spawn {
+                    name: spec.name.clone(),
+                    message,
+                });
+            }
+        };
+        let future = run(module.pre.clone(), store, shared.clone());
+        inner.exec.spawn(shared, Box::pin(future));
+        Ok(id)
+    }
+
+    /// A task's store: WASI context, memory budget and deadline callback.
+    fn store(
+        &self,
+        spec: &TaskSpec,
+        module: &Path,
+        shared: &Arc<TaskShared>,
+    ) -> Result<Store<TaskData>, String> {
+        let inner = &*self.inner;
+        let wasi = self.wasi_ctx(spec, module)?;
         let budget = MemoryBudget::new(spec.memory_limit, spec.on_memory_limit, shared.clone());
         let mut store = Store::new(&inner.engine, TaskData { wasi, budget });
         store.limiter(|d| &mut d.budget);
@@ -290,18 +352,7 @@ impl Runtime {
         let (sh, clock) = (shared.clone(), inner.clock.clone());
         let slice_ticks = (inner.config.slice.as_nanos() / TICK.as_nanos()).max(1) as u64;
         store.epoch_deadline_callback(move |_| on_tick(&sh, &clock, slice_ticks));
-
-        inner.tasks.lock().live.insert(
-            id,
-            Live {
-                shared: shared.clone(),
-                start_ms: inner.tasks.ms(),
-                memory_limit: spec.memory_limit,
-            },
-        );
-        let future = run(module.pre.clone(), store, shared.clone());
-        inner.exec.spawn(shared, Box::pin(future));
-        Ok(id)
+        Ok(store)
     }
 
     fn wasi_ctx(

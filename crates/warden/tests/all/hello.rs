@@ -46,6 +46,7 @@ fn compiled_code_cache_persists_between_runtimes() {
     let cfg = warden::RuntimeConfig {
         workers: 1,
         cache_dir: Some(cache.path().to_path_buf()),
+        max_tasks: 16,
         ..Default::default()
     };
     let first = warden::Runtime::new(cfg.clone()).unwrap();

@@ -21,3 +21,26 @@ fn thousand_tasks_from_one_module() {
     }
     assert_eq!(rt.stats().live, 0);
 }
+
+/// Past `max_tasks` live tasks, spawn fails with a clear error, and works
+/// again once a task has ended.
+#[test]
+fn max_tasks_is_enforced() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = warden::Runtime::new(warden::RuntimeConfig {
+        workers: 1,
+        cache_dir: None,
+        max_tasks: 2,
+        ..Default::default()
+    })
+    .unwrap();
+    let a = rt.spawn(&spec(dir.path(), "a", guests::SLEEP)).unwrap();
+    let _b = rt.spawn(&spec(dir.path(), "b", guests::SLEEP)).unwrap();
+    let err = rt.spawn(&spec(dir.path(), "c", guests::SLEEP)).unwrap_err();
+    assert!(matches!(err, warden::Error::Full(2)), "{err}");
+    assert!(err.to_string().contains("max_tasks"), "{err}");
+    rt.kill(a, "make room").unwrap();
+    let c = rt.spawn(&spec(dir.path(), "c", guests::HELLO)).unwrap();
+    assert_eq!(wait(&rt, c, Duration::from_secs(10)).exit_code, Some(0));
+    rt.kill_all("done");
+}

@@ -7,11 +7,13 @@ use warden::{Output, Runtime, RuntimeConfig, TaskReport, TaskSpec};
 
 pub use warden_test_guests as guests;
 
-/// A runtime with `workers` workers and no disk cache.
+/// A runtime with `workers` workers and no disk cache, sized for at most
+/// 1,100 live tasks (tests run side by side, each with its own runtime).
 pub fn runtime(workers: usize) -> Runtime {
     Runtime::new(RuntimeConfig {
         workers,
         cache_dir: None,
+        max_tasks: 1100,
         ..RuntimeConfig::default()
     })
     .expect("runtime starts")
