@@ -190,6 +190,10 @@ fn bench_footprint() {
     let spawned = t.elapsed();
     std::thread::sleep(Duration::from_millis(200));
     let after = rss_kib();
+    let maps = std::fs::read_to_string("/proc/self/maps")
+        .unwrap()
+        .lines()
+        .count();
     let per_task = (after - before) as f64 / n as f64;
     let t = Instant::now();
     for id in &ids {
@@ -203,7 +207,8 @@ fn bench_footprint() {
     let reclaimed = rss_kib();
     println!(
         "footprint: {n} sleeping tasks: {per_task:.1} KiB RSS per task (target <= 64 KiB); \
-         all asleep in {:.0} ms; killed in {:.0} ms; RSS {} MiB -> {} MiB -> {} MiB after kill",
+         all asleep in {:.0} ms; killed in {:.0} ms; RSS {} MiB -> {} MiB -> {} MiB after kill; \
+         {maps} memory mappings while asleep",
         spawned.as_secs_f64() * 1e3,
         killed.as_secs_f64() * 1e3,
         before / 1024,

@@ -23,6 +23,8 @@ pub struct LoadedModule {
 ///
 /// Refuses, with a message naming the file, anything that is not a
 /// WebAssembly core module (binary, or text in a `.wat` file), a component,
+/// a module that does not fit a task slot (more than one memory or table,
+/// a table over the element limit: Wasmtime's compiler says which),
 /// a module without a `_start` command entry point, and a module importing
 /// anything Warden does not provide (the message names the import).
 pub(crate) fn load(

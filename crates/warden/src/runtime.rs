@@ -195,6 +195,7 @@ pub struct Runtime {
 impl Runtime {
     /// Starts a runtime: engine, worker threads and epoch timer.
     pub fn new(config: RuntimeConfig) -> Result<Runtime, Error> {
+        check_map_count(config.max_tasks)?;
         let mut wc = Config::new();
         wc.epoch_interruption(true);
         wc.memory_init_cow(true);
@@ -477,6 +478,33 @@ impl Runtime {
     pub fn stats(&self) -> ExecutorStats {
         self.inner.exec.stats()
     }
+}
+
+/// Memory mappings each task slot may need: its stack and guard, and the
+/// accessible part of its memory and table slots (measured: about four).
+const MAPPINGS_PER_TASK: u64 = 4;
+
+/// Refuses a `max_tasks` the kernel's per-process mapping limit cannot
+/// hold: past `vm.max_map_count`, mapping a task's memory would fail.
+fn check_map_count(max_tasks: u32) -> Result<(), Error> {
+    let Ok(text) = std::fs::read_to_string("/proc/sys/vm/max_map_count") else {
+        return Ok(());
+    };
+    let Ok(limit) = text.trim().parse::<u64>() else {
+        return Ok(());
+    };
+    let slots = u64::from(max_tasks) + DECOMMIT_BATCH as u64;
+    let needed = slots * MAPPINGS_PER_TASK + 2_000;
+    if needed > limit {
+        return Err(Error::Start(format!(
+            "max_tasks = {max_tasks} needs about {needed} memory mappings, but \
+             vm.max_map_count is {limit}: lower max_tasks to at most {}, or raise the \
+             limit (sysctl -w vm.max_map_count={})",
+            limit.saturating_sub(2_000) / MAPPINGS_PER_TASK - DECOMMIT_BATCH as u64,
+            needed.next_power_of_two()
+        )));
+    }
+    Ok(())
 }
 
 /// The deadline callback, run every epoch tick while the task runs: ends

@@ -102,3 +102,30 @@ fn bad_manifests_are_refused_naming_the_key_or_file() {
         );
     }
 }
+
+#[test]
+fn module_with_two_memories_is_refused() {
+    let err = run_err(&["run", "--no-cache", guests::TWO_MEMORIES]);
+    assert!(
+        err.contains("two_memories.wasm") && err.contains("2 linear memories"),
+        "{err}"
+    );
+}
+
+/// A `max_tasks` the kernel's mapping limit cannot hold is refused at
+/// start, with the way out in the message.
+#[test]
+fn max_tasks_beyond_the_mapping_limit_is_refused() {
+    let err = warden::Runtime::new(warden::RuntimeConfig {
+        max_tasks: 4_000_000,
+        cache_dir: None,
+        ..Default::default()
+    })
+    .err()
+    .expect("refused");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("vm.max_map_count") && msg.contains("lower max_tasks"),
+        "{msg}"
+    );
+}
