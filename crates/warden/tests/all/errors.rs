@@ -107,7 +107,7 @@ fn bad_manifests_are_refused_naming_the_key_or_file() {
 fn module_with_two_memories_is_refused() {
     let err = run_err(&["run", "--no-cache", guests::TWO_MEMORIES]);
     assert!(
-        err.contains("two_memories.wasm") && err.contains("2 linear memories"),
+        err.contains("two_memories.wasm") && err.contains("memories count of 2"),
         "{err}"
     );
 }
