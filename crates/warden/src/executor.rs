@@ -232,6 +232,8 @@ impl Shared {
 
     /// Drops the task's future, forgets the cell and reports the outcome.
     fn complete(&self, cell: &TaskCell, future: Option<TaskFuture>, status: TaskStatus) {
+        // Revoke what the task owns before its memory goes with the future.
+        cell.shared.release_owned();
         {
             let _tokio = self.tokio.enter();
             drop(future);
@@ -451,7 +453,7 @@ mod tests {
             seed
         };
         for id in 0..TASKS {
-            let shared = Arc::new(TaskShared::new(TaskId(id), format!("t{id}"), None));
+            let shared = Arc::new(TaskShared::new(TaskId(id), format!("t{id}"), None, None));
             let fut = Churn {
                 yields: (rand() % 50) as u32,
                 in_poll: Arc::new(AtomicBool::new(false)),
@@ -500,7 +502,7 @@ mod tests {
         let g = gate.lock().unwrap();
         let gate2 = gate.clone();
         exec.spawn(
-            Arc::new(TaskShared::new(TaskId(100), "gate".into(), None)),
+            Arc::new(TaskShared::new(TaskId(100), "gate".into(), None, None)),
             Box::pin(async move {
                 drop(gate2.lock().unwrap());
                 TaskStatus::Exited(0)
@@ -510,7 +512,7 @@ mod tests {
             let order = order.clone();
             let mut left = 3;
             exec.spawn(
-                Arc::new(TaskShared::new(TaskId(id), format!("t{id}"), None)),
+                Arc::new(TaskShared::new(TaskId(id), format!("t{id}"), None, None)),
                 Box::pin(std::future::poll_fn(move |cx| {
                     order.lock().unwrap().push(id);
                     left -= 1;

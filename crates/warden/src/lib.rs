@@ -34,6 +34,8 @@
 mod cache;
 mod cpu;
 pub mod executor;
+mod host;
+pub mod ipc;
 mod limiter;
 mod manifest;
 mod module;
@@ -45,6 +47,8 @@ mod task;
 pub mod units;
 
 pub use cache::{CacheOutcome, CodeCache};
+pub use host::FUNCTIONS as HOST_FUNCTIONS;
+pub use ipc::Errno;
 pub use limiter::{MemoryPolicy, TABLE_ELEMENT_BYTES};
 pub use manifest::{Manifest, RuntimeSection};
 pub use module::{LoadedModule, PROVIDED_IMPORT_MODULES};

@@ -2,7 +2,9 @@
 //! memories and tables together.
 //!
 //! Wasmtime's stock `StoreLimits` caps each memory separately; a task's
-//! budget must cover the sum. Every growth request (including the initial
+//! budget must cover the sum, and also the kernel objects charged to the
+//! task (handles, memory objects), which is why the count itself lives in
+//! [`TaskShared`]. Every growth request (including the initial
 //! allocation at instantiation) passes through [`MemoryBudget`], which
 //! charges the growth before it happens and refunds it if the host then
 //! fails to provide the memory.
@@ -34,60 +36,47 @@ pub enum MemoryPolicy {
 
 /// The limiter installed in every task's store.
 pub struct MemoryBudget {
-    limit: u64,
     policy: MemoryPolicy,
-    used: u64,
-    /// The last approved growth, refunded if the host fails to grow.
+    /// The last approved growth, refunded if the host then fails to grow.
     last_grant: u64,
     shared: Arc<TaskShared>,
 }
 
 impl MemoryBudget {
-    /// A budget of `limit` bytes (`None`: unlimited).
-    pub fn new(limit: Option<u64>, policy: MemoryPolicy, shared: Arc<TaskShared>) -> Self {
+    /// The budget of the task `shared` describes.
+    pub fn new(policy: MemoryPolicy, shared: Arc<TaskShared>) -> Self {
         Self {
-            limit: limit.unwrap_or(u64::MAX),
             policy,
-            used: 0,
             last_grant: 0,
             shared,
         }
     }
 
-    /// Bytes currently charged.
-    #[cfg(test)]
-    fn used(&self) -> u64 {
-        self.used
-    }
-
     /// Charges `delta` more bytes; `Ok(false)` denies, `Err` kills.
     fn charge(&mut self, what: &str, delta: u64) -> wasmtime::Result<bool> {
-        let want = self.used.saturating_add(delta);
-        if want > self.limit {
-            self.shared.memory_denials.fetch_add(1, Ordering::Relaxed);
-            return match self.policy {
-                MemoryPolicy::Deny => Ok(false),
-                MemoryPolicy::Kill => Err(KillSignal(format!(
-                    "memory limit exceeded: {what} would use {} of {}",
-                    format_size(want),
-                    format_size(self.limit)
-                ))
-                .into()),
-            };
+        if self.shared.try_charge(delta) {
+            self.last_grant = delta;
+            return Ok(true);
         }
-        self.used = want;
-        self.last_grant = delta;
-        self.shared.memory_current.store(want, Ordering::Relaxed);
-        self.shared.memory_peak.fetch_max(want, Ordering::Relaxed);
-        Ok(true)
+        match self.policy {
+            MemoryPolicy::Deny => Ok(false),
+            MemoryPolicy::Kill => Err(KillSignal(format!(
+                "memory limit exceeded: {what} would use {} of {}",
+                format_size(
+                    self.shared
+                        .memory_current
+                        .load(Ordering::Relaxed)
+                        .saturating_add(delta)
+                ),
+                format_size(self.shared.memory_limit)
+            ))
+            .into()),
+        }
     }
 
     fn refund_last(&mut self) {
-        self.used -= self.last_grant;
+        self.shared.refund(self.last_grant);
         self.last_grant = 0;
-        self.shared
-            .memory_current
-            .store(self.used, Ordering::Relaxed);
     }
 }
 
@@ -148,7 +137,12 @@ mod tests {
     const PAGE: usize = 65536;
 
     fn budget(limit: u64, policy: MemoryPolicy) -> MemoryBudget {
-        MemoryBudget::new(Some(limit), policy, Arc::new(TaskShared::for_test()))
+        let shared = TaskShared::new(crate::task::TaskId(0), "t".into(), None, Some(limit));
+        MemoryBudget::new(policy, Arc::new(shared))
+    }
+
+    fn used(b: &MemoryBudget) -> u64 {
+        b.shared.memory_current.load(Ordering::Relaxed)
     }
 
     #[test]
@@ -157,7 +151,7 @@ mod tests {
         assert!(b.memory_growing(0, PAGE, None).unwrap());
         assert!(b.memory_growing(0, PAGE, None).unwrap()); // a second memory
         assert!(b.memory_growing(PAGE, 2 * PAGE, None).unwrap());
-        assert_eq!(b.used(), 3 * PAGE as u64);
+        assert_eq!(used(&b), 3 * PAGE as u64);
         assert!(!b.memory_growing(2 * PAGE, 3 * PAGE, None).unwrap());
         assert!(!b.table_growing(0, 1, None).unwrap());
         assert_eq!(b.shared.memory_denials.load(Ordering::Relaxed), 2);
@@ -189,7 +183,7 @@ mod tests {
         assert!(b.memory_growing(0, 2 * PAGE, None).unwrap());
         b.memory_grow_failed(wasmtime::format_err!("mmap failed"))
             .unwrap();
-        assert_eq!(b.used(), 0);
+        assert_eq!(used(&b), 0);
         assert!(b.memory_growing(0, 2 * PAGE, None).unwrap());
     }
 

@@ -20,13 +20,23 @@
 //! count = 1                        # N copies named hello.0 .. hello.N-1
 //! stdout = "inherit"               # or "null", or a file path
 //! stderr = "inherit"
+//! stdin = "null"                   # or "inherit"
+//! provides = ["kv"]                # names it may register ("log.*": a prefix)
+//! uses = ["log.*"]                 # names it may look up
+//! max_handles = 1024               # handle table size
+//! max_message_bytes = "64KiB"      # per-message quota: bytes ...
+//! max_message_handles = 16         # ... and handles
 //! ```
 //!
 //! Parsing is strict: unknown keys, bad sizes and durations, missing module
 //! files or directories and duplicate task names are errors that name the
 //! offending key or file.
 
-use crate::task::{MemoryPolicy, Output, TaskSpec};
+use crate::ipc::handle::MAX_HANDLES;
+use crate::task::{
+    MemoryPolicy, Output, TaskSpec, DEFAULT_MAX_HANDLES, DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_MAX_MESSAGE_HANDLES,
+};
 use crate::units::{parse_duration, parse_size};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashSet};
@@ -91,7 +101,17 @@ struct RawTask {
     stdout: Option<String>,
     stderr: Option<String>,
     stdin: Option<String>,
+    #[serde(default)]
+    provides: Vec<String>,
+    #[serde(default)]
+    uses: Vec<String>,
+    max_handles: Option<usize>,
+    max_message_bytes: Option<String>,
+    max_message_handles: Option<u64>,
 }
+
+/// Largest `max_message_bytes` accepted.
+pub const MAX_MESSAGE_BYTES: u64 = 64 << 20;
 
 /// Largest `count` accepted for one `[[task]]` entry.
 pub const MAX_COUNT: u32 = 1_000_000;
@@ -199,6 +219,28 @@ fn task_specs(t: RawTask, base: &Path) -> Result<Vec<TaskSpec>, String> {
             ))
         }
     };
+    let max_handles = match t.max_handles {
+        None => DEFAULT_MAX_HANDLES,
+        Some(n) if n == 0 || n > MAX_HANDLES => {
+            return Err(format!("max_handles: must be between 1 and {MAX_HANDLES}"))
+        }
+        Some(n) => n,
+    };
+    let max_message_bytes = match t.max_message_bytes.as_deref().map(parse_size).transpose() {
+        Err(e) => return Err(format!("max_message_bytes: {e}")),
+        Ok(Some(n)) if n > MAX_MESSAGE_BYTES => {
+            return Err(format!(
+                "max_message_bytes: at most {MAX_MESSAGE_BYTES} bytes"
+            ))
+        }
+        Ok(n) => n.unwrap_or(DEFAULT_MAX_MESSAGE_BYTES),
+    };
+    let max_message_handles = t.max_message_handles.unwrap_or(DEFAULT_MAX_MESSAGE_HANDLES);
+    for (key, list) in [("provides", &t.provides), ("uses", &t.uses)] {
+        if let Some(bad) = list.iter().find(|n| n.is_empty() || n.len() > 256) {
+            return Err(format!("{key}: bad name {bad:?} (1 to 256 bytes)"));
+        }
+    }
     let names: Vec<String> = match t.count {
         None => vec![t.name.clone()],
         Some(0) => return Err("count: must be at least 1".into()),
@@ -219,6 +261,11 @@ fn task_specs(t: RawTask, base: &Path) -> Result<Vec<TaskSpec>, String> {
             stdout: stdout.clone(),
             stderr: stderr.clone(),
             stdin_inherit,
+            provides: t.provides.clone(),
+            uses: t.uses.clone(),
+            max_handles,
+            max_message_bytes,
+            max_message_handles,
         })
         .collect())
 }

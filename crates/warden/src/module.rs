@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use wasmtime::{Engine, ExternType, InstancePre, Linker, Module};
 
 /// Import modules Warden provides to guests.
-pub const PROVIDED_IMPORT_MODULES: &[&str] = &["wasi_snapshot_preview1"];
+pub const PROVIDED_IMPORT_MODULES: &[&str] = &["wasi_snapshot_preview1", crate::host::MODULE];
 
 /// A module ready to be instantiated as tasks; shared by all its tasks.
 pub struct LoadedModule {

@@ -5,12 +5,16 @@
 use crate::cache::CodeCache;
 use crate::cpu::thread_cpu_ns;
 use crate::executor::{Clock, Executor, ExecutorStats, TICK};
+use crate::ipc::service::CallSlot;
+use crate::ipc::{HandleTable, Kernel};
 use crate::limiter::MemoryBudget;
 use crate::module::{self, LoadedModule};
 use crate::output::{HostStream, Sink};
 use crate::policy::RoundRobin;
 use crate::report::TaskReport;
-use crate::task::{KillSignal, TaskData, TaskId, TaskShared, TaskSpec, TaskStatus};
+use crate::task::{
+    Grants, KillSignal, TaskData, TaskId, TaskIpc, TaskShared, TaskSpec, TaskStatus,
+};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -117,6 +121,7 @@ struct Table {
 
 struct Tasks {
     table: Mutex<Table>,
+    kernel: Arc<Kernel>,
     changed: Condvar,
     /// Notified when the last live task finishes.
     empty: Condvar,
@@ -134,6 +139,7 @@ impl Tasks {
 
     fn finish(&self, shared: &TaskShared, status: TaskStatus) {
         let end_ms = self.ms();
+        self.kernel.names.remove_owner(shared.id);
         let mut t = self.lock();
         if let Some(live) = t.live.remove(&shared.id) {
             let report = TaskReport::new(shared, status, live.memory_limit, live.start_ms, end_ms);
@@ -179,6 +185,7 @@ struct Inner {
     cache: Option<CodeCache>,
     modules: Mutex<HashMap<PathBuf, Arc<LoadedModule>>>,
     tasks: Arc<Tasks>,
+    kernel: Arc<Kernel>,
     next_id: AtomicU64,
     clock: Arc<Clock>,
     exec: Executor,
@@ -199,6 +206,8 @@ impl Runtime {
         let mut wc = Config::new();
         wc.epoch_interruption(true);
         wc.memory_init_cow(true);
+        // Task memories stay where they are: permits address them directly.
+        wc.memory_may_move(false);
         let mut pool = PoolingAllocationConfig::new();
         // Freed slots wait in batches of DECOMMIT_BATCH before they are
         // reused, so the pools hold that many more than `max_tasks`.
@@ -217,6 +226,7 @@ impl Runtime {
         let mut linker: Linker<TaskData> = Linker::new(&engine);
         wasmtime_wasi::p1::add_to_linker_async(&mut linker, |d: &mut TaskData| &mut d.wasi)
             .map_err(|e| Error::Start(format!("{e:#}")))?;
+        crate::host::add_to_linker(&mut linker).map_err(|e| Error::Start(format!("{e:#}")))?;
         let cache = match &config.cache_dir {
             Some(dir) => Some(
                 CodeCache::new(dir)
@@ -230,8 +240,10 @@ impl Runtime {
             .enable_all()
             .build()
             .map_err(|e| Error::Start(e.to_string()))?;
+        let kernel = Arc::new(Kernel::default());
         let tasks = Arc::new(Tasks {
             table: Mutex::new(Table::default()),
+            kernel: kernel.clone(),
             changed: Condvar::new(),
             empty: Condvar::new(),
             epoch: Instant::now(),
@@ -256,6 +268,7 @@ impl Runtime {
                 cache,
                 modules: Mutex::new(HashMap::new()),
                 tasks,
+                kernel,
                 next_id: AtomicU64::new(1),
                 _tokio: tokio,
             }),
@@ -305,7 +318,12 @@ impl Runtime {
         let module = self.load_module(&spec.module)?;
         let inner = &*self.inner;
         let id = TaskId(inner.next_id.fetch_add(1, Ordering::Relaxed));
-        let shared = Arc::new(TaskShared::new(id, spec.name.clone(), spec.cpu_limit));
+        let shared = Arc::new(TaskShared::new(
+            id,
+            spec.name.clone(),
+            spec.cpu_limit,
+            spec.memory_limit,
+        ));
         // Take a slot in the task table first, so that concurrent spawns
         // cannot together exceed `max_tasks`.
         {
@@ -346,8 +364,16 @@ impl Runtime {
     ) -> Result<Store<TaskData>, String> {
         let inner = &*self.inner;
         let wasi = self.wasi_ctx(spec, module)?;
-        let budget = MemoryBudget::new(spec.memory_limit, spec.on_memory_limit, shared.clone());
-        let mut store = Store::new(&inner.engine, TaskData { wasi, budget });
+        let budget = MemoryBudget::new(spec.on_memory_limit, shared.clone());
+        let ipc = TaskIpc {
+            shared: shared.clone(),
+            handles: HandleTable::new(spec.max_handles, shared.clone()),
+            memory: None,
+            call_slot: CallSlot::new(),
+            grants: Grants::of(spec),
+            kernel: inner.kernel.clone(),
+        };
+        let mut store = Store::new(&inner.engine, TaskData { wasi, budget, ipc });
         store.limiter(|d| &mut d.budget);
         store.set_epoch_deadline(1);
         let (sh, clock) = (shared.clone(), inner.clock.clone());
@@ -542,17 +568,31 @@ async fn run(
     mut store: Store<TaskData>,
     shared: Arc<TaskShared>,
 ) -> TaskStatus {
-    let instance = match pre.instantiate_async(&mut store).await {
+    let status = start(pre, &mut store, &shared).await;
+    // Revoke what the task owns before its memory goes (ipc rule 5).
+    shared.release_owned();
+    drop(store);
+    status
+}
+
+async fn start(
+    pre: InstancePre<TaskData>,
+    store: &mut Store<TaskData>,
+    shared: &TaskShared,
+) -> TaskStatus {
+    let instance = match pre.instantiate_async(&mut *store).await {
         Ok(i) => i,
-        Err(e) => return classify(&e, &shared, "cannot start: "),
+        Err(e) => return classify(&e, shared, "cannot start: "),
     };
-    let start = match instance.get_typed_func::<(), ()>(&mut store, "_start") {
+    let memory = instance.get_memory(&mut *store, "memory");
+    store.data_mut().ipc.memory = memory;
+    let start = match instance.get_typed_func::<(), ()>(&mut *store, "_start") {
         Ok(f) => f,
         Err(e) => return TaskStatus::Trapped(format!("cannot start: {e:#}")),
     };
-    match start.call_async(&mut store, ()).await {
+    match start.call_async(&mut *store, ()).await {
         Ok(()) => TaskStatus::Exited(0),
-        Err(e) => classify(&e, &shared, ""),
+        Err(e) => classify(&e, shared, ""),
     }
 }
 

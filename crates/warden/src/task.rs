@@ -39,12 +39,14 @@
 //! Kernel state is changed only between guest instructions (in host calls
 //! and deadline callbacks), so a kill never leaves it half-updated.
 
+use crate::ipc::service::CallSlot;
+use crate::ipc::{HandleTable, Kernel, Owned};
 use crate::limiter::MemoryBudget;
 pub use crate::limiter::MemoryPolicy;
 pub use crate::output::Output;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// A task's identity, unique within a runtime and never reused.
@@ -82,7 +84,24 @@ pub struct TaskSpec {
     pub stderr: Output,
     /// Whether the task reads the host's stdin (otherwise it reads nothing).
     pub stdin_inherit: bool,
+    /// Names the task may register (exact, or a prefix ending in `*`).
+    pub provides: Vec<String>,
+    /// Names the task may look up.
+    pub uses: Vec<String>,
+    /// Most handles the task may hold at once.
+    pub max_handles: usize,
+    /// Largest message (request or reply) the task may send, bytes.
+    pub max_message_bytes: u64,
+    /// Most handles one message of the task may carry.
+    pub max_message_handles: u64,
 }
+
+/// Default for [`TaskSpec::max_handles`].
+pub const DEFAULT_MAX_HANDLES: usize = 1024;
+/// Default for [`TaskSpec::max_message_bytes`].
+pub const DEFAULT_MAX_MESSAGE_BYTES: u64 = 64 * 1024;
+/// Default for [`TaskSpec::max_message_handles`].
+pub const DEFAULT_MAX_MESSAGE_HANDLES: u64 = 16;
 
 impl TaskSpec {
     /// A spec with defaults: no args, env, dirs or limits; output inherited.
@@ -99,6 +118,36 @@ impl TaskSpec {
             stdout: Output::Inherit,
             stderr: Output::Inherit,
             stdin_inherit: false,
+            provides: vec![],
+            uses: vec![],
+            max_handles: DEFAULT_MAX_HANDLES,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            max_message_handles: DEFAULT_MAX_MESSAGE_HANDLES,
+        }
+    }
+}
+
+/// What a task's manifest entry allows it, as the host functions check it.
+#[derive(Debug, Clone)]
+pub struct Grants {
+    /// Names it may register.
+    pub provides: Vec<String>,
+    /// Names it may look up.
+    pub uses: Vec<String>,
+    /// Per-message byte quota.
+    pub max_message_bytes: u64,
+    /// Per-message handle quota.
+    pub max_message_handles: u64,
+}
+
+impl Grants {
+    /// The grants in `spec`.
+    pub fn of(spec: &TaskSpec) -> Self {
+        Grants {
+            provides: spec.provides.clone(),
+            uses: spec.uses.clone(),
+            max_message_bytes: spec.max_message_bytes,
+            max_message_handles: spec.max_message_handles,
         }
     }
 }
@@ -130,9 +179,12 @@ pub struct TaskShared {
     pub name: String,
     /// CPU time limit in ns, 0 for none.
     pub cpu_limit_ns: u64,
+    /// Memory budget in bytes (`u64::MAX`: none): linear memories, tables
+    /// and every kernel object charged to the task.
+    pub memory_limit: u64,
     /// CPU time consumed so far, ns.
     pub cpu_ns: AtomicU64,
-    /// Bytes of memory and tables currently charged.
+    /// Bytes currently charged against `memory_limit`.
     pub memory_current: AtomicU64,
     /// Highest `memory_current` seen.
     pub memory_peak: AtomicU64,
@@ -144,15 +196,22 @@ pub struct TaskShared {
     pub slice_start_cpu: AtomicU64,
     killed: AtomicBool,
     kill_reason: Mutex<Option<String>>,
+    owned: Mutex<Owned>,
 }
 
 impl TaskShared {
     /// Fresh shared state.
-    pub fn new(id: TaskId, name: String, cpu_limit: Option<Duration>) -> Self {
+    pub fn new(
+        id: TaskId,
+        name: String,
+        cpu_limit: Option<Duration>,
+        memory_limit: Option<u64>,
+    ) -> Self {
         TaskShared {
             id,
             name,
             cpu_limit_ns: cpu_limit.map_or(0, |d| d.as_nanos().min(u64::MAX as u128) as u64),
+            memory_limit: memory_limit.unwrap_or(u64::MAX),
             cpu_ns: AtomicU64::new(0),
             memory_current: AtomicU64::new(0),
             memory_peak: AtomicU64::new(0),
@@ -161,12 +220,48 @@ impl TaskShared {
             slice_start_cpu: AtomicU64::new(0),
             killed: AtomicBool::new(false),
             kill_reason: Mutex::new(None),
+            owned: Mutex::new(Owned::default()),
         }
     }
 
-    #[cfg(test)]
-    pub(crate) fn for_test() -> Self {
-        Self::new(TaskId(0), "test".into(), None)
+    /// Permits and memory objects the task owns.
+    pub(crate) fn owned(&self) -> std::sync::MutexGuard<'_, Owned> {
+        self.owned.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Revokes every permit and memory object the task owns. Called before
+    /// the task's store (and so its memory) is released.
+    pub fn release_owned(&self) {
+        self.owned().revoke_all();
+    }
+
+    /// Charges `bytes` to the task's memory budget if they fit; returns
+    /// whether they did. Any thread may charge or refund.
+    pub fn try_charge(&self, bytes: u64) -> bool {
+        let mut cur = self.memory_current.load(Ordering::Relaxed);
+        loop {
+            let Some(next) = cur.checked_add(bytes).filter(|&n| n <= self.memory_limit) else {
+                self.memory_denials.fetch_add(1, Ordering::Relaxed);
+                return false;
+            };
+            match self.memory_current.compare_exchange_weak(
+                cur,
+                next,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    self.memory_peak.fetch_max(next, Ordering::Relaxed);
+                    return true;
+                }
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    /// Returns `bytes` previously charged.
+    pub fn refund(&self, bytes: u64) {
+        self.memory_current.fetch_sub(bytes, Ordering::Relaxed);
     }
 
     /// Records a kill request; the first reason given wins. Returns whether
@@ -210,4 +305,17 @@ impl TaskShared {
 pub(crate) struct TaskData {
     pub(crate) wasi: wasmtime_wasi::p1::WasiP1Ctx,
     pub(crate) budget: MemoryBudget,
+    pub(crate) ipc: TaskIpc,
+}
+
+/// A task's IPC state, used by the `warden` host functions.
+pub(crate) struct TaskIpc {
+    pub(crate) shared: Arc<TaskShared>,
+    pub(crate) handles: HandleTable,
+    /// The exported memory, once instantiated.
+    pub(crate) memory: Option<wasmtime::Memory>,
+    /// The task's reusable call slot.
+    pub(crate) call_slot: Arc<CallSlot>,
+    pub(crate) grants: Grants,
+    pub(crate) kernel: Arc<Kernel>,
 }

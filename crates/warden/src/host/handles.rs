@@ -1,0 +1,37 @@
+//! `close` and `dup`: handle management common to every object.
+
+use super::ret32;
+use crate::ipc::{Errno, Object};
+use crate::task::TaskData;
+use wasmtime::{Caller, Linker};
+
+pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
+    linker.func_wrap(
+        super::MODULE,
+        "close",
+        |mut c: Caller<'_, TaskData>, h: i32| ret32(close(c.data_mut(), h)),
+    )?;
+    linker.func_wrap(
+        super::MODULE,
+        "dup",
+        |mut c: Caller<'_, TaskData>, h: i32| {
+            let table = &mut c.data_mut().ipc.handles;
+            ret32(
+                table
+                    .get(h)
+                    .and_then(Object::dup)
+                    .and_then(|o| table.insert(o)),
+            )
+        },
+    )?;
+    Ok(())
+}
+
+fn close(data: &mut TaskData, h: i32) -> Result<i32, Errno> {
+    match data.ipc.handles.remove(h)? {
+        // An unanswered call closed on purpose: the client hears NoReply.
+        Object::Call(call) => call.close(),
+        other => drop(other),
+    }
+    Ok(0)
+}

@@ -1,0 +1,247 @@
+//! Services, portals and synchronous calls.
+//!
+//! A call copies the request from the client's memory into its call slot
+//! (a kernel buffer reused for every call of that client), queues the slot
+//! on the service and blocks the client. `recv` copies the request into the
+//! server's memory and gives the server a call handle; `reply` copies the
+//! answer into the slot and wakes the client, whose `call` then copies it
+//! into the client's memory. Longer messages than the receiver's buffer
+//! are truncated: the return value is always the full length.
+
+use super::{
+    give_objects, len32, memory, range, read_u32, ret32, ret64, take_objects, write_u32, write_u64,
+};
+use crate::ipc::service::{CallRef, Phase, PortalRef, Service, ServiceRef};
+use crate::ipc::{Errno, Object};
+use crate::task::TaskData;
+use std::sync::Arc;
+use wasmtime::{Caller, Linker};
+
+pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
+    linker.func_wrap(
+        super::MODULE,
+        "service_create",
+        |mut c: Caller<'_, TaskData>| {
+            let ipc = &mut c.data_mut().ipc;
+            let service = Service::new(ipc.shared.id);
+            ret32(
+                ipc.handles
+                    .insert(Object::Service(ServiceRef::new(&service))),
+            )
+        },
+    )?;
+    linker.func_wrap(
+        super::MODULE,
+        "portal_create",
+        |mut c: Caller<'_, TaskData>, service: i32| {
+            let table = &mut c.data_mut().ipc.handles;
+            let portal = match table.get(service) {
+                Ok(Object::Service(s)) => PortalRef::new(s.service()),
+                Ok(_) => return Errno::BadHandle.code(),
+                Err(e) => return e.code(),
+            };
+            ret32(table.insert(Object::Portal(portal)))
+        },
+    )?;
+    linker.func_wrap_async(
+        super::MODULE,
+        "call",
+        |c: Caller<'_, TaskData>, args: (i32, i32, i32, i32, i32, i32, i32, i32, i32)| {
+            Box::new(async move { ret64(call(c, args).await) })
+        },
+    )?;
+    linker.func_wrap_async(
+        super::MODULE,
+        "recv",
+        |c: Caller<'_, TaskData>, args: (i32, i32, i32, i32, i32, i32)| {
+            Box::new(async move { ret64(recv(c, args).await) })
+        },
+    )?;
+    linker.func_wrap(
+        super::MODULE,
+        "reply",
+        |mut c: Caller<'_, TaskData>, call_id: i64, resp: i32, len: i32, h: i32, nh: i32| {
+            ret32(reply(&mut c, call_id, resp, len, h, nh))
+        },
+    )?;
+    Ok(())
+}
+
+/// Marks the client's call abandoned if the client dies (its future is
+/// dropped) while waiting.
+struct AbandonOnDrop<'a>(Option<&'a crate::ipc::service::CallSlot>);
+
+impl Drop for AbandonOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(slot) = self.0 {
+            slot.abandon();
+        }
+    }
+}
+
+async fn call(
+    mut c: Caller<'_, TaskData>,
+    (portal, req, req_len, req_h, req_nh, resp, resp_cap, resp_h, resp_nh): (
+        i32,
+        i32,
+        i32,
+        i32,
+        i32,
+        i32,
+        i32,
+        i32,
+        i32,
+    ),
+) -> Result<i64, Errno> {
+    let (slot, seq, service) = {
+        let (mem, data) = memory(&mut c)?;
+        let ipc = &mut data.ipc;
+        let service = match ipc.handles.get(portal)? {
+            Object::Portal(p) => p.service().clone(),
+            _ => return Err(Errno::BadHandle),
+        };
+        if service.owner == ipc.shared.id {
+            return Err(Errno::Deadlock);
+        }
+        let (req_len, req_nh) = (len32(req_len), len32(req_nh));
+        if req_len > ipc.grants.max_message_bytes || req_nh > ipc.grants.max_message_handles {
+            return Err(Errno::Quota);
+        }
+        let req = range(mem.len(), req, req_len)?;
+        range(mem.len(), resp, len32(resp_cap))?;
+        let cap_nh = read_u32(mem, resp_nh)? as u64;
+        range(mem.len(), resp_h, cap_nh * 4)?;
+        let slot = ipc.call_slot.clone();
+        let mut st = slot.lock();
+        st.request.clear();
+        st.request.extend_from_slice(&mem[req]);
+        st.request_objects.clear();
+        st.reply_objects.clear();
+        if let Err(e) = take_objects(
+            &mut ipc.handles,
+            mem,
+            req_h,
+            req_nh,
+            &mut st.request_objects,
+        ) {
+            st.request_objects.clear();
+            return Err(e);
+        }
+        st.seq += 1;
+        st.phase = Phase::Queued;
+        let seq = st.seq;
+        drop(st);
+        (slot, seq, service)
+    };
+    if let Err(e) = service.enqueue(&slot, seq) {
+        let mut st = slot.lock();
+        st.phase = Phase::Idle;
+        st.request_objects.clear();
+        return Err(e);
+    }
+    drop(service);
+    let mut guard = AbandonOnDrop(Some(&slot));
+    let code = std::future::poll_fn(|cx| slot.poll_done(cx)).await;
+    guard.0 = None;
+    let mut st = slot.lock();
+    st.phase = Phase::Idle;
+    if code < 0 {
+        st.reply_objects.clear();
+        return Err(Errno::from_code(code));
+    }
+    let (mem, data) = memory(&mut c)?;
+    let n = st.reply.len().min(resp_cap as u32 as usize);
+    let dst = range(mem.len(), resp, n as u64)?;
+    mem[dst].copy_from_slice(&st.reply[..n]);
+    let cap_nh = read_u32(mem, resp_nh)? as u64;
+    range(mem.len(), resp_h, cap_nh * 4)?;
+    let given = give_objects(
+        &mut data.ipc.handles,
+        mem,
+        resp_h,
+        cap_nh,
+        &mut st.reply_objects,
+    );
+    write_u32(mem, resp_nh, given)?;
+    Ok(st.reply.len() as i64)
+}
+
+async fn recv(
+    mut c: Caller<'_, TaskData>,
+    (service, call_id, buf, cap, h, nh): (i32, i32, i32, i32, i32, i32),
+) -> Result<i64, Errno> {
+    let service: Arc<Service> = {
+        let (mem, data) = memory(&mut c)?;
+        let s = match data.ipc.handles.get(service)? {
+            Object::Service(s) => s.service().clone(),
+            _ => return Err(Errno::BadHandle),
+        };
+        range(mem.len(), call_id, 8)?;
+        range(mem.len(), buf, len32(cap))?;
+        let cap_nh = read_u32(mem, nh)? as u64;
+        range(mem.len(), h, cap_nh * 4)?;
+        // Room for the call handle and the handles the request may carry.
+        if (data.ipc.handles.room() as u64) < 1 + cap_nh.min(data.ipc.grants.max_message_handles) {
+            return Err(Errno::Quota);
+        }
+        s
+    };
+    let (slot, seq) = std::future::poll_fn(|cx| service.poll_next(cx)).await?;
+    // From here to the end no await: a kill cannot split the delivery.
+    let (mem, data) = memory(&mut c)?;
+    let mut st = slot.lock();
+    let n = st.request.len().min(cap as u32 as usize);
+    // Pointers were checked before waiting; memory never shrinks.
+    let dst = range(mem.len(), buf, n as u64)?;
+    mem[dst].copy_from_slice(&st.request[..n]);
+    let cap_nh = read_u32(mem, nh)? as u64;
+    range(mem.len(), h, cap_nh * 4)?;
+    let given = give_objects(
+        &mut data.ipc.handles,
+        mem,
+        h,
+        cap_nh,
+        &mut st.request_objects,
+    );
+    write_u32(mem, nh, given)?;
+    let len = st.request.len() as i64;
+    drop(st);
+    let handle = data
+        .ipc
+        .handles
+        .insert(Object::Call(CallRef::new(slot, seq)))?;
+    write_u64(mem, call_id, handle as u64)?;
+    Ok(len)
+}
+
+fn reply(
+    c: &mut Caller<'_, TaskData>,
+    call_id: i64,
+    resp: i32,
+    len: i32,
+    h: i32,
+    nh: i32,
+) -> Result<i32, Errno> {
+    let call = i32::try_from(call_id).map_err(|_| Errno::BadHandle)?;
+    let (mem, data) = memory(c)?;
+    let ipc = &mut data.ipc;
+    if !matches!(ipc.handles.get(call)?, Object::Call(_)) {
+        return Err(Errno::BadHandle);
+    }
+    let (len, nh) = (len32(len), len32(nh));
+    if len > ipc.grants.max_message_bytes || nh > ipc.grants.max_message_handles {
+        return Err(Errno::Quota);
+    }
+    let src = range(mem.len(), resp, len)?;
+    let mut objects = Vec::new();
+    take_objects(&mut ipc.handles, mem, h, nh, &mut objects)?;
+    let Ok(Object::Call(call)) = ipc.handles.remove(call) else {
+        unreachable!("checked above")
+    };
+    match call.reply(&mem[src], objects) {
+        Ok(()) => Ok(0),
+        // The client is gone; the objects it would have received are
+        // dropped (they were duplicates or moved out of this table).
+        Err((e, _objects)) => Err(e),
+    }
+}

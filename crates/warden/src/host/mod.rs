@@ -1,0 +1,189 @@
+//! The `warden` import module: host functions guests call, one file per
+//! group, each with its own `add_to_linker`.
+//!
+//! Every function checks every pointer and length against the caller's
+//! memory and every handle against its table, and reports failure as a
+//! negative [`Errno`] code. None of them traps: a guest's bad argument
+//! harms only the call that carried it.
+//!
+//! The functions and their Wasm signatures are listed in [`FUNCTIONS`];
+//! `sdk/c/warden.h` declares the same imports.
+
+mod handles;
+mod ipc;
+mod mem;
+mod names;
+mod permit;
+
+use crate::ipc::{Errno, HandleTable, Object, MOVE};
+use crate::task::TaskData;
+use std::ops::Range;
+use wasmtime::{Caller, Linker};
+
+/// The import module name.
+pub const MODULE: &str = "warden";
+
+/// Every host function: name, parameter types, result type (Wasm text
+/// notation). A test instantiates a guest importing all of them.
+pub const FUNCTIONS: &[(&str, &str, &str)] = &[
+    ("close", "i32", "i32"),
+    ("dup", "i32", "i32"),
+    ("service_create", "", "i32"),
+    ("portal_create", "i32", "i32"),
+    ("call", "i32 i32 i32 i32 i32 i32 i32 i32 i32", "i64"),
+    ("recv", "i32 i32 i32 i32 i32 i32", "i64"),
+    ("reply", "i64 i32 i32 i32 i32", "i32"),
+    ("name_register", "i32 i32 i32", "i32"),
+    ("name_lookup", "i32 i32 i64", "i32"),
+    ("mem_create", "i64", "i32"),
+    ("mem_view", "i32 i64 i64 i32", "i32"),
+    ("mem_read", "i32 i64 i32 i32", "i64"),
+    ("mem_write", "i32 i64 i32 i32", "i64"),
+    ("mem_size", "i32", "i64"),
+    ("mem_revoke", "i32", "i32"),
+    ("permit_grant", "i32 i32 i32", "i32"),
+    ("permit_read", "i32 i64 i32 i32", "i64"),
+    ("permit_write", "i32 i64 i32 i32", "i64"),
+    ("permit_revoke", "i32", "i32"),
+];
+
+/// Adds every `warden` host function to `linker`.
+pub(crate) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
+    handles::add_to_linker(linker)?;
+    ipc::add_to_linker(linker)?;
+    names::add_to_linker(linker)?;
+    mem::add_to_linker(linker)?;
+    permit::add_to_linker(linker)?;
+    Ok(())
+}
+
+/// A result as the guest sees it: the value, or the error code.
+fn ret32(r: Result<i32, Errno>) -> i32 {
+    r.unwrap_or_else(Errno::code)
+}
+
+fn ret64(r: Result<i64, Errno>) -> i64 {
+    r.unwrap_or_else(|e| e.code() as i64)
+}
+
+/// The caller's linear memory and store data. A module without an
+/// exported memory gets `BadPtr` from every call that needs one.
+fn memory<'a>(
+    caller: &'a mut Caller<'_, TaskData>,
+) -> Result<(&'a mut [u8], &'a mut TaskData), Errno> {
+    let mem = caller.data().ipc.memory.ok_or(Errno::BadPtr)?;
+    Ok(mem.data_and_store_mut(caller))
+}
+
+/// `len` bytes at guest address `ptr`, checked against memory of
+/// `mem_len` bytes. Arguments arrive as `i32` and are read as unsigned.
+fn range(mem_len: usize, ptr: i32, len: u64) -> Result<Range<usize>, Errno> {
+    let start = ptr as u32 as u64;
+    let end = start.checked_add(len).ok_or(Errno::BadPtr)?;
+    if end > mem_len as u64 {
+        return Err(Errno::BadPtr);
+    }
+    Ok(start as usize..end as usize)
+}
+
+fn read_u32(mem: &[u8], ptr: i32) -> Result<u32, Errno> {
+    let r = range(mem.len(), ptr, 4)?;
+    Ok(u32::from_le_bytes(mem[r].try_into().unwrap()))
+}
+
+fn write_u32(mem: &mut [u8], ptr: i32, v: u32) -> Result<(), Errno> {
+    let r = range(mem.len(), ptr, 4)?;
+    mem[r].copy_from_slice(&v.to_le_bytes());
+    Ok(())
+}
+
+fn write_u64(mem: &mut [u8], ptr: i32, v: u64) -> Result<(), Errno> {
+    let r = range(mem.len(), ptr, 8)?;
+    mem[r].copy_from_slice(&v.to_le_bytes());
+    Ok(())
+}
+
+/// A length argument, which must not be negative when read as `i32` is
+/// not the question: wasm32 lengths are unsigned.
+fn len32(len: i32) -> u64 {
+    len as u32 as u64
+}
+
+/// Takes the objects a message carries from the sender's table into
+/// `out`: each listed handle is duplicated, or moved if flagged with
+/// [`MOVE`]. All are checked before any is taken, so a failed send leaves
+/// the table as it was.
+fn take_objects(
+    table: &mut HandleTable,
+    mem: &[u8],
+    list_ptr: i32,
+    count: u64,
+    out: &mut Vec<Object>,
+) -> Result<(), Errno> {
+    if count == 0 {
+        return Ok(());
+    }
+    let r = range(mem.len(), list_ptr, count * 4)?;
+    let handles = mem[r]
+        .chunks_exact(4)
+        .map(|c| i32::from_le_bytes(c.try_into().unwrap()));
+    for (i, h) in handles.clone().enumerate() {
+        if !table.get(h & !MOVE)?.transferable() {
+            return Err(Errno::Inval);
+        }
+        if h & MOVE != 0 && handles.clone().take(i).any(|o| o & !MOVE == h & !MOVE) {
+            return Err(Errno::Inval); // moved twice, or moved and copied
+        }
+    }
+    for h in handles {
+        let object = if h & MOVE != 0 {
+            table.remove(h & !MOVE)?
+        } else {
+            table.get(h)?.dup()?
+        };
+        out.push(object);
+    }
+    Ok(())
+}
+
+/// Installs received objects in the receiver's table, writing their
+/// handles to the guest array at `list_ptr` (room for `cap`). Objects
+/// beyond `cap`, or that the table cannot take, are dropped. Returns how
+/// many were installed.
+fn give_objects(
+    table: &mut HandleTable,
+    mem: &mut [u8],
+    list_ptr: i32,
+    cap: u64,
+    objects: &mut Vec<Object>,
+) -> u32 {
+    let mut given = 0u32;
+    for object in objects.drain(..) {
+        if (given as u64) < cap {
+            if let Ok(h) = table.insert(object) {
+                // In bounds: the caller checked `cap` entries at `list_ptr`.
+                let at = list_ptr.wrapping_add((given * 4) as i32);
+                if write_u32(mem, at, h as u32).is_ok() {
+                    given += 1;
+                }
+            }
+        }
+    }
+    given
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_reject_wild_pointers_and_huge_lengths() {
+        assert_eq!(range(100, 0, 100), Ok(0..100));
+        assert_eq!(range(100, 99, 1), Ok(99..100));
+        assert_eq!(range(100, 100, 0), Ok(100..100));
+        assert_eq!(range(100, 99, 2), Err(Errno::BadPtr));
+        assert_eq!(range(100, -1, 1), Err(Errno::BadPtr)); // 0xffff_ffff
+        assert_eq!(range(100, 0, u64::MAX), Err(Errno::BadPtr));
+        assert_eq!(range(usize::MAX, -1, u64::MAX), Err(Errno::BadPtr));
+    }
+}

@@ -1,0 +1,95 @@
+//! The name service: `name_register` and `name_lookup`, checked against
+//! the task's manifest grants (`provides`, `uses`).
+
+use super::{len32, memory, range, ret32};
+use crate::ipc::{name_allowed, Errno, Object};
+use crate::task::TaskData;
+use std::future::{poll_fn, Future};
+use std::task::Poll;
+use std::time::Duration;
+use wasmtime::{Caller, Linker};
+
+/// Longest name accepted.
+pub const MAX_NAME: u64 = 256;
+
+pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
+    linker.func_wrap(
+        super::MODULE,
+        "name_register",
+        |mut c: Caller<'_, TaskData>, ptr: i32, len: i32, portal: i32| {
+            ret32(register(&mut c, ptr, len, portal))
+        },
+    )?;
+    linker.func_wrap_async(
+        super::MODULE,
+        "name_lookup",
+        |c: Caller<'_, TaskData>, (ptr, len, timeout): (i32, i32, i64)| {
+            Box::new(async move { ret32(lookup(c, ptr, len, timeout).await) })
+        },
+    )?;
+    Ok(())
+}
+
+fn read_name(mem: &[u8], ptr: i32, len: i32) -> Result<String, Errno> {
+    let len = len32(len);
+    if len == 0 || len > MAX_NAME {
+        return Err(Errno::Inval);
+    }
+    let r = range(mem.len(), ptr, len)?;
+    String::from_utf8(mem[r].to_vec()).map_err(|_| Errno::Inval)
+}
+
+fn register(c: &mut Caller<'_, TaskData>, ptr: i32, len: i32, portal: i32) -> Result<i32, Errno> {
+    let (mem, data) = memory(c)?;
+    let name = read_name(mem, ptr, len)?;
+    let ipc = &data.ipc;
+    let portal = match ipc.handles.get(portal)? {
+        Object::Portal(p) => p.clone(),
+        _ => return Err(Errno::BadHandle),
+    };
+    if !name_allowed(&ipc.grants.provides, &name) {
+        return Err(Errno::Denied);
+    }
+    ipc.kernel.names.register(&name, portal, ipc.shared.id)?;
+    Ok(0)
+}
+
+async fn lookup(
+    mut c: Caller<'_, TaskData>,
+    ptr: i32,
+    len: i32,
+    timeout_ns: i64,
+) -> Result<i32, Errno> {
+    let (mem, data) = memory(&mut c)?;
+    let name = read_name(mem, ptr, len)?;
+    if !name_allowed(&data.ipc.grants.uses, &name) {
+        return Err(Errno::Denied);
+    }
+    let kernel = data.ipc.kernel.clone();
+    let mut deadline = (timeout_ns >= 0)
+        .then(|| Box::pin(tokio::time::sleep(Duration::from_nanos(timeout_ns as u64))));
+    let mut waker = None;
+    let found = poll_fn(|cx| {
+        if let Poll::Ready(p) = kernel.names.poll_lookup(&name, cx) {
+            return Poll::Ready(Some(p));
+        }
+        waker = Some(cx.waker().clone());
+        let expired = match deadline.as_mut() {
+            Some(d) => timeout_ns == 0 || d.as_mut().poll(cx).is_ready(),
+            None => false,
+        };
+        if expired {
+            Poll::Ready(None)
+        } else {
+            Poll::Pending
+        }
+    })
+    .await;
+    let Some(portal) = found else {
+        if let Some(w) = waker {
+            kernel.names.cancel_wait(&name, &w);
+        }
+        return Err(Errno::Timeout);
+    };
+    c.data_mut().ipc.handles.insert(Object::Portal(portal))
+}

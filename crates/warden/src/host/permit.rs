@@ -1,0 +1,90 @@
+//! Permits: grant access to a range of one's own memory, read and write
+//! through a permit, revoke it.
+
+use super::{len32, memory, range, ret32, ret64};
+use crate::ipc::permit::{Permit, PermitRef};
+use crate::ipc::{Errno, Object};
+use crate::task::TaskData;
+use wasmtime::{Caller, Linker};
+
+pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
+    linker.func_wrap(
+        super::MODULE,
+        "permit_grant",
+        |mut c: Caller<'_, TaskData>, ptr: i32, len: i32, writable: i32| {
+            ret32(grant(&mut c, ptr, len, writable != 0))
+        },
+    )?;
+    linker.func_wrap(
+        super::MODULE,
+        "permit_read",
+        |mut c: Caller<'_, TaskData>, h: i32, off: i64, dst: i32, len: i32| {
+            ret64(access(&mut c, h, off, dst, len, false))
+        },
+    )?;
+    linker.func_wrap(
+        super::MODULE,
+        "permit_write",
+        |mut c: Caller<'_, TaskData>, h: i32, off: i64, src: i32, len: i32| {
+            ret64(access(&mut c, h, off, src, len, true))
+        },
+    )?;
+    linker.func_wrap(
+        super::MODULE,
+        "permit_revoke",
+        |mut c: Caller<'_, TaskData>, h: i32| {
+            let ipc = &mut c.data_mut().ipc;
+            let r = match ipc.handles.get(h) {
+                Ok(Object::Permit(p)) if p.0.owner == ipc.shared.id => {
+                    p.0.revoke();
+                    ipc.handles.remove(h).map(|_| 0)
+                }
+                Ok(Object::Permit(_)) => Err(Errno::Denied), // only the owner revokes
+                Ok(_) => Err(Errno::BadHandle),
+                Err(e) => Err(e),
+            };
+            ret32(r)
+        },
+    )?;
+    Ok(())
+}
+
+fn grant(c: &mut Caller<'_, TaskData>, ptr: i32, len: i32, writable: bool) -> Result<i32, Errno> {
+    let (mem, data) = memory(c)?;
+    let r = range(mem.len(), ptr, len32(len))?;
+    let base = mem[r.clone()].as_mut_ptr();
+    let ipc = &mut data.ipc;
+    // SAFETY: the range was checked against the task's own memory, and the
+    // permit is recorded among the task's owned objects, which are revoked
+    // before its memory is released (`TaskShared::release_owned`).
+    let permit = unsafe { Permit::new(ipc.shared.id, base, r.len() as u64, writable) };
+    ipc.shared.owned().add_permit(&permit);
+    ipc.handles.insert(Object::Permit(PermitRef(permit)))
+}
+
+fn access(
+    c: &mut Caller<'_, TaskData>,
+    h: i32,
+    off: i64,
+    ptr: i32,
+    len: i32,
+    write: bool,
+) -> Result<i64, Errno> {
+    let (mem, data) = memory(c)?;
+    let permit = match data.ipc.handles.get(h)? {
+        Object::Permit(p) => p.0.clone(),
+        _ => return Err(Errno::BadHandle),
+    };
+    let r = range(mem.len(), ptr, len32(len))?;
+    let n = r.len();
+    let local = mem[r].as_mut_ptr();
+    // SAFETY: `local` is valid for `n` bytes of the caller's own memory.
+    unsafe {
+        if write {
+            permit.write(off as u64, local, n)?;
+        } else {
+            permit.read(off as u64, local, n)?;
+        }
+    }
+    Ok(n as i64)
+}

@@ -1,0 +1,237 @@
+//! A task's handle table.
+//!
+//! A handle is a non-negative `i32`: bits 0–15 index the table, bits
+//! 16–29 hold the entry's generation, which changes every time the entry
+//! is reused, so a closed handle stays dead (stale handles fail instead of
+//! naming a newer object). Bit 30 ([`MOVE`]) is never part of a handle: in
+//! a message's handle list it asks to move the handle instead of copying
+//! it. Tables are private to their task (only its own host calls touch
+//! them), so a number from another task's table means nothing here.
+//!
+//! Each live entry is charged [`HANDLE_BYTES`] to the task's memory budget,
+//! and a table holds at most its task's `max_handles` entries.
+
+use super::memobj::MemView;
+use super::permit::PermitRef;
+use super::service::{CallRef, PortalRef, ServiceRef};
+use super::Errno;
+use crate::task::TaskShared;
+use std::sync::Arc;
+
+/// Bytes charged to a task's memory budget per live handle.
+pub const HANDLE_BYTES: u64 = 64;
+
+/// In a message's handle list: move this handle rather than duplicate it.
+pub const MOVE: i32 = 1 << 30;
+
+const INDEX_BITS: u32 = 16;
+const GEN_MASK: u32 = (1 << 14) - 1;
+
+/// Largest number of entries a table can have.
+pub const MAX_HANDLES: usize = 1 << INDEX_BITS;
+
+/// A kernel object as held in a handle table or a message.
+pub enum Object {
+    /// The right to serve a service.
+    Service(ServiceRef),
+    /// The right to call a service.
+    Portal(PortalRef),
+    /// A call received and not yet answered.
+    Call(CallRef),
+    /// A view of a memory object.
+    Mem(MemView),
+    /// A permit to another task's memory.
+    Permit(PermitRef),
+}
+
+impl Object {
+    /// A second reference to the same object (a call cannot be duplicated).
+    pub fn dup(&self) -> Result<Object, Errno> {
+        Ok(match self {
+            Object::Service(s) => Object::Service(s.clone()),
+            Object::Portal(p) => Object::Portal(p.clone()),
+            Object::Mem(m) => Object::Mem(m.clone()),
+            Object::Permit(p) => Object::Permit(p.clone()),
+            Object::Call(_) => return Err(Errno::Inval),
+        })
+    }
+
+    /// Whether the object may travel in a message (services and calls stay
+    /// with the task that serves them).
+    pub fn transferable(&self) -> bool {
+        matches!(self, Object::Portal(_) | Object::Mem(_) | Object::Permit(_))
+    }
+}
+
+struct Entry {
+    generation: u32,
+    object: Option<Object>,
+}
+
+/// One task's handle table.
+pub struct HandleTable {
+    entries: Vec<Entry>,
+    free: Vec<u32>,
+    live: usize,
+    limit: usize,
+    budget: Arc<TaskShared>,
+}
+
+impl HandleTable {
+    /// An empty table of at most `limit` handles, charging `budget`.
+    pub fn new(limit: usize, budget: Arc<TaskShared>) -> Self {
+        HandleTable {
+            entries: Vec::new(),
+            free: Vec::new(),
+            live: 0,
+            limit: limit.min(MAX_HANDLES),
+            budget,
+        }
+    }
+
+    /// Live handles.
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    /// Whether the table is empty.
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    /// Free entries left before the limit.
+    pub fn room(&self) -> usize {
+        self.limit - self.live
+    }
+
+    /// Stores `object` and returns its handle. On failure the object is
+    /// dropped (and so released).
+    pub fn insert(&mut self, object: Object) -> Result<i32, Errno> {
+        if self.live >= self.limit {
+            return Err(Errno::Quota);
+        }
+        if !self.budget.try_charge(HANDLE_BYTES) {
+            return Err(Errno::NoMem);
+        }
+        let index = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.entries.push(Entry {
+                    generation: 0,
+                    object: None,
+                });
+                (self.entries.len() - 1) as u32
+            }
+        };
+        let e = &mut self.entries[index as usize];
+        e.generation = (e.generation % GEN_MASK) + 1; // 1..=GEN_MASK, never 0
+        e.object = Some(object);
+        self.live += 1;
+        Ok(((e.generation << INDEX_BITS) | index) as i32)
+    }
+
+    fn slot(&self, handle: i32) -> Result<usize, Errno> {
+        if handle < 0 || handle & MOVE != 0 {
+            return Err(Errno::BadHandle);
+        }
+        let index = (handle as u32 & ((1 << INDEX_BITS) - 1)) as usize;
+        let generation = handle as u32 >> INDEX_BITS;
+        match self.entries.get(index) {
+            Some(e) if e.generation == generation && e.object.is_some() => Ok(index),
+            _ => Err(Errno::BadHandle),
+        }
+    }
+
+    /// The object a handle names.
+    pub fn get(&self, handle: i32) -> Result<&Object, Errno> {
+        let i = self.slot(handle)?;
+        Ok(self.entries[i].object.as_ref().expect("live entry"))
+    }
+
+    /// Takes the object out of the table; the handle is dead afterwards.
+    pub fn remove(&mut self, handle: i32) -> Result<Object, Errno> {
+        let i = self.slot(handle)?;
+        let object = self.entries[i].object.take().expect("live entry");
+        self.free.push(i as u32);
+        self.live -= 1;
+        self.budget.refund(HANDLE_BYTES);
+        Ok(object)
+    }
+}
+
+impl Drop for HandleTable {
+    fn drop(&mut self) {
+        self.budget.refund(HANDLE_BYTES * self.live as u64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ipc::service::Service;
+    use crate::task::TaskId;
+
+    fn table(limit: usize, memory: Option<u64>) -> HandleTable {
+        let shared = TaskShared::new(TaskId(1), "t".into(), None, memory);
+        HandleTable::new(limit, Arc::new(shared))
+    }
+
+    fn portal() -> Object {
+        Object::Portal(PortalRef::new(&Service::new(TaskId(9))))
+    }
+
+    #[test]
+    fn stale_forged_and_foreign_handles_fail() {
+        let mut t = table(8, None);
+        let h = t.insert(portal()).unwrap();
+        assert!(h >= 0);
+        assert!(t.get(h).is_ok());
+        t.remove(h).unwrap();
+        assert_eq!(t.get(h).err(), Some(Errno::BadHandle), "stale");
+        let h2 = t.insert(portal()).unwrap();
+        assert_ne!(h, h2, "reused entry gets a new generation");
+        assert_eq!(t.get(h).err(), Some(Errno::BadHandle));
+        for forged in [-1, 0, 1, h2 + 1, h2 | MOVE, i32::MAX, i32::MIN] {
+            assert_eq!(t.get(forged).err(), Some(Errno::BadHandle), "{forged:#x}");
+        }
+    }
+
+    #[test]
+    fn limit_and_budget_are_enforced() {
+        let mut t = table(2, None);
+        t.insert(portal()).unwrap();
+        t.insert(portal()).unwrap();
+        assert_eq!(t.insert(portal()).err(), Some(Errno::Quota));
+        let mut t = table(100, Some(HANDLE_BYTES * 3));
+        for _ in 0..3 {
+            t.insert(portal()).unwrap();
+        }
+        assert_eq!(t.insert(portal()).err(), Some(Errno::NoMem));
+        let charged = &t.budget.memory_current;
+        assert_eq!(
+            charged.load(std::sync::atomic::Ordering::Relaxed),
+            HANDLE_BYTES * 3
+        );
+        let budget = t.budget.clone();
+        drop(t);
+        assert_eq!(
+            budget
+                .memory_current
+                .load(std::sync::atomic::Ordering::Relaxed),
+            0
+        );
+    }
+
+    #[test]
+    fn generations_wrap_without_reaching_zero() {
+        let mut t = table(4, None);
+        let mut last = -1;
+        for _ in 0..(GEN_MASK as usize * 2 + 3) {
+            let h = t.insert(portal()).unwrap();
+            assert!(h >= 0 && h & MOVE == 0 && h >> INDEX_BITS != 0);
+            assert_ne!(h, last);
+            last = h;
+            t.remove(h).unwrap();
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! Memory objects (JX): kernel-owned byte buffers passed by handle.
+//!
+//! A [`MemObject`] is charged to the task that created it until its last
+//! view is gone. Tasks hold [`MemView`]s: a range of the object, read-only
+//! or writable, guarded by a revocation token. Revoking a range marks every
+//! token whose range overlaps it, so every outstanding view of those bytes
+//! fails from then on; the revoker gets a fresh view of the same range.
+//! Only a writable view may revoke. When the creator dies, its objects are
+//! revoked entirely and their bytes freed at once.
+
+use super::Errno;
+use crate::task::TaskShared;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+
+/// Bytes charged for an object beyond its contents.
+pub const OBJECT_OVERHEAD: u64 = 128;
+
+/// A view's revocation flag.
+#[derive(Default)]
+pub struct Token {
+    revoked: AtomicBool,
+}
+
+/// A kernel-owned buffer.
+pub struct MemObject {
+    bytes: RwLock<Box<[u8]>>,
+    charged: u64,
+    creator: Arc<TaskShared>,
+    tokens: Mutex<Vec<(Weak<Token>, u64, u64)>>,
+}
+
+/// A task's access to a range of a memory object.
+#[derive(Clone)]
+pub struct MemView {
+    object: Arc<MemObject>,
+    start: u64,
+    len: u64,
+    readonly: bool,
+    token: Arc<Token>,
+}
+
+fn zeroed(len: usize) -> Option<Box<[u8]>> {
+    let mut v: Vec<u8> = Vec::new();
+    v.try_reserve_exact(len).ok()?;
+    v.resize(len, 0);
+    Some(v.into_boxed_slice())
+}
+
+impl MemObject {
+    /// A zero-filled object of `size` bytes charged to `creator`; returns
+    /// a writable view of all of it.
+    pub fn create(
+        size: u64,
+        creator: &Arc<TaskShared>,
+    ) -> Result<(Arc<MemObject>, MemView), Errno> {
+        let len = usize::try_from(size).map_err(|_| Errno::NoMem)?;
+        let charged = size.checked_add(OBJECT_OVERHEAD).ok_or(Errno::NoMem)?;
+        if !creator.try_charge(charged) {
+            return Err(Errno::NoMem);
+        }
+        let Some(bytes) = zeroed(len) else {
+            creator.refund(charged);
+            return Err(Errno::NoMem);
+        };
+        let object = Arc::new(MemObject {
+            bytes: RwLock::new(bytes),
+            charged,
+            creator: creator.clone(),
+            tokens: Mutex::new(Vec::new()),
+        });
+        let view = object.view(0, size, false);
+        Ok((object, view))
+    }
+
+    fn view(self: &Arc<Self>, start: u64, len: u64, readonly: bool) -> MemView {
+        let token = Arc::new(Token::default());
+        let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        if tokens.len() >= 16 && tokens.len().is_power_of_two() {
+            tokens.retain(|(t, _, _)| t.strong_count() > 0);
+        }
+        tokens.push((Arc::downgrade(&token), start, start + len));
+        MemView {
+            object: self.clone(),
+            start,
+            len,
+            readonly,
+            token,
+        }
+    }
+
+    fn revoke_range(&self, start: u64, end: u64) {
+        let tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        for (t, s, e) in tokens.iter() {
+            // Overlap of [s, e) with [start, end); empty ranges overlap
+            // when they sit inside the revoked one.
+            let overlaps = *s < end && start < *e || (s == e && start <= *s && *s < end);
+            if overlaps {
+                if let Some(t) = t.upgrade() {
+                    t.revoked.store(true, Ordering::Release);
+                }
+            }
+        }
+    }
+
+    /// The creator died: revoke every view and free the bytes now.
+    pub fn revoke_all_and_free(&self) {
+        self.revoke_range(0, u64::MAX);
+        let mut b = self.bytes.write().unwrap_or_else(|e| e.into_inner());
+        *b = Box::new([]);
+    }
+}
+
+impl Drop for MemObject {
+    fn drop(&mut self) {
+        self.creator.refund(self.charged);
+    }
+}
+
+impl MemView {
+    fn check(&self) -> Result<(), Errno> {
+        if self.token.revoked.load(Ordering::Acquire) {
+            Err(Errno::Revoked)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Offset `off` plus `len` within the view, as an absolute range.
+    fn range(&self, off: u64, len: u64) -> Result<std::ops::Range<usize>, Errno> {
+        let end = off.checked_add(len).ok_or(Errno::Range)?;
+        if end > self.len {
+            return Err(Errno::Range);
+        }
+        Ok((self.start + off) as usize..(self.start + end) as usize)
+    }
+
+    /// The view's length in bytes.
+    pub fn size(&self) -> Result<u64, Errno> {
+        self.check()?;
+        Ok(self.len)
+    }
+
+    /// Whether writes through this view are refused.
+    pub fn readonly(&self) -> bool {
+        self.readonly
+    }
+
+    /// Copies `dst.len()` bytes at `off` into `dst`.
+    pub fn read(&self, off: u64, dst: &mut [u8]) -> Result<(), Errno> {
+        self.check()?;
+        let r = self.range(off, dst.len() as u64)?;
+        let bytes = self.object.bytes.read().unwrap_or_else(|e| e.into_inner());
+        self.check()?; // revoked (and maybe freed) while we waited
+        dst.copy_from_slice(&bytes[r]);
+        Ok(())
+    }
+
+    /// Copies `src` to offset `off`.
+    pub fn write(&self, off: u64, src: &[u8]) -> Result<(), Errno> {
+        self.check()?;
+        if self.readonly {
+            return Err(Errno::Denied);
+        }
+        let r = self.range(off, src.len() as u64)?;
+        let mut bytes = self.object.bytes.write().unwrap_or_else(|e| e.into_inner());
+        self.check()?;
+        bytes[r].copy_from_slice(src);
+        Ok(())
+    }
+
+    /// A view of `len` bytes at `off`, read-only if asked or if this view is.
+    pub fn sub(&self, off: u64, len: u64, readonly: bool) -> Result<MemView, Errno> {
+        self.check()?;
+        let r = self.range(off, len)?;
+        Ok(self
+            .object
+            .view(r.start as u64, len, readonly || self.readonly))
+    }
+
+    /// Revokes every view overlapping this one's range (this one too) and
+    /// returns a fresh view of the same range with the same rights.
+    pub fn revoke(&self) -> Result<MemView, Errno> {
+        self.check()?;
+        if self.readonly {
+            return Err(Errno::Denied);
+        }
+        self.object.revoke_range(self.start, self.start + self.len);
+        Ok(self.object.view(self.start, self.len, false))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task::TaskId;
+
+    fn creator(limit: Option<u64>) -> Arc<TaskShared> {
+        Arc::new(TaskShared::new(TaskId(1), "c".into(), None, limit))
+    }
+
+    #[test]
+    fn read_write_bounds_and_readonly() {
+        let c = creator(None);
+        let (_o, v) = MemObject::create(16, &c).unwrap();
+        v.write(4, b"abcd").unwrap();
+        let mut buf = [0u8; 6];
+        v.read(2, &mut buf).unwrap();
+        assert_eq!(&buf, b"\0\0abcd");
+        assert_eq!(v.write(14, b"abc"), Err(Errno::Range));
+        assert_eq!(v.read(u64::MAX, &mut buf), Err(Errno::Range));
+        let sub = v.sub(4, 4, true).unwrap();
+        assert_eq!(sub.size(), Ok(4));
+        let mut four = [0u8; 4];
+        sub.read(0, &mut four).unwrap();
+        assert_eq!(&four, b"abcd");
+        assert_eq!(sub.write(0, b"x"), Err(Errno::Denied));
+        assert_eq!(sub.revoke().err(), Some(Errno::Denied));
+        assert!(
+            sub.sub(0, 2, false).unwrap().readonly(),
+            "read-only is inherited"
+        );
+        assert_eq!(v.sub(10, 7, false).err(), Some(Errno::Range));
+    }
+
+    #[test]
+    fn revoke_fails_overlapping_views_and_returns_a_fresh_one() {
+        let c = creator(None);
+        let (_o, whole) = MemObject::create(100, &c).unwrap();
+        let low = whole.sub(0, 10, false).unwrap();
+        let high = whole.sub(50, 50, false).unwrap();
+        let copy = low.clone();
+        let fresh = low.revoke().unwrap();
+        assert_eq!(low.size(), Err(Errno::Revoked));
+        assert_eq!(
+            copy.size(),
+            Err(Errno::Revoked),
+            "duplicates share the fate"
+        );
+        assert_eq!(whole.size(), Err(Errno::Revoked), "overlapping parent too");
+        assert_eq!(high.size(), Ok(50), "disjoint view untouched");
+        assert_eq!(fresh.size(), Ok(10));
+        fresh.write(0, b"mine").unwrap();
+    }
+
+    #[test]
+    fn charged_to_creator_until_last_view_and_freed_on_creator_death() {
+        let c = creator(Some(1000));
+        assert_eq!(MemObject::create(2000, &c).err(), Some(Errno::NoMem));
+        let (o, v) = MemObject::create(500, &c).unwrap();
+        let used = || c.memory_current.load(Ordering::Relaxed);
+        assert_eq!(used(), 500 + OBJECT_OVERHEAD);
+        let held_elsewhere = v.clone();
+        o.revoke_all_and_free();
+        assert_eq!(held_elsewhere.size(), Err(Errno::Revoked));
+        drop((o, v, held_elsewhere));
+        assert_eq!(used(), 0);
+        assert_eq!(MemObject::create(u64::MAX, &c).err(), Some(Errno::NoMem));
+    }
+}

@@ -1,0 +1,481 @@
+//! Services, portals and calls.
+//!
+//! A [`Service`] is a queue of calls and the server's waker. Its holders
+//! ([`ServiceRef`]) may receive calls; its clients ([`PortalRef`]) may
+//! make them. Both are counted, and the counts drive termination: the
+//! last `ServiceRef` closes the service, the last `PortalRef` tells the
+//! server it has no clients.
+//!
+//! Each client task owns one reusable [`CallSlot`] (a task is one thread,
+//! so it makes one call at a time): the request and reply buffers keep
+//! their capacity between calls, so a call in steady state allocates
+//! nothing. The server names a received call with a [`CallRef`], which
+//! carries the slot's sequence number so a stale reference cannot answer
+//! a later call.
+
+use super::{Errno, Object};
+use crate::task::TaskId;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Where a call is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// No call in the slot.
+    Idle,
+    /// Waiting in the service's queue.
+    Queued,
+    /// Taken by the server, not yet answered.
+    Received,
+    /// Finished: 0 for a reply, else an error code.
+    Done(i32),
+    /// The client died; nobody wants the answer.
+    Abandoned,
+}
+
+/// The state of one client's call.
+pub struct CallState {
+    /// Incremented for every call made through the slot.
+    pub seq: u64,
+    /// Where the call is.
+    pub phase: Phase,
+    /// Request bytes.
+    pub request: Vec<u8>,
+    /// Request handles' objects.
+    pub request_objects: Vec<Object>,
+    /// Reply bytes.
+    pub reply: Vec<u8>,
+    /// Reply handles' objects.
+    pub reply_objects: Vec<Object>,
+    /// The blocked client.
+    pub client: Option<Waker>,
+}
+
+/// One client task's call, reused for each of its calls.
+pub struct CallSlot {
+    state: Mutex<CallState>,
+}
+
+impl CallSlot {
+    /// An idle slot.
+    pub fn new() -> Arc<CallSlot> {
+        Arc::new(CallSlot {
+            state: Mutex::new(CallState {
+                seq: 0,
+                phase: Phase::Idle,
+                request: Vec::new(),
+                request_objects: Vec::new(),
+                reply: Vec::new(),
+                reply_objects: Vec::new(),
+                client: None,
+            }),
+        })
+    }
+
+    /// Locks the slot's state.
+    pub fn lock(&self) -> MutexGuard<'_, CallState> {
+        lock(&self.state)
+    }
+
+    /// Ends the call with `code` (unless it already ended) and wakes the
+    /// client.
+    pub fn finish(&self, seq: u64, code: i32) {
+        let mut st = self.lock();
+        if st.seq == seq && matches!(st.phase, Phase::Queued | Phase::Received) {
+            st.phase = Phase::Done(code);
+            if let Some(w) = st.client.take() {
+                drop(st);
+                w.wake();
+            }
+        }
+    }
+
+    /// For the client: ready with the result once the call is done.
+    pub fn poll_done(&self, cx: &mut Context<'_>) -> Poll<i32> {
+        let mut st = self.lock();
+        match st.phase {
+            Phase::Done(code) => Poll::Ready(code),
+            _ => {
+                match &st.client {
+                    Some(w) if w.will_wake(cx.waker()) => {}
+                    _ => st.client = Some(cx.waker().clone()),
+                }
+                Poll::Pending
+            }
+        }
+    }
+
+    /// The client is gone (killed mid-call): drop the request and reply
+    /// at once and tell the server, should it answer, that nobody listens.
+    pub fn abandon(&self) {
+        let mut st = self.lock();
+        if matches!(st.phase, Phase::Queued | Phase::Received) {
+            st.phase = Phase::Abandoned;
+        }
+        st.client = None;
+        let objects = (
+            std::mem::take(&mut st.request_objects),
+            std::mem::take(&mut st.reply_objects),
+        );
+        drop(st);
+        drop(objects);
+    }
+}
+
+struct ServiceState {
+    queue: VecDeque<(Arc<CallSlot>, u64)>,
+    receiver: Option<Waker>,
+    portals: usize,
+    holders: usize,
+    closed: bool,
+}
+
+/// A service: calls queue here until its server receives them.
+pub struct Service {
+    /// The task that created (and serves) it.
+    pub owner: TaskId,
+    state: Mutex<ServiceState>,
+}
+
+impl Service {
+    /// A new open service with no holders or portals yet.
+    pub fn new(owner: TaskId) -> Arc<Service> {
+        Arc::new(Service {
+            owner,
+            state: Mutex::new(ServiceState {
+                queue: VecDeque::new(),
+                receiver: None,
+                portals: 0,
+                holders: 0,
+                closed: false,
+            }),
+        })
+    }
+
+    /// Queues the slot's current call (FIFO). Fails with `PeerDied` if the
+    /// service is closed.
+    pub fn enqueue(&self, slot: &Arc<CallSlot>, seq: u64) -> Result<(), Errno> {
+        let mut st = lock(&self.state);
+        if st.closed {
+            return Err(Errno::PeerDied);
+        }
+        st.queue.push_back((slot.clone(), seq));
+        let w = st.receiver.take();
+        drop(st);
+        if let Some(w) = w {
+            w.wake();
+        }
+        Ok(())
+    }
+
+    /// For the server: the next live call, marked received; `NoClients`
+    /// once the queue is empty and no portal is left.
+    pub fn poll_next(&self, cx: &mut Context<'_>) -> Poll<Result<(Arc<CallSlot>, u64), Errno>> {
+        let mut st = lock(&self.state);
+        while let Some((slot, seq)) = st.queue.pop_front() {
+            let mut call = slot.lock();
+            if call.seq == seq && call.phase == Phase::Queued {
+                call.phase = Phase::Received;
+                drop(call);
+                return Poll::Ready(Ok((slot, seq)));
+            }
+        }
+        if st.closed {
+            return Poll::Ready(Err(Errno::PeerDied));
+        }
+        if st.portals == 0 {
+            return Poll::Ready(Err(Errno::NoClients));
+        }
+        match &st.receiver {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            _ => st.receiver = Some(cx.waker().clone()),
+        }
+        Poll::Pending
+    }
+
+    /// Portals currently open to the service.
+    pub fn portals(&self) -> usize {
+        lock(&self.state).portals
+    }
+
+    /// Whether the service has closed (its last holder is gone).
+    pub fn is_closed(&self) -> bool {
+        lock(&self.state).closed
+    }
+
+    fn close(&self) {
+        let mut st = lock(&self.state);
+        st.closed = true;
+        let queued: Vec<_> = st.queue.drain(..).collect();
+        drop(st);
+        for (slot, seq) in queued {
+            slot.finish(seq, Errno::PeerDied.code());
+        }
+    }
+}
+
+/// A holder's reference: the right to receive the service's calls.
+pub struct ServiceRef(Arc<Service>);
+
+impl ServiceRef {
+    /// Creates a reference to `service`.
+    pub fn new(service: &Arc<Service>) -> Self {
+        lock(&service.state).holders += 1;
+        ServiceRef(service.clone())
+    }
+
+    /// The service.
+    pub fn service(&self) -> &Arc<Service> {
+        &self.0
+    }
+}
+
+impl Clone for ServiceRef {
+    fn clone(&self) -> Self {
+        ServiceRef::new(&self.0)
+    }
+}
+
+impl Drop for ServiceRef {
+    fn drop(&mut self) {
+        let last = {
+            let mut st = lock(&self.0.state);
+            st.holders -= 1;
+            st.holders == 0
+        };
+        if last {
+            self.0.close();
+        }
+    }
+}
+
+/// A client's reference: the right to call the service.
+pub struct PortalRef(Arc<Service>);
+
+impl PortalRef {
+    /// Creates a portal to `service`.
+    pub fn new(service: &Arc<Service>) -> Self {
+        lock(&service.state).portals += 1;
+        PortalRef(service.clone())
+    }
+
+    /// The service called through this portal.
+    pub fn service(&self) -> &Arc<Service> {
+        &self.0
+    }
+}
+
+impl Clone for PortalRef {
+    fn clone(&self) -> Self {
+        PortalRef::new(&self.0)
+    }
+}
+
+impl Drop for PortalRef {
+    fn drop(&mut self) {
+        let mut st = lock(&self.0.state);
+        st.portals -= 1;
+        let w = if st.portals == 0 {
+            st.receiver.take()
+        } else {
+            None
+        };
+        drop(st);
+        if let Some(w) = w {
+            w.wake();
+        }
+    }
+}
+
+/// The server's reference to a call it received and must answer.
+pub struct CallRef {
+    slot: Option<Arc<CallSlot>>,
+    seq: u64,
+}
+
+impl CallRef {
+    /// A reference to the slot's call number `seq`.
+    pub fn new(slot: Arc<CallSlot>, seq: u64) -> Self {
+        CallRef {
+            slot: Some(slot),
+            seq,
+        }
+    }
+
+    /// Answers the call with `reply` and its objects. Fails with
+    /// `PeerDied` (handing the objects back) if the client is gone.
+    pub fn reply(mut self, reply: &[u8], objects: Vec<Object>) -> Result<(), (Errno, Vec<Object>)> {
+        let slot = self.slot.take().expect("unanswered call");
+        let mut st = slot.lock();
+        if st.seq != self.seq || st.phase != Phase::Received {
+            return Err((Errno::PeerDied, objects));
+        }
+        st.reply.clear();
+        st.reply.extend_from_slice(reply);
+        st.reply_objects = objects;
+        st.phase = Phase::Done(0);
+        let w = st.client.take();
+        drop(st);
+        if let Some(w) = w {
+            w.wake();
+        }
+        Ok(())
+    }
+
+    /// Ends the call without a reply: the client gets `NoReply`.
+    pub fn close(mut self) {
+        if let Some(slot) = self.slot.take() {
+            slot.finish(self.seq, Errno::NoReply.code());
+        }
+    }
+}
+
+impl Drop for CallRef {
+    fn drop(&mut self) {
+        // Dropped unanswered: the server died holding it (rule 2).
+        if let Some(slot) = self.slot.take() {
+            slot.finish(self.seq, Errno::PeerDied.code());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::Wake;
+
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn waker() -> (Arc<Count>, Waker) {
+        let c = Arc::new(Count(AtomicUsize::new(0)));
+        (c.clone(), Waker::from(c))
+    }
+
+    fn call(slot: &Arc<CallSlot>, s: &Service, bytes: &[u8]) -> u64 {
+        let seq = {
+            let mut st = slot.lock();
+            st.seq += 1;
+            st.phase = Phase::Queued;
+            st.request.clear();
+            st.request.extend_from_slice(bytes);
+            st.seq
+        };
+        s.enqueue(slot, seq).unwrap();
+        seq
+    }
+
+    #[test]
+    fn fifo_reply_roundtrip() {
+        let s = Service::new(TaskId(1));
+        let holder = ServiceRef::new(&s);
+        let portal = PortalRef::new(&s);
+        let (a, b) = (CallSlot::new(), CallSlot::new());
+        call(&a, &s, b"first");
+        call(&b, &s, b"second");
+        let (_, w) = waker();
+        let mut cx = Context::from_waker(&w);
+        let Poll::Ready(Ok((got, seq))) = s.poll_next(&mut cx) else {
+            panic!()
+        };
+        assert_eq!(got.lock().request, b"first");
+        let (client, cw) = waker();
+        assert!(a.poll_done(&mut Context::from_waker(&cw)).is_pending());
+        CallRef::new(got, seq)
+            .reply(b"ok", vec![])
+            .map_err(|e| e.0)
+            .unwrap();
+        assert_eq!(client.0.load(Ordering::SeqCst), 1, "client woken");
+        assert_eq!(a.poll_done(&mut cx), Poll::Ready(0));
+        assert_eq!(a.lock().reply, b"ok");
+        drop((holder, portal));
+    }
+
+    #[test]
+    fn closing_the_service_fails_queued_and_received_calls() {
+        let s = Service::new(TaskId(1));
+        let holder = ServiceRef::new(&s);
+        let _portal = PortalRef::new(&s);
+        let (a, b) = (CallSlot::new(), CallSlot::new());
+        call(&a, &s, b"x");
+        call(&b, &s, b"y");
+        let (_, w) = waker();
+        let mut cx = Context::from_waker(&w);
+        let Poll::Ready(Ok((got, seq))) = s.poll_next(&mut cx) else {
+            panic!()
+        };
+        let in_progress = CallRef::new(got, seq);
+        drop(holder); // the server dies: its service closes...
+        assert_eq!(b.poll_done(&mut cx), Poll::Ready(Errno::PeerDied.code()));
+        drop(in_progress); // ...and so does the call it held
+        assert_eq!(a.poll_done(&mut cx), Poll::Ready(Errno::PeerDied.code()));
+        let c = CallSlot::new();
+        c.lock().seq = 1;
+        assert_eq!(s.enqueue(&c, 1), Err(Errno::PeerDied));
+    }
+
+    #[test]
+    fn last_portal_wakes_the_server_with_no_clients() {
+        let s = Service::new(TaskId(1));
+        let _holder = ServiceRef::new(&s);
+        let portal = PortalRef::new(&s);
+        let second = portal.clone();
+        let (woken, w) = waker();
+        let mut cx = Context::from_waker(&w);
+        assert!(s.poll_next(&mut cx).is_pending());
+        drop(portal);
+        assert_eq!(woken.0.load(Ordering::SeqCst), 0);
+        drop(second);
+        assert_eq!(woken.0.load(Ordering::SeqCst), 1);
+        assert!(matches!(
+            s.poll_next(&mut cx),
+            Poll::Ready(Err(Errno::NoClients))
+        ));
+    }
+
+    #[test]
+    fn abandoned_calls_are_skipped_and_replies_refused() {
+        let s = Service::new(TaskId(1));
+        let _holder = ServiceRef::new(&s);
+        let _portal = PortalRef::new(&s);
+        let (a, b) = (CallSlot::new(), CallSlot::new());
+        call(&a, &s, b"dead client");
+        call(&b, &s, b"live client");
+        a.abandon();
+        let (_, w) = waker();
+        let mut cx = Context::from_waker(&w);
+        let Poll::Ready(Ok((got, seq))) = s.poll_next(&mut cx) else {
+            panic!()
+        };
+        assert!(Arc::ptr_eq(&got, &b));
+        b.abandon();
+        let err = CallRef::new(got, seq).reply(b"late", vec![]).err().unwrap();
+        assert_eq!(err.0, Errno::PeerDied);
+    }
+
+    #[test]
+    fn closed_call_gets_no_reply() {
+        let s = Service::new(TaskId(1));
+        let _holder = ServiceRef::new(&s);
+        let _portal = PortalRef::new(&s);
+        let a = CallSlot::new();
+        call(&a, &s, b"q");
+        let (_, w) = waker();
+        let mut cx = Context::from_waker(&w);
+        let Poll::Ready(Ok((got, seq))) = s.poll_next(&mut cx) else {
+            panic!()
+        };
+        CallRef::new(got, seq).close();
+        assert_eq!(a.poll_done(&mut cx), Poll::Ready(Errno::NoReply.code()));
+    }
+}
