@@ -10,6 +10,8 @@ fn main() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap());
     let src = Path::new("guests");
     println!("cargo:rerun-if-changed=guests");
+    println!("cargo:rerun-if-changed=../../sdk/c");
+    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sdk/c");
     let clang = std::env::var("WASM_CC").unwrap_or_else(|_| "clang".into());
     println!("cargo:rerun-if-env-changed=WASM_CC");
     let mut entries: Vec<_> = std::fs::read_dir(src)
@@ -31,6 +33,8 @@ fn main() {
             "c" => {
                 let status = Command::new(&clang)
                     .args(["--target=wasm32-wasi", "-O2", "-Wall", "-Werror"])
+                    .arg("-I")
+                    .arg(&sdk)
                     .arg(&path)
                     .arg("-o")
                     .arg(&dest)

@@ -32,12 +32,12 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
     linker.func_wrap(
         super::MODULE,
         "permit_revoke",
-        |mut c: Caller<'_, TaskData>, h: i32| {
-            let ipc = &mut c.data_mut().ipc;
+        |c: Caller<'_, TaskData>, h: i32| {
+            let ipc = &c.data().ipc;
             let r = match ipc.handles.get(h) {
                 Ok(Object::Permit(p)) if p.0.owner == ipc.shared.id => {
                     p.0.revoke();
-                    ipc.handles.remove(h).map(|_| 0)
+                    Ok(0)
                 }
                 Ok(Object::Permit(_)) => Err(Errno::Denied), // only the owner revokes
                 Ok(_) => Err(Errno::BadHandle),

@@ -1,0 +1,41 @@
+/* Calls every function of the SDK, so that this module imports every
+ * `warden` host function; prints "abi: ok" when each behaves. */
+#include <string.h>
+#include "warden.h"
+#include "checks.h"
+
+int main(void) {
+    char buf[64];
+    size_t nh = 0;
+    uint64_t call = 0;
+    warden_handle s = warden_service_create();
+    warden_handle p = warden_portal_create(s);
+    CHECK(s >= 0 && p >= 0, 1);
+    CHECK(warden_name_register("abi", p), 0);
+    CHECK(warden_name_register("abi", p), WARDEN_EEXISTS);
+    CHECK(warden_name_register("not-mine", p), WARDEN_EDENIED);
+    warden_handle again = warden_name_lookup("abi", 0);
+    CHECK(again >= 0, 1);
+    CHECK(warden_name_lookup("absent", 1000 * 1000), WARDEN_ETIMEOUT);
+    CHECK(warden_name_lookup("forbidden", -1), WARDEN_EDENIED);
+    CHECK(warden_call(again, "x", 1, NULL, 0, buf, sizeof buf, NULL, &nh), WARDEN_EDEADLOCK);
+    CHECK(warden_recv(p, &call, buf, sizeof buf, NULL, &nh), WARDEN_EBADHANDLE);
+    CHECK(warden_reply(call, "x", 1, NULL, 0), WARDEN_EBADHANDLE);
+    warden_handle d = warden_dup(p);
+    CHECK(d >= 0 && d != p, 1);
+    CHECK(warden_close(d), 0);
+    warden_handle m = warden_mem_create(64);
+    warden_handle v = warden_mem_view(m, 8, 8, 0);
+    CHECK(warden_mem_write(v, 0, "abcdefgh", 8), 8);
+    CHECK(warden_mem_read(m, 8, buf, 8), 8);
+    CHECK(warden_mem_size(v), 8);
+    CHECK(warden_mem_revoke(v) >= 0, 1);
+    warden_handle pm = warden_permit_grant(buf, sizeof buf, 1);
+    CHECK(warden_permit_write(pm, 0, "zz", 2), 2);
+    CHECK(warden_permit_read(pm, 0, buf + 10, 2), 2);
+    CHECK(memcmp(buf + 10, "zz", 2), 0);
+    CHECK(warden_permit_revoke(pm), 0);
+    CHECK(strcmp(warden_strerror(WARDEN_EPEERDIED), "peer died"), 0);
+    printf(failures ? "abi: %d failures\n" : "abi: ok\n", failures);
+    return failures;
+}

@@ -1,0 +1,64 @@
+/* Echo service and client.
+ *
+ *   echo server NAME        serve NAME: reply with the request; requests
+ *                           "crash" (trap while holding the call), "hang"
+ *                           (sleep 600 s first), "slow" (sleep 300 ms
+ *                           first), "bye" (reply, then exit)
+ *   echo client NAME N MSG  N calls of MSG, each reply checked
+ *
+ * Both print one line per outcome; error codes are printed by name. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "warden.h"
+
+static int server(const char *name) {
+    warden_handle s = warden_service_create();
+    warden_handle p = warden_portal_create(s);
+    int32_t r = warden_name_register(name, p);
+    if (r < 0) { printf("server: register: %s\n", warden_strerror(r)); return 1; }
+    warden_close(p);
+    printf("server: ready\n");
+    fflush(stdout);
+    static char buf[65536];
+    for (long served = 0;; served++) {
+        uint64_t call;
+        warden_handle hs[16];
+        size_t nh = 16;
+        int64_t n = warden_recv(s, &call, buf, sizeof buf, hs, &nh);
+        if (n < 0) {
+            printf("server: recv: %s after %ld calls\n", warden_strerror((int32_t)n), served);
+            return 0;
+        }
+        if (n == 5 && memcmp(buf, "crash", 5) == 0) __builtin_trap();
+        if (n == 4 && memcmp(buf, "hang", 4) == 0) sleep(600);
+        if (n == 4 && memcmp(buf, "slow", 4) == 0) usleep(300 * 1000);
+        int32_t rr = warden_reply(call, buf, (size_t)n, hs, nh);
+        for (size_t i = 0; i < nh; i++) warden_close(hs[i]);
+        if (rr < 0) { printf("server: reply: %s\n", warden_strerror(rr)); fflush(stdout); }
+        if (n == 3 && memcmp(buf, "bye", 3) == 0) { printf("server: bye\n"); return 0; }
+    }
+}
+
+static int client(const char *name, long n, const char *msg) {
+    warden_handle p = warden_name_lookup(name, 10LL * 1000 * 1000 * 1000);
+    if (p < 0) { printf("client: lookup: %s\n", warden_strerror(p)); return 1; }
+    size_t len = strlen(msg);
+    static char resp[65536];
+    for (long i = 0; i < n; i++) {
+        size_t nh = 0;
+        int64_t r = warden_call(p, msg, len, NULL, 0, resp, sizeof resp, NULL, &nh);
+        if (r < 0) { printf("client: call: %s\n", warden_strerror((int32_t)r)); return 2; }
+        if ((size_t)r != len || memcmp(resp, msg, len) != 0) { printf("client: bad echo\n"); return 3; }
+    }
+    printf("client: ok %ld\n", n);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc >= 3 && strcmp(argv[1], "server") == 0) return server(argv[2]);
+    if (argc >= 5 && strcmp(argv[1], "client") == 0) return client(argv[2], atol(argv[3]), argv[4]);
+    fprintf(stderr, "usage: echo server NAME | echo client NAME N MSG\n");
+    return 64;
+}

@@ -1,0 +1,124 @@
+//! The papers' termination semantics: no peer ever hangs on a dead task.
+
+use crate::util::*;
+use std::time::{Duration, Instant};
+
+fn server(dir: &std::path::Path) -> warden::TaskSpec {
+    let mut s = spec(dir, "srv", guests::ECHO);
+    s.args = vec!["server".into(), "echo".into()];
+    s.provides = vec!["echo".into()];
+    s
+}
+
+fn client(dir: &std::path::Path, name: &str, msg: &str) -> warden::TaskSpec {
+    let mut s = spec(dir, name, guests::ECHO);
+    s.args = vec!["client".into(), "echo".into(), "1".into(), msg.into()];
+    s.uses = vec!["echo".into()];
+    s
+}
+
+fn wait_for_output(dir: &std::path::Path, name: &str, want: &str) {
+    let t = Instant::now();
+    while !stdout_of(dir, name).contains(want) {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "{name} never printed {want:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The server is killed while one client is being served and others are
+/// queued: every one of them gets "peer died" at once.
+#[test]
+fn server_killed_mid_call_fails_served_and_queued_clients() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(2);
+    let srv = rt.spawn(&server(dir.path())).unwrap();
+    wait_for_output(dir.path(), "srv", "server: ready");
+    let served = rt.spawn(&client(dir.path(), "served", "hang")).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let queued: Vec<_> = (0..3)
+        .map(|i| {
+            rt.spawn(&client(dir.path(), &format!("q{i}"), "x"))
+                .unwrap()
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let t = Instant::now();
+    rt.kill(srv, "operator").unwrap();
+    for (name, id) in std::iter::once(("served".to_string(), served)).chain(
+        queued
+            .into_iter()
+            .enumerate()
+            .map(|(i, id)| (format!("q{i}"), id)),
+    ) {
+        let r = wait(&rt, id, Duration::from_secs(5));
+        assert_eq!(r.exit_code, Some(2), "{name}: {r:?}");
+        assert_eq!(stdout_of(dir.path(), &name), "client: call: peer died\n");
+    }
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+}
+
+/// A server that traps while holding a call: the client gets "peer died".
+#[test]
+fn server_trap_mid_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(2);
+    let srv = rt.spawn(&server(dir.path())).unwrap();
+    let r = run_one(
+        &rt,
+        &client(dir.path(), "c", "crash"),
+        Duration::from_secs(20),
+    );
+    assert_eq!(
+        stdout_of(dir.path(), "c"),
+        "client: call: peer died\n",
+        "{r:?}"
+    );
+    assert_eq!(wait(&rt, srv, Duration::from_secs(5)).status, "trapped");
+}
+
+/// A client killed while its call is being served: the server's reply
+/// reports it, and the server carries on serving others.
+#[test]
+fn client_killed_mid_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(2);
+    let srv = rt.spawn(&server(dir.path())).unwrap();
+    wait_for_output(dir.path(), "srv", "server: ready");
+    let c = rt.spawn(&client(dir.path(), "slow", "slow")).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    rt.kill(c, "impatient").unwrap();
+    wait_for_output(dir.path(), "srv", "server: reply: peer died");
+    let r = run_one(
+        &rt,
+        &client(dir.path(), "next", "still there?"),
+        Duration::from_secs(20),
+    );
+    assert_eq!(r.exit_code, Some(0));
+    rt.kill(srv, "done").unwrap();
+}
+
+/// A server that exits takes its name with it.
+#[test]
+fn server_exit_removes_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(2);
+    let srv = rt.spawn(&server(dir.path())).unwrap();
+    let r = run_one(
+        &rt,
+        &client(dir.path(), "bye", "bye"),
+        Duration::from_secs(20),
+    );
+    assert_eq!(r.exit_code, Some(0));
+    assert_eq!(wait(&rt, srv, Duration::from_secs(5)).exit_code, Some(0));
+    // The name went with the server: a new client's lookup waits.
+    let id = rt.spawn(&client(dir.path(), "late", "x")).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        rt.wait_timeout(id, Some(Duration::ZERO)).unwrap().is_none(),
+        "lookup waits"
+    );
+    rt.kill(id, "done").unwrap();
+}

@@ -1,0 +1,199 @@
+/*
+ * warden.h — the C SDK for Warden guests (wasm32-wasi).
+ *
+ *   clang --target=wasm32-wasi -I sdk/c prog.c [sdk/c/warden.c] -o prog.wasm
+ *
+ * Everything a task reaches outside itself is named by a handle: a small
+ * non-negative integer valid only in this task. Functions return a handle
+ * or a non-negative result on success and a negative WARDEN_E* code on
+ * failure; warden_strerror() describes a code. No call traps on bad
+ * arguments: a wild pointer, a stale handle or an over-quota message is an
+ * error code.
+ *
+ * Messages (warden_call, warden_recv, warden_reply) carry bytes and
+ * handles. Listed handles are duplicated into the receiver; OR a handle
+ * with WARDEN_MOVE to move it instead (it is closed here). A receiver
+ * whose buffer is too small gets the first bytes and the full length as
+ * the return value; handles beyond its capacity are closed.
+ *
+ * The definitions below are weak, so the header alone is enough; compiling
+ * warden.c as well is harmless.
+ */
+#ifndef WARDEN_H
+#define WARDEN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef int32_t warden_handle;            /* >= 0: handle; < 0: error code */
+
+/* Error codes (the same values as Warden's `Errno`). */
+#define WARDEN_EBADHANDLE  (-1)   /* not a handle of this task, or the wrong kind */
+#define WARDEN_EREVOKED    (-2)   /* the object was revoked */
+#define WARDEN_EPEERDIED   (-3)   /* the other task died or closed the service */
+#define WARDEN_ENOCLIENTS  (-4)   /* no portal to the service is left */
+#define WARDEN_EDENIED     (-5)   /* not permitted (manifest, read-only) */
+#define WARDEN_EQUOTA      (-6)   /* over a quota (message size, handles) */
+#define WARDEN_ENOMEM      (-7)   /* over the task's memory budget */
+#define WARDEN_EBADPTR     (-8)   /* pointer or length outside the task's memory */
+#define WARDEN_ETIMEOUT    (-9)   /* the wait timed out */
+#define WARDEN_EINVAL      (-10)  /* invalid argument */
+#define WARDEN_EEXISTS     (-11)  /* name already registered */
+#define WARDEN_EDEADLOCK   (-12)  /* a call to the caller's own service */
+#define WARDEN_ERANGE      (-13)  /* offset or length outside the object */
+#define WARDEN_ENOREPLY    (-14)  /* the server closed the call without replying */
+
+/* In a message's handle list: move the handle instead of duplicating it. */
+#define WARDEN_MOVE        ((warden_handle)0x40000000)
+
+const char *warden_strerror(int32_t code);
+
+/* Services and portals. */
+warden_handle warden_service_create(void);
+warden_handle warden_portal_create(warden_handle service);
+int32_t       warden_name_register(const char *name, warden_handle portal);
+warden_handle warden_name_lookup(const char *name, int64_t timeout_ns);   /* timeout < 0: wait forever */
+int64_t warden_call(warden_handle portal,
+                    const void *req, size_t req_len, const warden_handle *req_h, size_t req_nh,
+                    void *resp, size_t resp_cap, warden_handle *resp_h, size_t *resp_nh); /* *resp_nh: in capacity, out count; returns reply length or error */
+int64_t warden_recv(warden_handle service, uint64_t *call_id,
+                    void *buf, size_t cap, warden_handle *h, size_t *nh);  /* returns request length or error */
+int32_t warden_reply(uint64_t call_id, const void *resp, size_t len, const warden_handle *h, size_t nh);
+
+/* Handles. */
+int32_t       warden_close(warden_handle h);
+warden_handle warden_dup(warden_handle h);
+
+/* Memory objects. */
+warden_handle warden_mem_create(uint64_t size);
+warden_handle warden_mem_view(warden_handle mem, uint64_t offset, uint64_t len, int32_t readonly);
+int64_t       warden_mem_read(warden_handle mem, uint64_t offset, void *dst, size_t len);
+int64_t       warden_mem_write(warden_handle mem, uint64_t offset, const void *src, size_t len);
+int64_t       warden_mem_size(warden_handle mem);
+warden_handle warden_mem_revoke(warden_handle mem);
+
+/* Permits. */
+warden_handle warden_permit_grant(const void *ptr, size_t len, int32_t writable);
+int64_t       warden_permit_read(warden_handle permit, uint64_t offset, void *dst, size_t len);
+int64_t       warden_permit_write(warden_handle permit, uint64_t offset, const void *src, size_t len);
+int32_t       warden_permit_revoke(warden_handle permit);
+
+/* ---- Raw imports: the host functions of the "warden" module. ---- */
+
+#define WARDEN_IMPORT(name) __attribute__((import_module("warden"), import_name(#name)))
+
+WARDEN_IMPORT(close)          int32_t __warden_close(int32_t h);
+WARDEN_IMPORT(dup)            int32_t __warden_dup(int32_t h);
+WARDEN_IMPORT(service_create) int32_t __warden_service_create(void);
+WARDEN_IMPORT(portal_create)  int32_t __warden_portal_create(int32_t service);
+WARDEN_IMPORT(call)           int64_t __warden_call(int32_t portal, const void *req, uint32_t req_len,
+                                                    const int32_t *req_h, uint32_t req_nh, void *resp,
+                                                    uint32_t resp_cap, int32_t *resp_h, uint32_t *resp_nh);
+WARDEN_IMPORT(recv)           int64_t __warden_recv(int32_t service, uint64_t *call_id, void *buf,
+                                                    uint32_t cap, int32_t *h, uint32_t *nh);
+WARDEN_IMPORT(reply)          int32_t __warden_reply(uint64_t call_id, const void *resp, uint32_t len,
+                                                     const int32_t *h, uint32_t nh);
+WARDEN_IMPORT(name_register)  int32_t __warden_name_register(const char *name, uint32_t len, int32_t portal);
+WARDEN_IMPORT(name_lookup)    int32_t __warden_name_lookup(const char *name, uint32_t len, int64_t timeout_ns);
+WARDEN_IMPORT(mem_create)     int32_t __warden_mem_create(uint64_t size);
+WARDEN_IMPORT(mem_view)       int32_t __warden_mem_view(int32_t mem, uint64_t off, uint64_t len, int32_t ro);
+WARDEN_IMPORT(mem_read)       int64_t __warden_mem_read(int32_t mem, uint64_t off, void *dst, uint32_t len);
+WARDEN_IMPORT(mem_write)      int64_t __warden_mem_write(int32_t mem, uint64_t off, const void *src, uint32_t len);
+WARDEN_IMPORT(mem_size)       int64_t __warden_mem_size(int32_t mem);
+WARDEN_IMPORT(mem_revoke)     int32_t __warden_mem_revoke(int32_t mem);
+WARDEN_IMPORT(permit_grant)   int32_t __warden_permit_grant(const void *ptr, uint32_t len, int32_t writable);
+WARDEN_IMPORT(permit_read)    int64_t __warden_permit_read(int32_t permit, uint64_t off, void *dst, uint32_t len);
+WARDEN_IMPORT(permit_write)   int64_t __warden_permit_write(int32_t permit, uint64_t off, const void *src, uint32_t len);
+WARDEN_IMPORT(permit_revoke)  int32_t __warden_permit_revoke(int32_t permit);
+
+/* ---- Definitions (weak: including this header in several files is fine). ---- */
+
+#ifndef WARDEN_NO_DEFINITIONS
+#define WARDEN_DEF __attribute__((weak))
+
+WARDEN_DEF const char *warden_strerror(int32_t code) {
+    switch (code) {
+    case WARDEN_EBADHANDLE: return "bad handle";
+    case WARDEN_EREVOKED:   return "revoked";
+    case WARDEN_EPEERDIED:  return "peer died";
+    case WARDEN_ENOCLIENTS: return "no clients";
+    case WARDEN_EDENIED:    return "denied";
+    case WARDEN_EQUOTA:     return "quota exceeded";
+    case WARDEN_ENOMEM:     return "out of memory";
+    case WARDEN_EBADPTR:    return "bad pointer";
+    case WARDEN_ETIMEOUT:   return "timed out";
+    case WARDEN_EINVAL:     return "invalid argument";
+    case WARDEN_EEXISTS:    return "already exists";
+    case WARDEN_EDEADLOCK:  return "would deadlock";
+    case WARDEN_ERANGE:     return "out of range";
+    case WARDEN_ENOREPLY:   return "no reply";
+    default:                return code >= 0 ? "success" : "unknown error";
+    }
+}
+
+static inline uint32_t __warden_strlen(const char *s) {
+    uint32_t n = 0;
+    while (s && s[n]) n++;
+    return n;
+}
+
+WARDEN_DEF warden_handle warden_service_create(void) { return __warden_service_create(); }
+WARDEN_DEF warden_handle warden_portal_create(warden_handle s) { return __warden_portal_create(s); }
+WARDEN_DEF int32_t warden_name_register(const char *name, warden_handle portal) {
+    return __warden_name_register(name, __warden_strlen(name), portal);
+}
+WARDEN_DEF warden_handle warden_name_lookup(const char *name, int64_t timeout_ns) {
+    return __warden_name_lookup(name, __warden_strlen(name), timeout_ns);
+}
+WARDEN_DEF int64_t warden_call(warden_handle portal, const void *req, size_t req_len,
+                               const warden_handle *req_h, size_t req_nh, void *resp, size_t resp_cap,
+                               warden_handle *resp_h, size_t *resp_nh) {
+    uint32_t none = 0;
+    return __warden_call(portal, req, req_len, req_h, req_nh, resp, resp_cap, resp_h,
+                         resp_nh ? (uint32_t *)resp_nh : &none);
+}
+WARDEN_DEF int64_t warden_recv(warden_handle service, uint64_t *call_id, void *buf, size_t cap,
+                               warden_handle *h, size_t *nh) {
+    uint32_t none = 0;
+    return __warden_recv(service, call_id, buf, cap, h, nh ? (uint32_t *)nh : &none);
+}
+WARDEN_DEF int32_t warden_reply(uint64_t call_id, const void *resp, size_t len,
+                                const warden_handle *h, size_t nh) {
+    return __warden_reply(call_id, resp, len, h, nh);
+}
+WARDEN_DEF int32_t warden_close(warden_handle h) { return __warden_close(h); }
+WARDEN_DEF warden_handle warden_dup(warden_handle h) { return __warden_dup(h); }
+WARDEN_DEF warden_handle warden_mem_create(uint64_t size) { return __warden_mem_create(size); }
+WARDEN_DEF warden_handle warden_mem_view(warden_handle m, uint64_t off, uint64_t len, int32_t ro) {
+    return __warden_mem_view(m, off, len, ro);
+}
+WARDEN_DEF int64_t warden_mem_read(warden_handle m, uint64_t off, void *dst, size_t len) {
+    return __warden_mem_read(m, off, dst, len);
+}
+WARDEN_DEF int64_t warden_mem_write(warden_handle m, uint64_t off, const void *src, size_t len) {
+    return __warden_mem_write(m, off, src, len);
+}
+WARDEN_DEF int64_t warden_mem_size(warden_handle m) { return __warden_mem_size(m); }
+WARDEN_DEF warden_handle warden_mem_revoke(warden_handle m) { return __warden_mem_revoke(m); }
+WARDEN_DEF warden_handle warden_permit_grant(const void *ptr, size_t len, int32_t writable) {
+    return __warden_permit_grant(ptr, len, writable);
+}
+WARDEN_DEF int64_t warden_permit_read(warden_handle p, uint64_t off, void *dst, size_t len) {
+    return __warden_permit_read(p, off, dst, len);
+}
+WARDEN_DEF int64_t warden_permit_write(warden_handle p, uint64_t off, const void *src, size_t len) {
+    return __warden_permit_write(p, off, src, len);
+}
+WARDEN_DEF int32_t warden_permit_revoke(warden_handle p) { return __warden_permit_revoke(p); }
+
+#endif /* WARDEN_NO_DEFINITIONS */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WARDEN_H */
