@@ -20,12 +20,22 @@
 //! it after the poll, so a task is never in the run queue twice and never
 //! polled by two workers.
 //!
+//! A task woken by the task running on a worker (a client's call waking
+//! its server, a reply waking the client) goes to that worker's hand-off
+//! slot instead of the run queue: the worker runs it as soon as the
+//! current poll returns, with no queue round trip and no other thread
+//! woken. A worker takes at most [`HANDOFF_LIMIT`] hand-offs in a row
+//! before it turns to the run queue again, so a chatty pair of tasks
+//! cannot starve the rest.
+//!
 //! A timer thread advances a tick counter and the engine's epoch every
-//! [`TICK`]; tasks compare ticks against the start of their slice.
+//! [`TICK`]; tasks compare ticks against the start of their slice. CPU
+//! time is measured by each worker's [`cpu`](crate::cpu) meter.
 
-use crate::cpu::thread_cpu_ns;
+use crate::cpu;
 use crate::policy::RunQueue;
 use crate::task::{TaskId, TaskShared, TaskStatus};
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -38,6 +48,16 @@ use std::time::Duration;
 
 /// Period of the epoch timer: the resolution of slices, kills and CPU limits.
 pub const TICK: Duration = Duration::from_millis(1);
+
+/// Consecutive hand-offs a worker takes before it serves the run queue.
+pub const HANDOFF_LIMIT: u32 = 64;
+
+thread_local! {
+    /// The executor whose worker this thread is, while it polls a task.
+    static POLLING: Cell<*const Shared> = const { Cell::new(std::ptr::null()) };
+    /// This worker's hand-off slot.
+    static HANDOFF: RefCell<Option<Arc<TaskCell>>> = const { RefCell::new(None) };
+}
 
 /// A task's future: it owns the task's store and resolves to how it ended.
 pub type TaskFuture = Pin<Box<dyn Future<Output = TaskStatus> + Send>>;
@@ -76,6 +96,8 @@ struct Queue {
     policy: Box<dyn RunQueue>,
     cells: HashMap<u64, Arc<TaskCell>>,
     shutdown: bool,
+    /// Workers waiting for work (only they need a notification).
+    idle: usize,
 }
 
 struct Shared {
@@ -123,6 +145,7 @@ impl Executor {
                 policy,
                 cells: HashMap::new(),
                 shutdown: false,
+                idle: 0,
             }),
             ready: Condvar::new(),
             clock: Arc::new(Clock::default()),
@@ -174,8 +197,11 @@ impl Executor {
         let mut q = self.shared.lock();
         q.cells.insert(id, cell);
         q.policy.push(id);
+        let wake = q.idle > 0;
         drop(q);
-        self.shared.ready.notify_one();
+        if wake {
+            self.shared.ready.notify_one();
+        }
     }
 
     /// Requests that a task be killed. A queued or blocked task is finished
@@ -226,8 +252,26 @@ impl Shared {
     }
 
     fn enqueue(&self, id: u64) {
-        self.lock().policy.push(id);
-        self.ready.notify_one();
+        let mut q = self.lock();
+        q.policy.push(id);
+        let wake = q.idle > 0;
+        drop(q);
+        if wake {
+            self.ready.notify_one();
+        }
+    }
+
+    /// Makes a woken task runnable: into this worker's hand-off slot if
+    /// the waker runs inside one of our polls, else into the run queue.
+    fn make_runnable(self: &Arc<Self>, cell: &Arc<TaskCell>) {
+        if POLLING.with(|p| p.get()) == Arc::as_ptr(self) {
+            let bumped = HANDOFF.with(|h| h.borrow_mut().replace(cell.clone()));
+            if let Some(old) = bumped {
+                self.enqueue(old.shared.id.0);
+            }
+        } else {
+            self.enqueue(cell.shared.id.0);
+        }
     }
 
     /// Drops the task's future, forgets the cell and reports the outcome.
@@ -265,7 +309,7 @@ impl Wake for TaskCell {
             }
         }
         if s == IDLE {
-            self.exec.enqueue(self.shared.id.0);
+            self.exec.make_runnable(self);
         }
     }
 }
@@ -296,20 +340,25 @@ fn try_reap(cell: &Arc<TaskCell>) {
 
 fn worker_loop(exec: &Arc<Shared>) {
     let _tokio = exec.tokio.enter();
+    let mut handoffs = 0u32;
     loop {
-        let cell = {
-            let mut q = exec.lock();
-            loop {
-                if q.shutdown {
-                    return;
+        let next = HANDOFF.with(|h| h.borrow_mut().take());
+        let cell = match next {
+            Some(cell) if handoffs < HANDOFF_LIMIT => {
+                handoffs += 1;
+                cell
+            }
+            other => {
+                handoffs = 0;
+                if let Some(bumped) = other {
+                    // Back of the run queue, behind whoever waits; this
+                    // worker pops next, so no other needs waking.
+                    exec.lock().policy.push(bumped.shared.id.0);
                 }
-                if let Some(id) = q.policy.pop() {
-                    if let Some(c) = q.cells.get(&id) {
-                        break c.clone();
-                    }
-                    continue;
+                match next_queued(exec) {
+                    Some(cell) => cell,
+                    None => return,
                 }
-                q = exec.ready.wait(q).unwrap_or_else(|e| e.into_inner());
             }
         };
         if cell
@@ -320,6 +369,32 @@ fn worker_loop(exec: &Arc<Shared>) {
             continue; // killed while queued
         }
         run_slice(exec, &cell);
+    }
+}
+
+/// The next task from the run queue, waiting for one; `None` at shutdown.
+fn next_queued(exec: &Arc<Shared>) -> Option<Arc<TaskCell>> {
+    let mut q = exec.lock();
+    loop {
+        if q.shutdown {
+            return None;
+        }
+        if let Some(id) = q.policy.pop() {
+            if let Some(c) = q.cells.get(&id) {
+                return Some(c.clone());
+            }
+            continue;
+        }
+        // Idle: bring CPU figures up to date before sleeping.
+        drop(q);
+        cpu::reconcile();
+        q = exec.lock();
+        if q.shutdown || !q.policy.is_empty() {
+            continue;
+        }
+        q.idle += 1;
+        q = exec.ready.wait(q).unwrap_or_else(|e| e.into_inner());
+        q.idle -= 1;
     }
 }
 
@@ -339,18 +414,22 @@ fn run_slice(exec: &Arc<Shared>, cell: &Arc<TaskCell>) {
     }
     let waker = Waker::from(cell.clone());
     let mut cx = Context::from_waker(&waker);
-    let cpu_start = thread_cpu_ns();
     shared
         .slice_start_tick
         .store(exec.clock.now(), Ordering::Relaxed);
-    shared.slice_start_cpu.store(cpu_start, Ordering::Relaxed);
+    cpu::begin(shared);
+    POLLING.with(|p| p.set(Arc::as_ptr(exec)));
     let result = catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx)));
-    let cpu = thread_cpu_ns().saturating_sub(cpu_start);
-    let total = shared.cpu_ns.fetch_add(cpu, Ordering::Relaxed) + cpu;
+    POLLING.with(|p| p.set(std::ptr::null()));
+    let finished = !matches!(result, Ok(Poll::Pending));
+    // A task with a CPU limit gets exact figures after each poll, so that
+    // the limit is checked against real CPU time.
+    cpu::end(finished || shared.cpu_limit_ns != 0);
     exec.polls.fetch_add(1, Ordering::Relaxed);
     let status = match result {
         Ok(Poll::Pending) => {
             drop(slot);
+            let total = shared.cpu_ns.load(Ordering::Relaxed);
             if let Some(reason) = shared.cpu_over_limit(total) {
                 shared.request_kill(&reason);
             }

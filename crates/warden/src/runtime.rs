@@ -3,7 +3,6 @@
 //! guests' own task calls) drive.
 
 use crate::cache::CodeCache;
-use crate::cpu::thread_cpu_ns;
 use crate::executor::{Clock, Executor, ExecutorStats, TICK};
 use crate::ipc::service::CallSlot;
 use crate::ipc::{HandleTable, Kernel};
@@ -545,8 +544,10 @@ fn on_tick(
         let reason = shared.kill_reason().unwrap_or_else(|| "killed".into());
         return Err(KillSignal(reason).into());
     }
-    let slice_cpu = thread_cpu_ns().saturating_sub(shared.slice_start_cpu.load(Ordering::Relaxed));
-    let cpu = shared.cpu_ns.load(Ordering::Relaxed) + slice_cpu;
+    if shared.cpu_limit_ns != 0 {
+        crate::cpu::reconcile();
+    }
+    let cpu = shared.cpu_ns.load(Ordering::Relaxed);
     if let Some(reason) = shared.cpu_over_limit(cpu) {
         shared.request_kill(&reason);
         return Err(KillSignal(reason).into());

@@ -192,8 +192,6 @@ pub struct TaskShared {
     pub memory_denials: AtomicU64,
     /// Epoch tick at which the current slice started.
     pub slice_start_tick: AtomicU64,
-    /// Worker thread CPU clock when the current slice started.
-    pub slice_start_cpu: AtomicU64,
     killed: AtomicBool,
     kill_reason: Mutex<Option<String>>,
     owned: Mutex<Owned>,
@@ -217,7 +215,6 @@ impl TaskShared {
             memory_peak: AtomicU64::new(0),
             memory_denials: AtomicU64::new(0),
             slice_start_tick: AtomicU64::new(0),
-            slice_start_cpu: AtomicU64::new(0),
             killed: AtomicBool::new(false),
             kill_reason: Mutex::new(None),
             owned: Mutex::new(Owned::default()),
