@@ -12,37 +12,18 @@
 //!
 //! `WARDEN_BENCH_QUICK=1` runs fewer rounds and tasks.
 
+mod common;
+
+use common::{median, quick, quiet};
 use std::time::{Duration, Instant};
-use warden::{Output, Runtime, RuntimeConfig, TaskSpec};
+use warden::Runtime;
 use warden_test_guests as guests;
 use wasmtime::{Config, Engine, Linker, Module, Store};
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::WasiCtxBuilder;
 
-fn quick() -> bool {
-    std::env::var_os("WARDEN_BENCH_QUICK").is_some()
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
-
 fn runtime(workers: usize) -> Runtime {
-    Runtime::new(RuntimeConfig {
-        workers,
-        cache_dir: None,
-        max_tasks: 10_100,
-        ..Default::default()
-    })
-    .unwrap()
-}
-
-fn quiet(name: &str, module: &str) -> TaskSpec {
-    let mut s = TaskSpec::new(name, module);
-    s.stdout = Output::Null;
-    s.stderr = Output::Null;
-    s
+    common::runtime(workers, 10_100)
 }
 
 /// Raw Wasmtime: the floor Warden adds to.
