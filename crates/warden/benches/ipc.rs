@@ -32,7 +32,10 @@ fn warden_round(workers: usize, n: u64) -> BTreeMap<String, f64> {
     client.stdout = warden::Output::File(out.clone());
     let s = rt.spawn(&server).unwrap();
     let c = rt.spawn(&client).unwrap();
-    let r = rt.wait_timeout(c, Some(Duration::from_secs(300))).unwrap().expect("client finished");
+    let r = rt
+        .wait_timeout(c, Some(Duration::from_secs(300)))
+        .unwrap()
+        .expect("client finished");
     let text = std::fs::read_to_string(&out).unwrap();
     assert_eq!(r.exit_code, Some(0), "{r:?}: {text}");
     rt.kill(s, "bench over").unwrap();
@@ -65,11 +68,19 @@ fn main() {
         for (k, v) in warden_round(1, n) {
             w1.entry(k).or_default().push(v);
         }
-        pipe1.push(common::run_peer(&pipe, &[peer_n.to_string(), "1".into()], "pipe"));
+        pipe1.push(common::run_peer(
+            &pipe,
+            &[peer_n.to_string(), "1".into()],
+            "pipe",
+        ));
         for (k, v) in warden_round(2, n) {
             w2.entry(k).or_default().push(v);
         }
-        pipe100.push(common::run_peer(&pipe, &[peer_n.to_string(), "100".into()], "pipe"));
+        pipe100.push(common::run_peer(
+            &pipe,
+            &[peer_n.to_string(), "100".into()],
+            "pipe",
+        ));
         cv.push(common::run_peer(&condvar, &[peer_n.to_string()], "condvar"));
     }
     println!("ipc round trips ({rounds} rounds, alternating; Warden {n} calls per kind per round)");
@@ -99,11 +110,23 @@ fn main() {
     let c = line("condvar hand-off, two threads", &cv);
     println!("ratios:");
     println!("  null round trip, 1 worker: {null1:.0} ns (target <= 1000 ns)");
-    println!("  pipe / warden null (1 worker):  {:.1}x faster (target >= 5x)", p1 / null1);
-    println!("  pipe / warden null (2 workers): {:.1}x faster", p1 / null2);
+    println!(
+        "  pipe / warden null (1 worker):  {:.1}x faster (target >= 5x)",
+        p1 / null1
+    );
+    println!(
+        "  pipe / warden null (2 workers): {:.1}x faster",
+        p1 / null2
+    );
     println!("  condvar / warden null (1 worker): {:.1}x", c / null1);
-    println!("  100-byte request / null: {:.2}x (target <= 1.2x)", str1 / null1);
+    println!(
+        "  100-byte request / null: {:.2}x (target <= 1.2x)",
+        str1 / null1
+    );
     let copy = median(w1["copy64k"].clone());
     let mem = median(w1["mem64k"].clone());
-    println!("  64 KiB by copy / by memory object handle: {:.1}x", copy / mem);
+    println!(
+        "  64 KiB by copy / by memory object handle: {:.1}x",
+        copy / mem
+    );
 }

@@ -11,13 +11,15 @@
 //! [[task]]
 //! name = "hello"
 //! module = "hello.wasm"            # relative to the manifest
-//! args = ["--greeting", "hi"]      # argv[1..]; argv[0] is the task name
+//! args = ["--greeting", "hi"]      # argv[1..]; argv[0] is the module's file name
 //! env = { LANG = "C" }
 //! dirs = { "/data" = "data" }      # guest path -> host path (relative to the manifest)
 //! memory_limit = "64MiB"           # linear memories + tables
 //! on_memory_limit = "deny"         # or "kill"
 //! cpu_limit = "2s"
 //! count = 1                        # N copies named hello.0 .. hello.N-1
+//!                                  # ("{name}" and "{index}" in args and env
+//!                                  # values become each copy's name and index)
 //! stdout = "inherit"               # or "null", or a file path
 //! stderr = "inherit"
 //! stdin = "null"                   # or "inherit"
@@ -249,11 +251,23 @@ fn task_specs(t: RawTask, base: &Path) -> Result<Vec<TaskSpec>, String> {
     };
     Ok(names
         .into_iter()
-        .map(|name| TaskSpec {
+        .enumerate()
+        .map(|(index, name)| {
+            let fill = |v: &String| {
+                v.replace("{name}", &name)
+                    .replace("{index}", &index.to_string())
+            };
+            (
+                name.clone(),
+                t.args.iter().map(fill).collect(),
+                t.env.iter().map(|(k, v)| (k.clone(), fill(v))).collect(),
+            )
+        })
+        .map(|(name, args, env)| TaskSpec {
             name,
             module: module.clone(),
-            args: t.args.clone(),
-            env: t.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            args,
+            env,
             dirs: dirs.clone(),
             memory_limit,
             on_memory_limit,
@@ -333,8 +347,8 @@ mod tests {
             [[task]]
             name = "a"
             module = "m.wasm"
-            args = ["x"]
-            env = { K = "V" }
+            args = ["x", "{name}/{index}"]
+            env = { K = "V", WHO = "{name}" }
             dirs = { "/data" = "data" }
             memory_limit = "1MiB"
             on_memory_limit = "kill"
@@ -352,7 +366,14 @@ mod tests {
         assert_eq!(t.memory_limit, Some(1 << 20));
         assert_eq!(t.on_memory_limit, MemoryPolicy::Kill);
         assert_eq!(t.cpu_limit, Some(Duration::from_millis(250)));
-        assert_eq!(t.env, [("K".to_string(), "V".to_string())]);
+        assert_eq!(t.args, ["x", "a.1/1"]);
+        assert_eq!(
+            t.env,
+            [
+                ("K".to_string(), "V".to_string()),
+                ("WHO".to_string(), "a.1".to_string())
+            ]
+        );
         assert_eq!(t.dirs[0].0, "/data");
         assert!(t.module.ends_with("m.wasm"));
     }

@@ -5,6 +5,7 @@
 mod blocking;
 mod cli;
 mod errors;
+mod examples;
 mod hello;
 mod ipc_abi;
 mod ipc_calls;
