@@ -7,7 +7,8 @@
  *                           the permit fails and prints why
  *   permit owner            grant, let the reader read and write, revoke,
  *                           check the reader is refused
- *   permit owner-dies       grant, send "watch", exit */
+ *   permit owner-dies       grant, send "watch", exit
+ *   permit mem-owner-dies   create a memory object, send it with "watch", exit */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -42,7 +43,8 @@ static int reader(void) {
             warden_reply(call, "watching", 8, NULL, 0);
             for (int i = 0; i < 500; i++) {
                 int64_t r = warden_permit_read(keep, 0, out, 4);
-                if (r < 0) { printf("reader: permit now: %s\n", warden_strerror((int32_t)r)); fflush(stdout); break; }
+                if (r == WARDEN_EBADHANDLE) r = warden_mem_read(keep, 0, out, 4); /* a memory object */
+                if (r < 0) { printf("reader: object now: %s\n", warden_strerror((int32_t)r)); fflush(stdout); break; }
                 usleep(10 * 1000);
             }
         }
@@ -61,7 +63,7 @@ static int64_t ask(warden_handle reader, const char *what, warden_handle permit,
 static int owner(int dies) {
     warden_handle reader = warden_name_lookup("reader", 10LL * 1000 * 1000 * 1000);
     CHECK(reader >= 0, 1);
-    warden_handle permit = warden_permit_grant(secret, sizeof secret, 1);
+    warden_handle permit = dies == 2 ? warden_mem_create(64) : warden_permit_grant(secret, sizeof secret, 1);
     CHECK(permit >= 0, 1);
     char out[64];
     if (dies) {
@@ -95,5 +97,6 @@ int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "reader")) return reader();
     if (argc >= 2 && !strcmp(argv[1], "owner")) return owner(0);
     if (argc >= 2 && !strcmp(argv[1], "owner-dies")) return owner(1);
+    if (argc >= 2 && !strcmp(argv[1], "mem-owner-dies")) return owner(2);
     return 64;
 }

@@ -368,7 +368,7 @@ impl Runtime {
             shared: shared.clone(),
             handles: HandleTable::new(spec.max_handles, shared.clone()),
             memory: None,
-            call_slot: CallSlot::new(),
+            call_slot: CallSlot::new(shared.clone()),
             grants: Grants::of(spec),
             kernel: inner.kernel.clone(),
         };

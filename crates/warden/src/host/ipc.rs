@@ -113,8 +113,7 @@ async fn call(
         range(mem.len(), resp_h, cap_nh * 4)?;
         let slot = ipc.call_slot.clone();
         let mut st = slot.lock();
-        st.request.clear();
-        st.request.extend_from_slice(&mem[req]);
+        st.set_request(slot.owner(), &mem[req])?;
         st.request_objects.clear();
         st.reply_objects.clear();
         if let Err(e) = take_objects(

@@ -14,7 +14,7 @@
 //! a later call.
 
 use super::{Errno, Object};
-use crate::task::TaskId;
+use crate::task::{TaskId, TaskShared};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
@@ -56,14 +56,40 @@ pub struct CallState {
     pub client: Option<Waker>,
 }
 
-/// One client task's call, reused for each of its calls.
+/// One client task's call, reused for each of its calls. Its buffers are
+/// charged to the client's memory budget as they grow (a queued message is
+/// an allocation made on the client's behalf).
 pub struct CallSlot {
     state: Mutex<CallState>,
+    owner: Arc<TaskShared>,
+}
+
+impl CallState {
+    /// Replaces the request bytes, charging buffer growth to `owner`.
+    pub fn set_request(&mut self, owner: &TaskShared, bytes: &[u8]) -> Result<(), Errno> {
+        fill(&mut self.request, owner, bytes)
+    }
+}
+
+/// Sets `buf` to `bytes`, charging any growth of its capacity to `owner`.
+fn fill(buf: &mut Vec<u8>, owner: &TaskShared, bytes: &[u8]) -> Result<(), Errno> {
+    buf.clear();
+    let old = buf.capacity();
+    if bytes.len() > old {
+        buf.try_reserve_exact(bytes.len())
+            .map_err(|_| Errno::NoMem)?;
+        if !owner.try_charge((buf.capacity() - old) as u64) {
+            buf.shrink_to(old);
+            return Err(Errno::NoMem);
+        }
+    }
+    buf.extend_from_slice(bytes);
+    Ok(())
 }
 
 impl CallSlot {
-    /// An idle slot.
-    pub fn new() -> Arc<CallSlot> {
+    /// An idle slot for the client `owner`.
+    pub fn new(owner: Arc<TaskShared>) -> Arc<CallSlot> {
         Arc::new(CallSlot {
             state: Mutex::new(CallState {
                 seq: 0,
@@ -74,7 +100,13 @@ impl CallSlot {
                 reply_objects: Vec::new(),
                 client: None,
             }),
+            owner,
         })
+    }
+
+    /// The client task the slot belongs to.
+    pub fn owner(&self) -> &TaskShared {
+        &self.owner
     }
 
     /// Locks the slot's state.
@@ -124,6 +156,14 @@ impl CallSlot {
         );
         drop(st);
         drop(objects);
+    }
+}
+
+impl Drop for CallSlot {
+    fn drop(&mut self) {
+        let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        self.owner
+            .refund((st.request.capacity() + st.reply.capacity()) as u64);
     }
 }
 
@@ -308,23 +348,28 @@ impl CallRef {
     }
 
     /// Answers the call with `reply` and its objects. Fails with
-    /// `PeerDied` (handing the objects back) if the client is gone.
+    /// `PeerDied` (handing the objects back) if the client is gone, and
+    /// with `NoMem` if the reply does not fit the client's memory budget
+    /// (the client's call then fails with `NoMem` too).
     pub fn reply(mut self, reply: &[u8], objects: Vec<Object>) -> Result<(), (Errno, Vec<Object>)> {
         let slot = self.slot.take().expect("unanswered call");
         let mut st = slot.lock();
         if st.seq != self.seq || st.phase != Phase::Received {
             return Err((Errno::PeerDied, objects));
         }
-        st.reply.clear();
-        st.reply.extend_from_slice(reply);
-        st.reply_objects = objects;
-        st.phase = Phase::Done(0);
+        let filled = fill(&mut st.reply, &slot.owner, reply);
+        if filled.is_ok() {
+            st.reply_objects = objects;
+            st.phase = Phase::Done(0);
+        } else {
+            st.phase = Phase::Done(Errno::NoMem.code());
+        }
         let w = st.client.take();
         drop(st);
         if let Some(w) = w {
             w.wake();
         }
-        Ok(())
+        filled.map_err(|e| (e, Vec::new()))
     }
 
     /// Ends the call without a reply: the client gets `NoReply`.
@@ -362,13 +407,16 @@ mod tests {
         (c.clone(), Waker::from(c))
     }
 
+    fn slot() -> Arc<CallSlot> {
+        CallSlot::new(Arc::new(TaskShared::new(TaskId(5), "c".into(), None, None)))
+    }
+
     fn call(slot: &Arc<CallSlot>, s: &Service, bytes: &[u8]) -> u64 {
         let seq = {
             let mut st = slot.lock();
             st.seq += 1;
             st.phase = Phase::Queued;
-            st.request.clear();
-            st.request.extend_from_slice(bytes);
+            st.set_request(&slot.owner, bytes).unwrap();
             st.seq
         };
         s.enqueue(slot, seq).unwrap();
@@ -380,7 +428,7 @@ mod tests {
         let s = Service::new(TaskId(1));
         let holder = ServiceRef::new(&s);
         let portal = PortalRef::new(&s);
-        let (a, b) = (CallSlot::new(), CallSlot::new());
+        let (a, b) = (slot(), slot());
         call(&a, &s, b"first");
         call(&b, &s, b"second");
         let (_, w) = waker();
@@ -406,7 +454,7 @@ mod tests {
         let s = Service::new(TaskId(1));
         let holder = ServiceRef::new(&s);
         let _portal = PortalRef::new(&s);
-        let (a, b) = (CallSlot::new(), CallSlot::new());
+        let (a, b) = (slot(), slot());
         call(&a, &s, b"x");
         call(&b, &s, b"y");
         let (_, w) = waker();
@@ -419,7 +467,7 @@ mod tests {
         assert_eq!(b.poll_done(&mut cx), Poll::Ready(Errno::PeerDied.code()));
         drop(in_progress); // ...and so does the call it held
         assert_eq!(a.poll_done(&mut cx), Poll::Ready(Errno::PeerDied.code()));
-        let c = CallSlot::new();
+        let c = slot();
         c.lock().seq = 1;
         assert_eq!(s.enqueue(&c, 1), Err(Errno::PeerDied));
     }
@@ -448,7 +496,7 @@ mod tests {
         let s = Service::new(TaskId(1));
         let _holder = ServiceRef::new(&s);
         let _portal = PortalRef::new(&s);
-        let (a, b) = (CallSlot::new(), CallSlot::new());
+        let (a, b) = (slot(), slot());
         call(&a, &s, b"dead client");
         call(&b, &s, b"live client");
         a.abandon();
@@ -464,11 +512,44 @@ mod tests {
     }
 
     #[test]
+    fn buffers_are_charged_to_the_client() {
+        let owner = Arc::new(TaskShared::new(TaskId(5), "c".into(), None, Some(1000)));
+        let a = CallSlot::new(owner.clone());
+        let used = || {
+            owner
+                .memory_current
+                .load(std::sync::atomic::Ordering::Relaxed)
+        };
+        a.lock().set_request(&owner, &[1; 600]).unwrap();
+        assert!(used() >= 600);
+        assert_eq!(a.lock().set_request(&owner, &[1; 2000]), Err(Errno::NoMem));
+        a.lock().set_request(&owner, &[1; 100]).unwrap();
+        let s = Service::new(TaskId(1));
+        let _holder = ServiceRef::new(&s);
+        let _portal = PortalRef::new(&s);
+        let seq = call(&a, &s, b"q");
+        let (_, w) = waker();
+        let mut cx = Context::from_waker(&w);
+        let Poll::Ready(Ok((got, seq2))) = s.poll_next(&mut cx) else {
+            panic!()
+        };
+        assert_eq!(seq, seq2);
+        let err = CallRef::new(got, seq)
+            .reply(&[0; 900], vec![])
+            .err()
+            .unwrap();
+        assert_eq!(err.0, Errno::NoMem);
+        assert_eq!(a.poll_done(&mut cx), Poll::Ready(Errno::NoMem.code()));
+        drop(a);
+        assert_eq!(used(), 0);
+    }
+
+    #[test]
     fn closed_call_gets_no_reply() {
         let s = Service::new(TaskId(1));
         let _holder = ServiceRef::new(&s);
         let _portal = PortalRef::new(&s);
-        let a = CallSlot::new();
+        let a = slot();
         call(&a, &s, b"q");
         let (_, w) = waker();
         let mut cx = Context::from_waker(&w);

@@ -42,26 +42,22 @@ fn permits_read_write_and_revoke() {
     rt.kill(rd, "done").unwrap();
 }
 
-/// The owner's death revokes its permits before its memory is released.
+/// The owner's death revokes its permits before its memory is released,
+/// and the memory objects it created.
 #[test]
-fn owner_death_revokes_permits() {
-    let dir = tempfile::tempdir().unwrap();
-    let rt = runtime(2);
-    let rd = rt.spawn(&reader(dir.path())).unwrap();
-    let r = run_one(
-        &rt,
-        &owner(dir.path(), "owner-dies"),
-        Duration::from_secs(20),
-    );
-    assert_eq!(r.exit_code, Some(0));
-    let t = std::time::Instant::now();
-    while !stdout_of(dir.path(), "reader").contains("reader: permit now: revoked") {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "{}",
-            stdout_of(dir.path(), "reader")
-        );
-        std::thread::sleep(Duration::from_millis(10));
+fn owner_death_revokes_permits_and_memory_objects() {
+    for mode in ["owner-dies", "mem-owner-dies"] {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = runtime(2);
+        let rd = rt.spawn(&reader(dir.path())).unwrap();
+        let r = run_one(&rt, &owner(dir.path(), mode), Duration::from_secs(20));
+        assert_eq!(r.exit_code, Some(0));
+        let t = std::time::Instant::now();
+        while !stdout_of(dir.path(), "reader").contains("reader: object now: revoked") {
+            let out = stdout_of(dir.path(), "reader");
+            assert!(t.elapsed() < Duration::from_secs(10), "{mode}: {out}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        rt.kill(rd, "done").unwrap();
     }
-    rt.kill(rd, "done").unwrap();
 }
