@@ -1,7 +1,7 @@
 //! Warden's executor: runs task futures on N worker threads, a time slice
 //! at a time, in the order a [`RunQueue`] policy decides.
 //!
-//! Each task is a [`TaskCell`]: its future, its shared accounting state and
+//! Each task is a `TaskCell`: its future, its shared accounting state and
 //! one atomic scheduling state. The state machine decides, without locks,
 //! who owns the future at any moment:
 //!
@@ -30,7 +30,7 @@
 //!
 //! A timer thread advances a tick counter and the engine's epoch every
 //! [`TICK`]; tasks compare ticks against the start of their slice. CPU
-//! time is measured by each worker's [`cpu`](crate::cpu) meter.
+//! time is measured by each worker's `cpu` meter.
 
 use crate::cpu;
 use crate::policy::RunQueue;

@@ -28,6 +28,10 @@
 //! - **Executor**: Warden's own worker threads run tasks as async calls, a
 //!   time slice at a time (epoch interruption), in the order a
 //!   [`RunQueue`] policy chooses; blocked tasks hold no thread.
+//! - **IPC** ([`ipc`]): handles, services and portals, the name service,
+//!   memory objects and permits, reached by guests through the `warden`
+//!   import module ([`HOST_FUNCTIONS`]; C SDK in `sdk/c/warden.h`), with
+//!   errors as [`Errno`] codes.
 //! - [`Manifest`]: a TOML description of a system of tasks.
 //! - [`TaskReport`]: how a task ended and what it used.
 

@@ -9,7 +9,7 @@
 //! - [`memobj`]: kernel-owned memory objects with views and revocation.
 //! - [`permit`]: grants of access to a range of a task's own memory.
 //!
-//! Nothing here touches Wasmtime: the host functions in [`crate::host`]
+//! Nothing here touches Wasmtime: the host functions in `crate::host`
 //! check and copy guest memory and call into these types.
 //!
 //! # Termination rules
