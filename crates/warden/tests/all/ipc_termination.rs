@@ -122,3 +122,57 @@ fn server_exit_removes_its_name() {
     );
     rt.kill(id, "done").unwrap();
 }
+
+/// Clients killed at random moments of their calls, fifty times over,
+/// while others keep calling on two workers: the server and the steady
+/// clients never notice.
+#[test]
+fn stress_random_client_kills() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(2);
+    let srv = rt.spawn(&server(dir.path())).unwrap();
+    wait_for_output(dir.path(), "srv", "server: ready");
+    let mut steady_spec = client(dir.path(), "steady", "steady");
+    steady_spec.args[2] = "20000".into();
+    let steady: Vec<_> = (0..3)
+        .map(|i| {
+            let mut s = steady_spec.clone();
+            s.name = format!("steady{i}");
+            s.stdout = warden::Output::File(dir.path().join(format!("steady{i}.out")));
+            rt.spawn(&s).unwrap()
+        })
+        .collect();
+    let mut seed = 12345u64;
+    for i in 0..50 {
+        let mut victim = client(dir.path(), &format!("v{i}"), "victim");
+        victim.args[2] = "1000000".into();
+        let id = rt.spawn(&victim).unwrap();
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        std::thread::sleep(Duration::from_micros(200 + (seed >> 33) % 5000));
+        rt.kill(id, "random kill").unwrap();
+        assert_eq!(wait(&rt, id, Duration::from_secs(5)).status, "killed");
+    }
+    for (i, id) in steady.into_iter().enumerate() {
+        let r = wait(&rt, id, Duration::from_secs(60));
+        assert_eq!(r.exit_code, Some(0), "{r:?}");
+        assert_eq!(
+            stdout_of(dir.path(), &format!("steady{i}")),
+            "client: ok 20000\n"
+        );
+    }
+    let r = run_one(
+        &rt,
+        &client(dir.path(), "last", "still serving?"),
+        Duration::from_secs(20),
+    );
+    assert_eq!(r.exit_code, Some(0));
+    assert!(
+        rt.wait_timeout(srv, Some(Duration::ZERO))
+            .unwrap()
+            .is_none(),
+        "server alive"
+    );
+    rt.kill(srv, "done").unwrap();
+}
