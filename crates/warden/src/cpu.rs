@@ -14,8 +14,7 @@
 
 use crate::task::TaskShared;
 use std::cell::RefCell;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 /// Wall time of polls after which the meter reads the CPU clock.
@@ -39,7 +38,6 @@ pub fn thread_cpu_ns() -> u64 {
 
 /// A worker thread's CPU meter.
 pub struct Meter {
-    epoch: Instant,
     last_cpu: u64,
     polls: Vec<(Arc<TaskShared>, u64)>,
     polls_wall: u64,
@@ -54,7 +52,6 @@ thread_local! {
 impl Meter {
     fn new() -> Self {
         Meter {
-            epoch: Instant::now(),
             last_cpu: thread_cpu_ns(),
             polls: Vec::with_capacity(MAX_POLLS),
             polls_wall: 0,
@@ -63,7 +60,7 @@ impl Meter {
     }
 
     fn now(&self) -> u64 {
-        self.epoch.elapsed().as_nanos() as u64
+        now()
     }
 
     /// Reads the CPU clock and charges what was used since the last
@@ -90,10 +87,16 @@ impl Meter {
                 (delta as u128 * wall as u128 / total as u128) as u64
             };
             left -= share.min(left);
-            task.cpu_ns.fetch_add(share, Ordering::Relaxed);
+            task.charge_cpu(share);
         }
         self.polls_wall = 0;
     }
+}
+
+/// Nanoseconds on a process-wide monotonic clock (the scheduler's `now`).
+pub fn now() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
 fn with<R>(f: impl FnOnce(&mut Meter) -> R) -> R {
@@ -110,17 +113,21 @@ pub fn begin(task: &Arc<TaskShared>) {
 
 /// The poll in progress ended; with `exact`, the task's CPU figure is
 /// brought up to date now (the task ended, or a limit must be checked).
-pub fn end(exact: bool) {
+/// Returns the poll's wall time and the meter's clock (ns) at its end.
+pub fn end(exact: bool) -> (u64, u64) {
     with(|m| {
+        let now = m.now();
+        let mut wall = 0;
         if let Some((task, start)) = m.current.take() {
-            let wall = m.now().saturating_sub(start);
+            wall = now.saturating_sub(start);
             m.polls_wall += wall;
             m.polls.push((task, wall));
         }
         if exact || m.polls_wall >= WINDOW || m.polls.len() >= MAX_POLLS {
             m.reconcile();
         }
-    });
+        (wall, now)
+    })
 }
 
 /// Brings every figure up to date, including the poll in progress (for
@@ -133,6 +140,7 @@ pub fn reconcile() {
 mod tests {
     use super::*;
     use crate::task::TaskId;
+    use std::sync::atomic::Ordering;
 
     fn spin(ms: u64) {
         let t = Instant::now();

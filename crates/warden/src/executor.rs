@@ -33,7 +33,7 @@
 //! time is measured by each worker's `cpu` meter.
 
 use crate::cpu;
-use crate::policy::RunQueue;
+use crate::sched::{RunQueue, TaskSched};
 use crate::task::{TaskId, TaskShared, TaskStatus};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -98,6 +98,88 @@ struct Queue {
     shutdown: bool,
     /// Workers waiting for work (only they need a notification).
     idle: usize,
+    /// CPU inheritance: a blocked client's key, queued in the policy on
+    /// behalf of the server it lends its context to (client → server).
+    proxy: HashMap<u64, u64>,
+    /// The reverse map (server → client).
+    proxied: HashMap<u64, u64>,
+}
+
+impl Queue {
+    /// Queues a runnable task: under the key of the blocked client that
+    /// lends it its context, if any (CPU inheritance), else its own.
+    fn push(&mut self, shared: &TaskShared) {
+        let id = shared.id.0;
+        // Someone queued under this task's key must move to its own key.
+        if let Some(t) = self.proxy.remove(&id) {
+            self.proxied.remove(&t);
+            self.policy.remove(id);
+            self.policy.push(t);
+        }
+        let donor = shared.donor.load(Ordering::Acquire);
+        if donor != 0 && !self.proxy.contains_key(&donor) {
+            let blocked = self
+                .cells
+                .get(&donor)
+                .is_some_and(|c| c.state.load(Ordering::Acquire) == IDLE);
+            if blocked {
+                self.proxy.insert(donor, id);
+                self.proxied.insert(id, donor);
+                self.policy.push(donor);
+                return;
+            }
+        }
+        self.policy.push(id);
+    }
+
+    /// The next task to run and the key it was scheduled under.
+    fn pop(&mut self, now: u64) -> Option<(Arc<TaskCell>, u64)> {
+        loop {
+            let key = self.policy.pop(now)?;
+            let task = match self.proxy.remove(&key) {
+                Some(t) => {
+                    self.proxied.remove(&t);
+                    t
+                }
+                None => key,
+            };
+            if let Some(c) = self.cells.get(&task) {
+                return Some((c.clone(), key));
+            }
+        }
+    }
+
+    /// Dequeues a task (wherever it is queued); whether it was.
+    fn remove(&mut self, task: u64) -> bool {
+        match self.proxied.remove(&task) {
+            Some(donor) => {
+                self.proxy.remove(&donor);
+                self.policy.remove(donor)
+            }
+            None => self.policy.remove(task),
+        }
+    }
+
+    /// Forgets a finished task, handing anyone queued under its key back
+    /// their own.
+    fn forget(&mut self, task: u64) {
+        if let Some(t) = self.proxy.remove(&task) {
+            self.proxied.remove(&t);
+            self.policy.remove(task);
+            self.policy.push(t);
+        }
+        self.remove(task);
+        self.policy.forget(task);
+    }
+
+    /// The key a running task's CPU is charged to, and whose account.
+    fn account(&self, shared: &Arc<TaskShared>) -> (u64, Arc<TaskShared>) {
+        let donor = shared.donor.load(Ordering::Acquire);
+        match self.cells.get(&donor) {
+            Some(c) if donor != 0 => (donor, c.shared.clone()),
+            _ => (shared.id.0, shared.clone()),
+        }
+    }
 }
 
 struct Shared {
@@ -146,6 +228,8 @@ impl Executor {
                 cells: HashMap::new(),
                 shutdown: false,
                 idle: 0,
+                proxy: HashMap::new(),
+                proxied: HashMap::new(),
             }),
             ready: Condvar::new(),
             clock: Arc::new(Clock::default()),
@@ -185,8 +269,8 @@ impl Executor {
         self.shared.clock.clone()
     }
 
-    /// Queues a new task.
-    pub fn spawn(&self, shared: Arc<TaskShared>, future: TaskFuture) {
+    /// Queues a new task, scheduled as `sched` says.
+    pub fn spawn(&self, shared: Arc<TaskShared>, future: TaskFuture, sched: &TaskSched) {
         let id = shared.id.0;
         let cell = Arc::new(TaskCell {
             shared,
@@ -195,8 +279,9 @@ impl Executor {
             exec: self.shared.clone(),
         });
         let mut q = self.shared.lock();
+        q.policy.add(id, sched);
+        q.push(&cell.shared);
         q.cells.insert(id, cell);
-        q.policy.push(id);
         let wake = q.idle > 0;
         drop(q);
         if wake {
@@ -214,6 +299,29 @@ impl Executor {
         };
         cell.shared.request_kill(reason);
         try_reap(&cell);
+        true
+    }
+
+    /// Suspends a task: it is not run again until resumed (a running task
+    /// stops at its next epoch tick). False if the task is unknown.
+    pub fn suspend(&self, id: TaskId) -> bool {
+        match self.shared.lock().cells.get(&id.0) {
+            Some(c) => {
+                c.shared.suspended.store(true, Ordering::SeqCst);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Resumes a suspended task. False if the task is unknown.
+    pub fn resume(&self, id: TaskId) -> bool {
+        let cell = match self.shared.lock().cells.get(&id.0) {
+            Some(c) => c.clone(),
+            None => return false,
+        };
+        cell.shared.suspended.store(false, Ordering::SeqCst);
+        requeue_if_pending(&cell);
         true
     }
 
@@ -251,9 +359,9 @@ impl Shared {
         self.queue.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn enqueue(&self, id: u64) {
+    fn enqueue(&self, cell: &TaskCell) {
         let mut q = self.lock();
-        q.policy.push(id);
+        q.push(&cell.shared);
         let wake = q.idle > 0;
         drop(q);
         if wake {
@@ -267,10 +375,10 @@ impl Shared {
         if POLLING.with(|p| p.get()) == Arc::as_ptr(self) {
             let bumped = HANDOFF.with(|h| h.borrow_mut().replace(cell.clone()));
             if let Some(old) = bumped {
-                self.enqueue(old.shared.id.0);
+                self.enqueue(&old);
             }
         } else {
-            self.enqueue(cell.shared.id.0);
+            self.enqueue(cell);
         }
     }
 
@@ -282,7 +390,10 @@ impl Shared {
             let _tokio = self.tokio.enter();
             drop(future);
         }
-        self.lock().cells.remove(&cell.shared.id.0);
+        let mut q = self.lock();
+        q.cells.remove(&cell.shared.id.0);
+        q.forget(cell.shared.id.0);
+        drop(q);
         (self.finish)(&cell.shared, status);
     }
 }
@@ -314,6 +425,22 @@ impl Wake for TaskCell {
     }
 }
 
+/// Kills every task of a group that used up its CPU quota.
+fn kill_group(exec: &Arc<Shared>, group: &Arc<crate::task::GroupShared>) {
+    let reason = group.over_quota().unwrap_or_default();
+    let members: Vec<Arc<TaskCell>> = exec
+        .lock()
+        .cells
+        .values()
+        .filter(|c| c.shared.groups.iter().any(|g| Arc::ptr_eq(g, group)))
+        .cloned()
+        .collect();
+    for cell in members {
+        cell.shared.request_kill(&reason);
+        try_reap(&cell);
+    }
+}
+
 /// Finishes a killed task if nobody is running it. Whoever moves the state
 /// to DONE owns the future and finishes the task.
 fn try_reap(cell: &Arc<TaskCell>) {
@@ -331,7 +458,7 @@ fn try_reap(cell: &Arc<TaskCell>) {
         }
     }
     if s == QUEUED {
-        cell.exec.lock().policy.remove(cell.shared.id.0);
+        cell.exec.lock().remove(cell.shared.id.0);
     }
     let future = cell.future.lock().unwrap_or_else(|e| e.into_inner()).take();
     let reason = cell.shared.kill_reason().unwrap_or_else(|| "killed".into());
@@ -353,7 +480,7 @@ fn worker_loop(exec: &Arc<Shared>) {
                 if let Some(bumped) = other {
                     // Back of the run queue, behind whoever waits; this
                     // worker pops next, so no other needs waking.
-                    exec.lock().policy.push(bumped.shared.id.0);
+                    exec.lock().push(&bumped.shared);
                 }
                 match next_queued(exec) {
                     Some(cell) => cell,
@@ -368,7 +495,35 @@ fn worker_loop(exec: &Arc<Shared>) {
         {
             continue; // killed while queued
         }
+        if cell.shared.suspended.load(Ordering::SeqCst) {
+            park(&cell);
+            continue;
+        }
         run_slice(exec, &cell);
+    }
+}
+
+/// Sets a suspended task aside (runnable, but not run) until it resumes.
+fn park(cell: &Arc<TaskCell>) {
+    cell.shared.wake_pending.store(true, Ordering::SeqCst);
+    cell.state.store(IDLE, Ordering::SeqCst);
+    if !cell.shared.suspended.load(Ordering::SeqCst) {
+        requeue_if_pending(cell); // resumed meanwhile
+    }
+    if cell.shared.kill_requested() {
+        try_reap(cell);
+    }
+}
+
+/// Queues a parked task whose pending wake-up has not been taken yet.
+fn requeue_if_pending(cell: &Arc<TaskCell>) {
+    if cell.shared.wake_pending.swap(false, Ordering::SeqCst)
+        && cell
+            .state
+            .compare_exchange(IDLE, QUEUED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    {
+        cell.exec.enqueue(cell);
     }
 }
 
@@ -379,11 +534,8 @@ fn next_queued(exec: &Arc<Shared>) -> Option<Arc<TaskCell>> {
         if q.shutdown {
             return None;
         }
-        if let Some(id) = q.policy.pop() {
-            if let Some(c) = q.cells.get(&id) {
-                return Some(c.clone());
-            }
-            continue;
+        if let Some((cell, _key)) = q.pop(cpu::now()) {
+            return Some(cell);
         }
         // Idle: bring CPU figures up to date before sleeping.
         drop(q);
@@ -393,7 +545,17 @@ fn next_queued(exec: &Arc<Shared>) -> Option<Arc<TaskCell>> {
             continue;
         }
         q.idle += 1;
-        q = exec.ready.wait(q).unwrap_or_else(|e| e.into_inner());
+        q = match q.policy.next_release() {
+            // Throttled tasks only: sleep until the first may run again.
+            Some(at) => {
+                let wait = Duration::from_nanos(at.saturating_sub(cpu::now()).max(1));
+                exec.ready
+                    .wait_timeout(q, wait)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0
+            }
+            None => exec.ready.wait(q).unwrap_or_else(|e| e.into_inner()),
+        };
         q.idle -= 1;
     }
 }
@@ -417,15 +579,29 @@ fn run_slice(exec: &Arc<Shared>, cell: &Arc<TaskCell>) {
     shared
         .slice_start_tick
         .store(exec.clock.now(), Ordering::Relaxed);
-    cpu::begin(shared);
+    // CPU inheritance: a server running for a blocked client is scheduled
+    // and charged as that client.
+    let (key, account) = if shared.donor.load(Ordering::Acquire) == 0 {
+        (shared.id.0, shared.clone())
+    } else {
+        exec.lock().account(shared)
+    };
+    cpu::begin(&account);
     POLLING.with(|p| p.set(Arc::as_ptr(exec)));
     let result = catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx)));
     POLLING.with(|p| p.set(std::ptr::null()));
     let finished = !matches!(result, Ok(Poll::Pending));
     // A task with a CPU limit gets exact figures after each poll, so that
     // the limit is checked against real CPU time.
-    cpu::end(finished || shared.cpu_limit_ns != 0);
+    let (wall, now) = cpu::end(finished || shared.cpu_limit_ns != 0 || !shared.groups.is_empty());
     exec.polls.fetch_add(1, Ordering::Relaxed);
+    exec.lock().policy.charge(key, wall, now);
+    if key != shared.id.0 {
+        shared.served_ns.fetch_add(wall, Ordering::Relaxed);
+    }
+    if let Some(group) = shared.groups.iter().find(|g| g.over_quota().is_some()) {
+        kill_group(exec, group);
+    }
     let status = match result {
         Ok(Poll::Pending) => {
             drop(slot);
@@ -434,14 +610,19 @@ fn run_slice(exec: &Arc<Shared>, cell: &Arc<TaskCell>) {
                 shared.request_kill(&reason);
             }
             // Hand the task back: to the run queue if it was woken while
-            // running (a yield), to its waker otherwise.
+            // running (a yield), to its waker otherwise; set it aside if it
+            // was suspended meanwhile.
             if cell
                 .state
                 .compare_exchange(RUNNING, IDLE, Ordering::AcqRel, Ordering::Acquire)
                 .is_err()
             {
-                cell.state.store(QUEUED, Ordering::Release);
-                exec.enqueue(shared.id.0);
+                if shared.suspended.load(Ordering::SeqCst) {
+                    park(cell);
+                } else {
+                    cell.state.store(QUEUED, Ordering::Release);
+                    exec.enqueue(cell);
+                }
             }
             if shared.kill_requested() {
                 try_reap(cell);
@@ -467,7 +648,7 @@ fn run_slice(exec: &Arc<Shared>, cell: &Arc<TaskCell>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::RoundRobin;
+    use crate::sched::{PolicyKind, Tree};
     use std::sync::atomic::AtomicUsize;
 
     /// A future that yields `yields` times, half of them by waking itself
@@ -512,7 +693,7 @@ mod tests {
         let f = finished.clone();
         let exec = Executor::start(
             2,
-            Box::new(RoundRobin::new()),
+            Box::new(Tree::new(PolicyKind::RoundRobin)),
             tokio.handle().clone(),
             Box::new(|| {}),
             Box::new(move |shared, status| {
@@ -537,7 +718,7 @@ mod tests {
                 yields: (rand() % 50) as u32,
                 in_poll: Arc::new(AtomicBool::new(false)),
             };
-            exec.spawn(shared, Box::pin(fut));
+            exec.spawn(shared, Box::pin(fut), &TaskSched::default());
             if rand() % 3 == 0 {
                 exec.kill(TaskId(rand() % (id + 1)), "random kill");
             }
@@ -568,7 +749,7 @@ mod tests {
         let d = done.clone();
         let exec = Executor::start(
             1,
-            Box::new(RoundRobin::new()),
+            Box::new(Tree::new(PolicyKind::RoundRobin)),
             tokio.handle().clone(),
             Box::new(|| {}),
             Box::new(move |_, _| {
@@ -586,6 +767,7 @@ mod tests {
                 drop(gate2.lock().unwrap());
                 TaskStatus::Exited(0)
             }),
+            &TaskSched::default(),
         );
         for id in 0..3u64 {
             let order = order.clone();
@@ -601,6 +783,7 @@ mod tests {
                     cx.waker().wake_by_ref();
                     Poll::Pending
                 })),
+                &TaskSched::default(),
             );
         }
         drop(g);

@@ -88,6 +88,8 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
             config.cache_dir = None;
         }
         config.prefix_output = m.tasks.len() > 1;
+        config.scheduler = m.runtime.scheduler;
+        config.groups = m.groups.clone();
         let n = u32::try_from(m.tasks.len()).unwrap_or(u32::MAX);
         config.max_tasks = m.runtime.max_tasks.unwrap_or(config.max_tasks.max(n));
         m.tasks

@@ -7,6 +7,16 @@
 //! cache = true         # compiled-code cache on disk (default true)
 //! max_tasks = 10000    # most tasks alive at once (default: 10,000 or the
 //!                      # number of tasks in the manifest, if larger)
+//! scheduler = "stride" # root policy: round-robin (default), priority,
+//!                      # stride, lottery
+//!
+//! [[group]]            # a scheduling group (parents before children)
+//! name = "tenant-a"
+//! parent = "org"       # default: the root
+//! policy = "priority"  # how the group orders its members
+//! share = 2            # its share / tickets / priority in its parent
+//! cap = 0.5            # at most half a core
+//! cpu_quota = "10s"    # total CPU; all members are killed past it
 //!
 //! [[task]]
 //! name = "hello"
@@ -28,6 +38,12 @@
 //! max_handles = 1024               # handle table size
 //! max_message_bytes = "64KiB"      # per-message quota: bytes ...
 //! max_message_handles = 16         # ... and handles
+//! group = "tenant-a"               # scheduling group (default: the root)
+//! share = 1                        # stride share (default 1)
+//! tickets = 100                    # lottery tickets (default 100)
+//! priority = 0                     # fixed priority, higher first (default 0)
+//! cap = 0.25                       # at most a quarter of a core
+//! inheritance = true               # as a server, run on callers' contexts
 //! ```
 //!
 //! Parsing is strict: unknown keys, bad sizes and durations, missing module
@@ -35,6 +51,8 @@
 //! offending key or file.
 
 use crate::ipc::handle::MAX_HANDLES;
+use crate::runtime::GroupSpec;
+use crate::sched::{Params, PolicyKind};
 use crate::task::{
     MemoryPolicy, Output, TaskSpec, DEFAULT_MAX_HANDLES, DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_MAX_MESSAGE_HANDLES,
@@ -50,6 +68,8 @@ use std::time::Duration;
 pub struct Manifest {
     /// Runtime-wide settings.
     pub runtime: RuntimeSection,
+    /// Scheduling groups, parents before children.
+    pub groups: Vec<GroupSpec>,
     /// One entry per task to start (copies already expanded).
     pub tasks: Vec<TaskSpec>,
 }
@@ -65,6 +85,8 @@ pub struct RuntimeSection {
     pub cache: Option<bool>,
     /// Most tasks alive at once; `None` means the default.
     pub max_tasks: Option<u32>,
+    /// The root scheduling policy.
+    pub scheduler: PolicyKind,
 }
 
 #[derive(Deserialize)]
@@ -73,7 +95,22 @@ struct RawManifest {
     #[serde(default)]
     runtime: RawRuntime,
     #[serde(default)]
+    group: Vec<RawGroup>,
+    #[serde(default)]
     task: Vec<RawTask>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGroup {
+    name: String,
+    parent: Option<String>,
+    policy: Option<String>,
+    share: Option<u32>,
+    tickets: Option<u32>,
+    priority: Option<i32>,
+    cap: Option<f64>,
+    cpu_quota: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -83,6 +120,7 @@ struct RawRuntime {
     slice_ms: Option<u64>,
     cache: Option<bool>,
     max_tasks: Option<u32>,
+    scheduler: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -110,6 +148,12 @@ struct RawTask {
     max_handles: Option<usize>,
     max_message_bytes: Option<String>,
     max_message_handles: Option<u64>,
+    group: Option<String>,
+    share: Option<u32>,
+    tickets: Option<u32>,
+    priority: Option<i32>,
+    cap: Option<f64>,
+    inheritance: Option<bool>,
 }
 
 /// Largest `max_message_bytes` accepted.
@@ -145,11 +189,26 @@ impl Manifest {
                 Some(0) => return Err("runtime.max_tasks: must be at least 1".into()),
                 n => n,
             },
+            scheduler: match raw.runtime.scheduler.as_deref() {
+                None => PolicyKind::RoundRobin,
+                Some(p) => PolicyKind::parse(p).map_err(|e| format!("runtime.scheduler: {e}"))?,
+            },
         };
+        let mut groups: Vec<GroupSpec> = Vec::new();
+        for (i, g) in raw.group.into_iter().enumerate() {
+            let at = format!("group[{i}] ({:?})", g.name);
+            let spec = group_spec(g, &groups).map_err(|e| format!("{at}: {e}"))?;
+            groups.push(spec);
+        }
         let mut tasks = Vec::new();
         let mut names = HashSet::new();
         for (i, t) in raw.task.into_iter().enumerate() {
             let at = format!("task[{i}] ({:?})", t.name);
+            if let Some(g) = &t.group {
+                if !groups.iter().any(|x| &x.name == g) {
+                    return Err(format!("{at}: group: no [[group]] named {g:?}"));
+                }
+            }
             let specs = task_specs(t, base).map_err(|e| format!("{at}: {e}"))?;
             for spec in specs {
                 if !names.insert(spec.name.clone()) {
@@ -161,8 +220,67 @@ impl Manifest {
         if tasks.is_empty() {
             return Err("no [[task]] entries".into());
         }
-        Ok(Manifest { runtime, tasks })
+        Ok(Manifest {
+            runtime,
+            groups,
+            tasks,
+        })
     }
+}
+
+fn params(
+    share: Option<u32>,
+    tickets: Option<u32>,
+    priority: Option<i32>,
+) -> Result<Params, String> {
+    let d = Params::default();
+    if share == Some(0) {
+        return Err("share: must be at least 1".into());
+    }
+    if tickets == Some(0) {
+        return Err("tickets: must be at least 1".into());
+    }
+    Ok(Params {
+        share: share.unwrap_or(d.share),
+        tickets: tickets.unwrap_or(d.tickets),
+        priority: priority.unwrap_or(d.priority),
+    })
+}
+
+fn cap(cap: Option<f64>) -> Result<Option<f64>, String> {
+    match cap {
+        Some(c) if !(c > 0.0 && c <= 1.0) => {
+            Err(format!("cap: {c} is not a fraction of a core in (0, 1]"))
+        }
+        c => Ok(c),
+    }
+}
+
+fn group_spec(g: RawGroup, earlier: &[GroupSpec]) -> Result<GroupSpec, String> {
+    if g.name.is_empty() || earlier.iter().any(|x| x.name == g.name) {
+        return Err("name: must be non-empty and unique".into());
+    }
+    if let Some(p) = &g.parent {
+        if !earlier.iter().any(|x| &x.name == p) {
+            return Err(format!("parent: no earlier [[group]] named {p:?}"));
+        }
+    }
+    Ok(GroupSpec {
+        name: g.name,
+        parent: g.parent,
+        policy: match g.policy.as_deref() {
+            None => PolicyKind::RoundRobin,
+            Some(p) => PolicyKind::parse(p).map_err(|e| format!("policy: {e}"))?,
+        },
+        params: params(g.share, g.tickets, g.priority)?,
+        cap: cap(g.cap)?,
+        cpu_quota: g
+            .cpu_quota
+            .as_deref()
+            .map(parse_duration)
+            .transpose()
+            .map_err(|e| format!("cpu_quota: {e}"))?,
+    })
 }
 
 fn task_specs(t: RawTask, base: &Path) -> Result<Vec<TaskSpec>, String> {
@@ -238,6 +356,8 @@ fn task_specs(t: RawTask, base: &Path) -> Result<Vec<TaskSpec>, String> {
         Ok(n) => n.unwrap_or(DEFAULT_MAX_MESSAGE_BYTES),
     };
     let max_message_handles = t.max_message_handles.unwrap_or(DEFAULT_MAX_MESSAGE_HANDLES);
+    let sched = params(t.share, t.tickets, t.priority)?;
+    let task_cap = cap(t.cap)?;
     for (key, list) in [("provides", &t.provides), ("uses", &t.uses)] {
         if let Some(bad) = list.iter().find(|n| n.is_empty() || n.len() > 256) {
             return Err(format!("{key}: bad name {bad:?} (1 to 256 bytes)"));
@@ -280,6 +400,10 @@ fn task_specs(t: RawTask, base: &Path) -> Result<Vec<TaskSpec>, String> {
             max_handles,
             max_message_bytes,
             max_message_handles,
+            group: t.group.clone(),
+            sched,
+            cap: task_cap,
+            inheritance: t.inheritance.unwrap_or(true),
         })
         .collect())
 }
@@ -414,6 +538,22 @@ mod tests {
             err("[runtime]\nworkers=0\n[[task]]\nname='a'\nmodule='m.wasm'").contains("workers")
         );
         assert!(err("").contains("no [[task]]"));
+        assert!(
+            err("[runtime]\nscheduler='fair'\n[[task]]\nname='a'\nmodule='m.wasm'")
+                .contains("runtime.scheduler")
+        );
+        assert!(err("[[task]]\nname='a'\nmodule='m.wasm'\ngroup='g'")
+            .contains("no [[group]] named \"g\""));
+        assert!(err("[[task]]\nname='a'\nmodule='m.wasm'\ncap=1.5").contains("cap"));
+        assert!(err("[[task]]\nname='a'\nmodule='m.wasm'\nshare=0").contains("share"));
+        assert!(
+            err("[[group]]\nname='g'\nparent='h'\n[[task]]\nname='a'\nmodule='m.wasm'")
+                .contains("parent")
+        );
+        assert!(
+            err("[[group]]\nname='g'\ncpu_quota='soon'\n[[task]]\nname='a'\nmodule='m.wasm'")
+                .contains("cpu_quota")
+        );
         assert!(err("[[task]]\nname='a'").contains("module"));
         let e = err("[[task]]\nname='a'\nmodule='m.wasm'\nbogus=1");
         assert!(

@@ -9,10 +9,10 @@ use crate::ipc::{HandleTable, Kernel};
 use crate::limiter::MemoryBudget;
 use crate::module::{self, LoadedModule};
 use crate::output::{HostStream, Sink};
-use crate::policy::RoundRobin;
 use crate::report::TaskReport;
+use crate::sched::{Cap, Params, PolicyKind, TaskSched, Tree};
 use crate::task::{
-    Grants, KillSignal, TaskData, TaskId, TaskIpc, TaskShared, TaskSpec, TaskStatus,
+    Grants, GroupShared, KillSignal, TaskData, TaskId, TaskIpc, TaskShared, TaskSpec, TaskStatus,
 };
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -41,6 +41,10 @@ pub struct RuntimeConfig {
     pub slice: Duration,
     /// Compiled-code cache directory; `None` disables the cache.
     pub cache_dir: Option<PathBuf>,
+    /// The root scheduling policy (default round-robin).
+    pub scheduler: PolicyKind,
+    /// Scheduling groups, parents before children.
+    pub groups: Vec<GroupSpec>,
     /// Most tasks alive at once (default 10,000). Instance, memory, table
     /// and stack slots for this many are reserved up front: 4 GiB of
     /// address space (not memory) per task.
@@ -58,9 +62,39 @@ impl Default for RuntimeConfig {
             cache_dir: CodeCache::default_dir(),
             prefix_output: false,
             max_tasks: 10_000,
+            scheduler: PolicyKind::RoundRobin,
+            groups: Vec::new(),
         }
     }
 }
+
+/// A scheduling group: its members share what the group gets from its
+/// parent, ordered among themselves by the group's own policy.
+#[derive(Debug, Clone)]
+pub struct GroupSpec {
+    /// Unique name.
+    pub name: String,
+    /// The enclosing group (`None`: the root).
+    pub parent: Option<String>,
+    /// How members are ordered.
+    pub policy: PolicyKind,
+    /// The group's share, tickets and priority in its parent.
+    pub params: Params,
+    /// At most this fraction of one core for all members together.
+    pub cap: Option<f64>,
+    /// Total CPU for all members; past it, all are killed.
+    pub cpu_quota: Option<Duration>,
+}
+
+/// A group as the runtime keeps it.
+struct Group {
+    index: usize,
+    /// Its accounting and its ancestors', innermost first.
+    chain: Vec<Arc<GroupShared>>,
+}
+
+/// Window over which CPU caps are measured.
+const CAP_WINDOW: Duration = Duration::from_millis(100);
 
 /// Errors of the kernel API.
 #[derive(Debug, thiserror::Error)]
@@ -79,6 +113,9 @@ pub enum Error {
     /// no such live task
     #[error("no live task with id {0}")]
     NoSuchTask(TaskId),
+    /// no such scheduling group
+    #[error("no scheduling group named {0:?}")]
+    NoSuchGroup(String),
     /// the runtime already runs its maximum number of tasks
     #[error("cannot spawn: {0} tasks are alive, the runtime's max_tasks")]
     Full(u32),
@@ -187,6 +224,7 @@ struct Inner {
     kernel: Arc<Kernel>,
     next_id: AtomicU64,
     clock: Arc<Clock>,
+    groups: HashMap<String, Group>,
     exec: Executor,
     // Drives WASI's timers and blocking I/O; dropped after the executor.
     _tokio: tokio::runtime::Runtime,
@@ -240,6 +278,28 @@ impl Runtime {
             .build()
             .map_err(|e| Error::Start(e.to_string()))?;
         let kernel = Arc::new(Kernel::default());
+        let mut tree = Tree::new(config.scheduler);
+        let mut groups: HashMap<String, Group> = HashMap::new();
+        for g in &config.groups {
+            let (parent_index, mut chain) = match &g.parent {
+                None => (0, Vec::new()),
+                Some(p) => {
+                    let parent = groups.get(p).ok_or_else(|| Error::NoSuchGroup(p.clone()))?;
+                    (parent.index, parent.chain.clone())
+                }
+            };
+            let cap = g.cap.map(|c| Cap::new(c, CAP_WINDOW.as_nanos() as u64));
+            let index = tree.add_group(parent_index, g.policy, &g.params, cap);
+            chain.insert(
+                0,
+                Arc::new(GroupShared {
+                    name: g.name.clone(),
+                    cpu_ns: AtomicU64::new(0),
+                    quota_ns: g.cpu_quota.map_or(0, |d| d.as_nanos() as u64),
+                }),
+            );
+            groups.insert(g.name.clone(), Group { index, chain });
+        }
         let tasks = Arc::new(Tasks {
             table: Mutex::new(Table::default()),
             kernel: kernel.clone(),
@@ -251,7 +311,7 @@ impl Runtime {
         let e = engine.clone();
         let exec = Executor::start(
             config.workers,
-            Box::new(RoundRobin::new()),
+            Box::new(tree),
             tokio.handle().clone(),
             Box::new(move || e.increment_epoch()),
             Box::new(move |shared, status| t.finish(shared, status)),
@@ -262,6 +322,7 @@ impl Runtime {
                 engine,
                 linker,
                 clock: exec.clock(),
+                groups,
                 exec,
                 config,
                 cache,
@@ -316,13 +377,26 @@ impl Runtime {
     pub fn spawn(&self, spec: &TaskSpec) -> Result<TaskId, Error> {
         let module = self.load_module(&spec.module)?;
         let inner = &*self.inner;
+        let group = match &spec.group {
+            None => None,
+            Some(name) => Some(
+                inner
+                    .groups
+                    .get(name)
+                    .ok_or_else(|| Error::NoSuchGroup(name.clone()))?,
+            ),
+        };
         let id = TaskId(inner.next_id.fetch_add(1, Ordering::Relaxed));
-        let shared = Arc::new(TaskShared::new(
-            id,
-            spec.name.clone(),
-            spec.cpu_limit,
-            spec.memory_limit,
-        ));
+        let mut task = TaskShared::new(id, spec.name.clone(), spec.cpu_limit, spec.memory_limit);
+        task.inherit = spec.inheritance;
+        task.priority = spec.sched.priority;
+        task.groups = group.map(|g| g.chain.clone()).unwrap_or_default();
+        let shared = Arc::new(task);
+        let sched = TaskSched {
+            params: spec.sched,
+            group: group.map_or(0, |g| g.index),
+            cap: spec.cap.map(|c| Cap::new(c, CAP_WINDOW.as_nanos() as u64)),
+        };
         // Take a slot in the task table first, so that concurrent spawns
         // cannot together exceed `max_tasks`.
         {
@@ -350,7 +424,7 @@ impl Runtime {
             }
         };
         let future = run(module.pre.clone(), store, shared.clone());
-        inner.exec.spawn(shared, Box::pin(future));
+        inner.exec.spawn(shared, Box::pin(future), &sched);
         Ok(id)
     }
 
@@ -371,6 +445,7 @@ impl Runtime {
             call_slot: CallSlot::new(shared.clone()),
             grants: Grants::of(spec),
             kernel: inner.kernel.clone(),
+            calls_in_progress: 0,
         };
         let mut store = Store::new(&inner.engine, TaskData { wasi, budget, ipc });
         store.limiter(|d| &mut d.budget);
@@ -421,6 +496,25 @@ impl Runtime {
         } else {
             Err(Error::NoSuchTask(id))
         }
+    }
+
+    /// Suspends a live task: it does not run until resumed; a running
+    /// task stops at its next epoch tick. Its memory and handles stay.
+    pub fn suspend(&self, id: TaskId) -> Result<(), Error> {
+        self.inner
+            .exec
+            .suspend(id)
+            .then_some(())
+            .ok_or(Error::NoSuchTask(id))
+    }
+
+    /// Resumes a suspended task.
+    pub fn resume(&self, id: TaskId) -> Result<(), Error> {
+        self.inner
+            .exec
+            .resume(id)
+            .then_some(())
+            .ok_or(Error::NoSuchTask(id))
     }
 
     /// Kills every live task.
@@ -543,6 +637,9 @@ fn on_tick(
     if shared.kill_requested() {
         let reason = shared.kill_reason().unwrap_or_else(|| "killed".into());
         return Err(KillSignal(reason).into());
+    }
+    if shared.suspended.load(Ordering::Relaxed) {
+        return Ok(UpdateDeadline::Yield(1));
     }
     if shared.cpu_limit_ns != 0 {
         crate::cpu::reconcile();

@@ -44,8 +44,9 @@ use crate::ipc::{HandleTable, Kernel, Owned};
 use crate::limiter::MemoryBudget;
 pub use crate::limiter::MemoryPolicy;
 pub use crate::output::Output;
+use crate::sched::Params;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -94,6 +95,14 @@ pub struct TaskSpec {
     pub max_message_bytes: u64,
     /// Most handles one message of the task may carry.
     pub max_message_handles: u64,
+    /// The scheduling group it belongs to (`None`: the root).
+    pub group: Option<String>,
+    /// Its share, tickets and priority within its group.
+    pub sched: Params,
+    /// At most this fraction of one core (0 < cap ≤ 1).
+    pub cap: Option<f64>,
+    /// As a server, run on callers' scheduling contexts (default true).
+    pub inheritance: bool,
 }
 
 /// Default for [`TaskSpec::max_handles`].
@@ -123,6 +132,10 @@ impl TaskSpec {
             max_handles: DEFAULT_MAX_HANDLES,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             max_message_handles: DEFAULT_MAX_MESSAGE_HANDLES,
+            group: None,
+            sched: Params::default(),
+            cap: None,
+            inheritance: true,
         }
     }
 }
@@ -192,9 +205,52 @@ pub struct TaskShared {
     pub memory_denials: AtomicU64,
     /// Epoch tick at which the current slice started.
     pub slice_start_tick: AtomicU64,
+    /// Id of the task whose scheduling context this one runs on (a client
+    /// blocked in a call to it), 0 for its own (CPU inheritance).
+    pub donor: AtomicU64,
+    /// Priority of the donor, for priority inheritance.
+    pub donor_priority: AtomicI32,
+    /// Whether this task, as a server, runs on its clients' contexts.
+    pub inherit: bool,
+    /// Its own fixed priority (used when it lends its context).
+    pub priority: i32,
+    /// CPU it spent on behalf of donors (charged to them, not to it).
+    pub served_ns: AtomicU64,
+    /// Suspended: not run until resumed.
+    pub suspended: AtomicBool,
+    /// Became runnable while suspended.
+    pub(crate) wake_pending: AtomicBool,
+    /// The groups it belongs to, innermost first.
+    pub groups: Vec<Arc<GroupShared>>,
     killed: AtomicBool,
     kill_reason: Mutex<Option<String>>,
     owned: Mutex<Owned>,
+}
+
+/// A scheduling group's shared accounting.
+#[derive(Debug)]
+pub struct GroupShared {
+    /// The group's name.
+    pub name: String,
+    /// CPU used by all its members, ns.
+    pub cpu_ns: AtomicU64,
+    /// Total CPU the group may use, ns (0: no quota).
+    pub quota_ns: u64,
+}
+
+impl GroupShared {
+    /// If the group's quota is used up, the kill reason.
+    pub fn over_quota(&self) -> Option<String> {
+        let used = self.cpu_ns.load(Ordering::Relaxed);
+        (self.quota_ns != 0 && used > self.quota_ns).then(|| {
+            format!(
+                "group {} cpu quota exceeded: used {} ms of {} ms",
+                self.name,
+                used / 1_000_000,
+                self.quota_ns / 1_000_000
+            )
+        })
+    }
 }
 
 impl TaskShared {
@@ -215,10 +271,54 @@ impl TaskShared {
             memory_peak: AtomicU64::new(0),
             memory_denials: AtomicU64::new(0),
             slice_start_tick: AtomicU64::new(0),
+            donor: AtomicU64::new(0),
+            donor_priority: AtomicI32::new(0),
+            inherit: true,
+            priority: 0,
+            served_ns: AtomicU64::new(0),
+            suspended: AtomicBool::new(false),
+            wake_pending: AtomicBool::new(false),
+            groups: Vec::new(),
             killed: AtomicBool::new(false),
             kill_reason: Mutex::new(None),
             owned: Mutex::new(Owned::default()),
         }
+    }
+
+    /// Charges `ns` of CPU to the task and its groups.
+    pub fn charge_cpu(&self, ns: u64) {
+        self.cpu_ns.fetch_add(ns, Ordering::Relaxed);
+        for g in &self.groups {
+            g.cpu_ns.fetch_add(ns, Ordering::Relaxed);
+        }
+    }
+
+    /// The scheduling context this task lends when it blocks in a call:
+    /// its own, or the one lent to it (donations pass along call chains).
+    pub fn context(&self) -> (u64, i32) {
+        match self.donor.load(Ordering::Acquire) {
+            0 => (self.id.0, self.priority),
+            d => (d, self.donor_priority.load(Ordering::Relaxed)),
+        }
+    }
+
+    /// A client with `context` calls this task: lend its context to the
+    /// task if it has none, or if the client's priority is higher (so a
+    /// low-priority caller being served cannot hold up a high-priority one).
+    pub fn lend(&self, (ctx, priority): (u64, i32), replace: bool) {
+        if !self.inherit || ctx == self.id.0 {
+            return;
+        }
+        let current = self.donor.load(Ordering::Acquire);
+        if replace || current == 0 || priority > self.donor_priority.load(Ordering::Relaxed) {
+            self.donor_priority.store(priority, Ordering::Relaxed);
+            self.donor.store(ctx, Ordering::Release);
+        }
+    }
+
+    /// The task stops running on a lent context.
+    pub fn unlend(&self) {
+        self.donor.store(0, Ordering::Release);
     }
 
     /// Permits and memory objects the task owns.
@@ -315,4 +415,17 @@ pub(crate) struct TaskIpc {
     pub(crate) call_slot: Arc<CallSlot>,
     pub(crate) grants: Grants,
     pub(crate) kernel: Arc<Kernel>,
+    /// Calls received and not yet answered.
+    pub(crate) calls_in_progress: u32,
+}
+
+impl TaskIpc {
+    /// A received call was answered or closed: with none left, the task
+    /// runs on its own scheduling context again.
+    pub(crate) fn call_finished(&mut self) {
+        self.calls_in_progress = self.calls_in_progress.saturating_sub(1);
+        if self.calls_in_progress == 0 {
+            self.shared.unlend();
+        }
+    }
 }

@@ -30,7 +30,10 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
 fn close(data: &mut TaskData, h: i32) -> Result<i32, Errno> {
     match data.ipc.handles.remove(h)? {
         // An unanswered call closed on purpose: the client hears NoReply.
-        Object::Call(call) => call.close(),
+        Object::Call(call) => {
+            call.close();
+            data.ipc.call_finished();
+        }
         other => drop(other),
     }
     Ok(0)

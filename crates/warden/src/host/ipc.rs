@@ -130,6 +130,11 @@ async fn call(
         st.phase = Phase::Queued;
         let seq = st.seq;
         drop(st);
+        // CPU inheritance: the server runs on this client's context while
+        // the client waits (and a higher-priority caller boosts it).
+        if let Some(server) = service.server() {
+            server.lend(ipc.shared.context(), false);
+        }
         (slot, seq, service)
     };
     if let Err(e) = service.enqueue(&slot, seq) {
@@ -237,6 +242,7 @@ fn reply(
     let Ok(Object::Call(call)) = ipc.handles.remove(call) else {
         unreachable!("checked above")
     };
+    ipc.call_finished();
     match call.reply(&mem[src], objects) {
         Ok(()) => Ok(0),
         // The client is gone; the objects it would have received are

@@ -179,14 +179,32 @@ struct ServiceState {
 pub struct Service {
     /// The task that created (and serves) it.
     pub owner: TaskId,
+    /// The serving task's shared state, to lend it callers' scheduling
+    /// contexts (CPU inheritance).
+    server: Option<Arc<TaskShared>>,
     state: Mutex<ServiceState>,
 }
 
 impl Service {
+    /// A new open service of the task `server`.
+    pub fn of(server: &Arc<TaskShared>) -> Arc<Service> {
+        Self::build(server.id, Some(server.clone()))
+    }
+
     /// A new open service with no holders or portals yet.
     pub fn new(owner: TaskId) -> Arc<Service> {
+        Self::build(owner, None)
+    }
+
+    /// The serving task, if known.
+    pub fn server(&self) -> Option<&Arc<TaskShared>> {
+        self.server.as_ref()
+    }
+
+    fn build(owner: TaskId, server: Option<Arc<TaskShared>>) -> Arc<Service> {
         Arc::new(Service {
             owner,
+            server,
             state: Mutex::new(ServiceState {
                 queue: VecDeque::new(),
                 receiver: None,
