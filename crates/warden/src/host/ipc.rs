@@ -23,7 +23,7 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
         "service_create",
         |mut c: Caller<'_, TaskData>| {
             let ipc = &mut c.data_mut().ipc;
-            let service = Service::new(ipc.shared.id);
+            let service = Service::of(&ipc.shared);
             ret32(
                 ipc.handles
                     .insert(Object::Service(ServiceRef::new(&service))),

@@ -17,5 +17,6 @@ mod limits_cpu;
 mod limits_memory;
 mod many;
 mod reclaim;
+mod sched;
 mod traps;
 mod util;

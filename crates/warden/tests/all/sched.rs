@@ -1,0 +1,280 @@
+//! Scheduling policies, caps, quotas, suspension and CPU inheritance in
+//! the running system.
+
+use crate::util::*;
+use std::time::{Duration, Instant};
+use warden::{GroupSpec, Params, PolicyKind, Runtime, RuntimeConfig, TaskId};
+
+fn rt_with(scheduler: PolicyKind, groups: Vec<GroupSpec>) -> Runtime {
+    Runtime::new(RuntimeConfig {
+        workers: 1,
+        cache_dir: None,
+        max_tasks: 64,
+        scheduler,
+        groups,
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+fn cpu_of(rt: &Runtime, ids: &[TaskId]) -> Vec<f64> {
+    let live = rt.live_tasks();
+    ids.iter()
+        .map(|id| live.iter().find(|t| t.id == *id).map_or(0.0, |t| t.cpu_ms))
+        .collect()
+}
+
+/// Runs for `d`, returns each task's CPU over that time.
+fn measure(rt: &Runtime, ids: &[TaskId], d: Duration) -> Vec<f64> {
+    let before = cpu_of(rt, ids);
+    std::thread::sleep(d);
+    let after = cpu_of(rt, ids);
+    after.iter().zip(before).map(|(a, b)| a - b).collect()
+}
+
+fn fractions(v: &[f64]) -> Vec<f64> {
+    let total: f64 = v.iter().sum();
+    v.iter().map(|x| x / total).collect()
+}
+
+fn spinner(dir: &std::path::Path, name: &str, share: u32, priority: i32) -> warden::TaskSpec {
+    let mut s = spec(dir, name, guests::SPIN);
+    s.sched = Params {
+        share,
+        tickets: share * 100,
+        priority,
+    };
+    s
+}
+
+#[test]
+fn stride_shares_in_the_running_system() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = rt_with(PolicyKind::Stride, vec![]);
+    let ids: Vec<_> = (1..=4)
+        .map(|i| {
+            rt.spawn(&spinner(dir.path(), &format!("s{i}"), i, 0))
+                .unwrap()
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let f = fractions(&measure(&rt, &ids, Duration::from_millis(1500)));
+    for (i, x) in f.iter().enumerate() {
+        let want = (i + 1) as f64 / 10.0;
+        assert!((x - want).abs() < 0.03, "shares {f:?}");
+    }
+    rt.kill_all("done");
+}
+
+#[test]
+fn fixed_priority_starves_lower_priorities() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = rt_with(PolicyKind::Priority, vec![]);
+    let low = rt.spawn(&spinner(dir.path(), "low", 1, 1)).unwrap();
+    let high = rt.spawn(&spinner(dir.path(), "high", 1, 9)).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let used = measure(&rt, &[low, high], Duration::from_millis(500));
+    assert!(used[0] < 1.0 && used[1] > 300.0, "{used:?}");
+    rt.kill(high, "done").unwrap();
+    let used = measure(&rt, &[low], Duration::from_millis(300));
+    assert!(used[0] > 200.0, "low runs once high is gone: {used:?}");
+    rt.kill_all("done");
+}
+
+#[test]
+fn caps_limit_a_task_and_a_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let group = GroupSpec {
+        name: "capped".into(),
+        parent: None,
+        policy: PolicyKind::RoundRobin,
+        params: Params::default(),
+        cap: Some(0.2),
+        cpu_quota: None,
+    };
+    let rt = rt_with(PolicyKind::RoundRobin, vec![group]);
+    let mut capped = spinner(dir.path(), "capped", 1, 0);
+    capped.cap = Some(0.25);
+    let a = rt.spawn(&capped).unwrap();
+    let b = rt.spawn(&spinner(dir.path(), "free", 1, 0)).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let f = fractions(&measure(&rt, &[a, b], Duration::from_millis(1500)));
+    assert!((f[0] - 0.25).abs() < 0.05, "task cap: {f:?}");
+    rt.kill_all("done");
+
+    // Alone on the worker, a group capped at 0.2 gets a fifth of it.
+    let ids: Vec<_> = (0..2)
+        .map(|i| {
+            let mut s = spinner(dir.path(), &format!("g{i}"), 1, 0);
+            s.group = Some("capped".into());
+            rt.spawn(&s).unwrap()
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let t = Instant::now();
+    let used: f64 = measure(&rt, &ids, Duration::from_millis(1000)).iter().sum();
+    let share = used / t.elapsed().as_secs_f64() / 1000.0;
+    assert!((share - 0.2).abs() < 0.05, "group cap: {share}");
+    rt.kill_all("done");
+}
+
+#[test]
+fn group_quota_kills_every_member() {
+    let dir = tempfile::tempdir().unwrap();
+    let group = GroupSpec {
+        name: "tenant".into(),
+        parent: None,
+        policy: PolicyKind::RoundRobin,
+        params: Params::default(),
+        cap: None,
+        cpu_quota: Some(Duration::from_millis(200)),
+    };
+    let rt = rt_with(PolicyKind::RoundRobin, vec![group]);
+    let mut sleeper = spec(dir.path(), "sleeper", guests::SLEEP);
+    sleeper.group = Some("tenant".into());
+    let mut ids = vec![rt.spawn(&sleeper).unwrap()];
+    for i in 0..2 {
+        let mut s = spinner(dir.path(), &format!("t{i}"), 1, 0);
+        s.group = Some("tenant".into());
+        ids.push(rt.spawn(&s).unwrap());
+    }
+    let outsider = rt.spawn(&spinner(dir.path(), "outsider", 1, 0)).unwrap();
+    let mut total = 0.0;
+    for id in ids {
+        let r = wait(&rt, id, Duration::from_secs(10));
+        assert_eq!(r.status, "killed", "{r:?}");
+        assert!(
+            r.reason
+                .as_deref()
+                .unwrap()
+                .contains("group tenant cpu quota exceeded"),
+            "{r:?}"
+        );
+        total += r.cpu_ms;
+    }
+    assert!((200.0..260.0).contains(&total), "group used {total} ms");
+    assert!(rt
+        .wait_timeout(outsider, Some(Duration::ZERO))
+        .unwrap()
+        .is_none());
+    rt.kill_all("done");
+}
+
+#[test]
+fn suspend_and_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = rt_with(PolicyKind::RoundRobin, vec![]);
+    let spin = rt.spawn(&spinner(dir.path(), "spin", 1, 0)).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    rt.suspend(spin).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    let used = measure(&rt, &[spin], Duration::from_millis(300));
+    assert!(used[0] < 1.0, "suspended task ran {used:?}");
+    rt.resume(spin).unwrap();
+    let used = measure(&rt, &[spin], Duration::from_millis(300));
+    assert!(used[0] > 150.0, "resumed task did not run: {used:?}");
+
+    // A task suspended while blocked does not run when its wait ends.
+    let mut c = spec(dir.path(), "nap", guests::WORK);
+    c.args = vec!["loop".into(), "1".into()];
+    let napper = rt
+        .spawn(&spec(dir.path(), "sleeper", guests::SLEEP))
+        .unwrap();
+    rt.suspend(napper).unwrap();
+    rt.kill(napper, "killed while suspended").unwrap();
+    assert_eq!(wait(&rt, napper, Duration::from_secs(5)).status, "killed");
+    assert!(rt.suspend(napper).is_err(), "gone");
+    rt.kill_all("done");
+}
+
+fn work_server(dir: &std::path::Path, priority: i32, inheritance: bool) -> warden::TaskSpec {
+    let mut s = spec(dir, "server", guests::WORK);
+    s.args = vec!["server".into(), "200000".into()];
+    s.provides = vec!["work".into()];
+    s.sched.priority = priority;
+    s.inheritance = inheritance;
+    s
+}
+
+fn work_client(dir: &std::path::Path, calls: u32, priority: i32) -> warden::TaskSpec {
+    let mut s = spec(dir, "client", guests::WORK);
+    s.args = vec!["client".into(), calls.to_string()];
+    s.uses = vec!["work".into()];
+    s.sched.priority = priority;
+    s
+}
+
+/// Priority inheritance: a high-priority client calling a low-priority
+/// server is not held up by a medium-priority hog, because the server runs
+/// at the client's priority; without inheritance the client waits forever.
+/// The server's CPU is charged to the client.
+#[test]
+fn inheritance_prevents_priority_inversion() {
+    for inheritance in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = rt_with(PolicyKind::Priority, vec![]);
+        let server = rt.spawn(&work_server(dir.path(), 1, inheritance)).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let _hog = rt.spawn(&spinner(dir.path(), "hog", 1, 5)).unwrap();
+        let client = rt.spawn(&work_client(dir.path(), 50, 9)).unwrap();
+        let done = rt
+            .wait_timeout(client, Some(Duration::from_secs(3)))
+            .unwrap();
+        if inheritance {
+            let r = done.unwrap_or_else(|| {
+                panic!(
+                    "client did not finish: {:?} {}",
+                    rt.live_tasks(),
+                    stdout_of(dir.path(), "client")
+                )
+            });
+            assert_eq!(r.exit_code, Some(0));
+            let server_cpu = cpu_of(&rt, &[server])[0];
+            assert!(
+                r.cpu_ms > 5.0 * server_cpu.max(0.1),
+                "client {} ms, server {server_cpu} ms",
+                r.cpu_ms
+            );
+        } else {
+            assert!(
+                done.is_none(),
+                "without inheritance the hog starves the server"
+            );
+        }
+        rt.kill_all("done");
+    }
+}
+
+/// Stride at equal shares: a client calling a busy server, against a CPU
+/// hog. With inheritance the pair is one scheduling context and the
+/// server's CPU is on the client's account; the figures are printed.
+#[test]
+fn inheritance_under_stride() {
+    let mut pair_share = vec![];
+    for inheritance in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = rt_with(PolicyKind::Stride, vec![]);
+        let server = rt.spawn(&work_server(dir.path(), 0, inheritance)).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let hog = rt.spawn(&spinner(dir.path(), "hog", 1, 0)).unwrap();
+        let client = rt.spawn(&work_client(dir.path(), 1_000_000, 0)).unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        let used = measure(&rt, &[client, server, hog], Duration::from_millis(1500));
+        let f = fractions(&used);
+        println!(
+            "inheritance {inheritance}: client {:.3} server {:.3} hog {:.3} of the CPU",
+            f[0], f[1], f[2]
+        );
+        if inheritance {
+            assert!(
+                f[0] > 5.0 * f[1],
+                "server CPU is on the client's account: {f:?}"
+            );
+        } else {
+            assert!(f[1] > 5.0 * f[0], "server CPU is its own: {f:?}");
+        }
+        pair_share.push(f[0] + f[1]);
+        rt.kill_all("done");
+    }
+    assert!((pair_share[0] - 0.5).abs() < 0.08, "{pair_share:?}");
+}
