@@ -82,6 +82,32 @@ int64_t       warden_permit_read(warden_handle permit, uint64_t offset, void *ds
 int64_t       warden_permit_write(warden_handle permit, uint64_t offset, const void *src, size_t len);
 int32_t       warden_permit_revoke(warden_handle permit);
 
+/* Nested tasks. A child's budget is carved out of its parent's: its memory
+ * limit is reserved in the parent's budget while it lives, its CPU share is
+ * taken from the parent's (memory_limit and cpu_share must be > 0; asking
+ * for more than the parent has left fails with WARDEN_ENOMEM or
+ * WARDEN_EQUOTA); cpu_limit_ns = 0 means no CPU limit of its own (the
+ * parent's still bounds it). The child starts with exactly the handles in
+ * `grant` (see warden_task_granted) and sees the names bound with
+ * warden_namespace_bind before the name service. Killing a task kills its
+ * children. */
+typedef struct { uint64_t memory_limit; uint64_t cpu_limit_ns; uint32_t cpu_share; } warden_budget;
+warden_handle warden_module_lookup(const char *name);   /* a module the manifest granted: modules = { worker = "worker.wasm" } */
+warden_handle warden_task_spawn(warden_handle module, const char *const *argv, size_t argc,
+                                const warden_budget *budget, const warden_handle *grant, size_t ngrant);
+int32_t warden_task_kill(warden_handle task);
+int32_t warden_task_wait(warden_handle task, int64_t timeout_ns, int32_t *status); /* status: exit code, or negative for trap/kill */
+int32_t warden_task_suspend(warden_handle task);
+int32_t warden_task_resume(warden_handle task);
+warden_handle warden_task_granted(uint32_t index); /* the index-th handle the parent granted at spawn */
+/* Binds `name` for the children spawned from now on: their lookups of it
+ * get `portal` (for instance one's own, to interpose on them); a negative
+ * portal hides the name from them. */
+int32_t warden_namespace_bind(const char *name, warden_handle portal);
+
+#define WARDEN_STATUS_TRAPPED (-1)  /* warden_task_wait status of a trapped child */
+#define WARDEN_STATUS_KILLED  (-2)  /* ... of a killed one */
+
 /* ---- Raw imports: the host functions of the "warden" module. ---- */
 
 #define WARDEN_IMPORT(name) __attribute__((import_module("warden"), import_name(#name)))
@@ -109,6 +135,16 @@ WARDEN_IMPORT(permit_grant)   int32_t __warden_permit_grant(const void *ptr, uin
 WARDEN_IMPORT(permit_read)    int64_t __warden_permit_read(int32_t permit, uint64_t off, void *dst, uint32_t len);
 WARDEN_IMPORT(permit_write)   int64_t __warden_permit_write(int32_t permit, uint64_t off, const void *src, uint32_t len);
 WARDEN_IMPORT(permit_revoke)  int32_t __warden_permit_revoke(int32_t permit);
+WARDEN_IMPORT(module_lookup)  int32_t __warden_module_lookup(const char *name, uint32_t len);
+WARDEN_IMPORT(task_spawn)     int32_t __warden_task_spawn(int32_t module, const char *const *argv, uint32_t argc,
+                                                          const warden_budget *budget, const int32_t *grant,
+                                                          uint32_t ngrant);
+WARDEN_IMPORT(task_kill)      int32_t __warden_task_kill(int32_t task);
+WARDEN_IMPORT(task_wait)      int32_t __warden_task_wait(int32_t task, int64_t timeout_ns, int32_t *status);
+WARDEN_IMPORT(task_suspend)   int32_t __warden_task_suspend(int32_t task);
+WARDEN_IMPORT(task_resume)    int32_t __warden_task_resume(int32_t task);
+WARDEN_IMPORT(task_granted)   int32_t __warden_task_granted(uint32_t index);
+WARDEN_IMPORT(namespace_bind) int32_t __warden_namespace_bind(const char *name, uint32_t len, int32_t portal);
 
 /* ---- Definitions (weak: including this header in several files is fine). ---- */
 
@@ -189,6 +225,25 @@ WARDEN_DEF int64_t warden_permit_write(warden_handle p, uint64_t off, const void
     return __warden_permit_write(p, off, src, len);
 }
 WARDEN_DEF int32_t warden_permit_revoke(warden_handle p) { return __warden_permit_revoke(p); }
+WARDEN_DEF warden_handle warden_module_lookup(const char *name) {
+    return __warden_module_lookup(name, __warden_strlen(name));
+}
+WARDEN_DEF warden_handle warden_task_spawn(warden_handle module, const char *const *argv, size_t argc,
+                                           const warden_budget *budget, const warden_handle *grant,
+                                           size_t ngrant) {
+    return __warden_task_spawn(module, argv, argc, budget, grant, ngrant);
+}
+WARDEN_DEF int32_t warden_task_kill(warden_handle t) { return __warden_task_kill(t); }
+WARDEN_DEF int32_t warden_task_wait(warden_handle t, int64_t timeout_ns, int32_t *status) {
+    int32_t ignored;
+    return __warden_task_wait(t, timeout_ns, status ? status : &ignored);
+}
+WARDEN_DEF int32_t warden_task_suspend(warden_handle t) { return __warden_task_suspend(t); }
+WARDEN_DEF int32_t warden_task_resume(warden_handle t) { return __warden_task_resume(t); }
+WARDEN_DEF warden_handle warden_task_granted(uint32_t index) { return __warden_task_granted(index); }
+WARDEN_DEF int32_t warden_namespace_bind(const char *name, warden_handle portal) {
+    return __warden_namespace_bind(name, __warden_strlen(name), portal);
+}
 
 #endif /* WARDEN_NO_DEFINITIONS */
 

@@ -36,6 +36,17 @@ int main(void) {
     CHECK(memcmp(buf + 10, "zz", 2), 0);
     CHECK(warden_permit_revoke(pm), 0);
     CHECK(strcmp(warden_strerror(WARDEN_EPEERDIED), "peer died"), 0);
+
+    /* Nested tasks: no module was granted to this task. */
+    CHECK(warden_module_lookup("worker"), WARDEN_EDENIED);
+    warden_budget b = {1 << 20, 0, 1};
+    CHECK(warden_task_spawn(p, NULL, 0, &b, NULL, 0), WARDEN_EBADHANDLE);
+    CHECK(warden_task_kill(p), WARDEN_EBADHANDLE);
+    CHECK(warden_task_wait(p, 0, NULL), WARDEN_EBADHANDLE);
+    CHECK(warden_task_suspend(p), WARDEN_EBADHANDLE);
+    CHECK(warden_task_resume(p), WARDEN_EBADHANDLE);
+    CHECK(warden_task_granted(0), WARDEN_EINVAL);
+    CHECK(warden_namespace_bind("abi", p), 0);
     printf(failures ? "abi: %d failures\n" : "abi: ok\n", failures);
     return failures;
 }

@@ -325,6 +325,11 @@ impl Executor {
         true
     }
 
+    /// Changes a task's scheduling parameters.
+    pub fn set_params(&self, id: TaskId, params: &crate::sched::Params) {
+        self.shared.lock().policy.set_params(id.0, params);
+    }
+
     /// Current load.
     pub fn stats(&self) -> ExecutorStats {
         let q = self.shared.lock();
@@ -593,7 +598,7 @@ fn run_slice(exec: &Arc<Shared>, cell: &Arc<TaskCell>) {
     let finished = !matches!(result, Ok(Poll::Pending));
     // A task with a CPU limit gets exact figures after each poll, so that
     // the limit is checked against real CPU time.
-    let (wall, now) = cpu::end(finished || shared.cpu_limit_ns != 0 || !shared.groups.is_empty());
+    let (wall, now) = cpu::end(finished || shared.limited || !shared.groups.is_empty());
     exec.polls.fetch_add(1, Ordering::Relaxed);
     exec.lock().policy.charge(key, wall, now);
     if key != shared.id.0 {
@@ -605,9 +610,18 @@ fn run_slice(exec: &Arc<Shared>, cell: &Arc<TaskCell>) {
     let status = match result {
         Ok(Poll::Pending) => {
             drop(slot);
-            let total = shared.cpu_ns.load(Ordering::Relaxed);
-            if let Some(reason) = shared.cpu_over_limit(total) {
-                shared.request_kill(&reason);
+            if let Some((task, reason)) = shared.cpu_breach() {
+                if task.id == shared.id {
+                    shared.request_kill(&reason);
+                } else {
+                    // An ancestor's budget ran out: it dies, and with it
+                    // its subtree (this task included).
+                    let ancestor = exec.lock().cells.get(&task.id.0).cloned();
+                    if let Some(a) = ancestor {
+                        a.shared.request_kill(&reason);
+                        try_reap(&a);
+                    }
+                }
             }
             // Hand the task back: to the run queue if it was woken while
             // running (a yield), to its waker otherwise; set it aside if it

@@ -44,6 +44,7 @@
 //! priority = 0                     # fixed priority, higher first (default 0)
 //! cap = 0.25                       # at most a quarter of a core
 //! inheritance = true               # as a server, run on callers' contexts
+//! modules = { worker = "w.wasm" }  # modules it may spawn children from
 //! ```
 //!
 //! Parsing is strict: unknown keys, bad sizes and durations, missing module
@@ -154,6 +155,8 @@ struct RawTask {
     priority: Option<i32>,
     cap: Option<f64>,
     inheritance: Option<bool>,
+    #[serde(default)]
+    modules: BTreeMap<String, String>,
 }
 
 /// Largest `max_message_bytes` accepted.
@@ -357,6 +360,17 @@ fn task_specs(t: RawTask, base: &Path) -> Result<Vec<TaskSpec>, String> {
     };
     let max_message_handles = t.max_message_handles.unwrap_or(DEFAULT_MAX_MESSAGE_HANDLES);
     let sched = params(t.share, t.tickets, t.priority)?;
+    let mut modules = Vec::new();
+    for (name, file) in &t.modules {
+        let path = base.join(file);
+        if !path.is_file() {
+            return Err(format!(
+                "modules.{name}: file not found: {}",
+                path.display()
+            ));
+        }
+        modules.push((name.clone(), path));
+    }
     let task_cap = cap(t.cap)?;
     for (key, list) in [("provides", &t.provides), ("uses", &t.uses)] {
         if let Some(bad) = list.iter().find(|n| n.is_empty() || n.len() > 256) {
@@ -404,6 +418,7 @@ fn task_specs(t: RawTask, base: &Path) -> Result<Vec<TaskSpec>, String> {
             sched,
             cap: task_cap,
             inheritance: t.inheritance.unwrap_or(true),
+            modules: modules.clone(),
         })
         .collect())
 }

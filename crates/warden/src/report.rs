@@ -11,6 +11,8 @@ pub struct TaskReport {
     pub id: TaskId,
     /// Task name.
     pub name: String,
+    /// The task that spawned it, if any.
+    pub parent: Option<TaskId>,
     /// `"exited"`, `"trapped"` or `"killed"`.
     pub status: &'static str,
     /// The exit code if the task exited, else `None`.
@@ -47,6 +49,7 @@ impl TaskReport {
         TaskReport {
             id: shared.id,
             name: shared.name.clone(),
+            parent: None,
             status,
             exit_code,
             reason,

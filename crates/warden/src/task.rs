@@ -39,7 +39,7 @@
 //! Kernel state is changed only between guest instructions (in host calls
 //! and deadline callbacks), so a kill never leaves it half-updated.
 
-use crate::ipc::service::CallSlot;
+use crate::ipc::service::{CallSlot, PortalRef};
 use crate::ipc::{HandleTable, Kernel, Owned};
 use crate::limiter::MemoryBudget;
 pub use crate::limiter::MemoryPolicy;
@@ -103,6 +103,8 @@ pub struct TaskSpec {
     pub cap: Option<f64>,
     /// As a server, run on callers' scheduling contexts (default true).
     pub inheritance: bool,
+    /// Modules it may spawn children from, by name.
+    pub modules: Vec<(String, PathBuf)>,
 }
 
 /// Default for [`TaskSpec::max_handles`].
@@ -136,6 +138,7 @@ impl TaskSpec {
             sched: Params::default(),
             cap: None,
             inheritance: true,
+            modules: vec![],
         }
     }
 }
@@ -222,9 +225,32 @@ pub struct TaskShared {
     pub(crate) wake_pending: AtomicBool,
     /// The groups it belongs to, innermost first.
     pub groups: Vec<Arc<GroupShared>>,
+    /// The task that spawned it, if any.
+    pub parent: Option<Arc<TaskShared>>,
+    /// Memory reserved for it in its parent's budget (returned at its end).
+    pub carved_memory: u64,
+    /// Its stride share, and how much of it its children hold.
+    pub share: u32,
+    /// Share given to live children.
+    pub share_given: std::sync::atomic::AtomicU32,
+    /// CPU of it and all its descendants, ns (what its CPU limit bounds).
+    pub tree_cpu_ns: AtomicU64,
+    /// Whether it or an ancestor has a CPU limit (limits need exact figures).
+    pub limited: bool,
+    /// How it ended, for a parent waiting on it.
+    pub(crate) exit: Mutex<ExitState>,
     killed: AtomicBool,
     kill_reason: Mutex<Option<String>>,
     owned: Mutex<Owned>,
+}
+
+/// A task's end as its parent sees it.
+#[derive(Debug, Default)]
+pub struct ExitState {
+    /// The exit code, or a negative status (-1 trapped, -2 killed).
+    pub status: Option<i32>,
+    /// Parents waiting.
+    pub waiters: Vec<std::task::Waker>,
 }
 
 /// A scheduling group's shared accounting.
@@ -279,17 +305,52 @@ impl TaskShared {
             suspended: AtomicBool::new(false),
             wake_pending: AtomicBool::new(false),
             groups: Vec::new(),
+            parent: None,
+            carved_memory: 0,
+            share: 1,
+            share_given: std::sync::atomic::AtomicU32::new(0),
+            tree_cpu_ns: AtomicU64::new(0),
+            limited: cpu_limit.is_some_and(|d| !d.is_zero()),
+            exit: Mutex::new(ExitState::default()),
             killed: AtomicBool::new(false),
             kill_reason: Mutex::new(None),
             owned: Mutex::new(Owned::default()),
         }
     }
 
-    /// Charges `ns` of CPU to the task and its groups.
+    /// Charges `ns` of CPU to the task, its groups and its ancestors'
+    /// subtree totals.
     pub fn charge_cpu(&self, ns: u64) {
         self.cpu_ns.fetch_add(ns, Ordering::Relaxed);
         for g in &self.groups {
             g.cpu_ns.fetch_add(ns, Ordering::Relaxed);
+        }
+        let mut t = Some(self);
+        while let Some(task) = t {
+            task.tree_cpu_ns.fetch_add(ns, Ordering::Relaxed);
+            t = task.parent.as_deref();
+        }
+    }
+
+    /// The task itself or the nearest ancestor whose CPU limit its subtree
+    /// has exceeded, with the reason (killing it ends this task too).
+    pub fn cpu_breach(&self) -> Option<(&TaskShared, String)> {
+        let mut t = Some(self);
+        while let Some(task) = t {
+            if let Some(reason) = task.cpu_over_limit(task.tree_cpu_ns.load(Ordering::Relaxed)) {
+                return Some((task, reason));
+            }
+            t = task.parent.as_deref();
+        }
+        None
+    }
+
+    /// Records how the task ended and wakes a waiting parent.
+    pub(crate) fn set_exit(&self, status: i32) {
+        let mut e = self.exit.lock().unwrap_or_else(|e| e.into_inner());
+        e.status = Some(status);
+        for w in e.waiters.drain(..) {
+            w.wake();
         }
     }
 
@@ -417,6 +478,47 @@ pub(crate) struct TaskIpc {
     pub(crate) kernel: Arc<Kernel>,
     /// Calls received and not yet answered.
     pub(crate) calls_in_progress: u32,
+    /// The task's own spec, which its children's specs start from.
+    pub(crate) spec: Arc<TaskSpec>,
+    /// Handles its parent granted it at spawn, in order.
+    pub(crate) granted: Vec<i32>,
+    /// Names bound by its parent: a portal, or `None` for a hidden name.
+    /// Looked up before the name service.
+    pub(crate) names: std::collections::HashMap<String, Option<PortalRef>>,
+    /// Names it binds for the children it spawns from now on.
+    pub(crate) child_names: std::collections::HashMap<String, Option<PortalRef>>,
+    /// Its output streams, which its children share.
+    pub(crate) sinks: (crate::output::Sink, crate::output::Sink),
+}
+
+/// A child's budget, carved out of its parent's.
+#[derive(Debug, Clone, Copy)]
+pub struct ChildBudget {
+    /// Bytes, reserved in the parent's memory budget while the child lives.
+    pub memory_limit: u64,
+    /// The child's own CPU-time limit, ns (0: none; the parent's still applies).
+    pub cpu_limit_ns: u64,
+    /// Stride share, taken from the parent's.
+    pub cpu_share: u32,
+}
+
+/// What the `warden` task functions need from the runtime.
+pub(crate) trait Spawner: Send + Sync {
+    /// Spawns a child of the task whose IPC state is `parent`.
+    fn spawn_child(
+        self: Arc<Self>,
+        parent: &TaskIpc,
+        module: &(String, PathBuf),
+        args: Vec<String>,
+        budget: ChildBudget,
+        grants: Vec<crate::ipc::Object>,
+    ) -> Result<Arc<TaskShared>, crate::ipc::Errno>;
+    /// Kills a task and its subtree.
+    fn kill(&self, id: TaskId, reason: &str) -> bool;
+    /// Suspends a task.
+    fn suspend(&self, id: TaskId) -> bool;
+    /// Resumes a task.
+    fn resume(&self, id: TaskId) -> bool;
 }
 
 impl TaskIpc {

@@ -14,6 +14,7 @@ mod ipc;
 mod mem;
 mod names;
 mod permit;
+mod task;
 
 use crate::ipc::{Errno, HandleTable, Object, MOVE};
 use crate::task::TaskData;
@@ -45,6 +46,14 @@ pub const FUNCTIONS: &[(&str, &str, &str)] = &[
     ("permit_read", "i32 i64 i32 i32", "i64"),
     ("permit_write", "i32 i64 i32 i32", "i64"),
     ("permit_revoke", "i32", "i32"),
+    ("module_lookup", "i32 i32", "i32"),
+    ("task_spawn", "i32 i32 i32 i32 i32 i32", "i32"),
+    ("task_kill", "i32", "i32"),
+    ("task_wait", "i32 i64 i32", "i32"),
+    ("task_suspend", "i32", "i32"),
+    ("task_resume", "i32", "i32"),
+    ("task_granted", "i32", "i32"),
+    ("namespace_bind", "i32 i32 i32", "i32"),
 ];
 
 /// Adds every `warden` host function to `linker`.
@@ -54,6 +63,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
     names::add_to_linker(linker)?;
     mem::add_to_linker(linker)?;
     permit::add_to_linker(linker)?;
+    task::add_to_linker(linker)?;
     Ok(())
 }
 

@@ -30,7 +30,7 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
     Ok(())
 }
 
-fn read_name(mem: &[u8], ptr: i32, len: i32) -> Result<String, Errno> {
+pub(super) fn read_name(mem: &[u8], ptr: i32, len: i32) -> Result<String, Errno> {
     let len = len32(len);
     if len == 0 || len > MAX_NAME {
         return Err(Errno::Inval);
@@ -62,6 +62,16 @@ async fn lookup(
 ) -> Result<i32, Errno> {
     let (mem, data) = memory(&mut c)?;
     let name = read_name(mem, ptr, len)?;
+    // Names bound by the parent come first (interposition), and a name it
+    // hid is refused.
+    match data.ipc.names.get(&name) {
+        Some(Some(portal)) => {
+            let portal = portal.clone();
+            return data.ipc.handles.insert(Object::Portal(portal));
+        }
+        Some(None) => return Err(Errno::Denied),
+        None => {}
+    }
     if !name_allowed(&data.ipc.grants.uses, &name) {
         return Err(Errno::Denied);
     }

@@ -42,6 +42,10 @@ pub enum Object {
     Mem(MemView),
     /// A permit to another task's memory.
     Permit(PermitRef),
+    /// A child task (its parent's handle to it).
+    Task(Arc<TaskShared>),
+    /// A module the task may spawn children from: its name and file.
+    Module(Arc<(String, std::path::PathBuf)>),
 }
 
 impl Object {
@@ -52,6 +56,8 @@ impl Object {
             Object::Portal(p) => Object::Portal(p.clone()),
             Object::Mem(m) => Object::Mem(m.clone()),
             Object::Permit(p) => Object::Permit(p.clone()),
+            Object::Task(t) => Object::Task(t.clone()),
+            Object::Module(m) => Object::Module(m.clone()),
             Object::Call(_) => return Err(Errno::Inval),
         })
     }

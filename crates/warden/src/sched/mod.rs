@@ -135,6 +135,8 @@ pub trait RunQueue: Send {
     }
     /// When the earliest throttled task becomes eligible again.
     fn next_release(&self) -> Option<u64>;
+    /// Changes a task's parameters.
+    fn set_params(&mut self, task: TaskKey, params: &Params);
 }
 
 /// How a task is scheduled.
@@ -205,13 +207,6 @@ impl Tree {
             self.caps.insert(GROUP_BIT | index as u64, cap);
         }
         index
-    }
-
-    /// Changes a task's parameters within its group.
-    pub fn set_params(&mut self, task: TaskKey, params: &Params) {
-        if let Some(&g) = self.group_of.get(&task) {
-            self.nodes[g].policy.set_params(task, params);
-        }
     }
 
     fn enqueue_in(&mut self, node: usize, key: u64) {
@@ -346,6 +341,12 @@ impl RunQueue for Tree {
 
     fn next_release(&self) -> Option<u64> {
         self.throttled.iter().map(|t| t.0).min()
+    }
+
+    fn set_params(&mut self, task: TaskKey, params: &Params) {
+        if let Some(&g) = self.group_of.get(&task) {
+            self.nodes[g].policy.set_params(task, params);
+        }
     }
 }
 

@@ -16,6 +16,7 @@ mod kill;
 mod limits_cpu;
 mod limits_memory;
 mod many;
+mod nested;
 mod reclaim;
 mod sched;
 mod traps;

@@ -2,10 +2,13 @@
 //! executor. This is the kernel API the CLI (and later the control API and
 //! guests' own task calls) drive.
 
+mod nested;
+
 use crate::cache::CodeCache;
 use crate::executor::{Clock, Executor, ExecutorStats, TICK};
 use crate::ipc::service::CallSlot;
-use crate::ipc::{HandleTable, Kernel};
+use crate::ipc::service::PortalRef;
+use crate::ipc::{HandleTable, Kernel, Object};
 use crate::limiter::MemoryBudget;
 use crate::module::{self, LoadedModule};
 use crate::output::{HostStream, Sink};
@@ -143,6 +146,21 @@ struct Live {
     shared: Arc<TaskShared>,
     start_ms: f64,
     memory_limit: Option<u64>,
+    parent: Option<TaskId>,
+}
+
+/// What a child task gets from its parent at spawn.
+pub(crate) struct Child {
+    /// The parent.
+    pub(crate) parent: Arc<TaskShared>,
+    /// Memory reserved in the parent's budget for the child.
+    pub(crate) carved_memory: u64,
+    /// Objects installed in the child's table (see `warden_task_granted`).
+    pub(crate) grants: Vec<Object>,
+    /// Names bound for the child.
+    pub(crate) names: HashMap<String, Option<PortalRef>>,
+    /// The parent's output streams.
+    pub(crate) sinks: (Sink, Sink),
 }
 
 #[derive(Default)]
@@ -158,6 +176,8 @@ struct Table {
 struct Tasks {
     table: Mutex<Table>,
     kernel: Arc<Kernel>,
+    /// The runtime, for ending a dead task's children.
+    runtime: std::sync::OnceLock<std::sync::Weak<Inner>>,
     changed: Condvar,
     /// Notified when the last live task finishes.
     empty: Condvar,
@@ -178,9 +198,22 @@ impl Tasks {
         self.kernel.names.remove_owner(shared.id);
         let mut t = self.lock();
         if let Some(live) = t.live.remove(&shared.id) {
-            let report = TaskReport::new(shared, status, live.memory_limit, live.start_ms, end_ms);
+            shared.set_exit(match &status {
+                TaskStatus::Exited(c) => *c,
+                TaskStatus::Trapped(_) => -1,
+                TaskStatus::Killed(_) => -2,
+            });
+            let mut report =
+                TaskReport::new(shared, status, live.memory_limit, live.start_ms, end_ms);
+            report.parent = live.parent;
             t.done.insert(shared.id, report);
         }
+        let children: Vec<TaskId> = t
+            .live
+            .values()
+            .filter(|l| l.parent == Some(shared.id))
+            .map(|l| l.shared.id)
+            .collect();
         let wake = t.waiters > 0;
         let wake_empty = t.empty_waiters > 0 && t.live.is_empty();
         drop(t);
@@ -189,6 +222,12 @@ impl Tasks {
         }
         if wake_empty {
             self.empty.notify_all();
+        }
+        if let Some(inner) = self.runtime.get().and_then(|w| w.upgrade()) {
+            nested::child_ended(&inner, shared);
+            for child in children {
+                inner.exec.kill(child, "its parent ended");
+            }
         }
     }
 
@@ -303,6 +342,7 @@ impl Runtime {
         let tasks = Arc::new(Tasks {
             table: Mutex::new(Table::default()),
             kernel: kernel.clone(),
+            runtime: std::sync::OnceLock::new(),
             changed: Condvar::new(),
             empty: Condvar::new(),
             epoch: Instant::now(),
@@ -317,7 +357,7 @@ impl Runtime {
             Box::new(move |shared, status| t.finish(shared, status)),
         )
         .map_err(|e| Error::Start(e.to_string()))?;
-        Ok(Runtime {
+        let runtime = Runtime {
             inner: Arc::new(Inner {
                 engine,
                 linker,
@@ -332,7 +372,12 @@ impl Runtime {
                 next_id: AtomicU64::new(1),
                 _tokio: tokio,
             }),
-        })
+        };
+        let weak = Arc::downgrade(&runtime.inner);
+        let _ = runtime.inner.tasks.runtime.set(weak.clone());
+        let spawner: std::sync::Weak<dyn crate::task::Spawner> = weak;
+        let _ = runtime.inner.kernel.spawner.set(spawner);
+        Ok(runtime)
     }
 
     /// The runtime's settings.
@@ -375,6 +420,15 @@ impl Runtime {
 
     /// Starts a task. Its module is loaded first if it is not yet.
     pub fn spawn(&self, spec: &TaskSpec) -> Result<TaskId, Error> {
+        self.spawn_with(spec, None).map(|t| t.id)
+    }
+
+    /// Spawns a task, as a child of another if `child` says so.
+    pub(crate) fn spawn_with(
+        &self,
+        spec: &TaskSpec,
+        child: Option<Child>,
+    ) -> Result<Arc<TaskShared>, Error> {
         let module = self.load_module(&spec.module)?;
         let inner = &*self.inner;
         let group = match &spec.group {
@@ -390,7 +444,13 @@ impl Runtime {
         let mut task = TaskShared::new(id, spec.name.clone(), spec.cpu_limit, spec.memory_limit);
         task.inherit = spec.inheritance;
         task.priority = spec.sched.priority;
+        task.share = spec.sched.share;
         task.groups = group.map(|g| g.chain.clone()).unwrap_or_default();
+        if let Some(c) = &child {
+            task.limited |= c.parent.limited;
+            task.parent = Some(c.parent.clone());
+            task.carved_memory = c.carved_memory;
+        }
         let shared = Arc::new(task);
         let sched = TaskSched {
             params: spec.sched,
@@ -410,10 +470,11 @@ impl Runtime {
                     shared: shared.clone(),
                     start_ms: inner.tasks.ms(),
                     memory_limit: spec.memory_limit,
+                    parent: child.as_ref().map(|c| c.parent.id),
                 },
             );
         }
-        let store = match self.store(spec, &module.path, &shared) {
+        let store = match self.store(spec, &module.path, &shared, child) {
             Ok(store) => store,
             Err(message) => {
                 inner.tasks.lock().live.remove(&id);
@@ -424,28 +485,54 @@ impl Runtime {
             }
         };
         let future = run(module.pre.clone(), store, shared.clone());
-        inner.exec.spawn(shared, Box::pin(future), &sched);
-        Ok(id)
+        inner.exec.spawn(shared.clone(), Box::pin(future), &sched);
+        Ok(shared)
     }
 
-    /// A task's store: WASI context, memory budget and deadline callback.
+    /// A task's store: WASI context, memory budget, handle table and
+    /// deadline callback.
     fn store(
         &self,
         spec: &TaskSpec,
         module: &Path,
         shared: &Arc<TaskShared>,
+        child: Option<Child>,
     ) -> Result<Store<TaskData>, String> {
         let inner = &*self.inner;
-        let wasi = self.wasi_ctx(spec, module)?;
+        let sinks = match &child {
+            Some(c) => c.sinks.clone(),
+            None => self.sinks(spec)?,
+        };
+        let wasi = self.wasi_ctx(spec, module, &sinks)?;
         let budget = MemoryBudget::new(spec.on_memory_limit, shared.clone());
+        let mut handles = HandleTable::new(spec.max_handles, shared.clone());
+        let (granted, names) = match child {
+            Some(c) => {
+                let mut granted = Vec::with_capacity(c.grants.len());
+                for object in c.grants {
+                    granted.push(
+                        handles
+                            .insert(object)
+                            .map_err(|e| format!("granting handles: {e}"))?,
+                    );
+                }
+                (granted, c.names)
+            }
+            None => (Vec::new(), HashMap::new()),
+        };
         let ipc = TaskIpc {
             shared: shared.clone(),
-            handles: HandleTable::new(spec.max_handles, shared.clone()),
+            handles,
             memory: None,
             call_slot: CallSlot::new(shared.clone()),
             grants: Grants::of(spec),
             kernel: inner.kernel.clone(),
             calls_in_progress: 0,
+            spec: Arc::new(spec.clone()),
+            granted,
+            names,
+            child_names: HashMap::new(),
+            sinks,
         };
         let mut store = Store::new(&inner.engine, TaskData { wasi, budget, ipc });
         store.limiter(|d| &mut d.budget);
@@ -456,10 +543,25 @@ impl Runtime {
         Ok(store)
     }
 
+    fn sinks(&self, spec: &TaskSpec) -> Result<(Sink, Sink), String> {
+        let prefix = self
+            .inner
+            .config
+            .prefix_output
+            .then(|| format!("[{}] ", spec.name));
+        let open =
+            |o, h, what: &str| Sink::open(o, h, prefix.clone()).map_err(|e| format!("{what}: {e}"));
+        Ok((
+            open(&spec.stdout, HostStream::Stdout, "stdout")?,
+            open(&spec.stderr, HostStream::Stderr, "stderr")?,
+        ))
+    }
+
     fn wasi_ctx(
         &self,
         spec: &TaskSpec,
         module: &Path,
+        sinks: &(Sink, Sink),
     ) -> Result<wasmtime_wasi::p1::WasiP1Ctx, String> {
         let mut b = WasiCtxBuilder::new();
         let argv0 = module
@@ -473,15 +575,8 @@ impl Runtime {
             b.preopened_dir(host, guest, FsPerms::ReadWrite)
                 .map_err(|e| format!("cannot open directory {}: {e:#}", host.display()))?;
         }
-        let prefix = self
-            .inner
-            .config
-            .prefix_output
-            .then(|| format!("[{}] ", spec.name));
-        let open =
-            |o, h, what: &str| Sink::open(o, h, prefix.clone()).map_err(|e| format!("{what}: {e}"));
-        b.stdout(open(&spec.stdout, HostStream::Stdout, "stdout")?);
-        b.stderr(open(&spec.stderr, HostStream::Stderr, "stderr")?);
+        b.stdout(sinks.0.clone());
+        b.stderr(sinks.1.clone());
         if spec.stdin_inherit {
             b.inherit_stdin();
         }
@@ -641,13 +736,16 @@ fn on_tick(
     if shared.suspended.load(Ordering::Relaxed) {
         return Ok(UpdateDeadline::Yield(1));
     }
-    if shared.cpu_limit_ns != 0 {
+    if shared.limited {
         crate::cpu::reconcile();
-    }
-    let cpu = shared.cpu_ns.load(Ordering::Relaxed);
-    if let Some(reason) = shared.cpu_over_limit(cpu) {
-        shared.request_kill(&reason);
-        return Err(KillSignal(reason).into());
+        if let Some((task, reason)) = shared.cpu_breach() {
+            if task.id == shared.id {
+                shared.request_kill(&reason);
+                return Err(KillSignal(reason).into());
+            }
+            // An ancestor's limit: the worker kills it after this slice.
+            return Ok(UpdateDeadline::Yield(1));
+        }
     }
     let ran = clock
         .now()

@@ -1,0 +1,112 @@
+/* Nested tasks.
+ *
+ *   nest budgets            spawn children with various budgets; check what
+ *                           is refused; a child that spawns a grandchild
+ *   nest child [spawn]      a child: optionally tries to spawn a grandchild
+ *                           bigger than itself, prints, exits 7
+ *   nest tree               spawn a child that spawns a grandchild, both
+ *                           spinning; print "tree up" and spin
+ *   nest spin               spin forever
+ *   nest interpose          bind "kv" to its own service, spawn a child that
+ *                           looks "kv" up, and serve the child's call
+ *   nest lookup             look "kv" up and call it; print the reply
+ *   nest granted            print what the granted handle 0 is
+ *   nest suspend            spawn a spinning child, suspend, resume, kill */
+#include <stdlib.h>
+#include <string.h>
+#include "warden.h"
+#include "checks.h"
+
+static warden_handle spawn(const char *arg1, const char *arg2, uint64_t mem, uint32_t share,
+                           const warden_handle *grant, size_t ngrant) {
+    warden_handle m = warden_module_lookup("self");
+    const char *argv[] = {arg1, arg2};
+    warden_budget b = {mem, 0, share};
+    return warden_task_spawn(m, argv, arg2 ? 2 : 1, &b, grant, ngrant);
+}
+
+static void spin(void) { for (volatile int i = 0;; i++) {} }
+
+int main(int argc, char **argv) {
+    const char *mode = argc > 1 ? argv[1] : "";
+    if (!strcmp(mode, "budgets")) {
+        /* This task: memory limit 8 MiB, share 4 (the manifest says so). */
+        CHECK(spawn("child", NULL, 0, 1, NULL, 0), WARDEN_EINVAL);
+        CHECK(spawn("child", NULL, 1 << 20, 0, NULL, 0), WARDEN_EINVAL);
+        CHECK(spawn("child", NULL, 64 << 20, 1, NULL, 0), WARDEN_ENOMEM);
+        CHECK(spawn("child", NULL, 1 << 20, 4, NULL, 0), WARDEN_EQUOTA);
+        warden_handle a = spawn("child", NULL, 2 << 20, 2, NULL, 0);
+        CHECK(a >= 0, 1);
+        CHECK(spawn("child", NULL, 1 << 20, 2, NULL, 0), WARDEN_EQUOTA); /* 1 share left */
+        int32_t status = 0;
+        CHECK(warden_task_wait(a, -1, &status), 0);
+        CHECK(status, 7);
+        warden_handle b = spawn("child", "spawn", 2 << 20, 3, NULL, 0);
+        CHECK(warden_task_wait(b, -1, &status), 0);
+        CHECK(status, 7);
+        printf(failures ? "budgets: %d failures\n" : "budgets: ok\n", failures);
+        return failures;
+    }
+    if (!strcmp(mode, "child")) {
+        if (argc > 2) {
+            /* A grandchild cannot have more than this child was given. */
+            CHECK(spawn("child", NULL, 4 << 20, 1, NULL, 0), WARDEN_ENOMEM);
+            CHECK(spawn("child", NULL, 1 << 20, 3, NULL, 0), WARDEN_EQUOTA);
+            warden_handle g = spawn("child", NULL, 1 << 20, 1, NULL, 0);
+            int32_t status = 0;
+            CHECK(warden_task_wait(g, -1, &status), 0);
+            CHECK(status, 7);
+            printf(failures ? "grandchild checks: %d failures\n" : "grandchild checks: ok\n", failures);
+        }
+        return 7;
+    }
+    if (!strcmp(mode, "tree")) {
+        warden_handle c = spawn("tree-child", NULL, 1 << 20, 2, NULL, 0);
+        CHECK(c >= 0, 1);
+        printf("tree up\n");
+        fflush(stdout);
+        spin();
+    }
+    if (!strcmp(mode, "tree-child")) {
+        spawn("spin", NULL, 256 << 10, 1, NULL, 0);
+        spin();
+    }
+    if (!strcmp(mode, "spin")) spin();
+    if (!strcmp(mode, "interpose")) {
+        warden_handle s = warden_service_create();
+        warden_handle p = warden_portal_create(s);
+        CHECK(warden_namespace_bind("kv", p), 0);
+        CHECK(warden_namespace_bind("secret", -1), 0);
+        warden_handle c = spawn("lookup", NULL, 1 << 20, 1, NULL, 0);
+        char buf[64];
+        uint64_t call;
+        int64_t n = warden_recv(s, &call, buf, sizeof buf, NULL, NULL);
+        printf("parent intercepted: %.*s\n", (int)(n > 0 ? n : 0), buf);
+        warden_reply(call, "from the parent", 15, NULL, 0);
+        int32_t status = 0;
+        warden_task_wait(c, -1, &status);
+        return status;
+    }
+    if (!strcmp(mode, "lookup")) {
+        CHECK(warden_name_lookup("secret", 0), WARDEN_EDENIED);
+        warden_handle kv = warden_name_lookup("kv", 0);
+        char out[64];
+        int64_t n = warden_call(kv, "get x", 5, NULL, 0, out, sizeof out, NULL, NULL);
+        printf("child got: %.*s\n", (int)(n > 0 ? n : 0), out);
+        return failures;
+    }
+    if (!strcmp(mode, "suspend")) {
+        warden_handle c = spawn("spin", NULL, 256 << 10, 1, NULL, 0);
+        int32_t status = 0;
+        CHECK(warden_task_suspend(c), 0);
+        CHECK(warden_task_wait(c, 50 * 1000 * 1000, &status), WARDEN_ETIMEOUT);
+        CHECK(warden_task_resume(c), 0);
+        CHECK(warden_task_kill(c), 0);
+        CHECK(warden_task_wait(c, -1, &status), 0);
+        CHECK(status, WARDEN_STATUS_KILLED);
+        CHECK(warden_task_kill(c), WARDEN_EPEERDIED);
+        printf(failures ? "suspend: %d failures\n" : "suspend: ok\n", failures);
+        return failures;
+    }
+    return 64;
+}

@@ -1,0 +1,223 @@
+//! Nested tasks: look up a granted module, spawn a child with a budget
+//! carved from one's own, kill, wait for, suspend and resume it; read the
+//! handles one's parent granted; bind names for one's children.
+
+use super::{len32, memory, range, read_u32, ret32, take_objects, write_u32};
+use crate::ipc::{Errno, Object};
+use crate::task::{ChildBudget, TaskData, TaskShared};
+use std::future::{poll_fn, Future};
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+use wasmtime::{Caller, Linker};
+
+/// Most arguments a child may be given, and longest argument.
+const MAX_ARGS: u64 = 256;
+const MAX_ARG_LEN: usize = 4096;
+
+pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
+    linker.func_wrap(
+        super::MODULE,
+        "module_lookup",
+        |mut c: Caller<'_, TaskData>, ptr: i32, len: i32| ret32(module_lookup(&mut c, ptr, len)),
+    )?;
+    linker.func_wrap(
+        super::MODULE,
+        "task_spawn",
+        |mut c: Caller<'_, TaskData>,
+         module: i32,
+         argv: i32,
+         argc: i32,
+         budget: i32,
+         grant: i32,
+         ngrant: i32| { ret32(spawn(&mut c, module, argv, argc, budget, grant, ngrant)) },
+    )?;
+    linker.func_wrap(
+        super::MODULE,
+        "task_kill",
+        |c: Caller<'_, TaskData>, h: i32| {
+            ret32(child(&c, h).and_then(|(t, s)| {
+                s.kill(t.id, "killed by its parent")
+                    .then_some(0)
+                    .ok_or(Errno::PeerDied)
+            }))
+        },
+    )?;
+    linker.func_wrap(
+        super::MODULE,
+        "task_suspend",
+        |c: Caller<'_, TaskData>, h: i32| {
+            ret32(
+                child(&c, h).and_then(|(t, s)| s.suspend(t.id).then_some(0).ok_or(Errno::PeerDied)),
+            )
+        },
+    )?;
+    linker.func_wrap(
+        super::MODULE,
+        "task_resume",
+        |c: Caller<'_, TaskData>, h: i32| {
+            ret32(
+                child(&c, h).and_then(|(t, s)| s.resume(t.id).then_some(0).ok_or(Errno::PeerDied)),
+            )
+        },
+    )?;
+    linker.func_wrap_async(
+        super::MODULE,
+        "task_wait",
+        |c: Caller<'_, TaskData>, (h, timeout, status): (i32, i64, i32)| {
+            Box::new(async move { ret32(wait(c, h, timeout, status).await) })
+        },
+    )?;
+    linker.func_wrap(
+        super::MODULE,
+        "task_granted",
+        |c: Caller<'_, TaskData>, index: i32| {
+            let granted = &c.data().ipc.granted;
+            ret32(
+                granted
+                    .get(index as u32 as usize)
+                    .copied()
+                    .ok_or(Errno::Inval),
+            )
+        },
+    )?;
+    linker.func_wrap(
+        super::MODULE,
+        "namespace_bind",
+        |mut c: Caller<'_, TaskData>, ptr: i32, len: i32, portal: i32| {
+            ret32(bind(&mut c, ptr, len, portal))
+        },
+    )?;
+    Ok(())
+}
+
+fn module_lookup(c: &mut Caller<'_, TaskData>, ptr: i32, len: i32) -> Result<i32, Errno> {
+    let (mem, data) = memory(c)?;
+    let name = super::names::read_name(mem, ptr, len)?;
+    let ipc = &mut data.ipc;
+    let found = ipc.spec.modules.iter().find(|(n, _)| *n == name).cloned();
+    let module = found.ok_or(Errno::Denied)?;
+    ipc.handles.insert(Object::Module(Arc::new(module)))
+}
+
+fn read_str(mem: &[u8], ptr: u32) -> Result<String, Errno> {
+    let start = ptr as usize;
+    let tail = mem.get(start..).ok_or(Errno::BadPtr)?;
+    let end = tail
+        .iter()
+        .take(MAX_ARG_LEN + 1)
+        .position(|&b| b == 0)
+        .ok_or(Errno::Inval)?;
+    String::from_utf8(tail[..end].to_vec()).map_err(|_| Errno::Inval)
+}
+
+fn spawn(
+    c: &mut Caller<'_, TaskData>,
+    module: i32,
+    argv: i32,
+    argc: i32,
+    budget: i32,
+    grant: i32,
+    ngrant: i32,
+) -> Result<i32, Errno> {
+    let (mem, data) = memory(c)?;
+    let ipc = &mut data.ipc;
+    let module = match ipc.handles.get(module)? {
+        Object::Module(m) => m.clone(),
+        _ => return Err(Errno::BadHandle),
+    };
+    let argc = len32(argc);
+    if argc > MAX_ARGS {
+        return Err(Errno::Inval);
+    }
+    let r = range(mem.len(), argv, argc * 4)?;
+    let args = mem[r]
+        .chunks_exact(4)
+        .map(|p| read_str(mem, u32::from_le_bytes(p.try_into().unwrap())))
+        .collect::<Result<Vec<_>, _>>()?;
+    let b = range(mem.len(), budget, 24)?;
+    let word =
+        |at: usize| u64::from_le_bytes(mem[b.start + at..b.start + at + 8].try_into().unwrap());
+    let budget = ChildBudget {
+        memory_limit: word(0),
+        cpu_limit_ns: word(8),
+        cpu_share: read_u32(mem, budget.wrapping_add(16))?,
+    };
+    let ngrant = len32(ngrant);
+    if ngrant > ipc.grants.max_message_handles {
+        return Err(Errno::Quota);
+    }
+    if ipc.handles.room() == 0 {
+        return Err(Errno::Quota);
+    }
+    let spawner = ipc.kernel.spawner()?;
+    let mut grants = Vec::new();
+    take_objects(&mut ipc.handles, mem, grant, ngrant, &mut grants)?;
+    let task = spawner.spawn_child(ipc, &module, args, budget, grants)?;
+    ipc.handles.insert(Object::Task(task))
+}
+
+type ChildRef = (Arc<TaskShared>, Arc<dyn crate::task::Spawner>);
+
+fn child(c: &Caller<'_, TaskData>, h: i32) -> Result<ChildRef, Errno> {
+    let ipc = &c.data().ipc;
+    match ipc.handles.get(h)? {
+        Object::Task(t) => Ok((t.clone(), ipc.kernel.spawner()?)),
+        _ => Err(Errno::BadHandle),
+    }
+}
+
+async fn wait(
+    mut c: Caller<'_, TaskData>,
+    h: i32,
+    timeout_ns: i64,
+    status: i32,
+) -> Result<i32, Errno> {
+    let (task, _) = child(&c, h)?;
+    {
+        let (mem, _) = memory(&mut c)?;
+        range(mem.len(), status, 4)?;
+    }
+    let mut deadline = (timeout_ns >= 0)
+        .then(|| Box::pin(tokio::time::sleep(Duration::from_nanos(timeout_ns as u64))));
+    let code = poll_fn(|cx| {
+        let mut e = task.exit.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(code) = e.status {
+            return Poll::Ready(Some(code));
+        }
+        if !e.waiters.iter().any(|w| w.will_wake(cx.waker())) {
+            e.waiters.push(cx.waker().clone());
+        }
+        drop(e);
+        let expired = match deadline.as_mut() {
+            Some(d) => timeout_ns == 0 || d.as_mut().poll(cx).is_ready(),
+            None => false,
+        };
+        if expired {
+            Poll::Ready(None)
+        } else {
+            Poll::Pending
+        }
+    })
+    .await;
+    let code = code.ok_or(Errno::Timeout)?;
+    let (mem, _) = memory(&mut c)?;
+    write_u32(mem, status, code as u32)?;
+    Ok(0)
+}
+
+fn bind(c: &mut Caller<'_, TaskData>, ptr: i32, len: i32, portal: i32) -> Result<i32, Errno> {
+    let (mem, data) = memory(c)?;
+    let name = super::names::read_name(mem, ptr, len)?;
+    let ipc = &mut data.ipc;
+    let target = if portal < 0 {
+        None
+    } else {
+        match ipc.handles.get(portal)? {
+            Object::Portal(p) => Some(p.clone()),
+            _ => return Err(Errno::BadHandle),
+        }
+    };
+    ipc.child_names.insert(name, target);
+    Ok(0)
+}

@@ -1,0 +1,134 @@
+//! Nested tasks: budgets carved from the parent's, subtree kill,
+//! interposition through the child's namespace, suspend and resume.
+
+use crate::util::*;
+use std::time::{Duration, Instant};
+
+fn nest(dir: &std::path::Path, name: &str, mode: &str) -> warden::TaskSpec {
+    let mut s = spec(dir, name, guests::NEST);
+    s.args = vec![mode.into()];
+    s.modules = vec![("self".into(), guests::NEST.into())];
+    s.memory_limit = Some(8 << 20);
+    s.sched.share = 4;
+    s
+}
+
+/// A child cannot get more than its parent has left, nor a grandchild
+/// more than the child got; children appear in the reports with their
+/// parent.
+#[test]
+fn budgets_are_carved_from_the_parent() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(1);
+    let r = run_one(
+        &rt,
+        &nest(dir.path(), "parent", "budgets"),
+        Duration::from_secs(30),
+    );
+    let out = stdout_of(dir.path(), "parent");
+    assert_eq!(r.exit_code, Some(0), "{out}");
+    assert!(
+        out.contains("grandchild checks: ok") && out.contains("budgets: ok"),
+        "{out}"
+    );
+    let reports = rt.reports();
+    let children: Vec<_> = reports.iter().filter(|c| c.parent == Some(r.id)).collect();
+    assert_eq!(children.len(), 2, "{reports:?}");
+    assert!(children
+        .iter()
+        .all(|c| c.exit_code == Some(7) && c.name.starts_with("parent/self.")));
+    let grandchildren = reports
+        .iter()
+        .filter(|g| children.iter().any(|c| g.parent == Some(c.id)));
+    assert_eq!(grandchildren.count(), 1);
+    assert_eq!(children[0].memory_limit_bytes, Some(2 << 20));
+}
+
+/// Killing a task kills its whole subtree.
+#[test]
+fn killing_a_task_kills_its_subtree() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(2);
+    let root = rt.spawn(&nest(dir.path(), "root", "tree")).unwrap();
+    let t = Instant::now();
+    while rt.live_tasks().len() < 3 {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "tree never grew: {:?}",
+            rt.live_tasks()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    rt.kill(root, "operator").unwrap();
+    let r = wait(&rt, root, Duration::from_secs(5));
+    assert_eq!(r.status, "killed");
+    let t = Instant::now();
+    while !rt.live_tasks().is_empty() {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            rt.live_tasks()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let reports = rt.reports();
+    assert_eq!(reports.len(), 3);
+    for r in reports.iter().filter(|r| r.id != root) {
+        assert_eq!(
+            (r.status, r.reason.as_deref()),
+            ("killed", Some("its parent ended"))
+        );
+    }
+}
+
+/// A parent's CPU limit bounds its children's CPU too.
+#[test]
+fn parent_cpu_limit_bounds_children() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(2);
+    let mut s = nest(dir.path(), "root", "tree");
+    s.cpu_limit = Some(Duration::from_millis(400));
+    let r = run_one(&rt, &s, Duration::from_secs(20));
+    assert_eq!(r.status, "killed");
+    assert!(
+        r.reason.as_deref().unwrap().contains("cpu limit exceeded"),
+        "{r:?}"
+    );
+    assert!(
+        r.cpu_ms < 400.0,
+        "its children used part of its budget: {r:?}"
+    );
+}
+
+/// A parent interposes on its child by binding its own portal under the
+/// name the child looks up, and hides another name from it.
+#[test]
+fn parent_interposes_on_child() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(2);
+    let r = run_one(
+        &rt,
+        &nest(dir.path(), "parent", "interpose"),
+        Duration::from_secs(20),
+    );
+    let out = stdout_of(dir.path(), "parent");
+    assert_eq!(r.exit_code, Some(0), "{out}");
+    assert!(out.contains("parent intercepted: get x"), "{out}");
+    assert!(
+        out.contains("child got: from the parent"),
+        "child output goes where the parent's does: {out}"
+    );
+}
+
+#[test]
+fn parent_suspends_resumes_and_kills_child() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(2);
+    let r = run_one(
+        &rt,
+        &nest(dir.path(), "parent", "suspend"),
+        Duration::from_secs(20),
+    );
+    assert_eq!(stdout_of(dir.path(), "parent"), "suspend: ok\n");
+    assert_eq!(r.exit_code, Some(0));
+}
