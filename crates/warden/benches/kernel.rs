@@ -14,54 +14,14 @@
 
 mod common;
 
-use common::{median, quick, quiet};
+use common::{median, quick, quiet, Raw};
 use std::time::{Duration, Instant};
 use warden::Runtime;
 use warden_test_guests as guests;
-use wasmtime::{Config, Engine, Linker, Module, Store};
-use wasmtime_wasi::p1::WasiP1Ctx;
-use wasmtime_wasi::WasiCtxBuilder;
+use wasmtime::Config;
 
 fn runtime(workers: usize) -> Runtime {
     common::runtime(workers, 10_100)
-}
-
-/// Raw Wasmtime: the floor Warden adds to.
-struct Raw {
-    engine: Engine,
-    linker: Linker<WasiP1Ctx>,
-}
-
-impl Raw {
-    fn new() -> Raw {
-        Self::with_config(&Config::new())
-    }
-
-    fn with_config(config: &Config) -> Raw {
-        let engine = Engine::new(config).unwrap();
-        let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |c| c).unwrap();
-        Raw { engine, linker }
-    }
-
-    fn module(&self, path: &str) -> Module {
-        Module::from_file(&self.engine, path).unwrap()
-    }
-
-    /// Instantiate and run `_start` once; the time taken.
-    fn run(&self, pre: &wasmtime::InstancePre<WasiP1Ctx>) -> Duration {
-        let t = Instant::now();
-        let wasi = WasiCtxBuilder::new().arg("m.wasm").build_p1();
-        let mut store = Store::new(&self.engine, wasi);
-        store.set_epoch_deadline(u64::MAX / 2);
-        let instance = pre.instantiate(&mut store).unwrap();
-        let start = instance
-            .get_typed_func::<(), ()>(&mut store, "_start")
-            .unwrap();
-        start.call(&mut store, ()).unwrap();
-        drop(store);
-        t.elapsed()
-    }
 }
 
 fn bench_spawn(raw: &Raw) {

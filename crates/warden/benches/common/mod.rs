@@ -4,7 +4,11 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, Instant};
 use warden::{Output, Runtime, RuntimeConfig, TaskSpec};
+use wasmtime::{Config, Engine, Linker, Module, Store};
+use wasmtime_wasi::p1::WasiP1Ctx;
+use wasmtime_wasi::WasiCtxBuilder;
 
 /// Whether `WARDEN_BENCH_QUICK` asks for a short run.
 pub fn quick() -> bool {
@@ -66,4 +70,42 @@ pub fn run_peer(exe: &Path, args: &[String], label: &str) -> f64 {
     text.lines()
         .find_map(|l| l.strip_prefix(label)?.trim().parse().ok())
         .unwrap_or_else(|| panic!("{} printed no {label:?}: {text}", exe.display()))
+}
+
+/// Raw Wasmtime: the floor Warden adds to.
+pub struct Raw {
+    pub engine: Engine,
+    pub linker: Linker<WasiP1Ctx>,
+}
+
+impl Raw {
+    pub fn new() -> Raw {
+        Self::with_config(&Config::new())
+    }
+
+    pub fn with_config(config: &Config) -> Raw {
+        let engine = Engine::new(config).unwrap();
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |c| c).unwrap();
+        Raw { engine, linker }
+    }
+
+    pub fn module(&self, path: &str) -> Module {
+        Module::from_file(&self.engine, path).unwrap()
+    }
+
+    /// Instantiate and run `_start` once; the time taken.
+    pub fn run(&self, pre: &wasmtime::InstancePre<WasiP1Ctx>) -> Duration {
+        let t = Instant::now();
+        let wasi = WasiCtxBuilder::new().arg("m.wasm").build_p1();
+        let mut store = Store::new(&self.engine, wasi);
+        store.set_epoch_deadline(u64::MAX / 2);
+        let instance = pre.instantiate(&mut store).unwrap();
+        let start = instance
+            .get_typed_func::<(), ()>(&mut store, "_start")
+            .unwrap();
+        start.call(&mut store, ()).unwrap();
+        drop(store);
+        t.elapsed()
+    }
 }
