@@ -105,6 +105,21 @@ warden_handle warden_task_granted(uint32_t index); /* the index-th handle the pa
  * portal hides the name from them. */
 int32_t warden_namespace_bind(const char *name, warden_handle portal);
 
+/* Overuse (a child's manifest settings on_memory_limit / on_cpu_limit =
+ * "notify", which children inherit): at its memory limit the child's growth
+ * is denied and its parent gets a WARDEN_EVENT_MEMORY event (value: the
+ * bytes it asked for); at its CPU limit the child is suspended and its
+ * parent gets WARDEN_EVENT_CPU (value: CPU ns used). The parent may raise
+ * the limits (new values; 0 leaves one as it is; extra memory comes out of
+ * the parent's own budget, and a child stopped at its CPU limit resumes) or
+ * kill the child. warden_task_event returns WARDEN_EPEERDIED once the child
+ * has ended. */
+typedef struct { int32_t kind; uint64_t value; } warden_event;
+#define WARDEN_EVENT_MEMORY 1
+#define WARDEN_EVENT_CPU    2
+int32_t warden_task_event(warden_handle task, int64_t timeout_ns, warden_event *event);
+int32_t warden_task_raise(warden_handle task, uint64_t memory_limit, uint64_t cpu_limit_ns);
+
 #define WARDEN_STATUS_TRAPPED (-1)  /* warden_task_wait status of a trapped child */
 #define WARDEN_STATUS_KILLED  (-2)  /* ... of a killed one */
 
@@ -144,6 +159,8 @@ WARDEN_IMPORT(task_wait)      int32_t __warden_task_wait(int32_t task, int64_t t
 WARDEN_IMPORT(task_suspend)   int32_t __warden_task_suspend(int32_t task);
 WARDEN_IMPORT(task_resume)    int32_t __warden_task_resume(int32_t task);
 WARDEN_IMPORT(task_granted)   int32_t __warden_task_granted(uint32_t index);
+WARDEN_IMPORT(task_event)     int32_t __warden_task_event(int32_t task, int64_t timeout_ns, warden_event *event);
+WARDEN_IMPORT(task_raise)     int32_t __warden_task_raise(int32_t task, uint64_t memory_limit, uint64_t cpu_limit_ns);
 WARDEN_IMPORT(namespace_bind) int32_t __warden_namespace_bind(const char *name, uint32_t len, int32_t portal);
 
 /* ---- Definitions (weak: including this header in several files is fine). ---- */
@@ -241,6 +258,12 @@ WARDEN_DEF int32_t warden_task_wait(warden_handle t, int64_t timeout_ns, int32_t
 WARDEN_DEF int32_t warden_task_suspend(warden_handle t) { return __warden_task_suspend(t); }
 WARDEN_DEF int32_t warden_task_resume(warden_handle t) { return __warden_task_resume(t); }
 WARDEN_DEF warden_handle warden_task_granted(uint32_t index) { return __warden_task_granted(index); }
+WARDEN_DEF int32_t warden_task_event(warden_handle t, int64_t timeout_ns, warden_event *event) {
+    return __warden_task_event(t, timeout_ns, event);
+}
+WARDEN_DEF int32_t warden_task_raise(warden_handle t, uint64_t memory_limit, uint64_t cpu_limit_ns) {
+    return __warden_task_raise(t, memory_limit, cpu_limit_ns);
+}
 WARDEN_DEF int32_t warden_namespace_bind(const char *name, warden_handle portal) {
     return __warden_namespace_bind(name, __warden_strlen(name), portal);
 }

@@ -46,6 +46,9 @@ int main(void) {
     CHECK(warden_task_suspend(p), WARDEN_EBADHANDLE);
     CHECK(warden_task_resume(p), WARDEN_EBADHANDLE);
     CHECK(warden_task_granted(0), WARDEN_EINVAL);
+    warden_event ev;
+    CHECK(warden_task_event(p, 0, &ev), WARDEN_EBADHANDLE);
+    CHECK(warden_task_raise(p, 1 << 20, 0), WARDEN_EBADHANDLE);
     CHECK(warden_namespace_bind("abi", p), 0);
     printf(failures ? "abi: %d failures\n" : "abi: ok\n", failures);
     return failures;

@@ -11,9 +11,14 @@
  *                           looks "kv" up, and serve the child's call
  *   nest lookup             look "kv" up and call it; print the reply
  *   nest granted            print what the granted handle 0 is
- *   nest suspend            spawn a spinning child, suspend, resume, kill */
+ *   nest suspend            spawn a spinning child, suspend, resume, kill
+ *   nest overuse            children that hit their memory and CPU limits
+ *                           and notify: raise one, kill the other
+ *   nest grow               grow memory until refused, print the pages; do
+ *                           it again after 200 ms */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "warden.h"
 #include "checks.h"
 
@@ -106,6 +111,46 @@ int main(int argc, char **argv) {
         CHECK(status, WARDEN_STATUS_KILLED);
         CHECK(warden_task_kill(c), WARDEN_EPEERDIED);
         printf(failures ? "suspend: %d failures\n" : "suspend: ok\n", failures);
+        return failures;
+    }
+    if (!strcmp(mode, "grow")) {
+        for (int round = 0; round < 2; round++) {
+            while (__builtin_wasm_memory_grow(0, 1) != (size_t)-1) {}
+            printf("grow: %zu pages\n", __builtin_wasm_memory_size(0));
+            fflush(stdout);
+            usleep(200 * 1000);
+        }
+        return 0;
+    }
+    if (!strcmp(mode, "overuse")) {
+        warden_event ev;
+        int32_t status = 0;
+        warden_handle g = spawn("grow", NULL, 1 << 20, 1, NULL, 0);
+        CHECK(warden_task_event(g, 5LL * 1000 * 1000 * 1000, &ev), 0);
+        CHECK(ev.kind, WARDEN_EVENT_MEMORY);
+        CHECK(warden_task_raise(g, 2 << 20, 0), 0);
+        CHECK(warden_task_raise(g, 1 << 20, 0), WARDEN_EINVAL); /* no lowering */
+        CHECK(warden_task_wait(g, -1, &status), 0);
+        CHECK(status, 0);
+        while (warden_task_event(g, 0, &ev) == 0) {} /* its second denial, if any */
+        CHECK(warden_task_event(g, 0, &ev), WARDEN_EPEERDIED);
+
+        warden_handle m = warden_module_lookup("self");
+        const char *argv[] = {"spin"};
+        warden_budget b = {256 << 10, 100 * 1000 * 1000, 1};
+        warden_handle s = warden_task_spawn(m, argv, 1, &b, NULL, 0);
+        CHECK(warden_task_event(s, 5LL * 1000 * 1000 * 1000, &ev), 0);
+        CHECK(ev.kind, WARDEN_EVENT_CPU);
+        CHECK(ev.value >= 100 * 1000 * 1000, 1);
+        CHECK(warden_task_wait(s, 100 * 1000 * 1000, &status), WARDEN_ETIMEOUT); /* suspended, alive */
+        CHECK(warden_task_raise(s, 0, 200 * 1000 * 1000), 0);
+        CHECK(warden_task_event(s, 5LL * 1000 * 1000 * 1000, &ev), 0);
+        CHECK(ev.kind, WARDEN_EVENT_CPU);
+        CHECK(ev.value >= 200 * 1000 * 1000, 1);
+        CHECK(warden_task_kill(s), 0);
+        CHECK(warden_task_wait(s, -1, &status), 0);
+        CHECK(status, WARDEN_STATUS_KILLED);
+        printf(failures ? "overuse: %d failures\n" : "overuse: ok\n", failures);
         return failures;
     }
     return 64;

@@ -612,7 +612,9 @@ fn run_slice(exec: &Arc<Shared>, cell: &Arc<TaskCell>) {
             drop(slot);
             if let Some((task, reason)) = shared.cpu_breach() {
                 if task.id == shared.id {
-                    shared.request_kill(&reason);
+                    if !shared.cpu_limit_notify() {
+                        shared.request_kill(&reason);
+                    }
                 } else {
                     // An ancestor's budget ran out: it dies, and with it
                     // its subtree (this task included).

@@ -32,6 +32,9 @@ pub enum MemoryPolicy {
     Deny,
     /// The task is killed.
     Kill,
+    /// The request fails (as with `Deny`) and the task's parent gets an
+    /// event, and may raise the limit.
+    Notify,
 }
 
 /// The limiter installed in every task's store.
@@ -60,6 +63,17 @@ impl MemoryBudget {
         }
         match self.policy {
             MemoryPolicy::Deny => Ok(false),
+            MemoryPolicy::Notify => {
+                if self.shared.parent.is_some() {
+                    let want = self
+                        .shared
+                        .memory_current
+                        .load(Ordering::Relaxed)
+                        .saturating_add(delta);
+                    self.shared.post_event(crate::task::EVENT_MEMORY, want);
+                }
+                Ok(false)
+            }
             MemoryPolicy::Kill => Err(KillSignal(format!(
                 "memory limit exceeded: {what} would use {} of {}",
                 format_size(
@@ -68,7 +82,7 @@ impl MemoryBudget {
                         .load(Ordering::Relaxed)
                         .saturating_add(delta)
                 ),
-                format_size(self.shared.memory_limit)
+                format_size(self.shared.memory_limit.load(Ordering::Relaxed))
             ))
             .into()),
         }

@@ -25,8 +25,9 @@
 //! env = { LANG = "C" }
 //! dirs = { "/data" = "data" }      # guest path -> host path (relative to the manifest)
 //! memory_limit = "64MiB"           # linear memories + tables
-//! on_memory_limit = "deny"         # or "kill"
+//! on_memory_limit = "deny"         # or "kill", or "notify" (its parent)
 //! cpu_limit = "2s"
+//! on_cpu_limit = "kill"            # or "notify": suspend, tell the parent
 //! count = 1                        # N copies named hello.0 .. hello.N-1
 //!                                  # ("{name}" and "{index}" in args and env
 //!                                  # values become each copy's name and index)
@@ -138,6 +139,7 @@ struct RawTask {
     memory_limit: Option<String>,
     on_memory_limit: Option<String>,
     cpu_limit: Option<String>,
+    on_cpu_limit: Option<String>,
     count: Option<u32>,
     stdout: Option<String>,
     stderr: Option<String>,
@@ -319,9 +321,19 @@ fn task_specs(t: RawTask, base: &Path) -> Result<Vec<TaskSpec>, String> {
     let on_memory_limit = match t.on_memory_limit.as_deref() {
         None | Some("deny") => MemoryPolicy::Deny,
         Some("kill") => MemoryPolicy::Kill,
+        Some("notify") => MemoryPolicy::Notify,
         Some(other) => {
             return Err(format!(
-                "on_memory_limit: {other:?} is not one of \"deny\", \"kill\""
+                "on_memory_limit: {other:?} is not one of \"deny\", \"kill\", \"notify\""
+            ))
+        }
+    };
+    let on_cpu_limit_notify = match t.on_cpu_limit.as_deref() {
+        None | Some("kill") => false,
+        Some("notify") => true,
+        Some(other) => {
+            return Err(format!(
+                "on_cpu_limit: {other:?} is not one of \"kill\", \"notify\""
             ))
         }
     };
@@ -418,6 +430,7 @@ fn task_specs(t: RawTask, base: &Path) -> Result<Vec<TaskSpec>, String> {
             sched,
             cap: task_cap,
             inheritance: t.inheritance.unwrap_or(true),
+            on_cpu_limit_notify,
             modules: modules.clone(),
         })
         .collect())

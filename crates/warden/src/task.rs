@@ -103,6 +103,9 @@ pub struct TaskSpec {
     pub cap: Option<f64>,
     /// As a server, run on callers' scheduling contexts (default true).
     pub inheritance: bool,
+    /// At its CPU limit, suspend and notify the parent instead of dying
+    /// (only for children; a task without a parent is killed).
+    pub on_cpu_limit_notify: bool,
     /// Modules it may spawn children from, by name.
     pub modules: Vec<(String, PathBuf)>,
 }
@@ -138,6 +141,7 @@ impl TaskSpec {
             sched: Params::default(),
             cap: None,
             inheritance: true,
+            on_cpu_limit_notify: false,
             modules: vec![],
         }
     }
@@ -193,11 +197,11 @@ pub struct TaskShared {
     pub id: TaskId,
     /// The task's name.
     pub name: String,
-    /// CPU time limit in ns, 0 for none.
-    pub cpu_limit_ns: u64,
+    /// CPU time limit in ns, 0 for none (a parent may raise it).
+    pub cpu_limit_ns: AtomicU64,
     /// Memory budget in bytes (`u64::MAX`: none): linear memories, tables
     /// and every kernel object charged to the task.
-    pub memory_limit: u64,
+    pub memory_limit: AtomicU64,
     /// CPU time consumed so far, ns.
     pub cpu_ns: AtomicU64,
     /// Bytes currently charged against `memory_limit`.
@@ -228,7 +232,15 @@ pub struct TaskShared {
     /// The task that spawned it, if any.
     pub parent: Option<Arc<TaskShared>>,
     /// Memory reserved for it in its parent's budget (returned at its end).
-    pub carved_memory: u64,
+    pub carved_memory: AtomicU64,
+    /// Whether hitting its memory limit notifies its parent (growth is
+    /// denied either way).
+    pub notify_memory: bool,
+    /// Whether hitting its CPU limit suspends it and notifies its parent
+    /// instead of killing it.
+    pub notify_cpu: bool,
+    /// Events for its parent: limits hit.
+    pub(crate) events: Mutex<Events>,
     /// Its stride share, and how much of it its children hold.
     pub share: u32,
     /// Share given to live children.
@@ -243,6 +255,23 @@ pub struct TaskShared {
     kill_reason: Mutex<Option<String>>,
     owned: Mutex<Owned>,
 }
+
+/// Limit events a child posts for its parent (MVM's overuse callbacks).
+#[derive(Debug, Default)]
+pub struct Events {
+    /// (kind, value): [`EVENT_MEMORY`] with the bytes asked for, or
+    /// [`EVENT_CPU`] with the CPU used.
+    pub queue: std::collections::VecDeque<(i32, u64)>,
+    /// A CPU event is outstanding (the child is suspended for it).
+    pub cpu_pending: bool,
+    /// The parent waiting for an event.
+    pub waiters: Vec<std::task::Waker>,
+}
+
+/// Event kind: a memory growth was denied at the limit.
+pub const EVENT_MEMORY: i32 = 1;
+/// Event kind: the CPU limit was reached; the task is suspended.
+pub const EVENT_CPU: i32 = 2;
 
 /// A task's end as its parent sees it.
 #[derive(Debug, Default)]
@@ -290,8 +319,10 @@ impl TaskShared {
         TaskShared {
             id,
             name,
-            cpu_limit_ns: cpu_limit.map_or(0, |d| d.as_nanos().min(u64::MAX as u128) as u64),
-            memory_limit: memory_limit.unwrap_or(u64::MAX),
+            cpu_limit_ns: AtomicU64::new(
+                cpu_limit.map_or(0, |d| d.as_nanos().min(u64::MAX as u128) as u64),
+            ),
+            memory_limit: AtomicU64::new(memory_limit.unwrap_or(u64::MAX)),
             cpu_ns: AtomicU64::new(0),
             memory_current: AtomicU64::new(0),
             memory_peak: AtomicU64::new(0),
@@ -306,7 +337,10 @@ impl TaskShared {
             wake_pending: AtomicBool::new(false),
             groups: Vec::new(),
             parent: None,
-            carved_memory: 0,
+            carved_memory: AtomicU64::new(0),
+            notify_memory: false,
+            notify_cpu: false,
+            events: Mutex::new(Events::default()),
             share: 1,
             share_given: std::sync::atomic::AtomicU32::new(0),
             tree_cpu_ns: AtomicU64::new(0),
@@ -352,6 +386,44 @@ impl TaskShared {
         for w in e.waiters.drain(..) {
             w.wake();
         }
+        drop(e);
+        let mut ev = self.events.lock().unwrap_or_else(|e| e.into_inner());
+        for w in ev.waiters.drain(..) {
+            w.wake();
+        }
+    }
+
+    /// Posts a limit event for the parent; returns false if one of the
+    /// same kind is already waiting (no flood of repeats).
+    pub(crate) fn post_event(&self, kind: i32, value: u64) -> bool {
+        let mut ev = self.events.lock().unwrap_or_else(|e| e.into_inner());
+        if ev.queue.iter().any(|(k, _)| *k == kind) {
+            return false;
+        }
+        ev.queue.push_back((kind, value));
+        for w in ev.waiters.drain(..) {
+            w.wake();
+        }
+        true
+    }
+
+    /// At the CPU limit with `notify_cpu`: suspend and tell the parent
+    /// (once). Returns false if the task should be killed instead.
+    pub(crate) fn cpu_limit_notify(&self) -> bool {
+        if !self.notify_cpu || self.parent.is_none() {
+            return false;
+        }
+        let mut ev = self.events.lock().unwrap_or_else(|e| e.into_inner());
+        if !ev.cpu_pending {
+            ev.cpu_pending = true;
+            ev.queue
+                .push_back((EVENT_CPU, self.tree_cpu_ns.load(Ordering::Relaxed)));
+            for w in ev.waiters.drain(..) {
+                w.wake();
+            }
+        }
+        self.suspended.store(true, Ordering::SeqCst);
+        true
     }
 
     /// The scheduling context this task lends when it blocks in a call:
@@ -398,7 +470,8 @@ impl TaskShared {
     pub fn try_charge(&self, bytes: u64) -> bool {
         let mut cur = self.memory_current.load(Ordering::Relaxed);
         loop {
-            let Some(next) = cur.checked_add(bytes).filter(|&n| n <= self.memory_limit) else {
+            let limit = self.memory_limit.load(Ordering::Relaxed);
+            let Some(next) = cur.checked_add(bytes).filter(|&n| n <= limit) else {
                 self.memory_denials.fetch_add(1, Ordering::Relaxed);
                 return false;
             };
@@ -449,11 +522,12 @@ impl TaskShared {
 
     /// If the CPU limit is exceeded given `cpu_ns` total, the kill reason.
     pub fn cpu_over_limit(&self, cpu_ns: u64) -> Option<String> {
-        (self.cpu_limit_ns != 0 && cpu_ns > self.cpu_limit_ns).then(|| {
+        let limit = self.cpu_limit_ns.load(Ordering::Relaxed);
+        (limit != 0 && cpu_ns > limit).then(|| {
             format!(
                 "cpu limit exceeded: used {} ms of {} ms",
                 cpu_ns / 1_000_000,
-                self.cpu_limit_ns / 1_000_000
+                limit / 1_000_000
             )
         })
     }

@@ -52,6 +52,8 @@ pub const FUNCTIONS: &[(&str, &str, &str)] = &[
     ("task_wait", "i32 i64 i32", "i32"),
     ("task_suspend", "i32", "i32"),
     ("task_resume", "i32", "i32"),
+    ("task_event", "i32 i64 i32", "i32"),
+    ("task_raise", "i32 i64 i64", "i32"),
     ("task_granted", "i32", "i32"),
     ("namespace_bind", "i32 i32 i32", "i32"),
 ];

@@ -68,6 +68,20 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
             Box::new(async move { ret32(wait(c, h, timeout, status).await) })
         },
     )?;
+    linker.func_wrap_async(
+        super::MODULE,
+        "task_event",
+        |c: Caller<'_, TaskData>, (h, timeout, event): (i32, i64, i32)| {
+            Box::new(async move { ret32(next_event(c, h, timeout, event).await) })
+        },
+    )?;
+    linker.func_wrap(
+        super::MODULE,
+        "task_raise",
+        |c: Caller<'_, TaskData>, h: i32, memory: i64, cpu: i64| {
+            ret32(raise(&c, h, memory as u64, cpu as u64))
+        },
+    )?;
     linker.func_wrap(
         super::MODULE,
         "task_granted",
@@ -219,5 +233,102 @@ fn bind(c: &mut Caller<'_, TaskData>, ptr: i32, len: i32, portal: i32) -> Result
         }
     };
     ipc.child_names.insert(name, target);
+    Ok(0)
+}
+
+/// Waits for the child's next limit event; `PeerDied` once it has ended
+/// with none pending.
+async fn next_event(
+    mut c: Caller<'_, TaskData>,
+    h: i32,
+    timeout_ns: i64,
+    event: i32,
+) -> Result<i32, Errno> {
+    let (task, _) = child(&c, h)?;
+    {
+        let (mem, _) = memory(&mut c)?;
+        range(mem.len(), event, 16)?;
+    }
+    let mut deadline = (timeout_ns >= 0)
+        .then(|| Box::pin(tokio::time::sleep(Duration::from_nanos(timeout_ns as u64))));
+    let got = poll_fn(|cx| {
+        let mut ev = task.events.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(e) = ev.queue.pop_front() {
+            return Poll::Ready(Ok(e));
+        }
+        let ended = task
+            .exit
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .status
+            .is_some();
+        if ended {
+            return Poll::Ready(Err(Errno::PeerDied));
+        }
+        if !ev.waiters.iter().any(|w| w.will_wake(cx.waker())) {
+            ev.waiters.push(cx.waker().clone());
+        }
+        drop(ev);
+        let expired = match deadline.as_mut() {
+            Some(d) => timeout_ns == 0 || d.as_mut().poll(cx).is_ready(),
+            None => false,
+        };
+        if expired {
+            Poll::Ready(Err(Errno::Timeout))
+        } else {
+            Poll::Pending
+        }
+    })
+    .await?;
+    let (mem, _) = memory(&mut c)?;
+    let r = range(mem.len(), event, 16)?;
+    mem[r.start..r.start + 4].copy_from_slice(&got.0.to_le_bytes());
+    mem[r.start + 4..r.start + 8].fill(0);
+    mem[r.start + 8..r.end].copy_from_slice(&got.1.to_le_bytes());
+    Ok(0)
+}
+
+/// Raises a child's memory limit (the increase carved from the caller's
+/// budget) and CPU limit (resuming it if it was stopped at the old one).
+/// 0 leaves a limit as it is; lowering is refused.
+fn raise(
+    c: &Caller<'_, TaskData>,
+    h: i32,
+    memory_limit: u64,
+    cpu_limit_ns: u64,
+) -> Result<i32, Errno> {
+    let (task, spawner) = child(c, h)?;
+    let parent = &c.data().ipc.shared;
+    let old_mem = task.memory_limit.load(std::sync::atomic::Ordering::Acquire);
+    let old_cpu = task.cpu_limit_ns.load(std::sync::atomic::Ordering::Acquire);
+    if (memory_limit != 0 && memory_limit < old_mem)
+        || (cpu_limit_ns != 0 && (old_cpu == 0 || cpu_limit_ns < old_cpu))
+    {
+        return Err(Errno::Inval);
+    }
+    if memory_limit > old_mem {
+        let delta = memory_limit - old_mem;
+        if !parent.try_charge(delta) {
+            return Err(Errno::NoMem);
+        }
+        task.carved_memory
+            .fetch_add(delta, std::sync::atomic::Ordering::AcqRel);
+        task.memory_limit
+            .store(memory_limit, std::sync::atomic::Ordering::Release);
+    }
+    if cpu_limit_ns > old_cpu {
+        task.cpu_limit_ns
+            .store(cpu_limit_ns, std::sync::atomic::Ordering::Release);
+        let was_stopped = std::mem::take(
+            &mut task
+                .events
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .cpu_pending,
+        );
+        if was_stopped {
+            spawner.resume(task.id);
+        }
+    }
     Ok(0)
 }

@@ -443,13 +443,15 @@ impl Runtime {
         let id = TaskId(inner.next_id.fetch_add(1, Ordering::Relaxed));
         let mut task = TaskShared::new(id, spec.name.clone(), spec.cpu_limit, spec.memory_limit);
         task.inherit = spec.inheritance;
+        task.notify_memory = spec.on_memory_limit == crate::limiter::MemoryPolicy::Notify;
+        task.notify_cpu = spec.on_cpu_limit_notify;
         task.priority = spec.sched.priority;
         task.share = spec.sched.share;
         task.groups = group.map(|g| g.chain.clone()).unwrap_or_default();
         if let Some(c) = &child {
             task.limited |= c.parent.limited;
             task.parent = Some(c.parent.clone());
-            task.carved_memory = c.carved_memory;
+            task.carved_memory = AtomicU64::new(c.carved_memory);
         }
         let shared = Arc::new(task);
         let sched = TaskSched {
@@ -740,6 +742,9 @@ fn on_tick(
         crate::cpu::reconcile();
         if let Some((task, reason)) = shared.cpu_breach() {
             if task.id == shared.id {
+                if shared.cpu_limit_notify() {
+                    return Ok(UpdateDeadline::Yield(1));
+                }
                 shared.request_kill(&reason);
                 return Err(KillSignal(reason).into());
             }

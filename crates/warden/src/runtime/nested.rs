@@ -127,7 +127,7 @@ fn set_share(inner: &Inner, parent: &TaskShared) {
 /// A child ended: its memory reservation and share return to its parent.
 pub(super) fn child_ended(inner: &Inner, child: &TaskShared) {
     if let Some(parent) = &child.parent {
-        parent.refund(child.carved_memory);
+        parent.refund(child.carved_memory.load(Ordering::Relaxed));
         parent.share_given.fetch_sub(child.share, Ordering::AcqRel);
         set_share(inner, parent);
     }

@@ -132,3 +132,25 @@ fn parent_suspends_resumes_and_kills_child() {
     assert_eq!(stdout_of(dir.path(), "parent"), "suspend: ok\n");
     assert_eq!(r.exit_code, Some(0));
 }
+
+/// Overuse policy "notify" (MVM): a child at its memory limit is refused
+/// and its parent told, which raises the limit from its own budget; a child
+/// at its CPU limit is suspended and its parent told, which raises it once
+/// and then kills it.
+#[test]
+fn overuse_notifies_the_parent() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(2);
+    let mut s = nest(dir.path(), "parent", "overuse");
+    s.on_memory_limit = warden::MemoryPolicy::Notify;
+    s.on_cpu_limit_notify = true;
+    let r = run_one(&rt, &s, Duration::from_secs(30));
+    let out = stdout_of(dir.path(), "parent");
+    assert_eq!(r.exit_code, Some(0), "{out}");
+    assert!(out.contains("overuse: ok"), "{out}");
+    // 1 MiB less what the child's handles take, then 2 MiB likewise.
+    assert!(
+        out.contains("grow: 15 pages") && out.contains("grow: 31 pages"),
+        "{out}"
+    );
+}
