@@ -69,6 +69,36 @@ pub(crate) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
     Ok(())
 }
 
+/// Polls `ready` until it yields a value, or until `timeout_ns` passes
+/// (`None`); a negative timeout waits forever, zero does not wait.
+async fn wait_for<T>(
+    timeout_ns: i64,
+    mut ready: impl FnMut(&mut std::task::Context<'_>) -> std::task::Poll<T>,
+) -> Option<T> {
+    use std::future::Future;
+    use std::task::Poll;
+    let mut deadline = (timeout_ns > 0).then(|| {
+        Box::pin(tokio::time::sleep(std::time::Duration::from_nanos(
+            timeout_ns as u64,
+        )))
+    });
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(v) = ready(cx) {
+            return Poll::Ready(Some(v));
+        }
+        let expired = timeout_ns == 0
+            || deadline
+                .as_mut()
+                .is_some_and(|d| d.as_mut().poll(cx).is_ready());
+        if expired {
+            Poll::Ready(None)
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
+}
+
 /// A result as the guest sees it: the value, or the error code.
 fn ret32(r: Result<i32, Errno>) -> i32 {
     r.unwrap_or_else(Errno::code)

@@ -4,9 +4,6 @@
 use super::{len32, memory, range, ret32};
 use crate::ipc::{name_allowed, Errno, Object};
 use crate::task::TaskData;
-use std::future::{poll_fn, Future};
-use std::task::Poll;
-use std::time::Duration;
 use wasmtime::{Caller, Linker};
 
 /// Longest name accepted.
@@ -76,23 +73,10 @@ async fn lookup(
         return Err(Errno::Denied);
     }
     let kernel = data.ipc.kernel.clone();
-    let mut deadline = (timeout_ns >= 0)
-        .then(|| Box::pin(tokio::time::sleep(Duration::from_nanos(timeout_ns as u64))));
     let mut waker = None;
-    let found = poll_fn(|cx| {
-        if let Poll::Ready(p) = kernel.names.poll_lookup(&name, cx) {
-            return Poll::Ready(Some(p));
-        }
+    let found = super::wait_for(timeout_ns, |cx| {
         waker = Some(cx.waker().clone());
-        let expired = match deadline.as_mut() {
-            Some(d) => timeout_ns == 0 || d.as_mut().poll(cx).is_ready(),
-            None => false,
-        };
-        if expired {
-            Poll::Ready(None)
-        } else {
-            Poll::Pending
-        }
+        kernel.names.poll_lookup(&name, cx)
     })
     .await;
     let Some(portal) = found else {

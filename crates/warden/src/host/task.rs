@@ -5,10 +5,8 @@
 use super::{len32, memory, range, read_u32, ret32, take_objects, write_u32};
 use crate::ipc::{Errno, Object};
 use crate::task::{ChildBudget, TaskData, TaskShared};
-use std::future::{poll_fn, Future};
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::Duration;
 use wasmtime::{Caller, Linker};
 
 /// Most arguments a child may be given, and longest argument.
@@ -192,26 +190,15 @@ async fn wait(
         let (mem, _) = memory(&mut c)?;
         range(mem.len(), status, 4)?;
     }
-    let mut deadline = (timeout_ns >= 0)
-        .then(|| Box::pin(tokio::time::sleep(Duration::from_nanos(timeout_ns as u64))));
-    let code = poll_fn(|cx| {
+    let code = super::wait_for(timeout_ns, |cx| {
         let mut e = task.exit.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(code) = e.status {
-            return Poll::Ready(Some(code));
+            return Poll::Ready(code);
         }
         if !e.waiters.iter().any(|w| w.will_wake(cx.waker())) {
             e.waiters.push(cx.waker().clone());
         }
-        drop(e);
-        let expired = match deadline.as_mut() {
-            Some(d) => timeout_ns == 0 || d.as_mut().poll(cx).is_ready(),
-            None => false,
-        };
-        if expired {
-            Poll::Ready(None)
-        } else {
-            Poll::Pending
-        }
+        Poll::Pending
     })
     .await;
     let code = code.ok_or(Errno::Timeout)?;
@@ -249,37 +236,27 @@ async fn next_event(
         let (mem, _) = memory(&mut c)?;
         range(mem.len(), event, 16)?;
     }
-    let mut deadline = (timeout_ns >= 0)
-        .then(|| Box::pin(tokio::time::sleep(Duration::from_nanos(timeout_ns as u64))));
-    let got = poll_fn(|cx| {
+    let got = super::wait_for(timeout_ns, |cx| {
         let mut ev = task.events.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(e) = ev.queue.pop_front() {
             return Poll::Ready(Ok(e));
         }
-        let ended = task
+        if task
             .exit
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .status
-            .is_some();
-        if ended {
+            .is_some()
+        {
             return Poll::Ready(Err(Errno::PeerDied));
         }
         if !ev.waiters.iter().any(|w| w.will_wake(cx.waker())) {
             ev.waiters.push(cx.waker().clone());
         }
-        drop(ev);
-        let expired = match deadline.as_mut() {
-            Some(d) => timeout_ns == 0 || d.as_mut().poll(cx).is_ready(),
-            None => false,
-        };
-        if expired {
-            Poll::Ready(Err(Errno::Timeout))
-        } else {
-            Poll::Pending
-        }
+        Poll::Pending
     })
-    .await?;
+    .await
+    .unwrap_or(Err(Errno::Timeout))?;
     let (mem, _) = memory(&mut c)?;
     let r = range(mem.len(), event, 16)?;
     mem[r.start..r.start + 4].copy_from_slice(&got.0.to_le_bytes());

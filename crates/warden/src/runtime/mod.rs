@@ -3,6 +3,9 @@
 //! guests' own task calls) drive.
 
 mod nested;
+mod run;
+
+use run::{on_tick, run};
 
 use crate::cache::CodeCache;
 use crate::executor::{Clock, Executor, ExecutorStats, TICK};
@@ -15,7 +18,7 @@ use crate::output::{HostStream, Sink};
 use crate::report::TaskReport;
 use crate::sched::{Cap, Params, PolicyKind, TaskSched, Tree};
 use crate::task::{
-    Grants, GroupShared, KillSignal, TaskData, TaskId, TaskIpc, TaskShared, TaskSpec, TaskStatus,
+    Grants, GroupShared, TaskData, TaskId, TaskIpc, TaskShared, TaskSpec, TaskStatus,
 };
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -23,10 +26,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use wasmtime::{
-    Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, PoolingAllocationConfig,
-    Store, Trap, UpdateDeadline, WasmBacktrace,
+    Config, Engine, InstanceAllocationStrategy, Linker, PoolingAllocationConfig, Store,
 };
-use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
+use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 /// Largest table a module may declare, in elements.
 const MAX_TABLE_ELEMENTS: usize = 100_000;
@@ -721,104 +723,4 @@ fn check_map_count(max_tasks: u32) -> Result<(), Error> {
         )));
     }
     Ok(())
-}
-
-/// The deadline callback, run every epoch tick while the task runs: ends
-/// the task if it was killed or used up its CPU time, yields at the end
-/// of its slice, and otherwise lets it continue for one more tick.
-fn on_tick(
-    shared: &TaskShared,
-    clock: &Clock,
-    slice_ticks: u64,
-) -> wasmtime::Result<UpdateDeadline> {
-    if shared.kill_requested() {
-        let reason = shared.kill_reason().unwrap_or_else(|| "killed".into());
-        return Err(KillSignal(reason).into());
-    }
-    if shared.suspended.load(Ordering::Relaxed) {
-        return Ok(UpdateDeadline::Yield(1));
-    }
-    if shared.limited {
-        crate::cpu::reconcile();
-        if let Some((task, reason)) = shared.cpu_breach() {
-            if task.id == shared.id {
-                if shared.cpu_limit_notify() {
-                    return Ok(UpdateDeadline::Yield(1));
-                }
-                shared.request_kill(&reason);
-                return Err(KillSignal(reason).into());
-            }
-            // An ancestor's limit: the worker kills it after this slice.
-            return Ok(UpdateDeadline::Yield(1));
-        }
-    }
-    let ran = clock
-        .now()
-        .saturating_sub(shared.slice_start_tick.load(Ordering::Relaxed));
-    Ok(if ran >= slice_ticks {
-        UpdateDeadline::Yield(1)
-    } else {
-        UpdateDeadline::Continue(1)
-    })
-}
-
-/// A task's whole life as a future: instantiate, run `_start`, classify
-/// the ending. The store is dropped when the future completes or is dropped.
-async fn run(
-    pre: InstancePre<TaskData>,
-    mut store: Store<TaskData>,
-    shared: Arc<TaskShared>,
-) -> TaskStatus {
-    let status = start(pre, &mut store, &shared).await;
-    // Revoke what the task owns before its memory goes (ipc rule 5).
-    shared.release_owned();
-    drop(store);
-    status
-}
-
-async fn start(
-    pre: InstancePre<TaskData>,
-    store: &mut Store<TaskData>,
-    shared: &TaskShared,
-) -> TaskStatus {
-    let instance = match pre.instantiate_async(&mut *store).await {
-        Ok(i) => i,
-        Err(e) => return classify(&e, shared, "cannot start: "),
-    };
-    let memory = instance.get_memory(&mut *store, "memory");
-    store.data_mut().ipc.memory = memory;
-    let start = match instance.get_typed_func::<(), ()>(&mut *store, "_start") {
-        Ok(f) => f,
-        Err(e) => return TaskStatus::Trapped(format!("cannot start: {e:#}")),
-    };
-    match start.call_async(&mut *store, ()).await {
-        Ok(()) => TaskStatus::Exited(0),
-        Err(e) => classify(&e, shared, ""),
-    }
-}
-
-fn classify(e: &wasmtime::Error, shared: &TaskShared, context: &str) -> TaskStatus {
-    if let Some(exit) = e.downcast_ref::<I32Exit>() {
-        return TaskStatus::Exited(exit.0);
-    }
-    if let Some(kill) = e.downcast_ref::<KillSignal>() {
-        return TaskStatus::Killed(kill.0.clone());
-    }
-    if shared.kill_requested() {
-        return TaskStatus::Killed(shared.kill_reason().unwrap_or_else(|| "killed".into()));
-    }
-    let mut reason = match e.downcast_ref::<Trap>() {
-        Some(trap) => format!("{context}{trap}"),
-        None => format!("{context}{}", e.root_cause()),
-    };
-    if let Some(frame) = e
-        .downcast_ref::<WasmBacktrace>()
-        .and_then(|bt| bt.frames().first())
-    {
-        match frame.func_name() {
-            Some(name) => reason.push_str(&format!(" (in {name})")),
-            None => reason.push_str(&format!(" (in function {})", frame.func_index())),
-        }
-    }
-    TaskStatus::Trapped(reason)
 }

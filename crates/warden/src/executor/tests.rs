@@ -1,0 +1,147 @@
+//! Executor tests with plain futures (no Wasm): ordering and a stress test
+//! of wakes, yields and kills racing on two workers.
+use super::*;
+use crate::sched::{PolicyKind, Tree};
+use std::sync::atomic::AtomicUsize;
+
+/// A future that yields `yields` times, half of them by waking itself
+/// (a slice end) and half by having another thread wake it later (a
+/// blocking call), and fails the test if it is ever polled concurrently.
+struct Churn {
+    yields: u32,
+    in_poll: Arc<AtomicBool>,
+}
+
+impl Future for Churn {
+    type Output = TaskStatus;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<TaskStatus> {
+        assert!(
+            !self.in_poll.swap(true, Ordering::SeqCst),
+            "polled twice at once"
+        );
+        let r = if self.yields == 0 {
+            Poll::Ready(TaskStatus::Exited(0))
+        } else {
+            self.yields -= 1;
+            if self.yields % 2 == 0 {
+                cx.waker().wake_by_ref();
+            } else {
+                let w = cx.waker().clone();
+                std::thread::spawn(move || w.wake());
+            }
+            Poll::Pending
+        };
+        self.in_poll.store(false, Ordering::SeqCst);
+        r
+    }
+}
+
+/// Many tasks yielding, being woken from other threads and being killed
+/// at random moments: every task finishes exactly once, none is polled
+/// by two workers at once, and the executor ends empty.
+#[test]
+fn stress_wake_yield_kill() {
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    let finished = Arc::new(Mutex::new(HashMap::<u64, (u32, bool)>::new()));
+    let f = finished.clone();
+    let exec = Executor::start(
+        2,
+        Box::new(Tree::new(PolicyKind::RoundRobin)),
+        tokio.handle().clone(),
+        Box::new(|| {}),
+        Box::new(move |shared, status| {
+            let mut m = f.lock().unwrap();
+            let e = m.entry(shared.id.0).or_default();
+            e.0 += 1;
+            e.1 = matches!(status, TaskStatus::Killed(_));
+        }),
+    )
+    .unwrap();
+    const TASKS: u64 = 400;
+    let mut seed = 0x2545F4914F6CDD1Du64;
+    let mut rand = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for id in 0..TASKS {
+        let shared = Arc::new(TaskShared::new(TaskId(id), format!("t{id}"), None, None));
+        let fut = Churn {
+            yields: (rand() % 50) as u32,
+            in_poll: Arc::new(AtomicBool::new(false)),
+        };
+        exec.spawn(shared, Box::pin(fut), &TaskSched::default());
+        if rand() % 3 == 0 {
+            exec.kill(TaskId(rand() % (id + 1)), "random kill");
+        }
+    }
+    let start = std::time::Instant::now();
+    while finished.lock().unwrap().len() < TASKS as usize {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "tasks never finished"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let m = finished.lock().unwrap();
+    assert!(m.values().all(|&(n, _)| n == 1), "a task finished twice");
+    assert!(m.values().any(|&(_, killed)| killed));
+    assert!(m.values().any(|&(_, killed)| !killed));
+    assert_eq!(exec.stats().live, 0);
+    assert_eq!(exec.stats().queued, 0);
+}
+
+/// The round-robin order is what tasks observe: with one worker, tasks
+/// that always yield run in turn.
+#[test]
+fn one_worker_runs_yielding_tasks_in_turn() {
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let done = Arc::new(AtomicUsize::new(0));
+    let d = done.clone();
+    let exec = Executor::start(
+        1,
+        Box::new(Tree::new(PolicyKind::RoundRobin)),
+        tokio.handle().clone(),
+        Box::new(|| {}),
+        Box::new(move |_, _| {
+            d.fetch_add(1, Ordering::SeqCst);
+        }),
+    )
+    .unwrap();
+    // Hold the single worker while queueing, so the order is known.
+    let gate = Arc::new(Mutex::new(()));
+    let g = gate.lock().unwrap();
+    let gate2 = gate.clone();
+    exec.spawn(
+        Arc::new(TaskShared::new(TaskId(100), "gate".into(), None, None)),
+        Box::pin(async move {
+            drop(gate2.lock().unwrap());
+            TaskStatus::Exited(0)
+        }),
+        &TaskSched::default(),
+    );
+    for id in 0..3u64 {
+        let order = order.clone();
+        let mut left = 3;
+        exec.spawn(
+            Arc::new(TaskShared::new(TaskId(id), format!("t{id}"), None, None)),
+            Box::pin(std::future::poll_fn(move |cx| {
+                order.lock().unwrap().push(id);
+                left -= 1;
+                if left == 0 {
+                    return Poll::Ready(TaskStatus::Exited(0));
+                }
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            })),
+            &TaskSched::default(),
+        );
+    }
+    drop(g);
+    while done.load(Ordering::SeqCst) < 4 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(*order.lock().unwrap(), [0, 1, 2, 0, 1, 2, 0, 1, 2]);
+}
