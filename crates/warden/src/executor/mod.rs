@@ -53,6 +53,8 @@ pub const TICK: Duration = Duration::from_millis(1);
 pub const HANDOFF_LIMIT: u32 = 64;
 
 thread_local! {
+    /// When this worker's last poll ended (0: it has idled since).
+    static LAST_POLL_END: Cell<u64> = const { Cell::new(0) };
     /// The executor whose worker this thread is, while it polls a task.
     static POLLING: Cell<*const Shared> = const { Cell::new(std::ptr::null()) };
     /// This worker's hand-off slot.
@@ -191,6 +193,10 @@ struct Shared {
     stop_timer: AtomicBool,
     /// Completed slices (polls), for statistics.
     polls: AtomicU64,
+    /// Back-to-back polls on a worker, and the time between them (the
+    /// executor's own cost of switching from one task to the next).
+    switches: AtomicU64,
+    switch_ns: AtomicU64,
 }
 
 /// Counters describing the executor's current load.
@@ -202,6 +208,10 @@ pub struct ExecutorStats {
     pub queued: usize,
     /// Polls performed so far.
     pub polls: u64,
+    /// Polls that followed another on the same worker without idling.
+    pub switches: u64,
+    /// Total time between those polls, ns.
+    pub switch_ns: u64,
 }
 
 /// The executor: worker threads plus the epoch timer.
@@ -237,6 +247,8 @@ impl Executor {
             tokio,
             stop_timer: AtomicBool::new(false),
             polls: AtomicU64::new(0),
+            switches: AtomicU64::new(0),
+            switch_ns: AtomicU64::new(0),
         });
         let mut handles = Vec::new();
         for i in 0..workers.max(1) {
@@ -337,6 +349,8 @@ impl Executor {
             live: q.cells.len(),
             queued: q.policy.len(),
             polls: self.shared.polls.load(Ordering::Relaxed),
+            switches: self.shared.switches.load(Ordering::Relaxed),
+            switch_ns: self.shared.switch_ns.load(Ordering::Relaxed),
         }
     }
 }
@@ -544,6 +558,7 @@ fn next_queued(exec: &Arc<Shared>) -> Option<Arc<TaskCell>> {
         }
         // Idle: bring CPU figures up to date before sleeping.
         drop(q);
+        LAST_POLL_END.with(|l| l.set(0));
         cpu::reconcile();
         q = exec.lock();
         if q.shutdown || !q.policy.is_empty() {
@@ -592,6 +607,12 @@ fn run_slice(exec: &Arc<Shared>, cell: &Arc<TaskCell>) {
         exec.lock().account(shared)
     };
     cpu::begin(&account);
+    let last = LAST_POLL_END.with(|l| l.get());
+    if last != 0 {
+        exec.switches.fetch_add(1, Ordering::Relaxed);
+        exec.switch_ns
+            .fetch_add(cpu::now().saturating_sub(last), Ordering::Relaxed);
+    }
     POLLING.with(|p| p.set(Arc::as_ptr(exec)));
     let result = catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx)));
     POLLING.with(|p| p.set(std::ptr::null()));
@@ -599,6 +620,7 @@ fn run_slice(exec: &Arc<Shared>, cell: &Arc<TaskCell>) {
     // A task with a CPU limit gets exact figures after each poll, so that
     // the limit is checked against real CPU time.
     let (wall, now) = cpu::end(finished || shared.limited || !shared.groups.is_empty());
+    LAST_POLL_END.with(|l| l.set(now));
     exec.polls.fetch_add(1, Ordering::Relaxed);
     exec.lock().policy.charge(key, wall, now);
     if key != shared.id.0 {
