@@ -278,3 +278,47 @@ fn inheritance_under_stride() {
     }
     assert!((pair_share[0] - 0.5).abs() < 0.08, "{pair_share:?}");
 }
+
+/// Donation passes along a call chain: a high-priority client calls a
+/// low-priority relay, which calls a low-priority server; a medium-priority
+/// hog holds up neither while the client waits.
+#[test]
+fn inheritance_follows_call_chains() {
+    for inheritance in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = rt_with(PolicyKind::Priority, vec![]);
+        let back = rt.spawn(&work_server(dir.path(), 1, inheritance)).unwrap();
+        let mut relay = spec(dir.path(), "relay", guests::WORK);
+        relay.args = vec!["relay".into(), "100000".into()];
+        relay.provides = vec!["front".into()];
+        relay.uses = vec!["work".into()];
+        relay.sched.priority = 1;
+        relay.inheritance = inheritance;
+        let relay = rt.spawn(&relay).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let _hog = rt.spawn(&spinner(dir.path(), "hog", 1, 5)).unwrap();
+        let mut client = work_client(dir.path(), 30, 9);
+        client.args.push("front".into());
+        client.uses = vec!["front".into()];
+        let client = rt.spawn(&client).unwrap();
+        let done = rt
+            .wait_timeout(client, Some(Duration::from_secs(3)))
+            .unwrap();
+        if inheritance {
+            let r = done.unwrap_or_else(|| panic!("client blocked: {:?}", rt.live_tasks()));
+            assert_eq!(r.exit_code, Some(0));
+            let servers: f64 = cpu_of(&rt, &[back, relay]).iter().sum();
+            assert!(
+                r.cpu_ms > 5.0 * servers.max(0.1),
+                "client {} ms, servers {servers} ms",
+                r.cpu_ms
+            );
+        } else {
+            assert!(
+                done.is_none(),
+                "without inheritance the hog starves the chain"
+            );
+        }
+        rt.kill_all("done");
+    }
+}
