@@ -36,6 +36,7 @@
 //! - [`TaskReport`]: how a task ended and what it used.
 
 mod cache;
+pub mod control;
 mod cpu;
 pub mod executor;
 mod host;
@@ -43,7 +44,7 @@ pub mod ipc;
 mod limiter;
 mod manifest;
 mod module;
-mod output;
+pub mod output;
 mod report;
 mod runtime;
 pub mod sched;
@@ -58,6 +59,6 @@ pub use manifest::{Manifest, RuntimeSection};
 pub use module::{LoadedModule, PROVIDED_IMPORT_MODULES};
 pub use output::Output;
 pub use report::TaskReport;
-pub use runtime::{Error, GroupSpec, Runtime, RuntimeConfig, TaskInfo};
+pub use runtime::{Error, GroupSpec, Runtime, RuntimeConfig, TaskInfo, TaskView};
 pub use sched::{Params, PolicyKind, RunQueue, TaskSched, Tree};
 pub use task::{TaskId, TaskSpec, TaskStatus};

@@ -1,5 +1,7 @@
 //! `warden`: the command-line front end.
 
+mod client;
+
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -22,6 +24,72 @@ struct Cli {
 enum Command {
     /// Run a system of tasks from a manifest (.toml), or one module (.wasm/.wat).
     Run(RunArgs),
+    /// List the tasks of a running system (a tree: children under parents).
+    Ps {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        control: ControlArg,
+    },
+    /// Show the live tasks, refreshed every second.
+    Top {
+        /// Sort by "cpu" or "memory".
+        #[arg(long, default_value = "cpu", value_parser = ["cpu", "memory"])]
+        sort: String,
+        /// Stop after this many refreshes.
+        #[arg(long)]
+        iterations: Option<u32>,
+        #[command(flatten)]
+        control: ControlArg,
+    },
+    /// Kill a task (by id or name) and its children.
+    Kill {
+        task: String,
+        #[command(flatten)]
+        control: ControlArg,
+    },
+    /// Suspend a task.
+    Suspend {
+        task: String,
+        #[command(flatten)]
+        control: ControlArg,
+    },
+    /// Resume a suspended task.
+    Resume {
+        task: String,
+        #[command(flatten)]
+        control: ControlArg,
+    },
+    /// Print a task's recent output.
+    Logs {
+        task: String,
+        /// Keep printing new output.
+        #[arg(long, short)]
+        follow: bool,
+        #[command(flatten)]
+        control: ControlArg,
+    },
+    /// Start a task in a running system.
+    Spawn {
+        module: PathBuf,
+        #[arg(long)]
+        memory_limit: Option<String>,
+        #[arg(long)]
+        cpu_limit: Option<String>,
+        #[command(flatten)]
+        control: ControlArg,
+        /// Arguments for the module (after `--`).
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
+}
+
+#[derive(clap::Args)]
+struct ControlArg {
+    /// The control API of the running system.
+    #[arg(long = "control", default_value = warden::control::DEFAULT_ADDR)]
+    addr: String,
 }
 
 #[derive(clap::Args)]
@@ -52,6 +120,9 @@ struct RunArgs {
     /// Print a one-line summary per task on stderr when it ends.
     #[arg(long, short)]
     verbose: bool,
+    /// Serve the control API on this loopback address, or "off".
+    #[arg(long, default_value = warden::control::DEFAULT_ADDR)]
+    control: String,
     /// Arguments for a single module (after `--`).
     #[arg(last = true)]
     args: Vec<String>,
@@ -59,14 +130,51 @@ struct RunArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
-        Command::Run(args) => match run(args) {
-            Ok(code) => code,
-            Err(e) => {
-                eprintln!("warden: {e}");
-                ExitCode::from(2)
-            }
-        },
+    let result = match cli.command {
+        Command::Run(args) => run(args),
+        Command::Ps { json, control } => {
+            client::ps(&control.addr, json).map(|()| ExitCode::SUCCESS)
+        }
+        Command::Top {
+            sort,
+            iterations,
+            control,
+        } => client::top(&control.addr, &sort, iterations).map(|()| ExitCode::SUCCESS),
+        Command::Kill { task, control } => {
+            client::act(&control.addr, "kill", &task).map(|()| ExitCode::SUCCESS)
+        }
+        Command::Suspend { task, control } => {
+            client::act(&control.addr, "suspend", &task).map(|()| ExitCode::SUCCESS)
+        }
+        Command::Resume { task, control } => {
+            client::act(&control.addr, "resume", &task).map(|()| ExitCode::SUCCESS)
+        }
+        Command::Logs {
+            task,
+            follow,
+            control,
+        } => client::logs(&control.addr, &task, follow).map(|()| ExitCode::SUCCESS),
+        Command::Spawn {
+            module,
+            memory_limit,
+            cpu_limit,
+            control,
+            args,
+        } => client::spawn(
+            &control.addr,
+            &module.to_string_lossy(),
+            memory_limit.as_deref(),
+            cpu_limit.as_deref(),
+            &args,
+        )
+        .map(|()| ExitCode::SUCCESS),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("warden: {e}");
+            ExitCode::from(2)
+        }
     }
 }
 
@@ -137,6 +245,17 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
             rt.load_module(&s.module).map_err(|e| e.to_string())?;
         }
     }
+    // The control API; a busy address is reported, not fatal.
+    let _control = match args.control.as_str() {
+        "off" => None,
+        addr => match warden::control::ControlServer::start(rt.clone(), addr) {
+            Ok(server) => Some(server),
+            Err(e) => {
+                eprintln!("warden: control API not served: {e}");
+                None
+            }
+        },
+    };
     let handler_rt = rt.clone();
     let _ = ctrlc::set_handler(move || handler_rt.kill_all("interrupted (Ctrl-C)"));
 

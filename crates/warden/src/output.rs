@@ -1,7 +1,8 @@
 //! Where a task's stdout and stderr go.
 //!
 //! Each stream is a [`Sink`]: the host's own stdout/stderr, nothing, or a
-//! file. When several tasks share the host's terminal, each complete line is
+//! file. Everything a task writes is also kept in its [`LogRing`], the last
+//! [`LOG_RING_BYTES`] of it, for operators. When several tasks share the host's terminal, each complete line is
 //! prefixed with `[task-name] ` so that interleaved output stays readable;
 //! partial lines are held back until their newline (or the task's end).
 
@@ -23,6 +24,37 @@ pub enum Output {
     Null,
     /// Create or truncate this file.
     File(PathBuf),
+}
+
+/// Bytes of output kept per task for operators.
+pub const LOG_RING_BYTES: usize = 64 * 1024;
+
+/// The most recent output of a task (stdout and stderr interleaved).
+#[derive(Debug, Default)]
+pub struct LogRing {
+    inner: Mutex<(std::collections::VecDeque<u8>, u64)>,
+}
+
+impl LogRing {
+    fn push(&self, bytes: &[u8]) {
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let (ring, total) = &mut *g;
+        *total += bytes.len() as u64;
+        let keep = &bytes[bytes.len().saturating_sub(LOG_RING_BYTES)..];
+        let over = (ring.len() + keep.len()).saturating_sub(LOG_RING_BYTES);
+        ring.drain(..over.min(ring.len()));
+        ring.extend(keep);
+    }
+
+    /// Bytes written since offset `from` (counting from the task's first
+    /// byte) that are still kept, and the offset after them.
+    pub fn read_from(&self, from: u64) -> (Vec<u8>, u64) {
+        let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let (ring, total) = &*g;
+        let first = total - ring.len() as u64;
+        let skip = from.saturating_sub(first).min(ring.len() as u64) as usize;
+        (ring.iter().skip(skip).copied().collect(), *total)
+    }
 }
 
 /// Which host stream an [`Output::Inherit`] refers to.
@@ -49,13 +81,14 @@ struct SinkInner {
 /// A task's output stream, handed to WASI. Cheap to clone (all clones write
 /// to the same place).
 #[derive(Clone)]
-pub(crate) struct Sink(Arc<Mutex<SinkInner>>);
+pub(crate) struct Sink(Arc<Mutex<SinkInner>>, Arc<LogRing>);
 
 impl Sink {
     pub(crate) fn open(
         output: &Output,
         host: HostStream,
         prefix: Option<String>,
+        log: Arc<LogRing>,
     ) -> std::io::Result<Sink> {
         let target = match output {
             Output::Inherit => Target::Host(host),
@@ -66,14 +99,18 @@ impl Sink {
             Target::Host(_) => prefix,
             _ => None,
         };
-        Ok(Sink(Arc::new(Mutex::new(SinkInner {
-            target,
-            prefix,
-            pending: Vec::new(),
-        }))))
+        Ok(Sink(
+            Arc::new(Mutex::new(SinkInner {
+                target,
+                prefix,
+                pending: Vec::new(),
+            })),
+            log,
+        ))
     }
 
     fn write_bytes(&self, bytes: &[u8]) -> std::io::Result<()> {
+        self.1.push(bytes);
         let mut inner = self.0.lock().unwrap_or_else(|e| e.into_inner());
         inner.write(bytes)
     }
@@ -183,6 +220,20 @@ impl tokio::io::AsyncWrite for Sink {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_ring_keeps_the_tail_and_counts_everything() {
+        let ring = LogRing::default();
+        ring.push(b"hello ");
+        ring.push(b"world");
+        assert_eq!(ring.read_from(0), (b"hello world".to_vec(), 11));
+        assert_eq!(ring.read_from(6), (b"world".to_vec(), 11));
+        let big = vec![b'x'; LOG_RING_BYTES + 10];
+        ring.push(&big);
+        let (tail, total) = ring.read_from(0);
+        assert_eq!((tail.len(), total), (LOG_RING_BYTES, 11 + big.len() as u64));
+        assert_eq!(ring.read_from(total).0, b"");
+    }
 
     #[test]
     fn prefixes_complete_lines_and_flushes_partial_on_drop() {

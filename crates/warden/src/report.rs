@@ -27,6 +27,12 @@ pub struct TaskReport {
     pub memory_limit_bytes: Option<u64>,
     /// Growth requests refused for exceeding the limit.
     pub memory_denials: u64,
+    /// Portal calls made and received.
+    pub ipc_calls: u64,
+    /// Message bytes sent.
+    pub bytes_sent: u64,
+    /// Message bytes received.
+    pub bytes_received: u64,
     /// When the task was spawned, ms since the runtime started.
     pub start_ms: f64,
     /// When it finished, ms since the runtime started.
@@ -57,6 +63,9 @@ impl TaskReport {
             peak_memory_bytes: shared.memory_peak.load(Ordering::Relaxed),
             memory_limit_bytes: memory_limit,
             memory_denials: shared.memory_denials.load(Ordering::Relaxed),
+            ipc_calls: shared.ipc_calls.load(Ordering::Relaxed),
+            bytes_sent: shared.ipc_bytes_sent.load(Ordering::Relaxed),
+            bytes_received: shared.ipc_bytes_received.load(Ordering::Relaxed),
             start_ms,
             end_ms,
         }

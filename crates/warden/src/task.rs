@@ -223,6 +223,14 @@ pub struct TaskShared {
     pub priority: i32,
     /// CPU it spent on behalf of donors (charged to them, not to it).
     pub served_ns: AtomicU64,
+    /// Portal calls it made, and calls it received.
+    pub ipc_calls: AtomicU64,
+    /// Message bytes it sent (requests and replies).
+    pub ipc_bytes_sent: AtomicU64,
+    /// Message bytes it received.
+    pub ipc_bytes_received: AtomicU64,
+    /// Its recent output.
+    pub log: Arc<crate::output::LogRing>,
     /// Suspended: not run until resumed.
     pub suspended: AtomicBool,
     /// Became runnable while suspended.
@@ -333,6 +341,10 @@ impl TaskShared {
             inherit: true,
             priority: 0,
             served_ns: AtomicU64::new(0),
+            ipc_calls: AtomicU64::new(0),
+            ipc_bytes_sent: AtomicU64::new(0),
+            ipc_bytes_received: AtomicU64::new(0),
+            log: Arc::default(),
             suspended: AtomicBool::new(false),
             wake_pending: AtomicBool::new(false),
             groups: Vec::new(),
@@ -350,6 +362,15 @@ impl TaskShared {
             kill_reason: Mutex::new(None),
             owned: Mutex::new(Owned::default()),
         }
+    }
+
+    /// Counts `calls` calls and a message of `sent` and `received` bytes.
+    pub(crate) fn count_message(&self, calls: u64, sent: usize, received: usize) {
+        self.ipc_calls.fetch_add(calls, Ordering::Relaxed);
+        self.ipc_bytes_sent
+            .fetch_add(sent as u64, Ordering::Relaxed);
+        self.ipc_bytes_received
+            .fetch_add(received as u64, Ordering::Relaxed);
     }
 
     /// Charges `ns` of CPU to the task, its groups and its ancestors'

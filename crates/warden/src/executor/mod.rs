@@ -337,6 +337,19 @@ impl Executor {
         true
     }
 
+    /// A live task's scheduling state: "running", "runnable", "blocked"
+    /// or "suspended".
+    pub fn task_state(&self, id: TaskId) -> Option<&'static str> {
+        let q = self.shared.lock();
+        let cell = q.cells.get(&id.0)?;
+        Some(match cell.state.load(Ordering::Acquire) {
+            _ if cell.shared.suspended.load(Ordering::Relaxed) => "suspended",
+            RUNNING | NOTIFIED => "running",
+            QUEUED => "runnable",
+            _ => "blocked",
+        })
+    }
+
     /// Changes a task's scheduling parameters.
     pub fn set_params(&self, id: TaskId, params: &crate::sched::Params) {
         self.shared.lock().policy.set_params(id.0, params);

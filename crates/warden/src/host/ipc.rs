@@ -167,6 +167,9 @@ async fn call(
         &mut st.reply_objects,
     );
     write_u32(mem, resp_nh, given)?;
+    data.ipc
+        .shared
+        .count_message(1, len32(req_len) as usize, st.reply.len());
     Ok(st.reply.len() as i64)
 }
 
@@ -210,6 +213,7 @@ async fn recv(
     write_u32(mem, nh, given)?;
     let len = st.request.len() as i64;
     drop(st);
+    data.ipc.shared.count_message(1, 0, len as usize);
     let handle = data
         .ipc
         .handles
@@ -243,6 +247,7 @@ fn reply(
         unreachable!("checked above")
     };
     ipc.call_finished();
+    ipc.shared.count_message(0, src.len(), 0);
     match call.reply(&mem[src], objects) {
         Ok(()) => Ok(0),
         // The client is gone; the objects it would have received are

@@ -1,0 +1,228 @@
+//! The operator commands that talk to a running `warden run` through its
+//! control API (see the library's `control` module).
+
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+/// One HTTP request to the control API; the status and JSON body.
+fn request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> Result<(u16, Value), String> {
+    let mut s = TcpStream::connect(addr).map_err(|e| {
+        format!("no warden running at {addr} ({e}); start one with `warden run`, or pass --control")
+    })?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    let body = body.unwrap_or("");
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes())
+        .map_err(|e| format!("control API at {addr}: {e}"))?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)
+        .map_err(|e| format!("control API at {addr}: {e}"))?;
+    let (head, payload) = text
+        .split_once("\r\n\r\n")
+        .ok_or("control API: malformed answer")?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or("control API: malformed status")?;
+    let json = if payload.trim().is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(payload).unwrap_or(Value::String(payload.to_string()))
+    };
+    Ok((status, json))
+}
+
+fn ok(addr: &str, method: &str, path: &str, body: Option<&str>) -> Result<Value, String> {
+    let (status, json) = request(addr, method, path, body)?;
+    if status == 200 {
+        Ok(json)
+    } else {
+        Err(json["error"]
+            .as_str()
+            .map_or_else(|| json.to_string(), str::to_string))
+    }
+}
+
+/// `warden ps`.
+pub fn ps(addr: &str, as_json: bool) -> Result<(), String> {
+    let tasks = ok(addr, "GET", "/api/tasks", None)?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&tasks).unwrap());
+        return Ok(());
+    }
+    print!("{}", table(&tasks, None));
+    Ok(())
+}
+
+fn mib(v: &Value) -> String {
+    match v.as_f64() {
+        Some(b) => format!("{:.1}", b / (1 << 20) as f64),
+        None => "-".into(),
+    }
+}
+
+/// The task table: the tree (children under their parent), sorted within
+/// each level by `sort` ("cpu" or "memory") if given.
+fn table(tasks: &Value, sort: Option<&str>) -> String {
+    let empty = vec![];
+    let list = tasks.as_array().unwrap_or(&empty);
+    let mut out = format!(
+        "{:>5} {:<28} {:>6} {:<9} {:>6} {:>10} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9}\n",
+        "ID",
+        "NAME",
+        "PARENT",
+        "STATE",
+        "CPU%",
+        "CPU(ms)",
+        "MEM(MiB)",
+        "LIMIT",
+        "PEAK",
+        "CALLS",
+        "SENT",
+        "RECV"
+    );
+    fn rows<'a>(
+        list: &'a [Value],
+        parent: &Value,
+        depth: usize,
+        sort: Option<&str>,
+        out: &mut String,
+    ) {
+        let mut kids: Vec<&Value> = list.iter().filter(|t| &t["parent"] == parent).collect();
+        match sort {
+            Some("cpu") => kids.sort_by(|a, b| {
+                b["cpu_pct"]
+                    .as_f64()
+                    .partial_cmp(&a["cpu_pct"].as_f64())
+                    .unwrap()
+            }),
+            Some("memory") => kids.sort_by_key(|t| std::cmp::Reverse(t["memory_bytes"].as_u64())),
+            _ => {}
+        }
+        for t in kids {
+            let name = format!("{}{}", "  ".repeat(depth), t["name"].as_str().unwrap_or(""));
+            let parent = t["parent"].as_u64().map_or("-".into(), |p| p.to_string());
+            out.push_str(&format!(
+                "{:>5} {:<28} {:>6} {:<9} {:>6.1} {:>10.1} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9}\n",
+                t["id"].to_string(),
+                name,
+                parent,
+                t["state"].as_str().unwrap_or(""),
+                t["cpu_pct"].as_f64().unwrap_or(0.0),
+                t["cpu_ms"].as_f64().unwrap_or(0.0),
+                mib(&t["memory_bytes"]),
+                mib(&t["memory_limit_bytes"]),
+                mib(&t["peak_memory_bytes"]),
+                t["ipc_calls"].to_string(),
+                t["bytes_sent"].to_string(),
+                t["bytes_received"].to_string(),
+            ));
+            rows(list, &t["id"], depth + 1, sort, out);
+        }
+    }
+    rows(list, &Value::Null, 0, sort, &mut out);
+    out
+}
+
+/// `warden top`: the table, refreshed every second, until interrupted.
+pub fn top(addr: &str, sort: &str, iterations: Option<u32>) -> Result<(), String> {
+    let mut n = 0;
+    loop {
+        let tasks = ok(addr, "GET", "/api/tasks", None)?;
+        let live: Vec<Value> = tasks
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter(|t| {
+                        !matches!(t["state"].as_str(), Some("exited" | "trapped" | "killed"))
+                    })
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        print!("\x1b[2J\x1b[H");
+        println!(
+            "warden top — {addr} — {} live tasks — sorted by {sort} (Ctrl-C quits)\n",
+            live.len()
+        );
+        print!("{}", table(&Value::Array(live), Some(sort)));
+        std::io::stdout().flush().ok();
+        n += 1;
+        if iterations.is_some_and(|max| n >= max) {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// `warden kill|suspend|resume <task>`.
+pub fn act(addr: &str, action: &str, task: &str) -> Result<(), String> {
+    let r = ok(
+        addr,
+        "POST",
+        &format!("/api/tasks/{}/{action}", encode(task)),
+        None,
+    )?;
+    println!("{action}: task {}", r["id"]);
+    Ok(())
+}
+
+/// `warden logs <task> [--follow]`.
+pub fn logs(addr: &str, task: &str, follow: bool) -> Result<(), String> {
+    let mut from = 0u64;
+    loop {
+        let r = ok(
+            addr,
+            "GET",
+            &format!("/api/tasks/{}/logs?from={from}", encode(task)),
+            None,
+        )?;
+        print!("{}", r["data"].as_str().unwrap_or(""));
+        std::io::stdout().flush().ok();
+        from = r["next"].as_u64().unwrap_or(from);
+        if !follow {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// `warden spawn <module> …`.
+pub fn spawn(
+    addr: &str,
+    module: &str,
+    memory: Option<&str>,
+    cpu: Option<&str>,
+    args: &[String],
+) -> Result<(), String> {
+    let path = std::fs::canonicalize(module).map_err(|e| format!("module {module}: {e}"))?;
+    let body = serde_json::json!({
+        "module": path, "args": args, "memory_limit": memory, "cpu_limit": cpu,
+    });
+    let r = ok(addr, "POST", "/api/spawn", Some(&body.to_string()))?;
+    println!("spawned task {}", r["id"]);
+    Ok(())
+}
+
+/// Percent-encodes a task name for a URL path segment.
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
