@@ -4,6 +4,7 @@
 
 mod blocking;
 mod cli;
+mod control;
 mod errors;
 mod examples;
 mod hello;

@@ -1,0 +1,209 @@
+//! Operator tools against a real running system: the control API through
+//! the `warden` subcommands, and `/metrics` through a Prometheus parser.
+
+use crate::util::*;
+use std::io::{Read, Write};
+use std::process::{Child, Output};
+use std::time::{Duration, Instant};
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct System {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for System {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `warden <args>` against `addr` (`--control` right after the
+/// subcommand: later words may be module arguments).
+fn cli(addr: &str, args: &[&str]) -> Output {
+    warden()
+        .arg(args[0])
+        .args(["--control", addr])
+        .args(&args[1..])
+        .output()
+        .unwrap()
+}
+
+fn ps(addr: &str) -> serde_json::Value {
+    let out = cli(addr, &["ps", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn task<'a>(tasks: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::Value> {
+    tasks
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["name"] == name)
+        .last()
+}
+
+fn start(dir: &std::path::Path) -> System {
+    let m = manifest(
+        dir,
+        &format!(
+            "[[task]]\nname = 'sleeper'\nmodule = '{}'\n\
+             [[task]]\nname = 'hello'\nmodule = '{}'\nargs = ['operator']\n",
+            guests::SLEEP,
+            guests::HELLO
+        ),
+    );
+    let addr = format!("127.0.0.1:{}", free_port());
+    let child = warden()
+        .args(["run", "--no-cache", "--control", &addr])
+        .arg(&m)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "control API never came up"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    System { child, addr }
+}
+
+#[test]
+fn ps_spawn_logs_suspend_kill() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = start(dir.path());
+    let addr = sys.addr.as_str();
+    let tasks = ps(addr);
+    assert_eq!(task(&tasks, "sleeper").unwrap()["state"], "blocked");
+    for key in [
+        "id",
+        "parent",
+        "cpu_ms",
+        "cpu_pct",
+        "memory_bytes",
+        "peak_memory_bytes",
+        "ipc_calls",
+        "bytes_sent",
+        "bytes_received",
+    ] {
+        assert!(!task(&tasks, "sleeper").unwrap()[key].is_string(), "{key}");
+    }
+
+    // spawn: it appears, runs, and its output can be read.
+    let out = cli(
+        addr,
+        &[
+            "spawn",
+            guests::BUSY_PRINT,
+            "--cpu-limit",
+            "20s",
+            "--",
+            "1000",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let t = Instant::now();
+    loop {
+        let logs = cli(addr, &["logs", "busy_print"]);
+        if String::from_utf8_lossy(&logs.stdout).contains("round 0") {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "no output from the spawned task"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let logs = cli(addr, &["logs", "hello"]);
+    assert!(String::from_utf8_lossy(&logs.stdout).contains("arg 1: operator"));
+
+    // suspend / resume / kill by name; ps follows.
+    assert!(cli(addr, &["suspend", "busy_print"]).status.success());
+    assert_eq!(task(&ps(addr), "busy_print").unwrap()["state"], "suspended");
+    assert!(cli(addr, &["resume", "busy_print"]).status.success());
+    assert_ne!(task(&ps(addr), "busy_print").unwrap()["state"], "suspended");
+    assert!(cli(addr, &["kill", "busy_print"]).status.success());
+    let t = Instant::now();
+    while task(&ps(addr), "busy_print").unwrap()["state"] != "killed" {
+        assert!(t.elapsed() < Duration::from_secs(5));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // The table view shows the tree with its columns.
+    let table = String::from_utf8(cli(addr, &["ps"]).stdout).unwrap();
+    assert!(
+        table.contains("NAME") && table.contains("sleeper") && table.contains("CPU%"),
+        "{table}"
+    );
+    let top = cli(addr, &["top", "--iterations", "1", "--sort", "memory"]);
+    assert!(String::from_utf8_lossy(&top.stdout).contains("sleeper"));
+
+    // Errors are one clear line.
+    let out = cli(addr, &["kill", "no-such-task"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.trim(), "warden: no task \"no-such-task\"");
+}
+
+#[test]
+fn metrics_parse_as_prometheus_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = start(dir.path());
+    let mut s = std::net::TcpStream::connect(&sys.addr).unwrap();
+    write!(s, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let body = text.split_once("\r\n\r\n").unwrap().1;
+    let lines = body.lines().map(|l| Ok(l.to_string()));
+    let scrape = prometheus_parse::Scrape::parse(lines).unwrap();
+    let find = |metric: &str, task: &str| {
+        scrape
+            .samples
+            .iter()
+            .find(|s| s.metric == metric && s.labels.get("task") == Some(task))
+            .unwrap_or_else(|| panic!("{metric} for {task} missing"))
+    };
+    assert!(
+        matches!(find("warden_task_memory_bytes", "sleeper").value, prometheus_parse::Value::Gauge(v) if v > 0.0)
+    );
+    find("warden_task_cpu_seconds_total", "hello");
+    find("warden_task_ipc_calls_total", "sleeper");
+    assert!(scrape
+        .samples
+        .iter()
+        .any(|s| s.metric == "warden_tasks_live"));
+    assert!(scrape
+        .samples
+        .iter()
+        .any(|s| s.metric == "warden_tasks_ended_total"));
+}
+
+#[test]
+fn no_running_system_is_one_clear_line() {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let out = cli(&addr, &["ps"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("no warden running at"), "{err}");
+}
