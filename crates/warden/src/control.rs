@@ -11,6 +11,8 @@
 //! | `GET /api/tasks/{id or name}/logs?from=N` | `{"data": "…", "next": M}` |
 //! | `POST /api/spawn` with `{"module", "args", "memory_limit", "cpu_limit"}` | `{"id": n}` |
 //! | `GET /metrics` | Prometheus text format |
+//! | `GET /api/history` | per live task, the last 300 s of CPU %, memory and IPC rate |
+//! | `GET /` | the web dashboard (its chart library is served from here too) |
 //!
 //! Errors are `{"error": "…"}` with status 400 or 404.
 
@@ -27,11 +29,25 @@ use std::time::{Duration, Instant};
 /// The default control address.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:7474";
 
-/// Recent CPU use per task, sampled every second.
+/// Seconds of history kept per task for the dashboard's charts.
+const HISTORY_SECS: usize = 300;
+
+/// One second of a task's life, for the charts.
+#[derive(Clone, serde::Serialize)]
+struct Sample {
+    /// Unix time, s.
+    t: f64,
+    cpu_pct: f64,
+    memory_bytes: u64,
+    ipc_rate: f64,
+}
+
+/// Recent CPU use per task, sampled every second, and its history.
 #[derive(Default)]
 struct Samples {
-    last: HashMap<TaskId, f64>,
+    last: HashMap<TaskId, (f64, u64)>,
     pct: HashMap<TaskId, f64>,
+    history: HashMap<TaskId, std::collections::VecDeque<Sample>>,
     at: Option<Instant>,
 }
 
@@ -104,18 +120,34 @@ fn sample(rt: &Runtime, samples: &Mutex<Samples>) {
     }
     let elapsed_ms =
         s.at.map_or(0.0, |at| now.duration_since(at).as_secs_f64() * 1e3);
+    let unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
     let views = rt.task_views();
     let mut pct = HashMap::new();
     let mut last = HashMap::new();
-    for v in views
-        .iter()
-        .filter(|v| v.memory_bytes > 0 || !is_finished(v))
-    {
-        if let (Some(prev), true) = (s.last.get(&v.id), elapsed_ms > 0.0) {
-            pct.insert(v.id, ((v.cpu_ms - prev) / elapsed_ms * 100.0).max(0.0));
+    for v in views.iter().filter(|v| !is_finished(v)) {
+        let (cpu, rate) = match (s.last.get(&v.id), elapsed_ms > 0.0) {
+            (Some(&(prev_cpu, prev_calls)), true) => (
+                ((v.cpu_ms - prev_cpu) / elapsed_ms * 100.0).max(0.0),
+                v.ipc_calls.saturating_sub(prev_calls) as f64 / elapsed_ms * 1e3,
+            ),
+            _ => (0.0, 0.0),
+        };
+        pct.insert(v.id, cpu);
+        last.insert(v.id, (v.cpu_ms, v.ipc_calls));
+        let h = s.history.entry(v.id).or_default();
+        if h.len() >= HISTORY_SECS {
+            h.pop_front();
         }
-        last.insert(v.id, v.cpu_ms);
+        h.push_back(Sample {
+            t: unix,
+            cpu_pct: cpu,
+            memory_bytes: v.memory_bytes,
+            ipc_rate: rate,
+        });
     }
+    s.history.retain(|id, _| last.contains_key(id));
     s.last = last;
     s.pct = pct;
     s.at = Some(now);
@@ -130,6 +162,11 @@ fn json(status: u16, body: serde_json::Value) -> tiny_http::Response<std::io::Cu
     tiny_http::Response::from_data(body.to_string().into_bytes())
         .with_status_code(status)
         .with_header(header)
+}
+
+fn asset(kind: &str, body: &'static str) -> tiny_http::Response<std::io::Cursor<Vec<u8>>> {
+    let header = tiny_http::Header::from_bytes("Content-Type", kind).unwrap();
+    tiny_http::Response::from_data(body.as_bytes().to_vec()).with_header(header)
 }
 
 fn error(status: u16, message: impl Into<String>) -> tiny_http::Response<std::io::Cursor<Vec<u8>>> {
@@ -212,6 +249,25 @@ fn handle(rt: &Runtime, samples: &Mutex<Samples>, mut req: tiny_http::Request) {
                 Err(e) => error(400, e),
             }
         }
+        (Get, ["api", "history"]) => {
+            let s = samples.lock().unwrap_or_else(|e| e.into_inner());
+            let h: HashMap<String, &std::collections::VecDeque<Sample>> = s
+                .history
+                .iter()
+                .map(|(id, v)| (id.to_string(), v))
+                .collect();
+            json(200, serde_json::to_value(h).unwrap())
+        }
+        (Get, [""]) => asset(
+            "text/html; charset=utf-8",
+            include_str!("dashboard/index.html"),
+        ),
+        (Get, ["dashboard.js"]) => asset("text/javascript", include_str!("dashboard/dashboard.js")),
+        (Get, ["uplot.js"]) => asset(
+            "text/javascript",
+            include_str!("dashboard/vendor/uPlot.iife.min.js"),
+        ),
+        (Get, ["uplot.css"]) => asset("text/css", include_str!("dashboard/vendor/uPlot.min.css")),
         (Get, ["metrics"]) => {
             let header =
                 tiny_http::Header::from_bytes("Content-Type", "text/plain; version=0.0.4").unwrap();

@@ -1,0 +1,126 @@
+// The Warden dashboard: polls the control API every second.
+"use strict";
+let selected = null;      // task id whose charts and output are shown
+let logFrom = 0;
+const charts = {};        // name -> uPlot
+const ENDED = ["exited", "trapped", "killed"];
+
+async function get(path) {
+  const r = await fetch(path);
+  return r.json();
+}
+
+function mib(b) { return b == null ? "-" : (b / 1048576).toFixed(1); }
+
+function renderTasks(tasks) {
+  const body = document.querySelector("#tasks tbody");
+  body.textContent = "";
+  const byParent = {};
+  for (const t of tasks) (byParent[t.parent ?? "root"] ??= []).push(t);
+  const add = (t, depth) => {
+    const tr = document.createElement("tr");
+    tr.className = "task" + (ENDED.includes(t.state) ? " ended" : "") + (t.id === selected ? " selected" : "");
+    tr.dataset.id = t.id;
+    const cells = [t.id, "\u00a0\u00a0".repeat(depth) + t.name, t.state, t.cpu_pct.toFixed(1),
+      t.cpu_ms.toFixed(1), mib(t.memory_bytes), mib(t.memory_limit_bytes), t.ipc_calls];
+    for (const c of cells) { const td = document.createElement("td"); td.textContent = c; tr.appendChild(td); }
+    const td = document.createElement("td");
+    if (!ENDED.includes(t.state)) {
+      const b = document.createElement("button");
+      b.textContent = "kill";
+      b.className = "kill";
+      b.onclick = async (e) => { e.stopPropagation(); await fetch(`/api/tasks/${t.id}/kill`, { method: "POST" }); };
+      td.appendChild(b);
+    }
+    tr.appendChild(td);
+    tr.onclick = () => { selected = t.id; logFrom = 0; document.getElementById("logs").textContent = ""; tick(); };
+    body.appendChild(tr);
+    for (const c of byParent[t.id] ?? []) add(c, depth + 1);
+  };
+  for (const t of byParent.root ?? []) add(t, 0);
+  const live = tasks.filter(t => !ENDED.includes(t.state)).length;
+  document.getElementById("summary").textContent = `${live} live, ${tasks.length - live} ended`;
+}
+
+function renderBudget(tasks) {
+  const byParent = {};
+  for (const t of tasks) (byParent[t.parent ?? "root"] ??= []).push(t);
+  const list = (parent) => {
+    const kids = byParent[parent] ?? [];
+    if (!kids.length) return null;
+    const ul = document.createElement("ul");
+    for (const t of kids) {
+      const li = document.createElement("li");
+      li.textContent = `${t.name}: memory ${mib(t.memory_bytes)} of ${mib(t.memory_limit_bytes)} MiB, CPU ${t.cpu_ms.toFixed(0)} ms`;
+      const sub = list(t.id);
+      if (sub) li.appendChild(sub);
+      ul.appendChild(li);
+    }
+    return ul;
+  };
+  const el = document.getElementById("budget");
+  el.textContent = "";
+  const tree = list("root");
+  if (tree) el.appendChild(tree);
+}
+
+function chart(name, title, series) {
+  if (!charts[name]) {
+    const div = document.createElement("div");
+    div.className = "chart";
+    div.id = "chart-" + name;
+    document.getElementById("charts").appendChild(div);
+    charts[name] = new uPlot({
+      title, width: 380, height: 180,
+      scales: { x: { time: true } },
+      series: [{}, { label: title, stroke: "#3366cc", width: 1.5 }],
+    }, series, div);
+  } else {
+    charts[name].setData(series);
+  }
+}
+
+function renderCharts(history) {
+  const h = history[selected];
+  if (!h) return;
+  const t = h.map(s => s.t);
+  chart("cpu", "CPU %", [t, h.map(s => s.cpu_pct)]);
+  chart("memory", "memory MiB", [t, h.map(s => s.memory_bytes / 1048576)]);
+  chart("ipc", "IPC calls/s", [t, h.map(s => s.ipc_rate)]);
+}
+
+async function renderLogs() {
+  const r = await get(`/api/tasks/${selected}/logs?from=${logFrom}`);
+  if (r.data) {
+    const el = document.getElementById("logs");
+    el.textContent += r.data;
+    el.scrollTop = el.scrollHeight;
+  }
+  if (r.next != null) logFrom = r.next;
+}
+
+async function tick() {
+  try {
+    const tasks = await get("/api/tasks");
+    if (selected == null || !tasks.some(t => t.id === selected)) {
+      // Start with the busiest live task.
+      const live = tasks.filter(t => !ENDED.includes(t.state))
+        .sort((a, b) => b.cpu_pct - a.cpu_pct)[0] ?? tasks[0];
+      selected = live ? live.id : null;
+    }
+    renderTasks(tasks);
+    renderBudget(tasks);
+    if (selected != null) {
+      const sel = tasks.find(t => t.id === selected);
+      document.getElementById("selected").textContent = sel ? `— ${sel.name}` : "";
+      document.getElementById("logname").textContent = sel ? `— ${sel.name}` : "";
+      renderCharts(await get("/api/history"));
+      await renderLogs();
+    }
+  } catch (e) {
+    document.getElementById("summary").textContent = "(no connection to warden)";
+  }
+}
+
+tick();
+setInterval(tick, 1000);

@@ -1,0 +1,88 @@
+//! The web dashboard in headless Chromium: the task tree and the charts
+//! must render (a screenshot is saved beside the test binary's files).
+
+use crate::util::*;
+use std::time::{Duration, Instant};
+
+fn chromium() -> std::process::Command {
+    let mut c = std::process::Command::new("chromium");
+    c.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1200,1100",
+        "--virtual-time-budget=5000",
+    ]);
+    c
+}
+
+#[test]
+fn dashboard_shows_tree_and_charts() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = manifest(
+        dir.path(),
+        &format!(
+            "[[task]]\nname = 'sleeper'\nmodule = '{}'\n\
+             [[task]]\nname = 'busy'\nmodule = '{}'\nargs = ['100000']\nmemory_limit = '4MiB'\n",
+            guests::SLEEP,
+            guests::BUSY_PRINT
+        ),
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut child = warden()
+        .args(["run", "--no-cache", "--control", &addr])
+        .arg(&m)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "control API never came up"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(2500)); // a few samples of history
+    let url = format!("http://{addr}/");
+    let profile = dir.path().join("profile");
+    let dom = chromium()
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg("--dump-dom")
+        .arg(&url)
+        .output()
+        .expect("chromium runs (apt-get install chromium)");
+    let shot = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard.png");
+    let _ = chromium()
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(&url)
+        .output();
+    let _ = child.kill();
+    let _ = child.wait();
+    let html = String::from_utf8_lossy(&dom.stdout);
+    assert!(html.contains("<tr class=\"task"), "no task rows: {html}");
+    assert!(
+        html.contains(">sleeper<") && html.contains(">busy<"),
+        "tree incomplete: {html}"
+    );
+    assert!(html.contains("class=\"kill\""), "no kill buttons");
+    for chart in ["chart-cpu", "chart-memory", "chart-ipc"] {
+        let at = html
+            .find(chart)
+            .unwrap_or_else(|| panic!("no {chart}: {html}"));
+        assert!(html[at..].contains("<canvas"), "{chart} has no canvas");
+    }
+    assert!(html.contains("busy: memory"), "no budget tree: {html}");
+    assert!(shot.is_file(), "no screenshot");
+}
