@@ -38,6 +38,7 @@
 mod cache;
 pub mod control;
 mod cpu;
+pub mod events;
 pub mod executor;
 mod host;
 pub mod ipc;

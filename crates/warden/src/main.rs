@@ -120,9 +120,13 @@ struct RunArgs {
     /// Print a one-line summary per task on stderr when it ends.
     #[arg(long, short)]
     verbose: bool,
-    /// Serve the control API on this loopback address, or "off".
-    #[arg(long, default_value = warden::control::DEFAULT_ADDR)]
-    control: String,
+    /// Write the event log (JSON lines: spawn, exit, trap, kill, limit) here.
+    #[arg(long)]
+    events: Option<PathBuf>,
+    /// Serve the control API on this loopback address, or "off" (default:
+    /// the manifest's `control`, else 127.0.0.1:7474).
+    #[arg(long)]
+    control: Option<String>,
     /// Arguments for a single module (after `--`).
     #[arg(last = true)]
     args: Vec<String>,
@@ -181,6 +185,7 @@ fn main() -> ExitCode {
 fn run(args: RunArgs) -> Result<ExitCode, String> {
     let is_manifest = args.target.extension().is_some_and(|e| e == "toml");
     let mut config = RuntimeConfig::default();
+    let mut control = args.control.clone();
     let specs = if is_manifest {
         if args.memory_limit.is_some() || args.cpu_limit.is_some() || !args.args.is_empty() {
             return Err(
@@ -197,6 +202,7 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
         }
         config.prefix_output = m.tasks.len() > 1;
         config.scheduler = m.runtime.scheduler;
+        control = control.or(m.runtime.control.clone());
         config.groups = m.groups.clone();
         let n = u32::try_from(m.tasks.len()).unwrap_or(u32::MAX);
         config.max_tasks = m.runtime.max_tasks.unwrap_or(config.max_tasks.max(n));
@@ -235,18 +241,26 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
     if args.no_cache {
         config.cache_dir = None;
     }
+    config.events = args.events.clone();
     let rt = Runtime::new(config).map_err(|e| e.to_string())?;
 
     // Compile every distinct module before starting any task, so a bad
     // module stops the system before anything runs.
     let mut seen = std::collections::HashSet::new();
-    for s in &specs {
-        if seen.insert(s.module.clone()) {
-            rt.load_module(&s.module).map_err(|e| e.to_string())?;
-        }
+    let modules: Vec<&PathBuf> = specs
+        .iter()
+        .map(|s| &s.module)
+        .filter(|m| seen.insert(*m))
+        .collect();
+    let mut progress = Progress::new("compiling modules", modules.len());
+    for (i, m) in modules.iter().enumerate() {
+        progress.show(i);
+        rt.load_module(m).map_err(|e| e.to_string())?;
     }
+    progress.done();
     // The control API; a busy address is reported, not fatal.
-    let _control = match args.control.as_str() {
+    let control = control.unwrap_or_else(|| warden::control::DEFAULT_ADDR.to_string());
+    let _control = match control.as_str() {
         "off" => None,
         addr => match warden::control::ControlServer::start(rt.clone(), addr) {
             Ok(server) => Some(server),
@@ -259,13 +273,16 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
     let handler_rt = rt.clone();
     let _ = ctrlc::set_handler(move || handler_rt.kill_all("interrupted (Ctrl-C)"));
 
-    for s in &specs {
+    let mut progress = Progress::new("starting tasks", specs.len());
+    for (i, s) in specs.iter().enumerate() {
+        progress.show(i);
         if let Err(e) = rt.spawn(s) {
             rt.kill_all("system start failed");
             rt.wait_all();
             return Err(e.to_string());
         }
     }
+    progress.done();
     let reports = rt.wait_all();
     if args.verbose || is_manifest {
         for r in &reports {
@@ -280,6 +297,41 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// A one-line progress count on a terminal's stderr, for long operations
+/// (more than 50 items); silent when stderr is not a terminal.
+struct Progress {
+    what: &'static str,
+    total: usize,
+    on: bool,
+    last: std::time::Instant,
+}
+
+impl Progress {
+    fn new(what: &'static str, total: usize) -> Self {
+        use std::io::IsTerminal;
+        Progress {
+            what,
+            total,
+            on: total > 50 && std::io::stderr().is_terminal(),
+            last: std::time::Instant::now(),
+        }
+    }
+
+    fn show(&mut self, done: usize) {
+        if self.on && (done == 0 || self.last.elapsed() > Duration::from_millis(100)) {
+            self.last = std::time::Instant::now();
+            eprint!("\rwarden: {} {done}/{}", self.what, self.total);
+        }
+    }
+
+    fn done(&mut self) {
+        if self.on {
+            eprintln!("\rwarden: {} {}/{}", self.what, self.total, self.total);
+            self.on = false;
+        }
+    }
 }
 
 fn summary(r: &TaskReport) -> String {

@@ -7,6 +7,7 @@
 //! cache = true         # compiled-code cache on disk (default true)
 //! max_tasks = 10000    # most tasks alive at once (default: 10,000 or the
 //!                      # number of tasks in the manifest, if larger)
+//! control = "127.0.0.1:7474" # control API address, or "off"
 //! scheduler = "stride" # root policy: round-robin (default), priority,
 //!                      # stride, lottery
 //!
@@ -89,6 +90,8 @@ pub struct RuntimeSection {
     pub max_tasks: Option<u32>,
     /// The root scheduling policy.
     pub scheduler: PolicyKind,
+    /// The control API address ("off" to disable); `None` means default.
+    pub control: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -123,6 +126,7 @@ struct RawRuntime {
     cache: Option<bool>,
     max_tasks: Option<u32>,
     scheduler: Option<String>,
+    control: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -194,6 +198,7 @@ impl Manifest {
                 Some(0) => return Err("runtime.max_tasks: must be at least 1".into()),
                 n => n,
             },
+            control: raw.runtime.control,
             scheduler: match raw.runtime.scheduler.as_deref() {
                 None => PolicyKind::RoundRobin,
                 Some(p) => PolicyKind::parse(p).map_err(|e| format!("runtime.scheduler: {e}"))?,

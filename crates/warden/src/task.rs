@@ -231,6 +231,8 @@ pub struct TaskShared {
     pub ipc_bytes_received: AtomicU64,
     /// Its recent output.
     pub log: Arc<crate::output::LogRing>,
+    /// Where its events are written, if anywhere.
+    pub event_log: Option<Arc<crate::events::EventLog>>,
     /// Suspended: not run until resumed.
     pub suspended: AtomicBool,
     /// Became runnable while suspended.
@@ -345,6 +347,7 @@ impl TaskShared {
             ipc_bytes_sent: AtomicU64::new(0),
             ipc_bytes_received: AtomicU64::new(0),
             log: Arc::default(),
+            event_log: None,
             suspended: AtomicBool::new(false),
             wake_pending: AtomicBool::new(false),
             groups: Vec::new(),
@@ -361,6 +364,13 @@ impl TaskShared {
             killed: AtomicBool::new(false),
             kill_reason: Mutex::new(None),
             owned: Mutex::new(Owned::default()),
+        }
+    }
+
+    /// Writes an event about this task to the event log, if there is one.
+    pub fn event(&self, event: &str, fields: serde_json::Value) {
+        if let Some(log) = &self.event_log {
+            log.emit(event, self.id.0, &self.name, fields);
         }
     }
 
@@ -437,6 +447,10 @@ impl TaskShared {
         let mut ev = self.events.lock().unwrap_or_else(|e| e.into_inner());
         if !ev.cpu_pending {
             ev.cpu_pending = true;
+            self.event(
+                "limit",
+                serde_json::json!({ "limit": "cpu", "action": "suspended, parent notified" }),
+            );
             ev.queue
                 .push_back((EVENT_CPU, self.tree_cpu_ns.load(Ordering::Relaxed)));
             for w in ev.waiters.drain(..) {
@@ -493,7 +507,12 @@ impl TaskShared {
         loop {
             let limit = self.memory_limit.load(Ordering::Relaxed);
             let Some(next) = cur.checked_add(bytes).filter(|&n| n <= limit) else {
-                self.memory_denials.fetch_add(1, Ordering::Relaxed);
+                if self.memory_denials.fetch_add(1, Ordering::Relaxed) == 0 {
+                    self.event(
+                        "limit",
+                        serde_json::json!({ "limit": "memory", "limit_bytes": limit, "requested_bytes": cur.saturating_add(bytes) }),
+                    );
+                }
                 return false;
             };
             match self.memory_current.compare_exchange_weak(

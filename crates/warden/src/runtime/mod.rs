@@ -50,6 +50,8 @@ pub struct RuntimeConfig {
     pub scheduler: PolicyKind,
     /// Scheduling groups, parents before children.
     pub groups: Vec<GroupSpec>,
+    /// Write the structured event log (JSON lines) here.
+    pub events: Option<PathBuf>,
     /// Most tasks alive at once (default 10,000). Instance, memory, table
     /// and stack slots for this many are reserved up front: 4 GiB of
     /// address space (not memory) per task.
@@ -69,6 +71,7 @@ impl Default for RuntimeConfig {
             max_tasks: 10_000,
             scheduler: PolicyKind::RoundRobin,
             groups: Vec::new(),
+            events: None,
         }
     }
 }
@@ -210,6 +213,7 @@ struct Table {
 
 struct Tasks {
     table: Mutex<Table>,
+    events: Option<Arc<crate::events::EventLog>>,
     kernel: Arc<Kernel>,
     /// The runtime, for ending a dead task's children.
     runtime: std::sync::OnceLock<std::sync::Weak<Inner>>,
@@ -233,6 +237,11 @@ impl Tasks {
         self.kernel.names.remove_owner(shared.id);
         let mut t = self.lock();
         if let Some(live) = t.live.remove(&shared.id) {
+            match &status {
+                TaskStatus::Exited(c) => shared.event("exit", serde_json::json!({ "code": c })),
+                TaskStatus::Trapped(r) => shared.event("trap", serde_json::json!({ "reason": r })),
+                TaskStatus::Killed(r) => shared.event("kill", serde_json::json!({ "reason": r })),
+            }
             shared.set_exit(match &status {
                 TaskStatus::Exited(c) => *c,
                 TaskStatus::Trapped(_) => -1,
@@ -378,8 +387,16 @@ impl Runtime {
             );
             groups.insert(g.name.clone(), Group { index, chain });
         }
+        let events = match &config.events {
+            Some(p) => Some(Arc::new(
+                crate::events::EventLog::create(p)
+                    .map_err(|e| Error::Start(format!("event log {}: {e}", p.display())))?,
+            )),
+            None => None,
+        };
         let tasks = Arc::new(Tasks {
             table: Mutex::new(Table::default()),
+            events,
             kernel: kernel.clone(),
             runtime: std::sync::OnceLock::new(),
             changed: Condvar::new(),
@@ -487,6 +504,7 @@ impl Runtime {
         task.priority = spec.sched.priority;
         task.share = spec.sched.share;
         task.groups = group.map(|g| g.chain.clone()).unwrap_or_default();
+        task.event_log = inner.tasks.events.clone();
         if let Some(c) = &child {
             task.limited |= c.parent.limited;
             task.parent = Some(c.parent.clone());
@@ -525,6 +543,10 @@ impl Runtime {
                 });
             }
         };
+        shared.event(
+            "spawn",
+            serde_json::json!({ "parent": shared.parent.as_ref().map(|p| p.id), "module": module.path }),
+        );
         let future = run(module.pre.clone(), store, shared.clone());
         inner.exec.spawn(shared.clone(), Box::pin(future), &sched);
         Ok(shared)

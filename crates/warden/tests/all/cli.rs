@@ -124,3 +124,57 @@ fn demo_system_runs() {
         assert_eq!(t["exit_code"], 0, "{t}");
     }
 }
+
+/// `--events FILE` writes one JSON object per line: spawn, exit, trap,
+/// kill and limit events with the task's id and name.
+#[test]
+fn event_log_records_lifecycle_and_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = manifest(
+        dir.path(),
+        &format!(
+            "[[task]]\nname = 'hello'\nmodule = '{}'\n\
+             [[task]]\nname = 'grow'\nmodule = '{}'\nmemory_limit = '256KiB'\n\
+             [[task]]\nname = 'spin'\nmodule = '{}'\ncpu_limit = '50ms'\n\
+             [[task]]\nname = 'fault'\nmodule = '{}'\n",
+            guests::HELLO,
+            guests::GROW,
+            guests::SPIN,
+            guests::UNREACHABLE
+        ),
+    );
+    let events = dir.path().join("events.jsonl");
+    let out = warden()
+        .args(["run", "--no-cache", "--control", "off", "--events"])
+        .arg(&events)
+        .arg(&m)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let lines: Vec<Value> = std::fs::read_to_string(&events)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let find = |event: &str, name: &str| {
+        lines
+            .iter()
+            .find(|e| e["event"] == event && e["name"] == name)
+            .unwrap_or_else(|| panic!("no {event} event for {name}: {lines:?}"))
+    };
+    for name in ["hello", "grow", "spin", "fault"] {
+        assert!(find("spawn", name)["id"].is_u64());
+    }
+    assert_eq!(find("exit", "hello")["code"], 0);
+    assert_eq!(find("limit", "grow")["limit"], "memory");
+    assert_eq!(find("exit", "grow")["code"], 0);
+    assert!(find("kill", "spin")["reason"]
+        .as_str()
+        .unwrap()
+        .contains("cpu limit"));
+    assert!(find("trap", "fault")["reason"]
+        .as_str()
+        .unwrap()
+        .contains("unreachable"));
+    assert!(lines.iter().all(|e| e["t_ms"].is_number()));
+}
