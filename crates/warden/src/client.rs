@@ -54,9 +54,16 @@ fn ok(addr: &str, method: &str, path: &str, body: Option<&str>) -> Result<Value,
     }
 }
 
-/// `warden ps`.
-pub fn ps(addr: &str, as_json: bool) -> Result<(), String> {
-    let tasks = ok(addr, "GET", "/api/tasks", None)?;
+fn is_ended(t: &Value) -> bool {
+    matches!(t["state"].as_str(), Some("exited" | "trapped" | "killed"))
+}
+
+/// `warden ps`: live tasks, or with `all` ended ones too.
+pub fn ps(addr: &str, as_json: bool, all: bool) -> Result<(), String> {
+    let mut tasks = ok(addr, "GET", "/api/tasks", None)?;
+    if let (Value::Array(list), false) = (&mut tasks, all) {
+        list.retain(|t| !is_ended(t));
+    }
     if as_json {
         println!("{}", serde_json::to_string_pretty(&tasks).unwrap());
         return Ok(());

@@ -385,6 +385,18 @@ pub fn metrics(rt: &Runtime) -> String {
         "1 while the task is alive.",
         &|v| Some(if is_finished(v) { 0.0 } else { 1.0 }),
     );
+    family(
+        "warden_task_traps_total",
+        "counter",
+        "1 if the task trapped.",
+        &|v| Some((v.state == "trapped") as u8 as f64),
+    );
+    family(
+        "warden_task_kills_total",
+        "counter",
+        "1 if the task was killed.",
+        &|v| Some((v.state == "killed") as u8 as f64),
+    );
     let count = |state: &str| views.iter().filter(|v| v.state == state).count();
     let _ = writeln!(
         out,

@@ -29,6 +29,9 @@ enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Include tasks that have ended.
+        #[arg(long)]
+        all: bool,
         #[command(flatten)]
         control: ControlArg,
     },
@@ -136,8 +139,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run(args),
-        Command::Ps { json, control } => {
-            client::ps(&control.addr, json).map(|()| ExitCode::SUCCESS)
+        Command::Ps { json, all, control } => {
+            client::ps(&control.addr, json, all).map(|()| ExitCode::SUCCESS)
         }
         Command::Top {
             sort,

@@ -37,8 +37,9 @@ fn cli(addr: &str, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `warden ps --json --all`: live and ended tasks.
 fn ps(addr: &str) -> serde_json::Value {
-    let out = cli(addr, &["ps", "--json"]);
+    let out = cli(addr, &["ps", "--json", "--all"]);
     assert!(
         out.status.success(),
         "{}",
@@ -149,6 +150,11 @@ fn ps_spawn_logs_suspend_kill() {
         std::thread::sleep(Duration::from_millis(20));
     }
 
+    // Plain `ps` lists live tasks only: the killed one is gone.
+    let live = cli(addr, &["ps", "--json"]);
+    let live: serde_json::Value = serde_json::from_slice(&live.stdout).unwrap();
+    assert!(task(&live, "busy_print").is_none() && task(&live, "sleeper").is_some());
+
     // The table view shows the tree with its columns.
     let table = String::from_utf8(cli(addr, &["ps"]).stdout).unwrap();
     assert!(
@@ -188,6 +194,8 @@ fn metrics_parse_as_prometheus_text() {
     );
     find("warden_task_cpu_seconds_total", "hello");
     find("warden_task_ipc_calls_total", "sleeper");
+    find("warden_task_traps_total", "hello");
+    find("warden_task_kills_total", "hello");
     assert!(scrape
         .samples
         .iter()
