@@ -3,28 +3,8 @@
 
 use crate::util::*;
 use std::io::{Read, Write};
-use std::process::{Child, Output};
+use std::process::Output;
 use std::time::{Duration, Instant};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-struct System {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for System {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// Runs `warden <args>` against `addr` (`--control` right after the
 /// subcommand: later words may be module arguments).
@@ -67,22 +47,7 @@ fn start(dir: &std::path::Path) -> System {
             guests::HELLO
         ),
     );
-    let addr = format!("127.0.0.1:{}", free_port());
-    let child = warden()
-        .args(["run", "--no-cache", "--control", &addr])
-        .arg(&m)
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let t = Instant::now();
-    while std::net::TcpStream::connect(&addr).is_err() {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "control API never came up"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    System { child, addr }
+    start_system(&m)
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! must render (a screenshot is saved beside the test binary's files).
 
 use crate::util::*;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn chromium() -> std::process::Command {
     let mut c = std::process::Command::new("chromium");
@@ -33,26 +33,8 @@ fn dashboard_shows_tree_and_charts() {
             guests::BUSY_PRINT
         ),
     );
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
-    let mut child = warden()
-        .args(["run", "--no-cache", "--control", &addr])
-        .arg(&m)
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let t = Instant::now();
-    while std::net::TcpStream::connect(&addr).is_err() {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "control API never came up"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let sys = start_system(&m);
+    let addr = sys.addr.clone();
     std::thread::sleep(Duration::from_millis(2500)); // a few samples of history
     let url = format!("http://{addr}/");
     let profile = dir.path().join("profile");
@@ -68,8 +50,7 @@ fn dashboard_shows_tree_and_charts() {
         .arg(format!("--screenshot={}", shot.display()))
         .arg(&url)
         .output();
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(sys);
     let html = String::from_utf8_lossy(&dom.stdout);
     assert!(html.contains("<tr class=\"task"), "no task rows: {html}");
     assert!(

@@ -63,3 +63,45 @@ pub fn rss_bytes() -> u64 {
     let kb: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
     kb * 1024
 }
+
+/// A free loopback port (for a control API).
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// A `warden run` child process with its control API; killed on drop.
+pub struct System {
+    child: std::process::Child,
+    /// Its control address.
+    pub addr: String,
+}
+
+impl Drop for System {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `warden run` on `manifest` with its control API on a free port,
+/// and waits until the API answers.
+pub fn start_system(manifest: &Path) -> System {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let child = warden()
+        .args(["run", "--no-cache", "--control", &addr])
+        .arg(manifest)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let system = System { child, addr };
+    let t = std::time::Instant::now();
+    while std::net::TcpStream::connect(&system.addr).is_err() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "control API never came up"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    system
+}

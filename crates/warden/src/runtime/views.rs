@@ -1,0 +1,111 @@
+//! What operators see of the tasks: the task list, lookups by name, and
+//! output.
+
+use super::Runtime;
+use crate::task::TaskId;
+use std::sync::atomic::Ordering;
+
+/// A task as operators see it, live or finished.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TaskView {
+    /// Task id.
+    pub id: TaskId,
+    /// Task name.
+    pub name: String,
+    /// The task that spawned it.
+    pub parent: Option<TaskId>,
+    /// "running", "runnable", "blocked", "suspended", or how it ended:
+    /// "exited", "trapped", "killed".
+    pub state: String,
+    /// CPU time, ms.
+    pub cpu_ms: f64,
+    /// Memory charged now (0 once finished), bytes.
+    pub memory_bytes: u64,
+    /// Its memory limit.
+    pub memory_limit_bytes: Option<u64>,
+    /// Highest memory charged.
+    pub peak_memory_bytes: u64,
+    /// Portal calls made and received.
+    pub ipc_calls: u64,
+    /// Message bytes sent.
+    pub bytes_sent: u64,
+    /// Message bytes received.
+    pub bytes_received: u64,
+}
+
+impl Runtime {
+    /// Every live task and every finished one, in spawn order.
+    pub fn task_views(&self) -> Vec<TaskView> {
+        let t = self.inner.tasks.lock();
+        let mut v: Vec<TaskView> = t
+            .live
+            .values()
+            .map(|l| {
+                let s = &l.shared;
+                TaskView {
+                    id: s.id,
+                    name: s.name.clone(),
+                    parent: l.parent,
+                    state: self
+                        .inner
+                        .exec
+                        .task_state(s.id)
+                        .unwrap_or("ending")
+                        .to_string(),
+                    cpu_ms: s.cpu_ns.load(Ordering::Relaxed) as f64 / 1e6,
+                    memory_bytes: s.memory_current.load(Ordering::Relaxed),
+                    memory_limit_bytes: l.memory_limit,
+                    peak_memory_bytes: s.memory_peak.load(Ordering::Relaxed),
+                    ipc_calls: s.ipc_calls.load(Ordering::Relaxed),
+                    bytes_sent: s.ipc_bytes_sent.load(Ordering::Relaxed),
+                    bytes_received: s.ipc_bytes_received.load(Ordering::Relaxed),
+                }
+            })
+            .chain(t.done.values().map(|r| TaskView {
+                id: r.id,
+                name: r.name.clone(),
+                parent: r.parent,
+                state: r.status.to_string(),
+                cpu_ms: r.cpu_ms,
+                memory_bytes: 0,
+                memory_limit_bytes: r.memory_limit_bytes,
+                peak_memory_bytes: r.peak_memory_bytes,
+                ipc_calls: r.ipc_calls,
+                bytes_sent: r.bytes_sent,
+                bytes_received: r.bytes_received,
+            }))
+            .collect();
+        v.sort_by_key(|t| t.id);
+        v
+    }
+
+    /// A task (live, or finished recently) by id or by name.
+    pub fn find(&self, id_or_name: &str) -> Option<TaskId> {
+        let t = self.inner.tasks.lock();
+        if let Ok(n) = id_or_name.parse::<u64>() {
+            let id = TaskId(n);
+            if t.live.contains_key(&id) || t.done.contains_key(&id) {
+                return Some(id);
+            }
+        }
+        let live = t.live.values().map(|l| (l.shared.id, &l.shared.name));
+        let done = t.done.values().map(|r| (r.id, &r.name));
+        live.chain(done)
+            .filter(|(_, n)| n.as_str() == id_or_name)
+            .map(|(id, _)| id)
+            .max()
+    }
+
+    /// A task's output from offset `from` (see [`crate::output::LogRing`]),
+    /// and the offset after it; `None` if the task is unknown or its
+    /// output is no longer kept.
+    pub fn log(&self, id: TaskId, from: u64) -> Option<(Vec<u8>, u64)> {
+        let t = self.inner.tasks.lock();
+        let ring = match t.live.get(&id) {
+            Some(l) => l.shared.log.clone(),
+            None => t.done_logs.iter().find(|(i, _)| *i == id)?.1.clone(),
+        };
+        drop(t);
+        Some(ring.read_from(from))
+    }
+}
