@@ -60,6 +60,6 @@ pub use manifest::{Manifest, RuntimeSection};
 pub use module::{LoadedModule, PROVIDED_IMPORT_MODULES};
 pub use output::Output;
 pub use report::TaskReport;
-pub use runtime::{Error, GroupSpec, Runtime, RuntimeConfig, TaskInfo, TaskView};
+pub use runtime::{Error, GroupSpec, Runtime, RuntimeConfig, TaskView};
 pub use sched::{Params, PolicyKind, RunQueue, TaskSched, Tree};
 pub use task::{TaskId, TaskSpec, TaskStatus};

@@ -138,21 +138,6 @@ pub enum Error {
     Start(String),
 }
 
-/// A live task's current figures.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct TaskInfo {
-    /// Task id.
-    pub id: TaskId,
-    /// Task name.
-    pub name: String,
-    /// CPU time so far, ms.
-    pub cpu_ms: f64,
-    /// Bytes of memory and tables charged now.
-    pub memory_bytes: u64,
-    /// Highest charge so far.
-    pub peak_memory_bytes: u64,
-}
-
 struct Live {
     shared: Arc<TaskShared>,
     start_ms: f64,
@@ -710,24 +695,6 @@ impl Runtime {
     pub fn reports(&self) -> Vec<TaskReport> {
         let mut v: Vec<TaskReport> = self.inner.tasks.lock().done.values().cloned().collect();
         v.sort_by_key(|r| r.id);
-        v
-    }
-
-    /// Current figures of every live task, in spawn order.
-    pub fn live_tasks(&self) -> Vec<TaskInfo> {
-        let t = self.inner.tasks.lock();
-        let mut v: Vec<TaskInfo> = t
-            .live
-            .values()
-            .map(|l| TaskInfo {
-                id: l.shared.id,
-                name: l.shared.name.clone(),
-                cpu_ms: l.shared.cpu_ns.load(Ordering::Relaxed) as f64 / 1e6,
-                memory_bytes: l.shared.memory_current.load(Ordering::Relaxed),
-                peak_memory_bytes: l.shared.memory_peak.load(Ordering::Relaxed),
-            })
-            .collect();
-        v.sort_by_key(|i| i.id);
         v
     }
 

@@ -1,7 +1,7 @@
 //! What operators see of the tasks: the task list, lookups by name, and
 //! output.
 
-use super::Runtime;
+use super::{Live, Runtime};
 use crate::task::TaskId;
 use std::sync::atomic::Ordering;
 
@@ -34,33 +34,43 @@ pub struct TaskView {
 }
 
 impl Runtime {
+    fn live_view(&self, l: &Live) -> TaskView {
+        let s = &l.shared;
+        TaskView {
+            id: s.id,
+            name: s.name.clone(),
+            parent: l.parent,
+            state: self
+                .inner
+                .exec
+                .task_state(s.id)
+                .unwrap_or("ending")
+                .to_string(),
+            cpu_ms: s.cpu_ns.load(Ordering::Relaxed) as f64 / 1e6,
+            memory_bytes: s.memory_current.load(Ordering::Relaxed),
+            memory_limit_bytes: l.memory_limit,
+            peak_memory_bytes: s.memory_peak.load(Ordering::Relaxed),
+            ipc_calls: s.ipc_calls.load(Ordering::Relaxed),
+            bytes_sent: s.ipc_bytes_sent.load(Ordering::Relaxed),
+            bytes_received: s.ipc_bytes_received.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Every live task, in spawn order.
+    pub fn live_tasks(&self) -> Vec<TaskView> {
+        let t = self.inner.tasks.lock();
+        let mut v: Vec<TaskView> = t.live.values().map(|l| self.live_view(l)).collect();
+        v.sort_by_key(|t| t.id);
+        v
+    }
+
     /// Every live task and every finished one, in spawn order.
     pub fn task_views(&self) -> Vec<TaskView> {
         let t = self.inner.tasks.lock();
         let mut v: Vec<TaskView> = t
             .live
             .values()
-            .map(|l| {
-                let s = &l.shared;
-                TaskView {
-                    id: s.id,
-                    name: s.name.clone(),
-                    parent: l.parent,
-                    state: self
-                        .inner
-                        .exec
-                        .task_state(s.id)
-                        .unwrap_or("ending")
-                        .to_string(),
-                    cpu_ms: s.cpu_ns.load(Ordering::Relaxed) as f64 / 1e6,
-                    memory_bytes: s.memory_current.load(Ordering::Relaxed),
-                    memory_limit_bytes: l.memory_limit,
-                    peak_memory_bytes: s.memory_peak.load(Ordering::Relaxed),
-                    ipc_calls: s.ipc_calls.load(Ordering::Relaxed),
-                    bytes_sent: s.ipc_bytes_sent.load(Ordering::Relaxed),
-                    bytes_received: s.ipc_bytes_received.load(Ordering::Relaxed),
-                }
-            })
+            .map(|l| self.live_view(l))
             .chain(t.done.values().map(|r| TaskView {
                 id: r.id,
                 name: r.name.clone(),
