@@ -166,7 +166,11 @@ fn spawn(
     let mut grants = Vec::new();
     take_objects(&mut ipc.handles, mem, grant, ngrant, &mut grants)?;
     let task = spawner.spawn_child(ipc, &module, args, budget, grants)?;
-    ipc.handles.insert(Object::Task(task))
+    let id = task.id;
+    ipc.handles.insert(Object::Task(task)).inspect_err(|_| {
+        // No handle to it: the parent could never wait for or kill it.
+        spawner.kill(id, "its parent could not hold its handle");
+    })
 }
 
 type ChildRef = (Arc<TaskShared>, Arc<dyn crate::task::Spawner>);
