@@ -32,6 +32,11 @@
 //!   memory objects and permits, reached by guests through the `warden`
 //!   import module ([`HOST_FUNCTIONS`]; C SDK in `sdk/c/warden.h`), with
 //!   errors as [`Errno`] codes.
+//! - **Scheduling** ([`sched`]): policies as plain data structures
+//!   (round-robin, priority, stride, lottery, groups, caps), CPU
+//!   inheritance across portal calls, nested tasks with carved budgets.
+//! - **Operators** ([`control`], [`events`]): the control API, web
+//!   dashboard and metrics a running system serves, and the event log.
 //! - [`Manifest`]: a TOML description of a system of tasks.
 //! - [`TaskReport`]: how a task ended and what it used.
 
