@@ -1,6 +1,6 @@
 //! Where a task's stdout and stderr go.
 //!
-//! Each stream is a [`Sink`]: the host's own stdout/stderr, nothing, or a
+//! Each stream is a `Sink`: the host's own stdout/stderr, nothing, or a
 //! file. Everything a task writes is also kept in its [`LogRing`], the last
 //! [`LOG_RING_BYTES`] of it, for operators. When several tasks share the host's terminal, each complete line is
 //! prefixed with `[task-name] ` so that interleaved output stays readable;
