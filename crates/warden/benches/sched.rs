@@ -9,6 +9,7 @@
 //! - the executor's cost of a slice switch between two spinning tasks
 //!   (and, for a switch through a portal call, see the IPC benchmark);
 //! - compute inside a task placed three groups deep vs raw Wasmtime.
+//!
 //! `WARDEN_BENCH_QUICK=1` shortens every run.
 
 mod common;

@@ -99,13 +99,7 @@ fn table(tasks: &Value, sort: Option<&str>) -> String {
         "SENT",
         "RECV"
     );
-    fn rows<'a>(
-        list: &'a [Value],
-        parent: &Value,
-        depth: usize,
-        sort: Option<&str>,
-        out: &mut String,
-    ) {
+    fn rows(list: &[Value], parent: &Value, depth: usize, sort: Option<&str>, out: &mut String) {
         let mut kids: Vec<&Value> = list.iter().filter(|t| &t["parent"] == parent).collect();
         match sort {
             Some("cpu") => kids.sort_by(|a, b| {

@@ -23,7 +23,7 @@ impl Future for Churn {
             Poll::Ready(TaskStatus::Exited(0))
         } else {
             self.yields -= 1;
-            if self.yields % 2 == 0 {
+            if self.yields.is_multiple_of(2) {
                 cx.waker().wake_by_ref();
             } else {
                 let w = cx.waker().clone();

@@ -165,7 +165,9 @@ fn spawn(
     let spawner = ipc.kernel.spawner()?;
     let mut grants = Vec::new();
     take_objects(&mut ipc.handles, mem, grant, ngrant, &mut grants)?;
-    let task = spawner.clone().spawn_child(ipc, &module, args, budget, grants)?;
+    let task = spawner
+        .clone()
+        .spawn_child(ipc, &module, args, budget, grants)?;
     let id = task.id;
     ipc.handles.insert(Object::Task(task)).inspect_err(|_| {
         // No handle to it: the parent could never wait for or kill it.

@@ -121,7 +121,7 @@ mod tests {
 
     #[test]
     fn bounds_rights_and_revocation() {
-        let mut owner_memory = vec![0u8; 64];
+        let mut owner_memory = [0u8; 64];
         let base = owner_memory[16..].as_mut_ptr();
         // SAFETY: 32 bytes at offset 16 lie inside the vector, which
         // outlives the permit.

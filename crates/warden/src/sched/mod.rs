@@ -108,6 +108,10 @@ pub trait Policy: Send {
     fn set_params(&mut self, _key: u64, _params: &Params) {}
     /// Queued children.
     fn len(&self) -> usize;
+    /// Whether no child is queued.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// The decision interface between the executor and the scheduling policy.

@@ -34,7 +34,7 @@ fn task<'a>(tasks: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::
         .unwrap()
         .iter()
         .filter(|t| t["name"] == name)
-        .last()
+        .next_back()
 }
 
 fn start(dir: &std::path::Path) -> System {
