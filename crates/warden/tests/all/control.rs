@@ -33,8 +33,7 @@ fn task<'a>(tasks: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::
         .as_array()
         .unwrap()
         .iter()
-        .filter(|t| t["name"] == name)
-        .next_back()
+        .rfind(|t| t["name"] == name)
 }
 
 fn start(dir: &std::path::Path) -> System {

@@ -199,7 +199,7 @@ fn suspend_and_resume() {
 
 fn work_server(dir: &std::path::Path, priority: i32, inheritance: bool) -> warden::TaskSpec {
     let mut s = spec(dir, "server", guests::WORK);
-    s.args = vec!["server".into(), "200000".into()];
+    s.args = vec!["server".into(), "2000000".into()];
     s.provides = vec!["work".into()];
     s.sched.priority = priority;
     s.inheritance = inheritance;
@@ -299,7 +299,9 @@ fn inheritance_follows_call_chains() {
         let rt = rt_with(PolicyKind::Priority, vec![]);
         let back = rt.spawn(&work_server(dir.path(), 1, inheritance)).unwrap();
         let mut relay = spec(dir.path(), "relay", guests::WORK);
-        relay.args = vec!["relay".into(), "100000".into()];
+        // Enough work per call that the CPU served on the client's behalf
+        // dwarfs what the servers spend starting up on their own account.
+        relay.args = vec!["relay".into(), "3000000".into()];
         relay.provides = vec!["front".into()];
         relay.uses = vec!["work".into()];
         relay.sched.priority = 1;
