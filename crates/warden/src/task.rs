@@ -592,8 +592,9 @@ pub(crate) struct TaskIpc {
     pub(crate) kernel: Arc<Kernel>,
     /// Calls received and not yet answered.
     pub(crate) calls_in_progress: u32,
-    /// The task's own spec, which its children's specs start from.
-    pub(crate) spec: Arc<TaskSpec>,
+    /// The task's own spec, which its children's specs start from (kept
+    /// only if it was granted modules to spawn from).
+    pub(crate) spec: Option<Arc<TaskSpec>>,
     /// Handles its parent granted it at spawn, in order.
     pub(crate) granted: Vec<i32>,
     /// Names bound by its parent: a portal, or `None` for a hidden name.

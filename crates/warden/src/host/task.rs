@@ -107,7 +107,8 @@ fn module_lookup(c: &mut Caller<'_, TaskData>, ptr: i32, len: i32) -> Result<i32
     let (mem, data) = memory(c)?;
     let name = super::names::read_name(mem, ptr, len)?;
     let ipc = &mut data.ipc;
-    let found = ipc.spec.modules.iter().find(|(n, _)| *n == name).cloned();
+    let modules = ipc.spec.as_ref().map_or(&[][..], |s| &s.modules[..]);
+    let found = modules.iter().find(|(n, _)| *n == name).cloned();
     let module = found.ok_or(Errno::Denied)?;
     ipc.handles.insert(Object::Module(Arc::new(module)))
 }

@@ -163,6 +163,8 @@ pub(crate) struct Child {
 struct Table {
     live: HashMap<TaskId, Live>,
     done: HashMap<TaskId, TaskReport>,
+    /// Live children of each task that has any.
+    children: HashMap<TaskId, Vec<TaskId>>,
     /// Output of the most recently finished tasks.
     done_logs: std::collections::VecDeque<(TaskId, Arc<crate::output::LogRing>)>,
     /// Threads waiting on `Tasks::changed` (finishing wakes nobody if 0).
@@ -216,12 +218,12 @@ impl Tasks {
             }
             t.done_logs.push_back((shared.id, shared.log.clone()));
         }
-        let children: Vec<TaskId> = t
-            .live
-            .values()
-            .filter(|l| l.parent == Some(shared.id))
-            .map(|l| l.shared.id)
-            .collect();
+        let children = t.children.remove(&shared.id).unwrap_or_default();
+        if let Some(parent) = shared.parent.as_ref().map(|p| p.id) {
+            if let Some(siblings) = t.children.get_mut(&parent) {
+                siblings.retain(|&c| c != shared.id);
+            }
+        }
         let wake = t.waiters > 0;
         let wake_empty = t.empty_waiters > 0 && t.live.is_empty();
         drop(t);
@@ -483,6 +485,9 @@ impl Runtime {
             if t.live.len() >= inner.config.max_tasks as usize {
                 return Err(Error::Full(inner.config.max_tasks));
             }
+            if let Some(c) = &child {
+                t.children.entry(c.parent.id).or_default().push(id);
+            }
             t.live.insert(
                 id,
                 Live {
@@ -496,7 +501,16 @@ impl Runtime {
         let store = match self.store(spec, &module.path, &shared, child) {
             Ok(store) => store,
             Err(message) => {
-                inner.tasks.lock().live.remove(&id);
+                let mut t = inner.tasks.lock();
+                t.live.remove(&id);
+                if let Some(siblings) = shared
+                    .parent
+                    .as_ref()
+                    .and_then(|p| t.children.get_mut(&p.id))
+                {
+                    siblings.retain(|&c| c != id);
+                }
+                drop(t);
                 return Err(Error::Spawn {
                     name: spec.name.clone(),
                     message,
@@ -551,7 +565,8 @@ impl Runtime {
             grants: Grants::of(spec),
             kernel: inner.kernel.clone(),
             calls_in_progress: 0,
-            spec: Arc::new(spec.clone()),
+            // Only a task that may spawn children needs its spec later.
+            spec: (!spec.modules.is_empty()).then(|| Arc::new(spec.clone())),
             granted,
             names,
             child_names: HashMap::new(),

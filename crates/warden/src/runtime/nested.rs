@@ -60,7 +60,7 @@ impl Spawner for Inner {
             undo_share();
             return Err(Errno::NoMem);
         }
-        let mut spec = (*parent.spec).clone();
+        let mut spec = parent.spec.as_deref().ok_or(Errno::Denied)?.clone();
         let n = self.next_id.load(Ordering::Relaxed);
         spec.name = format!("{}/{}.{n}", p.name, module.0);
         spec.module = module.1.clone();

@@ -3,15 +3,19 @@
 
 use super::{Params, Policy};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
 /// Nominal CPU quantum: what a lottery winner is expected to use.
 pub const QUANTUM_NS: u64 = 4_000_000;
 
 /// First in, first out: a child whose slice ended goes to the back.
+///
+/// Removal is O(1): a removed child's entry stays in the queue and is
+/// skipped when it comes up.
 #[derive(Default)]
 pub struct RoundRobin {
     queue: VecDeque<u64>,
+    queued: HashSet<u64>,
 }
 
 impl Policy for RoundRobin {
@@ -20,33 +24,38 @@ impl Policy for RoundRobin {
         self.remove(key);
     }
     fn enqueue(&mut self, key: u64) {
-        self.queue.push_back(key);
-    }
-    fn pick(&mut self) -> Option<u64> {
-        self.queue.pop_front()
-    }
-    fn remove(&mut self, key: u64) -> bool {
-        match self.queue.iter().position(|&k| k == key) {
-            Some(i) => {
-                self.queue.remove(i);
-                true
-            }
-            None => false,
+        if self.queued.insert(key) {
+            self.queue.push_back(key);
         }
     }
+    fn pick(&mut self) -> Option<u64> {
+        while let Some(k) = self.queue.pop_front() {
+            if self.queued.remove(&k) {
+                return Some(k);
+            }
+        }
+        None
+    }
+    fn remove(&mut self, key: u64) -> bool {
+        let removed = self.queued.remove(&key);
+        if self.queued.is_empty() {
+            self.queue.clear();
+        }
+        removed
+    }
     fn len(&self) -> usize {
-        self.queue.len()
+        self.queued.len()
     }
 }
 
 /// Fixed priorities: always the highest runnable priority, round-robin
 /// among equals. A lower priority never runs while a higher one is
-/// runnable.
+/// runnable. Removal is O(1), as in [`RoundRobin`].
 #[derive(Default)]
 pub struct FixedPriority {
     priority: HashMap<u64, i32>,
     levels: BTreeMap<Reverse<i32>, VecDeque<u64>>,
-    len: usize,
+    queued: HashSet<u64>,
 }
 
 impl Policy for FixedPriority {
@@ -58,36 +67,38 @@ impl Policy for FixedPriority {
         self.priority.remove(&key);
     }
     fn enqueue(&mut self, key: u64) {
-        let p = self.priority.get(&key).copied().unwrap_or(0);
-        self.levels.entry(Reverse(p)).or_default().push_back(key);
-        self.len += 1;
+        if self.queued.insert(key) {
+            let p = self.priority.get(&key).copied().unwrap_or(0);
+            self.levels.entry(Reverse(p)).or_default().push_back(key);
+        }
     }
     fn pick(&mut self) -> Option<u64> {
-        let mut level = self.levels.first_entry()?;
-        let key = level.get_mut().pop_front();
-        if level.get().is_empty() {
+        loop {
+            let mut level = self.levels.first_entry()?;
+            while let Some(k) = level.get_mut().pop_front() {
+                if self.queued.remove(&k) {
+                    if level.get().is_empty() {
+                        level.remove();
+                    }
+                    return Some(k);
+                }
+            }
             level.remove();
         }
-        self.len -= key.is_some() as usize;
-        key
     }
     fn remove(&mut self, key: u64) -> bool {
-        let p = Reverse(self.priority.get(&key).copied().unwrap_or(0));
-        let Some(q) = self.levels.get_mut(&p) else {
-            return false;
-        };
-        let Some(i) = q.iter().position(|&k| k == key) else {
-            return false;
-        };
-        q.remove(i);
-        if q.is_empty() {
-            self.levels.remove(&p);
+        let removed = self.queued.remove(&key);
+        if self.queued.is_empty() {
+            self.levels.clear();
         }
-        self.len -= 1;
-        true
+        removed
+    }
+    fn set_params(&mut self, key: u64, params: &Params) {
+        // Takes effect from the child's next enqueue.
+        self.priority.insert(key, params.priority);
     }
     fn len(&self) -> usize {
-        self.len
+        self.queued.len()
     }
 }
 
@@ -187,6 +198,8 @@ impl Policy for Stride {
 pub struct Lottery {
     tickets: HashMap<u64, (u32, u64)>, // tickets, ns used last time
     ready: Vec<u64>,
+    /// Position of each ready child in `ready`.
+    index: HashMap<u64, usize>,
     rng: u64,
 }
 
@@ -196,6 +209,7 @@ impl Lottery {
         Lottery {
             tickets: HashMap::new(),
             ready: Vec::new(),
+            index: HashMap::new(),
             rng: seed | 1,
         }
     }
@@ -223,7 +237,10 @@ impl Policy for Lottery {
         self.tickets.remove(&key);
     }
     fn enqueue(&mut self, key: u64) {
-        self.ready.push(key);
+        if !self.index.contains_key(&key) {
+            self.index.insert(key, self.ready.len());
+            self.ready.push(key);
+        }
     }
     fn pick(&mut self) -> Option<u64> {
         let total: u128 = self.ready.iter().map(|&k| self.weight(k)).sum();
@@ -243,16 +260,19 @@ impl Policy for Lottery {
             }
             draw -= w;
         }
-        Some(self.ready.swap_remove(winner))
+        let key = self.ready[winner];
+        self.remove(key);
+        Some(key)
     }
     fn remove(&mut self, key: u64) -> bool {
-        match self.ready.iter().position(|&k| k == key) {
-            Some(i) => {
-                self.ready.swap_remove(i);
-                true
-            }
-            None => false,
+        let Some(i) = self.index.remove(&key) else {
+            return false;
+        };
+        self.ready.swap_remove(i);
+        if let Some(&moved) = self.ready.get(i) {
+            self.index.insert(moved, i);
         }
+        true
     }
     fn charge(&mut self, key: u64, ns: u64) {
         if let Some(e) = self.tickets.get_mut(&key) {
