@@ -193,6 +193,8 @@ struct Shared {
     stop_timer: AtomicBool,
     /// Completed slices (polls), for statistics.
     polls: AtomicU64,
+    /// Whether the run queue wants CPU charges after each poll.
+    charges: AtomicBool,
     /// Back-to-back polls on a worker, and the time between them (the
     /// executor's own cost of switching from one task to the next).
     switches: AtomicU64,
@@ -247,6 +249,7 @@ impl Executor {
             tokio,
             stop_timer: AtomicBool::new(false),
             polls: AtomicU64::new(0),
+            charges: AtomicBool::new(true),
             switches: AtomicU64::new(0),
             switch_ns: AtomicU64::new(0),
         });
@@ -292,6 +295,8 @@ impl Executor {
         });
         let mut q = self.shared.lock();
         q.policy.add(id, sched);
+        let charges = q.policy.needs_charges();
+        self.shared.charges.store(charges, Ordering::Relaxed);
         q.push(&cell.shared);
         q.cells.insert(id, cell);
         let wake = q.idle > 0;
@@ -635,7 +640,9 @@ fn run_slice(exec: &Arc<Shared>, cell: &Arc<TaskCell>) {
     let (wall, now) = cpu::end(finished || shared.limited || !shared.groups.is_empty());
     LAST_POLL_END.with(|l| l.set(now));
     exec.polls.fetch_add(1, Ordering::Relaxed);
-    exec.lock().policy.charge(key, wall, now);
+    if exec.charges.load(Ordering::Relaxed) {
+        exec.lock().policy.charge(key, wall, now);
+    }
     if key != shared.id.0 {
         shared.served_ns.fetch_add(wall, Ordering::Relaxed);
     }

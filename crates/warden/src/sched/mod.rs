@@ -106,6 +106,10 @@ pub trait Policy: Send {
     fn charge(&mut self, _key: u64, _ns: u64) {}
     /// Changes a child's parameters.
     fn set_params(&mut self, _key: u64, _params: &Params) {}
+    /// Whether `charge` affects the order (stride, lottery).
+    fn uses_charges(&self) -> bool {
+        false
+    }
     /// Queued children.
     fn len(&self) -> usize;
     /// Whether no child is queued.
@@ -141,6 +145,11 @@ pub trait RunQueue: Send {
     fn next_release(&self) -> Option<u64>;
     /// Changes a task's parameters.
     fn set_params(&mut self, task: TaskKey, params: &Params);
+    /// Whether `charge` matters (some policy or cap uses CPU figures); if
+    /// not, the executor skips it.
+    fn needs_charges(&self) -> bool {
+        true
+    }
 }
 
 /// How a task is scheduled.
@@ -351,6 +360,10 @@ impl RunQueue for Tree {
         if let Some(&g) = self.group_of.get(&task) {
             self.nodes[g].policy.set_params(task, params);
         }
+    }
+
+    fn needs_charges(&self) -> bool {
+        !self.caps.is_empty() || self.nodes.iter().any(|n| n.policy.uses_charges())
     }
 }
 

@@ -186,6 +186,9 @@ impl Policy for Stride {
             c.share = params.share.max(1);
         }
     }
+    fn uses_charges(&self) -> bool {
+        true
+    }
     fn len(&self) -> usize {
         self.ready.len()
     }
@@ -283,6 +286,9 @@ impl Policy for Lottery {
         if let Some(e) = self.tickets.get_mut(&key) {
             e.0 = params.tickets.max(1);
         }
+    }
+    fn uses_charges(&self) -> bool {
+        true
     }
     fn len(&self) -> usize {
         self.ready.len()
