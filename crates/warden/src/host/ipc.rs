@@ -8,9 +8,7 @@
 //! into the client's memory. Longer messages than the receiver's buffer
 //! are truncated: the return value is always the full length.
 
-use super::{
-    give_objects, len32, memory, range, read_u32, ret32, ret64, take_objects, write_u32, write_u64,
-};
+use super::{deliver, len32, memory, range, read_u32, ret32, ret64, take_objects, write_u64};
 use crate::ipc::service::{CallRef, Phase, PortalRef, Service, ServiceRef};
 use crate::ipc::{Errno, Object};
 use crate::task::TaskData;
@@ -154,19 +152,18 @@ async fn call(
         return Err(Errno::from_code(code));
     }
     let (mem, data) = memory(&mut c)?;
-    let n = st.reply.len().min(resp_cap as u32 as usize);
-    let dst = range(mem.len(), resp, n as u64)?;
-    mem[dst].copy_from_slice(&st.reply[..n]);
-    let cap_nh = read_u32(mem, resp_nh)? as u64;
-    range(mem.len(), resp_h, cap_nh * 4)?;
-    let given = give_objects(
+    let st = &mut *st;
+    let (reply, objects) = (&st.reply, &mut st.reply_objects);
+    deliver(
         &mut data.ipc.handles,
         mem,
+        reply,
+        resp,
+        resp_cap,
+        objects,
         resp_h,
-        cap_nh,
-        &mut st.reply_objects,
-    );
-    write_u32(mem, resp_nh, given)?;
+        resp_nh,
+    )?;
     data.ipc
         .shared
         .count_message(1, len32(req_len) as usize, st.reply.len());
@@ -197,20 +194,19 @@ async fn recv(
     // From here to the end no await: a kill cannot split the delivery.
     let (mem, data) = memory(&mut c)?;
     let mut st = slot.lock();
-    let n = st.request.len().min(cap as u32 as usize);
+    let st_ref = &mut *st;
+    let (request, objects) = (&st_ref.request, &mut st_ref.request_objects);
     // Pointers were checked before waiting; memory never shrinks.
-    let dst = range(mem.len(), buf, n as u64)?;
-    mem[dst].copy_from_slice(&st.request[..n]);
-    let cap_nh = read_u32(mem, nh)? as u64;
-    range(mem.len(), h, cap_nh * 4)?;
-    let given = give_objects(
+    deliver(
         &mut data.ipc.handles,
         mem,
+        request,
+        buf,
+        cap,
+        objects,
         h,
-        cap_nh,
-        &mut st.request_objects,
-    );
-    write_u32(mem, nh, given)?;
+        nh,
+    )?;
     let len = st.request.len() as i64;
     drop(st);
     data.ipc.shared.count_message(1, 0, len as usize);

@@ -188,6 +188,31 @@ fn take_objects(
     Ok(())
 }
 
+/// Delivers a message into the receiver's memory: the first `cap` bytes
+/// of `bytes` at `buf`, and as many of `objects` as the count at `nh_ptr`
+/// allows as handles at `h_ptr` (the rest are dropped); the count
+/// delivered is written back to `nh_ptr`. The caller returns the full
+/// length, so a receiver can tell it was truncated.
+#[allow(clippy::too_many_arguments)]
+fn deliver(
+    table: &mut HandleTable,
+    mem: &mut [u8],
+    bytes: &[u8],
+    buf: i32,
+    cap: i32,
+    objects: &mut Vec<Object>,
+    h_ptr: i32,
+    nh_ptr: i32,
+) -> Result<(), Errno> {
+    let n = bytes.len().min(cap as u32 as usize);
+    let dst = range(mem.len(), buf, n as u64)?;
+    mem[dst].copy_from_slice(&bytes[..n]);
+    let cap_nh = read_u32(mem, nh_ptr)? as u64;
+    range(mem.len(), h_ptr, cap_nh * 4)?;
+    let given = give_objects(table, mem, h_ptr, cap_nh, objects);
+    write_u32(mem, nh_ptr, given)
+}
+
 /// Installs received objects in the receiver's table, writing their
 /// handles to the guest array at `list_ptr` (room for `cap`). Objects
 /// beyond `cap`, or that the table cannot take, are dropped. Returns how
