@@ -1,8 +1,8 @@
 /* IPC round-trip benchmark (the seeds' Table 2 and a 64 KiB transfer).
  *
  *   ipc_bench server           serve "bench"
- *   ipc_bench client N         time N calls of each kind; print
- *                              "<kind> <ns per round trip>" per line
+ *   ipc_bench client N [KIND]  time N calls of each kind (or only KIND);
+ *                              print "<kind> <ns per round trip>" per line
  *
  * Kinds: null (empty request and reply), int3 (three ints in, their sum
  * out), str100 (a 100-byte string in, its length out), copy64k (64 KiB
@@ -54,7 +54,7 @@ static double now_ns(void) {
     return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
-static int client(long n) {
+static int client(long n, const char *only) {
     warden_handle p = warden_name_lookup("bench", 10LL * 1000 * 1000 * 1000);
     if (p < 0) { printf("lookup: %s\n", warden_strerror(p)); return 1; }
     char resp[16];
@@ -74,6 +74,7 @@ static int client(long n) {
         {"mem64k_read", "a", 1, 1, n / 10 + 1},
     };
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        if (only && strcmp(only, kinds[k].name)) continue;
         long iters = kinds[k].iters;
         double t0 = now_ns();
         for (long i = 0; i < iters; i++) {
@@ -89,6 +90,6 @@ static int client(long n) {
 
 int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "server")) return server();
-    if (argc >= 3 && !strcmp(argv[1], "client")) return client(atol(argv[2]));
+    if (argc >= 3 && !strcmp(argv[1], "client")) return client(atol(argv[2]), argc > 3 ? argv[3] : NULL);
     return 64;
 }

@@ -50,7 +50,7 @@ pub fn quiet(name: &str, module: &str) -> TaskSpec {
 /// Builds a native C program from `benches/peers/<name>.c` with the host's
 /// C compiler and returns the executable's path.
 pub fn build_peer(name: &str, extra: &[&str]) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("benches/peers/{name}.c"));
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../bench/peers/{name}.c"));
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let status = Command::new("cc")
         .args(["-O2", "-o"])

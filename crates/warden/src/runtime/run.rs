@@ -50,14 +50,47 @@ pub(super) fn on_tick(
 /// the ending. The store is dropped when the future completes or is dropped.
 pub(super) async fn run(
     pre: InstancePre<TaskData>,
-    mut store: Store<TaskData>,
+    store: Store<TaskData>,
     shared: Arc<TaskShared>,
 ) -> TaskStatus {
-    let status = start(pre, &mut store, &shared).await;
+    let mut store = ReleaseOnDrop(store);
+    let status = start(pre, &mut store.0, &shared).await;
     // Revoke what the task owns before its memory goes (ipc rule 5).
     shared.release_owned();
     drop(store);
     status
+}
+
+/// Linear memories at least this large go back to the system as soon as
+/// their task ends.
+const EAGER_RELEASE_BYTES: usize = 1 << 20;
+
+/// A task's store, which on drop hands a large linear memory's pages back
+/// to the system at once. The pooling allocator would decommit them only
+/// with the next batch of freed slots (see `DECOMMIT_BATCH`), which on a
+/// quiet system may be never; small memories still wait for the batch,
+/// where one `madvise` serves many tasks.
+///
+/// Dropped only after the task's permits and memory objects are revoked
+/// (by `run` above, or by the executor before it drops the future), so
+/// nothing else reads the memory any more.
+struct ReleaseOnDrop(Store<TaskData>);
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        let Some(memory) = self.0.data().ipc.memory else {
+            return;
+        };
+        let (ptr, len) = (memory.data_ptr(&self.0), memory.data_size(&self.0));
+        if len >= EAGER_RELEASE_BYTES {
+            // SAFETY: the range is this store's linear memory, which stays
+            // mapped until the store is dropped just after; nothing uses it
+            // any more (see above). MADV_DONTNEED only drops page contents:
+            // the pages read back as the module's image or zeros, the state
+            // the pooling allocator resets the slot to anyway.
+            unsafe { libc::madvise(ptr.cast(), len, libc::MADV_DONTNEED) };
+        }
+    }
 }
 
 async fn start(

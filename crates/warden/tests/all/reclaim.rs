@@ -1,5 +1,5 @@
 use crate::util::*;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use warden::Output;
 
 /// 2,000 tasks in sequence, each touching 4 MiB: the memory of each returns
@@ -24,4 +24,50 @@ fn memory_returns_after_death() {
     let grown = max_rss.saturating_sub(before);
     // Touched in total: 2,000 x 4 MiB = 8,000 MiB.
     assert!(grown < 512 << 20, "RSS grew by {} MiB", grown >> 20);
+}
+
+/// A running task holding 64 MiB is killed on a system with nothing else
+/// dying: its pages leave the process's resident set at once, not with some
+/// later batch of freed pool slots.
+#[test]
+fn killed_tasks_memory_leaves_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = manifest(
+        dir.path(),
+        &format!(
+            "[[task]]\nname = \"hold\"\nmodule = {:?}\n\n[[task]]\nname = \"keeper\"\nmodule = {:?}\n",
+            guests::HOLD,
+            guests::SLEEP
+        ),
+    );
+    let system = start_system(&m);
+    let pid = system.pid().to_string();
+    let t = Instant::now();
+    let mut held = rss_of(&pid);
+    while held < 80 << 20 {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "RSS only {} MiB",
+            held >> 20
+        );
+        std::thread::sleep(Duration::from_millis(20));
+        held = rss_of(&pid);
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    held = rss_of(&pid);
+    let out = warden()
+        .args(["kill", "--control", &system.addr, "hold"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let t = Instant::now();
+    while rss_of(&pid) > held - (56 << 20) {
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "RSS {} MiB two seconds after the kill, {} MiB before",
+            rss_of(&pid) >> 20,
+            held >> 20
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }

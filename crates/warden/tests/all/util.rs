@@ -58,7 +58,12 @@ pub fn manifest(dir: &Path, text: &str) -> PathBuf {
 
 /// Current resident set size of this process, bytes.
 pub fn rss_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    rss_of("self")
+}
+
+/// Current resident set size of process `pid` ("self" for this one), bytes.
+pub fn rss_of(pid: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
     let kb: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
     kb * 1024
@@ -75,6 +80,13 @@ pub struct System {
     child: std::process::Child,
     /// Its control address.
     pub addr: String,
+}
+
+impl System {
+    /// The `warden run` process's id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
 }
 
 impl Drop for System {

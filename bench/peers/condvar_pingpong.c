@@ -1,21 +1,27 @@
 /* Two threads of one process handing a turn back and forth through a
  * mutex and condition variable.
- *   condvar_pingpong N  ->  prints "condvar <ns per round trip>" */
+ *   condvar_pingpong N [BYTES]  ->  prints "condvar <ns per round trip>"
+ * With BYTES, each request copies that many bytes into a shared buffer and
+ * the server copies them out (marshalling, as a request between tasks). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static int turn; /* 0: client's, 1: server's */
 static long n;
+static size_t bytes;
+static char shared[4096], mine[4096], theirs[4096];
 
 static void *serve(void *arg) {
     (void)arg;
     for (long i = 0; i < n; i++) {
         pthread_mutex_lock(&m);
         while (turn != 1) pthread_cond_wait(&cv, &m);
+        memcpy(theirs, shared, bytes);
         turn = 0;
         pthread_cond_signal(&cv);
         pthread_mutex_unlock(&m);
@@ -25,12 +31,15 @@ static void *serve(void *arg) {
 
 int main(int argc, char **argv) {
     n = argc > 1 ? atol(argv[1]) : 100000;
+    bytes = argc > 2 ? (size_t)atol(argv[2]) : 0;
+    if (bytes > sizeof shared) bytes = sizeof shared;
     pthread_t t;
     pthread_create(&t, NULL, serve, NULL);
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
     for (long i = 0; i < n; i++) {
         pthread_mutex_lock(&m);
+        memcpy(shared, mine, bytes);
         turn = 1;
         pthread_cond_signal(&cv);
         while (turn != 0) pthread_cond_wait(&cv, &m);

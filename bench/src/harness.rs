@@ -1,0 +1,119 @@
+//! How every figure is taken: contestants run in interleaved rounds, A B C
+//! A B C …, the order rotating each round, so that drift in the machine
+//! (other load, frequency, caches) lands on every contestant alike. A
+//! warm-up round runs first and is not counted.
+
+use crate::machine::Clock;
+use crate::model::Samples;
+use crate::peers::Peers;
+use std::collections::BTreeMap;
+
+/// What every table's code gets.
+pub struct Ctx {
+    pub quick: bool,
+    /// Counted rounds per figure.
+    pub rounds: usize,
+    pub peers: Peers,
+    pub clock: Clock,
+}
+
+impl Ctx {
+    /// `full` in a full run, `quick` in a quick one.
+    pub fn pick<T>(&self, full: T, quick: T) -> T {
+        if self.quick {
+            quick
+        } else {
+            full
+        }
+    }
+}
+
+/// One contestant: a name and a closure that takes one sample of each of
+/// its figures, pushing them into the samples it is given.
+pub type Contestant<'a> = (
+    String,
+    Box<dyn FnMut(&mut Samples) -> Result<(), String> + 'a>,
+);
+
+pub fn contestant<'a>(
+    name: &str,
+    f: impl FnMut(&mut Samples) -> Result<(), String> + 'a,
+) -> Contestant<'a> {
+    (name.to_string(), Box::new(f))
+}
+
+/// Runs one warm-up round and `rounds` counted rounds of `contestants`,
+/// rotating their order each round. A contestant that fails is dropped
+/// from later rounds; its first error is returned under its name.
+pub fn interleave(
+    rounds: usize,
+    mut contestants: Vec<Contestant<'_>>,
+) -> (Samples, BTreeMap<String, String>) {
+    let mut samples = Samples::default();
+    let mut errors = BTreeMap::new();
+    let n = contestants.len();
+    for round in 0..=rounds {
+        let mut scratch = Samples::default();
+        let into = if round == 0 {
+            &mut scratch
+        } else {
+            &mut samples
+        };
+        for i in 0..n {
+            let (name, f) = &mut contestants[(i + round) % n];
+            if errors.contains_key(name) {
+                continue;
+            }
+            if let Err(e) = f(into) {
+                eprintln!("  {name}: {e}");
+                errors.insert(name.clone(), e);
+            }
+        }
+    }
+    (samples, errors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    #[test]
+    fn rounds_interleave_and_rotate() {
+        let order = RefCell::new(vec![]);
+        let c = |name: &'static str| {
+            let order = &order;
+            contestant(name, move |s: &mut Samples| {
+                order.borrow_mut().push(name);
+                s.push(name, 1.0);
+                Ok(())
+            })
+        };
+        let (s, e) = interleave(2, vec![c("a"), c("b")]);
+        assert!(e.is_empty());
+        assert_eq!(*order.borrow(), ["a", "b", "b", "a", "a", "b"]);
+        // The warm-up round is not counted.
+        assert_eq!(s.0["a"].len(), 2);
+    }
+
+    #[test]
+    fn a_failing_contestant_is_dropped_and_reported() {
+        let mut calls = 0;
+        let (s, e) = interleave(
+            3,
+            vec![
+                contestant("bad", |_| {
+                    calls += 1;
+                    Err("broken".into())
+                }),
+                contestant("good", |s| {
+                    s.push("good", 2.0);
+                    Ok(())
+                }),
+            ],
+        );
+        assert_eq!(e["bad"], "broken");
+        assert_eq!(s.0["good"].len(), 3);
+        assert_eq!(calls, 1);
+    }
+}

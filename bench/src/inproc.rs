@@ -1,0 +1,164 @@
+//! In-process measurements: Warden itself, and raw Wasmtime with nothing
+//! around it (the floor Warden adds to).
+
+use crate::peers::parse_figures;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+use warden::{Output, Runtime, RuntimeConfig, TaskSpec};
+use warden_test_guests as guests;
+use wasmtime::{Engine, InstancePre, Linker, Module, Store};
+use wasmtime_wasi::p1::WasiP1Ctx;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::WasiCtxBuilder;
+
+/// A runtime with `workers` workers and no disk cache.
+pub fn runtime(workers: usize, max_tasks: u32) -> Runtime {
+    Runtime::new(RuntimeConfig {
+        workers,
+        cache_dir: None,
+        max_tasks,
+        ..Default::default()
+    })
+    .expect("start a Warden runtime")
+}
+
+/// A task whose output is discarded.
+pub fn quiet(name: &str, module: &str) -> TaskSpec {
+    let mut s = TaskSpec::new(name, module);
+    s.stdout = Output::Null;
+    s.stderr = Output::Null;
+    s
+}
+
+/// Spawns `n` tasks from `spec` and waits for each; nanoseconds per task
+/// from spawn to its report. Every task must end with `status`.
+pub fn spawn_batch(rt: &Runtime, spec: &TaskSpec, n: usize, status: &str) -> Result<f64, String> {
+    let t = Instant::now();
+    let ids = (0..n)
+        .map(|_| rt.spawn(spec).map_err(|e| e.to_string()))
+        .collect::<Result<Vec<_>, _>>()?;
+    for id in ids {
+        let r = rt.wait(id).map_err(|e| e.to_string())?;
+        if r.status != status {
+            return Err(format!(
+                "{} ended {} ({:?}), expected {status}",
+                spec.name, r.status, r.reason
+            ));
+        }
+    }
+    Ok(t.elapsed().as_nanos() as f64 / n as f64)
+}
+
+/// Runs one task to its exit and returns the `<name> <number>` lines it printed.
+pub fn guest_figures(rt: &Runtime, mut spec: TaskSpec) -> Result<BTreeMap<String, f64>, String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let out = dir.path().join("stdout");
+    spec.stdout = Output::File(out.clone());
+    let id = rt.spawn(&spec).map_err(|e| e.to_string())?;
+    let r = rt
+        .wait_timeout(id, Some(Duration::from_secs(300)))
+        .map_err(|e| e.to_string())?
+        .ok_or("task did not finish in 300 s")?;
+    let text = std::fs::read_to_string(&out).unwrap_or_default();
+    if r.exit_code != Some(0) {
+        return Err(format!(
+            "{} ended {} {:?}: {text}",
+            spec.name, r.status, r.reason
+        ));
+    }
+    Ok(parse_figures(&text))
+}
+
+/// Portal round trips between a client and a server task on a fresh
+/// runtime with `workers` workers: nanoseconds per call by kind (`null`,
+/// `int3`, `str100`, ...), or only `kind`.
+pub fn ipc(
+    workers: usize,
+    calls: u64,
+    kind: Option<&str>,
+) -> Result<BTreeMap<String, f64>, String> {
+    let rt = runtime(workers, 16);
+    let mut server = quiet("server", guests::IPC_BENCH);
+    server.args = vec!["server".into()];
+    server.provides = vec!["bench".into()];
+    let mut client = TaskSpec::new("client", guests::IPC_BENCH);
+    client.args = vec!["client".into(), calls.to_string()];
+    client.args.extend(kind.map(String::from));
+    client.uses = vec!["bench".into()];
+    let s = rt.spawn(&server).map_err(|e| e.to_string())?;
+    let figures = guest_figures(&rt, client);
+    rt.kill(s, "benchmark over").ok();
+    figures
+}
+
+/// Raw Wasmtime: an engine with default settings (no epoch checks, no
+/// pooling) and a WASI linker.
+pub struct Raw {
+    pub engine: Engine,
+    linker: Linker<WasiP1Ctx>,
+}
+
+impl Raw {
+    pub fn new() -> Raw {
+        let engine = Engine::default();
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |c| c).expect("WASI links");
+        Raw { engine, linker }
+    }
+
+    /// `module` compiled and linked; imports other than WASI (Warden's)
+    /// trap if called.
+    pub fn pre(&self, module: &str) -> InstancePre<WasiP1Ctx> {
+        let m = Module::from_file(&self.engine, module).expect("guest compiles");
+        let mut linker = self.linker.clone();
+        linker
+            .define_unknown_imports_as_traps(&m)
+            .expect("stub imports");
+        linker.instantiate_pre(&m).expect("guest links")
+    }
+
+    /// Builds a WASI context and a store, instantiates and calls `_start`:
+    /// what one task costs Wasmtime alone. Ok(()) if `_start` returned.
+    pub fn run(
+        &self,
+        pre: &InstancePre<WasiP1Ctx>,
+        args: &[&str],
+        stdout: Option<MemoryOutputPipe>,
+    ) -> wasmtime::Result<()> {
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.arg("guest.wasm").args(args);
+        if let Some(out) = stdout {
+            wasi.stdout(out);
+        }
+        let mut store = Store::new(&self.engine, wasi.build_p1());
+        let instance = pre.instantiate(&mut store)?;
+        let start = instance.get_typed_func::<(), ()>(&mut store, "_start")?;
+        start.call(&mut store, ())
+    }
+
+    /// Runs `n` instances; nanoseconds per instance. With `trap`, each call
+    /// must fail (the time then includes creating and handling the trap).
+    pub fn batch(&self, pre: &InstancePre<WasiP1Ctx>, n: usize, trap: bool) -> Result<f64, String> {
+        let t = Instant::now();
+        for _ in 0..n {
+            match (self.run(pre, &[], None), trap) {
+                (Ok(()), false) | (Err(_), true) => {}
+                (Ok(()), true) => return Err("expected a trap".into()),
+                (Err(e), false) => return Err(format!("{e:#}")),
+            }
+        }
+        Ok(t.elapsed().as_nanos() as f64 / n as f64)
+    }
+
+    /// Runs one instance and returns the `<name> <number>` lines it printed.
+    pub fn figures(
+        &self,
+        pre: &InstancePre<WasiP1Ctx>,
+        args: &[&str],
+    ) -> Result<BTreeMap<String, f64>, String> {
+        let out = MemoryOutputPipe::new(1 << 16);
+        self.run(pre, args, Some(out.clone()))
+            .map_err(|e| format!("{e:#}"))?;
+        Ok(parse_figures(&String::from_utf8_lossy(&out.contents())))
+    }
+}

@@ -1,0 +1,184 @@
+//! Warden's benchmark harness: the papers' tables reproduced with Warden,
+//! beside today's ways of isolating programs, measured in one run.
+//!
+//! ```text
+//! scripts/bench [--quick]        # installs the peers, builds, runs this
+//! warden-bench [--quick] [--out DIR] [--rounds N]
+//! ```
+//!
+//! A run writes `DIR/results/<date>.json` (every sample), `DIR/plots/*.png`
+//! and `DIR/REPORT.md`, then checks that every table has its figures and
+//! exits 1 if one does not. `DIR` is `bench/` for a full run and
+//! `target/bench-quick/` for `--quick`, which takes under two minutes.
+
+mod harness;
+mod inproc;
+mod machine;
+mod model;
+mod peers;
+mod report;
+mod tables;
+
+use clap::{Parser, Subcommand};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+#[derive(Parser)]
+#[command(
+    name = "warden-bench",
+    about = "Warden's benchmarks beside today's alternatives, in one run"
+)]
+struct Cli {
+    /// A short run for smoke tests: fewer rounds, iterations and copies.
+    #[arg(long)]
+    quick: bool,
+    /// Where to write results/, plots/ and REPORT.md.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Counted rounds per figure (default 5, or 3 with --quick).
+    #[arg(long)]
+    rounds: Option<usize>,
+    #[command(subcommand)]
+    child: Option<Child>,
+}
+
+/// Roles this binary plays as a child of a run.
+#[derive(Subcommand)]
+enum Child {
+    /// N tasks of MODULE asleep in one runtime; "ready", then wait for stdin to close.
+    #[command(hide = true)]
+    ChildCopies { n: usize, module: String },
+    /// N null portal round trips on one worker.
+    #[command(hide = true)]
+    ChildIpc { n: u64 },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let child = match cli.child {
+        Some(Child::ChildCopies { n, module }) => Some(tables::child_copies(n, &module)),
+        Some(Child::ChildIpc { n }) => Some(tables::child_ipc(n)),
+        None => None,
+    };
+    if let Some(result) = child {
+        return match result {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("warden-bench: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = cli.out.unwrap_or_else(|| {
+        if cli.quick {
+            manifest_dir.join("../target/bench-quick")
+        } else {
+            manifest_dir.to_path_buf()
+        }
+    });
+    match run(
+        cli.quick,
+        cli.rounds.unwrap_or(if cli.quick { 3 } else { 5 }),
+        &out,
+    ) {
+        Ok(problems) if problems.is_empty() => ExitCode::SUCCESS,
+        Ok(problems) => {
+            eprintln!("warden-bench: the report is incomplete:");
+            for p in problems {
+                eprintln!("  {p}");
+            }
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("warden-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs every table and writes the results; the problems found in them.
+fn run(quick: bool, rounds: usize, out: &Path) -> Result<Vec<String>, String> {
+    if rounds == 0 {
+        return Err("--rounds must be at least 1".into());
+    }
+    let started = Instant::now();
+    let date = machine::today();
+    eprintln!(
+        "warden-bench: {} run, {rounds} rounds, writing to {}",
+        if quick { "quick" } else { "full" },
+        out.display()
+    );
+    let build = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let clock = machine::measure_clock();
+    let ctx = harness::Ctx {
+        quick,
+        rounds,
+        peers: peers::Peers::build(build.path()),
+        clock,
+    };
+    let missing = ctx.peers.missing();
+    for m in &missing {
+        eprintln!("  missing peer: {m}");
+    }
+    let tables = tables::run_all(&ctx);
+    let run = model::Run {
+        date: date.clone(),
+        quick,
+        rounds,
+        seconds: started.elapsed().as_secs_f64(),
+        machine: machine::describe(&clock),
+        tables,
+        missing: missing.clone(),
+    };
+
+    let results = out.join("results");
+    std::fs::create_dir_all(&results).map_err(|e| format!("{}: {e}", results.display()))?;
+    let json_name = format!("{date}.json");
+    let json = results.join(&json_name);
+    let text = serde_json::to_string_pretty(&run).map_err(|e| e.to_string())?;
+    std::fs::write(&json, text).map_err(|e| format!("{}: {e}", json.display()))?;
+    let plots = out.join("plots");
+    let mut problems: Vec<String> = run.tables.iter().flat_map(|t| t.problems()).collect();
+    problems.extend(missing);
+    if let Err(e) = plot(&json, &plots) {
+        problems.push(format!("plots: {e}"));
+    }
+    for t in &run.tables {
+        if !plots.join(format!("{}.png", t.id)).exists() {
+            problems.push(format!("{}: no plot", t.id));
+        }
+    }
+    let report = out.join("REPORT.md");
+    std::fs::write(&report, report::render(&run, &json_name, &plots))
+        .map_err(|e| format!("{}: {e}", report.display()))?;
+    eprintln!(
+        "warden-bench: wrote {}, {} and {} in {:.0} s",
+        json.display(),
+        plots.display(),
+        report.display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(problems)
+}
+
+/// Draws every table with `plot.py` (matplotlib), under the first Python
+/// that has matplotlib: `$WARDEN_BENCH_PYTHON`, Debian's, then `python3`.
+fn plot(json: &Path, dir: &Path) -> Result<(), String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("plot.py");
+    let candidates: Vec<String> = std::env::var("WARDEN_BENCH_PYTHON")
+        .into_iter()
+        .chain(["/usr/bin/python3".to_string(), "python3".to_string()])
+        .collect();
+    let python = candidates
+        .iter()
+        .find(|p| {
+            Command::new(p)
+                .args(["-c", "import matplotlib"])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .ok_or("no Python with matplotlib (install python3-matplotlib)")?;
+    peers::run_quiet(Command::new(python).arg(&script).arg(json).arg(dir)).map(|_| ())
+}

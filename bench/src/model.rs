@@ -1,0 +1,326 @@
+//! What a benchmark run produces: tables of figures, each cell the summary
+//! of repeated samples, written as JSON and rendered as the report.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The summary of one figure's samples (or, for a paper's row, the single
+/// figure the paper printed, with no samples).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Cell {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    /// Every sample, in the order taken. Empty for a figure quoted from a paper.
+    pub samples: Vec<f64>,
+}
+
+impl Cell {
+    /// Median, minimum and maximum of `samples`; `None` if there are none
+    /// or any is not a finite number.
+    pub fn of(samples: Vec<f64>) -> Option<Cell> {
+        if samples.is_empty() || samples.iter().any(|s| !s.is_finite()) {
+            return None;
+        }
+        let mut sorted = samples.clone();
+        sorted.sort_by(f64::total_cmp);
+        let n = sorted.len();
+        let median = if n % 2 == 1 {
+            sorted[n / 2]
+        } else {
+            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+        };
+        Some(Cell {
+            median,
+            min: sorted[0],
+            max: sorted[n - 1],
+            samples,
+        })
+    }
+
+    /// A figure quoted from a paper.
+    pub fn quoted(value: f64) -> Cell {
+        Cell {
+            median: value,
+            min: value,
+            max: value,
+            samples: vec![],
+        }
+    }
+
+    /// Every sample multiplied by `k` (a change of unit).
+    pub fn scaled(&self, k: f64) -> Cell {
+        Cell {
+            median: self.median * k,
+            min: self.min * k,
+            max: self.max * k,
+            samples: self.samples.iter().map(|s| s * k).collect(),
+        }
+    }
+
+    /// Whether the spread (max - min) exceeds a quarter of the median.
+    pub fn noisy(&self) -> bool {
+        self.samples.len() > 1 && (self.max - self.min) > 0.25 * self.median.abs()
+    }
+}
+
+/// Who a row's figures belong to.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// Warden, measured in this run.
+    Warden,
+    /// Another system, measured in this run.
+    Peer,
+    /// A figure printed in one of the papers, on its own hardware.
+    Paper,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Column {
+    pub name: String,
+    pub unit: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Row {
+    pub system: String,
+    pub kind: Kind,
+    /// One per column; `None` where the figure does not apply or was not run.
+    pub cells: Vec<Option<Cell>>,
+    /// How the row was measured, or why cells are missing.
+    pub note: Option<String>,
+}
+
+/// Warden's median over a peer's, one column.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Ratio {
+    pub warden: String,
+    pub peer: String,
+    pub column: String,
+    pub value: f64,
+}
+
+/// How the plotting script draws a table.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Plot {
+    /// Grouped bars, one group per column, one bar per row.
+    Bars,
+    /// One line per row over the columns, whose names are numbers (log axes).
+    Lines,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Table {
+    /// Short identifier; also the plot's file name.
+    pub id: String,
+    pub title: String,
+    /// Which paper's table or figure this reproduces.
+    pub source: String,
+    /// How the figures were taken.
+    pub method: String,
+    pub columns: Vec<Column>,
+    pub rows: Vec<Row>,
+    pub ratios: Vec<Ratio>,
+    pub notes: Vec<String>,
+    pub plot: Plot,
+}
+
+impl Table {
+    pub fn new(id: &str, title: &str, source: &str, columns: &[(&str, &str)]) -> Table {
+        Table {
+            id: id.into(),
+            title: title.into(),
+            source: source.into(),
+            method: String::new(),
+            columns: columns
+                .iter()
+                .map(|(name, unit)| Column {
+                    name: name.to_string(),
+                    unit: unit.to_string(),
+                })
+                .collect(),
+            rows: vec![],
+            ratios: vec![],
+            notes: vec![],
+            plot: Plot::Bars,
+        }
+    }
+
+    /// Adds a row; `cells` must have one entry per column.
+    pub fn row(&mut self, system: &str, kind: Kind, cells: Vec<Option<Cell>>) -> &mut Row {
+        assert_eq!(
+            cells.len(),
+            self.columns.len(),
+            "row {system} of {}",
+            self.id
+        );
+        self.rows.push(Row {
+            system: system.into(),
+            kind,
+            cells,
+            note: None,
+        });
+        self.rows.last_mut().unwrap()
+    }
+
+    /// Adds a row from samples keyed by column name (missing keys: `None`).
+    pub fn row_from(&mut self, system: &str, kind: Kind, samples: &Samples, prefix: &str) {
+        let cells = self
+            .columns
+            .iter()
+            .map(|c| samples.cell(&format!("{prefix}{}", c.name)))
+            .collect();
+        self.row(system, kind, cells);
+    }
+
+    /// A row of figures quoted from a paper (`None` for its blanks).
+    pub fn paper(&mut self, system: &str, values: &[Option<f64>]) {
+        self.row(
+            system,
+            Kind::Paper,
+            values.iter().map(|v| v.map(Cell::quoted)).collect(),
+        );
+    }
+
+    /// Fills `ratios`: the first Warden row's median over each peer row's,
+    /// for every column both have.
+    pub fn compute_ratios(&mut self) {
+        self.ratios.clear();
+        let Some(w) = self.rows.iter().find(|r| r.kind == Kind::Warden) else {
+            return;
+        };
+        for peer in self.rows.iter().filter(|r| r.kind == Kind::Peer) {
+            for (i, col) in self.columns.iter().enumerate() {
+                if let (Some(a), Some(b)) = (&w.cells[i], &peer.cells[i]) {
+                    if b.median > 0.0 {
+                        self.ratios.push(Ratio {
+                            warden: w.system.clone(),
+                            peer: peer.system.clone(),
+                            column: col.name.clone(),
+                            value: a.median / b.median,
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// What is wrong with the table as a result, if anything: it has no
+    /// Warden row, a Warden row lacks a figure, it has nothing to compare
+    /// against, or a measured row is empty.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = vec![];
+        let warden: Vec<_> = self
+            .rows
+            .iter()
+            .filter(|r| r.kind == Kind::Warden)
+            .collect();
+        if warden.is_empty() {
+            out.push(format!("{}: no Warden row", self.id));
+        }
+        for r in &warden {
+            for (c, cell) in self.columns.iter().zip(&r.cells) {
+                if cell.as_ref().is_none_or(|x| !(x.median > 0.0)) {
+                    out.push(format!(
+                        "{}: {} has no figure for {}",
+                        self.id, r.system, c.name
+                    ));
+                }
+            }
+        }
+        if !self.rows.iter().any(|r| r.kind != Kind::Warden) {
+            out.push(format!("{}: nothing to compare Warden with", self.id));
+        }
+        for r in self.rows.iter().filter(|r| r.kind == Kind::Peer) {
+            if r.cells.iter().all(Option::is_none) {
+                out.push(format!(
+                    "{}: peer {} has no figures ({})",
+                    self.id,
+                    r.system,
+                    r.note.as_deref().unwrap_or("no reason given")
+                ));
+            }
+        }
+        out
+    }
+}
+
+/// Samples gathered over rounds, keyed by figure ("system/column").
+#[derive(Default, Debug)]
+pub struct Samples(pub BTreeMap<String, Vec<f64>>);
+
+impl Samples {
+    pub fn push(&mut self, key: &str, value: f64) {
+        self.0.entry(key.to_string()).or_default().push(value);
+    }
+
+    pub fn cell(&self, key: &str) -> Option<Cell> {
+        Cell::of(self.0.get(key)?.clone())
+    }
+}
+
+/// One complete run: the machine, how it was run, and its tables.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Run {
+    pub date: String,
+    pub quick: bool,
+    pub rounds: usize,
+    pub seconds: f64,
+    pub machine: BTreeMap<String, String>,
+    pub tables: Vec<Table>,
+    /// Peers that could not be run, and why.
+    pub missing: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cell_summaries() {
+        let c = Cell::of(vec![3.0, 1.0, 2.0]).unwrap();
+        assert_eq!((c.median, c.min, c.max), (2.0, 1.0, 3.0));
+        assert_eq!(Cell::of(vec![1.0, 4.0]).unwrap().median, 2.5);
+        assert!(Cell::of(vec![]).is_none());
+        assert!(Cell::of(vec![1.0, f64::NAN]).is_none());
+        assert!(Cell::of(vec![1.0, 2.0]).unwrap().noisy());
+        assert!(!Cell::of(vec![10.0, 10.5]).unwrap().noisy());
+        assert_eq!(Cell::of(vec![2.0]).unwrap().scaled(3.0).samples, vec![6.0]);
+    }
+
+    fn table() -> Table {
+        let mut t = Table::new("t", "T", "seed", &[("a", "us"), ("b", "us")]);
+        t.row(
+            "Warden",
+            Kind::Warden,
+            vec![Cell::of(vec![2.0]), Cell::of(vec![9.0])],
+        );
+        t.row("Peer", Kind::Peer, vec![Cell::of(vec![4.0]), None]);
+        t
+    }
+
+    #[test]
+    fn ratios_are_warden_over_peer_where_both_exist() {
+        let mut t = table();
+        t.compute_ratios();
+        assert_eq!(t.ratios.len(), 1);
+        assert_eq!((t.ratios[0].column.as_str(), t.ratios[0].value), ("a", 0.5));
+    }
+
+    #[test]
+    fn problems_catch_empty_figures() {
+        assert!(table().problems().is_empty());
+        let mut t = table();
+        t.rows[0].cells[1] = None;
+        t.rows[1].cells[0] = None;
+        let p = t.problems();
+        assert_eq!(p.len(), 2, "{p:?}");
+        let mut t = table();
+        t.rows.remove(1);
+        assert_eq!(t.problems().len(), 1);
+        t.rows.clear();
+        assert_eq!(t.problems().len(), 2);
+    }
+}

@@ -1,0 +1,159 @@
+//! Seed 000, Table 1: the basic costs a process model must not disturb —
+//! a null method call, an allocation, a null thread, an exception — as
+//! Warden, raw Wasmtime, the JVM and native code pay them.
+
+use super::finish;
+use crate::harness::{contestant, interleave, Ctx};
+use crate::inproc::{self, quiet, Raw};
+use crate::model::{Kind, Samples, Table};
+use crate::peers::figures;
+use warden_test_guests as guests;
+
+const WARDEN: &str = "Warden task";
+const RAW: &str = "raw Wasmtime (in-process)";
+const JVM: &str = "JVM (HotSpot)";
+const NATIVE: &str = "native C (Linux)";
+
+pub fn run(ctx: &Ctx) -> Table {
+    let ops: u64 = ctx.pick(2_000_000, 200_000);
+    let tasks = ctx.pick(2000, 300);
+    let mut t = Table::new(
+        "primitives",
+        "Primitive costs: call, allocation, null thread, trap",
+        "seed 000 (Back et al.), Table 1",
+        &[
+            ("call", "ns"),
+            ("allocation", "ns"),
+            ("null thread", "µs"),
+            ("trap", "µs"),
+        ],
+    );
+    t.method = format!(
+        "call and allocation are timed inside the program ({ops} operations per sample): an indirect \
+         call to an empty function, and malloc(16)+free in batches of 1,000 (new Object() on the JVM, \
+         which frees by collection). Null thread: spawn to exit of the smallest program, {tasks} per \
+         sample: a Warden task (1 worker), a raw Wasmtime instantiate + _start, Thread start + join, \
+         pthread_create + join. Trap: a program whose first instruction traps, spawn to report in \
+         Warden and instantiate + call + error in Wasmtime; new Throwable() on the JVM; a SIGSEGV \
+         caught and siglongjmp'd natively."
+    );
+    let rt = inproc::runtime(1, tasks as u32 + 16);
+    let raw = Raw::new();
+    let (prims_pre, noop_pre, trap_pre) = (
+        raw.pre(guests::PRIMS),
+        raw.pre(guests::NOOP),
+        raw.pre(guests::UNREACHABLE),
+    );
+    let noop = quiet("noop", guests::NOOP);
+    let trap = quiet("trap", guests::UNREACHABLE);
+    let n = ops.to_string();
+    let (samples, errors) = interleave(
+        ctx.rounds,
+        vec![
+            contestant(WARDEN, |s| {
+                let mut spec = quiet("prims", guests::PRIMS);
+                spec.args = vec![n.clone(), "local".into()];
+                let f = inproc::guest_figures(&rt, spec)?;
+                push_ops(s, WARDEN, &f)?;
+                s.push(
+                    &key(WARDEN, "null thread"),
+                    inproc::spawn_batch(&rt, &noop, tasks, "exited")? / 1e3,
+                );
+                s.push(
+                    &key(WARDEN, "trap"),
+                    inproc::spawn_batch(&rt, &trap, tasks, "trapped")? / 1e3,
+                );
+                Ok(())
+            }),
+            contestant(RAW, |s| {
+                push_ops(s, RAW, &raw.figures(&prims_pre, &[&n, "local"])?)?;
+                s.push(
+                    &key(RAW, "null thread"),
+                    raw.batch(&noop_pre, tasks, false)? / 1e3,
+                );
+                s.push(&key(RAW, "trap"), raw.batch(&trap_pre, tasks, true)? / 1e3);
+                Ok(())
+            }),
+            contestant(JVM, |s| {
+                let f = figures(
+                    ctx.peers
+                        .java()?
+                        .args([
+                            "-XX:CompileCommand=quiet",
+                            "-XX:CompileCommand=dontinline,Prims::nop",
+                            "Prims",
+                        ])
+                        .args([&n, "prims"]),
+                )?;
+                push_ops(s, JVM, &f)?;
+                s.push(&key(JVM, "null thread"), get(&f, "thread")? / 1e3);
+                s.push(&key(JVM, "trap"), get(&f, "exception")? / 1e3);
+                Ok(())
+            }),
+            contestant(NATIVE, |s| {
+                let f = figures(std::process::Command::new(ctx.peers.native("prims")?).arg(&n))?;
+                push_ops(s, NATIVE, &f)?;
+                s.push(&key(NATIVE, "null thread"), get(&f, "thread")? / 1e3);
+                s.push(&key(NATIVE, "trap"), get(&f, "trap")? / 1e3);
+                Ok(())
+            }),
+        ],
+    );
+    for (system, kind) in [
+        (WARDEN, Kind::Warden),
+        (RAW, Kind::Peer),
+        (JVM, Kind::Peer),
+        (NATIVE, Kind::Peer),
+    ] {
+        t.row_from(system, kind, &samples, &format!("{system}/"));
+    }
+    // The paper's figures (µs in the paper), PII 300 MHz, FreeBSD.
+    t.paper(
+        "Kaffe 1.0beta1 (paper, PII 300 MHz)",
+        &[Some(160.0), Some(1900.0), Some(480.0), Some(12.0)],
+    );
+    t.paper(
+        "GVM (paper)",
+        &[Some(160.0), Some(3100.0), Some(725.0), Some(18.0)],
+    );
+    t.paper(
+        "Alta (paper)",
+        &[Some(160.0), Some(2500.0), Some(1030.0), Some(15.0)],
+    );
+    t.paper(
+        "J-Kernel (paper)",
+        &[Some(170.0), Some(1800.0), Some(480.0), Some(29.0)],
+    );
+    t.notes.push(
+        "Warden and raw Wasmtime run the same compiled guest for call and allocation; the difference \
+         between them is Warden's epoch checks (Wasmtime compiles one into every loop header and \
+         function entry for preemption)."
+            .into(),
+    );
+    t.notes.push(
+        "A Warden trap ends the task: the figure is a whole task that traps, spawn to report, \
+         the equivalent of the JVM's exception only in that both build an error with a stack trace."
+            .into(),
+    );
+    finish(t, &errors)
+}
+
+fn key(system: &str, column: &str) -> String {
+    format!("{system}/{column}")
+}
+
+fn get(f: &std::collections::BTreeMap<String, f64>, name: &str) -> Result<f64, String> {
+    f.get(name)
+        .copied()
+        .ok_or_else(|| format!("no {name} figure in {f:?}"))
+}
+
+fn push_ops(
+    s: &mut Samples,
+    system: &str,
+    f: &std::collections::BTreeMap<String, f64>,
+) -> Result<(), String> {
+    s.push(&key(system, "call"), get(f, "call")?);
+    s.push(&key(system, "allocation"), get(f, "alloc")?);
+    Ok(())
+}

@@ -1,0 +1,189 @@
+//! Seed 000, Table 2: the two costs a process model adds — creating a
+//! process, and talking between processes (null IPC, a 3-integer request,
+//! a 100-byte string request) — for Warden and for the ways programs are
+//! isolated and connected today.
+
+use super::finish;
+use crate::harness::{contestant, interleave, Ctx};
+use crate::inproc::{self, quiet};
+use crate::model::{Kind, Samples, Table};
+use crate::peers::figures;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use warden_test_guests as guests;
+
+pub const WARDEN_1: &str = "Warden task, 1 worker";
+pub const WARDEN_2: &str = "Warden task, 2 workers";
+pub const PROCESSES: &str = "Linux processes (fork+exec; pipes)";
+pub const THREADS: &str = "Linux threads (condition variable)";
+pub const WASMTIME: &str = "wasmtime process per program";
+pub const JVM: &str = "JVM (java process; threads via SynchronousQueue)";
+pub const ERLANG: &str = "Erlang/BEAM processes";
+
+const CREATE: &str = "process creation";
+const IPC: [&str; 3] = ["null IPC", "3-integer request", "100-byte string request"];
+
+pub fn run(ctx: &Ctx) -> (Table, Samples) {
+    let tasks = ctx.pick(1000, 200);
+    let calls: u64 = ctx.pick(200_000, 20_000);
+    let peer_calls: u64 = ctx.pick(20_000, 2_000);
+    let (native_n, runner_n, jvm_n) = (ctx.pick(400, 40), ctx.pick(100, 10), ctx.pick(10, 3));
+    let mut t = Table::new(
+        "process",
+        "Process creation and inter-process communication",
+        "seed 000 (Back et al.), Table 2",
+        &[
+            (CREATE, "ms"),
+            (IPC[0], "µs"),
+            (IPC[1], "µs"),
+            (IPC[2], "µs"),
+        ],
+    );
+    t.method = format!(
+        "Process creation: a program that prints a line and exits, from spawn to exit: {tasks} Warden \
+         tasks per sample (the C guest built for wasm32-wasi), {native_n} fork+exec+wait of the native \
+         C program, {runner_n} of the wasmtime-crate runner with the same module compiled ahead of \
+         time, {jvm_n} of `java Hello`, and an Erlang spawn until the new process runs. IPC: \
+         round trips, {calls} per Warden sample (portal calls between two tasks; the 3 integers are \
+         summed and the string's length returned by the server), {peer_calls} per sample over a pair of \
+         pipes between two processes and through a mutex and condition variable between two threads \
+         (the request's bytes copied in and out), {} through a pair of SynchronousQueues between two \
+         Java threads, and {calls} Erlang messages to a server process.",
+        peer_calls
+    );
+    let rt1 = inproc::runtime(1, tasks as u32 + 16);
+    let rt2 = inproc::runtime(2, tasks as u32 + 16);
+    let hello = quiet("hello", guests::HELLO);
+    let jcalls = (peer_calls * 50).to_string();
+    let (samples, errors) = interleave(
+        ctx.rounds,
+        vec![
+            contestant(WARDEN_1, |s| {
+                warden(s, WARDEN_1, &rt1, &hello, tasks, 1, calls)
+            }),
+            contestant(WARDEN_2, |s| {
+                warden(s, WARDEN_2, &rt2, &hello, tasks, 2, calls)
+            }),
+            contestant(PROCESSES, |s| {
+                let hello = ctx.peers.native("hello")?;
+                s.push(&key(PROCESSES, CREATE), spawn(ctx, native_n, hello, &[])?);
+                let pipe = ctx.peers.native("pipe_pingpong")?;
+                for (col, bytes) in IPC.iter().zip(["1", "12", "100"]) {
+                    let f = figures(Command::new(pipe).args([&peer_calls.to_string(), bytes]))?;
+                    s.push(&key(PROCESSES, col), f["pipe"] / 1e3);
+                }
+                Ok(())
+            }),
+            contestant(THREADS, |s| {
+                let cv = ctx.peers.native("condvar_pingpong")?;
+                for (col, bytes) in IPC.iter().zip(["0", "12", "100"]) {
+                    let f = figures(Command::new(cv).args([&peer_calls.to_string(), bytes]))?;
+                    s.push(&key(THREADS, col), f["condvar"] / 1e3);
+                }
+                Ok(())
+            }),
+            contestant(WASMTIME, |s| {
+                let cwasm = ctx.peers.cwasm(guests::HELLO)?;
+                let runner = ctx.peers.runner()?;
+                s.push(
+                    &key(WASMTIME, CREATE),
+                    spawn(ctx, runner_n, runner, &[cwasm.to_str().unwrap()])?,
+                );
+                Ok(())
+            }),
+            contestant(JVM, |s| {
+                let java = ctx.peers.java_path()?;
+                let cp = ctx.peers.java_classes()?.to_str().unwrap().to_string();
+                s.push(
+                    &key(JVM, CREATE),
+                    spawn(ctx, jvm_n, &java, &["-cp", &cp, "Hello"])?,
+                );
+                let f = figures(ctx.peers.java()?.args(["Prims", &jcalls, "ipc"]))?;
+                for (col, name) in IPC.iter().zip(["sq_null", "sq_int3", "sq_str100"]) {
+                    s.push(&key(JVM, col), get(&f, name)? / 1e3);
+                }
+                Ok(())
+            }),
+            contestant(ERLANG, |s| {
+                let f = figures(&mut ctx.peers.erlang(&[calls.to_string()])?)?;
+                s.push(&key(ERLANG, CREATE), get(&f, "spawn")? / 1e6);
+                for (col, name) in IPC.iter().zip(["msg_null", "msg_int3", "msg_str100"]) {
+                    s.push(&key(ERLANG, col), get(&f, name)? / 1e3);
+                }
+                Ok(())
+            }),
+        ],
+    );
+    t.row_from(WARDEN_1, Kind::Warden, &samples, &format!("{WARDEN_1}/"));
+    t.row_from(WARDEN_2, Kind::Warden, &samples, &format!("{WARDEN_2}/"));
+    for system in [PROCESSES, THREADS, WASMTIME, JVM, ERLANG] {
+        t.row_from(system, Kind::Peer, &samples, &format!("{system}/"));
+    }
+    t.paper(
+        "Alta (paper, PII 300 MHz)",
+        &[Some(120.0), Some(10.0), Some(12.0), Some(22.0)],
+    );
+    t.paper(
+        "GVM (paper)",
+        &[Some(89.0), Some(57.0), Some(57.0), Some(183.0)],
+    );
+    t.paper(
+        "J-Kernel (paper)",
+        &[Some(235.0), Some(2.7), Some(2.7), Some(27.0)],
+    );
+    t.paper("Kaffe, fork+exec (paper)", &[Some(300.0), None, None, None]);
+    t.notes.push(
+        "Threads share an address space and so have no process creation; a wasmtime process per \
+         program has no IPC of its own (it would use pipes, as the Linux processes do)."
+            .into(),
+    );
+    t.notes.push(
+        "Java passes its requests by reference (no copy); Erlang copies the 100-character list into \
+         the server's heap; Warden copies every request and reply between the tasks' memories."
+            .into(),
+    );
+    (finish(t, &errors), samples)
+}
+
+pub fn key(system: &str, column: &str) -> String {
+    format!("{system}/{column}")
+}
+
+fn get(f: &BTreeMap<String, f64>, name: &str) -> Result<f64, String> {
+    f.get(name)
+        .copied()
+        .ok_or_else(|| format!("no {name} figure in {f:?}"))
+}
+
+fn warden(
+    s: &mut Samples,
+    system: &str,
+    rt: &warden::Runtime,
+    hello: &warden::TaskSpec,
+    tasks: usize,
+    workers: usize,
+    calls: u64,
+) -> Result<(), String> {
+    s.push(
+        &key(system, CREATE),
+        inproc::spawn_batch(rt, hello, tasks, "exited")? / 1e6,
+    );
+    let f = inproc::ipc(workers, calls, None)?;
+    for (col, name) in IPC.iter().zip(["null", "int3", "str100"]) {
+        s.push(&key(system, col), get(&f, name)? / 1e3);
+    }
+    Ok(())
+}
+
+/// Milliseconds per fork+exec+wait of `program`, over `n` runs, timed by
+/// the native spawn driver.
+fn spawn(ctx: &Ctx, n: usize, program: &Path, args: &[&str]) -> Result<f64, String> {
+    let f = figures(
+        Command::new(ctx.peers.native("spawn")?)
+            .arg(n.to_string())
+            .arg(program)
+            .args(args),
+    )?;
+    Ok(get(&f, "spawn")? / 1e6)
+}

@@ -1,0 +1,94 @@
+/* Guest-timed primitive costs, one "<name> <ns per op>" line each.
+ *
+ *   prims [N] [local]
+ *                 N iterations per measure (default 1,000,000); with
+ *                 "local", only the measures that use no Warden import (the
+ *                 program then also runs under plain Wasmtime)
+ *
+ *   call          an indirect call to an empty function through a function
+ *                 pointer (seed 000's null method invocation: a dispatch)
+ *   alloc         malloc(16) then free, in batches of 1,000 (object creation;
+ *                 there is no collector, so the free is part of the cost)
+ *   read, write   a 4-byte field in the task's own memory
+ *   permit_read, permit_write
+ *                 the same 4 bytes through a permit on that memory: the path a
+ *                 task holding the permit takes (handle, permit check, copy)
+ *   mem_read, mem_write
+ *                 4 bytes of a memory object
+ *   permit_cycle  grant, revoke and close a permit (Luna: allocate, revoke
+ *                 and collect a permit)
+ * Loop overhead is included, as in the papers' tables. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "warden.h"
+
+__attribute__((noinline)) static void nop(void) { __asm__ volatile(""); }
+static void (*volatile target)(void) = nop;
+static volatile int field;
+static int cell[4];
+
+static double now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static void report(const char *name, double t0, long n) {
+    printf("%s %.2f\n", name, (now_ns() - t0) / n);
+}
+
+int main(int argc, char **argv) {
+    long n = argc > 1 ? atol(argv[1]) : 1000000;
+    if (n < 1000) n = 1000;
+    double t0;
+
+    t0 = now_ns();
+    for (long i = 0; i < n; i++) target();
+    report("call", t0, n);
+
+    static void *batch[1000];
+    t0 = now_ns();
+    for (long i = 0; i < n / 1000; i++) {
+        for (int j = 0; j < 1000; j++) batch[j] = malloc(16);
+        for (int j = 0; j < 1000; j++) free(batch[j]);
+    }
+    report("alloc", t0, n / 1000 * 1000);
+
+    int sum = 0;
+    t0 = now_ns();
+    for (long i = 0; i < n; i++) sum += field;
+    report("read", t0, n);
+    t0 = now_ns();
+    for (long i = 0; i < n; i++) field = (int)i;
+    report("write", t0, n);
+    if (argc > 2 && !strcmp(argv[2], "local")) return sum == 12345 ? 3 : 0;
+
+    warden_handle p = warden_permit_grant(cell, sizeof cell, 1);
+    warden_handle m = warden_mem_create(4096);
+    if (p < 0 || m < 0) { printf("setup failed: %d %d\n", p, m); return 1; }
+    int v = 0;
+    t0 = now_ns();
+    for (long i = 0; i < n; i++) warden_permit_read(p, 0, &v, 4);
+    report("permit_read", t0, n);
+    t0 = now_ns();
+    for (long i = 0; i < n; i++) warden_permit_write(p, 0, &v, 4);
+    report("permit_write", t0, n);
+    t0 = now_ns();
+    for (long i = 0; i < n; i++) warden_mem_read(m, 0, &v, 4);
+    report("mem_read", t0, n);
+    t0 = now_ns();
+    for (long i = 0; i < n; i++) warden_mem_write(m, 0, &v, 4);
+    report("mem_write", t0, n);
+
+    long cycles = n / 10;
+    t0 = now_ns();
+    for (long i = 0; i < cycles; i++) {
+        warden_handle q = warden_permit_grant(cell, sizeof cell, 0);
+        warden_permit_revoke(q);
+        warden_close(q);
+    }
+    report("permit_cycle", t0, cycles);
+    return sum == 12345 ? 3 : 0;
+}
