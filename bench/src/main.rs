@@ -46,9 +46,15 @@ struct Cli {
 /// Roles this binary plays as a child of a run.
 #[derive(Subcommand)]
 enum Child {
-    /// N tasks of MODULE asleep in one runtime; "ready", then wait for stdin to close.
+    /// N tasks of MODULE asleep in one runtime; "ready", then sleep until killed.
     #[command(hide = true)]
-    ChildCopies { n: usize, module: String },
+    ChildCopies {
+        n: usize,
+        module: String,
+        /// Compiled-code cache directory (none: compile at start).
+        #[arg(long)]
+        cache: Option<PathBuf>,
+    },
     /// N null portal round trips on one worker.
     #[command(hide = true)]
     ChildIpc { n: u64 },
@@ -57,7 +63,9 @@ enum Child {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let child = match cli.child {
-        Some(Child::ChildCopies { n, module }) => Some(tables::child_copies(n, &module)),
+        Some(Child::ChildCopies { n, module, cache }) => {
+            Some(tables::child_copies(n, &module, cache))
+        }
         Some(Child::ChildIpc { n }) => Some(tables::child_ipc(n)),
         None => None,
     };

@@ -114,6 +114,11 @@ impl Peers {
         out
     }
 
+    /// The directory the peers were built in (scratch space for a run).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     pub fn native(&self, name: &str) -> Result<&Path, String> {
         match self.native.get(name) {
             Some(Ok(p)) => Ok(p),

@@ -8,14 +8,17 @@
 //! first start to the last "ready". Warden runs in a child process of this
 //! binary (`child-copies`), so its figure includes the whole runtime.
 //! Process peers are started one after another; Warden's tasks are spawned
-//! at once onto 2 workers.
+//! at once onto 2 workers. Both start from machine code compiled ahead of
+//! time: the wasmtime processes map a `.cwasm`, Warden reads its code cache
+//! (filled by the warm-up round).
 
 use super::finish;
 use crate::harness::{contestant, interleave, Ctx};
-use crate::inproc::{self, quiet};
+use crate::inproc::quiet;
 use crate::machine::{mem_available, pss_bytes};
 use crate::model::{Kind, Plot, Samples, Table};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use warden_test_guests as guests;
@@ -24,64 +27,74 @@ const WARDEN: &str = "Warden: N tasks in one process";
 const WASMTIME: &str = "wasmtime: N processes";
 const JVM: &str = "JVM: N java processes";
 
+/// What one copy of a peer was seen to cost, for judging whether a larger
+/// N fits on the machine.
+#[derive(Clone, Copy, Default)]
+struct Each {
+    bytes: f64,
+    threads: f64,
+}
+
 pub fn run(ctx: &Ctx) -> Vec<Table> {
     let ns: Vec<usize> = ctx.pick(vec![1, 10, 100, 1000, 10_000], vec![1, 10, 100, 1000]);
-    // What this machine can hold of each peer, before the memory check.
-    let (wasmtime_cap, jvm_cap) = ctx.pick((1000, 100), (10, 3));
-    let cols: Vec<(String, String)> = ns.iter().map(|n| (n.to_string(), String::new())).collect();
-    let col_refs = |unit: &'static str| -> Vec<(&str, &str)> {
-        cols.iter().map(|(n, _)| (n.as_str(), unit)).collect()
+    // Quick mode keeps the process peers small; a full run goes as far as
+    // the machine can hold (see `fits`).
+    let quick_cap = ctx.pick(usize::MAX, 10);
+    let cols: Vec<String> = ns.iter().map(|n| n.to_string()).collect();
+    let columns = |unit: &'static str| -> Vec<(&str, &str)> {
+        cols.iter().map(|n| (n.as_str(), unit)).collect()
     };
     let mut foot = Table::new(
         "copies_footprint",
         "Footprint of N copies of a program (MiB, PSS summed)",
         "seed 003 (MVM), Figure 3",
-        &col_refs("MiB"),
+        &columns("MiB"),
     );
     let mut time = Table::new(
         "copies_startup",
         "Time until N copies of a program are all running (ms)",
         "seed 003 (MVM), Figure 4",
-        &col_refs("ms"),
+        &columns("ms"),
     );
     foot.plot = Plot::Lines;
     time.plot = Plot::Lines;
 
     let exe = std::env::current_exe().expect("own path");
     let ready = guests::READY;
-    let mut caps = vec![];
-    let per_copy = [
-        std::cell::Cell::new(None::<f64>),
+    let each = [
+        std::cell::Cell::new(None::<Each>),
         std::cell::Cell::new(None),
     ];
+    let skipped =
+        std::cell::RefCell::new(std::collections::BTreeMap::<(&str, usize), String>::new());
     let (samples, errors) = {
         let mut contestants = vec![];
         for &n in &ns {
             let exe = &exe;
             contestants.push(contestant(&format!("{WARDEN} {n}"), move |s| {
                 let mut c = Command::new(exe);
-                c.args(["child-copies", &n.to_string(), ready]);
-                let (bytes, ms) = measure(vec![c])?;
+                c.args(["child-copies", &n.to_string(), ready, "--cache"]);
+                c.arg(ctx.peers.dir().join("warden-cache"));
+                let (bytes, ms, _) = measure(vec![c])?;
                 push(s, WARDEN, n, bytes, ms);
                 Ok(())
             }));
         }
-        let budget = mem_available() as f64 * 0.5;
-        for (i, (system, cap)) in [(WASMTIME, wasmtime_cap), (JVM, jvm_cap)]
-            .into_iter()
-            .enumerate()
-        {
+        for (i, system) in [WASMTIME, JVM].into_iter().enumerate() {
             for &n in &ns {
-                if n > cap {
-                    caps.push(format!("{system}: N capped at {cap} in this mode"));
+                if n > quick_cap {
+                    skipped
+                        .borrow_mut()
+                        .insert((system, n), "quick mode".into());
                     continue;
                 }
-                let per_copy = &per_copy[i];
+                let (each, skipped) = (&each[i], &skipped);
                 contestants.push(contestant(&format!("{system} {n}"), move |s| {
-                    // Skip an N whose estimated footprint exceeds half the
-                    // memory available.
-                    if let Some(each) = per_copy.get() {
-                        if each * n as f64 > budget {
+                    // Round 0 runs N in increasing order, so a smaller N's
+                    // cost is known before a larger N is tried.
+                    if let Some(e) = each.get() {
+                        if let Err(why) = fits(n, e) {
+                            skipped.borrow_mut().insert((system, n), why);
                             return Ok(());
                         }
                     }
@@ -98,8 +111,16 @@ pub fn run(ctx: &Ctx) -> Vec<Table> {
                             }
                         })
                         .collect::<Result<Vec<_>, _>>()?;
-                    let (bytes, ms) = measure(cmds)?;
-                    per_copy.set(Some(per_copy.get().unwrap_or(0.0).max(bytes / n as f64)));
+                    let (bytes, ms, threads) = measure(cmds)?;
+                    let seen = Each {
+                        bytes: bytes / n as f64,
+                        threads: threads as f64,
+                    };
+                    let e = each.get().unwrap_or_default();
+                    each.set(Some(Each {
+                        bytes: e.bytes.max(seen.bytes),
+                        threads: e.threads.max(seen.threads),
+                    }));
                     push(s, system, n, bytes, ms);
                     Ok(())
                 }));
@@ -107,7 +128,7 @@ pub fn run(ctx: &Ctx) -> Vec<Table> {
         }
         interleave(ctx.rounds, contestants)
     };
-    caps.dedup();
+    let skipped = skipped.into_inner();
     for (table, metric) in [(&mut foot, "MiB"), (&mut time, "ms")] {
         for (system, kind) in [
             (WARDEN, Kind::Warden),
@@ -115,27 +136,22 @@ pub fn run(ctx: &Ctx) -> Vec<Table> {
             (JVM, Kind::Peer),
         ] {
             table.row_from(system, kind, &samples, &format!("{system}/{metric}/"));
-            let missing: Vec<String> = ns
+            let why: Vec<String> = skipped
                 .iter()
-                .filter(|n| samples.cell(&format!("{system}/{metric}/{n}")).is_none())
-                .map(|n| n.to_string())
+                .filter(|((s, _), _)| *s == system)
+                .map(|((_, n), why)| format!("N = {n}: {why}"))
                 .collect();
-            if !missing.is_empty() && kind == Kind::Peer {
-                table.rows.last_mut().unwrap().note = Some(format!(
-                    "not run for N = {} (capped: the machine cannot hold that many, or the mode is quick)",
-                    missing.join(", ")
-                ));
+            if !why.is_empty() {
+                table.rows.last_mut().unwrap().note =
+                    Some(format!("not run for {}", why.join("; ")));
             }
         }
-        table.notes.extend(caps.iter().cloned());
-        table.notes.push(format!(
-            "An N is also skipped when its estimated footprint passes half of the memory available ({} MiB at the start).",
-            mem_available() >> 20
-        ));
         table.method = "Each copy prints \"ready\" and sleeps. Footprint: PSS from /proc/PID/smaps_rollup \
                         summed over the processes once all N are ready. Time: from starting the first to \
                         reading the last \"ready\". The wasmtime processes run the module compiled ahead \
-                        of time; the JVM runs with default settings."
+                        of time; the JVM runs with default settings. A peer's N is run only if the \
+                        largest per-copy PSS and thread count seen at a smaller N say that N copies fit \
+                        in half the memory available and half of the kernel's process limit."
             .into();
     }
     let errors = errors
@@ -150,21 +166,55 @@ pub fn run(ctx: &Ctx) -> Vec<Table> {
     vec![finish(foot, &errors), finish(time, &errors)]
 }
 
+/// Whether `n` copies costing `e` each fit in half the memory available and
+/// half the kernel's limit on processes and threads; if not, why.
+fn fits(n: usize, e: Each) -> Result<(), String> {
+    let memory = mem_available() as f64 / 2.0;
+    let need = e.bytes * n as f64;
+    if need > memory {
+        return Err(format!(
+            "about {:.1} GiB of PSS needed, half the memory available is {:.1} GiB",
+            need / GIB,
+            memory / GIB
+        ));
+    }
+    let pids = task_limit() as f64 / 2.0;
+    let threads = e.threads * n as f64;
+    if threads > pids {
+        return Err(format!(
+            "about {threads:.0} threads needed, half the kernel's limit is {pids:.0}"
+        ));
+    }
+    Ok(())
+}
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// The kernel's limit on processes and threads: the smaller of `pid_max`
+/// and `threads-max`.
+fn task_limit() -> u64 {
+    ["/proc/sys/kernel/pid_max", "/proc/sys/kernel/threads-max"]
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok()?.trim().parse().ok())
+        .min()
+        .unwrap_or(32_768)
+}
+
 fn push(s: &mut Samples, system: &str, n: usize, bytes: f64, ms: f64) {
     s.push(&format!("{system}/MiB/{n}"), bytes / (1 << 20) as f64);
     s.push(&format!("{system}/ms/{n}"), ms);
 }
 
 /// Starts `cmds` one after another, each until it prints its first line;
-/// then the summed PSS of all of them and the milliseconds taken. Every
-/// process is killed before returning.
-fn measure(cmds: Vec<Command>) -> Result<(f64, f64), String> {
+/// then the summed PSS of all of them, the milliseconds taken and the
+/// threads of the first. Every process is killed before returning.
+fn measure(cmds: Vec<Command>) -> Result<(f64, f64, u64), String> {
     let mut children: Vec<Child> = vec![];
     let result = (|| {
         let t = Instant::now();
         for mut c in cmds {
             let mut child = c
-                .stdin(Stdio::piped())
+                .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
                 .spawn()
@@ -187,20 +237,36 @@ fn measure(cmds: Vec<Command>) -> Result<(f64, f64), String> {
         for c in &children {
             bytes += pss_bytes(c.id()).ok_or("cannot read smaps_rollup")? as f64;
         }
-        Ok((bytes, ms))
+        Ok((bytes, ms, threads(children[0].id())))
     })();
     for mut c in children {
-        drop(c.stdin.take());
         c.kill().ok();
         c.wait().ok();
     }
     result
 }
 
+/// Threads of process `pid`, from `/proc/PID/status`.
+fn threads(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("Threads:"))?;
+            line.split_whitespace().nth(1)?.parse().ok()
+        })
+        .unwrap_or(1)
+}
+
 /// The child side of the Warden measurement: `n` tasks from `module`,
-/// "ready" once all have run into their sleep, then wait for stdin to close.
-pub fn child_copies(n: usize, module: &str) -> Result<(), String> {
-    let rt = inproc::runtime(2, n as u32 + 16);
+/// "ready" once all have run into their sleep, then sleep until killed.
+pub fn child_copies(n: usize, module: &str, cache: Option<PathBuf>) -> Result<(), String> {
+    let rt = warden::Runtime::new(warden::RuntimeConfig {
+        workers: 2,
+        cache_dir: cache,
+        max_tasks: n as u32 + 16,
+        ..Default::default()
+    })
+    .map_err(|e| e.to_string())?;
     let spec = quiet("copy", module);
     rt.load_module(module.as_ref()).map_err(|e| e.to_string())?;
     for _ in 0..n {
@@ -216,8 +282,7 @@ pub fn child_copies(n: usize, module: &str) -> Result<(), String> {
     }
     println!("ready");
     std::io::stdout().flush().ok();
-    let mut sink = vec![];
-    std::io::stdin().read_to_end(&mut sink).ok();
-    rt.kill_all("benchmark over");
-    Ok(())
+    loop {
+        std::thread::park();
+    }
 }
