@@ -14,7 +14,7 @@ static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static int turn; /* 0: client's, 1: server's */
 static long n;
 static size_t bytes;
-static char shared[4096], mine[4096], theirs[4096];
+static char shared[65536], mine[65536], theirs[65536];
 
 static void *serve(void *arg) {
     (void)arg;

@@ -27,10 +27,11 @@ const WARDEN: &str = "Warden: N tasks in one process";
 const WASMTIME: &str = "wasmtime: N processes";
 const JVM: &str = "JVM: N java processes";
 
-/// What one copy of a peer was seen to cost, for judging whether a larger
-/// N fits on the machine.
-#[derive(Clone, Copy, Default)]
+/// What one copy of a peer was seen to cost at `n` copies, for judging
+/// whether a larger N fits on the machine.
+#[derive(Clone, Copy)]
 struct Each {
+    n: usize,
     bytes: f64,
     threads: f64,
 }
@@ -112,15 +113,15 @@ pub fn run(ctx: &Ctx) -> Vec<Table> {
                         })
                         .collect::<Result<Vec<_>, _>>()?;
                     let (bytes, ms, threads) = measure(cmds)?;
-                    let seen = Each {
-                        bytes: bytes / n as f64,
-                        threads: threads as f64,
-                    };
-                    let e = each.get().unwrap_or_default();
-                    each.set(Some(Each {
-                        bytes: e.bytes.max(seen.bytes),
-                        threads: e.threads.max(seen.threads),
-                    }));
+                    // The cost per copy at the largest N so far: sharing
+                    // makes it fall as N grows.
+                    if each.get().is_none_or(|e| n >= e.n) {
+                        each.set(Some(Each {
+                            n,
+                            bytes: bytes / n as f64,
+                            threads: threads as f64,
+                        }));
+                    }
                     push(s, system, n, bytes, ms);
                     Ok(())
                 }));
@@ -129,6 +130,17 @@ pub fn run(ctx: &Ctx) -> Vec<Table> {
         interleave(ctx.rounds, contestants)
     };
     let skipped = skipped.into_inner();
+    let (first, last) = (ns[0], ns[ns.len() - 1]);
+    if let (Some(a), Some(b)) = (
+        samples.cell(&format!("{WARDEN}/MiB/{first}")),
+        samples.cell(&format!("{WARDEN}/MiB/{last}")),
+    ) {
+        foot.notes.push(format!(
+            "Each Warden task beyond the first adds {:.1} KiB ((PSS at N = {last} less PSS at N = {first}) / {}).",
+            (b.median - a.median) * 1024.0 / (last - first) as f64,
+            last - first
+        ));
+    }
     for (table, metric) in [(&mut foot, "MiB"), (&mut time, "ms")] {
         for (system, kind) in [
             (WARDEN, Kind::Warden),
@@ -150,8 +162,8 @@ pub fn run(ctx: &Ctx) -> Vec<Table> {
                         summed over the processes once all N are ready. Time: from starting the first to \
                         reading the last \"ready\". The wasmtime processes run the module compiled ahead \
                         of time; the JVM runs with default settings. A peer's N is run only if the \
-                        largest per-copy PSS and thread count seen at a smaller N say that N copies fit \
-                        in half the memory available and half of the kernel's process limit."
+                        per-copy PSS and thread count seen at the largest smaller N say that N copies \
+                        fit in half the memory available and half of the kernel's limit on threads."
             .into();
     }
     let errors = errors

@@ -2,6 +2,7 @@
 //! shared context and returns finished tables; later issues' benchmarks
 //! (file service, servlets) add a module and a line in [`run_all`].
 
+mod compute;
 mod copies;
 pub use copies::child_copies;
 pub use cycles::child_ipc;
@@ -11,6 +12,7 @@ mod process;
 mod reclaim;
 mod remote;
 mod sched;
+mod transfer;
 
 use crate::harness::Ctx;
 use crate::model::Table;
@@ -31,6 +33,10 @@ pub fn run_all(ctx: &Ctx) -> Vec<Table> {
     out.extend(copies::run(ctx));
     step("cross-task vs local access (seed 004, Figure 2)");
     out.push(remote::run(ctx));
+    step("compute under preemption");
+    out.push(compute::run(ctx));
+    step("bulk transfer: copy vs memory object");
+    out.push(transfer::run(ctx));
     step("scheduling accuracy and overhead");
     out.extend(sched::run(ctx));
     step("kill to reclaim");

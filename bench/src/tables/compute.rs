@@ -1,0 +1,138 @@
+//! Compute: what running under Warden costs a CPU-bound program, against
+//! the same module run by Wasmtime with nothing around it. Warden's
+//! preemption relies on Wasmtime's epoch checks, compiled into every loop
+//! header and function entry; a third row isolates their cost: Wasmtime
+//! with the checks compiled in but never interrupting.
+
+use super::finish;
+use crate::harness::{contestant, interleave, Ctx};
+use crate::inproc::{quiet, Raw};
+use crate::model::{Kind, Table};
+use std::time::{Duration, Instant};
+use warden::sched::{Params, PolicyKind};
+use warden::{GroupSpec, Runtime, RuntimeConfig};
+use warden_test_guests as guests;
+
+const WARDEN: &str = "Warden task";
+const RAW: &str = "raw Wasmtime";
+const EPOCH: &str = "raw Wasmtime with epoch checks";
+const PROGRAMS: [(&str, &str); 3] = [
+    ("sieve (WAT)", guests::SIEVE),
+    ("sieve (C, clang -O2)", guests::SIEVE_C),
+    ("fib(30)", guests::FIB),
+];
+const DEEP: &str = "C sieve, three groups deep";
+
+pub fn run(ctx: &Ctx) -> Table {
+    let mut cols: Vec<(&str, &str)> = PROGRAMS.iter().map(|(name, _)| (*name, "ms")).collect();
+    cols.push((DEEP, "ms"));
+    let mut t = Table::new(
+        "compute",
+        "Compute-bound programs: run time (ms)",
+        "kernel issue (throughput under preemption; seed 000 Table 1's premise that processes cost the program nothing)",
+        &cols,
+    );
+    t.method = "Each program runs once per sample, spawn to exit (Warden: one worker, 4 ms slices, \
+                nothing else running; the deep variant sits in a stride group inside a priority group \
+                inside a lottery group) or instantiate to return (Wasmtime)."
+        .into();
+    let flat = runtime(vec![]);
+    let group = |name: &str, parent: Option<&str>, policy| GroupSpec {
+        name: name.into(),
+        parent: parent.map(Into::into),
+        policy,
+        params: Params::default(),
+        cap: None,
+        cpu_quota: None,
+    };
+    let deep = runtime(vec![
+        group("org", None, PolicyKind::Stride),
+        group("tenant", Some("org"), PolicyKind::Priority),
+        group("app", Some("tenant"), PolicyKind::Lottery),
+    ]);
+    let raw = Raw::new();
+    let mut config = wasmtime::Config::new();
+    config.epoch_interruption(true);
+    let epoch = Raw::with_config(&config);
+    let pres: Vec<_> = PROGRAMS
+        .iter()
+        .map(|(_, m)| (raw.pre(m), epoch.pre(m)))
+        .collect();
+    let (samples, errors) = interleave(
+        ctx.rounds,
+        vec![
+            contestant(WARDEN, |s| {
+                for (name, module) in PROGRAMS {
+                    s.push(
+                        &format!("{WARDEN}/{name}"),
+                        timed(&flat, quiet(name, module))?,
+                    );
+                }
+                let mut spec = quiet("deep", guests::SIEVE_C);
+                spec.group = Some("app".into());
+                s.push(&format!("{WARDEN}/{DEEP}"), timed(&deep, spec)?);
+                Ok(())
+            }),
+            contestant(RAW, |s| {
+                for ((name, _), (pre, _)) in PROGRAMS.iter().zip(&pres) {
+                    s.push(&format!("{RAW}/{name}"), raw.batch(pre, 1, false)? / 1e6);
+                }
+                Ok(())
+            }),
+            contestant(EPOCH, |s| {
+                for ((name, _), (_, pre)) in PROGRAMS.iter().zip(&pres) {
+                    s.push(
+                        &format!("{EPOCH}/{name}"),
+                        epoch.batch(pre, 1, false)? / 1e6,
+                    );
+                }
+                Ok(())
+            }),
+        ],
+    );
+    t.row_from(WARDEN, Kind::Warden, &samples, &format!("{WARDEN}/"));
+    t.row_from(RAW, Kind::Peer, &samples, &format!("{RAW}/"));
+    t.row_from(EPOCH, Kind::Peer, &samples, &format!("{EPOCH}/"));
+    if let (Some(w), Some(r)) = (
+        samples.cell(&format!("{WARDEN}/{DEEP}")),
+        samples.cell(&format!("{RAW}/{}", PROGRAMS[1].0)),
+    ) {
+        t.notes.push(format!(
+            "Three groups deep, the C sieve runs at {:.0}% of raw Wasmtime's speed (medians).",
+            100.0 * r.median / w.median
+        ));
+    }
+    t.notes.push(
+        "Throughput relative to raw Wasmtime is the inverse of the ratio below; the kernel issue \
+         asks for 98% or more. The gap is the epoch checks: compare the third row."
+            .into(),
+    );
+    finish(t, &errors)
+}
+
+fn runtime(groups: Vec<GroupSpec>) -> Runtime {
+    Runtime::new(RuntimeConfig {
+        workers: 1,
+        cache_dir: None,
+        max_tasks: 16,
+        scheduler: PolicyKind::Stride,
+        groups,
+        ..Default::default()
+    })
+    .expect("start a Warden runtime")
+}
+
+/// Milliseconds from spawn to report of one task, which must exit 0.
+fn timed(rt: &Runtime, spec: warden::TaskSpec) -> Result<f64, String> {
+    rt.load_module(&spec.module).map_err(|e| e.to_string())?;
+    let t = Instant::now();
+    let id = rt.spawn(&spec).map_err(|e| e.to_string())?;
+    let r = rt
+        .wait_timeout(id, Some(Duration::from_secs(120)))
+        .map_err(|e| e.to_string())?
+        .ok_or("did not finish in 120 s")?;
+    if r.exit_code != Some(0) {
+        return Err(format!("{} ended {} {:?}", spec.name, r.status, r.reason));
+    }
+    Ok(t.elapsed().as_secs_f64() * 1e3)
+}
