@@ -19,7 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
-COLORS = {"warden": "#1f6feb", "peer": None, "paper": "#bbbbbb"}
+COLORS = {"warden": "#1f6feb"}
 
 
 def figures(table):
@@ -34,6 +34,7 @@ def bars(table, ax):
     rows = table["rows"]
     width = 0.8 / max(len(rows), 1)
     peer_colors = iter(plt.cm.tab10.colors[1:])
+    paper_colors = iter(["#c8c8c8", "#a0a0a0", "#e0e0e0", "#888888", "#b4b4b4", "#d4d4d4"] * 2)
     for i, row in enumerate(rows):
         xs, ys, lo, hi = [], [], [], []
         for j, c in enumerate(row["cells"]):
@@ -46,7 +47,8 @@ def bars(table, ax):
         if not xs:
             continue
         kind = row["kind"]
-        color = COLORS[kind] or next(peer_colors)
+        color = {"warden": COLORS["warden"], "paper": None}.get(kind) or (
+            next(paper_colors) if kind == "paper" else next(peer_colors))
         ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=row["system"], color=color,
                hatch="//" if kind == "paper" else None, edgecolor="#444444", linewidth=0.4)
     ax.set_xticks(range(len(cols)))
@@ -76,7 +78,6 @@ def lines(table, ax):
     plain = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}")
     ax.xaxis.set_major_formatter(plain)
     ax.yaxis.set_major_formatter(plain)
-    ax.yaxis.set_minor_formatter(plain)
     ax.set_xlabel("N copies")
     ax.set_ylabel(table["columns"][0]["unit"])
 
