@@ -222,7 +222,10 @@ impl Table {
         }
         for r in &warden {
             for (c, cell) in self.columns.iter().zip(&r.cells) {
-                if cell.as_ref().is_none_or(|x| !(x.median > 0.0)) {
+                if cell
+                    .as_ref()
+                    .is_none_or(|x| x.median.is_nan() || x.median <= 0.0)
+                {
                     out.push(format!(
                         "{}: {} has no figure for {}",
                         self.id, r.system, c.name

@@ -212,6 +212,14 @@ pub fn figures(cmd: &mut Command) -> Result<BTreeMap<String, f64>, String> {
     Ok(map)
 }
 
+/// The figure called `name` among `figures`, or an error naming what was there.
+pub fn figure(figures: &BTreeMap<String, f64>, name: &str) -> Result<f64, String> {
+    figures
+        .get(name)
+        .copied()
+        .ok_or_else(|| format!("no {name} figure in {figures:?}"))
+}
+
 /// `<name> <number>` lines; other lines are ignored.
 pub fn parse_figures(text: &str) -> BTreeMap<String, f64> {
     text.lines()

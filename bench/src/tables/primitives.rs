@@ -6,7 +6,7 @@ use super::finish;
 use crate::harness::{contestant, interleave, Ctx};
 use crate::inproc::{self, quiet, Raw};
 use crate::model::{Kind, Samples, Table};
-use crate::peers::figures;
+use crate::peers::{figure, figures};
 use warden_test_guests as guests;
 
 const WARDEN: &str = "Warden task";
@@ -86,15 +86,15 @@ pub fn run(ctx: &Ctx) -> Table {
                         .args([&n, "prims"]),
                 )?;
                 push_ops(s, JVM, &f)?;
-                s.push(&key(JVM, "null thread"), get(&f, "thread")? / 1e3);
-                s.push(&key(JVM, "trap"), get(&f, "exception")? / 1e3);
+                s.push(&key(JVM, "null thread"), figure(&f, "thread")? / 1e3);
+                s.push(&key(JVM, "trap"), figure(&f, "exception")? / 1e3);
                 Ok(())
             }),
             contestant(NATIVE, |s| {
                 let f = figures(std::process::Command::new(ctx.peers.native("prims")?).arg(&n))?;
                 push_ops(s, NATIVE, &f)?;
-                s.push(&key(NATIVE, "null thread"), get(&f, "thread")? / 1e3);
-                s.push(&key(NATIVE, "trap"), get(&f, "trap")? / 1e3);
+                s.push(&key(NATIVE, "null thread"), figure(&f, "thread")? / 1e3);
+                s.push(&key(NATIVE, "trap"), figure(&f, "trap")? / 1e3);
                 Ok(())
             }),
         ],
@@ -142,18 +142,12 @@ fn key(system: &str, column: &str) -> String {
     format!("{system}/{column}")
 }
 
-fn get(f: &std::collections::BTreeMap<String, f64>, name: &str) -> Result<f64, String> {
-    f.get(name)
-        .copied()
-        .ok_or_else(|| format!("no {name} figure in {f:?}"))
-}
-
 fn push_ops(
     s: &mut Samples,
     system: &str,
     f: &std::collections::BTreeMap<String, f64>,
 ) -> Result<(), String> {
-    s.push(&key(system, "call"), get(f, "call")?);
-    s.push(&key(system, "allocation"), get(f, "alloc")?);
+    s.push(&key(system, "call"), figure(f, "call")?);
+    s.push(&key(system, "allocation"), figure(f, "alloc")?);
     Ok(())
 }

@@ -7,8 +7,7 @@ use super::finish;
 use crate::harness::{contestant, interleave, Ctx};
 use crate::inproc::{self, quiet};
 use crate::model::{Kind, Samples, Table};
-use crate::peers::figures;
-use std::collections::BTreeMap;
+use crate::peers::{figure, figures};
 use std::path::Path;
 use std::process::Command;
 use warden_test_guests as guests;
@@ -71,7 +70,7 @@ pub fn run(ctx: &Ctx) -> (Table, Samples) {
                 let pipe = ctx.peers.native("pipe_pingpong")?;
                 for (col, bytes) in IPC.iter().zip(["1", "12", "100"]) {
                     let f = figures(Command::new(pipe).args([&peer_calls.to_string(), bytes]))?;
-                    s.push(&key(PROCESSES, col), f["pipe"] / 1e3);
+                    s.push(&key(PROCESSES, col), figure(&f, "pipe")? / 1e3);
                 }
                 Ok(())
             }),
@@ -79,7 +78,7 @@ pub fn run(ctx: &Ctx) -> (Table, Samples) {
                 let cv = ctx.peers.native("condvar_pingpong")?;
                 for (col, bytes) in IPC.iter().zip(["0", "12", "100"]) {
                     let f = figures(Command::new(cv).args([&peer_calls.to_string(), bytes]))?;
-                    s.push(&key(THREADS, col), f["condvar"] / 1e3);
+                    s.push(&key(THREADS, col), figure(&f, "condvar")? / 1e3);
                 }
                 Ok(())
             }),
@@ -101,15 +100,15 @@ pub fn run(ctx: &Ctx) -> (Table, Samples) {
                 );
                 let f = figures(ctx.peers.java()?.args(["Prims", &jcalls, "ipc"]))?;
                 for (col, name) in IPC.iter().zip(["sq_null", "sq_int3", "sq_str100"]) {
-                    s.push(&key(JVM, col), get(&f, name)? / 1e3);
+                    s.push(&key(JVM, col), figure(&f, name)? / 1e3);
                 }
                 Ok(())
             }),
             contestant(ERLANG, |s| {
                 let f = figures(&mut ctx.peers.erlang(&[calls.to_string()])?)?;
-                s.push(&key(ERLANG, CREATE), get(&f, "spawn")? / 1e6);
+                s.push(&key(ERLANG, CREATE), figure(&f, "spawn")? / 1e6);
                 for (col, name) in IPC.iter().zip(["msg_null", "msg_int3", "msg_str100"]) {
-                    s.push(&key(ERLANG, col), get(&f, name)? / 1e3);
+                    s.push(&key(ERLANG, col), figure(&f, name)? / 1e3);
                 }
                 Ok(())
             }),
@@ -150,12 +149,6 @@ pub fn key(system: &str, column: &str) -> String {
     format!("{system}/{column}")
 }
 
-fn get(f: &BTreeMap<String, f64>, name: &str) -> Result<f64, String> {
-    f.get(name)
-        .copied()
-        .ok_or_else(|| format!("no {name} figure in {f:?}"))
-}
-
 fn warden(
     s: &mut Samples,
     system: &str,
@@ -171,7 +164,7 @@ fn warden(
     );
     let f = inproc::ipc(workers, calls, None)?;
     for (col, name) in IPC.iter().zip(["null", "int3", "str100"]) {
-        s.push(&key(system, col), get(&f, name)? / 1e3);
+        s.push(&key(system, col), figure(&f, name)? / 1e3);
     }
     Ok(())
 }
@@ -185,5 +178,5 @@ fn spawn(ctx: &Ctx, n: usize, program: &Path, args: &[&str]) -> Result<f64, Stri
             .arg(program)
             .args(args),
     )?;
-    Ok(get(&f, "spawn")? / 1e6)
+    Ok(figure(&f, "spawn")? / 1e6)
 }

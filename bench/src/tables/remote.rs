@@ -13,6 +13,7 @@ use super::finish;
 use crate::harness::{contestant, interleave, Ctx};
 use crate::inproc::{self, quiet};
 use crate::model::{Kind, Table};
+use crate::peers::figure;
 use warden_test_guests as guests;
 
 const REMOTE: &str = "Warden, across tasks (permit; portal call)";
@@ -49,7 +50,7 @@ pub fn run(ctx: &Ctx) -> Table {
                 let mut spec = quiet("prims", guests::PRIMS);
                 spec.args = vec![ops.to_string()];
                 let f = inproc::guest_figures(&rt, spec)?;
-                let get = |k: &str| f.get(k).copied().ok_or_else(|| format!("no {k} in {f:?}"));
+                let get = |k: &str| figure(&f, k);
                 s.push(&format!("{LOCAL}/field read"), cyc(get("read")?));
                 s.push(&format!("{LOCAL}/field write"), cyc(get("write")?));
                 s.push(&format!("{LOCAL}/method invocation"), cyc(get("call")?));
@@ -65,7 +66,10 @@ pub fn run(ctx: &Ctx) -> Table {
             }),
             contestant("portal", |s| {
                 let f = inproc::ipc(1, calls, Some("null"))?;
-                s.push(&format!("{REMOTE}/method invocation"), cyc(f["null"]));
+                s.push(
+                    &format!("{REMOTE}/method invocation"),
+                    cyc(figure(&f, "null")?),
+                );
                 Ok(())
             }),
         ],

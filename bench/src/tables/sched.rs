@@ -6,7 +6,7 @@ use super::finish;
 use crate::harness::{contestant, interleave, Ctx};
 use crate::inproc::quiet;
 use crate::model::{Kind, Samples, Table};
-use crate::peers::figures;
+use crate::peers::{figure, figures};
 use std::process::Command;
 use std::time::{Duration, Instant};
 use warden::sched::{Params, PolicyKind, RunQueue, TaskSched, Tree};
@@ -213,7 +213,7 @@ fn overhead(ctx: &Ctx) -> Table {
                 let f = figures(
                     Command::new(ctx.peers.native("yield_switch")?).arg(yields.to_string()),
                 )?;
-                s.push(&format!("{LINUX}/{SWITCH}"), f["switch"]);
+                s.push(&format!("{LINUX}/{SWITCH}"), figure(&f, "switch")?);
                 Ok(())
             }),
         ],

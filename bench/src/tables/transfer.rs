@@ -6,7 +6,7 @@ use super::finish;
 use crate::harness::{contestant, interleave, Ctx};
 use crate::inproc;
 use crate::model::{Kind, Table};
-use crate::peers::figures;
+use crate::peers::{figure, figures};
 use std::process::Command;
 
 const WARDEN: &str = "Warden task, 1 worker";
@@ -39,9 +39,9 @@ pub fn run(ctx: &Ctx) -> Table {
         vec![
             contestant(WARDEN, |s| {
                 let f = inproc::ipc(1, calls, None)?;
-                s.push(&format!("{WARDEN}/{COPY}"), f["copy64k"] / 1e3);
+                s.push(&format!("{WARDEN}/{COPY}"), figure(&f, "copy64k")? / 1e3);
                 for (kind, col) in MEM {
-                    s.push(&format!("{WARDEN}/{col}"), f[kind] / 1e3);
+                    s.push(&format!("{WARDEN}/{col}"), figure(&f, kind)? / 1e3);
                 }
                 Ok(())
             }),
@@ -50,7 +50,7 @@ pub fn run(ctx: &Ctx) -> Table {
                     Command::new(ctx.peers.native("pipe_pingpong")?)
                         .args([&peer_calls.to_string(), "65536"]),
                 )?;
-                s.push(&format!("{PIPES}/{COPY}"), f["pipe"] / 1e3);
+                s.push(&format!("{PIPES}/{COPY}"), figure(&f, "pipe")? / 1e3);
                 Ok(())
             }),
             contestant(THREADS, |s| {
@@ -58,7 +58,7 @@ pub fn run(ctx: &Ctx) -> Table {
                     Command::new(ctx.peers.native("condvar_pingpong")?)
                         .args([&peer_calls.to_string(), "65536"]),
                 )?;
-                s.push(&format!("{THREADS}/{COPY}"), f["condvar"] / 1e3);
+                s.push(&format!("{THREADS}/{COPY}"), figure(&f, "condvar")? / 1e3);
                 Ok(())
             }),
         ],
