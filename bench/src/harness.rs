@@ -15,6 +15,8 @@ pub struct Ctx {
     pub rounds: usize,
     pub peers: Peers,
     pub clock: Clock,
+    /// Whether `perf stat` counts cycles on this machine.
+    pub perf: bool,
 }
 
 impl Ctx {

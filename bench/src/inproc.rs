@@ -11,15 +11,20 @@ use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::WasiCtxBuilder;
 
-/// A runtime with `workers` workers and no disk cache.
-pub fn runtime(workers: usize, max_tasks: u32) -> Runtime {
-    Runtime::new(RuntimeConfig {
+/// The settings every benchmark runtime starts from: `workers` workers,
+/// room for `max_tasks` tasks, no disk cache, defaults otherwise.
+pub fn config(workers: usize, max_tasks: u32) -> RuntimeConfig {
+    RuntimeConfig {
         workers,
         cache_dir: None,
         max_tasks,
         ..Default::default()
-    })
-    .expect("start a Warden runtime")
+    }
+}
+
+/// A runtime with [`config`]'s settings.
+pub fn runtime(workers: usize, max_tasks: u32) -> Runtime {
+    Runtime::new(config(workers, max_tasks)).expect("start a Warden runtime")
 }
 
 /// A task whose output is discarded.
@@ -70,20 +75,16 @@ pub fn guest_figures(rt: &Runtime, mut spec: TaskSpec) -> Result<BTreeMap<String
 }
 
 /// Portal round trips between a client and a server task on a fresh
-/// runtime with `workers` workers: nanoseconds per call by kind (`null`,
-/// `int3`, `str100`, ...), or only `kind`.
-pub fn ipc(
-    workers: usize,
-    calls: u64,
-    kind: Option<&str>,
-) -> Result<BTreeMap<String, f64>, String> {
+/// runtime with `workers` workers: nanoseconds per call for each of
+/// `kinds` (`null`, `int3`, `str100`, `copy64k`, `mem64k`, `mem64k_read`).
+pub fn ipc(workers: usize, calls: u64, kinds: &[&str]) -> Result<BTreeMap<String, f64>, String> {
     let rt = runtime(workers, 16);
     let mut server = quiet("server", guests::IPC_BENCH);
     server.args = vec!["server".into()];
     server.provides = vec!["bench".into()];
     let mut client = TaskSpec::new("client", guests::IPC_BENCH);
     client.args = vec!["client".into(), calls.to_string()];
-    client.args.extend(kind.map(String::from));
+    client.args.push(kinds.join(","));
     client.uses = vec!["bench".into()];
     let s = rt.spawn(&server).map_err(|e| e.to_string())?;
     let figures = guest_figures(&rt, client);

@@ -30,7 +30,7 @@ fn first_line(cmd: &str, args: &[&str]) -> String {
 }
 
 /// What the report states about the machine and the software measured.
-pub fn describe(clock: &Clock) -> BTreeMap<String, String> {
+pub fn describe(clock: &Clock, perf: bool) -> BTreeMap<String, String> {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
     let mut m = BTreeMap::new();
@@ -70,12 +70,7 @@ pub fn describe(clock: &Clock) -> BTreeMap<String, String> {
     );
     m.insert(
         "perf stat cycles".into(),
-        if perf_supported() {
-            "supported"
-        } else {
-            "not supported"
-        }
-        .into(),
+        if perf { "supported" } else { "not supported" }.into(),
     );
     m.insert(
         "wasmtime".into(),

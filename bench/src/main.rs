@@ -125,6 +125,7 @@ fn run(quick: bool, rounds: usize, out: &Path) -> Result<Vec<String>, String> {
         rounds,
         peers: peers::Peers::build(build.path()),
         clock,
+        perf: machine::perf_supported(),
     };
     let missing = ctx.peers.missing();
     for m in &missing {
@@ -136,7 +137,7 @@ fn run(quick: bool, rounds: usize, out: &Path) -> Result<Vec<String>, String> {
         quick,
         rounds,
         seconds: started.elapsed().as_secs_f64(),
-        machine: machine::describe(&clock),
+        machine: machine::describe(&clock, ctx.perf),
         tables,
         missing: missing.clone(),
     };

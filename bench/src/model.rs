@@ -250,7 +250,12 @@ impl Table {
     }
 }
 
-/// Samples gathered over rounds, keyed by figure ("system/column").
+/// The key of one system's figure in a column: "system/column".
+pub fn key(system: &str, column: &str) -> String {
+    format!("{system}/{column}")
+}
+
+/// Samples gathered over rounds, keyed by figure ([`key`]).
 #[derive(Default, Debug)]
 pub struct Samples(pub BTreeMap<String, Vec<f64>>);
 

@@ -6,7 +6,7 @@
 
 use super::finish;
 use crate::harness::{contestant, interleave, Ctx};
-use crate::inproc::{quiet, Raw};
+use crate::inproc::{self, quiet, Raw};
 use crate::model::{Kind, Table};
 use std::time::{Duration, Instant};
 use warden::sched::{Params, PolicyKind};
@@ -112,12 +112,9 @@ pub fn run(ctx: &Ctx) -> Table {
 
 fn runtime(groups: Vec<GroupSpec>) -> Runtime {
     Runtime::new(RuntimeConfig {
-        workers: 1,
-        cache_dir: None,
-        max_tasks: 16,
         scheduler: PolicyKind::Stride,
         groups,
-        ..Default::default()
+        ..inproc::config(1, 16)
     })
     .expect("start a Warden runtime")
 }

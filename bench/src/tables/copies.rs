@@ -14,7 +14,7 @@
 
 use super::finish;
 use crate::harness::{contestant, interleave, Ctx};
-use crate::inproc::quiet;
+use crate::inproc::{self, quiet};
 use crate::machine::{mem_available, pss_bytes};
 use crate::model::{Kind, Plot, Samples, Table};
 use std::io::{BufRead, BufReader, Write};
@@ -273,10 +273,8 @@ fn threads(pid: u32) -> u64 {
 /// "ready" once all have run into their sleep, then sleep until killed.
 pub fn child_copies(n: usize, module: &str, cache: Option<PathBuf>) -> Result<(), String> {
     let rt = warden::Runtime::new(warden::RuntimeConfig {
-        workers: 2,
         cache_dir: cache,
-        max_tasks: n as u32 + 16,
-        ..Default::default()
+        ..inproc::config(2, n as u32 + 16)
     })
     .map_err(|e| e.to_string())?;
     let spec = quiet("copy", module);

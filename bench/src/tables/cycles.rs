@@ -5,11 +5,11 @@
 //! converted with the measured core clock, and the table says so.
 
 use super::finish;
-use super::process::{key, ERLANG, JVM, PROCESSES, THREADS, WARDEN_1, WARDEN_2};
+use super::process::{ERLANG, JVM, PROCESSES, THREADS, WARDEN_1, WARDEN_2};
 use crate::harness::Ctx;
 use crate::inproc;
 use crate::machine::perf_cycles;
-use crate::model::{Cell, Kind, Samples, Table};
+use crate::model::{key, Cell, Kind, Samples, Table};
 use std::collections::BTreeMap;
 use std::process::Command;
 
@@ -22,7 +22,7 @@ pub fn run(ctx: &Ctx, process: &Samples) -> Table {
         "seeds 001 and 002 (JX), Table 1",
         &[(COLUMN, "cycles")],
     );
-    let counted = if crate::machine::perf_supported() {
+    let counted = if ctx.perf {
         counted(ctx)
     } else {
         Ok(BTreeMap::new())
@@ -118,5 +118,5 @@ fn counted(ctx: &Ctx) -> Result<BTreeMap<&'static str, Cell>, String> {
 
 /// The child side of [`counted`]: `n` null round trips on one worker.
 pub fn child_ipc(n: u64) -> Result<(), String> {
-    inproc::ipc(1, n, Some("null")).map(|_| ())
+    inproc::ipc(1, n, &["null"]).map(|_| ())
 }

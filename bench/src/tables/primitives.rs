@@ -5,7 +5,7 @@
 use super::finish;
 use crate::harness::{contestant, interleave, Ctx};
 use crate::inproc::{self, quiet, Raw};
-use crate::model::{Kind, Samples, Table};
+use crate::model::{key, Kind, Samples, Table};
 use crate::peers::{figure, figures};
 use warden_test_guests as guests;
 
@@ -136,10 +136,6 @@ pub fn run(ctx: &Ctx) -> Table {
             .into(),
     );
     finish(t, &errors)
-}
-
-fn key(system: &str, column: &str) -> String {
-    format!("{system}/{column}")
 }
 
 fn push_ops(

@@ -6,7 +6,7 @@
 use super::finish;
 use crate::harness::{contestant, interleave, Ctx};
 use crate::inproc::{self, quiet};
-use crate::model::{Kind, Samples, Table};
+use crate::model::{key, Kind, Samples, Table};
 use crate::peers::{figure, figures};
 use std::path::Path;
 use std::process::Command;
@@ -145,10 +145,6 @@ pub fn run(ctx: &Ctx) -> (Table, Samples) {
     (finish(t, &errors), samples)
 }
 
-pub fn key(system: &str, column: &str) -> String {
-    format!("{system}/{column}")
-}
-
 fn warden(
     s: &mut Samples,
     system: &str,
@@ -162,7 +158,7 @@ fn warden(
         &key(system, CREATE),
         inproc::spawn_batch(rt, hello, tasks, "exited")? / 1e6,
     );
-    let f = inproc::ipc(workers, calls, None)?;
+    let f = inproc::ipc(workers, calls, &["null", "int3", "str100"])?;
     for (col, name) in IPC.iter().zip(["null", "int3", "str100"]) {
         s.push(&key(system, col), figure(&f, name)? / 1e3);
     }

@@ -65,7 +65,7 @@ pub fn run(ctx: &Ctx) -> Table {
                 Ok(())
             }),
             contestant("portal", |s| {
-                let f = inproc::ipc(1, calls, Some("null"))?;
+                let f = inproc::ipc(1, calls, &["null"])?;
                 s.push(
                     &format!("{REMOTE}/method invocation"),
                     cyc(figure(&f, "null")?),

@@ -4,7 +4,7 @@
 
 use super::finish;
 use crate::harness::{contestant, interleave, Ctx};
-use crate::inproc::quiet;
+use crate::inproc::{self, quiet};
 use crate::model::{Kind, Samples, Table};
 use crate::peers::{figure, figures};
 use std::process::Command;
@@ -32,12 +32,9 @@ pub fn run(ctx: &Ctx) -> Vec<Table> {
 
 fn runtime(scheduler: PolicyKind, slice_ms: u64) -> Runtime {
     Runtime::new(RuntimeConfig {
-        workers: 1,
-        cache_dir: None,
-        max_tasks: 16,
         slice: Duration::from_millis(slice_ms),
         scheduler,
-        ..Default::default()
+        ..inproc::config(1, 16)
     })
     .expect("start a Warden runtime")
 }

@@ -38,7 +38,7 @@ pub fn run(ctx: &Ctx) -> Table {
         ctx.rounds,
         vec![
             contestant(WARDEN, |s| {
-                let f = inproc::ipc(1, calls, None)?;
+                let f = inproc::ipc(1, calls, &["copy64k", "mem64k", "mem64k_read"])?;
                 s.push(&format!("{WARDEN}/{COPY}"), figure(&f, "copy64k")? / 1e3);
                 for (kind, col) in MEM {
                     s.push(&format!("{WARDEN}/{col}"), figure(&f, kind)? / 1e3);
@@ -66,10 +66,5 @@ pub fn run(ctx: &Ctx) -> Table {
     t.row_from(WARDEN, Kind::Warden, &samples, &format!("{WARDEN}/"));
     t.row_from(PIPES, Kind::Peer, &samples, &format!("{PIPES}/"));
     t.row_from(THREADS, Kind::Peer, &samples, &format!("{THREADS}/"));
-    t.notes.push(
-        "The Warden client also runs the other kinds of the process table in the same sample; \
-         the figures here are its copy and memory-object kinds."
-            .into(),
-    );
     finish(t, &errors)
 }
