@@ -60,6 +60,13 @@ warden_handle warden_name_lookup(const char *name, int64_t timeout_ns);   /* tim
 int64_t warden_call(warden_handle portal,
                     const void *req, size_t req_len, const warden_handle *req_h, size_t req_nh,
                     void *resp, size_t resp_cap, warden_handle *resp_h, size_t *resp_nh); /* *resp_nh: in capacity, out count; returns reply length or error */
+/* warden_call with a deadline: timeout_ns 0 = do not wait, negative = wait
+ * forever. A call not answered in time returns WARDEN_ETIMEOUT; the server's
+ * late reply then gets WARDEN_EPEERDIED. */
+int64_t warden_call_timeout(warden_handle portal,
+                            const void *req, size_t req_len, const warden_handle *req_h, size_t req_nh,
+                            void *resp, size_t resp_cap, warden_handle *resp_h, size_t *resp_nh,
+                            int64_t timeout_ns);
 int64_t warden_recv(warden_handle service, uint64_t *call_id,
                     void *buf, size_t cap, warden_handle *h, size_t *nh);  /* returns request length or error */
 int32_t warden_reply(uint64_t call_id, const void *resp, size_t len, const warden_handle *h, size_t nh);
@@ -134,6 +141,10 @@ WARDEN_IMPORT(portal_create)  int32_t __warden_portal_create(int32_t service);
 WARDEN_IMPORT(call)           int64_t __warden_call(int32_t portal, const void *req, uint32_t req_len,
                                                     const int32_t *req_h, uint32_t req_nh, void *resp,
                                                     uint32_t resp_cap, int32_t *resp_h, uint32_t *resp_nh);
+WARDEN_IMPORT(call_timeout)   int64_t __warden_call_timeout(int32_t portal, const void *req, uint32_t req_len,
+                                                    const int32_t *req_h, uint32_t req_nh, void *resp,
+                                                    uint32_t resp_cap, int32_t *resp_h, uint32_t *resp_nh,
+                                                    int64_t timeout_ns);
 WARDEN_IMPORT(recv)           int64_t __warden_recv(int32_t service, uint64_t *call_id, void *buf,
                                                     uint32_t cap, int32_t *h, uint32_t *nh);
 WARDEN_IMPORT(reply)          int32_t __warden_reply(uint64_t call_id, const void *resp, uint32_t len,
@@ -208,6 +219,14 @@ WARDEN_DEF int64_t warden_call(warden_handle portal, const void *req, size_t req
     uint32_t none = 0;
     return __warden_call(portal, req, req_len, req_h, req_nh, resp, resp_cap, resp_h,
                          resp_nh ? (uint32_t *)resp_nh : &none);
+}
+WARDEN_DEF int64_t warden_call_timeout(warden_handle portal, const void *req, size_t req_len,
+                                       const warden_handle *req_h, size_t req_nh, void *resp,
+                                       size_t resp_cap, warden_handle *resp_h, size_t *resp_nh,
+                                       int64_t timeout_ns) {
+    uint32_t none = 0;
+    return __warden_call_timeout(portal, req, req_len, req_h, req_nh, resp, resp_cap, resp_h,
+                                 resp_nh ? (uint32_t *)resp_nh : &none, timeout_ns);
 }
 WARDEN_DEF int64_t warden_recv(warden_handle service, uint64_t *call_id, void *buf, size_t cap,
                                warden_handle *h, size_t *nh) {

@@ -19,6 +19,10 @@ int main(void) {
     CHECK(warden_name_lookup("absent", 1000 * 1000), WARDEN_ETIMEOUT);
     CHECK(warden_name_lookup("forbidden", -1), WARDEN_EDENIED);
     CHECK(warden_call(again, "x", 1, NULL, 0, buf, sizeof buf, NULL, &nh), WARDEN_EDEADLOCK);
+    CHECK(warden_call_timeout(again, "x", 1, NULL, 0, buf, sizeof buf, NULL, &nh, 0),
+          WARDEN_EDEADLOCK);
+    CHECK(warden_call_timeout(-1, "x", 1, NULL, 0, buf, sizeof buf, NULL, &nh, -1),
+          WARDEN_EBADHANDLE);
     CHECK(warden_recv(p, &call, buf, sizeof buf, NULL, &nh), WARDEN_EBADHANDLE);
     CHECK(warden_reply(call, "x", 1, NULL, 0), WARDEN_EBADHANDLE);
     warden_handle d = warden_dup(p);

@@ -11,6 +11,12 @@
 //! among those polls in proportion to their wall time. Every nanosecond of
 //! the worker's CPU time is charged to some task, and a task that runs for
 //! a whole slice is charged exactly its slice's CPU time.
+//!
+//! A poll has an *account* (whose CPU it is) and a *runner* (the task
+//! polled). They differ when a server runs on a client's lent context
+//! (CPU inheritance): the client's account is charged, and the server
+//! records the same CPU as served, so that its own limit still bounds
+//! everything it runs.
 
 use crate::task::TaskShared;
 use std::cell::RefCell;
@@ -39,10 +45,27 @@ pub fn thread_cpu_ns() -> u64 {
 /// A worker thread's CPU meter.
 pub struct Meter {
     last_cpu: u64,
-    polls: Vec<(Arc<TaskShared>, u64)>,
+    polls: Vec<(Poll, u64)>,
     polls_wall: u64,
     /// The poll in progress and the monotonic time it (re)started.
-    current: Option<(Arc<TaskShared>, u64)>,
+    current: Option<(Poll, u64)>,
+}
+
+/// Whose CPU a poll is: the account charged, and the runner if another
+/// task ran on that account.
+#[derive(Clone)]
+struct Poll {
+    account: Arc<TaskShared>,
+    runner: Option<Arc<TaskShared>>,
+}
+
+impl Poll {
+    fn charge(&self, ns: u64) {
+        self.account.charge_cpu(ns);
+        if let Some(runner) = &self.runner {
+            runner.charge_served(ns);
+        }
+    }
 }
 
 thread_local! {
@@ -87,7 +110,7 @@ impl Meter {
                 (delta as u128 * wall as u128 / total as u128) as u64
             };
             left -= share.min(left);
-            task.charge_cpu(share);
+            task.charge(share);
         }
         self.polls_wall = 0;
     }
@@ -103,11 +126,15 @@ fn with<R>(f: impl FnOnce(&mut Meter) -> R) -> R {
     METER.with(|m| f(m.borrow_mut().get_or_insert_with(Meter::new)))
 }
 
-/// A poll of `task` starts on this thread.
-pub fn begin(task: &Arc<TaskShared>) {
+/// A poll of `runner` starts on this thread, charged to `account`.
+pub fn begin(account: &Arc<TaskShared>, runner: &Arc<TaskShared>) {
+    let poll = Poll {
+        account: account.clone(),
+        runner: (!Arc::ptr_eq(account, runner)).then(|| runner.clone()),
+    };
     with(|m| {
         let now = m.now();
-        m.current = Some((task.clone(), now));
+        m.current = Some((poll, now));
     });
 }
 
@@ -140,7 +167,6 @@ pub fn reconcile() {
 mod tests {
     use super::*;
     use crate::task::TaskId;
-    use std::sync::atomic::Ordering;
 
     fn spin(ms: u64) {
         let t = Instant::now();
@@ -167,20 +193,17 @@ mod tests {
             reconcile();
             let start = thread_cpu_ns();
             for _ in 0..20 {
-                begin(&a);
+                begin(&a, &a);
                 spin(1);
                 end(false);
-                begin(&b);
+                begin(&b, &b);
                 spin(3);
                 end(false);
             }
-            begin(&a);
+            begin(&a, &a);
             end(true);
             let used = thread_cpu_ns() - start;
-            let (ca, cb) = (
-                a.cpu_ns.load(Ordering::Relaxed),
-                b.cpu_ns.load(Ordering::Relaxed),
-            );
+            let (ca, cb) = (a.cpu.charged_ns(), b.cpu.charged_ns());
             let sum = ca + cb;
             assert!(sum.abs_diff(used) < 200_000, "charged {sum} of {used}");
             let ratio = cb as f64 / ca as f64;

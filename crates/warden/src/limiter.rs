@@ -16,26 +16,13 @@
 //! `memory.grow` return -1 (so `malloc` returns NULL) and the task carries
 //! on; `Kill` ends the task with a reason.
 
+pub use crate::task::MemoryPolicy;
 use crate::task::{KillSignal, TaskShared};
 use crate::units::format_size;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// Bytes charged per table element.
 pub const TABLE_ELEMENT_BYTES: u64 = 8;
-
-/// What happens when a task asks for memory beyond its limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum MemoryPolicy {
-    /// The request fails as the guest expects (`memory.grow` returns -1).
-    #[default]
-    Deny,
-    /// The task is killed.
-    Kill,
-    /// The request fails (as with `Deny`) and the task's parent gets an
-    /// event, and may raise the limit.
-    Notify,
-}
 
 /// The limiter installed in every task's store.
 pub struct MemoryBudget {
@@ -64,25 +51,18 @@ impl MemoryBudget {
         match self.policy {
             MemoryPolicy::Deny => Ok(false),
             MemoryPolicy::Notify => {
-                if self.shared.parent.is_some() {
-                    let want = self
-                        .shared
-                        .memory_current
-                        .load(Ordering::Relaxed)
-                        .saturating_add(delta);
-                    self.shared.post_event(crate::task::EVENT_MEMORY, want);
+                if self.shared.parent().is_some() {
+                    let want = self.shared.memory.current().saturating_add(delta);
+                    self.shared
+                        .family
+                        .post_event(crate::task::EVENT_MEMORY, want);
                 }
                 Ok(false)
             }
             MemoryPolicy::Kill => Err(KillSignal(format!(
                 "memory limit exceeded: {what} would use {} of {}",
-                format_size(
-                    self.shared
-                        .memory_current
-                        .load(Ordering::Relaxed)
-                        .saturating_add(delta)
-                ),
-                format_size(self.shared.memory_limit.load(Ordering::Relaxed))
+                format_size(self.shared.memory.current().saturating_add(delta)),
+                format_size(self.shared.memory.limit())
             ))
             .into()),
         }
@@ -156,7 +136,7 @@ mod tests {
     }
 
     fn used(b: &MemoryBudget) -> u64 {
-        b.shared.memory_current.load(Ordering::Relaxed)
+        b.shared.memory.current()
     }
 
     #[test]
@@ -168,11 +148,8 @@ mod tests {
         assert_eq!(used(&b), 3 * PAGE as u64);
         assert!(!b.memory_growing(2 * PAGE, 3 * PAGE, None).unwrap());
         assert!(!b.table_growing(0, 1, None).unwrap());
-        assert_eq!(b.shared.memory_denials.load(Ordering::Relaxed), 2);
-        assert_eq!(
-            b.shared.memory_peak.load(Ordering::Relaxed),
-            3 * PAGE as u64
-        );
+        assert_eq!(b.shared.memory.denials(), 2);
+        assert_eq!(b.shared.memory.peak(), 3 * PAGE as u64);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! instantiation.
 
 use crate::cache::{CacheOutcome, CodeCache};
-use crate::task::TaskData;
+use crate::host::TaskData;
 use std::path::{Path, PathBuf};
 use wasmtime::{Engine, ExternType, InstancePre, Linker, Module};
 

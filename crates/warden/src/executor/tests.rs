@@ -2,7 +2,9 @@
 //! of wakes, yields and kills racing on two workers.
 use super::*;
 use crate::sched::{PolicyKind, Tree};
+use std::collections::HashMap;
 use std::sync::atomic::AtomicUsize;
+use std::task::{Context, Poll};
 
 /// A future that yields `yields` times, half of them by waking itself
 /// (a slice end) and half by having another thread wake it later (a
@@ -36,14 +38,17 @@ impl Future for Churn {
     }
 }
 
-/// Many tasks yielding, being woken from other threads and being killed
-/// at random moments: every task finishes exactly once, none is polled
-/// by two workers at once, and the executor ends empty.
+/// Many tasks yielding, being woken from other threads, suspended,
+/// resumed and killed at random moments: every task finishes exactly once
+/// (a lost wake-up would leave one unfinished), none is polled by two
+/// workers at once (that panics inside the poll, and the task would end
+/// trapped), and the executor ends empty.
 #[test]
-fn stress_wake_yield_kill() {
+fn stress_wake_yield_suspend_kill() {
     let tokio = tokio::runtime::Runtime::new().unwrap();
     let finished = Arc::new(Mutex::new(HashMap::<u64, (u32, bool)>::new()));
-    let f = finished.clone();
+    let trapped = Arc::new(Mutex::new(Vec::new()));
+    let (f, tr) = (finished.clone(), trapped.clone());
     let exec = Executor::start(
         2,
         Box::new(Tree::new(PolicyKind::RoundRobin)),
@@ -54,6 +59,9 @@ fn stress_wake_yield_kill() {
             let e = m.entry(shared.id.0).or_default();
             e.0 += 1;
             e.1 = matches!(status, TaskStatus::Killed(_));
+            if let TaskStatus::Trapped(why) = status {
+                tr.lock().unwrap().push(why);
+            }
         }),
     )
     .unwrap();
@@ -72,9 +80,25 @@ fn stress_wake_yield_kill() {
             in_poll: Arc::new(AtomicBool::new(false)),
         };
         exec.spawn(shared, Box::pin(fut), &TaskSched::default());
-        if rand() % 3 == 0 {
-            exec.kill(TaskId(rand() % (id + 1)), "random kill");
+        match rand() % 6 {
+            0 | 1 => {
+                exec.kill(TaskId(rand() % (id + 1)), "random kill");
+            }
+            2 => {
+                exec.suspend(TaskId(rand() % (id + 1)));
+            }
+            3 | 4 => {
+                exec.resume(TaskId(rand() % (id + 1)));
+            }
+            _ => {}
         }
+    }
+    // Resume everything still suspended, racing its own wakes and yields.
+    for _ in 0..3 {
+        for id in 0..TASKS {
+            exec.resume(TaskId(id));
+        }
+        std::thread::yield_now();
     }
     let start = std::time::Instant::now();
     while finished.lock().unwrap().len() < TASKS as usize {
@@ -85,6 +109,7 @@ fn stress_wake_yield_kill() {
         std::thread::sleep(Duration::from_millis(5));
     }
     let m = finished.lock().unwrap();
+    assert_eq!(*trapped.lock().unwrap(), Vec::<String>::new());
     assert!(m.values().all(|&(n, _)| n == 1), "a task finished twice");
     assert!(m.values().any(|&(_, killed)| killed));
     assert!(m.values().any(|&(_, killed)| !killed));

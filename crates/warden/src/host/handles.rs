@@ -1,8 +1,8 @@
 //! `close` and `dup`: handle management common to every object.
 
 use super::ret32;
+use crate::host::TaskData;
 use crate::ipc::{Errno, Object};
-use crate::task::TaskData;
 use wasmtime::{Caller, Linker};
 
 pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
@@ -31,8 +31,8 @@ fn close(data: &mut TaskData, h: i32) -> Result<i32, Errno> {
     match data.ipc.handles.remove(h)? {
         // An unanswered call closed on purpose: the client hears NoReply.
         Object::Call(call) => {
+            data.ipc.shared.inherit.withdraw(call.client());
             call.close();
-            data.ipc.call_finished();
         }
         other => drop(other),
     }

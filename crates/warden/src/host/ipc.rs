@@ -9,9 +9,10 @@
 //! are truncated: the return value is always the full length.
 
 use super::{deliver, len32, memory, range, read_u32, ret32, ret64, take_objects, write_u64};
-use crate::ipc::service::{CallRef, Phase, PortalRef, Service, ServiceRef};
+use crate::ipc::service::{CallRef, CallSlot, Phase, PortalRef, Service, ServiceRef};
 use crate::ipc::{Errno, Object};
-use crate::task::TaskData;
+use crate::host::TaskData;
+use crate::task::TaskShared;
 use std::sync::Arc;
 use wasmtime::{Caller, Linker};
 
@@ -45,7 +46,15 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
         super::MODULE,
         "call",
         |c: Caller<'_, TaskData>, args: (i32, i32, i32, i32, i32, i32, i32, i32, i32)| {
-            Box::new(async move { ret64(call(c, args).await) })
+            Box::new(async move { ret64(call(c, args, -1).await) })
+        },
+    )?;
+    linker.func_wrap_async(
+        super::MODULE,
+        "call_timeout",
+        |c: Caller<'_, TaskData>,
+         (p, rq, rl, rh, rn, sp, sc, sh, sn, timeout): CallTimeoutArgs| {
+            Box::new(async move { ret64(call(c, (p, rq, rl, rh, rn, sp, sc, sh, sn), timeout).await) })
         },
     )?;
     linker.func_wrap_async(
@@ -65,31 +74,36 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
     Ok(())
 }
 
-/// Marks the client's call abandoned if the client dies (its future is
-/// dropped) while waiting.
-struct AbandonOnDrop<'a>(Option<&'a crate::ipc::service::CallSlot>);
+type CallArgs = (i32, i32, i32, i32, i32, i32, i32, i32, i32);
+type CallTimeoutArgs = (i32, i32, i32, i32, i32, i32, i32, i32, i32, i64);
 
-impl Drop for AbandonOnDrop<'_> {
+/// While a client waits: on any end of the wait — an answer, a timeout,
+/// or the client's death (its future dropped) — withdraws the context it
+/// lent the server; unless an answer came, also abandons the call, so the
+/// server's late reply gets `PeerDied`.
+struct Waiting<'a> {
+    slot: &'a CallSlot,
+    server: Option<Arc<TaskShared>>,
+    answered: bool,
+}
+
+impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        if let Some(slot) = self.0 {
-            slot.abandon();
+        if let Some(server) = &self.server {
+            server.inherit.withdraw(self.slot.owner().id);
+        }
+        if !self.answered {
+            self.slot.abandon();
         }
     }
 }
 
+/// A portal call: copy the request in, queue it, wait at most
+/// `timeout_ns` (negative: for ever) for the answer, copy the answer out.
 async fn call(
     mut c: Caller<'_, TaskData>,
-    (portal, req, req_len, req_h, req_nh, resp, resp_cap, resp_h, resp_nh): (
-        i32,
-        i32,
-        i32,
-        i32,
-        i32,
-        i32,
-        i32,
-        i32,
-        i32,
-    ),
+    (portal, req, req_len, req_h, req_nh, resp, resp_cap, resp_h, resp_nh): CallArgs,
+    timeout_ns: i64,
 ) -> Result<i64, Errno> {
     let (slot, seq, service) = {
         let (mem, data) = memory(&mut c)?;
@@ -128,23 +142,32 @@ async fn call(
         st.phase = Phase::Queued;
         let seq = st.seq;
         drop(st);
-        // CPU inheritance: the server runs on this client's context while
-        // the client waits (and a higher-priority caller boosts it).
-        if let Some(server) = service.server() {
-            server.lend(ipc.shared.context(), false);
-        }
         (slot, seq, service)
     };
+    // CPU inheritance: the server runs on this client's context while the
+    // client waits (and a higher-priority caller boosts it).
+    let server = service.server().cloned();
+    let client = c.data().ipc.shared.clone();
+    if let Some(server) = &server {
+        server.inherit.lend(client.id, client.context());
+    }
+    let mut waiting = Waiting {
+        slot: &slot,
+        server,
+        answered: false,
+    };
     if let Err(e) = service.enqueue(&slot, seq) {
+        waiting.answered = true;
         let mut st = slot.lock();
         st.phase = Phase::Idle;
         st.request_objects.clear();
         return Err(e);
     }
     drop(service);
-    let mut guard = AbandonOnDrop(Some(&slot));
-    let code = std::future::poll_fn(|cx| slot.poll_done(cx)).await;
-    guard.0 = None;
+    let code = super::wait_for(timeout_ns, |cx| slot.poll_done(cx)).await;
+    waiting.answered = code.is_some();
+    drop(waiting);
+    let code = code.ok_or(Errno::Timeout)?;
     let mut st = slot.lock();
     st.phase = Phase::Idle;
     if code < 0 {
@@ -166,7 +189,8 @@ async fn call(
     )?;
     data.ipc
         .shared
-        .count_message(1, len32(req_len) as usize, st.reply.len());
+        .ipc
+        .count(1, len32(req_len) as usize, st.reply.len());
     Ok(st.reply.len() as i64)
 }
 
@@ -209,7 +233,7 @@ async fn recv(
     )?;
     let len = st.request.len() as i64;
     drop(st);
-    data.ipc.shared.count_message(1, 0, len as usize);
+    data.ipc.shared.ipc.count(1, 0, len as usize);
     let handle = data
         .ipc
         .handles
@@ -242,8 +266,8 @@ fn reply(
     let Ok(Object::Call(call)) = ipc.handles.remove(call) else {
         unreachable!("checked above")
     };
-    ipc.call_finished();
-    ipc.shared.count_message(0, src.len(), 0);
+    ipc.shared.inherit.withdraw(call.client());
+    ipc.shared.ipc.count(0, src.len(), 0);
     match call.reply(&mem[src], objects) {
         Ok(()) => Ok(0),
         // The client is gone; the objects it would have received are

@@ -3,7 +3,7 @@
 use super::{len32, memory, range, ret32, ret64};
 use crate::ipc::memobj::{MemObject, MemView};
 use crate::ipc::{Errno, Object};
-use crate::task::TaskData;
+use crate::host::TaskData;
 use wasmtime::{Caller, Linker};
 
 pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
@@ -17,7 +17,7 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
                 .and_then(|size| MemObject::create(size, &ipc.shared))
                 .and_then(|(object, view)| {
                     let h = ipc.handles.insert(Object::Mem(view))?;
-                    ipc.shared.owned().add_mem(&object);
+                    ipc.owned.add_mem(&object);
                     Ok(h)
                 });
             ret32(r)

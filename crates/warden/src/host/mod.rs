@@ -9,6 +9,7 @@
 //! The functions and their Wasm signatures are listed in [`FUNCTIONS`];
 //! `sdk/c/warden.h` declares the same imports.
 
+mod data;
 mod handles;
 mod ipc;
 mod mem;
@@ -16,8 +17,9 @@ mod names;
 mod permit;
 mod task;
 
+pub(crate) use data::{Grants, Spawner, TaskData, TaskIpc};
+
 use crate::ipc::{Errno, HandleTable, Object, MOVE};
-use crate::task::TaskData;
 use std::ops::Range;
 use wasmtime::{Caller, Linker};
 
@@ -32,6 +34,7 @@ pub const FUNCTIONS: &[(&str, &str, &str)] = &[
     ("service_create", "", "i32"),
     ("portal_create", "i32", "i32"),
     ("call", "i32 i32 i32 i32 i32 i32 i32 i32 i32", "i64"),
+    ("call_timeout", "i32 i32 i32 i32 i32 i32 i32 i32 i32 i64", "i64"),
     ("recv", "i32 i32 i32 i32 i32 i32", "i64"),
     ("reply", "i64 i32 i32 i32 i32", "i32"),
     ("name_register", "i32 i32 i32", "i32"),

@@ -3,7 +3,7 @@
 
 use super::{len32, memory, range, ret32};
 use crate::ipc::{name_allowed, Errno, Object};
-use crate::task::TaskData;
+use crate::host::TaskData;
 use wasmtime::{Caller, Linker};
 
 /// Longest name accepted.

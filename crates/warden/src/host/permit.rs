@@ -1,10 +1,10 @@
 //! Permits: grant access to a range of one's own memory, read and write
 //! through a permit, revoke it.
 
-use super::{len32, memory, range, ret32, ret64};
+use super::{len32, range, ret32, ret64};
 use crate::ipc::permit::{Permit, PermitRef};
 use crate::ipc::{Errno, Object};
-use crate::task::TaskData;
+use crate::host::TaskData;
 use wasmtime::{Caller, Linker};
 
 pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
@@ -49,16 +49,29 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
     Ok(())
 }
 
+/// The caller's linear memory as a base pointer and length: never as a
+/// slice, since a permit holder on another thread may be writing it.
+fn raw_memory(c: &Caller<'_, TaskData>) -> Result<(*mut u8, usize), Errno> {
+    let memory = c.data().ipc.memory.ok_or(Errno::BadPtr)?;
+    Ok((memory.data_ptr(c), memory.data_size(c)))
+}
+
 fn grant(c: &mut Caller<'_, TaskData>, ptr: i32, len: i32, writable: bool) -> Result<i32, Errno> {
-    let (mem, data) = memory(c)?;
-    let r = range(mem.len(), ptr, len32(len))?;
-    let base = mem[r.clone()].as_mut_ptr();
-    let ipc = &mut data.ipc;
+    let (base, size) = raw_memory(c)?;
+    let r = range(size, ptr, len32(len))?;
+    let ipc = &mut c.data_mut().ipc;
     // SAFETY: the range was checked against the task's own memory, and the
     // permit is recorded among the task's owned objects, which are revoked
-    // before its memory is released (`TaskShared::release_owned`).
-    let permit = unsafe { Permit::new(ipc.shared.id, base, r.len() as u64, writable) };
-    ipc.shared.owned().add_permit(&permit);
+    // before its memory is released (`ReleaseOnDrop` in the runtime).
+    let permit = unsafe {
+        Permit::new(
+            ipc.shared.id,
+            base.wrapping_add(r.start),
+            r.len() as u64,
+            writable,
+        )
+    };
+    ipc.owned.add_permit(&permit);
     ipc.handles.insert(Object::Permit(PermitRef(permit)))
 }
 
@@ -70,15 +83,17 @@ fn access(
     len: i32,
     write: bool,
 ) -> Result<i64, Errno> {
-    let (mem, data) = memory(c)?;
-    let permit = match data.ipc.handles.get(h)? {
+    let permit = match c.data().ipc.handles.get(h)? {
         Object::Permit(p) => p.0.clone(),
         _ => return Err(Errno::BadHandle),
     };
-    let r = range(mem.len(), ptr, len32(len))?;
+    let (base, size) = raw_memory(c)?;
+    let r = range(size, ptr, len32(len))?;
     let n = r.len();
-    let local = mem[r].as_mut_ptr();
-    // SAFETY: `local` is valid for `n` bytes of the caller's own memory.
+    let local = base.wrapping_add(r.start);
+    // SAFETY: `local` is valid for `n` bytes of the caller's own memory,
+    // which stays mapped for the call (this task is running it); the
+    // permit copies with racy-safe accesses on both sides.
     unsafe {
         if write {
             permit.write(off as u64, local, n)?;

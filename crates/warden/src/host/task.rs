@@ -4,7 +4,8 @@
 
 use super::{len32, memory, range, read_u32, ret32, take_objects, write_u32};
 use crate::ipc::{Errno, Object};
-use crate::task::{ChildBudget, TaskData, TaskShared};
+use crate::host::TaskData;
+use crate::task::{ChildBudget, TaskShared};
 use std::sync::Arc;
 use std::task::Poll;
 use wasmtime::{Caller, Linker};
@@ -163,7 +164,7 @@ fn spawn(
     if ipc.handles.room() == 0 {
         return Err(Errno::Quota);
     }
-    let spawner = ipc.kernel.spawner()?;
+    let spawner = ipc.spawner()?;
     let mut grants = Vec::new();
     take_objects(&mut ipc.handles, mem, grant, ngrant, &mut grants)?;
     let task = spawner
@@ -176,12 +177,12 @@ fn spawn(
     })
 }
 
-type ChildRef = (Arc<TaskShared>, Arc<dyn crate::task::Spawner>);
+type ChildRef = (Arc<TaskShared>, Arc<dyn crate::host::Spawner>);
 
 fn child(c: &Caller<'_, TaskData>, h: i32) -> Result<ChildRef, Errno> {
     let ipc = &c.data().ipc;
     match ipc.handles.get(h)? {
-        Object::Task(t) => Ok((t.clone(), ipc.kernel.spawner()?)),
+        Object::Task(t) => Ok((t.clone(), ipc.spawner()?)),
         _ => Err(Errno::BadHandle),
     }
 }
@@ -198,7 +199,7 @@ async fn wait(
         range(mem.len(), status, 4)?;
     }
     let code = super::wait_for(timeout_ns, |cx| {
-        let mut e = task.exit.lock().unwrap_or_else(|e| e.into_inner());
+        let mut e = task.family.exit();
         if let Some(code) = e.status {
             return Poll::Ready(code);
         }
@@ -244,17 +245,11 @@ async fn next_event(
         range(mem.len(), event, 16)?;
     }
     let got = super::wait_for(timeout_ns, |cx| {
-        let mut ev = task.events.lock().unwrap_or_else(|e| e.into_inner());
+        let mut ev = task.family.events();
         if let Some(e) = ev.queue.pop_front() {
             return Poll::Ready(Ok(e));
         }
-        if task
-            .exit
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .status
-            .is_some()
-        {
+        if task.family.ended() {
             return Poll::Ready(Err(Errno::PeerDied));
         }
         if !ev.waiters.iter().any(|w| w.will_wake(cx.waker())) {
@@ -283,8 +278,8 @@ fn raise(
 ) -> Result<i32, Errno> {
     let (task, spawner) = child(c, h)?;
     let parent = &c.data().ipc.shared;
-    let old_mem = task.memory_limit.load(std::sync::atomic::Ordering::Acquire);
-    let old_cpu = task.cpu_limit_ns.load(std::sync::atomic::Ordering::Acquire);
+    let old_mem = task.memory.limit();
+    let old_cpu = task.cpu.limit_ns();
     if (memory_limit != 0 && memory_limit < old_mem)
         || (cpu_limit_ns != 0 && (old_cpu == 0 || cpu_limit_ns < old_cpu))
     {
@@ -295,21 +290,14 @@ fn raise(
         if !parent.try_charge(delta) {
             return Err(Errno::NoMem);
         }
-        task.carved_memory
+        task.family
+            .carved_memory
             .fetch_add(delta, std::sync::atomic::Ordering::AcqRel);
-        task.memory_limit
-            .store(memory_limit, std::sync::atomic::Ordering::Release);
+        task.memory.set_limit(memory_limit);
     }
     if cpu_limit_ns > old_cpu {
-        task.cpu_limit_ns
-            .store(cpu_limit_ns, std::sync::atomic::Ordering::Release);
-        let was_stopped = std::mem::take(
-            &mut task
-                .events
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .cpu_pending,
-        );
+        task.cpu.set_limit_ns(cpu_limit_ns);
+        let was_stopped = std::mem::take(&mut task.family.events().cpu_pending);
         if was_stopped {
             spawner.resume(task.id);
         }

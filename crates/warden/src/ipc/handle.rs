@@ -213,19 +213,10 @@ mod tests {
             t.insert(portal()).unwrap();
         }
         assert_eq!(t.insert(portal()).err(), Some(Errno::NoMem));
-        let charged = &t.budget.memory_current;
-        assert_eq!(
-            charged.load(std::sync::atomic::Ordering::Relaxed),
-            HANDLE_BYTES * 3
-        );
+        assert_eq!(t.budget.memory.current(), HANDLE_BYTES * 3);
         let budget = t.budget.clone();
         drop(t);
-        assert_eq!(
-            budget
-                .memory_current
-                .load(std::sync::atomic::Ordering::Relaxed),
-            0
-        );
+        assert_eq!(budget.memory.current(), 0);
     }
 
     #[test]

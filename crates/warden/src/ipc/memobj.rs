@@ -248,7 +248,7 @@ mod tests {
         let c = creator(Some(1000));
         assert_eq!(MemObject::create(2000, &c).err(), Some(Errno::NoMem));
         let (o, v) = MemObject::create(500, &c).unwrap();
-        let used = || c.memory_current.load(Ordering::Relaxed);
+        let used = || c.memory.current();
         assert_eq!(used(), 500 + OBJECT_OVERHEAD);
         let held_elsewhere = v.clone();
         o.revoke_all_and_free();

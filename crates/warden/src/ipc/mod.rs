@@ -91,18 +91,6 @@ pub enum Errno {
 pub struct Kernel {
     /// The name service.
     pub names: names::Names,
-    /// Spawns, kills, suspends and resumes child tasks (the runtime).
-    pub(crate) spawner: std::sync::OnceLock<std::sync::Weak<dyn crate::task::Spawner>>,
-}
-
-impl Kernel {
-    /// The runtime, while it exists.
-    pub(crate) fn spawner(&self) -> Result<std::sync::Arc<dyn crate::task::Spawner>, Errno> {
-        self.spawner
-            .get()
-            .and_then(|w| w.upgrade())
-            .ok_or(Errno::PeerDied)
-    }
 }
 
 impl Errno {

@@ -12,12 +12,20 @@
 //! Accessing another task's memory by address is sound because task
 //! memories never move (the engine is configured with
 //! `memory_may_move(false)`) and never shrink, and a live permit keeps its
-//! owner's memory from being released (rule 5 in [`super`]). The owner may
-//! be running on another worker during an access, exactly as with shared
-//! memory between threads: the bytes copied are whatever the memory holds.
+//! owner's memory from being released (rule 5 in [`super`]).
+//!
+//! The owner may be running on another worker during an access, or be in
+//! a host call of its own, so the memory on either side of a copy may be
+//! written by another thread at the same moment. Such memory is never
+//! turned into a Rust `&[u8]` or `&mut [u8]` here (that would assert that
+//! nobody else writes it, a data race in Rust's memory model); it is
+//! copied the way Wasmtime treats shared linear memories, with relaxed
+//! atomic loads and stores ([`copy_racy`]). A racing guest sees a
+//! mixture of old and new bytes, exactly as two Wasm threads would.
 
 use super::Errno;
 use crate::task::TaskId;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
 /// A grant of access to `len` bytes of the owner's memory.
@@ -89,9 +97,9 @@ impl Permit {
         let src = self.at(off, len)?;
         // SAFETY: `src` is inside the owner's live memory (checked above,
         // and the read lock holds off revocation and release); `dst` is
-        // valid by the caller's contract. `copy` allows the two to overlap
-        // (a task reading through its own permit).
-        unsafe { std::ptr::copy(src as *const u8, dst, len) };
+        // valid by the caller's contract. `copy_racy` allows both to be
+        // written concurrently by others and to overlap.
+        unsafe { copy_racy(src as *const u8, dst, len) };
         Ok(())
     }
 
@@ -110,14 +118,89 @@ impl Permit {
         }
         let dst = self.at(off, len)?;
         // SAFETY: as in `read`.
-        unsafe { std::ptr::copy(src, dst as *mut u8, len) };
+        unsafe { copy_racy(src, dst as *mut u8, len) };
         Ok(())
+    }
+}
+
+const WORD: usize = std::mem::size_of::<usize>();
+
+/// Copies `len` bytes from `src` to `dst` (which may overlap, as
+/// `memmove`) when other threads may read or write either range at the
+/// same time: every access is a relaxed atomic load or store, word-sized
+/// where both sides are equally aligned, so no byte is accessed
+/// non-atomically and the copy is still a word at a time for the usual
+/// case.
+///
+/// # Safety
+///
+/// `src` must be valid for reads and `dst` for writes of `len` bytes for
+/// the whole call (their contents may change meanwhile).
+pub unsafe fn copy_racy(src: *const u8, dst: *mut u8, len: usize) {
+    let (s, d) = (src as usize, dst as usize);
+    // Copy backwards when `dst` starts inside the source range.
+    let backwards = d > s && d < s.wrapping_add(len);
+    let wordwise = s % WORD == d % WORD;
+    let mut i = 0;
+    while i < len {
+        // Offset of the next unit: from the front, or mirrored from the back.
+        let remaining = len - i;
+        let at = if backwards { remaining - 1 } else { i };
+        let word_at = if backwards { remaining.wrapping_sub(WORD) } else { i };
+        let word_fits = wordwise
+            && remaining >= WORD
+            && (s + word_at).is_multiple_of(WORD);
+        if word_fits {
+            // SAFETY: `word_at..word_at + WORD` lies inside both ranges
+            // (valid by the contract) and both addresses are word-aligned;
+            // atomics may alias memory others access atomically or not.
+            unsafe {
+                let v = (*(src.add(word_at) as *const AtomicUsize)).load(Ordering::Relaxed);
+                (*(dst.add(word_at) as *const AtomicUsize)).store(v, Ordering::Relaxed);
+            }
+            i += WORD;
+        } else {
+            // SAFETY: `at` lies inside both ranges; a byte is always aligned.
+            unsafe {
+                let v = (*(src.add(at) as *const AtomicU8)).load(Ordering::Relaxed);
+                (*(dst.add(at) as *const AtomicU8)).store(v, Ordering::Relaxed);
+            }
+            i += 1;
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every alignment, length and overlap gives what `memmove` gives.
+    #[test]
+    fn racy_copy_is_memmove() {
+        let pattern: Vec<u8> = (0..96u8).collect();
+        for src_off in 0..9 {
+            for dst_off in 0..9 {
+                for len in [0, 1, 7, 8, 9, 15, 16, 17, 40] {
+                    // Separate buffers.
+                    let mut dst = vec![0xAAu8; 64];
+                    let mut want = dst.clone();
+                    want[dst_off..dst_off + len]
+                        .copy_from_slice(&pattern[src_off..src_off + len]);
+                    unsafe {
+                        copy_racy(pattern[src_off..].as_ptr(), dst[dst_off..].as_mut_ptr(), len)
+                    };
+                    assert_eq!(dst, want, "{src_off} -> {dst_off}, {len}");
+                    // Within one buffer, overlapping either way.
+                    let mut buf = pattern.clone();
+                    let mut want = pattern.clone();
+                    want.copy_within(src_off..src_off + len, dst_off);
+                    let base = buf.as_mut_ptr();
+                    unsafe { copy_racy(base.add(src_off), base.add(dst_off), len) };
+                    assert_eq!(buf, want, "within: {src_off} -> {dst_off}, {len}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn bounds_rights_and_revocation() {

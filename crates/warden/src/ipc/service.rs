@@ -365,6 +365,11 @@ impl CallRef {
         }
     }
 
+    /// The client waiting for the answer.
+    pub fn client(&self) -> TaskId {
+        self.slot.as_ref().map_or(TaskId(0), |s| s.owner.id)
+    }
+
     /// Answers the call with `reply` and its objects. Fails with
     /// `PeerDied` (handing the objects back) if the client is gone, and
     /// with `NoMem` if the reply does not fit the client's memory budget
@@ -533,11 +538,7 @@ mod tests {
     fn buffers_are_charged_to_the_client() {
         let owner = Arc::new(TaskShared::new(TaskId(5), "c".into(), None, Some(1000)));
         let a = CallSlot::new(owner.clone());
-        let used = || {
-            owner
-                .memory_current
-                .load(std::sync::atomic::Ordering::Relaxed)
-        };
+        let used = || owner.memory.current();
         a.lock().set_request(&owner, &[1; 600]).unwrap();
         assert!(used() >= 600);
         assert_eq!(a.lock().set_request(&owner, &[1; 2000]), Err(Errno::NoMem));

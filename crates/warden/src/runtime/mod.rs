@@ -20,9 +20,9 @@ use crate::module::{self, LoadedModule};
 use crate::output::{HostStream, Sink};
 use crate::report::TaskReport;
 use crate::sched::{Cap, Params, PolicyKind, TaskSched, Tree};
-use crate::task::{
-    Grants, GroupShared, TaskData, TaskId, TaskIpc, TaskShared, TaskSpec, TaskStatus,
-};
+use crate::host::{Grants, TaskData, TaskIpc};
+use crate::ipc::Owned;
+use crate::task::{GroupShared, Inheritance, TaskId, TaskShared, TaskSpec, TaskStatus};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -198,6 +198,9 @@ impl Tasks {
     fn finish(&self, shared: &TaskShared, status: TaskStatus) {
         let end_ms = self.ms();
         self.kernel.names.remove_owner(shared.id);
+        // The child's budget returns to its parent before the parent can
+        // be woken by its end, so an immediate respawn finds it there.
+        nested::child_ended(shared);
         let mut t = self.lock();
         if let Some(live) = t.live.remove(&shared.id) {
             match &status {
@@ -205,7 +208,7 @@ impl Tasks {
                 TaskStatus::Trapped(r) => shared.event("trap", serde_json::json!({ "reason": r })),
                 TaskStatus::Killed(r) => shared.event("kill", serde_json::json!({ "reason": r })),
             }
-            shared.set_exit(match &status {
+            shared.family.set_exit(match &status {
                 TaskStatus::Exited(c) => *c,
                 TaskStatus::Trapped(_) => -1,
                 TaskStatus::Killed(_) => -2,
@@ -220,7 +223,7 @@ impl Tasks {
             t.done_logs.push_back((shared.id, shared.log.clone()));
         }
         let children = t.children.remove(&shared.id).unwrap_or_default();
-        if let Some(parent) = shared.parent.as_ref().map(|p| p.id) {
+        if let Some(parent) = shared.parent().map(|p| p.id) {
             if let Some(siblings) = t.children.get_mut(&parent) {
                 siblings.retain(|&c| c != shared.id);
             }
@@ -235,7 +238,6 @@ impl Tasks {
             self.empty.notify_all();
         }
         if let Some(inner) = self.runtime.get().and_then(|w| w.upgrade()) {
-            nested::child_ended(&inner, shared);
             for child in children {
                 inner.exec.kill(child, "its parent ended");
             }
@@ -392,10 +394,11 @@ impl Runtime {
                 _tokio: tokio,
             }),
         };
-        let weak = Arc::downgrade(&runtime.inner);
-        let _ = runtime.inner.tasks.runtime.set(weak.clone());
-        let spawner: std::sync::Weak<dyn crate::task::Spawner> = weak;
-        let _ = runtime.inner.kernel.spawner.set(spawner);
+        let _ = runtime
+            .inner
+            .tasks
+            .runtime
+            .set(Arc::downgrade(&runtime.inner));
         Ok(runtime)
     }
 
@@ -461,23 +464,20 @@ impl Runtime {
         };
         let id = TaskId(inner.next_id.fetch_add(1, Ordering::Relaxed));
         let mut task = TaskShared::new(id, spec.name.clone(), spec.cpu_limit, spec.memory_limit);
-        task.inherit = spec.inheritance;
-        task.notify_memory = spec.on_memory_limit == crate::limiter::MemoryPolicy::Notify;
-        task.notify_cpu = spec.on_cpu_limit_notify;
-        task.priority = spec.sched.priority;
-        task.share = spec.sched.share;
+        task.inherit = Inheritance::new(id, spec.inheritance, spec.sched.priority);
+        task.family.notify_memory = spec.on_memory_limit == crate::limiter::MemoryPolicy::Notify;
+        task.family.notify_cpu = spec.on_cpu_limit_notify;
         task.groups = group.map(|g| g.chain.clone()).unwrap_or_default();
         task.event_log = inner.tasks.events.clone();
         if let Some(c) = &child {
-            task.limited |= c.parent.limited;
-            task.parent = Some(c.parent.clone());
-            task.carved_memory = AtomicU64::new(c.carved_memory);
+            task.set_parent(c.parent.clone(), c.carved_memory);
         }
         let shared = Arc::new(task);
         let sched = TaskSched {
             params: spec.sched,
             group: group.map_or(0, |g| g.index),
             cap: spec.cap.map(|c| Cap::new(c, CAP_WINDOW.as_nanos() as u64)),
+            parent: child.as_ref().map(|c| c.parent.id.0),
         };
         // Take a slot in the task table first, so that concurrent spawns
         // cannot together exceed `max_tasks`.
@@ -504,10 +504,7 @@ impl Runtime {
             Err(message) => {
                 let mut t = inner.tasks.lock();
                 t.live.remove(&id);
-                if let Some(siblings) = shared
-                    .parent
-                    .as_ref()
-                    .and_then(|p| t.children.get_mut(&p.id))
+                if let Some(siblings) = shared.parent().and_then(|p| t.children.get_mut(&p.id))
                 {
                     siblings.retain(|&c| c != id);
                 }
@@ -520,7 +517,7 @@ impl Runtime {
         };
         shared.event(
             "spawn",
-            serde_json::json!({ "parent": shared.parent.as_ref().map(|p| p.id), "module": module.path }),
+            serde_json::json!({ "parent": shared.parent().map(|p| p.id), "module": module.path }),
         );
         let future = run(module.pre.clone(), store, shared.clone());
         inner.exec.spawn(shared.clone(), Box::pin(future), &sched);
@@ -565,7 +562,11 @@ impl Runtime {
             call_slot: CallSlot::new(shared.clone()),
             grants: Grants::of(spec),
             kernel: inner.kernel.clone(),
-            calls_in_progress: 0,
+            spawner: {
+                let inner: Arc<dyn crate::host::Spawner> = self.inner.clone();
+                Arc::downgrade(&inner)
+            },
+            owned: Owned::default(),
             // Only a task that may spawn children needs its spec later.
             spec: (!spec.modules.is_empty()).then(|| Arc::new(spec.clone())),
             granted,

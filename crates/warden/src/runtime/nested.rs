@@ -4,8 +4,10 @@
 //! - Memory: the child's limit is reserved in the parent's budget for as
 //!   long as the child lives, so a parent can never hand out more than it
 //!   has, and a grandchild's comes out of its parent's in turn.
-//! - CPU share: the child's stride share is taken from the parent's (the
-//!   parent keeps at least 1); the parent's own share shrinks meanwhile.
+//! - CPU share: a weight, not an amount. The parent's share covers its
+//!   whole subtree, and the child's `cpu_share` is its weight among its
+//!   parent and siblings inside it (the scheduler's subtree groups), so a
+//!   parent with any share may have children with any shares.
 //! - CPU time: the child's own limit applies to it, and its CPU also counts
 //!   against every ancestor's limit.
 //! - Handles and names: the child starts with exactly the handles the
@@ -17,9 +19,9 @@
 
 use super::{Child, Inner, Runtime};
 use crate::ipc::{Errno, Object};
-use crate::task::{ChildBudget, Spawner, TaskId, TaskIpc, TaskShared};
+use crate::host::{Spawner, TaskIpc};
+use crate::task::{ChildBudget, TaskId, TaskShared};
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,32 +38,11 @@ impl Spawner for Inner {
             return Err(Errno::Inval);
         }
         let p = &parent.shared;
-        // Carve the share first (cheap to undo), then the memory.
-        let mut given = p.share_given.load(Ordering::Acquire);
-        loop {
-            let left = p.share.saturating_sub(1).saturating_sub(given);
-            if budget.cpu_share > left {
-                return Err(Errno::Quota);
-            }
-            match p.share_given.compare_exchange(
-                given,
-                given + budget.cpu_share,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => break,
-                Err(g) => given = g,
-            }
-        }
-        let undo_share = || {
-            p.share_given.fetch_sub(budget.cpu_share, Ordering::AcqRel);
-        };
+        let mut spec = parent.spec.as_deref().ok_or(Errno::Denied)?.clone();
         if !p.try_charge(budget.memory_limit) {
-            undo_share();
             return Err(Errno::NoMem);
         }
-        let mut spec = parent.spec.as_deref().ok_or(Errno::Denied)?.clone();
-        let n = self.next_id.load(Ordering::Relaxed);
+        let n = self.next_id.load(std::sync::atomic::Ordering::Relaxed);
         spec.name = format!("{}/{}.{n}", p.name, module.0);
         spec.module = module.1.clone();
         spec.args = args;
@@ -83,13 +64,9 @@ impl Spawner for Inner {
             inner: self.clone(),
         };
         match rt.spawn_with(&spec, Some(child)) {
-            Ok(task) => {
-                set_share(&self, p);
-                Ok(task)
-            }
+            Ok(task) => Ok(task),
             Err(e) => {
                 p.refund(budget.memory_limit);
-                undo_share();
                 Err(match e {
                     super::Error::Full(_) => Errno::Quota,
                     _ => Errno::Inval,
@@ -111,24 +88,9 @@ impl Spawner for Inner {
     }
 }
 
-/// The parent's own stride share: what it has not handed to children.
-fn set_share(inner: &Inner, parent: &TaskShared) {
-    let mut params = crate::sched::Params {
-        share: parent.share,
-        tickets: parent.share.saturating_mul(100),
-        priority: parent.priority,
-    };
-    let given = parent.share_given.load(Ordering::Acquire);
-    params.share = parent.share.saturating_sub(given).max(1);
-    params.tickets = params.share.saturating_mul(100);
-    inner.exec.set_params(parent.id, &params);
-}
-
-/// A child ended: its memory reservation and share return to its parent.
-pub(super) fn child_ended(inner: &Inner, child: &TaskShared) {
-    if let Some(parent) = &child.parent {
-        parent.refund(child.carved_memory.load(Ordering::Relaxed));
-        parent.share_given.fetch_sub(child.share, Ordering::AcqRel);
-        set_share(inner, parent);
+/// A child ended: its memory reservation returns to its parent.
+pub(super) fn child_ended(child: &TaskShared) {
+    if let Some(parent) = child.parent() {
+        parent.refund(child.family.carved());
     }
 }

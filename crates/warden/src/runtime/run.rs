@@ -1,38 +1,43 @@
 //! A task's life as a future, and its epoch deadline callback.
 
 use crate::executor::Clock;
-use crate::task::{KillSignal, TaskData, TaskShared, TaskStatus};
+use crate::host::TaskData;
+use crate::task::{KillSignal, TaskShared, TaskStatus};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use wasmtime::{InstancePre, Store, Trap, UpdateDeadline, WasmBacktrace};
 use wasmtime_wasi::I32Exit;
 
 /// The deadline callback, run every epoch tick while the task runs: ends
-/// the task if it was killed or used up its CPU time, yields at the end
-/// of its slice, and otherwise lets it continue for one more tick.
+/// the task if it was killed or used up its CPU time, yields if it was
+/// suspended, if a limit elsewhere needs the worker's attention (an
+/// ancestor's, or the client's whose context it runs on) or at the end of
+/// its slice, and otherwise lets it continue for one more tick.
 pub(super) fn on_tick(
     shared: &TaskShared,
     clock: &Clock,
     slice_ticks: u64,
 ) -> wasmtime::Result<UpdateDeadline> {
-    if shared.kill_requested() {
-        let reason = shared.kill_reason().unwrap_or_else(|| "killed".into());
-        return Err(KillSignal(reason).into());
+    let state = shared.state.load();
+    if state.is_killed() {
+        return Err(KillSignal(shared.kill_reason()).into());
     }
-    if shared.suspended.load(Ordering::Relaxed) {
+    if state.is_suspended() {
         return Ok(UpdateDeadline::Yield(1));
     }
-    if shared.limited {
+    let donor = shared.inherit.donor();
+    if shared.cpu.limited || donor.as_ref().is_some_and(|d| d.task.cpu.limited) {
         crate::cpu::reconcile();
         if let Some((task, reason)) = shared.cpu_breach() {
-            if task.id == shared.id {
-                if shared.cpu_limit_notify() {
-                    return Ok(UpdateDeadline::Yield(1));
-                }
+            if task.id == shared.id && !shared.cpu_limit_notify() {
                 shared.request_kill(&reason);
                 return Err(KillSignal(reason).into());
             }
-            // An ancestor's limit: the worker kills it after this slice.
+            // Suspended for its parent, or an ancestor's limit: the worker
+            // acts after this slice.
+            return Ok(UpdateDeadline::Yield(1));
+        }
+        if donor.is_some_and(|d| d.task.cpu_breach().is_some()) {
             return Ok(UpdateDeadline::Yield(1));
         }
     }
@@ -54,30 +59,28 @@ pub(super) async fn run(
     shared: Arc<TaskShared>,
 ) -> TaskStatus {
     let mut store = ReleaseOnDrop(store);
-    let status = start(pre, &mut store.0, &shared).await;
-    // Revoke what the task owns before its memory goes (ipc rule 5).
-    shared.release_owned();
-    drop(store);
-    status
+    start(pre, &mut store.0, &shared).await
 }
 
 /// Linear memories at least this large go back to the system as soon as
 /// their task ends.
 const EAGER_RELEASE_BYTES: usize = 1 << 20;
 
-/// A task's store, which on drop hands a large linear memory's pages back
-/// to the system at once. The pooling allocator would decommit them only
+/// A task's store, which on drop first revokes every permit and memory
+/// object the task owns (ipc rule 5: nothing may reach its memory once it
+/// is released), then hands a large linear memory's pages back to the
+/// system at once. The pooling allocator would decommit them only
 /// with the next batch of freed slots (see `DECOMMIT_BATCH`), which on a
 /// quiet system may be never; small memories still wait for the batch,
 /// where one `madvise` serves many tasks.
 ///
-/// Dropped only after the task's permits and memory objects are revoked
-/// (by `run` above, or by the executor before it drops the future), so
-/// nothing else reads the memory any more.
+/// It is dropped whether the task ended or its future was dropped by a
+/// kill, so the revocation happens on every path.
 struct ReleaseOnDrop(Store<TaskData>);
 
 impl Drop for ReleaseOnDrop {
     fn drop(&mut self) {
+        self.0.data_mut().ipc.owned.revoke_all();
         let Some(memory) = self.0.data().ipc.memory else {
             return;
         };
@@ -122,7 +125,7 @@ fn classify(e: &wasmtime::Error, shared: &TaskShared, context: &str) -> TaskStat
         return TaskStatus::Killed(kill.0.clone());
     }
     if shared.kill_requested() {
-        return TaskStatus::Killed(shared.kill_reason().unwrap_or_else(|| "killed".into()));
+        return TaskStatus::Killed(shared.kill_reason());
     }
     let mut reason = match e.downcast_ref::<Trap>() {
         Some(trap) => format!("{context}{trap}"),

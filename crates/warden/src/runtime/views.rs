@@ -46,13 +46,13 @@ impl Runtime {
                 .task_state(s.id)
                 .unwrap_or("ending")
                 .to_string(),
-            cpu_ms: s.cpu_ns.load(Ordering::Relaxed) as f64 / 1e6,
-            memory_bytes: s.memory_current.load(Ordering::Relaxed),
+            cpu_ms: s.cpu.charged_ns() as f64 / 1e6,
+            memory_bytes: s.memory.current(),
             memory_limit_bytes: l.memory_limit,
-            peak_memory_bytes: s.memory_peak.load(Ordering::Relaxed),
-            ipc_calls: s.ipc_calls.load(Ordering::Relaxed),
-            bytes_sent: s.ipc_bytes_sent.load(Ordering::Relaxed),
-            bytes_received: s.ipc_bytes_received.load(Ordering::Relaxed),
+            peak_memory_bytes: s.memory.peak(),
+            ipc_calls: s.ipc.calls.load(Ordering::Relaxed),
+            bytes_sent: s.ipc.bytes_sent.load(Ordering::Relaxed),
+            bytes_received: s.ipc.bytes_received.load(Ordering::Relaxed),
         }
     }
 

@@ -16,6 +16,14 @@
 //! one tenant, for example). Tasks and groups may carry a [`Cap`]: at most
 //! a fraction of a core over a window; a capped entry that used its
 //! allowance is set aside until its window rolls over.
+//!
+//! Nested tasks (Alta, GVM's hierarchical scheduling) get groups of their
+//! own, made on demand: when a task's first child is added, the task's
+//! place in its group becomes a *subtree* group holding the task itself
+//! and its children, ordered by stride. The parent's share (or tickets,
+//! or priority) is the subtree's in the parent's group, so it covers the
+//! whole family; each member's share is a weight inside it. A subtree
+//! group disappears with its last member.
 
 pub mod cap;
 pub mod policies;
@@ -161,6 +169,9 @@ pub struct TaskSched {
     pub group: usize,
     /// Its own CPU cap, if any.
     pub cap: Option<Cap>,
+    /// Schedule it inside this task's subtree (a child's parent), which
+    /// takes precedence over `group` while the parent is registered.
+    pub parent: Option<TaskKey>,
 }
 
 const GROUP_BIT: u64 = 1 << 63;
@@ -170,12 +181,34 @@ struct Node {
     parent: Option<usize>,
     /// Queued children (tasks or groups) in `policy`.
     runnable: usize,
+    /// For a subtree group: the task whose family it schedules.
+    owner: Option<TaskKey>,
+    /// Registered children (tasks or groups); a subtree group goes when
+    /// this drops to zero.
+    members: usize,
+}
+
+impl Node {
+    fn new(policy: Box<dyn Policy>, parent: Option<usize>, owner: Option<TaskKey>) -> Self {
+        Node {
+            policy,
+            parent,
+            runnable: 0,
+            owner,
+            members: 0,
+        }
+    }
 }
 
 /// The hierarchical run queue (see the module docs).
 pub struct Tree {
     nodes: Vec<Node>,
+    /// Indices of dissolved subtree groups, for reuse.
+    free: Vec<usize>,
     group_of: HashMap<TaskKey, usize>,
+    params: HashMap<TaskKey, Params>,
+    /// A task with children → its subtree group.
+    subtree: HashMap<TaskKey, usize>,
     caps: HashMap<u64, Cap>,
     /// Entries over their cap: (eligible again at, node, key).
     throttled: Vec<(u64, usize, u64)>,
@@ -186,12 +219,11 @@ impl Tree {
     /// A tree whose root group uses `root`.
     pub fn new(root: PolicyKind) -> Self {
         Tree {
-            nodes: vec![Node {
-                policy: root.build(1),
-                parent: None,
-                runnable: 0,
-            }],
+            nodes: vec![Node::new(root.build(1), None, None)],
+            free: Vec::new(),
             group_of: HashMap::new(),
+            params: HashMap::new(),
+            subtree: HashMap::new(),
             caps: HashMap::new(),
             throttled: Vec::new(),
             queued: 0,
@@ -207,19 +239,74 @@ impl Tree {
         params: &Params,
         cap: Option<Cap>,
     ) -> usize {
-        let index = self.nodes.len();
-        self.nodes.push(Node {
-            policy: policy.build(index as u64 + 1),
-            parent: Some(parent),
-            runnable: 0,
-        });
+        let index = self.alloc(policy, parent, None);
         self.nodes[parent]
             .policy
             .add(GROUP_BIT | index as u64, params);
+        self.nodes[parent].members += 1;
         if let Some(cap) = cap {
             self.caps.insert(GROUP_BIT | index as u64, cap);
         }
         index
+    }
+
+    fn alloc(&mut self, policy: PolicyKind, parent: usize, owner: Option<TaskKey>) -> usize {
+        let index = self.free.pop().unwrap_or(self.nodes.len());
+        let node = Node::new(policy.build(index as u64 + 1), Some(parent), owner);
+        match self.nodes.get_mut(index) {
+            Some(slot) => *slot = node,
+            None => self.nodes.push(node),
+        }
+        index
+    }
+
+    /// The subtree group of `task`, made now if it has none: the task's
+    /// place in its group passes to the new group (with the task's
+    /// parameters), and the task becomes the group's first member. `None`
+    /// if the task is not registered.
+    fn nest(&mut self, task: TaskKey) -> Option<usize> {
+        if let Some(&n) = self.subtree.get(&task) {
+            return Some(n);
+        }
+        let g = *self.group_of.get(&task)?;
+        let params = self.params.get(&task).copied().unwrap_or_default();
+        let n = self.alloc(PolicyKind::Stride, g, Some(task));
+        let was_queued = self.remove(task);
+        self.nodes[g].policy.forget(task);
+        self.nodes[g].policy.add(GROUP_BIT | n as u64, &params);
+        self.nodes[n].policy.add(task, &params);
+        self.nodes[n].members = 1;
+        self.group_of.insert(task, n);
+        self.subtree.insert(task, n);
+        if was_queued {
+            self.push(task);
+        }
+        Some(n)
+    }
+
+    /// A member of `node` left; a subtree group left empty goes too.
+    fn leave(&mut self, node: usize) {
+        self.nodes[node].members -= 1;
+        let Some(owner) = self.nodes[node].owner else {
+            return;
+        };
+        if self.nodes[node].members > 0 {
+            return;
+        }
+        let key = GROUP_BIT | node as u64;
+        let parent = self.nodes[node].parent.expect("a subtree group has a parent");
+        self.dequeue_in(parent, key);
+        self.throttled.retain(|t| t.2 != key);
+        self.nodes[parent].policy.forget(key);
+        self.subtree.remove(&owner);
+        self.nodes[node] = Node::new(Box::<RoundRobin>::default(), None, None);
+        self.free.push(node);
+        self.leave(parent);
+    }
+
+    /// Groups in use (the root, named groups and live subtree groups).
+    pub fn groups(&self) -> usize {
+        self.nodes.len() - self.free.len()
     }
 
     fn enqueue_in(&mut self, node: usize, key: u64) {
@@ -284,13 +371,15 @@ impl Tree {
 
 impl RunQueue for Tree {
     fn add(&mut self, task: TaskKey, sched: &TaskSched) {
-        let group = if sched.group < self.nodes.len() {
-            sched.group
-        } else {
-            0
+        let group = match sched.parent.and_then(|p| self.nest(p)) {
+            Some(subtree) => subtree,
+            None if sched.group < self.nodes.len() => sched.group,
+            None => 0,
         };
         self.group_of.insert(task, group);
+        self.params.insert(task, sched.params);
         self.nodes[group].policy.add(task, &sched.params);
+        self.nodes[group].members += 1;
         if let Some(cap) = sched.cap.clone() {
             self.caps.insert(task, cap);
         }
@@ -298,10 +387,12 @@ impl RunQueue for Tree {
 
     fn forget(&mut self, task: TaskKey) {
         self.remove(task);
+        self.caps.remove(&task);
+        self.params.remove(&task);
         if let Some(g) = self.group_of.remove(&task) {
             self.nodes[g].policy.forget(task);
+            self.leave(g);
         }
-        self.caps.remove(&task);
     }
 
     fn push(&mut self, task: TaskKey) {
@@ -358,6 +449,7 @@ impl RunQueue for Tree {
 
     fn set_params(&mut self, task: TaskKey, params: &Params) {
         if let Some(&g) = self.group_of.get(&task) {
+            self.params.insert(task, *params);
             self.nodes[g].policy.set_params(task, params);
         }
     }

@@ -14,6 +14,7 @@ fn task(share: u32, tickets: u32, priority: i32, group: usize) -> TaskSched {
         },
         group,
         cap: None,
+        parent: None,
     }
 }
 
@@ -308,4 +309,52 @@ fn remove_and_forget_keep_counts_right() {
     assert_eq!(seen, [1, 3]);
     assert_eq!(q.pop(0), None);
     assert!(q.is_empty());
+}
+
+/// Shares are weights: a parent's share covers its subtree, its children
+/// split it with it by their own shares, and other tasks keep theirs.
+#[test]
+fn nested_shares_divide_the_parent_subtree() {
+    let mut q = Tree::new(PolicyKind::Stride);
+    q.add(1, &task(1, 100, 0, 0)); // parent
+    q.add(2, &task(1, 100, 0, 0)); // an unrelated task
+    for (child, share) in [(3, 1), (4, 2)] {
+        let mut s = task(share, 100, 0, 0);
+        s.parent = Some(1);
+        q.add(child, &s);
+    }
+    assert_eq!(q.groups(), 2, "the root and the parent's subtree");
+    let used = simulate(&mut q, &[1, 2, 3, 4], 4000, |_| MS);
+    let f = fractions(&used, &[1, 2, 3, 4]);
+    // The unrelated task keeps half; the family splits the other half
+    // 1 : 1 : 2 (parent, child 3, child 4).
+    for (got, want) in f.iter().zip([0.125, 0.5, 0.125, 0.25]) {
+        assert!((got - want).abs() < 0.02, "{f:?}");
+    }
+}
+
+/// A subtree group goes with its last member, whoever leaves last, and
+/// its slot is reused.
+#[test]
+fn subtree_groups_go_with_their_last_member() {
+    let mut q = Tree::new(PolicyKind::RoundRobin);
+    q.add(1, &TaskSched::default());
+    let child = |parent| TaskSched {
+        parent: Some(parent),
+        ..TaskSched::default()
+    };
+    q.add(2, &child(1));
+    q.add(3, &child(2)); // a grandchild: a subtree inside a subtree
+    assert_eq!(q.groups(), 3);
+    q.push(3);
+    q.forget(1); // the parent ends first; its children linger
+    assert_eq!(q.groups(), 3);
+    assert_eq!(q.pop(0), Some(3), "a lingering child still runs");
+    q.forget(2);
+    q.forget(3);
+    assert_eq!(q.groups(), 1);
+    assert!(q.is_empty() && q.pop(0).is_none());
+    q.add(4, &TaskSched::default());
+    q.add(5, &child(4));
+    assert_eq!(q.groups(), 2, "a freed group slot is reused");
 }

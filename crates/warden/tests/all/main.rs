@@ -9,6 +9,7 @@ mod dashboard;
 mod errors;
 mod examples;
 mod hello;
+mod inheritance_limits;
 mod ipc_abi;
 mod ipc_calls;
 mod ipc_memory;

@@ -8,8 +8,8 @@ fn nest(dir: &std::path::Path, name: &str, mode: &str) -> warden::TaskSpec {
     let mut s = spec(dir, name, guests::NEST);
     s.args = vec![mode.into()];
     s.modules = vec![("self".into(), guests::NEST.into())];
+    // Every other setting is the default: nesting must work with it.
     s.memory_limit = Some(8 << 20);
-    s.sched.share = 4;
     s
 }
 
@@ -33,7 +33,7 @@ fn budgets_are_carved_from_the_parent() {
     );
     let reports = rt.reports();
     let children: Vec<_> = reports.iter().filter(|c| c.parent == Some(r.id)).collect();
-    assert_eq!(children.len(), 2, "{reports:?}");
+    assert_eq!(children.len(), 3, "{reports:?}");
     assert!(children
         .iter()
         .all(|c| c.exit_code == Some(7) && c.name.starts_with("parent/self.")));
@@ -153,4 +153,46 @@ fn overuse_notifies_the_parent() {
         out.contains("grow: 15 pages") && out.contains("grow: 31 pages"),
         "{out}"
     );
+}
+
+/// A parent's share covers its whole subtree: a parent and its spinning
+/// child together get what one unrelated spinner of the same share gets.
+#[test]
+fn a_parent_share_covers_its_subtree() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = warden::Runtime::new(warden::RuntimeConfig {
+        workers: 1,
+        cache_dir: None,
+        max_tasks: 16,
+        scheduler: warden::PolicyKind::Stride,
+        ..Default::default()
+    })
+    .unwrap();
+    let family = rt.spawn(&nest(dir.path(), "family", "family")).unwrap();
+    let other = rt.spawn(&spec(dir.path(), "other", guests::SPIN)).unwrap();
+    let cpu = |rt: &warden::Runtime| {
+        let live = rt.live_tasks();
+        let of = |pred: &dyn Fn(&warden::TaskView) -> bool| -> f64 {
+            live.iter().filter(|t| pred(t)).map(|t| t.cpu_ms).sum()
+        };
+        let family_cpu = of(&|t| t.id == family || t.parent == Some(family));
+        let members = live.iter().filter(|t| t.parent == Some(family)).count();
+        (family_cpu, of(&|t| t.id == other), members)
+    };
+    let t = Instant::now();
+    loop {
+        let (f, o, members) = cpu(&rt);
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "too slow: {f} / {o} ms"
+        );
+        if members == 1 && f + o > 1500.0 {
+            let ratio = f / o;
+            // Flat scheduling would give the family 2/3 (ratio 2).
+            assert!((0.7..1.4).contains(&ratio), "family {f} ms, other {o} ms");
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    rt.kill_all("test over");
 }

@@ -1,0 +1,16 @@
+//! Model checks of the task lifecycle word (`crates/warden/src/task/state.rs`)
+//! under every interleaving loom can find.
+//!
+//! The state module is compiled here on its own, against loom's atomics,
+//! because `--cfg loom` cannot be given to Warden's whole dependency tree
+//! (tokio, for one, reads the same flag). Run with
+//! `RUSTFLAGS="--cfg loom" cargo test -p warden-loom --release`
+//! (`scripts/loom` does); without the flag this crate is empty.
+#![cfg(loom)]
+
+#[path = "../../warden/src/task/state.rs"]
+#[allow(dead_code)]
+pub mod state;
+
+#[cfg(test)]
+mod models;

@@ -1,0 +1,214 @@
+//! A worker thread: takes a task from its hand-off slot or the run queue,
+//! polls it for one slice, and hands it back as its lifecycle word says.
+
+use super::{
+    finish_killed, kill_group, kill_id, Shared, TaskCell, HANDOFF, HANDOFF_LIMIT, LAST_POLL_END,
+    POLLING,
+};
+use crate::cpu;
+use crate::task::state::{AfterPoll, Start};
+use crate::task::{TaskShared, TaskStatus};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+/// The worker's loop, until the executor shuts down.
+pub(super) fn run(exec: &Arc<Shared>) {
+    let _tokio = exec.tokio.enter();
+    let mut handoffs = 0u32;
+    loop {
+        let next = HANDOFF.with(|h| h.borrow_mut().take());
+        let cell = match next {
+            Some(cell) if handoffs < HANDOFF_LIMIT => {
+                handoffs += 1;
+                cell
+            }
+            other => {
+                handoffs = 0;
+                if let Some(bumped) = other {
+                    // Back of the run queue, behind whoever waits; this
+                    // worker pops next, so no other needs waking.
+                    exec.lock().push(&bumped.shared);
+                }
+                match next_queued(exec) {
+                    Some(cell) => cell,
+                    None => return,
+                }
+            }
+        };
+        match cell.shared.state.start() {
+            Start::Run => run_slice(exec, &cell),
+            // Parked (suspended) or finished while queued: nothing to do.
+            Start::Parked | Start::Done => {}
+        }
+    }
+}
+
+/// The next task from the run queue, waiting for one; `None` at shutdown.
+fn next_queued(exec: &Arc<Shared>) -> Option<Arc<TaskCell>> {
+    let mut q = exec.lock();
+    loop {
+        if q.shutdown {
+            return None;
+        }
+        if let Some(cell) = q.pop(cpu::now()) {
+            return Some(cell);
+        }
+        // Idle: bring CPU figures up to date before sleeping.
+        drop(q);
+        LAST_POLL_END.with(|l| l.set(0));
+        cpu::reconcile();
+        q = exec.lock();
+        if q.shutdown || !q.policy.is_empty() {
+            continue;
+        }
+        q.idle += 1;
+        q = match q.policy.next_release() {
+            // Throttled tasks only: sleep until the first may run again.
+            Some(at) => {
+                let wait = Duration::from_nanos(at.saturating_sub(cpu::now()).max(1));
+                exec.ready
+                    .wait_timeout(q, wait)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0
+            }
+            None => exec.ready.wait(q).unwrap_or_else(|e| e.into_inner()),
+        };
+        q.idle -= 1;
+    }
+}
+
+/// Polls a running task once and hands it on (lifecycle rules 4 and 5).
+fn run_slice(exec: &Arc<Shared>, cell: &Arc<TaskCell>) {
+    let shared = &cell.shared;
+    let mut slot = cell.future.lock().unwrap_or_else(|e| e.into_inner());
+    let result = match slot.as_mut() {
+        Some(future) if !shared.kill_requested() => {
+            // CPU inheritance: a server running for a blocked client is
+            // scheduled and charged as that client.
+            let account = shared
+                .inherit
+                .donor()
+                .map_or_else(|| shared.clone(), |c| c.task);
+            let result = poll_once(exec, cell, future, &account);
+            enforce_group_quotas(exec, shared, &account);
+            Some((result, account))
+        }
+        _ => None,
+    };
+    match result {
+        Some((Ok(Poll::Pending), account)) => {
+            drop(slot);
+            enforce_cpu_limits(exec, shared, &account);
+            match shared.state.end_poll() {
+                AfterPoll::Idle | AfterPoll::Parked => {}
+                AfterPoll::Requeue => exec.enqueue(cell),
+                AfterPoll::Finish => finish_killed(cell, false),
+            }
+        }
+        ended => {
+            let status = match ended {
+                Some((Ok(Poll::Ready(status)), _)) => status,
+                Some((Err(msg), _)) => {
+                    TaskStatus::Trapped(format!("internal error while running task: {msg}"))
+                }
+                _ => TaskStatus::Killed(shared.kill_reason()),
+            };
+            let future = slot.take();
+            drop(slot);
+            shared.state.complete();
+            exec.complete(cell, future, status);
+        }
+    }
+}
+
+type PollResult = Result<Poll<TaskStatus>, String>;
+
+/// One poll of the task's future, timed by the worker's CPU meter. A panic
+/// inside the poll (a kernel bug) ends the task, not the worker.
+fn poll_once(
+    exec: &Arc<Shared>,
+    cell: &Arc<TaskCell>,
+    future: &mut super::TaskFuture,
+    account: &Arc<TaskShared>,
+) -> PollResult {
+    let shared = &cell.shared;
+    let waker = Waker::from(cell.clone());
+    let mut cx = Context::from_waker(&waker);
+    shared
+        .slice_start_tick
+        .store(exec.clock.now(), Ordering::Relaxed);
+    cpu::begin(account, shared);
+    let last = LAST_POLL_END.with(|l| l.get());
+    if last != 0 {
+        exec.switches.fetch_add(1, Ordering::Relaxed);
+        exec.switch_ns
+            .fetch_add(cpu::now().saturating_sub(last), Ordering::Relaxed);
+    }
+    POLLING.with(|p| p.set(Arc::as_ptr(exec)));
+    let result = catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx)));
+    POLLING.with(|p| p.set(std::ptr::null()));
+    let finished = !matches!(result, Ok(Poll::Pending));
+    // Limits are checked against exact figures: bring them up to date
+    // after each poll of a limited task, or of one on a limited account.
+    let exact = finished
+        || shared.cpu.limited
+        || account.cpu.limited
+        || !shared.groups.is_empty()
+        || !account.groups.is_empty();
+    let (wall, now) = cpu::end(exact);
+    LAST_POLL_END.with(|l| l.set(now));
+    exec.polls.fetch_add(1, Ordering::Relaxed);
+    if exec.charges.load(Ordering::Relaxed) {
+        exec.lock().policy.charge(account.id.0, wall, now);
+    }
+    result.map_err(|panic| {
+        panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into())
+    })
+}
+
+/// Kills the members of any group whose quota the slice used up.
+fn enforce_group_quotas(exec: &Arc<Shared>, shared: &TaskShared, account: &TaskShared) {
+    let mut groups = shared.groups.iter().chain(&account.groups);
+    if let Some(group) = groups.find(|g| g.over_quota().is_some()) {
+        kill_group(exec, group);
+    }
+}
+
+/// After a slice: every CPU limit the slice touched is enforced, whoever's
+/// account it was charged to.
+///
+/// - The task's own limit bounds all it ran, served CPU included: at it,
+///   the task is killed, or suspended with its parent notified.
+/// - An ancestor's limit bounds its subtree: the ancestor dies, and with
+///   it the subtree.
+/// - The account's limit (a client lending its context) bounds what was
+///   spent on its behalf: the client is killed (it is blocked in the call,
+///   so at once, and its call is abandoned) or, with notify, suspended and
+///   its context withdrawn, so the server runs on its own again.
+fn enforce_cpu_limits(exec: &Arc<Shared>, shared: &TaskShared, account: &Arc<TaskShared>) {
+    if let Some((task, reason)) = shared.cpu_breach() {
+        if task.id != shared.id {
+            kill_id(exec, task.id, &reason);
+        } else if !shared.cpu_limit_notify() {
+            // Running: the kill flag makes end_poll finish it.
+            shared.request_kill(&reason);
+        }
+    }
+    if account.id == shared.id {
+        return;
+    }
+    if let Some((task, reason)) = account.cpu_breach() {
+        if task.id != account.id || !account.cpu_limit_notify() {
+            kill_id(exec, task.id, &reason);
+        } else {
+            shared.inherit.withdraw(account.id);
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! What a task's store holds for the host functions: its WASI context,
+//! memory budget and IPC state, and what it may reach of the runtime.
+
+use crate::ipc::service::{CallSlot, PortalRef};
+use crate::ipc::{Errno, HandleTable, Kernel, Object, Owned};
+use crate::limiter::MemoryBudget;
+use crate::output::Sink;
+use crate::task::{ChildBudget, TaskId, TaskShared, TaskSpec};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// What a task's manifest entry allows it, as the host functions check it.
+#[derive(Debug, Clone)]
+pub(crate) struct Grants {
+    /// Names it may register.
+    pub(crate) provides: Vec<String>,
+    /// Names it may look up.
+    pub(crate) uses: Vec<String>,
+    /// Per-message byte quota.
+    pub(crate) max_message_bytes: u64,
+    /// Per-message handle quota.
+    pub(crate) max_message_handles: u64,
+}
+
+impl Grants {
+    /// The grants in `spec`.
+    pub(crate) fn of(spec: &TaskSpec) -> Self {
+        Grants {
+            provides: spec.provides.clone(),
+            uses: spec.uses.clone(),
+            max_message_bytes: spec.max_message_bytes,
+            max_message_handles: spec.max_message_handles,
+        }
+    }
+}
+
+/// The data of a task's store.
+pub(crate) struct TaskData {
+    pub(crate) wasi: wasmtime_wasi::p1::WasiP1Ctx,
+    pub(crate) budget: MemoryBudget,
+    pub(crate) ipc: TaskIpc,
+}
+
+/// A task's IPC state, used by the `warden` host functions.
+pub(crate) struct TaskIpc {
+    pub(crate) shared: Arc<TaskShared>,
+    pub(crate) handles: HandleTable,
+    /// The exported memory, once instantiated.
+    pub(crate) memory: Option<wasmtime::Memory>,
+    /// The task's reusable call slot.
+    pub(crate) call_slot: Arc<CallSlot>,
+    pub(crate) grants: Grants,
+    pub(crate) kernel: Arc<Kernel>,
+    /// The runtime, for spawning and controlling children.
+    pub(crate) spawner: std::sync::Weak<dyn Spawner>,
+    /// Permits and memory objects it created, revoked before its memory
+    /// is released.
+    pub(crate) owned: Owned,
+    /// The task's own spec, which its children's specs start from (kept
+    /// only if it was granted modules to spawn from).
+    pub(crate) spec: Option<Arc<TaskSpec>>,
+    /// Handles its parent granted it at spawn, in order.
+    pub(crate) granted: Vec<i32>,
+    /// Names bound by its parent: a portal, or `None` for a hidden name.
+    /// Looked up before the name service.
+    pub(crate) names: HashMap<String, Option<PortalRef>>,
+    /// Names it binds for the children it spawns from now on.
+    pub(crate) child_names: HashMap<String, Option<PortalRef>>,
+    /// Its output streams, which its children share.
+    pub(crate) sinks: (Sink, Sink),
+}
+
+impl TaskIpc {
+    /// The runtime, while it exists.
+    pub(crate) fn spawner(&self) -> Result<Arc<dyn Spawner>, Errno> {
+        self.spawner.upgrade().ok_or(Errno::PeerDied)
+    }
+}
+
+/// What the `warden` task functions need from the runtime.
+pub(crate) trait Spawner: Send + Sync {
+    /// Spawns a child of the task whose IPC state is `parent`.
+    fn spawn_child(
+        self: Arc<Self>,
+        parent: &TaskIpc,
+        module: &(String, PathBuf),
+        args: Vec<String>,
+        budget: ChildBudget,
+        grants: Vec<Object>,
+    ) -> Result<Arc<TaskShared>, Errno>;
+    /// Kills a task and its subtree.
+    fn kill(&self, id: TaskId, reason: &str) -> bool;
+    /// Suspends a task.
+    fn suspend(&self, id: TaskId) -> bool;
+    /// Resumes a task.
+    fn resume(&self, id: TaskId) -> bool;
+}

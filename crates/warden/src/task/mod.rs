@@ -1,0 +1,397 @@
+//! The task core: what a task *is* to the rest of the kernel, with no
+//! dependency on Wasmtime, IPC, the executor or the host functions (they
+//! all depend on this, never the other way round).
+//!
+//! - [`TaskId`], [`TaskSpec`], [`TaskStatus`]: identity, what to start,
+//!   how it ended.
+//! - [`state`]: the lifecycle word — queued, running, blocked, parked,
+//!   done; kill and suspend flags — with its numbered protocol.
+//! - [`account`]: memory, CPU and IPC accounts.
+//! - [`family`]: parent, carved budget, limit events, exit status.
+//! - [`inherit`]: the scheduling contexts clients lend it (CPU inheritance).
+//!
+//! [`TaskShared`] puts them together: the state every thread may touch,
+//! shared by the task's store, its worker, its peers and operators.
+//!
+//! # A task's life
+//!
+//! A task is one Wasmtime store holding one instance of a WASI command
+//! module; the store lives inside the task's future, which the executor
+//! runs a time slice at a time. The lifecycle word (see [`state`]) decides
+//! who owns that future at every moment: a worker while it polls it, its
+//! wakers while it is blocked, nobody once it is done. A task ends by
+//! *exiting*, *trapping* or being *killed*; whoever moves the word to done
+//! drops the future — and with it the store, its memories, tables, handles
+//! and files — and records the report before anyone waiting is woken.
+//! Kernel state is changed only between guest instructions (in host calls
+//! and deadline callbacks), so a kill never leaves it half-updated.
+
+pub mod account;
+pub mod family;
+pub mod inherit;
+pub mod state;
+
+pub use crate::output::Output;
+use crate::sched::Params;
+pub use account::{CpuAccount, IpcCounters, MemoryAccount};
+pub use family::{Family, EVENT_CPU, EVENT_MEMORY};
+pub use inherit::Inheritance;
+pub use state::State;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// What happens when a task asks for memory beyond its limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MemoryPolicy {
+    /// The request fails as the guest expects (`memory.grow` returns -1).
+    #[default]
+    Deny,
+    /// The task is killed.
+    Kill,
+    /// The request fails (as with `Deny`) and the task's parent gets an
+    /// event, and may raise the limit.
+    Notify,
+}
+
+/// A task's identity, unique within a runtime and never reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct TaskId(pub u64);
+
+impl std::fmt::Display for TaskId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Everything needed to start a task.
+#[derive(Debug, Clone)]
+pub struct TaskSpec {
+    /// Unique name (for reports and output prefixes).
+    pub name: String,
+    /// The module file (`.wasm`, or `.wat` text).
+    pub module: PathBuf,
+    /// Arguments after argv\[0\] (argv\[0\] is the module's file name).
+    pub args: Vec<String>,
+    /// Environment variables; the task sees these and no others.
+    pub env: Vec<(String, String)>,
+    /// Preopened directories: guest path, host path.
+    pub dirs: Vec<(String, PathBuf)>,
+    /// Bytes of linear memory plus tables; `None` for no limit.
+    pub memory_limit: Option<u64>,
+    /// What a growth past `memory_limit` does.
+    pub on_memory_limit: MemoryPolicy,
+    /// CPU time after which the task is killed; `None` for no limit.
+    pub cpu_limit: Option<Duration>,
+    /// Where the task's stdout goes.
+    pub stdout: Output,
+    /// Where the task's stderr goes.
+    pub stderr: Output,
+    /// Whether the task reads the host's stdin (otherwise it reads nothing).
+    pub stdin_inherit: bool,
+    /// Names the task may register (exact, or a prefix ending in `*`).
+    pub provides: Vec<String>,
+    /// Names the task may look up.
+    pub uses: Vec<String>,
+    /// Most handles the task may hold at once.
+    pub max_handles: usize,
+    /// Largest message (request or reply) the task may send, bytes.
+    pub max_message_bytes: u64,
+    /// Most handles one message of the task may carry.
+    pub max_message_handles: u64,
+    /// The scheduling group it belongs to (`None`: the root).
+    pub group: Option<String>,
+    /// Its share, tickets and priority within its group.
+    pub sched: Params,
+    /// At most this fraction of one core (0 < cap ≤ 1).
+    pub cap: Option<f64>,
+    /// As a server, run on callers' scheduling contexts (default true).
+    pub inheritance: bool,
+    /// At its CPU limit, suspend and notify the parent instead of dying
+    /// (only for children; a task without a parent is killed).
+    pub on_cpu_limit_notify: bool,
+    /// Modules it may spawn children from, by name.
+    pub modules: Vec<(String, PathBuf)>,
+}
+
+/// Default for [`TaskSpec::max_handles`].
+pub const DEFAULT_MAX_HANDLES: usize = 1024;
+/// Default for [`TaskSpec::max_message_bytes`].
+pub const DEFAULT_MAX_MESSAGE_BYTES: u64 = 64 * 1024;
+/// Default for [`TaskSpec::max_message_handles`].
+pub const DEFAULT_MAX_MESSAGE_HANDLES: u64 = 16;
+
+impl TaskSpec {
+    /// A spec with defaults: no args, env, dirs or limits; output inherited.
+    pub fn new(name: impl Into<String>, module: impl Into<PathBuf>) -> Self {
+        TaskSpec {
+            name: name.into(),
+            module: module.into(),
+            args: vec![],
+            env: vec![],
+            dirs: vec![],
+            memory_limit: None,
+            on_memory_limit: MemoryPolicy::Deny,
+            cpu_limit: None,
+            stdout: Output::Inherit,
+            stderr: Output::Inherit,
+            stdin_inherit: false,
+            provides: vec![],
+            uses: vec![],
+            max_handles: DEFAULT_MAX_HANDLES,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            max_message_handles: DEFAULT_MAX_MESSAGE_HANDLES,
+            group: None,
+            sched: Params::default(),
+            cap: None,
+            inheritance: true,
+            on_cpu_limit_notify: false,
+            modules: vec![],
+        }
+    }
+}
+
+/// How a task ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskStatus {
+    /// `_start` returned (code 0) or the guest called `proc_exit(code)`.
+    Exited(i32),
+    /// The guest faulted, or could not be started; the text says why.
+    Trapped(String),
+    /// Killed by the kernel API, a limit or the operator; the text says why.
+    Killed(String),
+}
+
+/// The error a deadline callback or limiter returns to end a task as
+/// *killed* with the given reason.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct KillSignal(pub String);
+
+/// A child's budget, carved out of its parent's.
+#[derive(Debug, Clone, Copy)]
+pub struct ChildBudget {
+    /// Bytes, reserved in the parent's memory budget while the child lives.
+    pub memory_limit: u64,
+    /// The child's own CPU-time limit, ns (0: none; the parent's still applies).
+    pub cpu_limit_ns: u64,
+    /// The child's weight among its parent and siblings, inside the
+    /// parent's share (hierarchical stride): a weight, not an amount.
+    pub cpu_share: u32,
+}
+
+/// A scheduling group's shared accounting.
+#[derive(Debug)]
+pub struct GroupShared {
+    /// The group's name.
+    pub name: String,
+    /// CPU used by all its members, ns.
+    pub cpu_ns: AtomicU64,
+    /// Total CPU the group may use, ns (0: no quota).
+    pub quota_ns: u64,
+}
+
+impl GroupShared {
+    /// If the group's quota is used up, the kill reason.
+    pub fn over_quota(&self) -> Option<String> {
+        let used = self.cpu_ns.load(Ordering::Relaxed);
+        (self.quota_ns != 0 && used > self.quota_ns).then(|| {
+            format!(
+                "group {} cpu quota exceeded: used {} ms of {} ms",
+                self.name,
+                used / 1_000_000,
+                self.quota_ns / 1_000_000
+            )
+        })
+    }
+}
+
+/// The state of a task that every thread may touch.
+#[derive(Debug)]
+pub struct TaskShared {
+    /// The task's id.
+    pub id: TaskId,
+    /// The task's name.
+    pub name: String,
+    /// The lifecycle word.
+    pub state: State,
+    kill_reason: Mutex<Option<String>>,
+    /// Memory charged against its budget.
+    pub memory: MemoryAccount,
+    /// CPU it used and ran.
+    pub cpu: CpuAccount,
+    /// Portal traffic.
+    pub ipc: IpcCounters,
+    /// Parent, carved budget, events, exit.
+    pub family: Family,
+    /// Contexts lent to it by blocked clients.
+    pub inherit: Inheritance,
+    /// The groups it belongs to, innermost first.
+    pub groups: Vec<Arc<GroupShared>>,
+    /// Epoch tick at which the current slice started.
+    pub slice_start_tick: AtomicU64,
+    /// Its recent output.
+    pub log: Arc<crate::output::LogRing>,
+    /// Where its events are written, if anywhere.
+    pub event_log: Option<Arc<crate::events::EventLog>>,
+}
+
+impl TaskShared {
+    /// Fresh shared state of a root task (no parent, default priority,
+    /// inheritance on).
+    pub fn new(
+        id: TaskId,
+        name: String,
+        cpu_limit: Option<Duration>,
+        memory_limit: Option<u64>,
+    ) -> Self {
+        TaskShared {
+            id,
+            name,
+            state: State::new(),
+            kill_reason: Mutex::new(None),
+            memory: MemoryAccount::new(memory_limit),
+            cpu: CpuAccount::new(cpu_limit, false),
+            ipc: IpcCounters::default(),
+            family: Family::default(),
+            inherit: Inheritance::new(id, true, 0),
+            groups: Vec::new(),
+            slice_start_tick: AtomicU64::new(0),
+            log: Arc::default(),
+            event_log: None,
+        }
+    }
+
+    /// Makes it a child of `parent` holding `carved` bytes of the parent's
+    /// memory budget (before it is shared).
+    pub fn set_parent(&mut self, parent: Arc<TaskShared>, carved: u64) {
+        let limit = self.cpu.limit_ns();
+        self.cpu = CpuAccount::new(
+            (limit != 0).then(|| Duration::from_nanos(limit)),
+            parent.cpu.limited,
+        );
+        self.family.parent = Some(parent);
+        self.family.carved_memory = AtomicU64::new(carved);
+    }
+
+    /// The parent, if any.
+    pub fn parent(&self) -> Option<&Arc<TaskShared>> {
+        self.family.parent.as_ref()
+    }
+
+    /// Writes an event about this task to the event log, if there is one.
+    pub fn event(&self, event: &str, fields: serde_json::Value) {
+        if let Some(log) = &self.event_log {
+            log.emit(event, self.id.0, &self.name, fields);
+        }
+    }
+
+    /// Charges `ns` of CPU to the task's account, its groups and its
+    /// ancestors' subtree totals.
+    pub fn charge_cpu(&self, ns: u64) {
+        self.cpu.add_charged(ns);
+        for g in &self.groups {
+            g.cpu_ns.fetch_add(ns, Ordering::Relaxed);
+        }
+        let mut t = Some(self);
+        while let Some(task) = t {
+            task.cpu.add_subtree(ns);
+            t = task.parent().map(|p| &**p);
+        }
+    }
+
+    /// Records `ns` of CPU this task ran on a client's account.
+    pub fn charge_served(&self, ns: u64) {
+        self.cpu.add_served(ns);
+    }
+
+    /// The task itself or the nearest ancestor whose CPU limit is exceeded,
+    /// with the reason (killing it ends this task too). The task's own
+    /// limit bounds all it executed (charged to it or served for others);
+    /// an ancestor's bounds what its subtree was charged.
+    pub fn cpu_breach(&self) -> Option<(&TaskShared, String)> {
+        let own = self.cpu.subtree_ns() + self.cpu.served_ns();
+        if let Some(reason) = self.cpu.over_limit(own) {
+            return Some((self, reason));
+        }
+        let mut t = self.parent();
+        while let Some(task) = t {
+            if let Some(reason) = task.cpu.over_limit(task.cpu.subtree_ns()) {
+                return Some((task, reason));
+            }
+            t = task.parent();
+        }
+        None
+    }
+
+    /// At the CPU limit with `notify_cpu`: suspend and tell the parent
+    /// (once). Returns false if the task should be killed instead.
+    pub fn cpu_limit_notify(&self) -> bool {
+        if !self.family.notify_cpu || self.parent().is_none() {
+            return false;
+        }
+        let mut ev = self.family.events();
+        if !ev.cpu_pending {
+            ev.cpu_pending = true;
+            self.event(
+                "limit",
+                serde_json::json!({ "limit": "cpu", "action": "suspended, parent notified" }),
+            );
+            ev.queue.push_back((EVENT_CPU, self.cpu.subtree_ns()));
+            for w in ev.waiters.drain(..) {
+                w.wake();
+            }
+        }
+        self.state.suspend();
+        true
+    }
+
+    /// Charges `bytes` to the task's memory budget if they fit; returns
+    /// whether they did. The first refusal is written to the event log.
+    pub fn try_charge(&self, bytes: u64) -> bool {
+        match self.memory.try_charge(bytes) {
+            Ok(()) => true,
+            Err(r) => {
+                if r.first {
+                    self.event(
+                        "limit",
+                        serde_json::json!({ "limit": "memory", "limit_bytes": r.limit, "requested_bytes": r.wanted }),
+                    );
+                }
+                false
+            }
+        }
+    }
+
+    /// Returns `bytes` previously charged.
+    pub fn refund(&self, bytes: u64) {
+        self.memory.refund(bytes);
+    }
+
+    /// Records a kill request (the first reason given wins) and sets the
+    /// kill flag; the caller then acts on what [`State::kill`] returned.
+    pub fn request_kill(&self, reason: &str) -> state::Kill {
+        {
+            let mut r = self.kill_reason.lock().unwrap_or_else(|e| e.into_inner());
+            if r.is_none() {
+                *r = Some(reason.to_string());
+            }
+        }
+        self.state.kill()
+    }
+
+    /// Whether a kill was requested.
+    pub fn kill_requested(&self) -> bool {
+        self.state.load().is_killed()
+    }
+
+    /// The reason given with the first kill request.
+    pub fn kill_reason(&self) -> String {
+        self.kill_reason
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .unwrap_or_else(|| "killed".into())
+    }
+}
