@@ -89,15 +89,18 @@ int64_t       warden_permit_read(warden_handle permit, uint64_t offset, void *ds
 int64_t       warden_permit_write(warden_handle permit, uint64_t offset, const void *src, size_t len);
 int32_t       warden_permit_revoke(warden_handle permit);
 
-/* Nested tasks. A child's budget is carved out of its parent's: its memory
- * limit is reserved in the parent's budget while it lives, its CPU share is
- * taken from the parent's (memory_limit and cpu_share must be > 0; asking
- * for more than the parent has left fails with WARDEN_ENOMEM or
- * WARDEN_EQUOTA); cpu_limit_ns = 0 means no CPU limit of its own (the
- * parent's still bounds it). The child starts with exactly the handles in
- * `grant` (see warden_task_granted) and sees the names bound with
- * warden_namespace_bind before the name service. Killing a task kills its
- * children. */
+/* Nested tasks. A child's memory limit is carved out of its parent's
+ * budget: reserved there while the child lives (more than the parent has
+ * left fails with WARDEN_ENOMEM). Its cpu_share is a weight, not an amount:
+ * the parent's own share covers its whole subtree, and the child gets
+ * cpu_share parts of it against the parent's own share and its siblings'
+ * (hierarchical stride). memory_limit and cpu_share must be > 0;
+ * cpu_limit_ns = 0 means no CPU limit of its own (the parent's still bounds
+ * it). The child starts with exactly the handles in `grant` (see
+ * warden_task_granted; WARDEN_MOVE moves one) and sees the names bound with
+ * warden_namespace_bind before the name service. A spawn that fails leaves
+ * the parent's handles as they were: nothing is moved. Killing a task kills
+ * its children. */
 typedef struct { uint64_t memory_limit; uint64_t cpu_limit_ns; uint32_t cpu_share; } warden_budget;
 warden_handle warden_module_lookup(const char *name);   /* a module the manifest granted: modules = { worker = "worker.wasm" } */
 warden_handle warden_task_spawn(warden_handle module, const char *const *argv, size_t argc,

@@ -46,8 +46,19 @@ int main(int argc, char **argv) {
         CHECK(a >= 0, 1);
         warden_handle heavy = spawn("child", NULL, 1 << 20, 1000, NULL, 0);
         CHECK(heavy >= 0, 1);
-        CHECK(spawn("child", NULL, 6 << 20, 1, NULL, 0), WARDEN_ENOMEM); /* 5 MiB left */
         int32_t status = 0;
+        CHECK(spawn("child", NULL, 6 << 20, 1, NULL, 0), WARDEN_ENOMEM); /* under 5 MiB left */
+        /* A failed spawn moves nothing; a successful one does. */
+        warden_handle svc = warden_service_create();
+        warden_handle moved[] = {warden_portal_create(svc) | WARDEN_MOVE};
+        CHECK(spawn("child", NULL, 6 << 20, 1, moved, 1), WARDEN_ENOMEM);
+        warden_handle copy = warden_dup(moved[0] & ~WARDEN_MOVE);
+        CHECK(copy >= 0, 1);
+        CHECK(warden_close(copy), 0);
+        warden_handle mover = spawn("child", NULL, 1 << 20, 1, moved, 1);
+        CHECK(mover >= 0, 1);
+        CHECK(warden_close(moved[0] & ~WARDEN_MOVE), WARDEN_EBADHANDLE);
+        CHECK(warden_task_wait(mover, -1, &status), 0);
         CHECK(warden_task_wait(a, -1, &status), 0);
         CHECK(status, 7);
         CHECK(warden_task_wait(heavy, -1, &status), 0);

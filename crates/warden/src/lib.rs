@@ -2,17 +2,27 @@
 //! **tasks** inside one process, each with exact memory and CPU budgets,
 //! each killable at any moment with everything it held returned.
 //!
-//! ```no_run
+//! ```
 //! use warden::{Runtime, RuntimeConfig, TaskSpec};
 //!
-//! let rt = Runtime::new(RuntimeConfig::default())?;
-//! let mut spec = TaskSpec::new("hello", "hello.wasm");
+//! // A guest: any WASI command module, here written as WebAssembly text.
+//! let dir = std::env::temp_dir().join(format!("warden-doc-{}", std::process::id()));
+//! std::fs::create_dir_all(&dir)?;
+//! let module = dir.join("answer.wat");
+//! std::fs::write(&module, r#"(module
+//!     (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+//!     (memory (export "memory") 1)
+//!     (func (export "_start") (call $exit (i32.const 42))))"#)?;
+//!
+//! let rt = Runtime::new(RuntimeConfig { cache_dir: None, max_tasks: 16, ..Default::default() })?;
+//! let mut spec = TaskSpec::new("answer", &module);
 //! spec.memory_limit = Some(16 << 20);
 //! spec.cpu_limit = Some(std::time::Duration::from_secs(1));
 //! let id = rt.spawn(&spec)?;
 //! let report = rt.wait(id)?;
-//! println!("{} {}: {:?}", report.name, report.status, report.exit_code);
-//! # Ok::<(), warden::Error>(())
+//! assert_eq!((report.status, report.exit_code), ("exited", Some(42)));
+//! # std::fs::remove_dir_all(&dir)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
 //! # Core concepts
@@ -21,36 +31,48 @@
 //!   shared by every task, cached on disk), the task table and the executor.
 //! - **Task** ([`TaskSpec`], [`TaskId`]): one store + instance of a WASI
 //!   command module with its own args, env, stdio and preopened
-//!   directories. Its lifecycle is written down in the `task` module.
+//!   directories. Its lifecycle is one atomic word with a numbered
+//!   protocol (`src/task/state.rs`), model-checked with loom.
 //! - **Budget**: an exact limit on a task's linear memories and tables
 //!   together ([`MemoryPolicy`] says whether growth past it is denied or
 //!   kills), and a CPU-time limit measured with the thread CPU clock.
 //! - **Executor**: Warden's own worker threads run tasks as async calls, a
 //!   time slice at a time (epoch interruption), in the order a
 //!   [`RunQueue`] policy chooses; blocked tasks hold no thread.
-//! - **IPC** ([`ipc`]): handles, services and portals, the name service,
-//!   memory objects and permits, reached by guests through the `warden`
-//!   import module ([`HOST_FUNCTIONS`]; C SDK in `sdk/c/warden.h`), with
-//!   errors as [`Errno`] codes.
+//! - **IPC**: handles, services and portals, the name service, memory
+//!   objects and permits, reached by guests through the `warden` import
+//!   module ([`HOST_FUNCTIONS`]; C SDK in `sdk/c/warden.h`), with errors as
+//!   [`Errno`] codes.
 //! - **Scheduling** ([`sched`]): policies as plain data structures
 //!   (round-robin, priority, stride, lottery, groups, caps), CPU
 //!   inheritance across portal calls, nested tasks with carved budgets.
-//! - **Operators** ([`control`], [`events`]): the control API, web
-//!   dashboard and metrics a running system serves, and the event log.
+//! - **Operators** ([`control`]): the control API, web dashboard and
+//!   metrics a running system serves; the event log
+//!   ([`RuntimeConfig::events`]).
+//!
+//! # Module graph
+//!
+//! The modules form a DAG, lowest first: `sched` (pure policy), `task`
+//! (identity, lifecycle word, accounts, family, inheritance), then `cpu`,
+//! `limiter`, `ipc` and `executor` on `task`, the host functions (`host`)
+//! on those, and the runtime, manifest and operator tools on top. Nothing
+//! low depends on anything high.
 //! - [`Manifest`]: a TOML description of a system of tasks.
 //! - [`TaskReport`]: how a task ended and what it used.
+
+#![warn(missing_docs)]
 
 mod cache;
 pub mod control;
 mod cpu;
-pub mod events;
-pub mod executor;
+mod events;
+mod executor;
 mod host;
-pub mod ipc;
+mod ipc;
 mod limiter;
 mod manifest;
 mod module;
-pub mod output;
+mod output;
 mod report;
 mod runtime;
 pub mod sched;
@@ -58,6 +80,7 @@ mod task;
 pub mod units;
 
 pub use cache::{CacheOutcome, CodeCache};
+pub use executor::ExecutorStats;
 pub use host::FUNCTIONS as HOST_FUNCTIONS;
 pub use ipc::Errno;
 pub use limiter::{MemoryPolicy, TABLE_ELEMENT_BYTES};
@@ -65,6 +88,6 @@ pub use manifest::{Manifest, RuntimeSection};
 pub use module::{LoadedModule, PROVIDED_IMPORT_MODULES};
 pub use output::Output;
 pub use report::TaskReport;
-pub use runtime::{Error, GroupSpec, Runtime, RuntimeConfig, TaskView};
+pub use runtime::{Error, GroupSpec, ReportSink, Runtime, RuntimeConfig, TaskView};
 pub use sched::{Params, PolicyKind, RunQueue, TaskSched, Tree};
 pub use task::{TaskId, TaskSpec, TaskStatus};

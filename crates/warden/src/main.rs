@@ -187,48 +187,79 @@ fn main() -> ExitCode {
 
 fn run(args: RunArgs) -> Result<ExitCode, String> {
     let is_manifest = args.target.extension().is_some_and(|e| e == "toml");
-    let mut config = RuntimeConfig::default();
-    let mut control = args.control.clone();
-    let specs = if is_manifest {
-        if args.memory_limit.is_some() || args.cpu_limit.is_some() || !args.args.is_empty() {
-            return Err(
-                "--memory-limit, --cpu-limit and module arguments apply to a single module; \
-                        set limits in the manifest instead"
-                    .into(),
-            );
-        }
-        let m = Manifest::load(&args.target)?;
-        config.workers = m.runtime.workers.unwrap_or(config.workers);
-        config.slice = m.runtime.slice.unwrap_or(config.slice);
-        if m.runtime.cache == Some(false) {
-            config.cache_dir = None;
-        }
-        config.prefix_output = m.tasks.len() > 1;
-        config.scheduler = m.runtime.scheduler;
-        control = control.or(m.runtime.control.clone());
-        config.groups = m.groups.clone();
-        let n = u32::try_from(m.tasks.len()).unwrap_or(u32::MAX);
-        config.max_tasks = m.runtime.max_tasks.unwrap_or(config.max_tasks.max(n));
-        m.tasks
+    let (mut config, specs, control) = if is_manifest {
+        manifest_system(&args)?
     } else {
-        if !args.target.is_file() {
-            return Err(format!("module not found: {}", args.target.display()));
-        }
-        let name = args
-            .target
-            .file_stem()
-            .map_or("main".into(), |s| s.to_string_lossy().into_owned());
-        let mut spec = TaskSpec::new(name, &args.target);
-        spec.args = args.args.clone();
-        spec.memory_limit = args.memory_limit;
-        if args.kill_on_memory_limit {
-            spec.on_memory_limit = MemoryPolicy::Kill;
-        }
-        spec.cpu_limit = args.cpu_limit;
-        spec.stdin_inherit = true;
-        spec.stdout = Output::Inherit;
-        vec![spec]
+        single_module(&args)?
     };
+    apply_flags(&args, &mut config)?;
+    // Every report reaches the outcome as its task ends, however many the
+    // runtime itself keeps.
+    let outcome = Outcome::default();
+    let keep = args.report.is_some() || args.verbose || is_manifest;
+    config.on_report = Some(outcome.sink(keep));
+    let rt = Runtime::new(config).map_err(|e| e.to_string())?;
+    compile_all(&rt, &specs)?;
+    let _control = serve_control(&rt, control);
+    let handler_rt = rt.clone();
+    let _ = ctrlc::set_handler(move || handler_rt.kill_all("interrupted (Ctrl-C)"));
+    start_all(&rt, &specs)?;
+    rt.wait_all();
+    outcome.finish(args.report.as_deref(), args.verbose || is_manifest)
+}
+
+/// The runtime settings, tasks and control address a manifest describes.
+fn manifest_system(
+    args: &RunArgs,
+) -> Result<(RuntimeConfig, Vec<TaskSpec>, Option<String>), String> {
+    if args.memory_limit.is_some() || args.cpu_limit.is_some() || !args.args.is_empty() {
+        return Err(
+            "--memory-limit, --cpu-limit and module arguments apply to a single module; \
+                    set limits in the manifest instead"
+                .into(),
+        );
+    }
+    let m = Manifest::load(&args.target)?;
+    let mut config = RuntimeConfig::default();
+    config.workers = m.runtime.workers.unwrap_or(config.workers);
+    config.slice = m.runtime.slice.unwrap_or(config.slice);
+    if m.runtime.cache == Some(false) {
+        config.cache_dir = None;
+    }
+    config.prefix_output = m.tasks.len() > 1;
+    config.scheduler = m.runtime.scheduler;
+    config.groups = m.groups.clone();
+    let n = u32::try_from(m.tasks.len()).unwrap_or(u32::MAX);
+    config.max_tasks = m.runtime.max_tasks.unwrap_or(config.max_tasks.max(n));
+    let control = args.control.clone().or(m.runtime.control.clone());
+    Ok((config, m.tasks, control))
+}
+
+/// One module run as `wasmtime run` would, with the flags' limits.
+fn single_module(
+    args: &RunArgs,
+) -> Result<(RuntimeConfig, Vec<TaskSpec>, Option<String>), String> {
+    if !args.target.is_file() {
+        return Err(format!("module not found: {}", args.target.display()));
+    }
+    let name = args
+        .target
+        .file_stem()
+        .map_or("main".into(), |s| s.to_string_lossy().into_owned());
+    let mut spec = TaskSpec::new(name, &args.target);
+    spec.args = args.args.clone();
+    spec.memory_limit = args.memory_limit;
+    if args.kill_on_memory_limit {
+        spec.on_memory_limit = MemoryPolicy::Kill;
+    }
+    spec.cpu_limit = args.cpu_limit;
+    spec.stdin_inherit = true;
+    spec.stdout = Output::Inherit;
+    Ok((RuntimeConfig::default(), vec![spec], args.control.clone()))
+}
+
+/// Command-line settings, which override the manifest's.
+fn apply_flags(args: &RunArgs, config: &mut RuntimeConfig) -> Result<(), String> {
     if let Some(w) = args.workers {
         if w == 0 {
             return Err("--workers must be at least 1".into());
@@ -245,14 +276,17 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
         config.cache_dir = None;
     }
     config.events = args.events.clone();
-    let rt = Runtime::new(config).map_err(|e| e.to_string())?;
+    Ok(())
+}
 
-    // Compile every distinct module before starting any task, so a bad
-    // module stops the system before anything runs.
+/// Compiles every distinct module — the tasks' and those they may spawn
+/// children from — before any task starts, so a bad module stops the
+/// system before anything runs.
+fn compile_all(rt: &Runtime, specs: &[TaskSpec]) -> Result<(), String> {
     let mut seen = std::collections::HashSet::new();
     let modules: Vec<&PathBuf> = specs
         .iter()
-        .map(|s| &s.module)
+        .flat_map(|s| std::iter::once(&s.module).chain(s.modules.iter().map(|(_, m)| m)))
         .filter(|m| seen.insert(*m))
         .collect();
     let mut progress = Progress::new("compiling modules", modules.len());
@@ -261,21 +295,22 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
         rt.load_module(m).map_err(|e| e.to_string())?;
     }
     progress.done();
-    // The control API; a busy address is reported, not fatal.
-    let control = control.unwrap_or_else(|| warden::control::DEFAULT_ADDR.to_string());
-    let _control = match control.as_str() {
-        "off" => None,
-        addr => match warden::control::ControlServer::start(rt.clone(), addr) {
-            Ok(server) => Some(server),
-            Err(e) => {
-                eprintln!("warden: control API not served: {e}");
-                None
-            }
-        },
-    };
-    let handler_rt = rt.clone();
-    let _ = ctrlc::set_handler(move || handler_rt.kill_all("interrupted (Ctrl-C)"));
+    Ok(())
+}
 
+/// The control API; a busy address is reported, not fatal.
+fn serve_control(rt: &Runtime, control: Option<String>) -> Option<warden::control::ControlServer> {
+    let control = control.unwrap_or_else(|| warden::control::DEFAULT_ADDR.to_string());
+    if control == "off" {
+        return None;
+    }
+    warden::control::ControlServer::start(rt.clone(), &control)
+        .map_err(|e| eprintln!("warden: control API not served: {e}"))
+        .ok()
+}
+
+/// Starts every task; if one cannot start, ends the others.
+fn start_all(rt: &Runtime, specs: &[TaskSpec]) -> Result<(), String> {
     let mut progress = Progress::new("starting tasks", specs.len());
     for (i, s) in specs.iter().enumerate() {
         progress.show(i);
@@ -286,20 +321,43 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
         }
     }
     progress.done();
-    let reports = rt.wait_all();
-    if args.verbose || is_manifest {
-        for r in &reports {
-            eprintln!("{}", summary(r));
+    Ok(())
+}
+
+/// How the run went: whether every task succeeded, and (when they are to
+/// be printed or written) every report.
+#[derive(Default, Clone)]
+struct Outcome(std::sync::Arc<std::sync::Mutex<(Vec<TaskReport>, bool)>>);
+
+impl Outcome {
+    fn sink(&self, keep: bool) -> warden::ReportSink {
+        let outcome = self.0.clone();
+        warden::ReportSink(std::sync::Arc::new(move |r: &TaskReport| {
+            let mut o = outcome.lock().unwrap_or_else(|e| e.into_inner());
+            o.1 |= !r.succeeded();
+            if keep {
+                o.0.push(r.clone());
+            }
+        }))
+    }
+
+    fn finish(self, report: Option<&Path>, summaries: bool) -> Result<ExitCode, String> {
+        let mut o = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        o.0.sort_by_key(|r| r.id);
+        if summaries {
+            for r in &o.0 {
+                eprintln!("{}", summary(r));
+            }
         }
+        if let Some(path) = report {
+            write_report(path, &o.0)?;
+        }
+        Ok(if o.1 {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        })
     }
-    if let Some(path) = &args.report {
-        write_report(path, &reports)?;
-    }
-    Ok(if reports.iter().all(TaskReport::succeeded) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
 }
 
 /// A one-line progress count on a terminal's stderr, for long operations

@@ -165,6 +165,21 @@ fn take_objects(
     count: u64,
     out: &mut Vec<Object>,
 ) -> Result<(), Errno> {
+    copy_objects(table, mem, list_ptr, count, out)?;
+    close_moved(table, mem, list_ptr, count);
+    Ok(())
+}
+
+/// The first half of [`take_objects`]: checks the list and duplicates
+/// every listed object into `out`, leaving the table as it is (so that an
+/// operation that then fails has changed nothing).
+fn copy_objects(
+    table: &HandleTable,
+    mem: &[u8],
+    list_ptr: i32,
+    count: u64,
+    out: &mut Vec<Object>,
+) -> Result<(), Errno> {
     if count == 0 {
         return Ok(());
     }
@@ -181,14 +196,24 @@ fn take_objects(
         }
     }
     for h in handles {
-        let object = if h & MOVE != 0 {
-            table.remove(h & !MOVE)?
-        } else {
-            table.get(h)?.dup()?
-        };
-        out.push(object);
+        // Transferable objects always duplicate.
+        out.push(table.get(h & !MOVE)?.dup()?);
     }
     Ok(())
+}
+
+/// The second half of [`take_objects`], once the operation has succeeded:
+/// closes the handles flagged with [`MOVE`].
+fn close_moved(table: &mut HandleTable, mem: &[u8], list_ptr: i32, count: u64) {
+    let Ok(r) = range(mem.len(), list_ptr, count * 4) else {
+        return;
+    };
+    for c in mem[r].chunks_exact(4) {
+        let h = i32::from_le_bytes(c.try_into().unwrap());
+        if h & MOVE != 0 {
+            let _ = table.remove(h & !MOVE);
+        }
+    }
 }
 
 /// Delivers a message into the receiver's memory: the first `cap` bytes

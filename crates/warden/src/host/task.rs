@@ -2,7 +2,7 @@
 //! carved from one's own, kill, wait for, suspend and resume it; read the
 //! handles one's parent granted; bind names for one's children.
 
-use super::{len32, memory, range, read_u32, ret32, take_objects, write_u32};
+use super::{close_moved, copy_objects, len32, memory, range, read_u32, ret32, write_u32};
 use crate::ipc::{Errno, Object};
 use crate::host::TaskData;
 use crate::task::{ChildBudget, TaskShared};
@@ -165,11 +165,14 @@ fn spawn(
         return Err(Errno::Quota);
     }
     let spawner = ipc.spawner()?;
+    // Duplicates first: if the spawn fails, the parent's table is as it was
+    // (moved handles stay open); only a spawned child takes moved handles.
     let mut grants = Vec::new();
-    take_objects(&mut ipc.handles, mem, grant, ngrant, &mut grants)?;
+    copy_objects(&ipc.handles, mem, grant, ngrant, &mut grants)?;
     let task = spawner
         .clone()
         .spawn_child(ipc, &module, args, budget, grants)?;
+    close_moved(&mut ipc.handles, mem, grant, ngrant);
     let id = task.id;
     ipc.handles.insert(Object::Task(task)).inspect_err(|_| {
         // No handle to it: the parent could never wait for or kill it.

@@ -63,6 +63,23 @@ pub struct RuntimeConfig {
     /// Prefix each line a task writes to the host's stdout/stderr with
     /// `[name] ` (default false).
     pub prefix_output: bool,
+    /// Reports of finished tasks kept in memory (default 10,000); older
+    /// ones are dropped, so a long-running system does not grow without
+    /// bound. [`RuntimeConfig::on_report`] sees every one.
+    pub max_reports: usize,
+    /// Called with every finished task's report, as it finishes.
+    pub on_report: Option<ReportSink>,
+}
+
+/// A callback that receives every finished task's report (for example to
+/// write them all to a file, however many there were).
+#[derive(Clone)]
+pub struct ReportSink(pub Arc<dyn Fn(&TaskReport) + Send + Sync>);
+
+impl std::fmt::Debug for ReportSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReportSink")
+    }
 }
 
 impl Default for RuntimeConfig {
@@ -73,6 +90,8 @@ impl Default for RuntimeConfig {
             cache_dir: CodeCache::default_dir(),
             prefix_output: false,
             max_tasks: 10_000,
+            max_reports: 10_000,
+            on_report: None,
             scheduler: PolicyKind::RoundRobin,
             groups: Vec::new(),
             events: None,
@@ -164,6 +183,8 @@ pub(crate) struct Child {
 struct Table {
     live: HashMap<TaskId, Live>,
     done: HashMap<TaskId, TaskReport>,
+    /// Ids in `done`, oldest first, for dropping beyond `max_reports`.
+    done_order: std::collections::VecDeque<TaskId>,
     /// Live children of each task that has any.
     children: HashMap<TaskId, Vec<TaskId>>,
     /// Output of the most recently finished tasks.
@@ -176,6 +197,8 @@ struct Table {
 
 struct Tasks {
     table: Mutex<Table>,
+    max_reports: usize,
+    on_report: Option<ReportSink>,
     events: Option<Arc<crate::events::EventLog>>,
     kernel: Arc<Kernel>,
     /// The runtime, for ending a dead task's children.
@@ -216,7 +239,18 @@ impl Tasks {
             let mut report =
                 TaskReport::new(shared, status, live.memory_limit, live.start_ms, end_ms);
             report.parent = live.parent;
-            t.done.insert(shared.id, report);
+            if let Some(sink) = &self.on_report {
+                (sink.0)(&report);
+            }
+            if t.done_order.len() >= self.max_reports {
+                if let Some(old) = t.done_order.pop_front() {
+                    t.done.remove(&old);
+                }
+            }
+            if self.max_reports > 0 {
+                t.done_order.push_back(shared.id);
+                t.done.insert(shared.id, report);
+            }
             if t.done_logs.len() >= FINISHED_LOGS_KEPT {
                 t.done_logs.pop_front();
             }
@@ -361,6 +395,8 @@ impl Runtime {
         };
         let tasks = Arc::new(Tasks {
             table: Mutex::new(Table::default()),
+            max_reports: config.max_reports,
+            on_report: config.on_report.clone(),
             events,
             kernel: kernel.clone(),
             runtime: std::sync::OnceLock::new(),
@@ -452,6 +488,13 @@ impl Runtime {
         child: Option<Child>,
     ) -> Result<Arc<TaskShared>, Error> {
         let module = self.load_module(&spec.module)?;
+        if child.is_none() {
+            // Modules its children may come from are compiled now, by the
+            // spawner, not later on a worker in the middle of a guest's call.
+            for (_, m) in &spec.modules {
+                self.load_module(m)?;
+            }
+        }
         let inner = &*self.inner;
         let group = match &spec.group {
             None => None,
@@ -665,7 +708,9 @@ impl Runtime {
         }
     }
 
-    /// Waits for a task to finish and returns its report.
+    /// Waits for a task to finish and returns its report (an error if it
+    /// finished so long ago that its report was dropped; see
+    /// [`RuntimeConfig::max_reports`]).
     pub fn wait(&self, id: TaskId) -> Result<TaskReport, Error> {
         self.wait_timeout(id, None)
             .map(|r| r.expect("no timeout given"))

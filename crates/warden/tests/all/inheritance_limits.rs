@@ -100,15 +100,27 @@ uses = ["stuck"]
     );
     let report = dir.path().join("report.json");
     let start = Instant::now();
-    let out = warden()
+    let mut child = warden()
         .args(["run", "--no-cache", "--control", "off", "--report"])
         .arg(&report)
         .arg(&manifest)
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("warden run still running after 30 s: the caller hangs");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
     let took = start.elapsed();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
+    assert_eq!(status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("call: peer died"), "{stdout}");
     let reports: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();

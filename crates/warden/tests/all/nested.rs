@@ -33,7 +33,7 @@ fn budgets_are_carved_from_the_parent() {
     );
     let reports = rt.reports();
     let children: Vec<_> = reports.iter().filter(|c| c.parent == Some(r.id)).collect();
-    assert_eq!(children.len(), 3, "{reports:?}");
+    assert_eq!(children.len(), 4, "{reports:?}");
     assert!(children
         .iter()
         .all(|c| c.exit_code == Some(7) && c.name.starts_with("parent/self.")));
