@@ -143,6 +143,7 @@ fn decision(kind: PolicyKind, n: usize) -> f64 {
             },
             group: groups[(t % 10) as usize],
             cap: None,
+            parent: None,
         };
         q.add(t, &sched);
         q.push(t);

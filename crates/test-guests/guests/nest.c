@@ -8,6 +8,9 @@
  *                           spinning; print "tree up" and spin
  *   nest spin               spin forever
  *   nest family             spawn a spinning child of weight 1, and spin
+ *   nest respawn            spawn and wait for a big child, 2,000 times
+ *   nest chain N            a chain of N descendants, each the only child
+ *                           of the one before; the last sleeps
  *   nest interpose          bind "kv" to its own service, spawn a child that
  *                           looks "kv" up, and serve the child's call
  *   nest lookup             look "kv" up and call it; print the reply
@@ -93,6 +96,38 @@ int main(int argc, char **argv) {
         spin();
     }
     if (!strcmp(mode, "spin")) spin();
+    if (!strcmp(mode, "chain")) {
+        /* chain N: this task's budget is (N + 1) * 192 KiB; spawn a child
+         * "chain N-1" with N * 192 KiB, wait for it; at N = 0, sleep. */
+        long n = argc > 2 ? atol(argv[2]) : 0;
+        if (n == 0) for (;;) sleep(1000);
+        char next[24];
+        snprintf(next, sizeof next, "%ld", n - 1);
+        warden_handle c = spawn("chain", next, (uint64_t)n * (192 << 10), 1, NULL, 0);
+        if (c < 0) {
+            printf("chain %ld: spawn: %s\n", n, warden_strerror(c));
+            return 1;
+        }
+        int32_t status = 0;
+        warden_task_wait(c, -1, &status);
+        return 0;
+    }
+    if (!strcmp(mode, "respawn")) {
+        /* More than half this task's budget, again and again: each child's
+         * budget must be back before its end wakes this task. */
+        for (int i = 0; i < 2000; i++) {
+            warden_handle c = spawn("child", NULL, 4 << 20, 1, NULL, 0);
+            if (c < 0) {
+                printf("respawn %d: %s\n", i, warden_strerror(c));
+                return 1;
+            }
+            int32_t status = 0;
+            CHECK(warden_task_wait(c, -1, &status), 0);
+            CHECK(warden_close(c), 0);
+        }
+        printf(failures ? "respawn: %d failures\n" : "respawn: ok\n", failures);
+        return failures;
+    }
     if (!strcmp(mode, "family")) {
         /* A spinning child of weight 1 beside this spinning parent. */
         CHECK(spawn("spin", NULL, 256 << 10, 1, NULL, 0) >= 0, 1);

@@ -236,9 +236,7 @@ fn manifest_system(
 }
 
 /// One module run as `wasmtime run` would, with the flags' limits.
-fn single_module(
-    args: &RunArgs,
-) -> Result<(RuntimeConfig, Vec<TaskSpec>, Option<String>), String> {
+fn single_module(args: &RunArgs) -> Result<(RuntimeConfig, Vec<TaskSpec>, Option<String>), String> {
     if !args.target.is_file() {
         return Err(format!("module not found: {}", args.target.display()));
     }

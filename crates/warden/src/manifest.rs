@@ -294,106 +294,7 @@ fn group_spec(g: RawGroup, earlier: &[GroupSpec]) -> Result<GroupSpec, String> {
 }
 
 fn task_specs(t: RawTask, base: &Path) -> Result<Vec<TaskSpec>, String> {
-    if t.name.is_empty() || t.name.chars().any(|c| c.is_control() || c.is_whitespace()) {
-        return Err("name: must be non-empty, without spaces or control characters".into());
-    }
-    let module = base.join(&t.module);
-    if !module.is_file() {
-        return Err(format!("module: file not found: {}", module.display()));
-    }
-    let mut dirs = Vec::new();
-    for (guest, host) in &t.dirs {
-        if !guest.starts_with('/') && guest != "." {
-            return Err(format!(
-                "dirs: guest path {guest:?} must be absolute or \".\""
-            ));
-        }
-        let host_path = base.join(host);
-        if !host_path.is_dir() {
-            return Err(format!(
-                "dirs.{guest:?}: directory not found: {}",
-                host_path.display()
-            ));
-        }
-        dirs.push((guest.clone(), host_path));
-    }
-    let memory_limit = t
-        .memory_limit
-        .as_deref()
-        .map(parse_size)
-        .transpose()
-        .map_err(|e| format!("memory_limit: {e}"))?;
-    let on_memory_limit = match t.on_memory_limit.as_deref() {
-        None | Some("deny") => MemoryPolicy::Deny,
-        Some("kill") => MemoryPolicy::Kill,
-        Some("notify") => MemoryPolicy::Notify,
-        Some(other) => {
-            return Err(format!(
-                "on_memory_limit: {other:?} is not one of \"deny\", \"kill\", \"notify\""
-            ))
-        }
-    };
-    let on_cpu_limit_notify = match t.on_cpu_limit.as_deref() {
-        None | Some("kill") => false,
-        Some("notify") => true,
-        Some(other) => {
-            return Err(format!(
-                "on_cpu_limit: {other:?} is not one of \"kill\", \"notify\""
-            ))
-        }
-    };
-    let cpu_limit = t
-        .cpu_limit
-        .as_deref()
-        .map(parse_duration)
-        .transpose()
-        .map_err(|e| format!("cpu_limit: {e}"))?;
-    let stdout = output(t.stdout.as_deref(), base).map_err(|e| format!("stdout: {e}"))?;
-    let stderr = output(t.stderr.as_deref(), base).map_err(|e| format!("stderr: {e}"))?;
-    let stdin_inherit = match t.stdin.as_deref() {
-        None | Some("null") => false,
-        Some("inherit") => true,
-        Some(other) => {
-            return Err(format!(
-                "stdin: {other:?} is not one of \"null\", \"inherit\""
-            ))
-        }
-    };
-    let max_handles = match t.max_handles {
-        None => DEFAULT_MAX_HANDLES,
-        Some(n) if n == 0 || n > MAX_HANDLES => {
-            return Err(format!("max_handles: must be between 1 and {MAX_HANDLES}"))
-        }
-        Some(n) => n,
-    };
-    let max_message_bytes = match t.max_message_bytes.as_deref().map(parse_size).transpose() {
-        Err(e) => return Err(format!("max_message_bytes: {e}")),
-        Ok(Some(n)) if n > MAX_MESSAGE_BYTES => {
-            return Err(format!(
-                "max_message_bytes: at most {MAX_MESSAGE_BYTES} bytes"
-            ))
-        }
-        Ok(n) => n.unwrap_or(DEFAULT_MAX_MESSAGE_BYTES),
-    };
-    let max_message_handles = t.max_message_handles.unwrap_or(DEFAULT_MAX_MESSAGE_HANDLES);
-    let sched = params(t.share, t.tickets, t.priority)?;
-    let mut modules = Vec::new();
-    for (name, file) in &t.modules {
-        let path = base.join(file);
-        if !path.is_file() {
-            return Err(format!(
-                "modules.{name}: file not found: {}",
-                path.display()
-            ));
-        }
-        modules.push((name.clone(), path));
-    }
-    let task_cap = cap(t.cap)?;
-    for (key, list) in [("provides", &t.provides), ("uses", &t.uses)] {
-        if let Some(bad) = list.iter().find(|n| n.is_empty() || n.len() > 256) {
-            return Err(format!("{key}: bad name {bad:?} (1 to 256 bytes)"));
-        }
-    }
+    let template = task_template(&t, base)?;
     let names: Vec<String> = match t.count {
         None => vec![t.name.clone()],
         Some(0) => return Err("count: must be at least 1".into()),
@@ -408,37 +309,149 @@ fn task_specs(t: RawTask, base: &Path) -> Result<Vec<TaskSpec>, String> {
                 v.replace("{name}", &name)
                     .replace("{index}", &index.to_string())
             };
-            (
-                name.clone(),
-                t.args.iter().map(fill).collect(),
-                t.env.iter().map(|(k, v)| (k.clone(), fill(v))).collect(),
-            )
-        })
-        .map(|(name, args, env)| TaskSpec {
-            name,
-            module: module.clone(),
-            args,
-            env,
-            dirs: dirs.clone(),
-            memory_limit,
-            on_memory_limit,
-            cpu_limit,
-            stdout: stdout.clone(),
-            stderr: stderr.clone(),
-            stdin_inherit,
-            provides: t.provides.clone(),
-            uses: t.uses.clone(),
-            max_handles,
-            max_message_bytes,
-            max_message_handles,
-            group: t.group.clone(),
-            sched,
-            cap: task_cap,
-            inheritance: t.inheritance.unwrap_or(true),
-            on_cpu_limit_notify,
-            modules: modules.clone(),
+            TaskSpec {
+                args: t.args.iter().map(fill).collect(),
+                env: t.env.iter().map(|(k, v)| (k.clone(), fill(v))).collect(),
+                name: name.clone(),
+                ..template.clone()
+            }
         })
         .collect())
+}
+
+/// Everything of a `[[task]]` entry but its copies' names, args and env.
+fn task_template(t: &RawTask, base: &Path) -> Result<TaskSpec, String> {
+    if t.name.is_empty() || t.name.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err("name: must be non-empty, without spaces or control characters".into());
+    }
+    let module = base.join(&t.module);
+    if !module.is_file() {
+        return Err(format!("module: file not found: {}", module.display()));
+    }
+    let mut spec = TaskSpec::new(t.name.clone(), module);
+    spec.dirs = task_dirs(&t.dirs, base)?;
+    for (name, file) in &t.modules {
+        let path = base.join(file);
+        if !path.is_file() {
+            return Err(format!(
+                "modules.{name}: file not found: {}",
+                path.display()
+            ));
+        }
+        spec.modules.push((name.clone(), path));
+    }
+    task_limits(t, &mut spec)?;
+    spec.stdout = output(t.stdout.as_deref(), base).map_err(|e| format!("stdout: {e}"))?;
+    spec.stderr = output(t.stderr.as_deref(), base).map_err(|e| format!("stderr: {e}"))?;
+    spec.stdin_inherit = choice(
+        "stdin",
+        t.stdin.as_deref(),
+        &[("null", false), ("inherit", true)],
+    )?;
+    task_ipc(t, &mut spec)?;
+    spec.sched = params(t.share, t.tickets, t.priority)?;
+    spec.cap = cap(t.cap)?;
+    spec.group = t.group.clone();
+    spec.inheritance = t.inheritance.unwrap_or(true);
+    Ok(spec)
+}
+
+/// One of a key's allowed values (the first is the default).
+fn choice<T: Copy>(key: &str, value: Option<&str>, options: &[(&str, T)]) -> Result<T, String> {
+    let Some(value) = value else {
+        return Ok(options[0].1);
+    };
+    options
+        .iter()
+        .find(|(name, _)| *name == value)
+        .map(|(_, v)| *v)
+        .ok_or_else(|| {
+            let names: Vec<String> = options.iter().map(|(n, _)| format!("{n:?}")).collect();
+            format!("{key}: {value:?} is not one of {}", names.join(", "))
+        })
+}
+
+fn task_dirs(
+    dirs: &std::collections::BTreeMap<String, String>,
+    base: &Path,
+) -> Result<Vec<(String, PathBuf)>, String> {
+    dirs.iter()
+        .map(|(guest, host)| {
+            if !guest.starts_with('/') && guest != "." {
+                return Err(format!(
+                    "dirs: guest path {guest:?} must be absolute or \".\""
+                ));
+            }
+            let host_path = base.join(host);
+            if !host_path.is_dir() {
+                return Err(format!(
+                    "dirs.{guest:?}: directory not found: {}",
+                    host_path.display()
+                ));
+            }
+            Ok((guest.clone(), host_path))
+        })
+        .collect()
+}
+
+/// Memory and CPU limits and what happens at them.
+fn task_limits(t: &RawTask, spec: &mut TaskSpec) -> Result<(), String> {
+    spec.memory_limit = t
+        .memory_limit
+        .as_deref()
+        .map(parse_size)
+        .transpose()
+        .map_err(|e| format!("memory_limit: {e}"))?;
+    spec.on_memory_limit = choice(
+        "on_memory_limit",
+        t.on_memory_limit.as_deref(),
+        &[
+            ("deny", MemoryPolicy::Deny),
+            ("kill", MemoryPolicy::Kill),
+            ("notify", MemoryPolicy::Notify),
+        ],
+    )?;
+    spec.cpu_limit = t
+        .cpu_limit
+        .as_deref()
+        .map(parse_duration)
+        .transpose()
+        .map_err(|e| format!("cpu_limit: {e}"))?;
+    spec.on_cpu_limit_notify = choice(
+        "on_cpu_limit",
+        t.on_cpu_limit.as_deref(),
+        &[("kill", false), ("notify", true)],
+    )?;
+    Ok(())
+}
+
+/// Handle and message quotas, and the names it may register and look up.
+fn task_ipc(t: &RawTask, spec: &mut TaskSpec) -> Result<(), String> {
+    spec.max_handles = match t.max_handles {
+        None => DEFAULT_MAX_HANDLES,
+        Some(n) if n == 0 || n > MAX_HANDLES => {
+            return Err(format!("max_handles: must be between 1 and {MAX_HANDLES}"))
+        }
+        Some(n) => n,
+    };
+    spec.max_message_bytes = match t.max_message_bytes.as_deref().map(parse_size).transpose() {
+        Err(e) => return Err(format!("max_message_bytes: {e}")),
+        Ok(Some(n)) if n > MAX_MESSAGE_BYTES => {
+            return Err(format!(
+                "max_message_bytes: at most {MAX_MESSAGE_BYTES} bytes"
+            ))
+        }
+        Ok(n) => n.unwrap_or(DEFAULT_MAX_MESSAGE_BYTES),
+    };
+    spec.max_message_handles = t.max_message_handles.unwrap_or(DEFAULT_MAX_MESSAGE_HANDLES);
+    for (key, list) in [("provides", &t.provides), ("uses", &t.uses)] {
+        if let Some(bad) = list.iter().find(|n| n.is_empty() || n.len() > 256) {
+            return Err(format!("{key}: bad name {bad:?} (1 to 256 bytes)"));
+        }
+    }
+    spec.provides = t.provides.clone();
+    spec.uses = t.uses.clone();
+    Ok(())
 }
 
 /// A TOML error as one line: position and message.

@@ -55,7 +55,12 @@ thread_local! {
     static POLLING: Cell<*const Shared> = const { Cell::new(std::ptr::null()) };
     /// This worker's hand-off slot.
     static HANDOFF: RefCell<Option<Arc<TaskCell>>> = const { RefCell::new(None) };
+    /// Finishes queued while this thread runs the finish callback (see
+    /// `Shared::complete`); `None` when it runs none.
+    static FINISHING: RefCell<Option<FinishQueue>> = const { RefCell::new(None) };
 }
+
+type FinishQueue = std::collections::VecDeque<(Arc<TaskShared>, TaskStatus)>;
 
 /// A task's future: it owns the task's store and resolves to how it ended.
 pub type TaskFuture = Pin<Box<dyn Future<Output = TaskStatus> + Send>>;
@@ -250,11 +255,6 @@ impl Executor {
         })
     }
 
-    /// Changes a task's scheduling parameters.
-    pub fn set_params(&self, id: TaskId, params: &crate::sched::Params) {
-        self.shared.lock().policy.set_params(id.0, params);
-    }
-
     /// Current load.
     pub fn stats(&self) -> ExecutorStats {
         let q = self.shared.lock();
@@ -316,6 +316,12 @@ impl Shared {
 
     /// Drops the task's future, forgets the cell and reports the outcome.
     /// Called by whoever moved the task's word to done.
+    ///
+    /// Finishing a task may end others (its children), whose finishing
+    /// ends theirs, and so on. So that no host stack grows with a depth a
+    /// guest chooses, a finish that starts inside another on the same
+    /// thread is only queued, and the outermost one works through the
+    /// queue.
     fn complete(&self, cell: &TaskCell, future: Option<TaskFuture>, status: TaskStatus) {
         debug_assert!(cell.shared.state.load().is_done());
         {
@@ -323,7 +329,30 @@ impl Shared {
             drop(future);
         }
         self.lock().forget(cell.shared.id.0);
-        (self.finish)(&cell.shared, status);
+        let outermost = FINISHING.with(|f| {
+            let mut f = f.borrow_mut();
+            let outermost = f.is_none();
+            f.get_or_insert_with(FinishQueue::new)
+                .push_back((cell.shared.clone(), status));
+            outermost
+        });
+        if !outermost {
+            return;
+        }
+        // Cleared however the loop ends, so the thread never queues for
+        // a loop that is gone.
+        struct Done;
+        impl Drop for Done {
+            fn drop(&mut self) {
+                FINISHING.with(|f| *f.borrow_mut() = None);
+            }
+        }
+        let _done = Done;
+        while let Some((shared, status)) =
+            FINISHING.with(|f| f.borrow_mut().as_mut().and_then(|q| q.pop_front()))
+        {
+            (self.finish)(&shared, status);
+        }
     }
 }
 

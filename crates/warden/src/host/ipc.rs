@@ -9,9 +9,9 @@
 //! are truncated: the return value is always the full length.
 
 use super::{deliver, len32, memory, range, read_u32, ret32, ret64, take_objects, write_u64};
+use crate::host::TaskData;
 use crate::ipc::service::{CallRef, CallSlot, Phase, PortalRef, Service, ServiceRef};
 use crate::ipc::{Errno, Object};
-use crate::host::TaskData;
 use crate::task::TaskShared;
 use std::sync::Arc;
 use wasmtime::{Caller, Linker};
@@ -52,9 +52,10 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
     linker.func_wrap_async(
         super::MODULE,
         "call_timeout",
-        |c: Caller<'_, TaskData>,
-         (p, rq, rl, rh, rn, sp, sc, sh, sn, timeout): CallTimeoutArgs| {
-            Box::new(async move { ret64(call(c, (p, rq, rl, rh, rn, sp, sc, sh, sn), timeout).await) })
+        |c: Caller<'_, TaskData>, (p, rq, rl, rh, rn, sp, sc, sh, sn, timeout): CallTimeoutArgs| {
+            Box::new(
+                async move { ret64(call(c, (p, rq, rl, rh, rn, sp, sc, sh, sn), timeout).await) },
+            )
         },
     )?;
     linker.func_wrap_async(
@@ -100,50 +101,8 @@ impl Drop for Waiting<'_> {
 
 /// A portal call: copy the request in, queue it, wait at most
 /// `timeout_ns` (negative: for ever) for the answer, copy the answer out.
-async fn call(
-    mut c: Caller<'_, TaskData>,
-    (portal, req, req_len, req_h, req_nh, resp, resp_cap, resp_h, resp_nh): CallArgs,
-    timeout_ns: i64,
-) -> Result<i64, Errno> {
-    let (slot, seq, service) = {
-        let (mem, data) = memory(&mut c)?;
-        let ipc = &mut data.ipc;
-        let service = match ipc.handles.get(portal)? {
-            Object::Portal(p) => p.service().clone(),
-            _ => return Err(Errno::BadHandle),
-        };
-        if service.owner == ipc.shared.id {
-            return Err(Errno::Deadlock);
-        }
-        let (req_len, req_nh) = (len32(req_len), len32(req_nh));
-        if req_len > ipc.grants.max_message_bytes || req_nh > ipc.grants.max_message_handles {
-            return Err(Errno::Quota);
-        }
-        let req = range(mem.len(), req, req_len)?;
-        range(mem.len(), resp, len32(resp_cap))?;
-        let cap_nh = read_u32(mem, resp_nh)? as u64;
-        range(mem.len(), resp_h, cap_nh * 4)?;
-        let slot = ipc.call_slot.clone();
-        let mut st = slot.lock();
-        st.set_request(slot.owner(), &mem[req])?;
-        st.request_objects.clear();
-        st.reply_objects.clear();
-        if let Err(e) = take_objects(
-            &mut ipc.handles,
-            mem,
-            req_h,
-            req_nh,
-            &mut st.request_objects,
-        ) {
-            st.request_objects.clear();
-            return Err(e);
-        }
-        st.seq += 1;
-        st.phase = Phase::Queued;
-        let seq = st.seq;
-        drop(st);
-        (slot, seq, service)
-    };
+async fn call(mut c: Caller<'_, TaskData>, args: CallArgs, timeout_ns: i64) -> Result<i64, Errno> {
+    let (slot, seq, service) = load_request(&mut c, args)?;
     // CPU inheritance: the server runs on this client's context while the
     // client waits (and a higher-priority caller boosts it).
     let server = service.server().cloned();
@@ -167,14 +126,69 @@ async fn call(
     let code = super::wait_for(timeout_ns, |cx| slot.poll_done(cx)).await;
     waiting.answered = code.is_some();
     drop(waiting);
-    let code = code.ok_or(Errno::Timeout)?;
+    take_reply(&mut c, &slot, code.ok_or(Errno::Timeout)?, args)
+}
+
+/// Checks a call's arguments and copies its request (bytes and handles)
+/// into the client's call slot, ready to queue as call number `seq`.
+fn load_request(
+    c: &mut Caller<'_, TaskData>,
+    (portal, req, req_len, req_h, req_nh, resp, resp_cap, resp_h, resp_nh): CallArgs,
+) -> Result<(Arc<CallSlot>, u64, Arc<Service>), Errno> {
+    let (mem, data) = memory(c)?;
+    let ipc = &mut data.ipc;
+    let service = match ipc.handles.get(portal)? {
+        Object::Portal(p) => p.service().clone(),
+        _ => return Err(Errno::BadHandle),
+    };
+    if service.owner == ipc.shared.id {
+        return Err(Errno::Deadlock);
+    }
+    let (req_len, req_nh) = (len32(req_len), len32(req_nh));
+    if req_len > ipc.grants.max_message_bytes || req_nh > ipc.grants.max_message_handles {
+        return Err(Errno::Quota);
+    }
+    let req = range(mem.len(), req, req_len)?;
+    range(mem.len(), resp, len32(resp_cap))?;
+    let cap_nh = read_u32(mem, resp_nh)? as u64;
+    range(mem.len(), resp_h, cap_nh * 4)?;
+    let slot = ipc.call_slot.clone();
+    let mut st = slot.lock();
+    st.set_request(slot.owner(), &mem[req])?;
+    st.request_objects.clear();
+    st.reply_objects.clear();
+    if let Err(e) = take_objects(
+        &mut ipc.handles,
+        mem,
+        req_h,
+        req_nh,
+        &mut st.request_objects,
+    ) {
+        st.request_objects.clear();
+        return Err(e);
+    }
+    st.seq += 1;
+    st.phase = Phase::Queued;
+    let seq = st.seq;
+    drop(st);
+    Ok((slot, seq, service))
+}
+
+/// The call ended with `code`: an error, or the reply, which is copied
+/// (bytes and handles) into the client's memory.
+fn take_reply(
+    c: &mut Caller<'_, TaskData>,
+    slot: &CallSlot,
+    code: i32,
+    (_, _, req_len, _, _, resp, resp_cap, resp_h, resp_nh): CallArgs,
+) -> Result<i64, Errno> {
     let mut st = slot.lock();
     st.phase = Phase::Idle;
     if code < 0 {
         st.reply_objects.clear();
         return Err(Errno::from_code(code));
     }
-    let (mem, data) = memory(&mut c)?;
+    let (mem, data) = memory(c)?;
     let st = &mut *st;
     let (reply, objects) = (&st.reply, &mut st.reply_objects);
     deliver(
@@ -187,11 +201,9 @@ async fn call(
         resp_h,
         resp_nh,
     )?;
-    data.ipc
-        .shared
-        .ipc
-        .count(1, len32(req_len) as usize, st.reply.len());
-    Ok(st.reply.len() as i64)
+    let len = st.reply.len();
+    data.ipc.shared.ipc.count(1, len32(req_len) as usize, len);
+    Ok(len as i64)
 }
 
 async fn recv(

@@ -1,9 +1,9 @@
 //! Memory objects: create, view, read, write, size, revoke.
 
 use super::{len32, memory, range, ret32, ret64};
+use crate::host::TaskData;
 use crate::ipc::memobj::{MemObject, MemView};
 use crate::ipc::{Errno, Object};
-use crate::host::TaskData;
 use wasmtime::{Caller, Linker};
 
 pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {

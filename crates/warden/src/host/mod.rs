@@ -34,7 +34,11 @@ pub const FUNCTIONS: &[(&str, &str, &str)] = &[
     ("service_create", "", "i32"),
     ("portal_create", "i32", "i32"),
     ("call", "i32 i32 i32 i32 i32 i32 i32 i32 i32", "i64"),
-    ("call_timeout", "i32 i32 i32 i32 i32 i32 i32 i32 i32 i64", "i64"),
+    (
+        "call_timeout",
+        "i32 i32 i32 i32 i32 i32 i32 i32 i32 i64",
+        "i64",
+    ),
     ("recv", "i32 i32 i32 i32 i32 i32", "i64"),
     ("reply", "i64 i32 i32 i32 i32", "i32"),
     ("name_register", "i32 i32 i32", "i32"),

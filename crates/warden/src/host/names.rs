@@ -2,8 +2,8 @@
 //! the task's manifest grants (`provides`, `uses`).
 
 use super::{len32, memory, range, ret32};
-use crate::ipc::{name_allowed, Errno, Object};
 use crate::host::TaskData;
+use crate::ipc::{name_allowed, Errno, Object};
 use wasmtime::{Caller, Linker};
 
 /// Longest name accepted.

@@ -2,9 +2,9 @@
 //! through a permit, revoke it.
 
 use super::{len32, range, ret32, ret64};
+use crate::host::TaskData;
 use crate::ipc::permit::{Permit, PermitRef};
 use crate::ipc::{Errno, Object};
-use crate::host::TaskData;
 use wasmtime::{Caller, Linker};
 
 pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {

@@ -3,8 +3,8 @@
 //! handles one's parent granted; bind names for one's children.
 
 use super::{close_moved, copy_objects, len32, memory, range, read_u32, ret32, write_u32};
-use crate::ipc::{Errno, Object};
 use crate::host::TaskData;
+use crate::ipc::{Errno, Object};
 use crate::task::{ChildBudget, TaskShared};
 use std::sync::Arc;
 use std::task::Poll;

@@ -3,7 +3,10 @@
 //! A handle is a non-negative `i32`: bits 0–15 index the table, bits
 //! 16–29 hold the entry's generation, which changes every time the entry
 //! is reused, so a closed handle stays dead (stale handles fail instead of
-//! naming a newer object). Bit 30 ([`MOVE`]) is never part of a handle: in
+//! naming a newer object). An entry whose generation has run through all
+//! 16,383 values is retired rather than wrapped, so no handle number is
+//! ever handed out twice; a table can hand out about a billion handles
+//! (65,536 entries × 16,383) before it refuses more with `Quota`. Bit 30 ([`MOVE`]) is never part of a handle: in
 //! a message's handle list it asks to move the handle instead of copying
 //! it. Tables are private to their task (only its own host calls touch
 //! them), so a number from another task's table means nothing here.
@@ -95,11 +98,7 @@ impl HandleTable {
         }
     }
 
-    /// Live handles.
-    pub fn len(&self) -> usize {
-        self.live
-    }
-
+    #[cfg(test)]
     /// Whether the table is empty.
     pub fn is_empty(&self) -> bool {
         self.live == 0
@@ -121,6 +120,10 @@ impl HandleTable {
         }
         let index = match self.free.pop() {
             Some(i) => i,
+            None if self.entries.len() >= MAX_HANDLES => {
+                self.budget.refund(HANDLE_BYTES);
+                return Err(Errno::Quota);
+            }
             None => {
                 self.entries.push(Entry {
                     generation: 0,
@@ -130,7 +133,7 @@ impl HandleTable {
             }
         };
         let e = &mut self.entries[index as usize];
-        e.generation = (e.generation % GEN_MASK) + 1; // 1..=GEN_MASK, never 0
+        e.generation += 1; // 1..=GEN_MASK: retired at GEN_MASK (see `remove`)
         e.object = Some(object);
         self.live += 1;
         Ok(((e.generation << INDEX_BITS) | index) as i32)
@@ -158,7 +161,9 @@ impl HandleTable {
     pub fn remove(&mut self, handle: i32) -> Result<Object, Errno> {
         let i = self.slot(handle)?;
         let object = self.entries[i].object.take().expect("live entry");
-        self.free.push(i as u32);
+        if self.entries[i].generation < GEN_MASK {
+            self.free.push(i as u32);
+        }
         self.live -= 1;
         self.budget.refund(HANDLE_BYTES);
         Ok(object)
@@ -220,15 +225,23 @@ mod tests {
     }
 
     #[test]
-    fn generations_wrap_without_reaching_zero() {
+    fn a_closed_handle_never_comes_back() {
         let mut t = table(4, None);
-        let mut last = -1;
+        let mut seen = std::collections::HashSet::new();
+        let first = t.insert(portal()).unwrap();
+        t.remove(first).unwrap();
+        seen.insert(first);
         for _ in 0..(GEN_MASK as usize * 2 + 3) {
             let h = t.insert(portal()).unwrap();
             assert!(h >= 0 && h & MOVE == 0 && h >> INDEX_BITS != 0);
-            assert_ne!(h, last);
-            last = h;
+            assert!(seen.insert(h), "handle {h:#x} handed out twice");
+            assert_eq!(t.get(first).err(), Some(Errno::BadHandle));
             t.remove(h).unwrap();
         }
+        assert!(
+            t.is_empty() && t.entries.len() == 3,
+            "retired entries: {}",
+            t.entries.len()
+        );
     }
 }

@@ -141,6 +141,7 @@ impl MemView {
         Ok(self.len)
     }
 
+    #[cfg(test)]
     /// Whether writes through this view are refused.
     pub fn readonly(&self) -> bool {
         self.readonly

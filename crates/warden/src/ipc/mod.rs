@@ -35,7 +35,7 @@ pub mod names;
 pub mod permit;
 pub mod service;
 
-pub use handle::{HandleTable, Object, HANDLE_BYTES, MOVE};
+pub use handle::{HandleTable, Object, MOVE};
 
 /// Error codes of the `warden` host functions, as the guest sees them.
 /// The same values are named `WARDEN_E*` in `sdk/c/warden.h`.

@@ -96,6 +96,7 @@ impl Names {
         drop(removed); // portals released outside the lock
     }
 
+    #[cfg(test)]
     /// Registered names, sorted (for operators and tests).
     pub fn list(&self) -> Vec<String> {
         let mut v: Vec<String> = self.lock().entries.keys().cloned().collect();

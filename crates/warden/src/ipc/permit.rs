@@ -61,16 +61,6 @@ impl Permit {
         })
     }
 
-    /// The permitted length.
-    pub fn len(&self) -> u64 {
-        self.len
-    }
-
-    /// Whether the permitted range is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// Ends all access, waiting for accesses in flight.
     pub fn revoke(&self) {
         *self.revoked.write().unwrap_or_else(|e| e.into_inner()) = true;
@@ -146,10 +136,12 @@ pub unsafe fn copy_racy(src: *const u8, dst: *mut u8, len: usize) {
         // Offset of the next unit: from the front, or mirrored from the back.
         let remaining = len - i;
         let at = if backwards { remaining - 1 } else { i };
-        let word_at = if backwards { remaining.wrapping_sub(WORD) } else { i };
-        let word_fits = wordwise
-            && remaining >= WORD
-            && (s + word_at).is_multiple_of(WORD);
+        let word_at = if backwards {
+            remaining.wrapping_sub(WORD)
+        } else {
+            i
+        };
+        let word_fits = wordwise && remaining >= WORD && (s + word_at).is_multiple_of(WORD);
         if word_fits {
             // SAFETY: `word_at..word_at + WORD` lies inside both ranges
             // (valid by the contract) and both addresses are word-aligned;
@@ -184,10 +176,13 @@ mod tests {
                     // Separate buffers.
                     let mut dst = vec![0xAAu8; 64];
                     let mut want = dst.clone();
-                    want[dst_off..dst_off + len]
-                        .copy_from_slice(&pattern[src_off..src_off + len]);
+                    want[dst_off..dst_off + len].copy_from_slice(&pattern[src_off..src_off + len]);
                     unsafe {
-                        copy_racy(pattern[src_off..].as_ptr(), dst[dst_off..].as_mut_ptr(), len)
+                        copy_racy(
+                            pattern[src_off..].as_ptr(),
+                            dst[dst_off..].as_mut_ptr(),
+                            len,
+                        )
                     };
                     assert_eq!(dst, want, "{src_off} -> {dst_off}, {len}");
                     // Within one buffer, overlapping either way.

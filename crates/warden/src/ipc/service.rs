@@ -191,6 +191,7 @@ impl Service {
         Self::build(server.id, Some(server.clone()))
     }
 
+    #[cfg(test)]
     /// A new open service with no holders or portals yet.
     pub fn new(owner: TaskId) -> Arc<Service> {
         Self::build(owner, None)
@@ -256,6 +257,7 @@ impl Service {
         Poll::Pending
     }
 
+    #[cfg(test)]
     /// Portals currently open to the service.
     pub fn portals(&self) -> usize {
         lock(&self.state).portals

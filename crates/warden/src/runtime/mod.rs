@@ -1,9 +1,19 @@
 //! The runtime: one engine, its compiled modules, the task table and the
-//! executor. This is the kernel API the CLI (and later the control API and
-//! guests' own task calls) drive.
+//! executor. This is the kernel API the CLI, the control API and guests'
+//! own task calls drive.
+//!
+//! # Locks
+//!
+//! Where locks nest, they are taken in this order and never the other way:
+//! the module map → nothing; the task table (`Tasks::table`) → a task's
+//! exit and event locks (waking a parent) → the executor's queue lock (a
+//! woken task being queued) and the report sink's own lock. The executor
+//! never calls back into the runtime while holding its queue lock; it
+//! finishes tasks with no lock held.
 
 mod nested;
 mod run;
+mod setup;
 mod views;
 
 pub use views::TaskView;
@@ -12,25 +22,23 @@ use run::{on_tick, run};
 
 use crate::cache::CodeCache;
 use crate::executor::{Clock, Executor, ExecutorStats, TICK};
+use crate::host::{Grants, TaskData, TaskIpc};
 use crate::ipc::service::CallSlot;
 use crate::ipc::service::PortalRef;
+use crate::ipc::Owned;
 use crate::ipc::{HandleTable, Kernel, Object};
 use crate::limiter::MemoryBudget;
 use crate::module::{self, LoadedModule};
 use crate::output::{HostStream, Sink};
 use crate::report::TaskReport;
-use crate::sched::{Cap, Params, PolicyKind, TaskSched, Tree};
-use crate::host::{Grants, TaskData, TaskIpc};
-use crate::ipc::Owned;
+use crate::sched::{Cap, Params, PolicyKind, TaskSched};
 use crate::task::{GroupShared, Inheritance, TaskId, TaskShared, TaskSpec, TaskStatus};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-use wasmtime::{
-    Config, Engine, InstanceAllocationStrategy, Linker, PoolingAllocationConfig, Store,
-};
+use wasmtime::{Engine, Linker, Store};
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 /// Largest table a module may declare, in elements.
@@ -325,31 +333,8 @@ pub struct Runtime {
 impl Runtime {
     /// Starts a runtime: engine, worker threads and epoch timer.
     pub fn new(config: RuntimeConfig) -> Result<Runtime, Error> {
-        check_map_count(config.max_tasks)?;
-        let mut wc = Config::new();
-        wc.epoch_interruption(true);
-        wc.memory_init_cow(true);
-        // Task memories stay where they are: permits address them directly.
-        wc.memory_may_move(false);
-        let mut pool = PoolingAllocationConfig::new();
-        // Freed slots wait in batches of DECOMMIT_BATCH before they are
-        // reused, so the pools hold that many more than `max_tasks`.
-        let slots = config.max_tasks.saturating_add(DECOMMIT_BATCH as u32);
-        pool.total_core_instances(slots)
-            .total_memories(slots)
-            .total_tables(slots)
-            .total_stacks(slots)
-            .table_elements(MAX_TABLE_ELEMENTS)
-            .decommit_batch_size(DECOMMIT_BATCH);
-        // A dead task's native stack is returned to the system (in the
-        // decommit batches) rather than kept resident in its pool slot.
-        wc.async_stack_zeroing(true);
-        wc.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        let engine = Engine::new(&wc).map_err(|e| Error::Start(format!("{e:#}")))?;
-        let mut linker: Linker<TaskData> = Linker::new(&engine);
-        wasmtime_wasi::p1::add_to_linker_async(&mut linker, |d: &mut TaskData| &mut d.wasi)
-            .map_err(|e| Error::Start(format!("{e:#}")))?;
-        crate::host::add_to_linker(&mut linker).map_err(|e| Error::Start(format!("{e:#}")))?;
+        setup::check_map_count(config.max_tasks)?;
+        let (engine, linker) = setup::engine(config.max_tasks)?;
         let cache = match &config.cache_dir {
             Some(dir) => Some(
                 CodeCache::new(dir)
@@ -364,28 +349,7 @@ impl Runtime {
             .build()
             .map_err(|e| Error::Start(e.to_string()))?;
         let kernel = Arc::new(Kernel::default());
-        let mut tree = Tree::new(config.scheduler);
-        let mut groups: HashMap<String, Group> = HashMap::new();
-        for g in &config.groups {
-            let (parent_index, mut chain) = match &g.parent {
-                None => (0, Vec::new()),
-                Some(p) => {
-                    let parent = groups.get(p).ok_or_else(|| Error::NoSuchGroup(p.clone()))?;
-                    (parent.index, parent.chain.clone())
-                }
-            };
-            let cap = g.cap.map(|c| Cap::new(c, CAP_WINDOW.as_nanos() as u64));
-            let index = tree.add_group(parent_index, g.policy, &g.params, cap);
-            chain.insert(
-                0,
-                Arc::new(GroupShared {
-                    name: g.name.clone(),
-                    cpu_ns: AtomicU64::new(0),
-                    quota_ns: g.cpu_quota.map_or(0, |d| d.as_nanos() as u64),
-                }),
-            );
-            groups.insert(g.name.clone(), Group { index, chain });
-        }
+        let (tree, groups) = setup::groups(&config)?;
         let events = match &config.events {
             Some(p) => Some(Arc::new(
                 crate::events::EventLog::create(p)
@@ -547,8 +511,7 @@ impl Runtime {
             Err(message) => {
                 let mut t = inner.tasks.lock();
                 t.live.remove(&id);
-                if let Some(siblings) = shared.parent().and_then(|p| t.children.get_mut(&p.id))
-                {
+                if let Some(siblings) = shared.parent().and_then(|p| t.children.get_mut(&p.id)) {
                     siblings.retain(|&c| c != id);
                 }
                 drop(t);
@@ -764,31 +727,4 @@ impl Runtime {
     pub fn stats(&self) -> ExecutorStats {
         self.inner.exec.stats()
     }
-}
-
-/// Memory mappings each task slot may need: its stack and guard, and the
-/// accessible part of its memory and table slots (measured: about four).
-const MAPPINGS_PER_TASK: u64 = 4;
-
-/// Refuses a `max_tasks` the kernel's per-process mapping limit cannot
-/// hold: past `vm.max_map_count`, mapping a task's memory would fail.
-fn check_map_count(max_tasks: u32) -> Result<(), Error> {
-    let Ok(text) = std::fs::read_to_string("/proc/sys/vm/max_map_count") else {
-        return Ok(());
-    };
-    let Ok(limit) = text.trim().parse::<u64>() else {
-        return Ok(());
-    };
-    let slots = u64::from(max_tasks) + DECOMMIT_BATCH as u64;
-    let needed = slots * MAPPINGS_PER_TASK + 2_000;
-    if needed > limit {
-        return Err(Error::Start(format!(
-            "max_tasks = {max_tasks} needs about {needed} memory mappings, but \
-             vm.max_map_count is {limit}: lower max_tasks to at most {}, or raise the \
-             limit (sysctl -w vm.max_map_count={})",
-            limit.saturating_sub(2_000) / MAPPINGS_PER_TASK - DECOMMIT_BATCH as u64,
-            needed.next_power_of_two()
-        )));
-    }
-    Ok(())
 }

@@ -18,8 +18,8 @@
 //!   children are killed, and their reservations return to it.
 
 use super::{Child, Inner, Runtime};
-use crate::ipc::{Errno, Object};
 use crate::host::{Spawner, TaskIpc};
+use crate::ipc::{Errno, Object};
 use crate::task::{ChildBudget, TaskId, TaskShared};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -43,7 +43,13 @@ impl Spawner for Inner {
             return Err(Errno::NoMem);
         }
         let n = self.next_id.load(std::sync::atomic::Ordering::Relaxed);
-        spec.name = format!("{}/{}.{n}", p.name, module.0);
+        // Named after the root of its tree, not its whole ancestry: a name
+        // costs the same at any depth.
+        let mut root = p;
+        while let Some(up) = root.parent() {
+            root = up;
+        }
+        spec.name = format!("{}/{}.{n}", root.name, module.0);
         spec.module = module.1.clone();
         spec.args = args;
         spec.dirs = Vec::new();

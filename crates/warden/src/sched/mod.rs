@@ -294,7 +294,9 @@ impl Tree {
             return;
         }
         let key = GROUP_BIT | node as u64;
-        let parent = self.nodes[node].parent.expect("a subtree group has a parent");
+        let parent = self.nodes[node]
+            .parent
+            .expect("a subtree group has a parent");
         self.dequeue_in(parent, key);
         self.throttled.retain(|t| t.2 != key);
         self.nodes[parent].policy.forget(key);

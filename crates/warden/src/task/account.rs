@@ -220,7 +220,10 @@ mod tests {
         let m = MemoryAccount::new(Some(100));
         assert!(m.try_charge(60).is_ok());
         let refused = m.try_charge(41).unwrap_err();
-        assert_eq!((refused.limit, refused.wanted, refused.first), (100, 101, true));
+        assert_eq!(
+            (refused.limit, refused.wanted, refused.first),
+            (100, 101, true)
+        );
         assert!(!m.try_charge(u64::MAX).unwrap_err().first);
         assert!(m.try_charge(40).is_ok());
         assert_eq!((m.current(), m.peak(), m.denials()), (100, 100, 2));

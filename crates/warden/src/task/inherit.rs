@@ -110,19 +110,19 @@ impl Inheritance {
 
     /// Picks the highest-priority donation, the earliest among equals.
     fn choose(&self, d: &mut (Vec<Donation>, Option<Context>)) {
-        let best = d
-            .0
-            .iter()
-            .reduce(|a, b| if b.context.priority > a.context.priority { b } else { a })
-            .map(|x| x.context.clone());
+        let best =
+            d.0.iter()
+                .reduce(|a, b| {
+                    if b.context.priority > a.context.priority {
+                        b
+                    } else {
+                        a
+                    }
+                })
+                .map(|x| x.context.clone());
         self.lent
             .store(best.as_ref().map_or(0, |c| c.task.id.0), Ordering::Release);
         d.1 = best;
-    }
-
-    /// Donations held now.
-    pub fn donations(&self) -> usize {
-        self.lock().0.len()
     }
 }
 
@@ -175,7 +175,11 @@ mod tests {
         c.inherit.lend(b.id, b.context());
         assert_eq!(c.inherit.donor_id(), Some(1), "a's context reaches c");
         a.inherit.lend(c.id, c.context());
-        assert_eq!(a.inherit.donor_id(), None, "a never runs on its own lent context");
+        assert_eq!(
+            a.inherit.donor_id(),
+            None,
+            "a never runs on its own lent context"
+        );
         let off = Inheritance::new(TaskId(9), false, 0);
         off.lend(a.id, a.context());
         assert_eq!(off.donor_id(), None);

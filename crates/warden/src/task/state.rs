@@ -99,6 +99,7 @@ impl Snapshot {
     pub fn is_suspended(self) -> bool {
         self.0 & SUSPENDED != 0
     }
+    #[cfg(test)]
     /// Woken while running or parked.
     pub fn is_notified(self) -> bool {
         self.0 & NOTIFIED != 0

@@ -25,7 +25,10 @@ fn a_server_limit_holds_on_inherited_cpu() {
     let s = wait(&rt, server, Duration::from_secs(30));
     let c = wait(&rt, client, Duration::from_secs(5));
     assert_eq!(s.status, "killed", "{s:?}");
-    assert!(s.reason.as_deref().unwrap_or("").contains("cpu limit"), "{s:?}");
+    assert!(
+        s.reason.as_deref().unwrap_or("").contains("cpu limit"),
+        "{s:?}"
+    );
     assert_eq!(c.exit_code, Some(0), "{}", stdout_of(dir.path(), "client"));
     assert!(stdout_of(dir.path(), "client").contains("call: peer died"));
     // The spin ran on the client's context: the client's account paid.
@@ -44,8 +47,14 @@ fn a_client_limit_bounds_cpu_spent_on_its_behalf() {
     let client = rt.spawn(&client).unwrap();
     let c = wait(&rt, client, Duration::from_secs(30));
     assert_eq!(c.status, "killed", "{c:?}");
-    assert!(c.reason.as_deref().unwrap_or("").contains("cpu limit"), "{c:?}");
-    assert!(rt.live_tasks().iter().any(|t| t.id == server), "server lives on");
+    assert!(
+        c.reason.as_deref().unwrap_or("").contains("cpu limit"),
+        "{c:?}"
+    );
+    assert!(
+        rt.live_tasks().iter().any(|t| t.id == server),
+        "server lives on"
+    );
     rt.kill(server, "test over").unwrap();
     wait(&rt, server, Duration::from_secs(5));
 }
@@ -131,6 +140,9 @@ uses = ["stuck"]
     let cpu = server["cpu_ms"].as_f64().unwrap() + reports[1]["cpu_ms"].as_f64().unwrap();
     assert!(cpu < 400.0, "{reports}");
     let end_gap = reports[1]["end_ms"].as_f64().unwrap() - server["end_ms"].as_f64().unwrap();
-    assert!(end_gap < 500.0, "client ended {end_gap} ms after the server");
+    assert!(
+        end_gap < 500.0,
+        "client ended {end_gap} ms after the server"
+    );
     assert!(took < Duration::from_secs(20), "took {took:?}");
 }

@@ -13,6 +13,7 @@ mod inheritance_limits;
 mod ipc_abi;
 mod ipc_calls;
 mod ipc_memory;
+mod ipc_stress;
 mod ipc_termination;
 mod isolation;
 mod kill;

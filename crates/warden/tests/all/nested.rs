@@ -196,3 +196,61 @@ fn a_parent_share_covers_its_subtree() {
     }
     rt.kill_all("test over");
 }
+
+/// Ending a task ends its subtree without a host stack level per
+/// generation: a chain of 3,000 nested tasks is killed from its root, and
+/// the host (this test process) survives it.
+#[test]
+fn a_deep_chain_ends_without_deep_host_recursion() {
+    const DEPTH: u64 = 3000;
+    let dir = tempfile::tempdir().unwrap();
+    let rt = warden::Runtime::new(warden::RuntimeConfig {
+        workers: 2,
+        cache_dir: None,
+        max_tasks: DEPTH as u32 + 100,
+        ..Default::default()
+    })
+    .unwrap();
+    let mut root = nest(dir.path(), "root", "chain");
+    root.args.push(DEPTH.to_string());
+    root.memory_limit = Some((DEPTH + 1) * (192 << 10));
+    let root = rt.spawn(&root).unwrap();
+    let t = Instant::now();
+    while rt.live_tasks().len() < DEPTH as usize + 1 {
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "chain stopped growing at {} tasks: {}",
+            rt.live_tasks().len(),
+            stdout_of(dir.path(), "root")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let deepest = rt.live_tasks().into_iter().map(|t| t.name.len()).max();
+    assert!(deepest < Some(40), "names grow with depth: {deepest:?}");
+    rt.kill(root, "operator").unwrap();
+    assert_eq!(wait(&rt, root, Duration::from_secs(10)).status, "killed");
+    let t = Instant::now();
+    while !rt.live_tasks().is_empty() {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "subtree outlived its root"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A child's budget is back in its parent's before the parent learns of
+/// its end: spawning the same big child right after each wait never fails.
+#[test]
+fn a_budget_returns_before_the_parent_wakes() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(2);
+    let r = run_one(
+        &rt,
+        &nest(dir.path(), "parent", "respawn"),
+        Duration::from_secs(120),
+    );
+    let out = stdout_of(dir.path(), "parent");
+    assert_eq!(r.exit_code, Some(0), "{out}");
+    assert_eq!(out, "respawn: ok\n");
+}
