@@ -28,7 +28,8 @@
 
 static warden_handle spawn(const char *arg1, const char *arg2, uint64_t mem, uint32_t share,
                            const warden_handle *grant, size_t ngrant) {
-    warden_handle m = warden_module_lookup("self");
+    static warden_handle m = -1;
+    if (m < 0) m = warden_module_lookup("self");
     const char *argv[] = {arg1, arg2};
     warden_budget b = {mem, 0, share};
     return warden_task_spawn(m, argv, arg2 ? 2 : 1, &b, grant, ngrant);
