@@ -176,6 +176,36 @@ mod tests {
         }
     }
 
+    /// A server's poll on a client's lent context is charged to the
+    /// client and recorded as served by the server, which a limit on the
+    /// server then sees.
+    #[test]
+    fn lent_cpu_is_charged_to_the_account_and_served_by_the_runner() {
+        std::thread::spawn(|| {
+            let client = Arc::new(TaskShared::new(TaskId(1), "c".into(), None, None));
+            let server = Arc::new(TaskShared::new(
+                TaskId(2),
+                "s".into(),
+                Some(std::time::Duration::from_millis(1)),
+                None,
+            ));
+            reconcile();
+            begin(&client, &server);
+            spin(3);
+            end(true);
+            let (charged, served) = (client.cpu.charged_ns(), server.cpu.served_ns());
+            assert!(charged >= 2_000_000, "client charged {charged}");
+            assert_eq!(served, charged);
+            assert_eq!(server.cpu.charged_ns(), 0);
+            let (who, why) = server.cpu_breach().expect("server over its limit");
+            assert_eq!(who.id, server.id);
+            assert!(why.contains("cpu limit exceeded"), "{why}");
+            assert!(client.cpu_breach().is_none());
+        })
+        .join()
+        .unwrap();
+    }
+
     #[test]
     fn thread_clock_advances_with_work() {
         let a = thread_cpu_ns();

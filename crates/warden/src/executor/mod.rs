@@ -21,10 +21,11 @@
 //!
 //! # Locks
 //!
-//! Two locks nest, always in this order: a task's future lock (held by
-//! the worker polling it) → the queue lock. Nothing holding the queue lock
-//! takes a future lock, wakes a task or calls the finish callback; a task
-//! is finished (its future dropped, the callback run) with no lock held.
+//! Locks nest only in this order: a task's future lock (held by the
+//! worker polling it) → another task's future lock (taken only to finish a
+//! task that is idle or queued, never one that runs) → the queue lock.
+//! Nothing holding the queue lock takes a future lock, wakes a task or
+//! calls the finish callback, which runs with no queue lock held.
 
 mod queue;
 mod worker;
