@@ -193,6 +193,8 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
         single_module(&args)?
     };
     apply_flags(&args, &mut config)?;
+    // Before the runtime starts its threads, so that they inherit it.
+    let signals = block_stop_signals();
     // Every report reaches the outcome as its task ends, however many the
     // runtime itself keeps.
     let outcome = Outcome::default();
@@ -201,8 +203,7 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
     let rt = Runtime::new(config).map_err(|e| e.to_string())?;
     compile_all(&rt, &specs)?;
     let _control = serve_control(&rt, control);
-    let handler_rt = rt.clone();
-    let _ = ctrlc::set_handler(move || handler_rt.kill_all("interrupted (Ctrl-C)"));
+    on_stop_signal(&rt, signals);
     start_all(&rt, &specs)?;
     rt.wait_all();
     outcome.finish(args.report.as_deref(), args.verbose || is_manifest)
@@ -305,6 +306,42 @@ fn serve_control(rt: &Runtime, control: Option<String>) -> Option<warden::contro
     warden::control::ControlServer::start(rt.clone(), &control)
         .map_err(|e| eprintln!("warden: control API not served: {e}"))
         .ok()
+}
+
+/// Blocks SIGINT and SIGTERM in this thread and every thread it starts
+/// from now on; `on_stop_signal` then takes them one at a time.
+fn block_stop_signals() -> libc::sigset_t {
+    // SAFETY: plain calls on a sigset_t this function owns.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+/// Ctrl-C (SIGINT) or SIGTERM ends the run as an operator's kill would:
+/// every task is killed, and the report says which signal it was.
+fn on_stop_signal(rt: &Runtime, set: libc::sigset_t) {
+    let rt = rt.clone();
+    let _ = std::thread::Builder::new()
+        .name("warden-signals".into())
+        .spawn(move || loop {
+            let mut sig = 0;
+            // SAFETY: `set` is a valid signal set; these signals are blocked
+            // in every thread, so only this wait receives them.
+            if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
+                return;
+            }
+            let reason = if sig == libc::SIGTERM {
+                "terminated (SIGTERM)"
+            } else {
+                "interrupted (Ctrl-C)"
+            };
+            rt.kill_all(reason);
+        });
 }
 
 /// Starts every task; if one cannot start, ends the others.

@@ -4,7 +4,9 @@
 //! file. Everything a task writes is also kept in its [`LogRing`], the last
 //! [`LOG_RING_BYTES`] of it, for operators. When several tasks share the host's terminal, each complete line is
 //! prefixed with `[task-name] ` so that interleaved output stays readable;
-//! partial lines are held back until their newline (or the task's end).
+//! partial lines are held back until their newline (or the task's end), up
+//! to 16 KiB: a longer line is split, so a task writing without newlines
+//! cannot make the host buffer without bound.
 
 use bytes::Bytes;
 use std::io::Write;
@@ -143,6 +145,13 @@ impl SinkInner {
             rest = &rest[nl + 1..];
         }
         self.pending.extend_from_slice(rest);
+        // A line is held back at most MAX_LINE bytes: a task writing
+        // without newlines must not make the host buffer without bound.
+        while self.pending.len() >= MAX_LINE {
+            out.extend_from_slice(prefix.as_bytes());
+            out.extend(self.pending.drain(..MAX_LINE));
+            out.push(b'\n');
+        }
         if out.is_empty() {
             Ok(())
         } else {
@@ -183,6 +192,9 @@ impl Pollable for Sink {
     async fn ready(&mut self) {}
 }
 
+/// Longest line held back for its prefix; longer lines are split.
+const MAX_LINE: usize = 16 * 1024;
+
 /// Largest write accepted at once (the guest loops for more).
 const MAX_WRITE: usize = 64 * 1024;
 
@@ -220,6 +232,28 @@ impl tokio::io::AsyncWrite for Sink {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Output without newlines is passed on in bounded pieces.
+    #[test]
+    fn a_line_without_end_is_not_buffered_without_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out");
+        let mut sink = SinkInner {
+            target: Target::File(std::fs::File::create(&path).unwrap()),
+            prefix: Some("[t] ".into()),
+            pending: Vec::new(),
+        };
+        for _ in 0..64 {
+            sink.write(&[b'x'; 4096]).unwrap();
+            assert!(sink.pending.len() < MAX_LINE);
+        }
+        drop(sink);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.matches('x').count(), 64 * 4096, "nothing lost");
+        assert!(text
+            .lines()
+            .all(|l| l.starts_with("[t] ") && l.len() <= MAX_LINE + 4));
+    }
 
     #[test]
     fn log_ring_keeps_the_tail_and_counts_everything() {

@@ -80,29 +80,40 @@ fn kill_of_queued_tasks() {
     assert_eq!(wait(&rt, spin, Duration::from_secs(5)).status, "killed");
 }
 
-/// Ctrl-C (SIGINT) kills every task; the report says so and the run fails.
-#[test]
-fn ctrl_c_kills_all_tasks() {
+/// Ctrl-C (SIGINT) and SIGTERM kill every task; the report says which,
+/// and the run fails.
+fn stop_signal_kills_all_tasks(signal: i32, reason: &str) {
     let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready.out");
     let m = manifest(
         dir.path(),
         &format!(
             "[runtime]\nworkers = 1\n[[task]]\nname = 'spin'\nmodule = '{}'\n\
-             [[task]]\nname = 'sleep'\nmodule = '{}'\n",
+             [[task]]\nname = 'ready'\nmodule = '{}'\nstdout = '{}'\n",
             guests::SPIN,
-            guests::SLEEP
+            guests::READY,
+            ready.display()
         ),
     );
     let report = dir.path().join("report.json");
     let mut child = warden()
-        .args(["run", "--no-cache"])
+        .args(["run", "--no-cache", "--control", "off"])
         .arg(&m)
         .arg("--report")
         .arg(&report)
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    // Every task has started once the last one has printed.
+    let t = Instant::now();
+    while !std::fs::read_to_string(&ready)
+        .unwrap_or_default()
+        .contains("ready")
+    {
+        assert!(t.elapsed() < Duration::from_secs(30), "tasks never started");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // SAFETY: a plain kill(2) of the child process.
+    unsafe { libc::kill(child.id() as i32, signal) };
     let t = Instant::now();
     let status = loop {
         if let Some(s) = child.try_wait().unwrap() {
@@ -110,15 +121,27 @@ fn ctrl_c_kills_all_tasks() {
         }
         if t.elapsed() > Duration::from_secs(10) {
             child.kill().unwrap();
-            panic!("warden did not stop on SIGINT");
+            panic!("warden did not stop on signal {signal}");
         }
         std::thread::sleep(Duration::from_millis(10));
     };
     assert_eq!(status.code(), Some(1));
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
-    for t in json.as_array().unwrap() {
+    let tasks = json.as_array().unwrap();
+    assert_eq!(tasks.len(), 2, "{json}");
+    for t in tasks {
         assert_eq!(t["status"], "killed", "{t}");
-        assert!(t["reason"].as_str().unwrap().contains("Ctrl-C"), "{t}");
+        assert_eq!(t["reason"], reason, "{t}");
     }
+}
+
+#[test]
+fn ctrl_c_kills_all_tasks() {
+    stop_signal_kills_all_tasks(libc::SIGINT, "interrupted (Ctrl-C)");
+}
+
+#[test]
+fn sigterm_kills_all_tasks() {
+    stop_signal_kills_all_tasks(libc::SIGTERM, "terminated (SIGTERM)");
 }
