@@ -64,11 +64,68 @@ pub(crate) struct TaskIpc {
     pub(crate) granted: Vec<i32>,
     /// Names bound by its parent: a portal, or `None` for a hidden name.
     /// Looked up before the name service.
-    pub(crate) names: HashMap<String, Option<PortalRef>>,
+    pub(crate) names: Arc<NameMap>,
     /// Names it binds for the children it spawns from now on.
-    pub(crate) child_names: HashMap<String, Option<PortalRef>>,
+    pub(crate) child_names: Bindings,
     /// Its output streams, which its children share.
     pub(crate) sinks: (Sink, Sink),
+}
+
+/// Names bound for children: a portal, or `None` for a hidden name.
+pub(crate) type NameMap = HashMap<String, Option<PortalRef>>;
+
+/// Bytes charged per binding, besides its name.
+const BINDING_BYTES: u64 = 64;
+
+/// The names a task binds for its children, shared with the children
+/// spawned since the last change (copy on write). The binder pays for
+/// every binding and for every copy a change after a spawn makes, until
+/// it ends (its children, which hold the copies, end with it).
+pub(crate) struct Bindings {
+    map: Arc<NameMap>,
+    bytes: u64,
+    charged: u64,
+    owner: Arc<TaskShared>,
+}
+
+impl Bindings {
+    /// No bindings, charged to `owner`.
+    pub(crate) fn new(owner: Arc<TaskShared>) -> Self {
+        Bindings {
+            map: Arc::default(),
+            bytes: 0,
+            charged: 0,
+            owner,
+        }
+    }
+
+    /// Binds `name`; `NoMem` if the owner's budget cannot pay for it.
+    pub(crate) fn bind(&mut self, name: String, target: Option<PortalRef>) -> Result<(), Errno> {
+        let entry = name.len() as u64 + BINDING_BYTES;
+        let copy = if Arc::strong_count(&self.map) > 1 {
+            self.bytes
+        } else {
+            0
+        };
+        if !self.owner.try_charge(entry + copy) {
+            return Err(Errno::NoMem);
+        }
+        self.charged += entry + copy;
+        self.bytes += entry;
+        Arc::make_mut(&mut self.map).insert(name, target);
+        Ok(())
+    }
+
+    /// The bindings as they are now, for a child.
+    pub(crate) fn snapshot(&self) -> Arc<NameMap> {
+        self.map.clone()
+    }
+}
+
+impl Drop for Bindings {
+    fn drop(&mut self) {
+        self.owner.refund(self.charged);
+    }
 }
 
 impl TaskIpc {
@@ -95,4 +152,38 @@ pub(crate) trait Spawner: Send + Sync {
     fn suspend(&self, id: TaskId) -> bool;
     /// Resumes a task.
     fn resume(&self, id: TaskId) -> bool;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every binding is paid for, and so is the copy a binding after a
+    /// spawn makes; all of it returns when the binder's state goes.
+    #[test]
+    fn bindings_are_charged_to_the_binder() {
+        let owner = Arc::new(TaskShared::new(TaskId(1), "p".into(), None, Some(1000)));
+        let mut b = Bindings::new(owner.clone());
+        let entry = |name: &str| name.len() as u64 + BINDING_BYTES;
+        b.bind("kv".into(), None).unwrap();
+        b.bind("log".into(), None).unwrap();
+        assert_eq!(owner.memory.current(), entry("kv") + entry("log"));
+        let child_view = b.snapshot();
+        b.bind("db".into(), None).unwrap();
+        let copied = entry("kv") + entry("log");
+        assert_eq!(
+            owner.memory.current(),
+            copied + entry("kv") + entry("log") + entry("db")
+        );
+        assert_eq!(child_view.len(), 2, "the child keeps what it was given");
+        let mut refused = 0;
+        for i in 0..100 {
+            if b.bind(format!("flood{i}"), None) == Err(Errno::NoMem) {
+                refused += 1;
+            }
+        }
+        assert!(refused > 0 && owner.memory.current() <= 1000);
+        drop(b);
+        assert_eq!(owner.memory.current(), 0);
+    }
 }

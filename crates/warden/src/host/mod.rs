@@ -17,7 +17,7 @@ mod names;
 mod permit;
 mod task;
 
-pub(crate) use data::{Grants, Spawner, TaskData, TaskIpc};
+pub(crate) use data::{Bindings, Grants, NameMap, Spawner, TaskData, TaskIpc};
 
 use crate::ipc::{Errno, HandleTable, Object, MOVE};
 use std::ops::Range;

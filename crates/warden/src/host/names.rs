@@ -47,7 +47,7 @@ fn register(c: &mut Caller<'_, TaskData>, ptr: i32, len: i32, portal: i32) -> Re
     if !name_allowed(&ipc.grants.provides, &name) {
         return Err(Errno::Denied);
     }
-    ipc.kernel.names.register(&name, portal, ipc.shared.id)?;
+    ipc.kernel.names.register(&name, portal, &ipc.shared)?;
     Ok(0)
 }
 

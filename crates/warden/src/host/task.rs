@@ -230,7 +230,7 @@ fn bind(c: &mut Caller<'_, TaskData>, ptr: i32, len: i32, portal: i32) -> Result
             _ => return Err(Errno::BadHandle),
         }
     };
-    ipc.child_names.insert(name, target);
+    ipc.child_names.bind(name, target)?;
     Ok(0)
 }
 

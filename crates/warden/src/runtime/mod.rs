@@ -24,7 +24,6 @@ use crate::cache::CodeCache;
 use crate::executor::{Clock, Executor, ExecutorStats, TICK};
 use crate::host::{Grants, TaskData, TaskIpc};
 use crate::ipc::service::CallSlot;
-use crate::ipc::service::PortalRef;
 use crate::ipc::Owned;
 use crate::ipc::{HandleTable, Kernel, Object};
 use crate::limiter::MemoryBudget;
@@ -182,7 +181,7 @@ pub(crate) struct Child {
     /// Objects installed in the child's table (see `warden_task_granted`).
     pub(crate) grants: Vec<Object>,
     /// Names bound for the child.
-    pub(crate) names: HashMap<String, Option<PortalRef>>,
+    pub(crate) names: Arc<crate::host::NameMap>,
     /// The parent's output streams.
     pub(crate) sinks: (Sink, Sink),
 }
@@ -559,7 +558,7 @@ impl Runtime {
                 }
                 (granted, c.names)
             }
-            None => (Vec::new(), HashMap::new()),
+            None => (Vec::new(), Arc::default()),
         };
         let ipc = TaskIpc {
             shared: shared.clone(),
@@ -577,7 +576,7 @@ impl Runtime {
             spec: (!spec.modules.is_empty()).then(|| Arc::new(spec.clone())),
             granted,
             names,
-            child_names: HashMap::new(),
+            child_names: crate::host::Bindings::new(shared.clone()),
             sinks,
         };
         let mut store = Store::new(&inner.engine, TaskData { wasi, budget, ipc });

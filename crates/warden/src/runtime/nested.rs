@@ -63,7 +63,7 @@ impl Spawner for Inner {
             parent: p.clone(),
             carved_memory: budget.memory_limit,
             grants,
-            names: parent.child_names.clone(),
+            names: parent.child_names.snapshot(),
             sinks: parent.sinks.clone(),
         };
         let rt = Runtime {

@@ -68,9 +68,28 @@ pub(super) fn groups(config: &RuntimeConfig) -> Result<(Tree, HashMap<String, Gr
     Ok((tree, groups))
 }
 
-/// Memory mappings each task slot may need: its stack and guard, and the
-/// accessible part of its memory and table slots (measured: about four).
-const MAPPINGS_PER_TASK: u64 = 4;
+/// Memory mappings per reserved task slot (measured: about two, its
+/// stack guard and the reserved memory and table regions).
+const MAPPINGS_PER_SLOT: u64 = 2;
+/// Further mappings per live task (measured: three for a C program, whose
+/// memory, table and stack are split into accessible and guard parts; two
+/// for a small WAT one).
+const MAPPINGS_PER_LIVE_TASK: u64 = 3;
+/// Mappings the process needs besides its tasks (code, heap, threads).
+const MAPPINGS_BASE: u64 = 2_000;
+
+/// Mappings needed with `max_tasks` slots, all of them live.
+fn mappings_needed(max_tasks: u64) -> u64 {
+    (max_tasks + DECOMMIT_BATCH as u64) * MAPPINGS_PER_SLOT
+        + max_tasks * MAPPINGS_PER_LIVE_TASK
+        + MAPPINGS_BASE
+}
+
+/// The largest `max_tasks` that `limit` mappings can hold.
+fn most_tasks(limit: u64) -> u64 {
+    limit.saturating_sub(MAPPINGS_BASE + DECOMMIT_BATCH as u64 * MAPPINGS_PER_SLOT)
+        / (MAPPINGS_PER_SLOT + MAPPINGS_PER_LIVE_TASK)
+}
 
 /// Refuses a `max_tasks` the kernel's per-process mapping limit cannot
 /// hold: past `vm.max_map_count`, mapping a task's memory would fail.
@@ -81,16 +100,33 @@ pub(super) fn check_map_count(max_tasks: u32) -> Result<(), Error> {
     let Ok(limit) = text.trim().parse::<u64>() else {
         return Ok(());
     };
-    let slots = u64::from(max_tasks) + DECOMMIT_BATCH as u64;
-    let needed = slots * MAPPINGS_PER_TASK + 2_000;
+    let needed = mappings_needed(u64::from(max_tasks));
     if needed > limit {
         return Err(Error::Start(format!(
             "max_tasks = {max_tasks} needs about {needed} memory mappings, but \
              vm.max_map_count is {limit}: lower max_tasks to at most {}, or raise the \
              limit (sysctl -w vm.max_map_count={})",
-            limit.saturating_sub(2_000) / MAPPINGS_PER_TASK - DECOMMIT_BATCH as u64,
+            most_tasks(limit),
             needed.next_power_of_two()
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The guard's arithmetic: what it admits fits, one more does not, and
+    /// the count that once started tasks that could not map (15,850 at the
+    /// default limit of 65,530) is refused.
+    #[test]
+    fn the_mapping_guard_admits_only_what_fits() {
+        let limit = 65_530;
+        let most = most_tasks(limit);
+        assert!(mappings_needed(most) <= limit);
+        assert!(mappings_needed(most + 1) > limit);
+        assert!(mappings_needed(15_850) > limit);
+        assert!(mappings_needed(10_000) <= limit, "the default fits");
+    }
 }
