@@ -154,7 +154,7 @@ fn load_request(
     range(mem.len(), resp_h, cap_nh * 4)?;
     let slot = ipc.call_slot.clone();
     let mut st = slot.lock();
-    st.set_request(slot.owner(), &mem[req])?;
+    st.set_request_with(slot.owner(), req.len(), |b| mem.read(req, b))?;
     st.request_objects.clear();
     st.reply_objects.clear();
     if let Err(e) = take_objects(
@@ -280,7 +280,7 @@ fn reply(
     };
     ipc.shared.inherit.withdraw(call.client());
     ipc.shared.ipc.count(0, src.len(), 0);
-    match call.reply(&mem[src], objects) {
+    match call.reply_with(src.len(), |b| mem.read(src, b), objects) {
         Ok(()) => Ok(0),
         // The client is gone; the objects it would have received are
         // dropped (they were duplicates or moved out of this table).

@@ -92,11 +92,11 @@ fn copy(
     let (mem, data) = memory(c)?;
     let v = view(data.ipc.handles.get(h))?;
     let r = range(mem.len(), ptr, len32(len))?;
-    let n = r.len() as i64;
+    let n = r.len();
     if write {
-        v.write(off as u64, &mem[r])?;
+        v.write_with(off as u64, n, |b| mem.read(r, b))?;
     } else {
-        v.read(off as u64, &mut mem[r])?;
+        v.read_with(off as u64, n, |b| mem.write(r.start, b))?;
     }
-    Ok(n)
+    Ok(n as i64)
 }

@@ -10,6 +10,7 @@
 //! `sdk/c/warden.h` declares the same imports.
 
 mod data;
+mod guest;
 mod handles;
 mod ipc;
 mod mem;
@@ -20,8 +21,9 @@ mod task;
 pub(crate) use data::{Bindings, Grants, NameMap, Spawner, TaskData, TaskIpc};
 
 use crate::ipc::{Errno, HandleTable, Object, MOVE};
+use guest::{memory, GuestMem};
 use std::ops::Range;
-use wasmtime::{Caller, Linker};
+use wasmtime::Linker;
 
 /// The import module name.
 pub const MODULE: &str = "warden";
@@ -115,15 +117,6 @@ fn ret64(r: Result<i64, Errno>) -> i64 {
     r.unwrap_or_else(|e| e.code() as i64)
 }
 
-/// The caller's linear memory and store data. A module without an
-/// exported memory gets `BadPtr` from every call that needs one.
-fn memory<'a>(
-    caller: &'a mut Caller<'_, TaskData>,
-) -> Result<(&'a mut [u8], &'a mut TaskData), Errno> {
-    let mem = caller.data().ipc.memory.ok_or(Errno::BadPtr)?;
-    Ok(mem.data_and_store_mut(caller))
-}
-
 /// `len` bytes at guest address `ptr`, checked against memory of
 /// `mem_len` bytes. Arguments arrive as `i32` and are read as unsigned.
 fn range(mem_len: usize, ptr: i32, len: u64) -> Result<Range<usize>, Errno> {
@@ -135,21 +128,22 @@ fn range(mem_len: usize, ptr: i32, len: u64) -> Result<Range<usize>, Errno> {
     Ok(start as usize..end as usize)
 }
 
-fn read_u32(mem: &[u8], ptr: i32) -> Result<u32, Errno> {
-    let r = range(mem.len(), ptr, 4)?;
-    Ok(u32::from_le_bytes(mem[r].try_into().unwrap()))
+fn read_u32(mem: GuestMem, ptr: i32) -> Result<u32, Errno> {
+    mem.read_u32(ptr)
 }
 
-fn write_u32(mem: &mut [u8], ptr: i32, v: u32) -> Result<(), Errno> {
-    let r = range(mem.len(), ptr, 4)?;
-    mem[r].copy_from_slice(&v.to_le_bytes());
-    Ok(())
+fn write_u32(mem: GuestMem, ptr: i32, v: u32) -> Result<(), Errno> {
+    mem.put(ptr, &v.to_le_bytes())
 }
 
-fn write_u64(mem: &mut [u8], ptr: i32, v: u64) -> Result<(), Errno> {
-    let r = range(mem.len(), ptr, 8)?;
-    mem[r].copy_from_slice(&v.to_le_bytes());
-    Ok(())
+fn write_u64(mem: GuestMem, ptr: i32, v: u64) -> Result<(), Errno> {
+    mem.put(ptr, &v.to_le_bytes())
+}
+
+/// The `i`-th entry of the guest's handle list at `list_ptr`.
+fn list_entry(mem: GuestMem, list_ptr: i32, i: u64) -> Result<i32, Errno> {
+    mem.read_u32(list_ptr.wrapping_add((i * 4) as i32))
+        .map(|h| h as i32)
 }
 
 /// A length argument, which must not be negative when read as `i32` is
@@ -164,7 +158,7 @@ fn len32(len: i32) -> u64 {
 /// the table as it was.
 fn take_objects(
     table: &mut HandleTable,
-    mem: &[u8],
+    mem: GuestMem,
     list_ptr: i32,
     count: u64,
     out: &mut Vec<Object>,
@@ -179,7 +173,7 @@ fn take_objects(
 /// operation that then fails has changed nothing).
 fn copy_objects(
     table: &HandleTable,
-    mem: &[u8],
+    mem: GuestMem,
     list_ptr: i32,
     count: u64,
     out: &mut Vec<Object>,
@@ -187,35 +181,37 @@ fn copy_objects(
     if count == 0 {
         return Ok(());
     }
-    let r = range(mem.len(), list_ptr, count * 4)?;
-    let handles = mem[r]
-        .chunks_exact(4)
-        .map(|c| i32::from_le_bytes(c.try_into().unwrap()));
-    for (i, h) in handles.clone().enumerate() {
-        if !table.get(h & !MOVE)?.transferable() {
+    range(mem.len(), list_ptr, count * 4)?;
+    for i in 0..count {
+        let h = list_entry(mem, list_ptr, i)?;
+        if h & MOVE != 0 {
+            for j in 0..i {
+                if list_entry(mem, list_ptr, j)? & !MOVE == h & !MOVE {
+                    return Err(Errno::Inval); // moved twice, or moved and copied
+                }
+            }
+        }
+        // Checked as it is taken: the list may change under a racing
+        // permit writer, but no object but a transferable one leaves.
+        let object = table.get(h & !MOVE)?;
+        if !object.transferable() {
             return Err(Errno::Inval);
         }
-        if h & MOVE != 0 && handles.clone().take(i).any(|o| o & !MOVE == h & !MOVE) {
-            return Err(Errno::Inval); // moved twice, or moved and copied
-        }
-    }
-    for h in handles {
-        // Transferable objects always duplicate.
-        out.push(table.get(h & !MOVE)?.dup()?);
+        out.push(object.dup()?);
     }
     Ok(())
 }
 
 /// The second half of [`take_objects`], once the operation has succeeded:
 /// closes the handles flagged with [`MOVE`].
-fn close_moved(table: &mut HandleTable, mem: &[u8], list_ptr: i32, count: u64) {
-    let Ok(r) = range(mem.len(), list_ptr, count * 4) else {
-        return;
-    };
-    for c in mem[r].chunks_exact(4) {
-        let h = i32::from_le_bytes(c.try_into().unwrap());
-        if h & MOVE != 0 {
-            let _ = table.remove(h & !MOVE);
+fn close_moved(table: &mut HandleTable, mem: GuestMem, list_ptr: i32, count: u64) {
+    for i in 0..count {
+        match list_entry(mem, list_ptr, i) {
+            Ok(h) if h & MOVE != 0 => {
+                let _ = table.remove(h & !MOVE);
+            }
+            Ok(_) => {}
+            Err(_) => return,
         }
     }
 }
@@ -228,7 +224,7 @@ fn close_moved(table: &mut HandleTable, mem: &[u8], list_ptr: i32, count: u64) {
 #[allow(clippy::too_many_arguments)]
 fn deliver(
     table: &mut HandleTable,
-    mem: &mut [u8],
+    mem: GuestMem,
     bytes: &[u8],
     buf: i32,
     cap: i32,
@@ -237,8 +233,7 @@ fn deliver(
     nh_ptr: i32,
 ) -> Result<(), Errno> {
     let n = bytes.len().min(cap as u32 as usize);
-    let dst = range(mem.len(), buf, n as u64)?;
-    mem[dst].copy_from_slice(&bytes[..n]);
+    mem.put(buf, &bytes[..n])?;
     let cap_nh = read_u32(mem, nh_ptr)? as u64;
     range(mem.len(), h_ptr, cap_nh * 4)?;
     let given = give_objects(table, mem, h_ptr, cap_nh, objects);
@@ -251,7 +246,7 @@ fn deliver(
 /// many were installed.
 fn give_objects(
     table: &mut HandleTable,
-    mem: &mut [u8],
+    mem: GuestMem,
     list_ptr: i32,
     cap: u64,
     objects: &mut Vec<Object>,

@@ -1,7 +1,7 @@
 //! The name service: `name_register` and `name_lookup`, checked against
 //! the task's manifest grants (`provides`, `uses`).
 
-use super::{len32, memory, range, ret32};
+use super::{len32, memory, range, ret32, GuestMem};
 use crate::host::TaskData;
 use crate::ipc::{name_allowed, Errno, Object};
 use wasmtime::{Caller, Linker};
@@ -27,13 +27,13 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
     Ok(())
 }
 
-pub(super) fn read_name(mem: &[u8], ptr: i32, len: i32) -> Result<String, Errno> {
+pub(super) fn read_name(mem: GuestMem, ptr: i32, len: i32) -> Result<String, Errno> {
     let len = len32(len);
     if len == 0 || len > MAX_NAME {
         return Err(Errno::Inval);
     }
     let r = range(mem.len(), ptr, len)?;
-    String::from_utf8(mem[r].to_vec()).map_err(|_| Errno::Inval)
+    String::from_utf8(mem.read_vec(r)).map_err(|_| Errno::Inval)
 }
 
 fn register(c: &mut Caller<'_, TaskData>, ptr: i32, len: i32, portal: i32) -> Result<i32, Errno> {

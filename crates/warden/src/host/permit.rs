@@ -1,7 +1,7 @@
 //! Permits: grant access to a range of one's own memory, read and write
 //! through a permit, revoke it.
 
-use super::{len32, range, ret32, ret64};
+use super::{len32, memory, range, ret32, ret64};
 use crate::host::TaskData;
 use crate::ipc::permit::{Permit, PermitRef};
 use crate::ipc::{Errno, Object};
@@ -49,28 +49,14 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
     Ok(())
 }
 
-/// The caller's linear memory as a base pointer and length: never as a
-/// slice, since a permit holder on another thread may be writing it.
-fn raw_memory(c: &Caller<'_, TaskData>) -> Result<(*mut u8, usize), Errno> {
-    let memory = c.data().ipc.memory.ok_or(Errno::BadPtr)?;
-    Ok((memory.data_ptr(c), memory.data_size(c)))
-}
-
 fn grant(c: &mut Caller<'_, TaskData>, ptr: i32, len: i32, writable: bool) -> Result<i32, Errno> {
-    let (base, size) = raw_memory(c)?;
-    let r = range(size, ptr, len32(len))?;
-    let ipc = &mut c.data_mut().ipc;
+    let (mem, data) = memory(c)?;
+    let r = range(mem.len(), ptr, len32(len))?;
+    let ipc = &mut data.ipc;
     // SAFETY: the range was checked against the task's own memory, and the
     // permit is recorded among the task's owned objects, which are revoked
     // before its memory is released (`ReleaseOnDrop` in the runtime).
-    let permit = unsafe {
-        Permit::new(
-            ipc.shared.id,
-            base.wrapping_add(r.start),
-            r.len() as u64,
-            writable,
-        )
-    };
+    let permit = unsafe { Permit::new(ipc.shared.id, mem.at(r.start), r.len() as u64, writable) };
     ipc.owned.add_permit(&permit);
     ipc.handles.insert(Object::Permit(PermitRef(permit)))
 }
@@ -87,10 +73,10 @@ fn access(
         Object::Permit(p) => p.0.clone(),
         _ => return Err(Errno::BadHandle),
     };
-    let (base, size) = raw_memory(c)?;
-    let r = range(size, ptr, len32(len))?;
+    let (mem, _) = memory(c)?;
+    let r = range(mem.len(), ptr, len32(len))?;
     let n = r.len();
-    let local = base.wrapping_add(r.start);
+    let local = mem.at(r.start);
     // SAFETY: `local` is valid for `n` bytes of the caller's own memory,
     // which stays mapped for the call (this task is running it); the
     // permit copies with racy-safe accesses on both sides.

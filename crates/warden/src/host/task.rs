@@ -2,7 +2,9 @@
 //! carved from one's own, kill, wait for, suspend and resume it; read the
 //! handles one's parent granted; bind names for one's children.
 
-use super::{close_moved, copy_objects, len32, memory, range, read_u32, ret32, write_u32};
+use super::{
+    close_moved, copy_objects, len32, memory, range, read_u32, ret32, write_u32, GuestMem,
+};
 use crate::host::TaskData;
 use crate::ipc::{Errno, Object};
 use crate::task::{ChildBudget, TaskShared};
@@ -114,14 +116,15 @@ fn module_lookup(c: &mut Caller<'_, TaskData>, ptr: i32, len: i32) -> Result<i32
     ipc.handles.insert(Object::Module(Arc::new(module)))
 }
 
-fn read_str(mem: &[u8], ptr: u32) -> Result<String, Errno> {
+/// The NUL-terminated string at `ptr`, at most `MAX_ARG_LEN` bytes.
+fn read_str(mem: GuestMem, ptr: u32) -> Result<String, Errno> {
     let start = ptr as usize;
-    let tail = mem.get(start..).ok_or(Errno::BadPtr)?;
-    let end = tail
-        .iter()
-        .take(MAX_ARG_LEN + 1)
-        .position(|&b| b == 0)
-        .ok_or(Errno::Inval)?;
+    if start >= mem.len() {
+        return Err(Errno::BadPtr);
+    }
+    let n = (mem.len() - start).min(MAX_ARG_LEN + 1);
+    let tail = mem.read_vec(start..start + n);
+    let end = tail.iter().position(|&b| b == 0).ok_or(Errno::Inval)?;
     String::from_utf8(tail[..end].to_vec()).map_err(|_| Errno::Inval)
 }
 
@@ -144,18 +147,17 @@ fn spawn(
     if argc > MAX_ARGS {
         return Err(Errno::Inval);
     }
-    let r = range(mem.len(), argv, argc * 4)?;
-    let args = mem[r]
-        .chunks_exact(4)
-        .map(|p| read_str(mem, u32::from_le_bytes(p.try_into().unwrap())))
+    range(mem.len(), argv, argc * 4)?;
+    let args = (0..argc)
+        .map(|i| read_str(mem, read_u32(mem, argv.wrapping_add(i as i32 * 4))?))
         .collect::<Result<Vec<_>, _>>()?;
-    let b = range(mem.len(), budget, 24)?;
-    let word =
-        |at: usize| u64::from_le_bytes(mem[b.start + at..b.start + at + 8].try_into().unwrap());
+    let mut b = [0u8; 20];
+    mem.read(range(mem.len(), budget, 20)?, &mut b);
+    let word = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
     let budget = ChildBudget {
         memory_limit: word(0),
         cpu_limit_ns: word(8),
-        cpu_share: read_u32(mem, budget.wrapping_add(16))?,
+        cpu_share: u32::from_le_bytes(b[16..20].try_into().unwrap()),
     };
     let ngrant = len32(ngrant);
     if ngrant > ipc.grants.max_message_handles {
@@ -263,10 +265,10 @@ async fn next_event(
     .await
     .unwrap_or(Err(Errno::Timeout))?;
     let (mem, _) = memory(&mut c)?;
-    let r = range(mem.len(), event, 16)?;
-    mem[r.start..r.start + 4].copy_from_slice(&got.0.to_le_bytes());
-    mem[r.start + 4..r.start + 8].fill(0);
-    mem[r.start + 8..r.end].copy_from_slice(&got.1.to_le_bytes());
+    let mut record = [0u8; 16];
+    record[..4].copy_from_slice(&got.0.to_le_bytes());
+    record[8..].copy_from_slice(&got.1.to_le_bytes());
+    mem.put(event, &record)?;
     Ok(0)
 }
 

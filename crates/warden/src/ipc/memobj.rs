@@ -148,25 +148,42 @@ impl MemView {
     }
 
     /// Copies `dst.len()` bytes at `off` into `dst`.
+    #[cfg(test)]
     pub fn read(&self, off: u64, dst: &mut [u8]) -> Result<(), Errno> {
+        self.read_with(off, dst.len(), |b| dst.copy_from_slice(b))
+    }
+
+    /// Lets `copy` read the `len` bytes at `off`.
+    pub fn read_with(&self, off: u64, len: usize, copy: impl FnOnce(&[u8])) -> Result<(), Errno> {
         self.check()?;
-        let r = self.range(off, dst.len() as u64)?;
+        let r = self.range(off, len as u64)?;
         let bytes = self.object.bytes.read().unwrap_or_else(|e| e.into_inner());
         self.check()?; // revoked (and maybe freed) while we waited
-        dst.copy_from_slice(&bytes[r]);
+        copy(&bytes[r]);
         Ok(())
     }
 
     /// Copies `src` to offset `off`.
+    #[cfg(test)]
     pub fn write(&self, off: u64, src: &[u8]) -> Result<(), Errno> {
+        self.write_with(off, src.len(), |b| b.copy_from_slice(src))
+    }
+
+    /// Lets `copy` write the `len` bytes at `off`.
+    pub fn write_with(
+        &self,
+        off: u64,
+        len: usize,
+        copy: impl FnOnce(&mut [u8]),
+    ) -> Result<(), Errno> {
         self.check()?;
         if self.readonly {
             return Err(Errno::Denied);
         }
-        let r = self.range(off, src.len() as u64)?;
+        let r = self.range(off, len as u64)?;
         let mut bytes = self.object.bytes.write().unwrap_or_else(|e| e.into_inner());
         self.check()?;
-        bytes[r].copy_from_slice(src);
+        copy(&mut bytes[r]);
         Ok(())
     }
 

@@ -66,24 +66,47 @@ pub struct CallSlot {
 
 impl CallState {
     /// Replaces the request bytes, charging buffer growth to `owner`.
+    #[cfg(test)]
     pub fn set_request(&mut self, owner: &TaskShared, bytes: &[u8]) -> Result<(), Errno> {
-        fill(&mut self.request, owner, bytes)
+        fill(&mut self.request, owner, bytes.len(), |b| {
+            b.copy_from_slice(bytes)
+        })
+    }
+
+    /// Replaces the request with `len` bytes that `copy` writes, charging
+    /// buffer growth to `owner`.
+    pub fn set_request_with(
+        &mut self,
+        owner: &TaskShared,
+        len: usize,
+        copy: impl FnOnce(&mut [u8]),
+    ) -> Result<(), Errno> {
+        fill(&mut self.request, owner, len, copy)
     }
 }
 
-/// Sets `buf` to `bytes`, charging any growth of its capacity to `owner`.
-fn fill(buf: &mut Vec<u8>, owner: &TaskShared, bytes: &[u8]) -> Result<(), Errno> {
-    buf.clear();
+/// Makes `buf` `len` bytes long and lets `copy` write them, charging any
+/// growth of its capacity to `owner`. The buffer keeps its capacity, and
+/// bytes it already had are overwritten rather than zeroed first, so a
+/// call in steady state neither allocates nor clears.
+fn fill(
+    buf: &mut Vec<u8>,
+    owner: &TaskShared,
+    len: usize,
+    copy: impl FnOnce(&mut [u8]),
+) -> Result<(), Errno> {
     let old = buf.capacity();
-    if bytes.len() > old {
-        buf.try_reserve_exact(bytes.len())
-            .map_err(|_| Errno::NoMem)?;
+    if len > old {
+        buf.clear();
+        buf.try_reserve_exact(len).map_err(|_| Errno::NoMem)?;
         if !owner.try_charge((buf.capacity() - old) as u64) {
             buf.shrink_to(old);
             return Err(Errno::NoMem);
         }
     }
-    buf.extend_from_slice(bytes);
+    buf.truncate(len);
+    buf.resize(len, 0);
+    copy(buf);
     Ok(())
 }
 
@@ -372,17 +395,29 @@ impl CallRef {
         self.slot.as_ref().map_or(TaskId(0), |s| s.owner.id)
     }
 
-    /// Answers the call with `reply` and its objects. Fails with
-    /// `PeerDied` (handing the objects back) if the client is gone, and
-    /// with `NoMem` if the reply does not fit the client's memory budget
-    /// (the client's call then fails with `NoMem` too).
-    pub fn reply(mut self, reply: &[u8], objects: Vec<Object>) -> Result<(), (Errno, Vec<Object>)> {
+    /// Answers the call with `reply` (see [`CallRef::reply_with`]).
+    #[cfg(test)]
+    pub fn reply(self, reply: &[u8], objects: Vec<Object>) -> Result<(), (Errno, Vec<Object>)> {
+        self.reply_with(reply.len(), |b| b.copy_from_slice(reply), objects)
+    }
+
+    /// Answers the call with a reply of `len` bytes, which `copy` writes
+    /// into the client's buffer, and its objects. Fails with `PeerDied`
+    /// (handing the objects back) if the client is gone, and with `NoMem`
+    /// if the reply does not fit the client's memory budget (the client's
+    /// call then fails with `NoMem` too).
+    pub fn reply_with(
+        mut self,
+        len: usize,
+        copy: impl FnOnce(&mut [u8]),
+        objects: Vec<Object>,
+    ) -> Result<(), (Errno, Vec<Object>)> {
         let slot = self.slot.take().expect("unanswered call");
         let mut st = slot.lock();
         if st.seq != self.seq || st.phase != Phase::Received {
             return Err((Errno::PeerDied, objects));
         }
-        let filled = fill(&mut st.reply, &slot.owner, reply);
+        let filled = fill(&mut st.reply, &slot.owner, len, copy);
         if filled.is_ok() {
             st.reply_objects = objects;
             st.phase = Phase::Done(0);

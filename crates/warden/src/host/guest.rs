@@ -1,0 +1,89 @@
+//! A task's linear memory as the host functions touch it.
+//!
+//! Another thread may write a task's memory while one of its host calls
+//! runs: a task holding a writable permit to it copies in from its own
+//! worker. So the host never makes a Rust `&[u8]` or `&mut [u8]` of guest
+//! memory (either would claim that nobody else writes those bytes
+//! meanwhile, a data race in Rust's memory model). It keeps a base pointer
+//! and a length, as Wasmtime does for shared memories, and every access is
+//! a relaxed atomic copy ([`copy_racy`]). A guest racing its own host call
+//! through a permit sees a mixture of old and new bytes, never a host
+//! fault; the host reads each value it acts on exactly once.
+
+use super::{range, TaskData};
+use crate::ipc::permit::copy_racy;
+use crate::ipc::Errno;
+use std::marker::PhantomData;
+use std::ops::Range;
+use wasmtime::Caller;
+
+/// The calling task's memory for the duration of one host call.
+#[derive(Clone, Copy)]
+pub(super) struct GuestMem<'a> {
+    base: *mut u8,
+    len: usize,
+    _call: PhantomData<&'a ()>,
+}
+
+/// The caller's memory and store data. A module without an exported
+/// memory gets `BadPtr` from every call that needs one.
+pub(super) fn memory<'a>(
+    caller: &'a mut Caller<'_, TaskData>,
+) -> Result<(GuestMem<'a>, &'a mut TaskData), Errno> {
+    let memory = caller.data().ipc.memory.ok_or(Errno::BadPtr)?;
+    let mem = GuestMem {
+        base: memory.data_ptr(&*caller),
+        len: memory.data_size(&*caller),
+        _call: PhantomData,
+    };
+    Ok((mem, caller.data_mut()))
+}
+
+impl GuestMem<'_> {
+    /// Bytes of memory.
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The address of byte `at` (in bounds: callers pass checked ranges).
+    pub(super) fn at(&self, at: usize) -> *mut u8 {
+        debug_assert!(at <= self.len);
+        self.base.wrapping_add(at)
+    }
+
+    /// Copies the checked range `r` into `dst` (of the same length).
+    pub(super) fn read(&self, r: Range<usize>, dst: &mut [u8]) {
+        assert!(r.end <= self.len && r.len() == dst.len());
+        // SAFETY: `r` lies inside the memory, which stays mapped for the
+        // whole host call (memories never move or shrink); `dst` is ours.
+        unsafe { copy_racy(self.at(r.start), dst.as_mut_ptr(), dst.len()) }
+    }
+
+    /// Copies `src` to the checked offset `at`.
+    pub(super) fn write(&self, at: usize, src: &[u8]) {
+        assert!(at.checked_add(src.len()).is_some_and(|end| end <= self.len));
+        // SAFETY: as in `read`, for the destination range.
+        unsafe { copy_racy(src.as_ptr(), self.at(at), src.len()) }
+    }
+
+    /// The checked range `r` as a new vector.
+    pub(super) fn read_vec(&self, r: Range<usize>) -> Vec<u8> {
+        let mut v = vec![0; r.len()];
+        self.read(r, &mut v);
+        v
+    }
+
+    /// The little-endian word at `ptr`.
+    pub(super) fn read_u32(&self, ptr: i32) -> Result<u32, Errno> {
+        let mut b = [0; 4];
+        self.read(range(self.len, ptr, 4)?, &mut b);
+        Ok(u32::from_le_bytes(b))
+    }
+
+    /// Writes `bytes` at `ptr`, checked.
+    pub(super) fn put(&self, ptr: i32, bytes: &[u8]) -> Result<(), Errno> {
+        let r = range(self.len, ptr, bytes.len() as u64)?;
+        self.write(r.start, bytes);
+        Ok(())
+    }
+}
