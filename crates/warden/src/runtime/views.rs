@@ -106,9 +106,9 @@ impl Runtime {
             .max()
     }
 
-    /// A task's output from offset `from` (see [`crate::output::LogRing`]),
-    /// and the offset after it; `None` if the task is unknown or its
-    /// output is no longer kept.
+    /// A task's output from offset `from` (counted from its first byte;
+    /// the last 64 KiB are kept), and the offset after it; `None` if the
+    /// task is unknown or its output is no longer kept.
     pub fn log(&self, id: TaskId, from: u64) -> Option<(Vec<u8>, u64)> {
         let t = self.inner.tasks.lock();
         let ring = match t.live.get(&id) {
