@@ -146,8 +146,8 @@ int main(int argc, char **argv) {
         printf("parent intercepted: %.*s\n", (int)(n > 0 ? n : 0), buf);
         warden_reply(call, "from the parent", 15, NULL, 0);
         int32_t status = 0;
-        warden_task_wait(c, -1, &status);
-        return status;
+        CHECK(warden_task_wait(c, -1, &status), 0);
+        return failures + status;
     }
     if (!strcmp(mode, "lookup")) {
         CHECK(warden_name_lookup("secret", 0), WARDEN_EDENIED);

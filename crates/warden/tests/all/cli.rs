@@ -47,6 +47,11 @@ fn single_module_with_limits_and_args() {
     for key in ["cpu_ms", "peak_memory_bytes", "start_ms", "end_ms"] {
         assert!(t[key].is_number(), "{key}: {t}");
     }
+    assert_eq!(
+        t["memory_limit_bytes"],
+        4 << 20,
+        "--memory-limit applies: {t}"
+    );
 
     let (code, tasks, _) = report_of(
         &["run", "--no-cache", guests::SPIN, "--cpu-limit", "100ms"],

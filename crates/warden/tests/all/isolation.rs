@@ -65,9 +65,10 @@ fn env_is_not_shared() {
     let mut a = spec(dir.path(), "a", guests::HELLO);
     a.env = vec![("ONLY_A".into(), "1".into())];
     let b = spec(dir.path(), "b", guests::HELLO);
-    run_one(&rt, &a, Duration::from_secs(20));
-    run_one(&rt, &b, Duration::from_secs(20));
+    assert_eq!(run_one(&rt, &a, Duration::from_secs(20)).exit_code, Some(0));
+    assert_eq!(run_one(&rt, &b, Duration::from_secs(20)).exit_code, Some(0));
     assert!(stdout_of(dir.path(), "a").contains("ONLY_A=1"));
     let out_b = stdout_of(dir.path(), "b");
+    assert!(out_b.contains("hello"), "b ran: {out_b}");
     assert!(!out_b.contains("env:"), "b sees env: {out_b}");
 }

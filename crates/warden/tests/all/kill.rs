@@ -61,8 +61,19 @@ fn kill_of_running_task_stops_it_at_next_tick() {
 #[test]
 fn kill_of_queued_tasks() {
     let dir = tempfile::tempdir().unwrap();
-    let rt = runtime(1);
-    let spin = rt.spawn(&spec(dir.path(), "spin", guests::SPIN)).unwrap();
+    // Fixed priorities: while the spinner is runnable, nothing of lower
+    // priority runs, so the others stay queued until they are killed.
+    let rt = warden::Runtime::new(warden::RuntimeConfig {
+        workers: 1,
+        cache_dir: None,
+        max_tasks: 64,
+        scheduler: warden::PolicyKind::Priority,
+        ..Default::default()
+    })
+    .unwrap();
+    let mut spinner = spec(dir.path(), "spin", guests::SPIN);
+    spinner.sched.priority = 10;
+    let spin = rt.spawn(&spinner).unwrap();
     let queued: Vec<_> = (0..20)
         .map(|i| {
             rt.spawn(&spec(dir.path(), &format!("q{i}"), guests::SPIN))
@@ -73,7 +84,9 @@ fn kill_of_queued_tasks() {
         rt.kill(id, "not needed").unwrap();
     }
     for id in queued {
-        assert_eq!(wait(&rt, id, Duration::from_secs(5)).status, "killed");
+        let r = wait(&rt, id, Duration::from_secs(5));
+        assert_eq!(r.status, "killed");
+        assert_eq!(r.cpu_ms, 0.0, "a queued task ran: {r:?}");
     }
     assert_eq!(rt.live_tasks().len(), 1);
     rt.kill(spin, "done").unwrap();

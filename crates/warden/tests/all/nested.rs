@@ -106,11 +106,21 @@ fn parent_cpu_limit_bounds_children() {
 fn parent_interposes_on_child() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime(2);
-    let r = run_one(
-        &rt,
-        &nest(dir.path(), "parent", "interpose"),
-        Duration::from_secs(20),
-    );
+    // "secret" is registered and the parent (so its child) may look it
+    // up: only the parent's hiding keeps the child from it.
+    let mut other = spec(dir.path(), "other", guests::ECHO);
+    other.args = vec!["server".into(), "secret".into()];
+    other.provides = vec!["secret".into()];
+    let other = rt.spawn(&other).unwrap();
+    let t = Instant::now();
+    while !stdout_of(dir.path(), "other").contains("server: ready") {
+        assert!(t.elapsed() < Duration::from_secs(20), "server never ready");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut parent = nest(dir.path(), "parent", "interpose");
+    parent.uses = vec!["kv".into(), "secret".into()];
+    let r = run_one(&rt, &parent, Duration::from_secs(20));
+    rt.kill(other, "test over").unwrap();
     let out = stdout_of(dir.path(), "parent");
     assert_eq!(r.exit_code, Some(0), "{out}");
     assert!(out.contains("parent intercepted: get x"), "{out}");

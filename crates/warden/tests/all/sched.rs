@@ -17,10 +17,16 @@ fn rt_with(scheduler: PolicyKind, groups: Vec<GroupSpec>) -> Runtime {
     .unwrap()
 }
 
+/// Each task's CPU so far; the tasks must still be alive (a task that
+/// ended early would make every share measured after it meaningless).
 fn cpu_of(rt: &Runtime, ids: &[TaskId]) -> Vec<f64> {
     let live = rt.live_tasks();
     ids.iter()
-        .map(|id| live.iter().find(|t| t.id == *id).map_or(0.0, |t| t.cpu_ms))
+        .map(|id| {
+            let t = live.iter().find(|t| t.id == *id);
+            t.unwrap_or_else(|| panic!("task {id} ended: {:?}", rt.reports()))
+                .cpu_ms
+        })
         .collect()
 }
 
@@ -184,9 +190,34 @@ fn suspend_and_resume() {
     let used = measure(&rt, &[spin], Duration::from_millis(300));
     assert!(used[0] > 20.0, "resumed task did not run: {used:?}");
 
-    // A task suspended while blocked does not run when its wait ends.
-    let mut c = spec(dir.path(), "nap", guests::WORK);
-    c.args = vec!["loop".into(), "1".into()];
+    // A task suspended while blocked does not run when its wait ends: it
+    // prints, sleeps 200 ms, prints again; suspended after the first line,
+    // the second waits for the resume.
+    let mut nap = spec(dir.path(), "nap", guests::NEST);
+    nap.args = vec!["grow".into()];
+    nap.memory_limit = Some(1 << 20);
+    let nap = rt.spawn(&nap).unwrap();
+    let lines = || stdout_of(dir.path(), "nap").matches("grow:").count();
+    let t = Instant::now();
+    while lines() == 0 {
+        assert!(t.elapsed() < Duration::from_secs(10), "never printed");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    rt.suspend(nap).unwrap();
+    std::thread::sleep(Duration::from_millis(600)); // its 200 ms wait ends meanwhile
+    assert_eq!(lines(), 1, "ran while suspended");
+    let state = |id| {
+        rt.live_tasks()
+            .into_iter()
+            .find(|t| t.id == id)
+            .map(|t| t.state)
+    };
+    assert_eq!(state(nap).as_deref(), Some("suspended"));
+    rt.resume(nap).unwrap();
+    assert_eq!(wait(&rt, nap, Duration::from_secs(10)).exit_code, Some(0));
+    assert_eq!(lines(), 2);
+
+    // A suspended task can still be killed.
     let napper = rt
         .spawn(&spec(dir.path(), "sleeper", guests::SLEEP))
         .unwrap();

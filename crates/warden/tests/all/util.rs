@@ -26,9 +26,11 @@ pub fn spec(dir: &Path, name: &str, module: &str) -> TaskSpec {
     s
 }
 
-/// What the task named `name` (see [`spec`]) wrote to stdout.
+/// What the task named `name` (see [`spec`]) wrote to stdout. The file
+/// exists once the task was spawned; a missing one fails the test.
 pub fn stdout_of(dir: &Path, name: &str) -> String {
-    std::fs::read_to_string(dir.join(format!("{name}.out"))).unwrap_or_default()
+    let path = dir.join(format!("{name}.out"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// Spawns and waits, failing the test after `limit`.
