@@ -60,6 +60,7 @@ fn next_queued(exec: &Arc<Shared>) -> Option<Arc<TaskCell>> {
         drop(q);
         LAST_POLL_END.with(|l| l.set(0));
         cpu::reconcile();
+        charge_policy(exec, cpu::now());
         q = exec.lock();
         if q.shutdown || !q.policy.is_empty() {
             continue;
@@ -158,12 +159,10 @@ fn poll_once(
         || account.cpu.limited
         || !shared.groups.is_empty()
         || !account.groups.is_empty();
-    let (wall, now) = cpu::end(exact);
+    let (_, now) = cpu::end(exact);
     LAST_POLL_END.with(|l| l.set(now));
     exec.polls.fetch_add(1, Ordering::Relaxed);
-    if exec.charges.load(Ordering::Relaxed) {
-        exec.lock().policy.charge(account.id.0, wall, now);
-    }
+    charge_policy(exec, now);
     result.map_err(|panic| {
         panic
             .downcast_ref::<&str>()
@@ -171,6 +170,21 @@ fn poll_once(
             .or_else(|| panic.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "unknown panic".into())
     })
+}
+
+/// Hands the CPU the meter charged to the run queue, if its policy uses
+/// charges (stride, lottery, caps): at most once a window, or after a
+/// poll of a task whose figures are exact.
+fn charge_policy(exec: &Shared, now: u64) {
+    if !cpu::has_charges() {
+        return;
+    }
+    if exec.charges.load(Ordering::Relaxed) {
+        let mut q = exec.lock();
+        cpu::take_charges(|key, ns| q.policy.charge(key, ns, now));
+    } else {
+        cpu::take_charges(|_, _| {});
+    }
 }
 
 /// Kills the members of any group whose quota the slice used up.

@@ -105,33 +105,51 @@ fn caps_limit_a_task_and_a_group() {
     let a = rt.spawn(&capped).unwrap();
     let b = rt.spawn(&spinner(dir.path(), "free", 1, 0)).unwrap();
     std::thread::sleep(Duration::from_millis(200));
-    // A cap is a fraction of a core in real time: measure against the
-    // clock, not against the other task (other tests share the machine).
     let t = Instant::now();
     let used = measure(&rt, &[a, b], Duration::from_millis(1500));
-    let core = used[0] / t.elapsed().as_secs_f64() / 1000.0;
-    // Never above the cap; below it only if the machine is busy.
-    assert!(
-        (0.1..0.31).contains(&core),
-        "task cap: {core} of a core, {used:?}"
-    );
-    assert!(used[1] > used[0], "the other task gets the rest: {used:?}");
+    check_cap(0.25, used[0], used[0] + used[1], t.elapsed(), "task");
     rt.kill_all("done");
 
-    // Alone on the worker, a group capped at 0.2 gets a fifth of it.
-    let ids: Vec<_> = (0..2)
+    // Two members of a group capped at 0.2, beside a free spinner.
+    let mut ids: Vec<_> = (0..2)
         .map(|i| {
             let mut s = spinner(dir.path(), &format!("g{i}"), 1, 0);
             s.group = Some("capped".into());
             rt.spawn(&s).unwrap()
         })
         .collect();
+    ids.push(rt.spawn(&spinner(dir.path(), "free2", 1, 0)).unwrap());
     std::thread::sleep(Duration::from_millis(200));
     let t = Instant::now();
-    let used: f64 = measure(&rt, &ids, Duration::from_millis(1000)).iter().sum();
-    let share = used / t.elapsed().as_secs_f64() / 1000.0;
-    assert!((0.05..0.25).contains(&share), "group cap: {share}");
+    let used = measure(&rt, &ids, Duration::from_millis(1500));
+    check_cap(
+        0.2,
+        used[0] + used[1],
+        used.iter().sum(),
+        t.elapsed(),
+        "group",
+    );
     rt.kill_all("done");
+}
+
+/// A cap holds against the clock: `capped` ms of CPU in `wall` is at most
+/// `cap` of a core (plus a window's slack), however idle the machine. And
+/// it costs nothing it need not: the capped side gets at least what the
+/// cap allows or half of what the worker was given (round robin), which
+/// ever is less — on a busy machine the worker itself gets less than a
+/// core, and the test judges against what it got, not against the clock.
+fn check_cap(cap: f64, capped: f64, worker: f64, wall: Duration, what: &str) {
+    let wall_ms = wall.as_secs_f64() * 1000.0;
+    let core = capped / wall_ms;
+    assert!(
+        core <= cap * 1.25,
+        "{what} cap {cap}: used {core:.3} of a core"
+    );
+    let owed = (cap * wall_ms).min(worker / 2.0);
+    assert!(
+        capped >= 0.75 * owed,
+        "{what} cap {cap}: got {capped:.0} ms, owed {owed:.0} (worker ran {worker:.0} ms in {wall_ms:.0})"
+    );
 }
 
 #[test]
@@ -317,6 +335,9 @@ fn inheritance_under_stride() {
         pair_share.push(f[0] + f[1]);
         rt.kill_all("done");
     }
+    // With inheritance the pair is one context beside the hog's: half of
+    // the CPU the worker was given (the shares are of what the tasks
+    // received, so a busy machine does not move them).
     assert!((pair_share[0] - 0.5).abs() < 0.08, "{pair_share:?}");
 }
 
