@@ -15,7 +15,9 @@
 //! name = "tenant-a"
 //! parent = "org"       # default: the root
 //! policy = "priority"  # how the group orders its members
-//! share = 2            # its share / tickets / priority in its parent
+//! share = 2            # its stride share in its parent (default 1);
+//! tickets = 200        # its lottery tickets (default 100);
+//! priority = 1         # its fixed priority (default 0)
 //! cap = 0.5            # at most half a core
 //! cpu_quota = "10s"    # total CPU; all members are killed past it
 //!
