@@ -17,17 +17,6 @@ fn client(dir: &std::path::Path, name: &str, msg: &str) -> warden::TaskSpec {
     s
 }
 
-fn wait_for_output(dir: &std::path::Path, name: &str, want: &str) {
-    let t = Instant::now();
-    while !stdout_of(dir, name).contains(want) {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "{name} never printed {want:?}"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 /// The server is killed while one client is being served and others are
 /// queued: every one of them gets "peer died" at once.
 #[test]

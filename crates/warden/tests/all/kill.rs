@@ -63,14 +63,7 @@ fn kill_of_queued_tasks() {
     let dir = tempfile::tempdir().unwrap();
     // Fixed priorities: while the spinner is runnable, nothing of lower
     // priority runs, so the others stay queued until they are killed.
-    let rt = warden::Runtime::new(warden::RuntimeConfig {
-        workers: 1,
-        cache_dir: None,
-        max_tasks: 64,
-        scheduler: warden::PolicyKind::Priority,
-        ..Default::default()
-    })
-    .unwrap();
+    let rt = runtime_with(1, warden::PolicyKind::Priority, 64);
     let mut spinner = spec(dir.path(), "spin", guests::SPIN);
     spinner.sched.priority = 10;
     let spin = rt.spawn(&spinner).unwrap();

@@ -112,11 +112,7 @@ fn parent_interposes_on_child() {
     other.args = vec!["server".into(), "secret".into()];
     other.provides = vec!["secret".into()];
     let other = rt.spawn(&other).unwrap();
-    let t = Instant::now();
-    while !stdout_of(dir.path(), "other").contains("server: ready") {
-        assert!(t.elapsed() < Duration::from_secs(20), "server never ready");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_for_output(dir.path(), "other", "server: ready");
     let mut parent = nest(dir.path(), "parent", "interpose");
     parent.uses = vec!["kv".into(), "secret".into()];
     let r = run_one(&rt, &parent, Duration::from_secs(20));
@@ -170,14 +166,7 @@ fn overuse_notifies_the_parent() {
 #[test]
 fn a_parent_share_covers_its_subtree() {
     let dir = tempfile::tempdir().unwrap();
-    let rt = warden::Runtime::new(warden::RuntimeConfig {
-        workers: 1,
-        cache_dir: None,
-        max_tasks: 16,
-        scheduler: warden::PolicyKind::Stride,
-        ..Default::default()
-    })
-    .unwrap();
+    let rt = runtime_with(1, warden::PolicyKind::Stride, 16);
     let family = rt.spawn(&nest(dir.path(), "family", "family")).unwrap();
     let other = rt.spawn(&spec(dir.path(), "other", guests::SPIN)).unwrap();
     let cpu = |rt: &warden::Runtime| {
@@ -214,13 +203,7 @@ fn a_parent_share_covers_its_subtree() {
 fn a_deep_chain_ends_without_deep_host_recursion() {
     const DEPTH: u64 = 3000;
     let dir = tempfile::tempdir().unwrap();
-    let rt = warden::Runtime::new(warden::RuntimeConfig {
-        workers: 2,
-        cache_dir: None,
-        max_tasks: DEPTH as u32 + 100,
-        ..Default::default()
-    })
-    .unwrap();
+    let rt = runtime_with(2, warden::PolicyKind::RoundRobin, DEPTH as u32 + 100);
     let mut root = nest(dir.path(), "root", "chain");
     root.args.push(DEPTH.to_string());
     root.memory_limit = Some((DEPTH + 1) * (192 << 10));

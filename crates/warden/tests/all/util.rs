@@ -2,18 +2,25 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
-use warden::{Output, Runtime, RuntimeConfig, TaskReport, TaskSpec};
+use std::time::{Duration, Instant};
+use warden::{Output, PolicyKind, Runtime, RuntimeConfig, TaskReport, TaskSpec};
 
 pub use warden_test_guests as guests;
 
 /// A runtime with `workers` workers and no disk cache, sized for at most
 /// 1,100 live tasks (tests run side by side, each with its own runtime).
 pub fn runtime(workers: usize) -> Runtime {
+    runtime_with(workers, PolicyKind::RoundRobin, 1100)
+}
+
+/// A runtime with `workers` workers, the root policy `scheduler`, room for
+/// `max_tasks` live tasks and no disk cache.
+pub fn runtime_with(workers: usize, scheduler: PolicyKind, max_tasks: u32) -> Runtime {
     Runtime::new(RuntimeConfig {
         workers,
         cache_dir: None,
-        max_tasks: 1100,
+        max_tasks,
+        scheduler,
         ..RuntimeConfig::default()
     })
     .expect("runtime starts")
@@ -118,4 +125,17 @@ pub fn start_system(manifest: &Path) -> System {
         std::thread::sleep(Duration::from_millis(20));
     }
     system
+}
+
+/// Waits until the task named `name` has printed `want` (a readiness
+/// marker), failing the test after 20 s.
+pub fn wait_for_output(dir: &std::path::Path, name: &str, want: &str) {
+    let t = Instant::now();
+    while !stdout_of(dir, name).contains(want) {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "{name} never printed {want:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
