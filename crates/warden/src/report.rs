@@ -19,8 +19,12 @@ pub struct TaskReport {
     pub exit_code: Option<i32>,
     /// Why the task trapped or was killed.
     pub reason: Option<String>,
-    /// CPU time used, ms.
+    /// CPU time charged to the task's account, ms: its own running, and
+    /// servers' running on its behalf while it waited in calls.
     pub cpu_ms: f64,
+    /// CPU time it ran on its callers' accounts as a server, ms (counted
+    /// in their `cpu_ms`, and against its own CPU limit).
+    pub served_cpu_ms: f64,
     /// Highest memory (linear memories + tables) charged, bytes.
     pub peak_memory_bytes: u64,
     /// The memory limit, if any.
@@ -60,6 +64,7 @@ impl TaskReport {
             exit_code,
             reason,
             cpu_ms: shared.cpu.charged_ns() as f64 / 1e6,
+            served_cpu_ms: shared.cpu.served_ns() as f64 / 1e6,
             peak_memory_bytes: shared.memory.peak(),
             memory_limit_bytes: memory_limit,
             memory_denials: shared.memory.denials(),

@@ -31,8 +31,14 @@ fn a_server_limit_holds_on_inherited_cpu() {
     );
     assert_eq!(c.exit_code, Some(0), "{}", stdout_of(dir.path(), "client"));
     assert!(stdout_of(dir.path(), "client").contains("call: peer died"));
-    // The spin ran on the client's context: the client's account paid.
+    // The spin ran on the client's context: the client's account paid,
+    // and the server's report shows it as served.
     assert!(c.cpu_ms >= 250.0, "client charged {} ms", c.cpu_ms);
+    assert!(
+        s.served_cpu_ms >= 250.0,
+        "server served {} ms",
+        s.served_cpu_ms
+    );
 }
 
 /// The client's own limit bounds what is spent on its behalf: a client
