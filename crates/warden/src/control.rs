@@ -157,19 +157,19 @@ fn is_finished(v: &TaskView) -> bool {
     matches!(v.state.as_str(), "exited" | "trapped" | "killed")
 }
 
-fn json(status: u16, body: serde_json::Value) -> tiny_http::Response<std::io::Cursor<Vec<u8>>> {
+fn json(status: u16, body: serde_json::Value) -> Response {
     let header = tiny_http::Header::from_bytes("Content-Type", "application/json").unwrap();
     tiny_http::Response::from_data(body.to_string().into_bytes())
         .with_status_code(status)
         .with_header(header)
 }
 
-fn asset(kind: &str, body: &'static str) -> tiny_http::Response<std::io::Cursor<Vec<u8>>> {
+fn asset(kind: &str, body: &'static str) -> Response {
     let header = tiny_http::Header::from_bytes("Content-Type", kind).unwrap();
     tiny_http::Response::from_data(body.as_bytes().to_vec()).with_header(header)
 }
 
-fn error(status: u16, message: impl Into<String>) -> tiny_http::Response<std::io::Cursor<Vec<u8>>> {
+fn error(status: u16, message: impl Into<String>) -> Response {
     json(status, serde_json::json!({ "error": message.into() }))
 }
 
@@ -184,6 +184,8 @@ struct SpawnRequest {
     cpu_limit: Option<String>,
 }
 
+type Response = tiny_http::Response<std::io::Cursor<Vec<u8>>>;
+
 fn handle(rt: &Runtime, samples: &Mutex<Samples>, mut req: tiny_http::Request) {
     let url = req.url().to_string();
     let (path, query) = url.split_once('?').unwrap_or((&url, ""));
@@ -192,55 +194,9 @@ fn handle(rt: &Runtime, samples: &Mutex<Samples>, mut req: tiny_http::Request) {
     let method = req.method().clone();
     use tiny_http::Method::{Get, Post};
     let response = match (&method, parts.as_slice()) {
-        (Get, ["api", "tasks"]) => {
-            let pct = samples
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .pct
-                .clone();
-            let tasks: Vec<serde_json::Value> = rt
-                .task_views()
-                .into_iter()
-                .map(|v| {
-                    let mut j = serde_json::to_value(&v).unwrap();
-                    j["cpu_pct"] = pct.get(&v.id).copied().unwrap_or(0.0).into();
-                    j
-                })
-                .collect();
-            json(200, tasks.into())
-        }
-        (Post, ["api", "tasks", who, action]) => match rt.find(who) {
-            None => error(404, format!("no task {who:?}")),
-            Some(id) => {
-                let r = match *action {
-                    "kill" => rt.kill(id, "killed by the operator"),
-                    "suspend" => rt.suspend(id),
-                    "resume" => rt.resume(id),
-                    _ => {
-                        let _ = req.respond(error(404, format!("no action {action:?}")));
-                        return;
-                    }
-                };
-                match r {
-                    Ok(()) => json(200, serde_json::json!({ "ok": true, "id": id })),
-                    Err(e) => error(404, e.to_string()),
-                }
-            }
-        },
-        (Get, ["api", "tasks", who, "logs"]) => {
-            let from = query
-                .split('&')
-                .find_map(|kv| kv.strip_prefix("from="))
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0);
-            match rt.find(who).and_then(|id| rt.log(id, from)) {
-                None => error(404, format!("no output kept for task {who:?}")),
-                Some((data, next)) => json(
-                    200,
-                    serde_json::json!({ "data": String::from_utf8_lossy(&data), "next": next }),
-                ),
-            }
-        }
+        (Get, ["api", "tasks"]) => task_list(rt, samples),
+        (Post, ["api", "tasks", who, action]) => act(rt, who, action),
+        (Get, ["api", "tasks", who, "logs"]) => logs(rt, who, query),
         (Post, ["api", "spawn"]) => {
             let mut body = String::new();
             let _ = req.as_reader().read_to_string(&mut body);
@@ -249,15 +205,7 @@ fn handle(rt: &Runtime, samples: &Mutex<Samples>, mut req: tiny_http::Request) {
                 Err(e) => error(400, e),
             }
         }
-        (Get, ["api", "history"]) => {
-            let s = samples.lock().unwrap_or_else(|e| e.into_inner());
-            let h: HashMap<String, &std::collections::VecDeque<Sample>> = s
-                .history
-                .iter()
-                .map(|(id, v)| (id.to_string(), v))
-                .collect();
-            json(200, serde_json::to_value(h).unwrap())
-        }
+        (Get, ["api", "history"]) => history(samples),
         (Get, [""]) => asset(
             "text/html; charset=utf-8",
             include_str!("dashboard/index.html"),
@@ -276,6 +224,69 @@ fn handle(rt: &Runtime, samples: &Mutex<Samples>, mut req: tiny_http::Request) {
         _ => error(404, format!("no such endpoint: {method} {path}")),
     };
     let _ = req.respond(response);
+}
+
+/// `GET /api/tasks`: every task with its CPU share of the last second.
+fn task_list(rt: &Runtime, samples: &Mutex<Samples>) -> Response {
+    let pct = samples
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .pct
+        .clone();
+    let tasks: Vec<serde_json::Value> = rt
+        .task_views()
+        .into_iter()
+        .map(|v| {
+            let mut j = serde_json::to_value(&v).unwrap();
+            j["cpu_pct"] = pct.get(&v.id).copied().unwrap_or(0.0).into();
+            j
+        })
+        .collect();
+    json(200, tasks.into())
+}
+
+/// `POST /api/tasks/<who>/<kill|suspend|resume>`.
+fn act(rt: &Runtime, who: &str, action: &str) -> Response {
+    let Some(id) = rt.find(who) else {
+        return error(404, format!("no task {who:?}"));
+    };
+    let r = match action {
+        "kill" => rt.kill(id, "killed by the operator"),
+        "suspend" => rt.suspend(id),
+        "resume" => rt.resume(id),
+        _ => return error(404, format!("no action {action:?}")),
+    };
+    match r {
+        Ok(()) => json(200, serde_json::json!({ "ok": true, "id": id })),
+        Err(e) => error(404, e.to_string()),
+    }
+}
+
+/// `GET /api/tasks/<who>/logs?from=N`: output from offset N on.
+fn logs(rt: &Runtime, who: &str, query: &str) -> Response {
+    let from = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("from="))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    match rt.find(who).and_then(|id| rt.log(id, from)) {
+        None => error(404, format!("no output kept for task {who:?}")),
+        Some((data, next)) => json(
+            200,
+            serde_json::json!({ "data": String::from_utf8_lossy(&data), "next": next }),
+        ),
+    }
+}
+
+/// `GET /api/history`: the last five minutes of samples per task.
+fn history(samples: &Mutex<Samples>) -> Response {
+    let s = samples.lock().unwrap_or_else(|e| e.into_inner());
+    let h: HashMap<String, &std::collections::VecDeque<Sample>> = s
+        .history
+        .iter()
+        .map(|(id, v)| (id.to_string(), v))
+        .collect();
+    json(200, serde_json::to_value(h).unwrap())
 }
 
 /// Decodes %XX escapes in a URL path segment.

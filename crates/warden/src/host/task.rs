@@ -37,30 +37,18 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
         super::MODULE,
         "task_kill",
         |c: Caller<'_, TaskData>, h: i32| {
-            ret32(child(&c, h).and_then(|(t, s)| {
-                s.kill(t.id, "killed by its parent")
-                    .then_some(0)
-                    .ok_or(Errno::PeerDied)
-            }))
+            control(&c, h, |s, id| s.kill(id, "killed by its parent"))
         },
     )?;
     linker.func_wrap(
         super::MODULE,
         "task_suspend",
-        |c: Caller<'_, TaskData>, h: i32| {
-            ret32(
-                child(&c, h).and_then(|(t, s)| s.suspend(t.id).then_some(0).ok_or(Errno::PeerDied)),
-            )
-        },
+        |c: Caller<'_, TaskData>, h: i32| control(&c, h, |s, id| s.suspend(id)),
     )?;
     linker.func_wrap(
         super::MODULE,
         "task_resume",
-        |c: Caller<'_, TaskData>, h: i32| {
-            ret32(
-                child(&c, h).and_then(|(t, s)| s.resume(t.id).then_some(0).ok_or(Errno::PeerDied)),
-            )
-        },
+        |c: Caller<'_, TaskData>, h: i32| control(&c, h, |s, id| s.resume(id)),
     )?;
     linker.func_wrap_async(
         super::MODULE,
@@ -180,6 +168,16 @@ fn spawn(
         // No handle to it: the parent could never wait for or kill it.
         spawner.kill(id, "its parent could not hold its handle");
     })
+}
+
+/// Kills, suspends or resumes the child behind handle `h`: 0, or
+/// `PeerDied` once it has ended.
+fn control(
+    c: &Caller<'_, TaskData>,
+    h: i32,
+    act: impl FnOnce(&dyn crate::host::Spawner, crate::task::TaskId) -> bool,
+) -> i32 {
+    ret32(child(c, h).and_then(|(t, s)| act(&*s, t.id).then_some(0).ok_or(Errno::PeerDied)))
 }
 
 type ChildRef = (Arc<TaskShared>, Arc<dyn crate::host::Spawner>);

@@ -285,6 +285,40 @@ impl Tasks {
         }
     }
 
+    /// Enters a new task in the table, unless `max_tasks` are alive.
+    fn enter(
+        &self,
+        shared: &Arc<TaskShared>,
+        memory_limit: Option<u64>,
+        max_tasks: u32,
+    ) -> Result<(), Error> {
+        let mut t = self.lock();
+        if t.live.len() >= max_tasks as usize {
+            return Err(Error::Full(max_tasks));
+        }
+        let parent = shared.parent().map(|p| p.id);
+        if let Some(p) = parent {
+            t.children.entry(p).or_default().push(shared.id);
+        }
+        let live = Live {
+            shared: shared.clone(),
+            start_ms: self.ms(),
+            memory_limit,
+            parent,
+        };
+        t.live.insert(shared.id, live);
+        Ok(())
+    }
+
+    /// Takes a task that could not start out of the table again.
+    fn leave(&self, shared: &TaskShared) {
+        let mut t = self.lock();
+        t.live.remove(&shared.id);
+        if let Some(siblings) = shared.parent().and_then(|p| t.children.get_mut(&p.id)) {
+            siblings.retain(|&c| c != shared.id);
+        }
+    }
+
     /// Waits for a change (a task finishing), at most until `deadline`.
     fn wait<'a>(
         &self,
@@ -468,17 +502,7 @@ impl Runtime {
                     .ok_or_else(|| Error::NoSuchGroup(name.clone()))?,
             ),
         };
-        let id = TaskId(inner.next_id.fetch_add(1, Ordering::Relaxed));
-        let mut task = TaskShared::new(id, spec.name.clone(), spec.cpu_limit, spec.memory_limit);
-        task.inherit = Inheritance::new(id, spec.inheritance, spec.sched.priority);
-        task.family.notify_memory = spec.on_memory_limit == crate::limiter::MemoryPolicy::Notify;
-        task.family.notify_cpu = spec.on_cpu_limit_notify;
-        task.groups = group.map(|g| g.chain.clone()).unwrap_or_default();
-        task.event_log = inner.tasks.events.clone();
-        if let Some(c) = &child {
-            task.set_parent(c.parent.clone(), c.carved_memory);
-        }
-        let shared = Arc::new(task);
+        let shared = Arc::new(self.task_shared(spec, group, child.as_ref()));
         let sched = TaskSched {
             params: spec.sched,
             group: group.map_or(0, |g| g.index),
@@ -487,33 +511,13 @@ impl Runtime {
         };
         // Take a slot in the task table first, so that concurrent spawns
         // cannot together exceed `max_tasks`.
-        {
-            let mut t = inner.tasks.lock();
-            if t.live.len() >= inner.config.max_tasks as usize {
-                return Err(Error::Full(inner.config.max_tasks));
-            }
-            if let Some(c) = &child {
-                t.children.entry(c.parent.id).or_default().push(id);
-            }
-            t.live.insert(
-                id,
-                Live {
-                    shared: shared.clone(),
-                    start_ms: inner.tasks.ms(),
-                    memory_limit: spec.memory_limit,
-                    parent: child.as_ref().map(|c| c.parent.id),
-                },
-            );
-        }
+        inner
+            .tasks
+            .enter(&shared, spec.memory_limit, inner.config.max_tasks)?;
         let store = match self.store(spec, &module.path, &shared, child) {
             Ok(store) => store,
             Err(message) => {
-                let mut t = inner.tasks.lock();
-                t.live.remove(&id);
-                if let Some(siblings) = shared.parent().and_then(|p| t.children.get_mut(&p.id)) {
-                    siblings.retain(|&c| c != id);
-                }
-                drop(t);
+                inner.tasks.leave(&shared);
                 return Err(Error::Spawn {
                     name: spec.name.clone(),
                     message,
@@ -527,6 +531,27 @@ impl Runtime {
         let future = run(module.pre.clone(), store, shared.clone());
         inner.exec.spawn(shared.clone(), Box::pin(future), &sched);
         Ok(shared)
+    }
+
+    /// A new task's shared state, with its parent (if a child) and groups.
+    fn task_shared(
+        &self,
+        spec: &TaskSpec,
+        group: Option<&Group>,
+        child: Option<&Child>,
+    ) -> TaskShared {
+        let inner = &*self.inner;
+        let id = TaskId(inner.next_id.fetch_add(1, Ordering::Relaxed));
+        let mut task = TaskShared::new(id, spec.name.clone(), spec.cpu_limit, spec.memory_limit);
+        task.inherit = Inheritance::new(id, spec.inheritance, spec.sched.priority);
+        task.family.notify_memory = spec.on_memory_limit == crate::limiter::MemoryPolicy::Notify;
+        task.family.notify_cpu = spec.on_cpu_limit_notify;
+        task.groups = group.map(|g| g.chain.clone()).unwrap_or_default();
+        task.event_log = inner.tasks.events.clone();
+        if let Some(c) = child {
+            task.set_parent(c.parent.clone(), c.carved_memory);
+        }
+        task
     }
 
     /// A task's store: WASI context, memory budget, handle table and
