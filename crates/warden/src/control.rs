@@ -15,6 +15,12 @@
 //! | `GET /` | the web dashboard (its chart library is served from here too) |
 //!
 //! Errors are `{"error": "…"}` with status 400 or 404.
+//!
+//! A web page in the operator's browser can send requests to a loopback
+//! address too, so the API answers only requests that name it by a
+//! loopback host (`Host`: no DNS rebinding) and that come from no other
+//! origin (`Origin`, sent by browsers with every cross-site POST: no
+//! forged kill from a page); anything else gets 403.
 
 use crate::runtime::{Runtime, TaskView};
 use crate::task::{TaskId, TaskSpec};
@@ -187,6 +193,10 @@ struct SpawnRequest {
 type Response = tiny_http::Response<std::io::Cursor<Vec<u8>>>;
 
 fn handle(rt: &Runtime, samples: &Mutex<Samples>, mut req: tiny_http::Request) {
+    if let Err(why) = same_origin(&req) {
+        let _ = req.respond(error(403, why));
+        return;
+    }
     let url = req.url().to_string();
     let (path, query) = url.split_once('?').unwrap_or((&url, ""));
     let decoded: Vec<String> = path.trim_matches('/').split('/').map(decode).collect();
@@ -224,6 +234,44 @@ fn handle(rt: &Runtime, samples: &Mutex<Samples>, mut req: tiny_http::Request) {
         _ => error(404, format!("no such endpoint: {method} {path}")),
     };
     let _ = req.respond(response);
+}
+
+/// Refuses a request that names a host other than a loopback one, or
+/// comes from an origin other than this server as named in `Host`.
+fn same_origin(req: &tiny_http::Request) -> Result<(), String> {
+    let header = |name: &'static str| {
+        req.headers()
+            .iter()
+            .find(|h| h.field.equiv(name))
+            .map(|h| h.value.as_str().to_string())
+    };
+    let host = header("Host");
+    if let Some(host) = &host {
+        if !loopback_authority(host) {
+            return Err(format!("refused: Host {host:?} is not a loopback address"));
+        }
+    }
+    if let Some(origin) = header("Origin") {
+        let same = origin
+            .strip_prefix("http://")
+            .is_some_and(|authority| Some(authority) == host.as_deref());
+        if !same {
+            return Err(format!("refused: request from origin {origin:?}"));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `authority` (`host[:port]`) names this machine by loopback.
+fn loopback_authority(authority: &str) -> bool {
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// `GET /api/tasks`: every task with its CPU share of the last second.

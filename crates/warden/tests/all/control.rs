@@ -184,3 +184,46 @@ fn no_running_system_is_one_clear_line() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("no warden running at"), "{err}");
 }
+
+/// One raw HTTP/1.1 request with the given extra header lines; the status
+/// code of the answer.
+fn status_of(addr: &str, request_line: &str, headers: &str) -> u16 {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "{request_line} HTTP/1.1\r\n{headers}Connection: close\r\nContent-Length: 0\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    text.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// A page in the operator's browser cannot act on the system: a kill
+/// from a foreign origin (a "simple" request no preflight stops) and any
+/// request naming a non-loopback host (DNS rebinding) get 403 and change
+/// nothing; the same requests from the API's own origin are served.
+#[test]
+fn foreign_origins_and_hosts_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = start(dir.path());
+    let addr = sys.addr.as_str();
+    let host = format!("Host: {addr}\r\n");
+    let kill = "POST /api/tasks/sleeper/kill";
+    let evil = format!("{host}Origin: http://evil.example\r\nContent-Type: text/plain\r\n");
+    assert_eq!(status_of(addr, kill, &evil), 403);
+    let other_port = format!("{host}Origin: http://127.0.0.1:1\r\n");
+    assert_eq!(status_of(addr, kill, &other_port), 403);
+    let rebound = "Host: evil.example:7474\r\n";
+    assert_eq!(status_of(addr, "GET /api/tasks", rebound), 403);
+    assert_eq!(status_of(addr, kill, rebound), 403);
+    assert_eq!(
+        task(&ps(addr), "sleeper").unwrap()["state"],
+        "blocked",
+        "still alive"
+    );
+    assert_eq!(status_of(addr, "GET /api/tasks", &host), 200);
+    let own = format!("{host}Origin: http://{addr}\r\n");
+    assert_eq!(status_of(addr, kill, &own), 200);
+    assert_eq!(task(&ps(addr), "sleeper").unwrap()["state"], "killed");
+}
