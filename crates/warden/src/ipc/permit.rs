@@ -128,37 +128,63 @@ const WORD: usize = std::mem::size_of::<usize>();
 /// the whole call (their contents may change meanwhile).
 pub unsafe fn copy_racy(src: *const u8, dst: *mut u8, len: usize) {
     let (s, d) = (src as usize, dst as usize);
-    // Copy backwards when `dst` starts inside the source range.
-    let backwards = d > s && d < s.wrapping_add(len);
-    let wordwise = s % WORD == d % WORD;
-    let mut i = 0;
-    while i < len {
-        // Offset of the next unit: from the front, or mirrored from the back.
-        let remaining = len - i;
-        let at = if backwards { remaining - 1 } else { i };
-        let word_at = if backwards {
-            remaining.wrapping_sub(WORD)
-        } else {
-            i
-        };
-        let word_fits = wordwise && remaining >= WORD && (s + word_at).is_multiple_of(WORD);
-        if word_fits {
-            // SAFETY: `word_at..word_at + WORD` lies inside both ranges
-            // (valid by the contract) and both addresses are word-aligned;
-            // atomics may alias memory others access atomically or not.
-            unsafe {
-                let v = (*(src.add(word_at) as *const AtomicUsize)).load(Ordering::Relaxed);
-                (*(dst.add(word_at) as *const AtomicUsize)).store(v, Ordering::Relaxed);
-            }
-            i += WORD;
-        } else {
-            // SAFETY: `at` lies inside both ranges; a byte is always aligned.
-            unsafe {
-                let v = (*(src.add(at) as *const AtomicU8)).load(Ordering::Relaxed);
-                (*(dst.add(at) as *const AtomicU8)).store(v, Ordering::Relaxed);
-            }
-            i += 1;
+    if d > s && d < s.wrapping_add(len) {
+        // `dst` starts inside the source range: copy from the back.
+        // SAFETY: the caller's contract, passed on.
+        return unsafe { copy_racy_backwards(src, dst, len) };
+    }
+    // Bytes up to the first word boundary of both, if they share one.
+    let head = if s % WORD == d % WORD {
+        ((WORD - s % WORD) % WORD).min(len)
+    } else {
+        len
+    };
+    let words = (len - head) / WORD;
+    // SAFETY (all three loops): every offset is inside both ranges (the
+    // caller's contract); the word loop's addresses are word-aligned.
+    // Atomic accesses may alias memory that others access atomically or
+    // not, and a forward copy is right when `dst` does not start inside
+    // the source.
+    unsafe {
+        for i in 0..head {
+            copy_byte(src, dst, i);
         }
+        let (ws, wd) = (
+            src.add(head) as *const AtomicUsize,
+            dst.add(head) as *const AtomicUsize,
+        );
+        for i in 0..words {
+            (*wd.add(i)).store((*ws.add(i)).load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        for i in head + words * WORD..len {
+            copy_byte(src, dst, i);
+        }
+    }
+}
+
+/// `copy_racy` for a destination inside the source: byte by byte from the
+/// back (only a task copying within its own memory does this).
+///
+/// # Safety
+///
+/// As for [`copy_racy`].
+unsafe fn copy_racy_backwards(src: *const u8, dst: *mut u8, len: usize) {
+    for i in (0..len).rev() {
+        // SAFETY: `i` is inside both ranges.
+        unsafe { copy_byte(src, dst, i) };
+    }
+}
+
+/// Copies byte `i` with a relaxed atomic load and store.
+///
+/// # Safety
+///
+/// `src + i` must be readable and `dst + i` writable.
+unsafe fn copy_byte(src: *const u8, dst: *mut u8, i: usize) {
+    // SAFETY: the caller's contract; a byte is always aligned.
+    unsafe {
+        let v = (*(src.add(i) as *const AtomicU8)).load(Ordering::Relaxed);
+        (*(dst.add(i) as *const AtomicU8)).store(v, Ordering::Relaxed);
     }
 }
 
