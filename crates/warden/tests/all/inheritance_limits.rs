@@ -122,16 +122,11 @@ uses = ["stuck"]
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > Duration::from_secs(30) {
-            let _ = child.kill();
-            panic!("warden run still running after 30 s: the caller hangs");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = wait_child(
+        &mut child,
+        Duration::from_secs(30),
+        "warden run still running (the caller hangs)",
+    );
     let took = start.elapsed();
     let mut stdout = String::new();
     std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();

@@ -120,17 +120,11 @@ fn stop_signal_kills_all_tasks(signal: i32, reason: &str) {
     }
     // SAFETY: a plain kill(2) of the child process.
     unsafe { libc::kill(child.id() as i32, signal) };
-    let t = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if t.elapsed() > Duration::from_secs(10) {
-            child.kill().unwrap();
-            panic!("warden did not stop on signal {signal}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let status = wait_child(
+        &mut child,
+        Duration::from_secs(10),
+        &format!("warden did not stop on signal {signal}"),
+    );
     assert_eq!(status.code(), Some(1));
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();

@@ -58,6 +58,26 @@ pub fn warden() -> Command {
     Command::new(env!("CARGO_BIN_EXE_warden"))
 }
 
+/// Waits for a child process to exit, killing it and failing the test
+/// with `what` if it is still running after `limit`.
+pub fn wait_child(
+    child: &mut std::process::Child,
+    limit: Duration,
+    what: &str,
+) -> std::process::ExitStatus {
+    let t = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if t.elapsed() > limit {
+            let _ = child.kill();
+            panic!("{what} after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Writes a manifest into `dir` and returns its path.
 pub fn manifest(dir: &Path, text: &str) -> PathBuf {
     let p = dir.join("warden.toml");
