@@ -18,8 +18,10 @@ fn request(
     })?;
     s.set_read_timeout(Some(Duration::from_secs(10))).ok();
     let body = body.unwrap_or("");
+    let auth = warden::control::find_token(addr)
+        .map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
     let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );
     s.write_all(req.as_bytes())
@@ -56,6 +58,20 @@ fn ok(addr: &str, method: &str, path: &str, body: Option<&str>) -> Result<Value,
 
 fn is_ended(t: &Value) -> bool {
     matches!(t["state"].as_str(), Some("exited" | "trapped" | "killed"))
+}
+
+/// `warden dashboard`: the dashboard's address with the token in its
+/// fragment (which browsers do not send to the server).
+pub fn dashboard(addr: &str) -> Result<(), String> {
+    ok(addr, "GET", "/api/tasks", None)?;
+    match warden::control::find_token(addr) {
+        Some(token) => println!("http://{addr}/#token={token}"),
+        None => {
+            println!("http://{addr}/");
+            eprintln!("warden: no control token found for {addr}: the dashboard will show tasks but not kill them");
+        }
+    }
+    Ok(())
 }
 
 /// `warden ps`: live tasks, or with `all` ended ones too.

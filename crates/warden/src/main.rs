@@ -73,6 +73,12 @@ enum Command {
         #[command(flatten)]
         control: ControlArg,
     },
+    /// Print the web dashboard's address, with the control token that lets
+    /// it kill tasks.
+    Dashboard {
+        #[command(flatten)]
+        control: ControlArg,
+    },
     /// Start a task in a running system.
     Spawn {
         module: PathBuf,
@@ -126,8 +132,9 @@ struct RunArgs {
     /// Write the event log (JSON lines: spawn, exit, trap, kill, limit) here.
     #[arg(long)]
     events: Option<PathBuf>,
-    /// Serve the control API on this loopback address, or "off" (default:
-    /// the manifest's `control`, else 127.0.0.1:7474).
+    /// Serve the control API on this address, or "off" (default: the
+    /// manifest's `control`, else 127.0.0.1:7474). Off loopback, every
+    /// request needs the control token.
     #[arg(long)]
     control: Option<String>,
     /// Arguments for a single module (after `--`).
@@ -161,6 +168,9 @@ fn main() -> ExitCode {
             follow,
             control,
         } => client::logs(&control.addr, &task, follow).map(|()| ExitCode::SUCCESS),
+        Command::Dashboard { control } => {
+            client::dashboard(&control.addr).map(|()| ExitCode::SUCCESS)
+        }
         Command::Spawn {
             module,
             memory_limit,
@@ -297,15 +307,49 @@ fn compile_all(rt: &Runtime, specs: &[TaskSpec]) -> Result<(), String> {
     Ok(())
 }
 
-/// The control API; a busy address is reported, not fatal.
-fn serve_control(rt: &Runtime, control: Option<String>) -> Option<warden::control::ControlServer> {
+/// The control API and its token file; a busy address is reported, not
+/// fatal. Dropping it stops the server and removes the file.
+struct Control {
+    server: Option<warden::control::ControlServer>,
+    token_file: Option<PathBuf>,
+}
+
+impl Drop for Control {
+    fn drop(&mut self) {
+        if let Some(f) = &self.token_file {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
+fn serve_control(rt: &Runtime, control: Option<String>) -> Option<Control> {
     let control = control.unwrap_or_else(|| warden::control::DEFAULT_ADDR.to_string());
     if control == "off" {
         return None;
     }
-    warden::control::ControlServer::start(rt.clone(), &control)
-        .map_err(|e| eprintln!("warden: control API not served: {e}"))
-        .ok()
+    let mut token_file = None;
+    let publish = |addr, token: &warden::control::Token| {
+        let Some(f) = warden::control::token_file(addr) else {
+            eprintln!("warden: control token not written (set HOME or XDG_RUNTIME_DIR); kill, suspend, resume and spawn will be refused");
+            return;
+        };
+        match warden::control::write_token_file(&f, token) {
+            Ok(()) => token_file = Some(f),
+            Err(e) => eprintln!(
+                "warden: control token not written ({}: {e}); kill, suspend, resume and spawn will be refused",
+                f.display()
+            ),
+        }
+    };
+    let server = warden::control::ControlServer::start(rt.clone(), &control, publish);
+    let control = Control {
+        token_file,
+        server: server
+            .map_err(|e| eprintln!("warden: control API not served: {e}"))
+            .ok(),
+    };
+    // Without a server, dropping `control` removes the token file.
+    control.server.is_some().then_some(control)
 }
 
 /// Blocks SIGINT and SIGTERM in this thread and every thread it starts

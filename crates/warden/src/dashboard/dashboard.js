@@ -5,6 +5,21 @@ let logFrom = 0;
 const charts = {};        // name -> uPlot
 const ENDED = ["exited", "trapped", "killed"];
 
+// The control token (from `warden dashboard`: it arrives in the address's
+// fragment, which is never sent to a server), kept for this tab only.
+const fragment = new URLSearchParams(location.hash.slice(1));
+if (fragment.get("token")) {
+  sessionStorage.setItem("wardenToken", fragment.get("token"));
+  history.replaceState(null, "", location.pathname);
+}
+const token = sessionStorage.getItem("wardenToken");
+
+async function post(path) {
+  const headers = token ? { Authorization: `Bearer ${token}` } : {};
+  const r = await fetch(path, { method: "POST", headers });
+  if (r.status === 401) alert("Killing tasks needs the control token: open the address `warden dashboard` prints.");
+}
+
 async function get(path) {
   const r = await fetch(path);
   return r.json();
@@ -29,7 +44,7 @@ function renderTasks(tasks) {
       const b = document.createElement("button");
       b.textContent = "kill";
       b.className = "kill";
-      b.onclick = async (e) => { e.stopPropagation(); await fetch(`/api/tasks/${t.id}/kill`, { method: "POST" }); };
+      b.onclick = async (e) => { e.stopPropagation(); await post(`/api/tasks/${t.id}/kill`); };
       td.appendChild(b);
     }
     tr.appendChild(td);

@@ -18,7 +18,7 @@ fn cli(addr: &str, args: &[&str]) -> Output {
 }
 
 /// `warden ps --json --all`: live and ended tasks.
-fn ps(addr: &str) -> serde_json::Value {
+pub fn ps(addr: &str) -> serde_json::Value {
     let out = cli(addr, &["ps", "--json", "--all"]);
     assert!(
         out.status.success(),
@@ -28,7 +28,7 @@ fn ps(addr: &str) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-fn task<'a>(tasks: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::Value> {
+pub fn task<'a>(tasks: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::Value> {
     tasks
         .as_array()
         .unwrap()
@@ -36,7 +36,7 @@ fn task<'a>(tasks: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::
         .rfind(|t| t["name"] == name)
 }
 
-fn start(dir: &std::path::Path) -> System {
+pub fn start(dir: &std::path::Path) -> System {
     let m = manifest(
         dir,
         &format!(
@@ -187,7 +187,7 @@ fn no_running_system_is_one_clear_line() {
 
 /// One raw HTTP/1.1 request with the given extra header lines; the status
 /// code of the answer.
-fn status_of(addr: &str, request_line: &str, headers: &str) -> u16 {
+pub fn status_of(addr: &str, request_line: &str, headers: &str) -> u16 {
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     write!(
         s,
@@ -224,7 +224,10 @@ fn foreign_origins_and_hosts_are_refused() {
     );
     assert_eq!(status_of(addr, "GET /api/tasks", &host), 200);
     // (Suspend, not kill: killing the last live task would end the run.)
-    let own = format!("{host}Origin: http://{addr}\r\n");
+    let own = format!(
+        "{host}Origin: http://{addr}\r\nAuthorization: Bearer {}\r\n",
+        token_of(addr)
+    );
     let suspend = "POST /api/tasks/sleeper/suspend";
     assert_eq!(status_of(addr, suspend, &own), 200);
     assert_eq!(task(&ps(addr), "sleeper").unwrap()["state"], "suspended");

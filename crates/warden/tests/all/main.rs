@@ -5,6 +5,7 @@
 mod blocking;
 mod cli;
 mod control;
+mod control_access;
 mod dashboard;
 mod errors;
 mod examples;

@@ -54,8 +54,24 @@ pub fn wait(rt: &Runtime, id: warden::TaskId, limit: Duration) -> TaskReport {
 }
 
 /// The `warden` binary.
+/// The `warden` binary, with control token files kept under this test
+/// build's own directory.
 pub fn warden() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_warden"))
+    let mut c = Command::new(env!("CARGO_BIN_EXE_warden"));
+    c.env("XDG_RUNTIME_DIR", runtime_dir());
+    c
+}
+
+/// Where the `warden` processes of the tests keep their token files.
+pub fn runtime_dir() -> std::path::PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("run")
+}
+
+/// The control token of the system serving on `addr`.
+pub fn token_of(addr: &str) -> String {
+    let port = addr.rsplit(':').next().unwrap();
+    let file = runtime_dir().join("warden").join(format!("control-{port}.token"));
+    std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()))
 }
 
 /// Waits for a child process to exit, killing it and failing the test
@@ -115,6 +131,11 @@ impl System {
     /// The `warden run` process's id.
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// The `warden run` process.
+    pub fn child(&mut self) -> &mut std::process::Child {
+        &mut self.child
     }
 }
 

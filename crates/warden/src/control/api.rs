@@ -1,0 +1,200 @@
+//! The control API's endpoints, as plain functions from a request to a
+//! [`Reply`]; `serve` does the HTTP.
+
+use super::metrics::metrics;
+use super::samples::{Sample, Samples};
+use crate::runtime::Runtime;
+use crate::task::{TaskId, TaskSpec};
+use crate::units::{parse_duration, parse_size};
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// An answer: status, content type, body.
+pub(super) struct Reply {
+    pub status: u16,
+    pub kind: &'static str,
+    pub body: Vec<u8>,
+}
+
+fn json(status: u16, body: serde_json::Value) -> Reply {
+    Reply {
+        status,
+        kind: "application/json",
+        body: body.to_string().into_bytes(),
+    }
+}
+
+fn asset(kind: &'static str, body: &'static str) -> Reply {
+    Reply {
+        status: 200,
+        kind,
+        body: body.as_bytes().to_vec(),
+    }
+}
+
+/// `{"error": message}` with `status`.
+pub(super) fn error(status: u16, message: impl Into<String>) -> Reply {
+    json(status, serde_json::json!({ "error": message.into() }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpawnRequest {
+    module: String,
+    #[serde(default)]
+    args: Vec<String>,
+    name: Option<String>,
+    memory_limit: Option<String>,
+    cpu_limit: Option<String>,
+}
+
+/// Answers one admitted request.
+pub(super) fn route(
+    rt: &Runtime,
+    samples: &Mutex<Samples>,
+    method: &hyper::Method,
+    path: &str,
+    query: &str,
+    body: &[u8],
+) -> Reply {
+    let decoded: Vec<String> = path.trim_matches('/').split('/').map(decode).collect();
+    let parts: Vec<&str> = decoded.iter().map(String::as_str).collect();
+    use hyper::Method;
+    match (method, parts.as_slice()) {
+        (&Method::GET, ["api", "tasks"]) => task_list(rt, samples),
+        (&Method::POST, ["api", "tasks", who, action]) => act(rt, who, action),
+        (&Method::GET, ["api", "tasks", who, "logs"]) => logs(rt, who, query),
+        (&Method::POST, ["api", "spawn"]) => match spawn(rt, body) {
+            Ok(id) => json(200, serde_json::json!({ "id": id })),
+            Err(e) => error(400, e),
+        },
+        (&Method::GET, ["api", "history"]) => history(samples),
+        (&Method::GET, [""]) => asset(
+            "text/html; charset=utf-8",
+            include_str!("../dashboard/index.html"),
+        ),
+        (&Method::GET, ["dashboard.js"]) => {
+            asset("text/javascript", include_str!("../dashboard/dashboard.js"))
+        }
+        (&Method::GET, ["uplot.js"]) => asset(
+            "text/javascript",
+            include_str!("../dashboard/vendor/uPlot.iife.min.js"),
+        ),
+        (&Method::GET, ["uplot.css"]) => {
+            asset("text/css", include_str!("../dashboard/vendor/uPlot.min.css"))
+        }
+        (&Method::GET, ["metrics"]) => Reply {
+            status: 200,
+            kind: "text/plain; version=0.0.4",
+            body: metrics(rt).into_bytes(),
+        },
+        _ => error(404, format!("no such endpoint: {method} {path}")),
+    }
+}
+
+/// `GET /api/tasks`: every task with its CPU share of the last second.
+fn task_list(rt: &Runtime, samples: &Mutex<Samples>) -> Reply {
+    let pct = samples
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .pct
+        .clone();
+    let tasks: Vec<serde_json::Value> = rt
+        .task_views()
+        .into_iter()
+        .map(|v| {
+            let mut j = serde_json::to_value(&v).unwrap();
+            j["cpu_pct"] = pct.get(&v.id).copied().unwrap_or(0.0).into();
+            j
+        })
+        .collect();
+    json(200, tasks.into())
+}
+
+/// `POST /api/tasks/<who>/<kill|suspend|resume>`.
+fn act(rt: &Runtime, who: &str, action: &str) -> Reply {
+    let Some(id) = rt.find(who) else {
+        return error(404, format!("no task {who:?}"));
+    };
+    let r = match action {
+        "kill" => rt.kill(id, "killed by the operator"),
+        "suspend" => rt.suspend(id),
+        "resume" => rt.resume(id),
+        _ => return error(404, format!("no action {action:?}")),
+    };
+    match r {
+        Ok(()) => json(200, serde_json::json!({ "ok": true, "id": id })),
+        Err(e) => error(404, e.to_string()),
+    }
+}
+
+/// `GET /api/tasks/<who>/logs?from=N`: output from offset N on.
+fn logs(rt: &Runtime, who: &str, query: &str) -> Reply {
+    let from = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("from="))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    match rt.find(who).and_then(|id| rt.log(id, from)) {
+        None => error(404, format!("no output kept for task {who:?}")),
+        Some((data, next)) => json(
+            200,
+            serde_json::json!({ "data": String::from_utf8_lossy(&data), "next": next }),
+        ),
+    }
+}
+
+/// `GET /api/history`: the last five minutes of samples per task.
+fn history(samples: &Mutex<Samples>) -> Reply {
+    let s = samples.lock().unwrap_or_else(|e| e.into_inner());
+    let h: HashMap<String, &std::collections::VecDeque<Sample>> = s
+        .history
+        .iter()
+        .map(|(id, v)| (id.to_string(), v))
+        .collect();
+    json(200, serde_json::to_value(h).unwrap())
+}
+
+/// Decodes %XX escapes in a URL path segment.
+fn decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match (
+            b[i],
+            b.get(i + 1).and_then(|&c| hex(c)),
+            b.get(i + 2).and_then(|&c| hex(c)),
+        ) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn spawn(rt: &Runtime, body: &[u8]) -> Result<TaskId, String> {
+    let r: SpawnRequest = serde_json::from_slice(body).map_err(|e| format!("bad request: {e}"))?;
+    let path = std::path::PathBuf::from(&r.module);
+    let name = r.name.unwrap_or_else(|| {
+        path.file_stem()
+            .map_or("task".into(), |s| s.to_string_lossy().into_owned())
+    });
+    let mut spec = TaskSpec::new(name, &path);
+    spec.args = r.args;
+    spec.memory_limit = r.memory_limit.as_deref().map(parse_size).transpose()?;
+    spec.cpu_limit = r.cpu_limit.as_deref().map(parse_duration).transpose()?;
+    if !path.is_file() {
+        return Err(format!("module not found: {}", path.display()));
+    }
+    rt.spawn(&spec).map_err(|e| e.to_string())
+}
+

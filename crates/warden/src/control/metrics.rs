@@ -1,0 +1,125 @@
+//! The Prometheus text exposition of every task and the runtime
+//! (`GET /metrics`).
+
+use crate::runtime::{Runtime, TaskView};
+use std::fmt::Write as _;
+
+use super::samples::is_finished;
+
+/// A task's metric: name, Prometheus type, help text, its value.
+type TaskMetric = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&TaskView) -> Option<f64>,
+);
+
+/// One series per task for each of these.
+const TASK_METRICS: &[TaskMetric] = &[
+    (
+        "warden_task_cpu_seconds_total",
+        "counter",
+        "CPU time used by the task.",
+        |v| Some(v.cpu_ms / 1e3),
+    ),
+    (
+        "warden_task_memory_bytes",
+        "gauge",
+        "Memory charged to the task now.",
+        |v| Some(v.memory_bytes as f64),
+    ),
+    (
+        "warden_task_memory_peak_bytes",
+        "gauge",
+        "Highest memory charged to the task.",
+        |v| Some(v.peak_memory_bytes as f64),
+    ),
+    (
+        "warden_task_memory_limit_bytes",
+        "gauge",
+        "The task's memory limit.",
+        |v| v.memory_limit_bytes.map(|m| m as f64),
+    ),
+    (
+        "warden_task_ipc_calls_total",
+        "counter",
+        "Portal calls made and received.",
+        |v| Some(v.ipc_calls as f64),
+    ),
+    (
+        "warden_task_ipc_sent_bytes_total",
+        "counter",
+        "Message bytes sent.",
+        |v| Some(v.bytes_sent as f64),
+    ),
+    (
+        "warden_task_ipc_received_bytes_total",
+        "counter",
+        "Message bytes received.",
+        |v| Some(v.bytes_received as f64),
+    ),
+    (
+        "warden_task_running",
+        "gauge",
+        "1 while the task is alive.",
+        |v| Some(if is_finished(v) { 0.0 } else { 1.0 }),
+    ),
+    (
+        "warden_task_traps_total",
+        "counter",
+        "1 if the task trapped.",
+        |v| Some((v.state == "trapped") as u8 as f64),
+    ),
+    (
+        "warden_task_kills_total",
+        "counter",
+        "1 if the task was killed.",
+        |v| Some((v.state == "killed") as u8 as f64),
+    ),
+];
+
+/// The Prometheus text exposition of every task and the runtime.
+pub fn metrics(rt: &Runtime) -> String {
+    let views = rt.task_views();
+    let mut out = String::new();
+    let label = |v: &TaskView| {
+        let name = v.name.replace('\\', "\\\\").replace('"', "\\\"");
+        format!("{{task=\"{name}\",id=\"{}\"}}", v.id)
+    };
+    for (name, kind, help, value) in TASK_METRICS {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for v in &views {
+            if let Some(x) = value(v) {
+                let _ = writeln!(out, "{name}{} {x}", label(v));
+            }
+        }
+    }
+    let count = |state: &str| views.iter().filter(|v| v.state == state).count();
+    let _ = writeln!(
+        out,
+        "# HELP warden_tasks_live Tasks alive now.\n# TYPE warden_tasks_live gauge"
+    );
+    let _ = writeln!(
+        out,
+        "warden_tasks_live {}",
+        views.iter().filter(|v| !is_finished(v)).count()
+    );
+    let _ = writeln!(
+        out,
+        "# HELP warden_tasks_ended_total Tasks that ended, by how.\n# TYPE warden_tasks_ended_total counter"
+    );
+    for state in ["exited", "trapped", "killed"] {
+        let _ = writeln!(
+            out,
+            "warden_tasks_ended_total{{status=\"{state}\"}} {}",
+            count(state)
+        );
+    }
+    let stats = rt.stats();
+    let _ = writeln!(
+        out,
+        "# HELP warden_polls_total Time slices run.\n# TYPE warden_polls_total counter\nwarden_polls_total {}",
+        stats.polls
+    );
+    out
+}
