@@ -11,6 +11,7 @@
  *   nest respawn            spawn and wait for a big child, 2,000 times
  *   nest chain N            a chain of N descendants, each the only child
  *                           of the one before; the last sleeps
+ *   nest chain-return N     the same; the root returns once it is built
  *   nest interpose          bind "kv" to its own service, spawn a child that
  *                           looks "kv" up, and serve the child's call
  *   nest lookup             look "kv" up and call it; print the reply
@@ -97,17 +98,36 @@ int main(int argc, char **argv) {
         spin();
     }
     if (!strcmp(mode, "spin")) spin();
-    if (!strcmp(mode, "chain")) {
+    if (!strcmp(mode, "chain") || !strcmp(mode, "chain-return")) {
         /* chain N: this task's budget is (N + 1) * 192 KiB; spawn a child
-         * "chain N-1" with N * 192 KiB, wait for it; at N = 0, sleep. */
+         * "chain N-1" with N * 192 KiB, wait for it; at N = 0, call the
+         * portal granted down the chain (if any), then sleep.
+         * chain-return N: the same chain under a root that returns as
+         * soon as the bottom has called it (its end must end them all). */
         long n = argc > 2 ? atol(argv[2]) : 0;
-        if (n == 0) for (;;) sleep(1000);
+        warden_handle up = warden_task_granted(0), s = -1;
+        if (!strcmp(mode, "chain-return")) {
+            s = warden_service_create();
+            up = warden_portal_create(s);
+        }
+        if (n == 0) {
+            char b[4];
+            if (up >= 0) warden_call(up, "hi", 2, NULL, 0, b, sizeof b, NULL, NULL);
+            for (;;) sleep(1000);
+        }
         char next[24];
         snprintf(next, sizeof next, "%ld", n - 1);
-        warden_handle c = spawn("chain", next, (uint64_t)n * (192 << 10), 1, NULL, 0);
+        warden_handle c = spawn("chain", next, (uint64_t)n * (192 << 10), 1, &up, up >= 0);
         if (c < 0) {
             printf("chain %ld: spawn: %s\n", n, warden_strerror(c));
             return 1;
+        }
+        if (s >= 0) {
+            uint64_t call;
+            char b[4];
+            int64_t r = warden_recv(s, &call, b, sizeof b, NULL, NULL);
+            printf("chain-return: bottom reached (%s)\n", r >= 0 ? "called" : warden_strerror(r));
+            return r < 0;
         }
         int32_t status = 0;
         warden_task_wait(c, -1, &status);

@@ -40,6 +40,8 @@ pub(crate) struct TaskData {
     pub(crate) wasi: wasmtime_wasi::p1::WasiP1Ctx,
     pub(crate) budget: MemoryBudget,
     pub(crate) ipc: TaskIpc,
+    /// Its open files, bounded.
+    pub(crate) files: super::wasi::OpenFiles,
 }
 
 /// A task's IPC state, used by the `warden` host functions.

@@ -17,8 +17,11 @@ mod mem;
 mod names;
 mod permit;
 mod task;
+mod wasi;
 
 pub(crate) use data::{Bindings, Grants, NameMap, Spawner, TaskData, TaskIpc};
+pub use wasi::{MAX_OPEN_FILES, MAX_POLL_SUBSCRIPTIONS};
+pub(crate) use wasi::add_to_linker as add_wasi_bounds;
 
 use crate::ipc::{Errno, HandleTable, Object, MOVE};
 use guest::{memory, GuestMem};

@@ -37,6 +37,7 @@ pub(super) fn engine(max_tasks: u32) -> Result<(Engine, Linker<TaskData>), Error
     let mut linker: Linker<TaskData> = Linker::new(&engine);
     wasmtime_wasi::p1::add_to_linker_async(&mut linker, |d: &mut TaskData| &mut d.wasi)
         .map_err(start)?;
+    crate::host::add_wasi_bounds(&mut linker).map_err(start)?;
     crate::host::add_to_linker(&mut linker).map_err(start)?;
     Ok((engine, linker))
 }

@@ -10,6 +10,7 @@ mod dashboard;
 mod errors;
 mod examples;
 mod hello;
+mod hostile;
 mod inheritance_limits;
 mod ipc_abi;
 mod ipc_calls;

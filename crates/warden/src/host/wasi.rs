@@ -1,0 +1,189 @@
+//! WASI preview-1 calls whose cost a guest chooses, bounded: they shadow
+//! Wasmtime's definitions, check the argument, and hand the call on.
+//!
+//! - `poll_oneoff` with more than [`MAX_POLL_SUBSCRIPTIONS`] subscriptions
+//!   returns `EINVAL` (as Linux's `poll` does past its descriptor limit).
+//!   Wasmtime builds a host object per subscription, so half a million of
+//!   them used to cost the host about 300 MiB, outside any budget.
+//! - `path_open` holds a host descriptor per open file: a task may have
+//!   [`MAX_OPEN_FILES`] open at once (`EMFILE` past it), and all tasks of
+//!   the process together half of its descriptor limit (`ENFILE`), so no
+//!   task can leave the host, or another task, without descriptors.
+//!   `fd_close` and `fd_renumber` keep the count.
+
+use super::TaskData;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use wasmtime::{Caller, Extern, Linker};
+use wasmtime_wasi::p1::wasi_snapshot_preview1 as p1;
+
+/// The most subscriptions one `poll_oneoff` may wait on.
+pub const MAX_POLL_SUBSCRIPTIONS: u32 = 4096;
+
+/// The most files one task may have open at once.
+pub const MAX_OPEN_FILES: u32 = 256;
+
+/// WASI's `EINVAL`, `EMFILE`, `ENFILE`.
+const EINVAL: i32 = 28;
+const EMFILE: i32 = 33;
+const ENFILE: i32 = 41;
+
+/// Calls Wasmtime's own definition of a WASI function, reached as its
+/// linker shim reaches it: `delegate!(caller, name(args…))`.
+macro_rules! delegate {
+    ($caller:ident, $f:ident($($arg:expr),*)) => {
+        async {
+            use p1::WasiSnapshotPreview1 as _;
+            let fuel = wasmtime::AsContextMut::as_context_mut(&mut $caller).hostcall_fuel();
+            let Some(Extern::Memory(memory)) = $caller.get_export("memory") else {
+                wasmtime::bail!("missing required memory export");
+            };
+            let (mem, data) = memory.data_and_store_mut(&mut $caller);
+            data.wasi.set_hostcall_fuel(fuel);
+            let mut mem = wiggle::GuestMemory::Unshared(mem);
+            Ok(p1::$f(&mut data.wasi, &mut mem, $($arg),*).await?)
+        }
+        .await
+    };
+}
+
+/// Files open in all tasks of this process.
+static OPEN_FILES: AtomicUsize = AtomicUsize::new(0);
+
+/// How many files all tasks together may hold open: half the process's
+/// descriptor limit, the other half left to the host.
+fn process_file_limit() -> usize {
+    static LIMIT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        // SAFETY: getrlimit writes the struct it is given.
+        let mut l: libc::rlimit = unsafe { std::mem::zeroed() };
+        let soft = match unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) } {
+            0 => l.rlim_cur as usize,
+            _ => 1024,
+        };
+        (soft / 2).max(16)
+    })
+}
+
+/// The files a task opened (its descriptors), counted in [`OPEN_FILES`]
+/// until they are closed or the task ends.
+#[derive(Default)]
+pub(crate) struct OpenFiles(HashSet<u32>);
+
+impl OpenFiles {
+    /// Room for one more? Reserves it in the process-wide count.
+    fn reserve(&self) -> Result<(), i32> {
+        if self.0.len() >= MAX_OPEN_FILES as usize {
+            return Err(EMFILE);
+        }
+        let limit = process_file_limit();
+        OPEN_FILES
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < limit).then_some(n + 1))
+            .map(|_| ())
+            .map_err(|_| ENFILE)
+    }
+
+    fn unreserve() {
+        OPEN_FILES.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    fn closed(&mut self, fd: u32) {
+        if self.0.remove(&fd) {
+            Self::unreserve();
+        }
+    }
+}
+
+impl Drop for OpenFiles {
+    fn drop(&mut self) {
+        OPEN_FILES.fetch_sub(self.0.len(), Ordering::AcqRel);
+    }
+}
+
+/// Shadows the bounded WASI calls in `linker` (which must already hold
+/// Wasmtime's WASI definitions).
+pub(crate) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
+    linker.allow_shadowing(true);
+    let r = linker
+        .func_wrap_async(
+        "wasi_snapshot_preview1",
+        "poll_oneoff",
+        |mut caller: Caller<'_, TaskData>, (subs, events, n, nevents): (i32, i32, i32, i32)| {
+            Box::new(async move {
+                if n as u32 > MAX_POLL_SUBSCRIPTIONS {
+                    return Ok(EINVAL);
+                }
+                delegate!(caller, poll_oneoff(subs, events, n, nevents))
+            })
+        },
+        )
+        .map(|_| ());
+    let r = r.and_then(|()| add_file_counting(linker));
+    linker.allow_shadowing(false);
+    r
+}
+
+fn add_file_counting(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
+    type PathOpen = (i32, i32, i32, i32, i32, i64, i64, i32, i32);
+    linker.func_wrap_async(
+        "wasi_snapshot_preview1",
+        "path_open",
+        |mut caller: Caller<'_, TaskData>, (dir, dflags, path, len, oflags, base, inh, fdflags, out): PathOpen| {
+            Box::new(async move {
+                if let Err(errno) = caller.data().files.reserve() {
+                    return Ok(errno);
+                }
+                let r = delegate!(caller, path_open(dir, dflags, path, len, oflags, base, inh, fdflags, out));
+                match (&r, read_u32(&mut caller, out)) {
+                    (Ok(0), Some(fd)) => {
+                        caller.data_mut().files.0.insert(fd);
+                    }
+                    _ => OpenFiles::unreserve(),
+                }
+                r
+            })
+        },
+    )?;
+    linker.func_wrap_async(
+        "wasi_snapshot_preview1",
+        "fd_close",
+        |mut caller: Caller<'_, TaskData>, (fd,): (i32,)| {
+            Box::new(async move {
+                let r = delegate!(caller, fd_close(fd));
+                if let Ok(0) = r {
+                    caller.data_mut().files.closed(fd as u32);
+                }
+                r
+            })
+        },
+    )?;
+    linker.func_wrap_async(
+        "wasi_snapshot_preview1",
+        "fd_renumber",
+        |mut caller: Caller<'_, TaskData>, (from, to): (i32, i32)| {
+            Box::new(async move {
+                let r = delegate!(caller, fd_renumber(from, to));
+                if let Ok(0) = r {
+                    let files = &mut caller.data_mut().files;
+                    files.closed(to as u32);
+                    if files.0.remove(&(from as u32)) {
+                        files.0.insert(to as u32);
+                    }
+                }
+                r
+            })
+        },
+    )?;
+    Ok(())
+}
+
+/// The `u32` at `ptr` in the caller's memory, if it is there.
+fn read_u32(caller: &mut Caller<'_, TaskData>, ptr: i32) -> Option<u32> {
+    let Some(Extern::Memory(m)) = caller.get_export("memory") else {
+        return None;
+    };
+    let at = ptr as u32 as usize;
+    let bytes = m.data(&*caller).get(at..at.checked_add(4)?)?;
+    Some(u32::from_le_bytes(bytes.try_into().ok()?))
+}
+
