@@ -209,7 +209,11 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
     // Every report reaches the outcome as its task ends, however many the
     // runtime itself keeps.
     let outcome = Outcome::default();
-    let keep = args.report.is_some() || args.verbose || is_manifest;
+    let keep = match (args.report.is_some() || args.verbose, is_manifest) {
+        (true, _) => Keep::All,
+        (false, true) => Keep::Roots,
+        (false, false) => Keep::None,
+    };
     config.on_report = Some(outcome.sink(keep));
     let rt = Runtime::new(config).map_err(|e| e.to_string())?;
     compile_all(&rt, &specs)?;
@@ -417,18 +421,29 @@ fn start_all(rt: &Runtime, specs: &[TaskSpec]) -> Result<(), String> {
     Ok(())
 }
 
-/// How the run went: whether every task succeeded, and (when they are to
-/// be printed or written) every report.
+/// How the run went: whether every task the run started itself succeeded
+/// (its tasks' children are theirs to judge), and the reports kept.
 #[derive(Default, Clone)]
 struct Outcome(std::sync::Arc<std::sync::Mutex<(Vec<TaskReport>, bool)>>);
 
+/// Which reports a run keeps until its end. A long-running system spawns
+/// children without end, so their reports are kept only when asked for
+/// (`--report`, `--verbose`).
+#[derive(Clone, Copy, PartialEq)]
+enum Keep {
+    All,
+    Roots,
+    None,
+}
+
 impl Outcome {
-    fn sink(&self, keep: bool) -> warden::ReportSink {
+    fn sink(&self, keep: Keep) -> warden::ReportSink {
         let outcome = self.0.clone();
         warden::ReportSink(std::sync::Arc::new(move |r: &TaskReport| {
+            let root = r.parent.is_none();
             let mut o = outcome.lock().unwrap_or_else(|e| e.into_inner());
-            o.1 |= !r.succeeded();
-            if keep {
+            o.1 |= root && !r.succeeded();
+            if keep == Keep::All || (keep == Keep::Roots && root) {
                 o.0.push(r.clone());
             }
         }))

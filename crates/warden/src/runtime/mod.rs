@@ -196,6 +196,8 @@ struct Table {
     children: HashMap<TaskId, Vec<TaskId>>,
     /// Output of the most recently finished tasks.
     done_logs: std::collections::VecDeque<(TaskId, Arc<crate::output::LogRing>)>,
+    /// Most tasks alive at once since the heap was last trimmed.
+    peak_live: usize,
     /// Threads waiting on `Tasks::changed` (finishing wakes nobody if 0).
     waiters: usize,
     /// Threads waiting on `Tasks::empty`.
@@ -271,7 +273,12 @@ impl Tasks {
         }
         let wake = t.waiters > 0;
         let wake_empty = t.empty_waiters > 0 && t.live.is_empty();
+        let live = t.live.len();
+        let trim = mass_death(&mut t.peak_live, live);
         drop(t);
+        if trim {
+            return_free_heap();
+        }
         if wake {
             self.changed.notify_all();
         }
@@ -286,6 +293,7 @@ impl Tasks {
     }
 
     /// Enters a new task in the table, unless `max_tasks` are alive.
+    /// (Also keeps `peak_live`.)
     fn enter(
         &self,
         shared: &Arc<TaskShared>,
@@ -296,6 +304,7 @@ impl Tasks {
         if t.live.len() >= max_tasks as usize {
             return Err(Error::Full(max_tasks));
         }
+        t.peak_live = t.peak_live.max(t.live.len() + 1);
         let parent = shared.parent().map(|p| p.id);
         if let Some(p) = parent {
             t.children.entry(p).or_default().push(shared.id);
@@ -339,6 +348,40 @@ impl Tasks {
         t.waiters -= 1;
         t
     }
+}
+
+/// Whether so many tasks have died since the peak (at least 1,024, and
+/// half of those alive then) that their freed heap should go back to the
+/// system; if so, the peak restarts from `live`.
+fn mass_death(peak_live: &mut usize, live: usize) -> bool {
+    let died = *peak_live - live.min(*peak_live);
+    if died >= 1024 && live <= *peak_live / 2 {
+        *peak_live = live;
+        return true;
+    }
+    false
+}
+
+/// Returns free heap pages to the system (glibc keeps them otherwise, and
+/// a run's RSS would stay at its highest point for ever).
+fn return_free_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases memory malloc holds unused.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+#[cfg(test)]
+#[test]
+fn heap_is_trimmed_after_mass_deaths_only() {
+    let mut peak = 3000;
+    assert!(!mass_death(&mut peak, 2000), "a third died");
+    assert!(mass_death(&mut peak, 1400), "more than half, over 1,024");
+    assert_eq!(peak, 1400);
+    assert!(!mass_death(&mut peak, 500), "under 1,024 died since");
+    let mut small = 1500;
+    assert!(!mass_death(&mut small, 700), "800 is not a mass");
 }
 
 struct Inner {
