@@ -125,6 +125,7 @@ async fn connection(shared: Arc<Shared>, stream: tokio::net::TcpStream) {
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(HEAD_TIMEOUT)
+        .half_close(true)
         .max_header_size(MAX_HEAD)
         .max_headers(MAX_HEADERS)
         .serve_connection(hyper_util::rt::TokioIo::new(stream), service);

@@ -9,6 +9,7 @@ mod control_access;
 mod dashboard;
 mod errors;
 mod examples;
+mod fuzz;
 mod hello;
 mod hostile;
 mod inheritance_limits;
