@@ -60,7 +60,12 @@ fn main() {
         .env("XDG_RUNTIME_DIR", dir.path())
         .stdout(Stdio::null())
         .spawn()
-        .unwrap_or_else(|e| panic!("{}: {e} (build it: cargo build --release)", warden.display()));
+        .unwrap_or_else(|e| {
+            panic!(
+                "{}: {e} (build it: cargo build --release)",
+                warden.display()
+            )
+        });
     let pid = child.id();
     let start = Instant::now();
     let mut samples = Vec::new();
@@ -118,7 +123,11 @@ fn sample(pid: u32, control: &str, start: Instant) -> Option<Sample> {
 fn live_tasks(control: &str) -> Option<u64> {
     let mut s = std::net::TcpStream::connect(control).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(s, "GET /metrics HTTP/1.1\r\nHost: {control}\r\nConnection: close\r\n\r\n").ok()?;
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: {control}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
     let mut text = String::new();
     s.read_to_string(&mut text).ok()?;
     text.lines()
@@ -138,9 +147,16 @@ fn judge(a: &Args, samples: &[Sample], exited_ok: bool) -> i32 {
     let (mid_fds, end_fds) = (max_fds(third, 2.0 * third), max_fds(2.0 * third, f64::MAX));
     let peak_live = samples.iter().map(|s| s.live).max().unwrap_or(0);
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
-    println!("soak: {} s, {} workers x {} children, {} calls each", a.seconds, a.workers, a.children, a.calls);
+    println!(
+        "soak: {} s, {} workers x {} children, {} calls each",
+        a.seconds, a.workers, a.children, a.calls
+    );
     println!("  tasks: {peak_live} alive at most");
-    println!("  RSS:   {:.1} MiB highest in the middle third, {:.1} MiB in the last", mib(mid_rss), mib(end_rss));
+    println!(
+        "  RSS:   {:.1} MiB highest in the middle third, {:.1} MiB in the last",
+        mib(mid_rss),
+        mib(end_rss)
+    );
     println!("  fds:   {mid_fds} most in the middle third, {end_fds} in the last");
     let rss_grew = end_rss as f64 > mid_rss as f64 * 1.05 + (16u64 << 20) as f64;
     let fds_grew = end_fds > mid_fds + 8;

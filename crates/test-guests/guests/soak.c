@@ -9,7 +9,7 @@
  *                                        CHILDREN children, kill every
  *                                        fifth at once, wait for all
  *   soak child CALLS INDEX               CALLS calls to "soak.echo", a nap
- *                                        of 200-290 ms, then exit 0 (one in
+ *                                        of 400-580 ms, then exit 0 (one in
  *                                        ten traps instead)
  * Prints "worker: N generations, M children" at the end. */
 #include <stdio.h>
@@ -35,7 +35,7 @@ static int child(long calls, long index) {
         int64_t r = warden_call(p, msg, sizeof msg, NULL, 0, resp, sizeof resp, NULL, NULL);
         if (r < 0) { printf("child: call: %s\n", warden_strerror((int32_t)r)); return 1; }
     }
-    struct timespec nap = {0, (200 + index % 10 * 10) * 1000000L};
+    struct timespec nap = {0, (400 + index % 10 * 20) * 1000000L};
     nanosleep(&nap, NULL);
     if (index % 10 == 7) __builtin_trap();
     return 0;

@@ -81,9 +81,10 @@ pub(super) fn route(
             "text/javascript",
             include_str!("../dashboard/vendor/uPlot.iife.min.js"),
         ),
-        (&Method::GET, ["uplot.css"]) => {
-            asset("text/css", include_str!("../dashboard/vendor/uPlot.min.css"))
-        }
+        (&Method::GET, ["uplot.css"]) => asset(
+            "text/css",
+            include_str!("../dashboard/vendor/uPlot.min.css"),
+        ),
         (&Method::GET, ["metrics"]) => Reply {
             status: 200,
             kind: "text/plain; version=0.0.4",
@@ -197,4 +198,3 @@ fn spawn(rt: &Runtime, body: &[u8]) -> Result<TaskId, String> {
     }
     rt.spawn(&spec).map_err(|e| e.to_string())
 }
-

@@ -76,7 +76,10 @@ pub(super) fn admit(
     let loopback = served_on.ip().is_loopback();
     if let (true, Some(host)) = (loopback, c.host) {
         if !loopback_authority(host) {
-            return Err((403, format!("refused: Host {host:?} is not a loopback address")));
+            return Err((
+                403,
+                format!("refused: Host {host:?} is not a loopback address"),
+            ));
         }
     }
     if let Some(origin) = c.origin {
@@ -158,10 +161,15 @@ pub fn write_token_file(path: &std::path::Path, token: &Token) -> std::io::Resul
 /// The token for the system at `addr`: `WARDEN_CONTROL_TOKEN`, else its
 /// token file, else none.
 pub fn find_token(addr: &str) -> Option<String> {
-    if let Some(t) = std::env::var("WARDEN_CONTROL_TOKEN").ok().filter(|t| !t.is_empty()) {
+    if let Some(t) = std::env::var("WARDEN_CONTROL_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty())
+    {
         return Some(t);
     }
-    let addr = std::net::ToSocketAddrs::to_socket_addrs(addr).ok()?.next()?;
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(addr)
+        .ok()?
+        .next()?;
     let text = std::fs::read_to_string(token_file(addr)?).ok()?;
     Some(text.trim().to_string())
 }
@@ -194,20 +202,41 @@ mod tests {
         let lo = "127.0.0.1:7474";
         let host = "127.0.0.1:7474";
         assert_eq!(judge(lo, GET, "/api/tasks", creds(host, None, None)), 200);
-        assert_eq!(judge(lo, GET, "/api/tasks", creds("evil.example", None, None)), 403);
-        assert_eq!(judge(lo, GET, "/api/tasks", creds("[::1]:7474", None, None)), 200);
+        assert_eq!(
+            judge(lo, GET, "/api/tasks", creds("evil.example", None, None)),
+            403
+        );
+        assert_eq!(
+            judge(lo, GET, "/api/tasks", creds("[::1]:7474", None, None)),
+            200
+        );
         let from = |o| creds(host, Some(o), Some(&good));
-        assert_eq!(judge(lo, POST, "/api/spawn", from("http://evil.example")), 403);
-        assert_eq!(judge(lo, POST, "/api/spawn", from("http://127.0.0.1:7474")), 200);
+        assert_eq!(
+            judge(lo, POST, "/api/spawn", from("http://evil.example")),
+            403
+        );
+        assert_eq!(
+            judge(lo, POST, "/api/spawn", from("http://127.0.0.1:7474")),
+            200
+        );
         assert_eq!(judge(lo, POST, "/api/spawn", creds(host, None, None)), 401);
         let wrong = format!("Bearer {}", "ac".repeat(32));
-        assert_eq!(judge(lo, POST, "/api/spawn", creds(host, None, Some(&wrong))), 401);
-        assert_eq!(judge(lo, POST, "/api/spawn", creds(host, None, Some("Bearer ab"))), 401);
+        assert_eq!(
+            judge(lo, POST, "/api/spawn", creds(host, None, Some(&wrong))),
+            401
+        );
+        assert_eq!(
+            judge(lo, POST, "/api/spawn", creds(host, None, Some("Bearer ab"))),
+            401
+        );
         let any = "0.0.0.0:7474";
         let named = "box.example:7474";
         assert_eq!(judge(any, GET, "/", creds(named, None, None)), 200);
         assert_eq!(judge(any, GET, "/metrics", creds(named, None, None)), 401);
-        assert_eq!(judge(any, GET, "/metrics", creds(named, None, Some(&good))), 200);
+        assert_eq!(
+            judge(any, GET, "/metrics", creds(named, None, Some(&good))),
+            200
+        );
     }
 
     #[test]
@@ -222,8 +251,15 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&path).unwrap(), a.as_str());
         let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!((mode(&path), mode(path.parent().unwrap())), (0o600, 0o700));
-        std::fs::set_permissions(path.parent().unwrap(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        assert!(write_token_file(&path, &b).is_err(), "an open directory is refused");
+        std::fs::set_permissions(
+            path.parent().unwrap(),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        assert!(
+            write_token_file(&path, &b).is_err(),
+            "an open directory is refused"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

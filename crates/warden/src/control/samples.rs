@@ -75,4 +75,3 @@ pub(super) fn sample(rt: &Runtime, samples: &Mutex<Samples>) {
 pub(super) fn is_finished(v: &TaskView) -> bool {
     matches!(v.state.as_str(), "exited" | "trapped" | "killed")
 }
-

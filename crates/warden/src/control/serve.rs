@@ -165,15 +165,15 @@ async fn answer(
     if declared.is_some_and(|n| n > MAX_BODY as u64) {
         return Ok(respond(too_large(), true));
     }
-    let body = match tokio::time::timeout(BODY_TIMEOUT, Limited::new(body, MAX_BODY).collect()).await
-    {
-        Ok(Ok(collected)) => collected.to_bytes(),
-        Ok(Err(_)) => return Ok(respond(too_large(), true)),
-        Err(_) => {
-            let slow = api::error(408, "request body not received in time");
-            return Ok(respond(slow, true));
-        }
-    };
+    let body =
+        match tokio::time::timeout(BODY_TIMEOUT, Limited::new(body, MAX_BODY).collect()).await {
+            Ok(Ok(collected)) => collected.to_bytes(),
+            Ok(Err(_)) => return Ok(respond(too_large(), true)),
+            Err(_) => {
+                let slow = api::error(408, "request body not received in time");
+                return Ok(respond(slow, true));
+            }
+        };
     let query = parts.uri.query().unwrap_or("").to_string();
     let method = parts.method.clone();
     let s = shared.clone();

@@ -20,8 +20,8 @@ mod task;
 mod wasi;
 
 pub(crate) use data::{Bindings, Grants, NameMap, Spawner, TaskData, TaskIpc};
-pub use wasi::{MAX_OPEN_FILES, MAX_POLL_SUBSCRIPTIONS};
 pub(crate) use wasi::add_to_linker as add_wasi_bounds;
+pub use wasi::{MAX_OPEN_FILES, MAX_POLL_SUBSCRIPTIONS};
 
 use crate::ipc::{Errno, HandleTable, Object, MOVE};
 use guest::{memory, GuestMem};

@@ -41,7 +41,7 @@ macro_rules! delegate {
             let (mem, data) = memory.data_and_store_mut(&mut $caller);
             data.wasi.set_hostcall_fuel(fuel);
             let mut mem = wiggle::GuestMemory::Unshared(mem);
-            Ok(p1::$f(&mut data.wasi, &mut mem, $($arg),*).await?)
+            p1::$f(&mut data.wasi, &mut mem, $($arg),*).await
         }
         .await
     };
@@ -78,7 +78,9 @@ impl OpenFiles {
         }
         let limit = process_file_limit();
         OPEN_FILES
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < limit).then_some(n + 1))
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < limit).then_some(n + 1)
+            })
             .map(|_| ())
             .map_err(|_| ENFILE)
     }
@@ -106,16 +108,16 @@ pub(crate) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
     linker.allow_shadowing(true);
     let r = linker
         .func_wrap_async(
-        "wasi_snapshot_preview1",
-        "poll_oneoff",
-        |mut caller: Caller<'_, TaskData>, (subs, events, n, nevents): (i32, i32, i32, i32)| {
-            Box::new(async move {
-                if n as u32 > MAX_POLL_SUBSCRIPTIONS {
-                    return Ok(EINVAL);
-                }
-                delegate!(caller, poll_oneoff(subs, events, n, nevents))
-            })
-        },
+            "wasi_snapshot_preview1",
+            "poll_oneoff",
+            |mut caller: Caller<'_, TaskData>, (subs, events, n, nevents): (i32, i32, i32, i32)| {
+                Box::new(async move {
+                    if n as u32 > MAX_POLL_SUBSCRIPTIONS {
+                        return Ok(EINVAL);
+                    }
+                    delegate!(caller, poll_oneoff(subs, events, n, nevents))
+                })
+            },
         )
         .map(|_| ());
     let r = r.and_then(|()| add_file_counting(linker));
@@ -128,12 +130,16 @@ fn add_file_counting(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
     linker.func_wrap_async(
         "wasi_snapshot_preview1",
         "path_open",
-        |mut caller: Caller<'_, TaskData>, (dir, dflags, path, len, oflags, base, inh, fdflags, out): PathOpen| {
+        |mut caller: Caller<'_, TaskData>,
+         (dir, dflags, path, len, oflags, base, inh, fdflags, out): PathOpen| {
             Box::new(async move {
                 if let Err(errno) = caller.data().files.reserve() {
                     return Ok(errno);
                 }
-                let r = delegate!(caller, path_open(dir, dflags, path, len, oflags, base, inh, fdflags, out));
+                let r = delegate!(
+                    caller,
+                    path_open(dir, dflags, path, len, oflags, base, inh, fdflags, out)
+                );
                 match (&r, read_u32(&mut caller, out)) {
                     (Ok(0), Some(fd)) => {
                         caller.data_mut().files.0.insert(fd);
@@ -186,4 +192,3 @@ fn read_u32(caller: &mut Caller<'_, TaskData>, ptr: i32) -> Option<u32> {
     let bytes = m.data(&*caller).get(at..at.checked_add(4)?)?;
     Some(u32::from_le_bytes(bytes.try_into().ok()?))
 }
-

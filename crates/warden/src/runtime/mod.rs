@@ -647,12 +647,15 @@ impl Runtime {
             child_names: crate::host::Bindings::new(shared.clone()),
             sinks,
         };
-        let mut store = Store::new(&inner.engine, TaskData {
+        let mut store = Store::new(
+            &inner.engine,
+            TaskData {
                 wasi,
                 budget,
                 ipc,
                 files: Default::default(),
-            });
+            },
+        );
         store.limiter(|d| &mut d.budget);
         store.set_epoch_deadline(1);
         let (sh, clock) = (shared.clone(), inner.clock.clone());

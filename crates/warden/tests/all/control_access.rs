@@ -44,7 +44,9 @@ fn changes_need_the_token() {
 
     let token = token_of(&addr);
     let port = addr.rsplit(':').next().unwrap();
-    let file = runtime_dir().join("warden").join(format!("control-{port}.token"));
+    let file = runtime_dir()
+        .join("warden")
+        .join(format!("control-{port}.token"));
     let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
     assert_eq!((mode, token.len()), (0o600, 64));
     let url = warden()
@@ -60,7 +62,11 @@ fn changes_need_the_token() {
         .args(["kill", "--control", &addr, "sleeper"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let status = wait_child(sys.child(), Duration::from_secs(20), "run after last kill");
     assert!(status.code().is_some(), "ended by itself: {status:?}");
     assert!(!file.exists(), "token file removed at exit");
@@ -73,7 +79,8 @@ fn huge_declared_body_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let sys = start(dir.path());
     let addr = sys.addr.as_str();
-    let head = format!("GET /api/tasks HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 1099511627776\r\n\r\n");
+    let head =
+        format!("GET /api/tasks HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 1099511627776\r\n\r\n");
     let answer = exchange(addr, &head, b"0123456789");
     assert_eq!(status(&answer), 413, "{answer}");
     let head = format!(
@@ -118,7 +125,8 @@ fn slow_clients_freeze_nothing() {
         "served only after the slow clients' timeouts"
     );
     // The slow client is cut off by the body timeout, with an answer.
-    slow.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
     let mut answer = String::new();
     let _ = slow.read_to_string(&mut answer);
     assert_eq!(status(&answer), 408, "{answer}");
@@ -144,7 +152,10 @@ fn non_loopback_needs_the_token_for_everything() {
     let addr = format!("127.0.0.1:{port}");
     let t = Instant::now();
     while TcpStream::connect(&addr).is_err() {
-        assert!(t.elapsed() < Duration::from_secs(20), "control API never came up");
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "control API never came up"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let host = format!("Host: box.example:{port}\r\n");

@@ -13,12 +13,17 @@ use std::time::{Duration, Instant};
 const FOUND: &[u64] = &[];
 
 fn budget() -> Duration {
-    let secs = std::env::var("WARDEN_FUZZ_SECONDS").ok().and_then(|s| s.parse().ok());
+    let secs = std::env::var("WARDEN_FUZZ_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok());
     Duration::from_secs(secs.unwrap_or(10))
 }
 
 fn first_seed() -> u64 {
-    std::env::var("WARDEN_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(1)
+    std::env::var("WARDEN_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1)
 }
 
 /// The seeds to try: the found ones, the first seed, then the next ones
@@ -66,7 +71,9 @@ fn guest_calls() {
     srv.provides = vec!["echo".into()];
     let srv = rt.spawn(&srv).unwrap();
     let mut client = spec(dir.path(), "client", guests::ECHO);
-    client.args = ["client", "echo", "1000000", "steady"].map(String::from).to_vec();
+    client.args = ["client", "echo", "1000000", "steady"]
+        .map(String::from)
+        .to_vec();
     client.uses = vec!["echo".into()];
     let client = rt.spawn(&client).unwrap();
     let mut tried = 0;
@@ -76,21 +83,33 @@ fn guest_calls() {
         if batch.is_empty() {
             break;
         }
-        let runs: Vec<_> = batch.iter().map(|&seed| (seed, fuzzer(&rt, dir.path(), seed))).collect();
+        let runs: Vec<_> = batch
+            .iter()
+            .map(|&seed| (seed, fuzzer(&rt, dir.path(), seed)))
+            .collect();
         for (seed, id) in runs {
             let r = wait(&rt, id, Duration::from_secs(120));
             let out = stdout_of(dir.path(), &format!("fuzz{seed}"));
             let last = out.lines().last().unwrap_or("");
             assert!(
-                r.status == "exited" && r.exit_code == Some(0) && last.starts_with("fuzz: 3000 calls"),
+                r.status == "exited"
+                    && r.exit_code == Some(0)
+                    && last.starts_with("fuzz: 3000 calls"),
                 "seed {seed} (reproduce: scripts/fuzz --seed {seed}): {r:?}\n{last}"
             );
             tried += 1;
         }
     }
     assert!(tried >= 1);
-    let c = rt.task_views().into_iter().find(|v| v.id == client).unwrap();
-    assert!(c.ipc_calls > 0 && !["trapped", "killed"].contains(&c.state.as_str()), "{c:?}");
+    let c = rt
+        .task_views()
+        .into_iter()
+        .find(|v| v.id == client)
+        .unwrap();
+    assert!(
+        c.ipc_calls > 0 && !["trapped", "killed"].contains(&c.state.as_str()),
+        "{c:?}"
+    );
     eprintln!("guest fuzzing: {tried} seeds from {}", first_seed());
     let _ = rt.kill(client, "done");
     rt.kill(srv, "done").unwrap();
@@ -155,10 +174,35 @@ modules = { self = "MODULE" }
 
 /// What mutations insert: syntax, extremes, wrong types.
 const TOKENS: &[&str] = &[
-    "=", "[", "]]", "[[task]]", "\"", "'", "{", "}", ",", "\n", "-1", "0", "1e999", "nan",
-    "18446744073709551616", "99999999999999999999PiB", "\"1 ZiB\"", "\"-5s\"", "\"\"", "true",
-    "\u{0}", "\u{feff}", "count = 100000000", "name = \"\"", "max_tasks = 4294967295",
-    "cap = -1.0", "slice_ms = 0", "\"../../etc/passwd\"", "\"{name}{name}{name}\"",
+    "=",
+    "[",
+    "]]",
+    "[[task]]",
+    "\"",
+    "'",
+    "{",
+    "}",
+    ",",
+    "\n",
+    "-1",
+    "0",
+    "1e999",
+    "nan",
+    "18446744073709551616",
+    "99999999999999999999PiB",
+    "\"1 ZiB\"",
+    "\"-5s\"",
+    "\"\"",
+    "true",
+    "\u{0}",
+    "\u{feff}",
+    "count = 100000000",
+    "name = \"\"",
+    "max_tasks = 4294967295",
+    "cap = -1.0",
+    "slice_ms = 0",
+    "\"../../etc/passwd\"",
+    "\"{name}{name}{name}\"",
 ];
 
 /// Mangled manifests: each is accepted or refused with a message, never
@@ -167,7 +211,10 @@ const TOKENS: &[&str] = &[
 fn manifests() {
     let dir = tempfile::tempdir().unwrap();
     let base = FULL.replace("MODULE", guests::HELLO);
-    assert!(warden::Manifest::parse(&base, dir.path()).is_ok(), "the base parses");
+    assert!(
+        warden::Manifest::parse(&base, dir.path()).is_ok(),
+        "the base parses"
+    );
     let mut tried = 0u64;
     for seed in seeds() {
         let mut rng = Rng::new(seed);
@@ -178,11 +225,17 @@ fn manifests() {
             }
             let text = String::from_utf8_lossy(&text);
             let parsed = std::panic::catch_unwind(|| warden::Manifest::parse(&text, dir.path()));
-            assert!(parsed.is_ok(), "seed {seed}: the parser panicked on:\n{text}");
+            assert!(
+                parsed.is_ok(),
+                "seed {seed}: the parser panicked on:\n{text}"
+            );
             tried += 1;
         }
     }
-    eprintln!("manifest fuzzing: {tried} manifests from seed {}", first_seed());
+    eprintln!(
+        "manifest fuzzing: {tried} manifests from seed {}",
+        first_seed()
+    );
 }
 
 fn mutate(rng: &mut Rng, text: &mut Vec<u8>) {
@@ -213,8 +266,11 @@ fn mutate(rng: &mut Rng, text: &mut Vec<u8>) {
 fn control_requests() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime(2);
-    let sleeper = rt.spawn(&spec(dir.path(), "sleeper", guests::SLEEP)).unwrap();
-    let server = warden::control::ControlServer::start(rt.clone(), "127.0.0.1:0", |_, _| {}).unwrap();
+    let sleeper = rt
+        .spawn(&spec(dir.path(), "sleeper", guests::SLEEP))
+        .unwrap();
+    let server =
+        warden::control::ControlServer::start(rt.clone(), "127.0.0.1:0", |_, _| {}).unwrap();
     let addr = server.addr.to_string();
     let token = server.token().as_str().to_string();
     let mut tried = 0u64;
@@ -228,16 +284,38 @@ fn control_requests() {
                 "seed {seed}: not HTTP: {:?}",
                 String::from_utf8_lossy(&answer[..answer.len().min(200)])
             );
-            let ok = exchange(&addr, format!("GET /api/tasks HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes());
-            assert!(ok.starts_with(b"HTTP/1.1 200"), "seed {seed}: after {:?}:\n{}", String::from_utf8_lossy(&request[..request.len().min(300)]), String::from_utf8_lossy(&ok));
+            let ok = exchange(
+                &addr,
+                format!("GET /api/tasks HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes(),
+            );
+            assert!(
+                ok.starts_with(b"HTTP/1.1 200"),
+                "seed {seed}: after {:?}:\n{}",
+                String::from_utf8_lossy(&request[..request.len().min(300)]),
+                String::from_utf8_lossy(&ok)
+            );
             tried += 1;
         }
     }
-    let ok = exchange(&addr, format!("GET /api/tasks HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes());
-    assert!(ok.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&ok));
-    let v = rt.task_views().into_iter().find(|v| v.id == sleeper).unwrap();
+    let ok = exchange(
+        &addr,
+        format!("GET /api/tasks HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes(),
+    );
+    assert!(
+        ok.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&ok)
+    );
+    let v = rt
+        .task_views()
+        .into_iter()
+        .find(|v| v.id == sleeper)
+        .unwrap();
     assert_eq!(v.state, "blocked", "a random request reached the sleeper");
-    eprintln!("control fuzzing: {tried} requests from seed {}", first_seed());
+    eprintln!(
+        "control fuzzing: {tried} requests from seed {}",
+        first_seed()
+    );
     drop(server);
     rt.kill(sleeper, "done").unwrap();
 }
@@ -250,19 +328,45 @@ fn exchange(addr: &str, request: &[u8]) -> Vec<u8> {
     let _ = s.shutdown(std::net::Shutdown::Write);
     let mut answer = Vec::new();
     match s.read_to_end(&mut answer) {
-        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => {
-            panic!("no answer within 10 s to {:?}", String::from_utf8_lossy(request))
+        Err(e)
+            if e.kind() == std::io::ErrorKind::WouldBlock
+                || e.kind() == std::io::ErrorKind::TimedOut =>
+        {
+            panic!(
+                "no answer within 10 s to {:?}",
+                String::from_utf8_lossy(request)
+            )
         }
         _ => answer,
     }
 }
 
 fn random_request(rng: &mut Rng, addr: &str, token: &str) -> Vec<u8> {
-    let method = *rng.pick(&["GET", "POST", "PUT", "DELETE", "get", "GÉT", "", "POST POST"]);
+    let method = *rng.pick(&[
+        "GET",
+        "POST",
+        "PUT",
+        "DELETE",
+        "get",
+        "GÉT",
+        "",
+        "POST POST",
+    ]);
     let paths = [
-        "/api/tasks", "/api/tasks/nobody/kill", "/api/tasks/999/suspend", "/api/tasks/sleeper/bogus", "/api/tasks/%ff%00/logs?from=18446744073709551615",
-        "/api/spawn", "/metrics", "/api/history", "/", "/uplot.js", "//..//api/tasks", "/api/tasks/x/logs?from=-1",
-        "*", "http://evil.example/api/tasks",
+        "/api/tasks",
+        "/api/tasks/nobody/kill",
+        "/api/tasks/999/suspend",
+        "/api/tasks/sleeper/bogus",
+        "/api/tasks/%ff%00/logs?from=18446744073709551615",
+        "/api/spawn",
+        "/metrics",
+        "/api/history",
+        "/",
+        "/uplot.js",
+        "//..//api/tasks",
+        "/api/tasks/x/logs?from=-1",
+        "*",
+        "http://evil.example/api/tasks",
     ];
     let mut path = rng.pick(&paths).to_string();
     if rng.below(4) == 0 {
@@ -270,7 +374,13 @@ fn random_request(rng: &mut Rng, addr: &str, token: &str) -> Vec<u8> {
         path.push_str(&"a/".repeat(rng.below(2000)));
     }
     let mut head = format!("{method} {path} HTTP/1.1\r\n");
-    let hosts = [addr.to_string(), "evil.example".into(), "".into(), "[::1]".into(), "localhost:1".into()];
+    let hosts = [
+        addr.to_string(),
+        "evil.example".into(),
+        "".into(),
+        "[::1]".into(),
+        "localhost:1".into(),
+    ];
     if rng.below(5) != 0 {
         head.push_str(&format!("Host: {}\r\n", rng.pick(&hosts)));
     }
@@ -278,7 +388,13 @@ fn random_request(rng: &mut Rng, addr: &str, token: &str) -> Vec<u8> {
         head.push_str(&format!("Authorization: Bearer {token}\r\n"));
     }
     if rng.below(4) == 0 {
-        head.push_str(*rng.pick(&["Origin: http://evil.example\r\n", "Origin: null\r\n", "Origin: \r\n"]));
+        let origins = [
+            "Origin: http://evil.example\r\n",
+            "Origin: null\r\n",
+            "Origin: \r\n",
+        ];
+        let origin = *rng.pick(&origins);
+        head.push_str(origin);
     }
     let body: Vec<u8> = match rng.below(5) {
         0 => Vec::new(),
@@ -294,7 +410,11 @@ fn random_request(rng: &mut Rng, addr: &str, token: &str) -> Vec<u8> {
         _ => {}
     }
     for _ in 0..rng.below(3) {
-        head.push_str(&format!("X-{}: {}\r\n", rng.next(), "v".repeat(rng.below(20_000))));
+        head.push_str(&format!(
+            "X-{}: {}\r\n",
+            rng.next(),
+            "v".repeat(rng.below(20_000))
+        ));
     }
     head.push_str("\r\n");
     let mut bytes = head.into_bytes();

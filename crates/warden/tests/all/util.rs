@@ -70,7 +70,9 @@ pub fn runtime_dir() -> std::path::PathBuf {
 /// The control token of the system serving on `addr`.
 pub fn token_of(addr: &str) -> String {
     let port = addr.rsplit(':').next().unwrap();
-    let file = runtime_dir().join("warden").join(format!("control-{port}.token"));
+    let file = runtime_dir()
+        .join("warden")
+        .join(format!("control-{port}.token"));
     std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()))
 }
 

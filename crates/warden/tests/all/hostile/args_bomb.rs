@@ -10,7 +10,10 @@ fn sixty_four_mebibytes_of_arguments() {
         "bomb",
         guests::HOSTILE,
         &["args-bomb"],
-        &format!("memory_limit = '32MiB'\nmodules = {{ self = '{}' }}", guests::HOSTILE),
+        &format!(
+            "memory_limit = '32MiB'\nmodules = {{ self = '{}' }}",
+            guests::HOSTILE
+        ),
     );
     let run = attack("", &bomb);
     run.exited_saying("bomb", "args-bomb: 64 MiB of arguments: ");

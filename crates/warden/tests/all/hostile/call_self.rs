@@ -5,6 +5,11 @@ use super::*;
 
 #[test]
 fn a_call_no_one_will_answer() {
-    let caller = task("caller", guests::HOSTILE, &["call-self"], "memory_limit = '4MiB'");
+    let caller = task(
+        "caller",
+        guests::HOSTILE,
+        &["call-self"],
+        "memory_limit = '4MiB'",
+    );
     attack("", &caller).exited_saying("caller", "call-self: would deadlock");
 }

@@ -10,7 +10,10 @@ fn a_returning_root_over_a_3000_deep_chain() {
         "root",
         guests::NEST,
         &["chain-return", "3000"],
-        &format!("memory_limit = '600MiB'\nmodules = {{ self = '{}' }}", guests::NEST),
+        &format!(
+            "memory_limit = '600MiB'\nmodules = {{ self = '{}' }}",
+            guests::NEST
+        ),
     );
     let run = attack("max_tasks = 3100", &root);
     run.exited_saying("root", "chain-return: bottom reached (called)");

@@ -5,7 +5,12 @@
 use super::*;
 
 fn echo(name: &str, args: &[&str], extra: &str) -> String {
-    task(name, guests::ECHO, args, &format!("memory_limit = '4MiB'\n{extra}"))
+    task(
+        name,
+        guests::ECHO,
+        args,
+        &format!("memory_limit = '4MiB'\n{extra}"),
+    )
 }
 
 #[test]
@@ -14,7 +19,11 @@ fn a_server_that_traps_mid_call() {
         + &echo("client", &["client", "svc", "1", "crash"], "uses = ['svc']");
     let run = attack("", &tasks);
     assert_eq!(run.report("server")["status"], "trapped");
-    assert!(run.out("client").contains("client: call: peer died"), "{}", run.out("client"));
+    assert!(
+        run.out("client").contains("client: call: peer died"),
+        "{}",
+        run.out("client")
+    );
 }
 
 #[test]
@@ -24,7 +33,10 @@ fn a_server_that_exits_after_a_reply() {
     let run = attack("", &tasks);
     run.exited_saying("server", "server: bye");
     let out = run.out("client");
-    assert!(out.contains("client: call: peer died") || out.contains("bad handle"), "{out}");
+    assert!(
+        out.contains("client: call: peer died") || out.contains("bad handle"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -34,9 +46,18 @@ fn a_server_killed_at_its_cpu_limit_mid_call() {
         guests::STUCK,
         &["server"],
         "memory_limit = '4MiB'\ncpu_limit = '300ms'\nprovides = ['stuck']",
-    ) + &task("client", guests::STUCK, &["client"], "memory_limit = '4MiB'\nuses = ['stuck']");
+    ) + &task(
+        "client",
+        guests::STUCK,
+        &["client"],
+        "memory_limit = '4MiB'\nuses = ['stuck']",
+    );
     let run = attack("", &tasks);
     assert_eq!(run.report("server")["status"], "killed");
     let r = run.report("client");
-    assert_eq!((&r["status"], &r["exit_code"]), (&"exited".into(), &0.into()), "{r}");
+    assert_eq!(
+        (&r["status"], &r["exit_code"]),
+        (&"exited".into(), &0.into()),
+        "{r}"
+    );
 }

@@ -12,11 +12,20 @@ fn opens_without_closes() {
         "flood",
         guests::HOSTILE,
         &["fd-flood", "100000"],
-        &format!("memory_limit = '8MiB'\ndirs = {{ '/data' = '{}' }}", dir.path().display()),
+        &format!(
+            "memory_limit = '8MiB'\ndirs = {{ '/data' = '{}' }}",
+            dir.path().display()
+        ),
     );
     let run = attack("", &flood);
     run.exited_saying("flood", "fd-flood: ");
-    let opened: u32 = run.out("flood").split_whitespace().nth(1).unwrap().parse().unwrap();
+    let opened: u32 = run
+        .out("flood")
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!(
         opened <= warden::MAX_OPEN_FILES,
         "{opened} files open at once"

@@ -6,7 +6,12 @@ use super::*;
 
 #[test]
 fn malloc_until_null() {
-    let bomb = task("bomb", guests::HOSTILE, &["malloc-bomb"], "memory_limit = '16MiB'");
+    let bomb = task(
+        "bomb",
+        guests::HOSTILE,
+        &["malloc-bomb"],
+        "memory_limit = '16MiB'",
+    );
     let run = attack("", &bomb);
     run.exited_saying("bomb", "then NULL");
     let peak = run.report("bomb")["peak_memory_bytes"].as_u64().unwrap();
@@ -15,7 +20,15 @@ fn malloc_until_null() {
 
 #[test]
 fn memory_objects_until_refused() {
-    let bomb = task("bomb", guests::HOSTILE, &["memobj-bomb"], "memory_limit = '16MiB'");
+    let bomb = task(
+        "bomb",
+        guests::HOSTILE,
+        &["memobj-bomb"],
+        "memory_limit = '16MiB'",
+    );
     let run = attack("", &bomb);
-    run.exited_saying("bomb", "2^64-1: invalid argument, 2^40: out of memory; 1 MiB objects");
+    run.exited_saying(
+        "bomb",
+        "2^64-1: invalid argument, 2^40: out of memory; 1 MiB objects",
+    );
 }

@@ -61,7 +61,11 @@ impl Run {
     pub fn exited_saying(&self, name: &str, want: &str) {
         let r = self.report(name);
         let out = self.out(name);
-        assert_eq!((&r["status"], &r["exit_code"]), (&"exited".into(), &0.into()), "{name}: {r}\n{out}");
+        assert_eq!(
+            (&r["status"], &r["exit_code"]),
+            (&"exited".into(), &0.into()),
+            "{name}: {r}\n{out}"
+        );
         assert!(out.contains(want), "{name} printed {out:?}, not {want:?}");
     }
 }
@@ -97,6 +101,8 @@ pub fn attack(runtime: &str, tasks: &str) -> Run {
         &format!("[runtime]\n{runtime}\n{bystander}{tasks}"),
     );
     let report = dir.path().join("report.json");
+    // Reaped by `wait_with_rusage` (wait4, for its peak RSS).
+    #[allow(clippy::zombie_processes)]
     let child = warden()
         .args(["run", "--control", "off", "--report"])
         .arg(&report)
@@ -115,12 +121,21 @@ pub fn attack(runtime: &str, tasks: &str) -> Run {
         peak_rss,
         dir,
     };
-    run.exited_saying("bystander", &format!("bystander ok {}", checksum(BYSTANDER_ROUNDS)));
+    run.exited_saying(
+        "bystander",
+        &format!("bystander ok {}", checksum(BYSTANDER_ROUNDS)),
+    );
+    // 0, or 1 when an attacker did not exit 0; 2 would be Warden's own error.
+    assert!(run.code <= 1, "warden run exited {}", run.code);
     let limits: u64 = run
         .reports
         .iter()
         .filter(|r| r["parent"].is_null())
-        .map(|r| r["memory_limit_bytes"].as_u64().expect("every task has a limit"))
+        .map(|r| {
+            r["memory_limit_bytes"]
+                .as_u64()
+                .expect("every task has a limit")
+        })
         .sum();
     eprintln!(
         "host peak RSS {} MiB; task limits {} MiB",

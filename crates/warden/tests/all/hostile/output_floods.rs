@@ -14,7 +14,12 @@ fn a_quarter_gigabyte_without_a_newline() {
         "memory_limit = '4MiB'\nstdout = 'inherit'",
     );
     let run = attack("", &flood);
-    assert_eq!(run.report("flood")["status"], "exited", "{}", run.report("flood"));
+    assert_eq!(
+        run.report("flood")["status"],
+        "exited",
+        "{}",
+        run.report("flood")
+    );
 }
 
 #[test]

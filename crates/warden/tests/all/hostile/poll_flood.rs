@@ -22,7 +22,12 @@ fn half_a_million_subscriptions() {
 #[test]
 fn the_maximum_is_served() {
     let n = warden::MAX_POLL_SUBSCRIPTIONS.to_string();
-    let poll = task("poll", guests::HOSTILE, &["poll-flood", &n], "memory_limit = '8MiB'");
+    let poll = task(
+        "poll",
+        guests::HOSTILE,
+        &["poll-flood", &n],
+        "memory_limit = '8MiB'",
+    );
     let run = attack("", &poll);
     run.exited_saying("poll", &format!("poll-flood: {n} subscriptions: errno 0;"));
 }

@@ -10,7 +10,10 @@ fn copies_of_copies_until_refused() {
         "bomb",
         guests::HOSTILE,
         &["spawn-bomb", "root"],
-        &format!("memory_limit = '64MiB'\nmodules = {{ self = '{}' }}", guests::HOSTILE),
+        &format!(
+            "memory_limit = '64MiB'\nmodules = {{ self = '{}' }}",
+            guests::HOSTILE
+        ),
     );
     let run = attack("max_tasks = 500", &bomb);
     run.exited_saying("bomb", "spawn-bomb: ");

@@ -15,7 +15,12 @@ fn recursion_without_end() {
 
 #[test]
 fn a_loop_without_end() {
-    let hog = task("hog", guests::SPIN, &[], "memory_limit = '4MiB'\ncpu_limit = '300ms'");
+    let hog = task(
+        "hog",
+        guests::SPIN,
+        &[],
+        "memory_limit = '4MiB'\ncpu_limit = '300ms'",
+    );
     let run = attack("", &hog);
     let r = run.report("hog");
     assert_eq!(r["status"], "killed", "{r}");

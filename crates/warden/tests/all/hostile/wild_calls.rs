@@ -9,7 +9,10 @@ fn wild_pointers_and_forged_handles_everywhere() {
     let wild = task("wild", guests::HOSTILE, &["wild"], "memory_limit = '4MiB'");
     let run = attack("", &wild);
     let n = warden::HOST_FUNCTIONS.len();
-    assert!(n <= 32, "a new host function needs a wild call in hostile.c");
+    assert!(
+        n <= 32,
+        "a new host function needs a wild call in hostile.c"
+    );
     run.exited_saying("wild", "refused");
     let out = run.out("wild");
     let line = out.lines().last().unwrap();
