@@ -14,14 +14,16 @@ if (fragment.get("token")) {
 }
 const token = sessionStorage.getItem("wardenToken");
 
+// Sent with every request: off loopback, reads need the token too.
+const headers = token ? { Authorization: `Bearer ${token}` } : {};
+
 async function post(path) {
-  const headers = token ? { Authorization: `Bearer ${token}` } : {};
   const r = await fetch(path, { method: "POST", headers });
   if (r.status === 401) alert("Killing tasks needs the control token: open the address `warden dashboard` prints.");
 }
 
 async function get(path) {
-  const r = await fetch(path);
+  const r = await fetch(path, { headers });
   return r.json();
 }
 
