@@ -11,6 +11,9 @@
 //! | request body | [`MAX_BODY`] (413 if declared or sent larger), read within 10 s (408) |
 //! | one connection's life | 60 s; then it is closed after the request in flight |
 //!
+//! A stopping server accepts nothing more and gives the requests in
+//! flight up to 2 s to be answered.
+//!
 //! Endpoints run on a small pool of blocking threads (they read the task
 //! table or compile a module), never on the event loop.
 
@@ -36,6 +39,8 @@ const MAX_HEADERS: usize = 64;
 const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
 const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 const CONNECTION_LIFE: Duration = Duration::from_secs(60);
+/// How long a stopping server waits for the requests in flight.
+const GRACE: Duration = Duration::from_secs(2);
 const BLOCKING_THREADS: usize = 4;
 
 /// What every request handler shares.
@@ -45,6 +50,9 @@ pub(super) struct Shared {
     pub token: Token,
     pub addr: SocketAddr,
     live: AtomicUsize,
+    /// Set when the server stops: connections finish the request in
+    /// flight (its answer included) and close.
+    closing: tokio::sync::watch::Sender<bool>,
 }
 
 impl Shared {
@@ -55,6 +63,7 @@ impl Shared {
             token,
             addr,
             live: AtomicUsize::new(0),
+            closing: tokio::sync::watch::Sender::new(false),
         }
     }
 }
@@ -78,7 +87,14 @@ pub(super) fn run(
         tokio::spawn(sample_every_250ms(shared.clone()));
         tokio::select! {
             _ = stop => {}
-            _ = accept_loop(shared, listener) => {}
+            _ = accept_loop(shared.clone(), listener) => {}
+        }
+        // No more connections; the answers being made are still sent (a
+        // kill of the last task ends the run while it is answered).
+        shared.closing.send_replace(true);
+        let deadline = tokio::time::Instant::now() + GRACE;
+        while shared.live.load(Ordering::Acquire) > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
     });
     rt.shutdown_background();
@@ -130,13 +146,14 @@ async fn connection(shared: Arc<Shared>, stream: tokio::net::TcpStream) {
         .max_headers(MAX_HEADERS)
         .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
     tokio::pin!(conn);
+    let mut closing = shared.closing.subscribe();
     tokio::select! {
-        _ = conn.as_mut() => {}
-        _ = tokio::time::sleep(CONNECTION_LIFE) => {
-            conn.as_mut().graceful_shutdown();
-            let _ = tokio::time::timeout(BODY_TIMEOUT, conn).await;
-        }
+        _ = conn.as_mut() => return,
+        _ = tokio::time::sleep(CONNECTION_LIFE) => {}
+        _ = closing.wait_for(|&c| c) => {}
     }
+    conn.as_mut().graceful_shutdown();
+    let _ = tokio::time::timeout(BODY_TIMEOUT, conn).await;
 }
 
 /// Admits, reads and answers one request.

@@ -167,3 +167,20 @@ fn non_loopback_needs_the_token_for_everything() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// A client that half-closes its side after sending the request (as
+/// `curl` may, and as the fuzzer does) still gets the answer: found by
+/// the control API fuzzer, when every such request went unanswered.
+#[test]
+fn half_closed_clients_are_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = start(dir.path());
+    let addr = sys.addr.as_str();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(s, "GET /api/tasks HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
+}

@@ -101,7 +101,7 @@ pub fn attack(runtime: &str, tasks: &str) -> Run {
         &format!("[runtime]\n{runtime}\n{bystander}{tasks}"),
     );
     let report = dir.path().join("report.json");
-    // Reaped by `wait_with_rusage` (wait4, for its peak RSS).
+    // Reaped by `wait_for_peak`.
     #[allow(clippy::zombie_processes)]
     let child = warden()
         .args(["run", "--control", "off", "--report"])
@@ -112,7 +112,7 @@ pub fn attack(runtime: &str, tasks: &str) -> Run {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let (code, peak_rss) = wait_with_rusage(child.id() as i32, Duration::from_secs(180));
+    let (code, peak_rss) = wait_for_peak(child.id() as i32, Duration::from_secs(180));
     let reports: Vec<serde_json::Value> =
         serde_json::from_slice(&std::fs::read(&report).expect("a report was written")).unwrap();
     let run = Run {
@@ -165,28 +165,46 @@ fn checksum(rounds: u64) -> u64 {
 
 /// Waits for process `pid` (failing, after killing it, past `limit`);
 /// its exit code (a death by signal fails the test) and peak RSS.
-fn wait_with_rusage(pid: i32, limit: Duration) -> (i32, u64) {
+///
+/// The peak is the process's own high-water mark (`VmHWM`), read while
+/// it runs: the kernel's `ru_maxrss` would also count the test binary's
+/// pages the child had between fork and exec.
+fn wait_for_peak(pid: i32, limit: Duration) -> (i32, u64) {
     let t = Instant::now();
+    let mut peak = 0;
     loop {
+        peak = peak.max(high_water(pid).unwrap_or(0));
         let mut status = 0;
-        // SAFETY: plain wait4 on our own child with out-pointers to locals.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        // SAFETY: plain waitpid on our own child with an out-pointer to a local.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
         if r == pid {
             assert!(
                 libc::WIFEXITED(status),
                 "warden run died of signal {} (a host crash)",
                 libc::WTERMSIG(status)
             );
-            return (libc::WEXITSTATUS(status), usage.ru_maxrss as u64 * 1024);
+            return (libc::WEXITSTATUS(status), peak);
         }
         if t.elapsed() > limit {
             // SAFETY: our own child.
             unsafe { libc::kill(pid, libc::SIGKILL) };
             panic!("warden run still running after {limit:?} (a host hang)");
         }
-        std::thread::sleep(Duration::from_millis(10));
+        std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// `VmHWM` of a live process, bytes.
+fn high_water(pid: i32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
 }
 
 /// A module file written into `dir`.
