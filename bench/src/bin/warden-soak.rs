@@ -1,4 +1,5 @@
-//! The soak test: a real `warden run` keeps about ten thousand tasks
+//! The soak test: a real `warden run` keeps up to ten thousand tasks
+//! (100 workers x 100 children; about 8,000 alive at once on two cores)
 //! spawning, calling a server and dying (exit, trap, kill) for a given
 //! time, while this program samples the process's resident memory and
 //! open descriptors every second from `/proc`.
