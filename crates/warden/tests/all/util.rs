@@ -110,10 +110,18 @@ pub fn rss_bytes() -> u64 {
 
 /// Current resident set size of process `pid` ("self" for this one), bytes.
 pub fn rss_of(pid: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-    let kb: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-    kb * 1024
+    proc_status_bytes(pid, "VmRSS").unwrap()
+}
+
+/// A size field (`VmRSS`, `VmHWM` …) of `/proc/<pid>/status`, bytes;
+/// `None` once the process is gone or has no memory (a zombie).
+pub fn proc_status_bytes(pid: &str, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let value = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?;
+    let kib: u64 = value.split_whitespace().next()?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// A free loopback port (for a control API).

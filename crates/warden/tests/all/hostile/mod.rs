@@ -173,7 +173,7 @@ fn wait_for_peak(pid: i32, limit: Duration) -> (i32, u64) {
     let t = Instant::now();
     let mut peak = 0;
     loop {
-        peak = peak.max(high_water(pid).unwrap_or(0));
+        peak = peak.max(proc_status_bytes(&pid.to_string(), "VmHWM").unwrap_or(0));
         let mut status = 0;
         // SAFETY: plain waitpid on our own child with an out-pointer to a local.
         let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
@@ -192,19 +192,6 @@ fn wait_for_peak(pid: i32, limit: Duration) -> (i32, u64) {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-}
-
-/// `VmHWM` of a live process, bytes.
-fn high_water(pid: i32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()?;
-    Some(kib * 1024)
 }
 
 /// A module file written into `dir`.
