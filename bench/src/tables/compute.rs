@@ -44,6 +44,8 @@ pub fn run(ctx: &Ctx) -> Table {
         params: Params::default(),
         cap: None,
         cpu_quota: None,
+        bandwidth_share: 1,
+        bandwidth_limit: None,
     };
     let deep = runtime(vec![
         group("org", None, PolicyKind::Stride),

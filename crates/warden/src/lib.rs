@@ -72,6 +72,7 @@ mod ipc;
 mod limiter;
 mod manifest;
 mod module;
+pub mod net;
 mod output;
 mod report;
 mod runtime;

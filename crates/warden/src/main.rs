@@ -244,6 +244,7 @@ fn manifest_system(
     }
     config.prefix_output = m.tasks.len() > 1;
     config.scheduler = m.runtime.scheduler;
+    config.link_rate = m.runtime.link_rate;
     config.groups = m.groups.clone();
     let n = u32::try_from(m.tasks.len()).unwrap_or(u32::MAX);
     config.max_tasks = m.runtime.max_tasks.unwrap_or(config.max_tasks.max(n));

@@ -62,7 +62,7 @@ use crate::task::{
     MemoryPolicy, Output, TaskSpec, DEFAULT_MAX_HANDLES, DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_MAX_MESSAGE_HANDLES,
 };
-use crate::units::{parse_duration, parse_size};
+use crate::units::{parse_duration, parse_rate, parse_size};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -94,6 +94,9 @@ pub struct RuntimeSection {
     pub scheduler: PolicyKind,
     /// The control API address ("off" to disable); `None` means default.
     pub control: Option<String>,
+    /// The outgoing bandwidth tasks share, bytes per second (`None`:
+    /// unlimited).
+    pub link_rate: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -118,6 +121,8 @@ struct RawGroup {
     priority: Option<i32>,
     cap: Option<f64>,
     cpu_quota: Option<String>,
+    bandwidth_share: Option<u32>,
+    bandwidth_limit: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -129,6 +134,7 @@ struct RawRuntime {
     max_tasks: Option<u32>,
     scheduler: Option<String>,
     control: Option<String>,
+    link_rate: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -165,6 +171,16 @@ struct RawTask {
     inheritance: Option<bool>,
     #[serde(default)]
     modules: BTreeMap<String, String>,
+    #[serde(default)]
+    listen: Vec<String>,
+    #[serde(default)]
+    connect: Vec<String>,
+    #[serde(default)]
+    preopen_listeners: Vec<String>,
+    bandwidth_share: Option<u32>,
+    bandwidth_limit: Option<String>,
+    receive_limit: Option<String>,
+    max_sockets: Option<u32>,
 }
 
 /// Largest `max_message_bytes` accepted.
@@ -201,6 +217,13 @@ impl Manifest {
                 n => n,
             },
             control: raw.runtime.control,
+            link_rate: raw
+                .runtime
+                .link_rate
+                .as_deref()
+                .map(parse_rate)
+                .transpose()
+                .map_err(|e| format!("runtime.link_rate: {e}"))?,
             scheduler: match raw.runtime.scheduler.as_deref() {
                 None => PolicyKind::RoundRobin,
                 Some(p) => PolicyKind::parse(p).map_err(|e| format!("runtime.scheduler: {e}"))?,
@@ -292,7 +315,60 @@ fn group_spec(g: RawGroup, earlier: &[GroupSpec]) -> Result<GroupSpec, String> {
             .map(parse_duration)
             .transpose()
             .map_err(|e| format!("cpu_quota: {e}"))?,
+        bandwidth_share: share("bandwidth_share", g.bandwidth_share)?,
+        bandwidth_limit: rate("bandwidth_limit", g.bandwidth_limit.as_deref())?,
     })
+}
+
+/// A weight: at least 1, default 1.
+fn share(key: &str, v: Option<u32>) -> Result<u32, String> {
+    match v {
+        Some(0) => Err(format!("{key}: must be at least 1")),
+        v => Ok(v.unwrap_or(1)),
+    }
+}
+
+fn rate(key: &str, v: Option<&str>) -> Result<Option<u64>, String> {
+    v.map(parse_rate)
+        .transpose()
+        .map_err(|e| format!("{key}: {e}"))
+}
+
+/// Network grants, preopened listeners and bandwidth.
+fn task_net(t: &RawTask, spec: &mut TaskSpec) -> Result<(), String> {
+    for (key, list) in [
+        ("listen", &t.listen),
+        ("connect", &t.connect),
+        ("preopen_listeners", &t.preopen_listeners),
+    ] {
+        for g in list {
+            crate::net::Grant::parse(g).map_err(|e| format!("{key}: {e}"))?;
+        }
+    }
+    for a in &t.preopen_listeners {
+        a.parse::<std::net::SocketAddr>().map_err(|_| {
+            format!("preopen_listeners: {a:?} is not an address such as \"127.0.0.1:8080\"")
+        })?;
+    }
+    let max_sockets = match t.max_sockets {
+        Some(n) if (n as usize) < t.preopen_listeners.len() => {
+            return Err(format!(
+                "max_sockets: {n} is fewer than its {} preopened listeners",
+                t.preopen_listeners.len()
+            ))
+        }
+        n => n.unwrap_or(crate::task::net::DEFAULT_MAX_SOCKETS),
+    };
+    spec.net = crate::task::NetSpec {
+        listen: t.listen.clone(),
+        connect: t.connect.clone(),
+        preopen_listeners: t.preopen_listeners.clone(),
+        bandwidth_share: share("bandwidth_share", t.bandwidth_share)?,
+        bandwidth_limit: rate("bandwidth_limit", t.bandwidth_limit.as_deref())?,
+        receive_limit: rate("receive_limit", t.receive_limit.as_deref())?,
+        max_sockets,
+    };
+    Ok(())
 }
 
 fn task_specs(t: RawTask, base: &Path) -> Result<Vec<TaskSpec>, String> {
@@ -351,6 +427,7 @@ fn task_template(t: &RawTask, base: &Path) -> Result<TaskSpec, String> {
         &[("null", false), ("inherit", true)],
     )?;
     task_ipc(t, &mut spec)?;
+    task_net(t, &mut spec)?;
     spec.sched = params(t.share, t.tickets, t.priority)?;
     spec.cap = cap(t.cap)?;
     spec.group = t.group.clone();

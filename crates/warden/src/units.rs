@@ -1,5 +1,5 @@
-//! Parsing of human-written quantities: byte sizes (`"64MiB"`) and
-//! durations (`"500ms"`), as they appear in manifests and on the command line.
+//! Parsing of human-written quantities: byte sizes (`"64MiB"`), rates
+//! (`"40MB/s"`) and durations (`"500ms"`), as they appear in manifests and on the command line.
 
 use std::time::Duration;
 
@@ -73,6 +73,22 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_nanos(nanos.round() as u64))
 }
 
+/// Parses a rate: a byte size per second, `"40MB/s"` or `"1GiB/s"` (the
+/// `/s` is required, so a size is never mistaken for a rate). Zero is an
+/// error: a rate of nothing is never what a manifest means.
+pub fn parse_rate(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let Some(size) = t.strip_suffix("/s") else {
+        return Err(format!(
+            "bad rate {text:?}: expected a size per second such as \"40MB/s\""
+        ));
+    };
+    match parse_size(size).map_err(|e| format!("bad rate {text:?}: {e}"))? {
+        0 => Err(format!("bad rate {text:?}: must be more than zero")),
+        n => Ok(n),
+    }
+}
+
 /// Formats a byte count with a binary unit, for messages.
 pub fn format_size(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -120,6 +136,16 @@ mod tests {
         assert!(parse_duration("fast").is_err());
         assert!(parse_duration("3 fortnights").is_err());
         assert!(parse_duration("1e400s").is_err());
+    }
+
+    #[test]
+    fn rates() {
+        assert_eq!(parse_rate("40MB/s"), Ok(40_000_000));
+        assert_eq!(parse_rate("1GiB/s"), Ok(1 << 30));
+        assert_eq!(parse_rate(" 512 KiB/s "), Ok(512 << 10));
+        assert!(parse_rate("40MB").unwrap_err().contains("per second"));
+        assert!(parse_rate("0MB/s").unwrap_err().contains("more than zero"));
+        assert!(parse_rate("fast/s").is_err());
     }
 
     #[test]

@@ -42,6 +42,8 @@ pub(crate) struct TaskData {
     pub(crate) ipc: TaskIpc,
     /// Its open files, bounded.
     pub(crate) files: super::wasi::OpenFiles,
+    /// Its network grants, flow and WASI sockets.
+    pub(crate) net: super::TaskNet,
 }
 
 /// A task's IPC state, used by the `warden` host functions.
@@ -143,6 +145,7 @@ pub(crate) trait Spawner: Send + Sync {
     fn spawn_child(
         self: Arc<Self>,
         parent: &TaskIpc,
+        net: super::ChildNet,
         module: &(String, PathBuf),
         args: Vec<String>,
         budget: ChildBudget,

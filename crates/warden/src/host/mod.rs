@@ -9,17 +9,53 @@
 //! The functions and their Wasm signatures are listed in [`FUNCTIONS`];
 //! `sdk/c/warden.h` declares the same imports.
 
+/// Calls Wasmtime's own definition of a WASI function, reached as its
+/// linker shim reaches it: `delegate!(caller, name(args…))`, or
+/// `delegate!(sync caller, name(args…))` for one Wasmtime defines as a
+/// plain function.
+macro_rules! delegate {
+    (sync $caller:ident, $f:ident($($arg:expr),*)) => {{
+        use p1::WasiSnapshotPreview1 as _;
+        let fuel = wasmtime::AsContextMut::as_context_mut(&mut $caller).hostcall_fuel();
+        let Some(Extern::Memory(memory)) = $caller.get_export("memory") else {
+            wasmtime::bail!("missing required memory export");
+        };
+        let (mem, data) = memory.data_and_store_mut(&mut $caller);
+        data.wasi.set_hostcall_fuel(fuel);
+        let mut mem = wiggle::GuestMemory::Unshared(mem);
+        p1::$f(&mut data.wasi, &mut mem, $($arg),*)
+    }};
+    ($caller:ident, $f:ident($($arg:expr),*)) => {
+        async {
+            use p1::WasiSnapshotPreview1 as _;
+            let fuel = wasmtime::AsContextMut::as_context_mut(&mut $caller).hostcall_fuel();
+            let Some(Extern::Memory(memory)) = $caller.get_export("memory") else {
+                wasmtime::bail!("missing required memory export");
+            };
+            let (mem, data) = memory.data_and_store_mut(&mut $caller);
+            data.wasi.set_hostcall_fuel(fuel);
+            let mut mem = wiggle::GuestMemory::Unshared(mem);
+            p1::$f(&mut data.wasi, &mut mem, $($arg),*).await
+        }
+        .await
+    };
+}
+
 mod data;
 mod guest;
 mod handles;
 mod ipc;
 mod mem;
 mod names;
+mod net;
 mod permit;
 mod task;
 mod wasi;
+mod wasi_net;
 
 pub(crate) use data::{Bindings, Grants, NameMap, Spawner, TaskData, TaskIpc};
+pub(crate) use net::{ChildNet, TaskNet};
+pub(crate) use wasi_net::Sockets;
 pub(crate) use wasi::add_to_linker as add_wasi_bounds;
 pub use wasi::{MAX_OPEN_FILES, MAX_POLL_SUBSCRIPTIONS};
 
@@ -68,6 +104,14 @@ pub const FUNCTIONS: &[(&str, &str, &str)] = &[
     ("task_raise", "i32 i64 i64", "i32"),
     ("task_granted", "i32", "i32"),
     ("namespace_bind", "i32 i32 i32", "i32"),
+    ("tcp_listen", "i32 i32", "i32"),
+    ("tcp_accept", "i32 i64", "i32"),
+    ("tcp_connect", "i32 i32 i64", "i32"),
+    ("sock_send", "i32 i32 i32 i64", "i64"),
+    ("sock_recv", "i32 i32 i32 i64", "i64"),
+    ("sock_shutdown", "i32", "i32"),
+    ("sock_addr", "i32 i32 i32 i32", "i32"),
+    ("poll", "i32 i32 i64", "i32"),
 ];
 
 /// Adds every `warden` host function to `linker`.
@@ -78,6 +122,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
     mem::add_to_linker(linker)?;
     permit::add_to_linker(linker)?;
     task::add_to_linker(linker)?;
+    net::add_to_linker(linker)?;
     Ok(())
 }
 

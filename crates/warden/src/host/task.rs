@@ -126,6 +126,7 @@ fn spawn(
     ngrant: i32,
 ) -> Result<i32, Errno> {
     let (mem, data) = memory(c)?;
+    let child_net = data.net.for_child();
     let ipc = &mut data.ipc;
     let module = match ipc.handles.get(module)? {
         Object::Module(m) => m.clone(),
@@ -161,7 +162,7 @@ fn spawn(
     copy_objects(&ipc.handles, mem, grant, ngrant, &mut grants)?;
     let task = spawner
         .clone()
-        .spawn_child(ipc, &module, args, budget, grants)?;
+        .spawn_child(ipc, child_net, &module, args, budget, grants)?;
     close_moved(&mut ipc.handles, mem, grant, ngrant);
     let id = task.id;
     ipc.handles.insert(Object::Task(task)).inspect_err(|_| {

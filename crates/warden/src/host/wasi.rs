@@ -11,6 +11,7 @@
 //!   task can leave the host, or another task, without descriptors.
 //!   `fd_close` and `fd_renumber` keep the count.
 
+use super::wasi_net;
 use super::TaskData;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -27,25 +28,6 @@ pub const MAX_OPEN_FILES: u32 = 256;
 const EINVAL: i32 = 28;
 const EMFILE: i32 = 33;
 const ENFILE: i32 = 41;
-
-/// Calls Wasmtime's own definition of a WASI function, reached as its
-/// linker shim reaches it: `delegate!(caller, name(args…))`.
-macro_rules! delegate {
-    ($caller:ident, $f:ident($($arg:expr),*)) => {
-        async {
-            use p1::WasiSnapshotPreview1 as _;
-            let fuel = wasmtime::AsContextMut::as_context_mut(&mut $caller).hostcall_fuel();
-            let Some(Extern::Memory(memory)) = $caller.get_export("memory") else {
-                wasmtime::bail!("missing required memory export");
-            };
-            let (mem, data) = memory.data_and_store_mut(&mut $caller);
-            data.wasi.set_hostcall_fuel(fuel);
-            let mut mem = wiggle::GuestMemory::Unshared(mem);
-            p1::$f(&mut data.wasi, &mut mem, $($arg),*).await
-        }
-        .await
-    };
-}
 
 /// Files open in all tasks of this process.
 static OPEN_FILES: AtomicUsize = AtomicUsize::new(0);
@@ -115,12 +97,17 @@ pub(crate) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
                     if n as u32 > MAX_POLL_SUBSCRIPTIONS {
                         return Ok(EINVAL);
                     }
+                    if wasi_net::names_a_socket(&mut caller, subs, n) {
+                        return Ok(wasi_net::poll_oneoff(&mut caller, subs, events, n, nevents).await);
+                    }
                     delegate!(caller, poll_oneoff(subs, events, n, nevents))
                 })
             },
         )
         .map(|_| ());
-    let r = r.and_then(|()| add_file_counting(linker));
+    let r = r
+        .and_then(|()| add_file_counting(linker))
+        .and_then(|()| add_sockets(linker));
     linker.allow_shadowing(false);
     r
 }
@@ -155,6 +142,12 @@ fn add_file_counting(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         "fd_close",
         |mut caller: Caller<'_, TaskData>, (fd,): (i32,)| {
             Box::new(async move {
+                match caller.data_mut().net.wasi.close(fd) {
+                    None => {}
+                    Some(false) => return Ok(0),
+                    // A preopened listener: its placeholder goes too.
+                    Some(true) => return delegate!(caller, fd_close(fd)),
+                }
                 let r = delegate!(caller, fd_close(fd));
                 if let Ok(0) = r {
                     caller.data_mut().files.closed(fd as u32);
@@ -168,6 +161,10 @@ fn add_file_counting(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         "fd_renumber",
         |mut caller: Caller<'_, TaskData>, (from, to): (i32, i32)| {
             Box::new(async move {
+                let sockets = &caller.data().net.wasi;
+                if sockets.has(from) || sockets.has(to) {
+                    return Ok(wasi_net::errno::NOTSUP);
+                }
                 let r = delegate!(caller, fd_renumber(from, to));
                 if let Ok(0) = r {
                     let files = &mut caller.data_mut().files;
@@ -181,6 +178,115 @@ fn add_file_counting(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         },
     )?;
     Ok(())
+}
+
+/// Shadows the calls that take a descriptor which may be a socket: each
+/// answers for sockets and hands anything else to Wasmtime.
+fn add_sockets(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
+    const M: &str = "wasi_snapshot_preview1";
+    linker.func_wrap_async(M, "sock_accept", |mut c: Caller<'_, TaskData>, (fd, flags, out): (i32, i32, i32)| {
+        Box::new(async move {
+            if !c.data().net.wasi.has(fd) {
+                return delegate!(sync c, sock_accept(fd, flags, out));
+            }
+            Ok(wasi_net::accept(&mut c, fd, flags, out).await)
+        })
+    })?;
+    type Recv = (i32, i32, i32, i32, i32, i32);
+    linker.func_wrap_async(M, "sock_recv", |mut c: Caller<'_, TaskData>, (fd, iovs, n, flags, nread, oflags): Recv| {
+        Box::new(async move {
+            if !c.data().net.wasi.has(fd) {
+                return delegate!(sync c, sock_recv(fd, iovs, n, flags, nread, oflags));
+            }
+            if flags != 0 {
+                return Ok(wasi_net::errno::NOTSUP); // MSG_PEEK, MSG_WAITALL
+            }
+            let r = wasi_net::read(&mut c, fd, iovs, n, nread).await;
+            if r == 0 && write_u16(&mut c, oflags, 0).is_none() {
+                return Ok(wasi_net::errno::FAULT);
+            }
+            Ok(r)
+        })
+    })?;
+    type Send = (i32, i32, i32, i32, i32);
+    linker.func_wrap_async(M, "sock_send", |mut c: Caller<'_, TaskData>, (fd, iovs, n, flags, nw): Send| {
+        Box::new(async move {
+            if !c.data().net.wasi.has(fd) {
+                return delegate!(sync c, sock_send(fd, iovs, n, flags, nw));
+            }
+            Ok(wasi_net::write(&mut c, fd, iovs, n, nw).await)
+        })
+    })?;
+    linker.func_wrap_async(M, "sock_shutdown", |mut c: Caller<'_, TaskData>, (fd, how): (i32, i32)| {
+        Box::new(async move {
+            if !c.data().net.wasi.has(fd) {
+                return delegate!(sync c, sock_shutdown(fd, how));
+            }
+            Ok(wasi_net::shutdown(&mut c, fd, how))
+        })
+    })?;
+    linker.func_wrap_async(M, "fd_read", |mut c: Caller<'_, TaskData>, (fd, iovs, n, nread): (i32, i32, i32, i32)| {
+        Box::new(async move {
+            if !c.data().net.wasi.has(fd) {
+                return delegate!(c, fd_read(fd, iovs, n, nread));
+            }
+            Ok(wasi_net::read(&mut c, fd, iovs, n, nread).await)
+        })
+    })?;
+    linker.func_wrap_async(M, "fd_write", |mut c: Caller<'_, TaskData>, (fd, iovs, n, nw): (i32, i32, i32, i32)| {
+        Box::new(async move {
+            if !c.data().net.wasi.has(fd) {
+                return delegate!(c, fd_write(fd, iovs, n, nw));
+            }
+            Ok(wasi_net::write(&mut c, fd, iovs, n, nw).await)
+        })
+    })?;
+    linker.func_wrap_async(M, "fd_fdstat_get", |mut c: Caller<'_, TaskData>, (fd, out): (i32, i32)| {
+        Box::new(async move {
+            if !c.data().net.wasi.has(fd) {
+                return delegate!(c, fd_fdstat_get(fd, out));
+            }
+            Ok(wasi_net::fdstat(&mut c, fd, out))
+        })
+    })?;
+    linker.func_wrap_async(M, "fd_fdstat_set_flags", |mut c: Caller<'_, TaskData>, (fd, flags): (i32, i32)| {
+        Box::new(async move {
+            if !c.data().net.wasi.has(fd) {
+                return delegate!(sync c, fd_fdstat_set_flags(fd, flags));
+            }
+            Ok(wasi_net::set_flags(&mut c, fd, flags))
+        })
+    })?;
+    linker.func_wrap_async(M, "fd_filestat_get", |mut c: Caller<'_, TaskData>, (fd, out): (i32, i32)| {
+        Box::new(async move {
+            if !c.data().net.wasi.has(fd) {
+                return delegate!(c, fd_filestat_get(fd, out));
+            }
+            Ok(wasi_net::filestat(&mut c, out))
+        })
+    })?;
+    linker.func_wrap_async(M, "fd_prestat_get", |mut c: Caller<'_, TaskData>, (fd, out): (i32, i32)| {
+        Box::new(async move {
+            if c.data().net.wasi.has(fd) {
+                return Ok(wasi_net::errno::BADF);
+            }
+            delegate!(sync c, fd_prestat_get(fd, out))
+        })
+    })?;
+    linker.func_wrap_async(M, "fd_prestat_dir_name", |mut c: Caller<'_, TaskData>, (fd, p, len): (i32, i32, i32)| {
+        Box::new(async move {
+            if c.data().net.wasi.has(fd) {
+                return Ok(wasi_net::errno::BADF);
+            }
+            delegate!(sync c, fd_prestat_dir_name(fd, p, len))
+        })
+    })?;
+    Ok(())
+}
+
+fn write_u16(caller: &mut Caller<'_, TaskData>, ptr: i32, v: u16) -> Option<()> {
+    let (mem, _) = super::memory(caller).ok()?;
+    mem.put(ptr, &v.to_le_bytes()).ok()
 }
 
 /// The `u32` at `ptr` in the caller's memory, if it is there.

@@ -12,12 +12,16 @@
 //! them), so a number from another task's table means nothing here.
 //!
 //! Each live entry is charged [`HANDLE_BYTES`] to the task's memory budget,
-//! and a table holds at most its task's `max_handles` entries.
+//! and a table holds at most its task's `max_handles` entries. An entry
+//! holding a socket also takes one of the task's socket slots
+//! (`max_sockets`) and is charged the socket's host buffers: every holder
+//! pays for what it can keep alive.
 
 use super::memobj::MemView;
 use super::permit::PermitRef;
 use super::service::{CallRef, PortalRef, ServiceRef};
 use super::Errno;
+use crate::net::socket::{Conn, Listener, LISTENER_BYTES};
 use crate::task::TaskShared;
 use std::sync::Arc;
 
@@ -49,6 +53,10 @@ pub enum Object {
     Task(Arc<TaskShared>),
     /// A module the task may spawn children from: its name and file.
     Module(Arc<(String, std::path::PathBuf)>),
+    /// A listening TCP socket.
+    Listener(Arc<Listener>),
+    /// A TCP connection.
+    Conn(Arc<Conn>),
 }
 
 impl Object {
@@ -61,6 +69,8 @@ impl Object {
             Object::Permit(p) => Object::Permit(p.clone()),
             Object::Task(t) => Object::Task(t.clone()),
             Object::Module(m) => Object::Module(m.clone()),
+            Object::Listener(l) => Object::Listener(l.clone()),
+            Object::Conn(c) => Object::Conn(c.clone()),
             Object::Call(_) => return Err(Errno::Inval),
         })
     }
@@ -68,7 +78,24 @@ impl Object {
     /// Whether the object may travel in a message (services and calls stay
     /// with the task that serves them).
     pub fn transferable(&self) -> bool {
-        matches!(self, Object::Portal(_) | Object::Mem(_) | Object::Permit(_))
+        matches!(
+            self,
+            Object::Portal(_)
+                | Object::Mem(_)
+                | Object::Permit(_)
+                | Object::Listener(_)
+                | Object::Conn(_)
+        )
+    }
+
+    /// For a socket, the bytes its holder is charged besides the handle
+    /// (its host buffers); `None` for other objects.
+    pub fn socket_bytes(&self) -> Option<u64> {
+        match self {
+            Object::Listener(_) => Some(LISTENER_BYTES),
+            Object::Conn(c) => Some(c.bytes()),
+            _ => None,
+        }
     }
 }
 
@@ -115,13 +142,23 @@ impl HandleTable {
         if self.live >= self.limit {
             return Err(Errno::Quota);
         }
+        let socket = object.socket_bytes();
+        if let Some(bytes) = socket {
+            take_socket(&self.budget, bytes)?;
+        }
         if !self.budget.try_charge(HANDLE_BYTES) {
+            if let Some(bytes) = socket {
+                return_socket(&self.budget, bytes);
+            }
             return Err(Errno::NoMem);
         }
         let index = match self.free.pop() {
             Some(i) => i,
             None if self.entries.len() >= MAX_HANDLES => {
                 self.budget.refund(HANDLE_BYTES);
+                if let Some(bytes) = socket {
+                    return_socket(&self.budget, bytes);
+                }
                 return Err(Errno::Quota);
             }
             None => {
@@ -166,13 +203,39 @@ impl HandleTable {
         }
         self.live -= 1;
         self.budget.refund(HANDLE_BYTES);
+        if let Some(bytes) = object.socket_bytes() {
+            return_socket(&self.budget, bytes);
+        }
         Ok(object)
     }
+}
+
+/// Takes a socket slot of `task` and charges `bytes` for it.
+pub fn take_socket(task: &TaskShared, bytes: u64) -> Result<(), Errno> {
+    if !task.net.take_socket() {
+        return Err(Errno::Quota);
+    }
+    if !task.try_charge(bytes) {
+        task.net.return_socket();
+        return Err(Errno::NoMem);
+    }
+    Ok(())
+}
+
+/// Returns what [`take_socket`] took.
+pub fn return_socket(task: &TaskShared, bytes: u64) {
+    task.net.return_socket();
+    task.refund(bytes);
 }
 
 impl Drop for HandleTable {
     fn drop(&mut self) {
         self.budget.refund(HANDLE_BYTES * self.live as u64);
+        for e in &self.entries {
+            if let Some(bytes) = e.object.as_ref().and_then(Object::socket_bytes) {
+                return_socket(&self.budget, bytes);
+            }
+        }
     }
 }
 

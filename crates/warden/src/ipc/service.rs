@@ -280,6 +280,34 @@ impl Service {
         Poll::Pending
     }
 
+    /// For `poll`: ready once `recv` would return at once (a call waits,
+    /// or the service closed or lost its last portal), without taking
+    /// anything; otherwise the waker is kept as the receiver's.
+    pub fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<()> {
+        let mut st = lock(&self.state);
+        if Self::ready_in(&st) {
+            return Poll::Ready(());
+        }
+        match &st.receiver {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            _ => st.receiver = Some(cx.waker().clone()),
+        }
+        Poll::Pending
+    }
+
+    /// Whether `recv` would return at once (see [`Service::poll_ready`]).
+    pub fn is_ready(&self) -> bool {
+        Self::ready_in(&lock(&self.state))
+    }
+
+    fn ready_in(st: &ServiceState) -> bool {
+        let waiting = st.queue.iter().any(|(slot, seq)| {
+            let call = slot.lock();
+            call.seq == *seq && call.phase == Phase::Queued
+        });
+        waiting || st.closed || st.portals == 0
+    }
+
     #[cfg(test)]
     /// Portals currently open to the service.
     pub fn portals(&self) -> usize {

@@ -78,6 +78,9 @@ pub struct RuntimeConfig {
     pub max_reports: usize,
     /// Called with every finished task's report, as it finishes.
     pub on_report: Option<ReportSink>,
+    /// The outgoing bandwidth the tasks share, bytes per second (`None`:
+    /// unlimited, and only `bandwidth_limit` caps apply).
+    pub link_rate: Option<u64>,
 }
 
 /// A callback that receives every finished task's report (for example to
@@ -104,6 +107,7 @@ impl Default for RuntimeConfig {
             scheduler: PolicyKind::RoundRobin,
             groups: Vec::new(),
             events: None,
+            link_rate: None,
         }
     }
 }
@@ -124,11 +128,17 @@ pub struct GroupSpec {
     pub cap: Option<f64>,
     /// Total CPU for all members; past it, all are killed.
     pub cpu_quota: Option<Duration>,
+    /// The group's weight in sharing the link with its siblings.
+    pub bandwidth_share: u32,
+    /// Most bytes per second all members together may send.
+    pub bandwidth_limit: Option<u64>,
 }
 
 /// A group as the runtime keeps it.
 struct Group {
     index: usize,
+    /// Its node on the link.
+    link_node: crate::net::fair::NodeId,
     /// Its accounting and its ancestors', innermost first.
     chain: Vec<Arc<GroupShared>>,
 }
@@ -186,6 +196,8 @@ pub(crate) struct Child {
     pub(crate) names: Arc<crate::host::NameMap>,
     /// The parent's output streams.
     pub(crate) sinks: (Sink, Sink),
+    /// The parent's place on the link and receive budget.
+    pub(crate) net: crate::host::ChildNet,
 }
 
 #[derive(Default)]
@@ -364,8 +376,20 @@ struct Inner {
     clock: Arc<Clock>,
     groups: HashMap<String, Group>,
     exec: Executor,
+    /// The outgoing link tasks share.
+    link: Arc<crate::net::link::Link>,
+    /// An empty directory: the placeholder Wasmtime holds for each
+    /// preopened listener's descriptor number.
+    empty_dir: PathBuf,
     // Drives WASI's timers and blocking I/O; dropped after the executor.
     _tokio: tokio::runtime::Runtime,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.link.stop();
+        let _ = std::fs::remove_dir(&self.empty_dir);
+    }
 }
 
 /// A Warden runtime. Cheap to clone; all clones are the same runtime.
@@ -393,7 +417,9 @@ impl Runtime {
             .build()
             .map_err(|e| Error::Start(e.to_string()))?;
         let kernel = Arc::new(Kernel::default());
-        let (tree, groups) = setup::groups(&config)?;
+        let link = crate::net::link::Link::new(config.link_rate);
+        let (tree, groups) = setup::groups(&config, &link)?;
+        let empty_dir = setup::empty_dir()?;
         let events = match &config.events {
             Some(p) => Some(Arc::new(
                 crate::events::EventLog::create(p)
@@ -435,6 +461,8 @@ impl Runtime {
                 tasks,
                 kernel,
                 next_id: AtomicU64::new(1),
+                link,
+                empty_dir,
                 _tokio: tokio,
             }),
         };
@@ -525,7 +553,11 @@ impl Runtime {
         inner
             .tasks
             .enter(&shared, spec.memory_limit, inner.config.max_tasks)?;
-        let store = match self.store(spec, &module.path, &shared, child) {
+        let link_parent = match &child {
+            Some(c) => c.net.link_parent,
+            None => group.map(|g| g.link_node),
+        };
+        let store = match self.store(spec, &module.path, &shared, child, link_parent) {
             Ok(store) => store,
             Err(message) => {
                 inner.tasks.leave(&shared);
@@ -573,8 +605,10 @@ impl Runtime {
         module: &Path,
         shared: &Arc<TaskShared>,
         child: Option<Child>,
+        link_parent: Option<crate::net::fair::NodeId>,
     ) -> Result<Store<TaskData>, String> {
         let inner = &*self.inner;
+        let net = self.task_net(spec, shared, link_parent, child.as_ref().map(|c| &c.net))?;
         let sinks = match &child {
             Some(c) => c.sinks.clone(),
             None => self.sinks(spec, &shared.log)?,
@@ -622,6 +656,7 @@ impl Runtime {
                 budget,
                 ipc,
                 files: Default::default(),
+                net,
             },
         );
         store.limiter(|d| &mut d.budget);
@@ -669,12 +704,65 @@ impl Runtime {
             b.preopened_dir(host, guest, FsPerms::ReadWrite)
                 .map_err(|e| format!("cannot open directory {}: {e:#}", host.display()))?;
         }
+        // Holds each preopened listener's number in Wasmtime's table (see
+        // `host::wasi_net`).
+        for i in 0..spec.net.preopen_listeners.len() {
+            b.preopened_dir(&self.inner.empty_dir, format!("/.listener{i}"), FsPerms::ReadOnly)
+                .map_err(|e| format!("preopened listener: {e:#}"))?;
+        }
         b.stdout(sinks.0.clone());
         b.stderr(sinks.1.clone());
         if spec.stdin_inherit {
             b.inherit_stdin();
         }
         Ok(b.build_p1())
+    }
+
+    /// A task's network state: grants, its flow on the link (if anything
+    /// can shape its sends), its receive budget and preopened listeners.
+    fn task_net(
+        &self,
+        spec: &TaskSpec,
+        shared: &Arc<TaskShared>,
+        link_parent: Option<crate::net::fair::NodeId>,
+        child: Option<&crate::host::ChildNet>,
+    ) -> Result<crate::host::TaskNet, String> {
+        use crate::net::{fair::Bucket, link::Flow, socket::Listener, Grant};
+        let grants = |list: &[String], key: &str| {
+            list.iter()
+                .map(|g| Grant::parse(g).map_err(|e| format!("{key}: {e}")))
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let link = &self.inner.link;
+        let n = &spec.net;
+        let shaped = link.rate().is_some()
+            || n.bandwidth_limit.is_some()
+            || link_parent.is_some_and(|p| child.is_some() || link.capped(p));
+        let flow = shaped
+            .then(|| Flow::new(link, link_parent, n.bandwidth_share.into(), n.bandwidth_limit));
+        let receive = match child {
+            Some(c) => c.receive.clone(),
+            None => n.receive_limit.map(|rate| {
+                Arc::new(Mutex::new(Bucket::new(rate, crate::net::now_ns())))
+            }),
+        };
+        let _reactor = self.inner._tokio.enter();
+        let mut listeners = Vec::new();
+        for a in &n.preopen_listeners {
+            let addr = a
+                .parse()
+                .map_err(|_| format!("preopen_listeners: {a:?} is not an address"))?;
+            listeners.push(
+                Listener::bind(&addr).map_err(|e| format!("preopen_listeners: {a}: {e}"))?,
+            );
+        }
+        Ok(crate::host::TaskNet {
+            listen: grants(&n.listen, "listen")?,
+            connect: grants(&n.connect, "connect")?,
+            flow,
+            receive,
+            wasi: crate::host::Sockets::new(shared.clone(), spec.dirs.len(), listeners)?,
+        })
     }
 
     /// Kills a live task (see the task lifecycle): a queued or blocked task

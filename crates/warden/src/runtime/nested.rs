@@ -29,6 +29,7 @@ impl Spawner for Inner {
     fn spawn_child(
         self: Arc<Self>,
         parent: &TaskIpc,
+        net: crate::host::ChildNet,
         module: &(String, PathBuf),
         args: Vec<String>,
         budget: ChildBudget,
@@ -59,12 +60,19 @@ impl Spawner for Inner {
         spec.sched.share = budget.cpu_share;
         spec.sched.tickets = budget.cpu_share.saturating_mul(100);
         spec.stdin_inherit = false;
+        // Its grants are its parent's; its bandwidth is a part of the
+        // parent's (its node hangs under the parent's), so no cap of its
+        // own, and no listeners of its own made for it.
+        spec.net.preopen_listeners.clear();
+        spec.net.bandwidth_limit = None;
+        spec.net.bandwidth_share = budget.cpu_share;
         let child = Child {
             parent: p.clone(),
             carved_memory: budget.memory_limit,
             grants,
             names: parent.child_names.snapshot(),
             sinks: parent.sinks.clone(),
+            net,
         };
         let rt = Runtime {
             inner: self.clone(),

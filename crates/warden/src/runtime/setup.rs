@@ -43,17 +43,21 @@ pub(super) fn engine(max_tasks: u32) -> Result<(Engine, Linker<TaskData>), Error
 }
 
 /// The scheduling tree with the configured groups, and the groups by name.
-pub(super) fn groups(config: &RuntimeConfig) -> Result<(Tree, HashMap<String, Group>), Error> {
+pub(super) fn groups(
+    config: &RuntimeConfig,
+    link: &crate::net::link::Link,
+) -> Result<(Tree, HashMap<String, Group>), Error> {
     let mut tree = Tree::new(config.scheduler);
     let mut groups: HashMap<String, Group> = HashMap::new();
     for g in &config.groups {
-        let (parent_index, mut chain) = match &g.parent {
-            None => (0, Vec::new()),
+        let (parent_index, mut chain, parent_node) = match &g.parent {
+            None => (0, Vec::new(), None),
             Some(p) => {
                 let parent = groups.get(p).ok_or_else(|| Error::NoSuchGroup(p.clone()))?;
-                (parent.index, parent.chain.clone())
+                (parent.index, parent.chain.clone(), Some(parent.link_node))
             }
         };
+        let link_node = link.add(parent_node, g.bandwidth_share.into(), g.bandwidth_limit);
         let cap = g.cap.map(|c| Cap::new(c, CAP_WINDOW.as_nanos() as u64));
         let index = tree.add_group(parent_index, g.policy, &g.params, cap);
         chain.insert(
@@ -64,9 +68,32 @@ pub(super) fn groups(config: &RuntimeConfig) -> Result<(Tree, HashMap<String, Gr
                 quota_ns: g.cpu_quota.map_or(0, |d| d.as_nanos() as u64),
             }),
         );
-        groups.insert(g.name.clone(), Group { index, chain });
+        groups.insert(
+            g.name.clone(),
+            Group {
+                index,
+                chain,
+                link_node,
+            },
+        );
     }
     Ok((tree, groups))
+}
+
+/// Makes the runtime's empty directory (see `Inner::empty_dir`): private
+/// to this process, read-only, removed when the runtime goes.
+pub(super) fn empty_dir() -> Result<std::path::PathBuf, Error> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("warden-empty-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir(&dir);
+    std::fs::DirBuilder::new()
+        .mode(0o500)
+        .create(&dir)
+        .and_then(|()| std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o500)))
+        .map_err(|e| Error::Start(format!("cannot make {}: {e}", dir.display())))?;
+    Ok(dir)
 }
 
 /// Memory mappings per reserved task slot (measured: about two, its

@@ -29,6 +29,7 @@
 pub mod account;
 pub mod family;
 pub mod inherit;
+pub mod net;
 pub mod state;
 
 pub use crate::output::Output;
@@ -36,6 +37,7 @@ use crate::sched::Params;
 pub use account::{CpuAccount, IpcCounters, MemoryAccount};
 pub use family::{Family, EVENT_CPU, EVENT_MEMORY};
 pub use inherit::Inheritance;
+pub use net::NetAccount;
 pub use state::State;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -113,6 +115,42 @@ pub struct TaskSpec {
     pub on_cpu_limit_notify: bool,
     /// Modules it may spawn children from, by name.
     pub modules: Vec<(String, PathBuf)>,
+    /// Its network allowances and budget.
+    pub net: NetSpec,
+}
+
+/// A task's network allowances and bandwidth budget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetSpec {
+    /// Addresses it may listen on (see `crate::net::grant`).
+    pub listen: Vec<String>,
+    /// Addresses it may connect to.
+    pub connect: Vec<String>,
+    /// Listeners opened for it before it starts, found as WASI
+    /// descriptors after its preopened directories.
+    pub preopen_listeners: Vec<String>,
+    /// Its weight in sharing the link with its siblings.
+    pub bandwidth_share: u32,
+    /// Most bytes per second it may send, however idle the link.
+    pub bandwidth_limit: Option<u64>,
+    /// Most bytes per second it may receive.
+    pub receive_limit: Option<u64>,
+    /// Most sockets it may hold at once.
+    pub max_sockets: u32,
+}
+
+impl Default for NetSpec {
+    fn default() -> Self {
+        NetSpec {
+            listen: vec![],
+            connect: vec![],
+            preopen_listeners: vec![],
+            bandwidth_share: 1,
+            bandwidth_limit: None,
+            receive_limit: None,
+            max_sockets: net::DEFAULT_MAX_SOCKETS,
+        }
+    }
 }
 
 /// Default for [`TaskSpec::max_handles`].
@@ -148,6 +186,7 @@ impl TaskSpec {
             inheritance: true,
             on_cpu_limit_notify: false,
             modules: vec![],
+            net: NetSpec::default(),
         }
     }
 }
@@ -223,6 +262,8 @@ pub struct TaskShared {
     pub cpu: CpuAccount,
     /// Portal traffic.
     pub ipc: IpcCounters,
+    /// Sockets and network traffic.
+    pub net: NetAccount,
     /// Parent, carved budget, events, exit.
     pub family: Family,
     /// Contexts lent to it by blocked clients.
@@ -254,6 +295,7 @@ impl TaskShared {
             memory: MemoryAccount::new(memory_limit),
             cpu: CpuAccount::new(cpu_limit, false),
             ipc: IpcCounters::default(),
+            net: NetAccount::default(),
             family: Family::default(),
             inherit: Inheritance::new(id, true, 0),
             groups: Vec::new(),

@@ -98,6 +98,8 @@ fn caps_limit_a_task_and_a_group() {
         params: Params::default(),
         cap: Some(0.2),
         cpu_quota: None,
+        bandwidth_share: 1,
+        bandwidth_limit: None,
     };
     let rt = rt_with(PolicyKind::RoundRobin, vec![group]);
     let mut capped = spinner(dir.path(), "capped", 1, 0);
@@ -162,6 +164,8 @@ fn group_quota_kills_every_member() {
         params: Params::default(),
         cap: None,
         cpu_quota: Some(Duration::from_millis(200)),
+        bandwidth_share: 1,
+        bandwidth_limit: None,
     };
     let rt = rt_with(PolicyKind::RoundRobin, vec![group]);
     let mut sleeper = spec(dir.path(), "sleeper", guests::SLEEP);

@@ -1,0 +1,527 @@
+//! Sockets: listen, accept, connect, send, receive, shut down, addresses,
+//! and `poll` over every waitable handle.
+//!
+//! Addresses are checked against the task's grants before any system call.
+//! A send first asks the task's flow for a grant when the link shapes it
+//! (see `crate::net::link`); a receive waits for the task's receive
+//! budget. Bytes move between the socket and guest memory by the host
+//! kernel's copy, never through a Rust reference to guest memory.
+
+use super::{len32, memory, range, read_u32, ret32, ret64, write_u32, TaskData};
+use crate::ipc::handle::{return_socket, take_socket};
+use crate::ipc::service::Service;
+use crate::ipc::{Errno, Object};
+use crate::net::fair::Bucket;
+use crate::net::grant::{allowed, parse_addr, Grant};
+use crate::net::link::{Flow, PACKET};
+use crate::net::socket::{poll_now, Conn, Listener};
+use crate::task::TaskShared;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
+use wasmtime::{Caller, Linker};
+
+/// `WARDEN_POLL_*` event bits.
+pub const POLL_IN: u32 = 1;
+/// Writable.
+pub const POLL_OUT: u32 = 2;
+/// The peer closed (always reported).
+pub const POLL_HUP: u32 = 4;
+
+/// The most entries one `poll` may wait on.
+pub const MAX_POLL_HANDLES: u32 = 4096;
+
+/// The most bytes one send or receive moves.
+const MAX_IO: u64 = 1 << 20;
+
+/// A task's network state.
+pub(crate) struct TaskNet {
+    pub(crate) listen: Vec<Grant>,
+    pub(crate) connect: Vec<Grant>,
+    /// Its place on the link, if its sends may be shaped.
+    pub(crate) flow: Option<Flow>,
+    /// Its receive budget, shared with its children.
+    pub(crate) receive: Option<Arc<Mutex<Bucket>>>,
+    /// Its sockets as WASI descriptors.
+    pub(crate) wasi: super::wasi_net::Sockets,
+}
+
+/// What a child takes of its parent's network state: its place on the
+/// link (the child's node hangs under the parent's) and the receive
+/// budget, which parent and children share.
+pub(crate) struct ChildNet {
+    pub(crate) link_parent: Option<crate::net::fair::NodeId>,
+    pub(crate) receive: Option<Arc<Mutex<Bucket>>>,
+}
+
+impl TaskNet {
+    /// What a child of this task takes.
+    pub(crate) fn for_child(&self) -> ChildNet {
+        ChildNet {
+            link_parent: self.flow.as_ref().map(|f| f.node),
+            receive: self.receive.clone(),
+        }
+    }
+}
+
+pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
+    linker.func_wrap(
+        super::MODULE,
+        "tcp_listen",
+        |mut c: Caller<'_, TaskData>, ptr: i32, len: i32| ret32(listen(&mut c, ptr, len)),
+    )?;
+    linker.func_wrap_async(
+        super::MODULE,
+        "tcp_accept",
+        |c: Caller<'_, TaskData>, (h, timeout): (i32, i64)| {
+            Box::new(async move { ret32(accept(c, h, timeout).await) })
+        },
+    )?;
+    linker.func_wrap_async(
+        super::MODULE,
+        "tcp_connect",
+        |c: Caller<'_, TaskData>, (ptr, len, timeout): (i32, i32, i64)| {
+            Box::new(async move { ret32(connect(c, ptr, len, timeout).await) })
+        },
+    )?;
+    linker.func_wrap_async(
+        super::MODULE,
+        "sock_send",
+        |c: Caller<'_, TaskData>, (h, ptr, len, timeout): (i32, i32, i32, i64)| {
+            Box::new(async move { ret64(send(c, h, ptr, len, timeout).await) })
+        },
+    )?;
+    linker.func_wrap_async(
+        super::MODULE,
+        "sock_recv",
+        |c: Caller<'_, TaskData>, (h, ptr, cap, timeout): (i32, i32, i32, i64)| {
+            Box::new(async move { ret64(recv(c, h, ptr, cap, timeout).await) })
+        },
+    )?;
+    linker.func_wrap(
+        super::MODULE,
+        "sock_shutdown",
+        |c: Caller<'_, TaskData>, h: i32| {
+            ret32(conn_of(c.data(), h).and_then(|s| s.shutdown().map_err(|e| errno_of(&e))).map(|()| 0))
+        },
+    )?;
+    linker.func_wrap(
+        super::MODULE,
+        "sock_addr",
+        |mut c: Caller<'_, TaskData>, h: i32, peer: i32, buf: i32, cap: i32| {
+            ret32(address(&mut c, h, peer, buf, cap))
+        },
+    )?;
+    linker.func_wrap_async(
+        super::MODULE,
+        "poll",
+        |c: Caller<'_, TaskData>, (fds, n, timeout): (i32, i32, i64)| {
+            Box::new(async move { ret32(poll(c, fds, n, timeout).await) })
+        },
+    )?;
+    Ok(())
+}
+
+/// The error code a task sees for a host socket error.
+pub(super) fn errno_of(e: &io::Error) -> Errno {
+    match e.raw_os_error() {
+        Some(libc::EADDRINUSE) | Some(libc::EADDRNOTAVAIL) => Errno::Exists,
+        Some(libc::EACCES) | Some(libc::EPERM) => Errno::Denied,
+        Some(libc::EMFILE) | Some(libc::ENFILE) | Some(libc::ENOBUFS) => Errno::Quota,
+        Some(libc::ENOMEM) => Errno::NoMem,
+        Some(libc::ETIMEDOUT) => Errno::Timeout,
+        Some(libc::EINVAL) | Some(libc::EAFNOSUPPORT) => Errno::Inval,
+        _ => Errno::PeerDied,
+    }
+}
+
+/// When a wait ends: `timeout_ns` 0 tries once, negative waits forever.
+#[derive(Clone, Copy)]
+pub(super) struct Deadline(Option<tokio::time::Instant>);
+
+impl Deadline {
+    pub(super) fn new(timeout_ns: i64) -> Deadline {
+        Deadline((timeout_ns >= 0).then(|| {
+            tokio::time::Instant::now() + std::time::Duration::from_nanos(timeout_ns as u64)
+        }))
+    }
+
+    /// `f`'s output, or `Timeout` if the deadline passes first (`f` is
+    /// polled once even past it).
+    pub(super) async fn wait<F: Future>(self, f: F) -> Result<F::Output, Errno> {
+        match self.0 {
+            None => Ok(f.await),
+            Some(at) => tokio::time::timeout_at(at, f)
+                .await
+                .map_err(|_| Errno::Timeout),
+        }
+    }
+}
+
+fn read_addr(c: &mut Caller<'_, TaskData>, ptr: i32, len: i32) -> Result<std::net::SocketAddr, Errno> {
+    let (mem, _) = memory(c)?;
+    let r = range(mem.len(), ptr, len32(len))?;
+    if r.len() > 64 {
+        return Err(Errno::Inval);
+    }
+    parse_addr(&mem.read_vec(r)).ok_or(Errno::Inval)
+}
+
+/// Whether the task could hold one more socket handle now.
+fn room_for_socket(data: &TaskData) -> Result<(), Errno> {
+    let shared = &data.ipc.shared;
+    if data.ipc.handles.room() == 0 || shared.net.sockets() >= shared.net.max_sockets {
+        return Err(Errno::Quota);
+    }
+    Ok(())
+}
+
+fn listen(c: &mut Caller<'_, TaskData>, ptr: i32, len: i32) -> Result<i32, Errno> {
+    let addr = read_addr(c, ptr, len)?;
+    let data = c.data_mut();
+    if !allowed(&data.net.listen, &addr) {
+        return Err(Errno::Denied);
+    }
+    room_for_socket(data)?;
+    let l = Listener::bind(&addr).map_err(|e| errno_of(&e))?;
+    data.ipc.handles.insert(Object::Listener(Arc::new(l)))
+}
+
+fn listener_of(data: &TaskData, h: i32) -> Result<Arc<Listener>, Errno> {
+    match data.ipc.handles.get(h)? {
+        Object::Listener(l) => Ok(l.clone()),
+        _ => Err(Errno::BadHandle),
+    }
+}
+
+fn conn_of(data: &TaskData, h: i32) -> Result<Arc<Conn>, Errno> {
+    match data.ipc.handles.get(h)? {
+        Object::Conn(s) => Ok(s.clone()),
+        _ => Err(Errno::BadHandle),
+    }
+}
+
+async fn accept(mut c: Caller<'_, TaskData>, h: i32, timeout: i64) -> Result<i32, Errno> {
+    let l = listener_of(c.data(), h)?;
+    room_for_socket(c.data())?;
+    let conn = Deadline::new(timeout)
+        .wait(l.accept())
+        .await?
+        .map_err(|e| errno_of(&e))?;
+    let data = c.data_mut();
+    data.ipc.shared.net.connections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    data.ipc.handles.insert(Object::Conn(Arc::new(conn)))
+}
+
+async fn connect(mut c: Caller<'_, TaskData>, ptr: i32, len: i32, timeout: i64) -> Result<i32, Errno> {
+    let addr = read_addr(&mut c, ptr, len)?;
+    if !allowed(&c.data().net.connect, &addr) {
+        return Err(Errno::Denied);
+    }
+    room_for_socket(c.data())?;
+    let conn = Conn::start_connect(&addr).map_err(|e| errno_of(&e))?;
+    Deadline::new(timeout)
+        .wait(conn.connected())
+        .await?
+        .map_err(|e| errno_of(&e))?;
+    let data = c.data_mut();
+    data.ipc.shared.net.connections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    data.ipc.handles.insert(Object::Conn(Arc::new(conn)))
+}
+
+async fn send(mut c: Caller<'_, TaskData>, h: i32, ptr: i32, len: i32, timeout: i64) -> Result<i64, Errno> {
+    let conn = conn_of(c.data(), h)?;
+    send_on(&mut c, &conn, ptr, len32(len), Deadline::new(timeout)).await
+}
+
+/// Sends up to `len` bytes at `ptr` on `conn`, paced by the task's flow;
+/// shared with the WASI socket calls.
+pub(super) async fn send_on(
+    c: &mut Caller<'_, TaskData>,
+    conn: &Conn,
+    ptr: i32,
+    len: u64,
+    deadline: Deadline,
+) -> Result<i64, Errno> {
+    {
+        let (mem, _) = memory(c)?;
+        range(mem.len(), ptr, len)?;
+    }
+    if len == 0 {
+        return Ok(0);
+    }
+    let mut want = len.min(MAX_IO);
+    if let Some(flow) = c.data_mut().net.flow.as_mut().filter(|f| f.shaped) {
+        if flow.credit == 0 {
+            let t = flow.link.transmit(flow.leaf, want.min(PACKET as u64) as u32);
+            let granted = t.len() as u64;
+            deadline.wait(t).await?;
+            if let Some(flow) = c.data_mut().net.flow.as_mut() {
+                flow.credit += granted;
+            }
+        }
+        want = want.min(c.data().net.flow.as_ref().map_or(want, |f| f.credit));
+    }
+    loop {
+        let r = {
+            let (mem, _) = memory(c)?;
+            let r = range(mem.len(), ptr, want)?;
+            // SAFETY: `r` lies inside the memory, mapped for the whole call.
+            unsafe { conn.try_send(mem.at(r.start), r.len()) }
+        };
+        match r {
+            Ok(n) => {
+                let data = c.data_mut();
+                if let Some(flow) = data.net.flow.as_mut().filter(|f| f.shaped) {
+                    flow.credit = flow.credit.saturating_sub(n as u64);
+                }
+                data.ipc.shared.net.count_sent(n);
+                return Ok(n as i64);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                deadline.wait(conn.writable()).await?.map_err(|e| errno_of(&e))?
+            }
+            Err(e) => return Err(errno_of(&e)),
+        }
+    }
+}
+
+async fn recv(mut c: Caller<'_, TaskData>, h: i32, ptr: i32, cap: i32, timeout: i64) -> Result<i64, Errno> {
+    let conn = conn_of(c.data(), h)?;
+    recv_on(&mut c, &conn, ptr, len32(cap), Deadline::new(timeout)).await
+}
+
+/// Receives up to `cap` bytes into `ptr` from `conn` within the task's
+/// receive budget; shared with the WASI socket calls.
+pub(super) async fn recv_on(
+    c: &mut Caller<'_, TaskData>,
+    conn: &Conn,
+    ptr: i32,
+    cap: u64,
+    deadline: Deadline,
+) -> Result<i64, Errno> {
+    {
+        let (mem, _) = memory(c)?;
+        range(mem.len(), ptr, cap)?;
+    }
+    if cap == 0 {
+        return Ok(0);
+    }
+    let mut want = cap.min(MAX_IO);
+    if let Some(bucket) = c.data().net.receive.clone() {
+        loop {
+            let wait = lock(&bucket).wait_ns(crate::net::now_ns());
+            if wait == 0 {
+                break;
+            }
+            deadline
+                .wait(tokio::time::sleep(std::time::Duration::from_nanos(wait)))
+                .await?;
+        }
+        let now = crate::net::now_ns();
+        want = want.min(lock(&bucket).available(now).max(1));
+    }
+    loop {
+        let r = {
+            let (mem, _) = memory(c)?;
+            let r = range(mem.len(), ptr, want)?;
+            // SAFETY: `r` lies inside the memory, mapped for the whole call.
+            unsafe { conn.try_recv(mem.at(r.start), r.len()) }
+        };
+        match r {
+            Ok(n) => {
+                let data = c.data();
+                if let Some(bucket) = &data.net.receive {
+                    lock(bucket).take(n as u64);
+                }
+                data.ipc.shared.net.count_received(n);
+                return Ok(n as i64);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                deadline.wait(conn.readable()).await?.map_err(|e| errno_of(&e))?
+            }
+            Err(e) => return Err(errno_of(&e)),
+        }
+    }
+}
+
+fn lock(b: &Mutex<Bucket>) -> std::sync::MutexGuard<'_, Bucket> {
+    b.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn address(c: &mut Caller<'_, TaskData>, h: i32, peer: i32, buf: i32, cap: i32) -> Result<i32, Errno> {
+    let text = match c.data().ipc.handles.get(h)? {
+        Object::Conn(s) if peer != 0 => s.peer().to_string(),
+        Object::Conn(s) => s.local().to_string(),
+        Object::Listener(l) if peer == 0 => l.local().to_string(),
+        Object::Listener(_) => return Err(Errno::Inval),
+        _ => return Err(Errno::BadHandle),
+    };
+    let (mem, _) = memory(c)?;
+    let n = text.len().min(len32(cap) as usize);
+    mem.put(buf, &text.as_bytes()[..n])?;
+    Ok(text.len() as i32)
+}
+
+/// What one `poll` entry waits on.
+enum Waitable {
+    Conn(Arc<Conn>),
+    Listener(Arc<Listener>),
+    Service(Arc<Service>),
+    Task(Arc<TaskShared>),
+}
+
+async fn poll(mut c: Caller<'_, TaskData>, fds: i32, n: i32, timeout: i64) -> Result<i32, Errno> {
+    let n = n as u32;
+    if n > MAX_POLL_HANDLES {
+        return Err(Errno::Inval);
+    }
+    let mut entries = Vec::with_capacity(n as usize);
+    {
+        let (mem, data) = memory(&mut c)?;
+        range(mem.len(), fds, n as u64 * 12)?;
+        for i in 0..n {
+            let at = fds.wrapping_add((i * 12) as i32);
+            let h = read_u32(mem, at)? as i32;
+            let events = read_u32(mem, at.wrapping_add(4))?;
+            let w = match data.ipc.handles.get(h)? {
+                Object::Conn(s) => Waitable::Conn(s.clone()),
+                Object::Listener(l) => Waitable::Listener(l.clone()),
+                Object::Service(s) => Waitable::Service(s.service().clone()),
+                Object::Task(t) => Waitable::Task(t.clone()),
+                _ => return Err(Errno::BadHandle),
+            };
+            entries.push((w, events, 0u32));
+        }
+    }
+    let deadline = Deadline::new(timeout);
+    loop {
+        let ready = check(&mut entries);
+        if ready > 0 || deadline.wait(any_ready(&entries)).await.is_err() {
+            let (mem, _) = memory(&mut c)?;
+            for (i, (_, _, revents)) in entries.iter().enumerate() {
+                write_u32(mem, fds.wrapping_add((i * 12 + 8) as i32), *revents)?;
+            }
+            return Ok(ready);
+        }
+    }
+}
+
+/// Fills in each entry's events now; returns how many have any.
+fn check(entries: &mut [(Waitable, u32, u32)]) -> i32 {
+    let mut fds: Vec<libc::pollfd> = Vec::new();
+    for (w, events, _) in entries.iter() {
+        let fd = match w {
+            Waitable::Conn(s) => s.fd(),
+            Waitable::Listener(l) => l.fd(),
+            _ => -1,
+        };
+        let mut ev = libc::POLLRDHUP;
+        if events & POLL_IN != 0 {
+            ev |= libc::POLLIN;
+        }
+        if events & POLL_OUT != 0 {
+            ev |= libc::POLLOUT;
+        }
+        fds.push(libc::pollfd { fd, events: ev, revents: 0 });
+    }
+    poll_now(&mut fds);
+    let mut ready = 0;
+    for ((w, events, revents), pfd) in entries.iter_mut().zip(&fds) {
+        *revents = match w {
+            Waitable::Conn(_) | Waitable::Listener(_) => {
+                let r = pfd.revents;
+                let mut out = 0;
+                if r & libc::POLLIN != 0 {
+                    out |= POLL_IN;
+                }
+                if r & libc::POLLOUT != 0 {
+                    out |= POLL_OUT;
+                }
+                if r & (libc::POLLHUP | libc::POLLERR | libc::POLLRDHUP) != 0 {
+                    out |= POLL_HUP;
+                }
+                out & (*events | POLL_HUP)
+            }
+            Waitable::Service(s) => {
+                if s.is_ready() {
+                    POLL_IN & *events
+                } else {
+                    0
+                }
+            }
+            Waitable::Task(t) => {
+                if t.family.exit().status.is_some() {
+                    POLL_IN & *events
+                } else {
+                    0
+                }
+            }
+        };
+        if *revents != 0 {
+            ready += 1;
+        }
+    }
+    ready
+}
+
+/// Resolves when any entry may have become ready.
+async fn any_ready(entries: &[(Waitable, u32, u32)]) {
+    let mut waits: Vec<Pin<Box<dyn Future<Output = ()> + Send + '_>>> = Vec::new();
+    for (w, events, _) in entries {
+        match w {
+            Waitable::Conn(s) => {
+                if events & POLL_IN != 0 || events & POLL_OUT == 0 {
+                    waits.push(Box::pin(async move {
+                        let _ = s.readable().await;
+                    }));
+                }
+                if events & POLL_OUT != 0 {
+                    waits.push(Box::pin(async move {
+                        let _ = s.writable().await;
+                    }));
+                }
+            }
+            Waitable::Listener(l) => waits.push(Box::pin(async move {
+                let _ = l.ready().await;
+            })),
+            Waitable::Service(s) => {
+                waits.push(Box::pin(std::future::poll_fn(move |cx| s.poll_ready(cx))))
+            }
+            Waitable::Task(t) => waits.push(Box::pin(std::future::poll_fn(move |cx| {
+                let mut e = t.family.exit();
+                if e.status.is_some() {
+                    return Poll::Ready(());
+                }
+                if !e.waiters.iter().any(|w| w.will_wake(cx.waker())) {
+                    e.waiters.push(cx.waker().clone());
+                }
+                Poll::Pending
+            }))),
+        }
+    }
+    if waits.is_empty() {
+        return std::future::pending().await;
+    }
+    std::future::poll_fn(|cx| {
+        for w in waits.iter_mut() {
+            if w.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(());
+            }
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+/// Takes a socket slot for a WASI descriptor (see [`take_socket`]).
+pub(super) fn take_wasi_socket(shared: &TaskShared, bytes: u64) -> Result<(), Errno> {
+    take_socket(shared, bytes)
+}
+
+/// Returns it.
+pub(super) fn return_wasi_socket(shared: &TaskShared, bytes: u64) {
+    return_socket(shared, bytes)
+}

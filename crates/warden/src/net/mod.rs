@@ -1,0 +1,27 @@
+//! The network: TCP sockets as kernel objects, the grants that bound what
+//! a task may reach, and the fair sharing of outgoing bandwidth.
+//!
+//! - [`grant`]: address grants (`listen`, `connect`), checked before any
+//!   system call.
+//! - [`socket`]: listeners and connections on the runtime's reactor.
+//! - [`fair`]: hierarchical WF2Q+ over groups and tasks, with caps — pure
+//!   policy with an injected clock.
+//! - [`link`]: the mechanism that paces sends by that policy.
+//!
+//! Bytes a task receives are counted and charged to it, and bounded by
+//! its `receive_limit` (a [`fair::Bucket`]); the host functions in
+//! `crate::host` apply all of this.
+
+pub mod fair;
+pub mod grant;
+pub mod link;
+pub mod socket;
+
+pub use grant::Grant;
+
+/// Nanoseconds since the process first asked: the clock of the receive
+/// budgets.
+pub fn now_ns() -> u64 {
+    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    EPOCH.get_or_init(std::time::Instant::now).elapsed().as_nanos() as u64
+}

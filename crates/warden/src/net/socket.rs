@@ -1,0 +1,268 @@
+//! TCP listeners and connections as kernel objects.
+//!
+//! Each wraps a non-blocking host socket registered with the runtime's
+//! reactor (Tokio's), so a task waiting on one parks its future and holds
+//! no worker thread. Operations try the system call first and wait for
+//! readiness only when it would block; many tasks may wait on the same
+//! socket (a handle passed or duplicated), each with its own waker.
+//!
+//! The buffers of every socket are set to [`BUFFER`] bytes each way before
+//! it connects or listens (accepted connections inherit the listener's),
+//! so the memory a connection can pin in the host kernel is known and is
+//! charged to the task that holds it ([`Conn::bytes`]).
+
+use socket2::{Domain, Protocol, Socket, Type};
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+
+/// Requested send and receive buffer of every socket, bytes (the host
+/// kernel doubles it for its bookkeeping).
+pub const BUFFER: usize = 64 * 1024;
+
+/// Bytes charged for a listener: its object and accept queue.
+pub const LISTENER_BYTES: u64 = 4096;
+
+/// Backlog of a listener.
+const BACKLOG: i32 = 1024;
+
+/// A listening socket.
+#[derive(Debug)]
+pub struct Listener {
+    io: AsyncFd<TcpListener>,
+    local: SocketAddr,
+}
+
+/// A connected socket.
+#[derive(Debug)]
+pub struct Conn {
+    io: AsyncFd<TcpStream>,
+    local: SocketAddr,
+    peer: SocketAddr,
+    bytes: u64,
+}
+
+fn socket(addr: &SocketAddr) -> io::Result<Socket> {
+    let s = Socket::new(Domain::for_address(*addr), Type::STREAM, Some(Protocol::TCP))?;
+    s.set_nonblocking(true)?;
+    s.set_cloexec(true)?;
+    s.set_send_buffer_size(BUFFER)?;
+    s.set_recv_buffer_size(BUFFER)?;
+    Ok(s)
+}
+
+impl Listener {
+    /// Binds and listens on `addr`. Must run inside the runtime's reactor.
+    pub fn bind(addr: &SocketAddr) -> io::Result<Listener> {
+        let s = socket(addr)?;
+        s.set_reuse_address(true)?;
+        if addr.is_ipv6() {
+            s.set_only_v6(true)?;
+        }
+        s.bind(&(*addr).into())?;
+        s.listen(BACKLOG)?;
+        let l: TcpListener = s.into();
+        let local = l.local_addr()?;
+        Ok(Listener {
+            // SAFETY: the listener owns its descriptor for as long as the
+            // `AsyncFd` that owns the listener lives.
+            io: unsafe { AsyncFd::register_with_interest(l, Interest::READABLE)? },
+            local,
+        })
+    }
+
+    /// Its address.
+    pub fn local(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Accepts a connection if one is waiting, without waiting.
+    pub fn try_accept(&self) -> io::Result<Conn> {
+        let (s, peer) = self.io.get_ref().accept()?;
+        Conn::new(s, Some(peer))
+    }
+
+    /// Waits until a connection may be waiting.
+    pub async fn ready(&self) -> io::Result<()> {
+        let mut g = self.io.readable().await?;
+        // Clear, so the next wait waits for news; the caller retries the
+        // accept and only comes back here if it would block.
+        g.clear_ready();
+        Ok(())
+    }
+
+    /// Accepts the next connection, waiting for one.
+    pub async fn accept(&self) -> io::Result<Conn> {
+        loop {
+            match self.try_accept() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.ready().await?,
+                r => return r,
+            }
+        }
+    }
+
+    /// The raw descriptor, for readiness checks.
+    pub fn fd(&self) -> i32 {
+        use std::os::fd::AsRawFd;
+        self.io.as_raw_fd()
+    }
+}
+
+impl Conn {
+    fn new(s: TcpStream, peer: Option<SocketAddr>) -> io::Result<Conn> {
+        s.set_nonblocking(true)?;
+        let local = s.local_addr()?;
+        let peer = match peer {
+            Some(p) => p,
+            None => s.peer_addr()?,
+        };
+        let sock = socket2::SockRef::from(&s);
+        let bytes = (sock.send_buffer_size()? + sock.recv_buffer_size()?) as u64;
+        Ok(Conn {
+            // SAFETY: the stream owns its descriptor for as long as the
+            // `AsyncFd` that owns the stream lives.
+            io: unsafe { AsyncFd::register(s)? },
+            local,
+            peer,
+            bytes,
+        })
+    }
+
+    /// Starts connecting to `addr` without waiting; finish with
+    /// [`Conn::connected`]. Must run inside the runtime's reactor.
+    pub fn start_connect(addr: &SocketAddr) -> io::Result<Conn> {
+        let s = socket(addr)?;
+        match s.connect(&(*addr).into()) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+            Err(e) => return Err(e),
+        }
+        let s: TcpStream = s.into();
+        let local = s.local_addr()?;
+        let sock = socket2::SockRef::from(&s);
+        let bytes = (sock.send_buffer_size()? + sock.recv_buffer_size()?) as u64;
+        Ok(Conn {
+            // SAFETY: the stream owns its descriptor for as long as the
+            // `AsyncFd` that owns the stream lives.
+            io: unsafe { AsyncFd::register(s)? },
+            local,
+            peer: *addr,
+            bytes,
+        })
+    }
+
+    /// Waits until a connection begun by [`Conn::start_connect`] is made,
+    /// or has failed.
+    pub async fn connected(&self) -> io::Result<()> {
+        loop {
+            let mut g = self.io.writable().await?;
+            let sock = socket2::SockRef::from(self.io.get_ref());
+            if let Some(e) = sock.take_error()? {
+                return Err(e);
+            }
+            match self.io.get_ref().peer_addr() {
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::NotConnected => g.clear_ready(),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Host-kernel buffer bytes the connection may hold.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Its own address.
+    pub fn local(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// The other end's address.
+    pub fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// Reads what is there into `len` bytes at `buf`, without waiting
+    /// (0: the peer closed).
+    ///
+    /// # Safety
+    ///
+    /// `buf` must be valid for writes of `len` bytes during the call (the
+    /// host kernel writes them; no Rust reference to them is made).
+    pub unsafe fn try_recv(&self, buf: *mut u8, len: usize) -> io::Result<usize> {
+        // SAFETY: as the caller promises.
+        let n = unsafe { libc::recv(self.fd(), buf.cast(), len, 0) };
+        if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
+    }
+
+    /// Writes what fits of `len` bytes at `buf`, without waiting. A peer
+    /// that has gone is an error, never a signal.
+    ///
+    /// # Safety
+    ///
+    /// `buf` must be valid for reads of `len` bytes during the call.
+    pub unsafe fn try_send(&self, buf: *const u8, len: usize) -> io::Result<usize> {
+        // SAFETY: as the caller promises.
+        let n = unsafe { libc::send(self.fd(), buf.cast(), len, libc::MSG_NOSIGNAL) };
+        if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
+    }
+
+    /// Waits until the connection may be readable.
+    pub async fn readable(&self) -> io::Result<()> {
+        self.io.readable().await?.clear_ready();
+        Ok(())
+    }
+
+    /// Waits until the connection may be writable.
+    pub async fn writable(&self) -> io::Result<()> {
+        self.io.writable().await?.clear_ready();
+        Ok(())
+    }
+
+    /// No more sends: the peer reads the end of the stream.
+    pub fn shutdown(&self) -> io::Result<()> {
+        self.io.get_ref().shutdown(std::net::Shutdown::Write)
+    }
+
+    /// Ends reading and sending both (the WASI `shutdown` with `SHUT_RDWR`).
+    pub fn shutdown_both(&self) -> io::Result<()> {
+        self.io.get_ref().shutdown(std::net::Shutdown::Both)
+    }
+
+    /// Ends reading only.
+    pub fn shutdown_read(&self) -> io::Result<()> {
+        self.io.get_ref().shutdown(std::net::Shutdown::Read)
+    }
+
+    /// The raw descriptor, for readiness checks.
+    pub fn fd(&self) -> i32 {
+        use std::os::fd::AsRawFd;
+        self.io.as_raw_fd()
+    }
+}
+
+/// Readiness of descriptors now, without waiting: `fds` holds each
+/// descriptor with the `poll(2)` events asked; returns the events found
+/// (`POLLIN`, `POLLOUT`, `POLLHUP`, `POLLERR`), in order.
+pub fn poll_now(fds: &mut [libc::pollfd]) {
+    if fds.is_empty() {
+        return;
+    }
+    // SAFETY: `fds` is a valid array of `fds.len()` entries; timeout 0.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
+    if n < 0 {
+        for f in fds {
+            f.revents = 0;
+        }
+    }
+}
