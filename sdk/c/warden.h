@@ -133,6 +133,27 @@ int32_t warden_task_raise(warden_handle task, uint64_t memory_limit, uint64_t cp
 #define WARDEN_STATUS_TRAPPED (-1)  /* warden_task_wait status of a trapped child */
 #define WARDEN_STATUS_KILLED  (-2)  /* ... of a killed one */
 
+/* Sockets. Listeners and connections are handles: close, dup and pass them
+ * in messages like any other. Addresses are numeric text, "127.0.0.1:8080"
+ * or "[::1]:0"; a task may listen on and connect to only what its manifest
+ * grants (listen = [...], connect = [...]), anything else is WARDEN_EDENIED.
+ * Timeouts in ns: 0 = do not wait, negative = wait forever; a call that
+ * cannot complete in time returns WARDEN_ETIMEOUT. Any negative return is
+ * an error code. A closed or reset peer is WARDEN_EPEERDIED; an address in
+ * use is WARDEN_EEXISTS; more than max_sockets is WARDEN_EQUOTA. */
+warden_handle warden_tcp_listen(const char *addr);                         /* "127.0.0.1:8080", "[::1]:0" */
+warden_handle warden_tcp_accept(warden_handle listener, int64_t timeout_ns);
+warden_handle warden_tcp_connect(const char *addr, int64_t timeout_ns);
+int64_t warden_sock_send(warden_handle sock, const void *buf, size_t len, int64_t timeout_ns); /* bytes taken, may be fewer than len */
+int64_t warden_sock_recv(warden_handle sock, void *buf, size_t cap, int64_t timeout_ns);       /* bytes read; 0 = peer closed */
+int32_t warden_sock_shutdown(warden_handle sock);                           /* no more sends */
+int32_t warden_sock_addr(warden_handle sock, int32_t peer, char *buf, size_t cap); /* local (peer=0) or peer address as text; returns its length */
+typedef struct { warden_handle handle; uint32_t events; uint32_t revents; } warden_pollfd;
+#define WARDEN_POLL_IN  1u  /* data or a connection to accept; a call waiting on a service; a child task ended */
+#define WARDEN_POLL_OUT 2u
+#define WARDEN_POLL_HUP 4u
+int32_t warden_poll(warden_pollfd *fds, size_t n, int64_t timeout_ns);     /* how many are ready; 0 on timeout */
+
 /* ---- Raw imports: the host functions of the "warden" module. ---- */
 
 #define WARDEN_IMPORT(name) __attribute__((import_module("warden"), import_name(#name)))
@@ -176,6 +197,14 @@ WARDEN_IMPORT(task_granted)   int32_t __warden_task_granted(uint32_t index);
 WARDEN_IMPORT(task_event)     int32_t __warden_task_event(int32_t task, int64_t timeout_ns, warden_event *event);
 WARDEN_IMPORT(task_raise)     int32_t __warden_task_raise(int32_t task, uint64_t memory_limit, uint64_t cpu_limit_ns);
 WARDEN_IMPORT(namespace_bind) int32_t __warden_namespace_bind(const char *name, uint32_t len, int32_t portal);
+WARDEN_IMPORT(tcp_listen)     int32_t __warden_tcp_listen(const char *addr, uint32_t len);
+WARDEN_IMPORT(tcp_accept)     int32_t __warden_tcp_accept(int32_t listener, int64_t timeout_ns);
+WARDEN_IMPORT(tcp_connect)    int32_t __warden_tcp_connect(const char *addr, uint32_t len, int64_t timeout_ns);
+WARDEN_IMPORT(sock_send)      int64_t __warden_sock_send(int32_t sock, const void *buf, uint32_t len, int64_t timeout_ns);
+WARDEN_IMPORT(sock_recv)      int64_t __warden_sock_recv(int32_t sock, void *buf, uint32_t cap, int64_t timeout_ns);
+WARDEN_IMPORT(sock_shutdown)  int32_t __warden_sock_shutdown(int32_t sock);
+WARDEN_IMPORT(sock_addr)      int32_t __warden_sock_addr(int32_t sock, int32_t peer, char *buf, uint32_t cap);
+WARDEN_IMPORT(poll)           int32_t __warden_poll(warden_pollfd *fds, uint32_t n, int64_t timeout_ns);
 
 /* ---- Definitions (weak: including this header in several files is fine). ---- */
 
@@ -266,6 +295,28 @@ WARDEN_DEF int64_t warden_permit_write(warden_handle p, uint64_t off, const void
 WARDEN_DEF int32_t warden_permit_revoke(warden_handle p) { return __warden_permit_revoke(p); }
 WARDEN_DEF warden_handle warden_module_lookup(const char *name) {
     return __warden_module_lookup(name, __warden_strlen(name));
+}
+WARDEN_DEF warden_handle warden_tcp_listen(const char *addr) {
+    return __warden_tcp_listen(addr, __warden_strlen(addr));
+}
+WARDEN_DEF warden_handle warden_tcp_accept(warden_handle l, int64_t timeout_ns) {
+    return __warden_tcp_accept(l, timeout_ns);
+}
+WARDEN_DEF warden_handle warden_tcp_connect(const char *addr, int64_t timeout_ns) {
+    return __warden_tcp_connect(addr, __warden_strlen(addr), timeout_ns);
+}
+WARDEN_DEF int64_t warden_sock_send(warden_handle s, const void *buf, size_t len, int64_t timeout_ns) {
+    return __warden_sock_send(s, buf, len, timeout_ns);
+}
+WARDEN_DEF int64_t warden_sock_recv(warden_handle s, void *buf, size_t cap, int64_t timeout_ns) {
+    return __warden_sock_recv(s, buf, cap, timeout_ns);
+}
+WARDEN_DEF int32_t warden_sock_shutdown(warden_handle s) { return __warden_sock_shutdown(s); }
+WARDEN_DEF int32_t warden_sock_addr(warden_handle s, int32_t peer, char *buf, size_t cap) {
+    return __warden_sock_addr(s, peer, buf, cap);
+}
+WARDEN_DEF int32_t warden_poll(warden_pollfd *fds, size_t n, int64_t timeout_ns) {
+    return __warden_poll(fds, n, timeout_ns);
 }
 WARDEN_DEF warden_handle warden_task_spawn(warden_handle module, const char *const *argv, size_t argc,
                                            const warden_budget *budget, const warden_handle *grant,

@@ -54,6 +54,20 @@ int main(void) {
     CHECK(warden_task_event(p, 0, &ev), WARDEN_EBADHANDLE);
     CHECK(warden_task_raise(p, 1 << 20, 0), WARDEN_EBADHANDLE);
     CHECK(warden_namespace_bind("abi", p), 0);
+
+    /* Sockets: no address is granted to this task. */
+    CHECK(warden_tcp_listen("127.0.0.1:0"), WARDEN_EDENIED);
+    CHECK(warden_tcp_listen("no address"), WARDEN_EINVAL);
+    CHECK(warden_tcp_connect("127.0.0.1:1", 0), WARDEN_EDENIED);
+    CHECK(warden_tcp_accept(p, 0), WARDEN_EBADHANDLE);
+    CHECK(warden_sock_send(p, "x", 1, 0), WARDEN_EBADHANDLE);
+    CHECK(warden_sock_recv(p, buf, 1, 0), WARDEN_EBADHANDLE);
+    CHECK(warden_sock_shutdown(p), WARDEN_EBADHANDLE);
+    CHECK(warden_sock_addr(p, 0, buf, sizeof buf), WARDEN_EBADHANDLE);
+    warden_pollfd fds[1] = {{s, WARDEN_POLL_IN, 0}};
+    CHECK(warden_poll(fds, 1, 0), 0);
+    fds[0].handle = p;
+    CHECK(warden_poll(fds, 1, 0), WARDEN_EBADHANDLE);
     printf(failures ? "abi: %d failures\n" : "abi: ok\n", failures);
     return failures;
 }

@@ -37,6 +37,14 @@ pub struct TaskReport {
     pub bytes_sent: u64,
     /// Message bytes received.
     pub bytes_received: u64,
+    /// Bytes it sent on sockets.
+    pub net_bytes_sent: u64,
+    /// Bytes it received on sockets.
+    pub net_bytes_received: u64,
+    /// Connections it opened or accepted.
+    pub connections: u64,
+    /// Its scheduling group, if any.
+    pub group: Option<String>,
     /// When the task was spawned, ms since the runtime started.
     pub start_ms: f64,
     /// When it finished, ms since the runtime started.
@@ -71,6 +79,10 @@ impl TaskReport {
             ipc_calls: shared.ipc.calls.load(Ordering::Relaxed),
             bytes_sent: shared.ipc.bytes_sent.load(Ordering::Relaxed),
             bytes_received: shared.ipc.bytes_received.load(Ordering::Relaxed),
+            net_bytes_sent: shared.net.sent.load(Ordering::Relaxed),
+            net_bytes_received: shared.net.received.load(Ordering::Relaxed),
+            connections: shared.net.connections.load(Ordering::Relaxed),
+            group: shared.groups.first().map(|g| g.name.clone()),
             start_ms,
             end_ms,
         }

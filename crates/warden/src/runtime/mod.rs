@@ -587,6 +587,7 @@ impl Runtime {
         let id = TaskId(inner.next_id.fetch_add(1, Ordering::Relaxed));
         let mut task = TaskShared::new(id, spec.name.clone(), spec.cpu_limit, spec.memory_limit);
         task.inherit = Inheritance::new(id, spec.inheritance, spec.sched.priority);
+        task.net = crate::task::NetAccount::new(spec.net.max_sockets);
         task.family.notify_memory = spec.on_memory_limit == crate::limiter::MemoryPolicy::Notify;
         task.family.notify_cpu = spec.on_cpu_limit_notify;
         task.groups = group.map(|g| g.chain.clone()).unwrap_or_default();

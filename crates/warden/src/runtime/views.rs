@@ -31,6 +31,16 @@ pub struct TaskView {
     pub bytes_sent: u64,
     /// Message bytes received.
     pub bytes_received: u64,
+    /// Bytes it sent on sockets.
+    pub net_bytes_sent: u64,
+    /// Bytes it received on sockets.
+    pub net_bytes_received: u64,
+    /// Sockets it holds now (0 once finished).
+    pub sockets: u32,
+    /// Connections it opened or accepted, ever.
+    pub connections: u64,
+    /// Its scheduling group, if any (its innermost).
+    pub group: Option<String>,
 }
 
 impl Runtime {
@@ -53,6 +63,11 @@ impl Runtime {
             ipc_calls: s.ipc.calls.load(Ordering::Relaxed),
             bytes_sent: s.ipc.bytes_sent.load(Ordering::Relaxed),
             bytes_received: s.ipc.bytes_received.load(Ordering::Relaxed),
+            net_bytes_sent: s.net.sent.load(Ordering::Relaxed),
+            net_bytes_received: s.net.received.load(Ordering::Relaxed),
+            sockets: s.net.sockets(),
+            connections: s.net.connections.load(Ordering::Relaxed),
+            group: s.groups.first().map(|g| g.name.clone()),
         }
     }
 
@@ -83,6 +98,11 @@ impl Runtime {
                 ipc_calls: r.ipc_calls,
                 bytes_sent: r.bytes_sent,
                 bytes_received: r.bytes_received,
+                net_bytes_sent: r.net_bytes_sent,
+                net_bytes_received: r.net_bytes_received,
+                sockets: 0,
+                connections: r.connections,
+                group: r.group.clone(),
             }))
             .collect();
         v.sort_by_key(|t| t.id);

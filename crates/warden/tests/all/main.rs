@@ -24,6 +24,7 @@ mod limits_cpu;
 mod limits_memory;
 mod many;
 mod nested;
+mod net;
 mod reclaim;
 mod sched;
 mod traps;
