@@ -15,7 +15,9 @@
 //!
 //! - `p.vtime` (`V`) advances by `L` when `p` sends a packet of `L` bytes,
 //!   and never lags the smallest start tag of its busy children:
-//!   `V = max(V + L, min S_c)`;
+//!   `V = max(V + L, min S_c)` — the `max` taken when `p` next picks, so
+//!   that a sender that asks again as soon as its packet left (as tasks
+//!   do, one packet at a time) counts as busy throughout;
 //! - a child that turns busy gets `S_c = max(V, F_c)` and
 //!   `F_c = S_c + L_c · W_p / w_c` (`L_c` its next packet's length); after
 //!   it sent a packet and stays busy, `S_c = F_c` and `F_c` moves on by
@@ -315,6 +317,18 @@ impl FairTree {
     /// Among `p`'s busy children whose caps allow, the eligible one with
     /// the smallest finish tag (else the smallest start tag).
     fn pick(&mut self, p: NodeId, now: u64) -> Option<NodeId> {
+        // Never behind the busy children's smallest start tag. Done here,
+        // at the next pick, rather than when a packet leaves: a sender
+        // that asks again as soon as its packet went is busy all along.
+        let min_start = self.nodes[p]
+            .children
+            .iter()
+            .filter(|&&k| self.nodes[k].backlog > 0)
+            .map(|&k| self.nodes[k].start)
+            .fold(f64::INFINITY, f64::min);
+        if min_start.is_finite() && min_start > self.nodes[p].vtime {
+            self.nodes[p].vtime = min_start;
+        }
         let v = self.nodes[p].vtime;
         let mut best: Option<(bool, f64, NodeId)> = None;
         for i in 0..self.nodes[p].children.len() {
@@ -374,19 +388,9 @@ impl FairTree {
                 n.start = n.finish;
                 n.finish = n.start + span;
             }
-            // The parent's virtual time: the work done, but never behind
-            // its busy children's smallest start tag.
-            let min_start = self.nodes[p]
-                .children
-                .iter()
-                .filter(|&&k| self.nodes[k].backlog > 0)
-                .map(|&k| self.nodes[k].start)
-                .fold(f64::INFINITY, f64::min);
-            let pn = &mut self.nodes[p];
-            pn.vtime += len as f64;
-            if min_start.is_finite() {
-                pn.vtime = pn.vtime.max(min_start);
-            }
+            // The parent's virtual time advances by the work done (and is
+            // brought up to its busy children's start tags at its next pick).
+            self.nodes[p].vtime += len as f64;
         }
     }
 }

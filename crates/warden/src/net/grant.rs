@@ -85,9 +85,22 @@ fn parse_port(p: &str) -> Result<u16, String> {
 }
 
 fn parse_net(host: &str) -> Result<(IpAddr, u8), String> {
-    let (ip, len) = match host.rsplit_once('/') {
-        Some((ip, len)) => (ip, Some(len)),
-        None => (host, None),
+    let (ip, len) = match host.strip_prefix('[') {
+        // [v6] or [v6]/len: the prefix length follows the bracket.
+        Some(rest) => {
+            let (v6, after) = rest
+                .split_once(']')
+                .ok_or_else(|| format!("{host:?} lacks its closing bracket"))?;
+            let len = match after {
+                "" => None,
+                a => Some(a.strip_prefix('/').ok_or_else(|| format!("{host:?} is not an address"))?),
+            };
+            (&host[..v6.len() + 2], len)
+        }
+        None => match host.rsplit_once('/') {
+            Some((ip, len)) => (ip, Some(len)),
+            None => (host, None),
+        },
     };
     let ip = ip.strip_prefix('[').and_then(|i| i.strip_suffix(']')).map_or_else(
         || {

@@ -343,7 +343,7 @@ mod tests {
         let capped = Flow::new(&link, Some(f.node), 1, Some(1_000_000));
         assert!(capped.shaped, "a cap of its own");
         drop(f);
-        assert_eq!(link.lock().tree.len(), 5, "the parent waits for its child");
+        assert_eq!(link.lock().tree.len(), 4, "the parent waits for its child");
         drop(capped);
         assert_eq!(link.lock().tree.len(), 1);
     }

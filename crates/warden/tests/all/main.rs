@@ -25,6 +25,7 @@ mod limits_memory;
 mod many;
 mod nested;
 mod net;
+mod net_bandwidth;
 mod reclaim;
 mod sched;
 mod traps;

@@ -67,6 +67,9 @@ fn an_idle_senders_share_goes_to_the_others_at_once() {
                 t.enqueue(l, PACKET);
             }
         }
+        if now >= stop {
+            t.cancel(quiet); // it has nothing more to send
+        }
         let (leaf, len) = t.dequeue(now).expect("someone is busy");
         if now >= stop {
             assert_ne!(leaf, quiet, "it stopped sending");

@@ -1,0 +1,148 @@
+//! Bandwidth: shares of a saturated link, caps on an idle one, receive
+//! limits — measured from what the tasks actually sent and received,
+//! against real sockets.
+
+use crate::util::*;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+use warden::{Runtime, RuntimeConfig, TaskId};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// A listener on loopback whose every connection is read and discarded.
+fn sink() -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            std::thread::spawn(move || {
+                let mut b = vec![0u8; 1 << 16];
+                while matches!(s.read(&mut b), Ok(n) if n > 0) {}
+            });
+        }
+    });
+    addr
+}
+
+fn runtime_with_link(rate: Option<u64>) -> Runtime {
+    Runtime::new(RuntimeConfig {
+        workers: 2,
+        cache_dir: None,
+        max_tasks: 64,
+        link_rate: rate,
+        ..RuntimeConfig::default()
+    })
+    .unwrap()
+}
+
+/// Bytes each task has sent (or received) so far.
+fn counts(rt: &Runtime, ids: &[TaskId], received: bool) -> Vec<u64> {
+    let views = rt.live_tasks();
+    ids.iter()
+        .map(|id| {
+            let v = views.iter().find(|v| v.id == *id).expect("alive");
+            if received {
+                v.net_bytes_received
+            } else {
+                v.net_bytes_sent
+            }
+        })
+        .collect()
+}
+
+/// What each task moved during `window`, after a warm-up.
+fn measure(rt: &Runtime, ids: &[TaskId], received: bool, window: Duration) -> (Vec<u64>, f64) {
+    std::thread::sleep(Duration::from_millis(300)); // warm-up, not ordering
+    let a = counts(rt, ids, received);
+    let t = Instant::now();
+    std::thread::sleep(window);
+    let b = counts(rt, ids, received);
+    let secs = t.elapsed().as_secs_f64();
+    (a.iter().zip(&b).map(|(x, y)| y - x).collect(), secs)
+}
+
+fn blaster(dir: &std::path::Path, name: &str, addr: &str, share: u32) -> warden::TaskSpec {
+    let mut s = spec(dir, name, guests::NET);
+    s.args = vec!["blast".into(), addr.into()];
+    s.net.connect = vec!["127.0.0.1:*".into()];
+    s.net.bandwidth_share = share;
+    s
+}
+
+/// Four senders with shares 1:2:3:4 on a 40 MB/s link get 10/20/30/40%
+/// of it, and together no more than the link.
+#[test]
+fn a_saturated_link_is_shared_by_weight() {
+    let dir = tempfile::tempdir().unwrap();
+    let rate = 40_000_000u64;
+    let rt = runtime_with_link(Some(rate));
+    let addr = sink();
+    let ids: Vec<TaskId> = (1..=4)
+        .map(|w| {
+            let name = format!("s{w}");
+            let id = rt.spawn(&blaster(dir.path(), &name, &addr, w)).unwrap();
+            wait_for_output(dir.path(), &name, "connected");
+            id
+        })
+        .collect();
+    let (sent, secs) = measure(&rt, &ids, false, Duration::from_secs(2));
+    let total: u64 = sent.iter().sum();
+    for (i, s) in sent.iter().enumerate() {
+        let frac = *s as f64 / total as f64;
+        let want = (i + 1) as f64 / 10.0;
+        assert!((frac - want).abs() < 0.03, "task {i}: {frac:.3} of the link, want {want}; {sent:?}");
+    }
+    let got = total as f64 / secs;
+    assert!(got < rate as f64 * 1.05, "the link's rate holds: {got}");
+    assert!(got > rate as f64 * 0.7, "the link is used: {got}");
+    rt.kill_all("done");
+}
+
+/// A capped task stays at its cap on an otherwise idle, unlimited link,
+/// and an uncapped one beside it is not held back.
+#[test]
+fn a_cap_holds_on_an_idle_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime_with_link(None);
+    let addr = sink();
+    let cap = 8_000_000u64;
+    let mut capped = blaster(dir.path(), "capped", &addr, 1);
+    capped.net.bandwidth_limit = Some(cap);
+    let a = rt.spawn(&capped).unwrap();
+    let b = rt.spawn(&blaster(dir.path(), "free", &addr, 1)).unwrap();
+    wait_for_output(dir.path(), "capped", "connected");
+    wait_for_output(dir.path(), "free", "connected");
+    let (sent, secs) = measure(&rt, &[a, b], false, Duration::from_secs(2));
+    let rate = sent[0] as f64 / secs;
+    assert!((rate / cap as f64 - 1.0).abs() < 0.05, "capped at {rate}, cap {cap}");
+    assert!(sent[1] > 2 * sent[0], "the free one is not held back: {sent:?}");
+    rt.kill_all("done");
+}
+
+/// A task's receive limit bounds what it reads, however fast the sender.
+#[test]
+fn a_receive_limit_bounds_what_a_task_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime_with_link(None);
+    let mut s = spec(dir.path(), "reader", guests::NET);
+    s.args = vec!["sink".into(), "127.0.0.1:0".into()];
+    s.net.listen = vec!["127.0.0.1:*".into()];
+    let limit = 4_000_000u64;
+    s.net.receive_limit = Some(limit);
+    let id = rt.spawn(&s).unwrap();
+    wait_for_output(dir.path(), "reader", "listening ");
+    let out = stdout_of(dir.path(), "reader");
+    let addr = out.trim().strip_prefix("listening ").unwrap().to_string();
+    std::thread::spawn(move || {
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        let b = vec![7u8; 1 << 16];
+        while c.write_all(&b).is_ok() {}
+    });
+    let (got, secs) = measure(&rt, &[id], true, Duration::from_secs(2));
+    let rate = got[0] as f64 / secs;
+    assert!((rate / limit as f64 - 1.0).abs() < 0.06, "received {rate}/s, limit {limit}");
+    rt.kill(id, "done").unwrap();
+    assert_eq!(wait(&rt, id, LIMIT).status, "killed");
+}
