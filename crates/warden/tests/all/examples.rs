@@ -52,3 +52,66 @@ fn echo_kv_and_pipeline_examples() {
         assert!(pipeline.contains(want), "{want:?} missing from {pipeline}");
     }
 }
+
+/// The network examples: TCP echo, three tenants sharing a link, and the
+/// WASI file server fetched with curl.
+#[test]
+fn network_examples() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let built = std::process::Command::new(root.join("scripts/build-examples"))
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    let run = |manifest: &Path| {
+        let out = warden().args(["run", "--no-cache"]).arg(manifest).output().unwrap();
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+        stdout
+    };
+    let echo = run(&root.join("examples/tcp-echo/tcp-echo.toml"));
+    assert_eq!(echo.matches("200 round trips checked").count(), 3, "{echo}");
+    assert!(echo.contains("for 3 clients"), "{echo}");
+
+    let shares = run(&root.join("examples/bandwidth/bandwidth.toml"));
+    for (tenant, want) in [("tenant-a", 100.0 / 6.0), ("tenant-b", 200.0 / 6.0), ("tenant-c", 50.0)] {
+        let line = shares.lines().find(|l| l.contains(tenant) && l.contains("% of")).unwrap();
+        let pct: f64 = line.split_whitespace().rev().nth(3).unwrap().trim_end_matches('%').parse().unwrap();
+        assert!((pct - want).abs() < 3.0, "{tenant}: {pct}% (want {want:.1}%)\n{shares}");
+    }
+
+    // The file server on a free port, fetched by curl.
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let http = root.join("examples/http");
+    let text = std::fs::read_to_string(http.join("http.toml"))
+        .unwrap()
+        .replace("127.0.0.1:8080", &format!("127.0.0.1:{port}"))
+        .replace("build/", &format!("{}/build/", http.display()))
+        .replace("\"www\"", &format!("\"{}/www\"", http.display()))
+        .replace("memory_limit", "args = [\"2\"]\nmemory_limit");
+    let m = manifest(dir.path(), &text);
+    let mut server = warden()
+        .args(["run", "--no-cache"])
+        .arg(&m)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(server.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert!(line.contains("serving /www on descriptor 4"), "{line}");
+    let curl = |path: &str| {
+        let o = std::process::Command::new("curl")
+            .args(["-s", "-i", "--max-time", "20"])
+            .arg(format!("http://127.0.0.1:{port}{path}"))
+            .output()
+            .expect("curl is installed");
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let page = curl("/");
+    assert!(page.starts_with("HTTP/1.0 200 OK"), "{page}");
+    assert!(page.contains("Served by a WASI task"), "{page}");
+    assert!(curl("/nothing.html").starts_with("HTTP/1.0 404"));
+    let status = wait_child(&mut server, std::time::Duration::from_secs(20), "file server still up");
+    assert!(status.success());
+}
