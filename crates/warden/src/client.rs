@@ -85,7 +85,57 @@ pub fn ps(addr: &str, as_json: bool, all: bool) -> Result<(), String> {
         return Ok(());
     }
     print!("{}", table(&tasks, None));
+    print!("{}", group_table(&ok(addr, "GET", "/api/groups", None)?));
     Ok(())
+}
+
+/// A rate in bytes per second, short.
+fn rate(v: &Value) -> String {
+    let b = v.as_f64().unwrap_or(0.0);
+    if b >= 1e6 {
+        format!("{:.1}M", b / 1e6)
+    } else if b >= 1e3 {
+        format!("{:.1}k", b / 1e3)
+    } else {
+        format!("{b:.0}")
+    }
+}
+
+/// The scheduling groups as a tree, each with what its subtree's live
+/// tasks use: CPU, memory, sockets and bandwidth. Empty without groups.
+fn group_table(tree: &Value) -> String {
+    let empty = vec![];
+    let groups = tree["groups"].as_array().unwrap_or(&empty);
+    if groups.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "\n{:<28} {:>5} {:>6} {:>8} {:>6} {:>8} {:>8} {:>7}  MEMBERS\n",
+        "GROUP", "TASKS", "CPU%", "MEM(MiB)", "SOCKS", "TX/s", "RX/s", "BW-SHR"
+    );
+    fn rows(groups: &[Value], parent: &Value, depth: usize, out: &mut String) {
+        for g in groups.iter().filter(|g| &g["parent"] == parent) {
+            let members: Vec<&str> = g["members"]
+                .as_array()
+                .map(|m| m.iter().filter_map(|t| t["name"].as_str()).collect())
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "{:<28} {:>5} {:>6.1} {:>8} {:>6} {:>8} {:>8} {:>7}  {}\n",
+                format!("{}{}", "  ".repeat(depth), g["name"].as_str().unwrap_or("")),
+                g["tasks"],
+                g["cpu_pct"].as_f64().unwrap_or(0.0),
+                mib(&g["memory_bytes"]),
+                g["sockets"],
+                rate(&g["net_tx_rate"]),
+                rate(&g["net_rx_rate"]),
+                g["bandwidth_share"],
+                members.join(" "),
+            ));
+            rows(groups, &g["name"], depth + 1, out);
+        }
+    }
+    rows(groups, &Value::Null, 0, &mut out);
+    out
 }
 
 fn mib(v: &Value) -> String {
@@ -101,7 +151,7 @@ fn table(tasks: &Value, sort: Option<&str>) -> String {
     let empty = vec![];
     let list = tasks.as_array().unwrap_or(&empty);
     let mut out = format!(
-        "{:>5} {:<28} {:>6} {:<9} {:>6} {:>10} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9}\n",
+        "{:>5} {:<28} {:>6} {:<9} {:>6} {:>10} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7} {:>7}\n",
         "ID",
         "NAME",
         "PARENT",
@@ -113,7 +163,9 @@ fn table(tasks: &Value, sort: Option<&str>) -> String {
         "PEAK",
         "CALLS",
         "SENT",
-        "RECV"
+        "RECV",
+        "TX/s",
+        "RX/s"
     );
     fn rows(list: &[Value], parent: &Value, depth: usize, sort: Option<&str>, out: &mut String) {
         let mut kids: Vec<&Value> = list.iter().filter(|t| &t["parent"] == parent).collect();
@@ -131,7 +183,7 @@ fn table(tasks: &Value, sort: Option<&str>) -> String {
             let name = format!("{}{}", "  ".repeat(depth), t["name"].as_str().unwrap_or(""));
             let parent = t["parent"].as_u64().map_or("-".into(), |p| p.to_string());
             out.push_str(&format!(
-                "{:>5} {:<28} {:>6} {:<9} {:>6.1} {:>10.1} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9}\n",
+                "{:>5} {:<28} {:>6} {:<9} {:>6.1} {:>10.1} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7} {:>7}\n",
                 t["id"].to_string(),
                 name,
                 parent,
@@ -144,6 +196,8 @@ fn table(tasks: &Value, sort: Option<&str>) -> String {
                 t["ipc_calls"].to_string(),
                 t["bytes_sent"].to_string(),
                 t["bytes_received"].to_string(),
+                rate(&t["net_tx_rate"]),
+                rate(&t["net_rx_rate"]),
             ));
             rows(list, &t["id"], depth + 1, sort, out);
         }
@@ -174,6 +228,7 @@ pub fn top(addr: &str, sort: &str, iterations: Option<u32>) -> Result<(), String
             live.len()
         );
         print!("{}", table(&Value::Array(live), Some(sort)));
+        print!("{}", group_table(&ok(addr, "GET", "/api/groups", None)?));
         std::io::stdout().flush().ok();
         n += 1;
         if iterations.is_some_and(|max| n >= max) {

@@ -70,6 +70,10 @@ pub(super) fn route(
             Err(e) => error(400, e),
         },
         (&Method::GET, ["api", "history"]) => history(samples),
+        (&Method::GET, ["api", "groups"]) => {
+            let rates = samples.lock().unwrap_or_else(|e| e.into_inner()).rates.clone();
+            json(200, super::groups::tree(rt, &rates))
+        }
         (&Method::GET, [""]) => asset(
             "text/html; charset=utf-8",
             include_str!("../dashboard/index.html"),
@@ -94,19 +98,23 @@ pub(super) fn route(
     }
 }
 
-/// `GET /api/tasks`: every task with its CPU share of the last second.
+/// `GET /api/tasks`: every task with its CPU share and network rates of
+/// the last second.
 fn task_list(rt: &Runtime, samples: &Mutex<Samples>) -> Reply {
-    let pct = samples
+    let rates = samples
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .pct
+        .rates
         .clone();
     let tasks: Vec<serde_json::Value> = rt
         .task_views()
         .into_iter()
         .map(|v| {
             let mut j = serde_json::to_value(&v).unwrap();
-            j["cpu_pct"] = pct.get(&v.id).copied().unwrap_or(0.0).into();
+            let r = rates.get(&v.id).copied().unwrap_or_default();
+            j["cpu_pct"] = r.cpu_pct.into();
+            j["net_tx_rate"] = r.net_tx_rate.into();
+            j["net_rx_rate"] = r.net_rx_rate.into();
             j
         })
         .collect();

@@ -59,6 +59,30 @@ const TASK_METRICS: &[TaskMetric] = &[
         |v| Some(v.bytes_received as f64),
     ),
     (
+        "warden_task_net_sent_bytes_total",
+        "counter",
+        "Bytes the task sent on sockets.",
+        |v| Some(v.net_bytes_sent as f64),
+    ),
+    (
+        "warden_task_net_received_bytes_total",
+        "counter",
+        "Bytes the task received on sockets.",
+        |v| Some(v.net_bytes_received as f64),
+    ),
+    (
+        "warden_task_sockets",
+        "gauge",
+        "Sockets the task holds.",
+        |v| Some(v.sockets as f64),
+    ),
+    (
+        "warden_task_connections_total",
+        "counter",
+        "Connections the task opened or accepted.",
+        |v| Some(v.connections as f64),
+    ),
+    (
         "warden_task_running",
         "gauge",
         "1 while the task is alive.",
@@ -94,6 +118,7 @@ pub fn metrics(rt: &Runtime) -> String {
             }
         }
     }
+    group_metrics(rt, &views, &mut out);
     let count = |state: &str| views.iter().filter(|v| v.state == state).count();
     let _ = writeln!(
         out,
@@ -122,4 +147,41 @@ pub fn metrics(rt: &Runtime) -> String {
         stats.polls
     );
     out
+}
+
+/// Per group, its subtree's network bytes (live tasks and the finished
+/// ones still reported) and live sockets.
+fn group_metrics(rt: &Runtime, views: &[TaskView], out: &mut String) {
+    let groups = &rt.config().groups;
+    if groups.is_empty() {
+        return;
+    }
+    let inside = |task_group: &str, group: &str| {
+        let mut at = Some(task_group.to_string());
+        while let Some(g) = at {
+            if g == group {
+                return true;
+            }
+            at = groups.iter().find(|x| x.name == g).and_then(|x| x.parent.clone());
+        }
+        false
+    };
+    type GroupMetric = (&'static str, &'static str, &'static str, fn(&TaskView) -> f64);
+    const METRICS: [GroupMetric; 3] = [
+        ("warden_group_net_sent_bytes_total", "counter", "Bytes the group's tasks sent on sockets.", |v| v.net_bytes_sent as f64),
+        ("warden_group_net_received_bytes_total", "counter", "Bytes the group's tasks received on sockets.", |v| v.net_bytes_received as f64),
+        ("warden_group_sockets", "gauge", "Sockets the group's tasks hold.", |v| v.sockets as f64),
+    ];
+    for (name, kind, help, value) in METRICS {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for g in groups {
+            let sum: f64 = views
+                .iter()
+                .filter(|v| v.group.as_deref().is_some_and(|t| inside(t, &g.name)))
+                .map(value)
+                .sum();
+            let label = g.name.replace('\\', "\\\\").replace('"', "\\\"");
+            let _ = writeln!(out, "{name}{{group=\"{label}\"}} {sum}");
+        }
+    }
 }

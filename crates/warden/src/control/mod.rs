@@ -32,6 +32,7 @@
 
 mod api;
 mod auth;
+mod groups;
 mod metrics;
 mod samples;
 mod serve;

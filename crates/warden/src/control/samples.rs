@@ -1,5 +1,5 @@
-//! CPU use per task, sampled every second, with five minutes of history
-//! for the dashboard's charts.
+//! CPU use, call rate and network rates per task, sampled every second,
+//! with five minutes of history for the dashboard's charts.
 
 use crate::runtime::{Runtime, TaskView};
 use crate::task::TaskId;
@@ -18,13 +18,33 @@ pub(super) struct Sample {
     cpu_pct: f64,
     memory_bytes: u64,
     ipc_rate: f64,
+    /// Bytes per second sent and received on sockets.
+    net_tx_rate: f64,
+    net_rx_rate: f64,
+}
+
+/// A task's rates over the last second.
+#[derive(Clone, Copy, Default, serde::Serialize)]
+pub(super) struct Rates {
+    pub(super) cpu_pct: f64,
+    pub(super) net_tx_rate: f64,
+    pub(super) net_rx_rate: f64,
+}
+
+/// The counters rates are taken from.
+#[derive(Clone, Copy)]
+struct Counters {
+    cpu_ms: f64,
+    calls: u64,
+    sent: u64,
+    received: u64,
 }
 
 /// Recent CPU use per task, sampled every second, and its history.
 #[derive(Default)]
 pub(super) struct Samples {
-    last: HashMap<TaskId, (f64, u64)>,
-    pub(super) pct: HashMap<TaskId, f64>,
+    last: HashMap<TaskId, Counters>,
+    pub(super) rates: HashMap<TaskId, Rates>,
     pub(super) history: HashMap<TaskId, std::collections::VecDeque<Sample>>,
     at: Option<Instant>,
 }
@@ -43,32 +63,45 @@ pub(super) fn sample(rt: &Runtime, samples: &Mutex<Samples>) {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
     let views = rt.task_views();
-    let mut pct = HashMap::new();
+    let mut rates = HashMap::new();
     let mut last = HashMap::new();
     for v in views.iter().filter(|v| !is_finished(v)) {
-        let (cpu, rate) = match (s.last.get(&v.id), elapsed_ms > 0.0) {
-            (Some(&(prev_cpu, prev_calls)), true) => (
-                ((v.cpu_ms - prev_cpu) / elapsed_ms * 100.0).max(0.0),
-                v.ipc_calls.saturating_sub(prev_calls) as f64 / elapsed_ms * 1e3,
-            ),
-            _ => (0.0, 0.0),
+        let now = Counters {
+            cpu_ms: v.cpu_ms,
+            calls: v.ipc_calls,
+            sent: v.net_bytes_sent,
+            received: v.net_bytes_received,
         };
-        pct.insert(v.id, cpu);
-        last.insert(v.id, (v.cpu_ms, v.ipc_calls));
+        let per_s = |a: u64, b: u64| a.saturating_sub(b) as f64 / elapsed_ms * 1e3;
+        let (r, ipc_rate) = match (s.last.get(&v.id), elapsed_ms > 0.0) {
+            (Some(prev), true) => (
+                Rates {
+                    cpu_pct: ((now.cpu_ms - prev.cpu_ms) / elapsed_ms * 100.0).max(0.0),
+                    net_tx_rate: per_s(now.sent, prev.sent),
+                    net_rx_rate: per_s(now.received, prev.received),
+                },
+                per_s(now.calls, prev.calls),
+            ),
+            _ => (Rates::default(), 0.0),
+        };
+        rates.insert(v.id, r);
+        last.insert(v.id, now);
         let h = s.history.entry(v.id).or_default();
         if h.len() >= HISTORY_SECS {
             h.pop_front();
         }
         h.push_back(Sample {
             t: unix,
-            cpu_pct: cpu,
+            cpu_pct: r.cpu_pct,
             memory_bytes: v.memory_bytes,
-            ipc_rate: rate,
+            ipc_rate,
+            net_tx_rate: r.net_tx_rate,
+            net_rx_rate: r.net_rx_rate,
         });
     }
     s.history.retain(|id, _| last.contains_key(id));
     s.last = last;
-    s.pct = pct;
+    s.rates = rates;
     s.at = Some(now);
 }
 

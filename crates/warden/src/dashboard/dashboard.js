@@ -29,6 +29,36 @@ async function get(path) {
 
 function mib(b) { return b == null ? "-" : (b / 1048576).toFixed(1); }
 
+// A rate in bytes per second, short.
+function rate(b) {
+  if (b == null) return "-";
+  if (b >= 1e6) return (b / 1e6).toFixed(1) + " MB";
+  if (b >= 1e3) return (b / 1e3).toFixed(1) + " kB";
+  return b.toFixed(0) + " B";
+}
+
+// The group tree: each group with its members and what its subtree uses.
+function renderGroups(tree) {
+  const body = document.querySelector("#groups tbody");
+  body.textContent = "";
+  document.getElementById("link").textContent =
+    tree.link_rate ? `— link ${rate(tree.link_rate)}/s shared by weight` : "— link unlimited";
+  const add = (parent, depth) => {
+    for (const g of tree.groups.filter(g => (g.parent ?? null) === parent)) {
+      const tr = document.createElement("tr");
+      tr.className = "group";
+      const members = g.members.map(m => m.name).join(", ") || "\u2014";
+      const cells = ["\u00a0\u00a0".repeat(depth) + g.name, members, g.cpu_pct.toFixed(1),
+        mib(g.memory_bytes), g.sockets, rate(g.net_tx_rate), rate(g.net_rx_rate),
+        g.bandwidth_share, g.bandwidth_limit ? rate(g.bandwidth_limit) + "/s" : "none"];
+      for (const c of cells) { const td = document.createElement("td"); td.textContent = c; tr.appendChild(td); }
+      body.appendChild(tr);
+      add(g.name, depth + 1);
+    }
+  };
+  add(null, 0);
+}
+
 function renderTasks(tasks) {
   const body = document.querySelector("#tasks tbody");
   body.textContent = "";
@@ -39,7 +69,8 @@ function renderTasks(tasks) {
     tr.className = "task" + (ENDED.includes(t.state) ? " ended" : "") + (t.id === selected ? " selected" : "");
     tr.dataset.id = t.id;
     const cells = [t.id, "\u00a0\u00a0".repeat(depth) + t.name, t.state, t.cpu_pct.toFixed(1),
-      t.cpu_ms.toFixed(1), mib(t.memory_bytes), mib(t.memory_limit_bytes), t.ipc_calls];
+      t.cpu_ms.toFixed(1), mib(t.memory_bytes), mib(t.memory_limit_bytes), t.ipc_calls,
+      rate(t.net_tx_rate), rate(t.net_rx_rate)];
     for (const c of cells) { const td = document.createElement("td"); td.textContent = c; tr.appendChild(td); }
     const td = document.createElement("td");
     if (!ENDED.includes(t.state)) {
@@ -104,6 +135,8 @@ function renderCharts(history) {
   chart("cpu", "CPU %", [t, h.map(s => s.cpu_pct)]);
   chart("memory", "memory MiB", [t, h.map(s => s.memory_bytes / 1048576)]);
   chart("ipc", "IPC calls/s", [t, h.map(s => s.ipc_rate)]);
+  chart("net_tx", "sent MB/s", [t, h.map(s => s.net_tx_rate / 1e6)]);
+  chart("net_rx", "received MB/s", [t, h.map(s => s.net_rx_rate / 1e6)]);
 }
 
 async function renderLogs() {
@@ -127,6 +160,7 @@ async function tick() {
     }
     renderTasks(tasks);
     renderBudget(tasks);
+    renderGroups(await get("/api/groups"));
     if (selected != null) {
       const sel = tasks.find(t => t.id === selected);
       document.getElementById("selected").textContent = sel ? `— ${sel.name}` : "";

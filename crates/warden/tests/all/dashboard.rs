@@ -27,8 +27,10 @@ fn dashboard_shows_tree_and_charts() {
     let m = manifest(
         dir.path(),
         &format!(
-            "[[task]]\nname = 'sleeper'\nmodule = '{}'\n\
-             [[task]]\nname = 'busy'\nmodule = '{}'\nargs = ['100000']\nmemory_limit = '4MiB'\n",
+            "[[group]]\nname = 'tenant'\nbandwidth_share = 2\n\
+             [[task]]\nname = 'sleeper'\nmodule = '{}'\n\
+             [[task]]\nname = 'busy'\nmodule = '{}'\nargs = ['100000']\nmemory_limit = '4MiB'\n\
+             group = 'tenant'\n",
             guests::SLEEP,
             guests::BUSY_PRINT
         ),
@@ -58,7 +60,8 @@ fn dashboard_shows_tree_and_charts() {
         "tree incomplete: {html}"
     );
     assert!(html.contains("class=\"kill\""), "no kill buttons");
-    for chart in ["chart-cpu", "chart-memory", "chart-ipc"] {
+    assert!(html.contains("<tr class=\"group\"><td>tenant</td><td>busy</td>"), "no group tree: {html}");
+    for chart in ["chart-cpu", "chart-memory", "chart-ipc", "chart-net_tx", "chart-net_rx"] {
         let at = html
             .find(chart)
             .unwrap_or_else(|| panic!("no {chart}: {html}"));

@@ -26,6 +26,7 @@ mod many;
 mod nested;
 mod net;
 mod net_bandwidth;
+mod net_operators;
 mod reclaim;
 mod sched;
 mod traps;
