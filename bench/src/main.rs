@@ -39,6 +39,10 @@ struct Cli {
     /// Counted rounds per figure (default 5, or 3 with --quick).
     #[arg(long)]
     rounds: Option<usize>,
+    /// Only the tables whose step title contains this text (for example
+    /// "network"); the report then holds only those.
+    #[arg(long)]
+    only: Option<String>,
     #[command(subcommand)]
     child: Option<Child>,
 }
@@ -90,6 +94,7 @@ fn main() -> ExitCode {
         cli.quick,
         cli.rounds.unwrap_or(if cli.quick { 3 } else { 5 }),
         &out,
+        cli.only.as_deref(),
     ) {
         Ok(problems) if problems.is_empty() => ExitCode::SUCCESS,
         Ok(problems) => {
@@ -107,7 +112,7 @@ fn main() -> ExitCode {
 }
 
 /// Runs every table and writes the results; the problems found in them.
-fn run(quick: bool, rounds: usize, out: &Path) -> Result<Vec<String>, String> {
+fn run(quick: bool, rounds: usize, out: &Path, only: Option<&str>) -> Result<Vec<String>, String> {
     if rounds == 0 {
         return Err("--rounds must be at least 1".into());
     }
@@ -131,7 +136,7 @@ fn run(quick: bool, rounds: usize, out: &Path) -> Result<Vec<String>, String> {
     for m in &missing {
         eprintln!("  missing peer: {m}");
     }
-    let tables = tables::run_all(&ctx);
+    let tables = tables::run_all(&ctx, only);
     let run = model::Run {
         date: date.clone(),
         quick,

@@ -14,13 +14,14 @@ fn source_dir() -> PathBuf {
 }
 
 /// The native C peers, each built from `peers/<name>.c`.
-const NATIVE: [&str; 6] = [
+const NATIVE: [&str; 7] = [
     "hello",
     "spawn",
     "prims",
     "pipe_pingpong",
     "condvar_pingpong",
     "yield_switch",
+    "epoll_echo",
 ];
 
 pub struct Peers {

@@ -7,6 +7,7 @@ mod copies;
 pub use copies::child_copies;
 pub use cycles::child_ipc;
 mod cycles;
+mod network;
 mod primitives;
 mod process;
 mod reclaim;
@@ -18,29 +19,36 @@ use crate::harness::Ctx;
 use crate::model::Table;
 use std::collections::BTreeMap;
 
-/// Runs every table, printing each one's title as it starts.
-pub fn run_all(ctx: &Ctx) -> Vec<Table> {
+/// Runs every table (or those whose step title contains `only`),
+/// printing each one's title as it starts.
+pub fn run_all(ctx: &Ctx, only: Option<&str>) -> Vec<Table> {
+    type Step<'a> = (&'a str, Box<dyn Fn(&Ctx) -> Vec<Table> + 'a>);
+    let steps: Vec<Step> = vec![
+        ("primitives (seed 000, Table 1)", Box::new(|c| vec![primitives::run(c)])),
+        (
+            "process creation and IPC (seed 000, Table 2); IPC round trip in cycles (seeds 001/002, Table 1)",
+            Box::new(|c| {
+                let (table, samples) = process::run(c);
+                eprintln!("== IPC round trip in cycles (seeds 001/002, Table 1)");
+                vec![table, cycles::run(c, &samples)]
+            }),
+        ),
+        ("footprint and start-up of N copies (seed 003, Figures 3-4)", Box::new(copies::run)),
+        ("cross-task vs local access (seed 004, Figure 2)", Box::new(|c| vec![remote::run(c)])),
+        ("compute under preemption", Box::new(|c| vec![compute::run(c)])),
+        ("bulk transfer: copy vs memory object", Box::new(|c| vec![transfer::run(c)])),
+        ("scheduling accuracy and overhead", Box::new(sched::run)),
+        ("kill to reclaim", Box::new(|c| vec![reclaim::run(c)])),
+        ("network: bandwidth shares and echo throughput", Box::new(network::run)),
+    ];
     let mut out = vec![];
-    let step = |name: &str| eprintln!("== {name}");
-    step("primitives (seed 000, Table 1)");
-    out.push(primitives::run(ctx));
-    step("process creation and IPC (seed 000, Table 2)");
-    let (table, samples) = process::run(ctx);
-    out.push(table);
-    step("IPC round trip in cycles (seeds 001/002, Table 1)");
-    out.push(cycles::run(ctx, &samples));
-    step("footprint and start-up of N copies (seed 003, Figures 3-4)");
-    out.extend(copies::run(ctx));
-    step("cross-task vs local access (seed 004, Figure 2)");
-    out.push(remote::run(ctx));
-    step("compute under preemption");
-    out.push(compute::run(ctx));
-    step("bulk transfer: copy vs memory object");
-    out.push(transfer::run(ctx));
-    step("scheduling accuracy and overhead");
-    out.extend(sched::run(ctx));
-    step("kill to reclaim");
-    out.push(reclaim::run(ctx));
+    for (name, run) in steps {
+        if only.is_some_and(|o| !name.contains(o)) {
+            continue;
+        }
+        eprintln!("== {name}");
+        out.extend(run(ctx));
+    }
     out
 }
 

@@ -1,6 +1,8 @@
 /* Socket guest for the network tests; the first argument picks a mode.
  *
  *   echo ADDR [N]        listen, print "listening <addr>", echo N connections (default: for ever)
+ *   echo-poll ADDR       listen, print the marker, echo every connection from one
+ *                        warden_poll loop (up to 2,000 at once), for ever
  *   client ADDR N SIZE   connect, N round trips of SIZE bytes, print "client ok"
  *   blast ADDR           connect and send as fast as possible, for ever
  *   sink ADDR            listen, print the marker, read and discard from every connection
@@ -66,6 +68,32 @@ static int echo(const char *addr, long n) {
         warden_close(c);
     }
     return 0;
+}
+
+static int echo_poll(const char *addr) {
+    enum { MAX = 2048 };
+    static warden_pollfd fds[MAX];
+    warden_handle l = listen_or_die(addr);
+    size_t n = 1;
+    fds[0] = (warden_pollfd){l, WARDEN_POLL_IN, 0};
+    for (;;) {
+        if (warden_poll(fds, n, -1) < 0) return 1;
+        if (fds[0].revents) {
+            warden_handle c;
+            while (n < MAX && (c = warden_tcp_accept(l, 0)) >= 0) fds[n++] = (warden_pollfd){c, WARDEN_POLL_IN, 0};
+        }
+        for (size_t i = 1; i < n; i++) {
+            if (!fds[i].revents) continue;
+            int64_t got = warden_sock_recv(fds[i].handle, buf, sizeof buf, 0);
+            int64_t w = 0;
+            for (int64_t off = 0; got > 0 && off < got && w >= 0; off += w)
+                w = warden_sock_send(fds[i].handle, buf + off, got - off, -1);
+            if (got == 0 || (got < 0 && got != WARDEN_ETIMEOUT) || w < 0) {
+                warden_close(fds[i].handle);
+                fds[i--] = fds[--n];
+            }
+        }
+    }
 }
 
 static int client(const char *addr, long rounds, long size) {
@@ -244,6 +272,7 @@ int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     const char *addr = argc > 2 ? argv[2] : "127.0.0.1:0";
     if (!strcmp(mode, "echo")) return echo(addr, argc > 3 ? atol(argv[3]) : -1);
+    if (!strcmp(mode, "echo-poll")) return echo_poll(addr);
     if (!strcmp(mode, "client")) return client(addr, atol(argv[3]), atol(argv[4]));
     if (!strcmp(mode, "blast")) return blast(addr);
     if (!strcmp(mode, "sink")) return sink(addr);

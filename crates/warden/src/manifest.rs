@@ -181,6 +181,7 @@ struct RawTask {
     bandwidth_limit: Option<String>,
     receive_limit: Option<String>,
     max_sockets: Option<u32>,
+    socket_buffer: Option<String>,
 }
 
 /// Largest `max_message_bytes` accepted.
@@ -367,6 +368,17 @@ fn task_net(t: &RawTask, spec: &mut TaskSpec) -> Result<(), String> {
         bandwidth_limit: rate("bandwidth_limit", t.bandwidth_limit.as_deref())?,
         receive_limit: rate("receive_limit", t.receive_limit.as_deref())?,
         max_sockets,
+        socket_buffer: match t.socket_buffer.as_deref() {
+            None => crate::net::socket::BUFFER,
+            Some(text) => {
+                let n = parse_size(text).map_err(|e| format!("socket_buffer: {e}"))?;
+                let range = crate::net::socket::BUFFER_RANGE;
+                if !range.contains(&(n as usize)) {
+                    return Err(format!("socket_buffer: {text:?} is not from 4KiB to 16MiB"));
+                }
+                n as usize
+            }
+        },
     };
     Ok(())
 }

@@ -71,7 +71,11 @@ pub(super) fn route(
         },
         (&Method::GET, ["api", "history"]) => history(samples),
         (&Method::GET, ["api", "groups"]) => {
-            let rates = samples.lock().unwrap_or_else(|e| e.into_inner()).rates.clone();
+            let rates = samples
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .rates
+                .clone();
             json(200, super::groups::tree(rt, &rates))
         }
         (&Method::GET, [""]) => asset(

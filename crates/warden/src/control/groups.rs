@@ -22,7 +22,11 @@ pub(super) fn tree(rt: &Runtime, rates: &HashMap<TaskId, Rates>) -> Value {
     let chain = |name: &str| {
         let mut out = vec![name.to_string()];
         let mut at = name.to_string();
-        while let Some(p) = specs.iter().find(|g| g.name == at).and_then(|g| g.parent.clone()) {
+        while let Some(p) = specs
+            .iter()
+            .find(|g| g.name == at)
+            .and_then(|g| g.parent.clone())
+        {
             out.push(p.clone());
             at = p;
         }
@@ -65,7 +69,11 @@ pub(super) fn tree(rt: &Runtime, rates: &HashMap<TaskId, Rates>) -> Value {
             })
         })
         .collect();
-    let ungrouped: Vec<TaskId> = views.iter().filter(|v| v.group.is_none()).map(|v| v.id).collect();
+    let ungrouped: Vec<TaskId> = views
+        .iter()
+        .filter(|v| v.group.is_none())
+        .map(|v| v.id)
+        .collect();
     json!({ "link_rate": rt.config().link_rate, "groups": groups, "ungrouped": ungrouped })
 }
 

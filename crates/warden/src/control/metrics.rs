@@ -162,15 +162,38 @@ fn group_metrics(rt: &Runtime, views: &[TaskView], out: &mut String) {
             if g == group {
                 return true;
             }
-            at = groups.iter().find(|x| x.name == g).and_then(|x| x.parent.clone());
+            at = groups
+                .iter()
+                .find(|x| x.name == g)
+                .and_then(|x| x.parent.clone());
         }
         false
     };
-    type GroupMetric = (&'static str, &'static str, &'static str, fn(&TaskView) -> f64);
+    type GroupMetric = (
+        &'static str,
+        &'static str,
+        &'static str,
+        fn(&TaskView) -> f64,
+    );
     const METRICS: [GroupMetric; 3] = [
-        ("warden_group_net_sent_bytes_total", "counter", "Bytes the group's tasks sent on sockets.", |v| v.net_bytes_sent as f64),
-        ("warden_group_net_received_bytes_total", "counter", "Bytes the group's tasks received on sockets.", |v| v.net_bytes_received as f64),
-        ("warden_group_sockets", "gauge", "Sockets the group's tasks hold.", |v| v.sockets as f64),
+        (
+            "warden_group_net_sent_bytes_total",
+            "counter",
+            "Bytes the group's tasks sent on sockets.",
+            |v| v.net_bytes_sent as f64,
+        ),
+        (
+            "warden_group_net_received_bytes_total",
+            "counter",
+            "Bytes the group's tasks received on sockets.",
+            |v| v.net_bytes_received as f64,
+        ),
+        (
+            "warden_group_sockets",
+            "gauge",
+            "Sockets the group's tasks hold.",
+            |v| v.sockets as f64,
+        ),
     ];
     for (name, kind, help, value) in METRICS {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");

@@ -55,9 +55,9 @@ mod wasi_net;
 
 pub(crate) use data::{Bindings, Grants, NameMap, Spawner, TaskData, TaskIpc};
 pub(crate) use net::{ChildNet, TaskNet};
-pub(crate) use wasi_net::Sockets;
 pub(crate) use wasi::add_to_linker as add_wasi_bounds;
 pub use wasi::{MAX_OPEN_FILES, MAX_POLL_SUBSCRIPTIONS};
+pub(crate) use wasi_net::Sockets;
 
 use crate::ipc::{Errno, HandleTable, Object, MOVE};
 use guest::{memory, GuestMem};

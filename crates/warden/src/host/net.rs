@@ -46,6 +46,8 @@ pub(crate) struct TaskNet {
     pub(crate) receive: Option<Arc<Mutex<Bucket>>>,
     /// Its sockets as WASI descriptors.
     pub(crate) wasi: super::wasi_net::Sockets,
+    /// Bytes of host buffer each way for its sockets.
+    pub(crate) buffer: usize,
 }
 
 /// What a child takes of its parent's network state: its place on the
@@ -104,7 +106,11 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
         super::MODULE,
         "sock_shutdown",
         |c: Caller<'_, TaskData>, h: i32| {
-            ret32(conn_of(c.data(), h).and_then(|s| s.shutdown().map_err(|e| errno_of(&e))).map(|()| 0))
+            ret32(
+                conn_of(c.data(), h)
+                    .and_then(|s| s.shutdown().map_err(|e| errno_of(&e)))
+                    .map(|()| 0),
+            )
         },
     )?;
     linker.func_wrap(
@@ -160,7 +166,11 @@ impl Deadline {
     }
 }
 
-fn read_addr(c: &mut Caller<'_, TaskData>, ptr: i32, len: i32) -> Result<std::net::SocketAddr, Errno> {
+fn read_addr(
+    c: &mut Caller<'_, TaskData>,
+    ptr: i32,
+    len: i32,
+) -> Result<std::net::SocketAddr, Errno> {
     let (mem, _) = memory(c)?;
     let r = range(mem.len(), ptr, len32(len))?;
     if r.len() > 64 {
@@ -185,7 +195,7 @@ fn listen(c: &mut Caller<'_, TaskData>, ptr: i32, len: i32) -> Result<i32, Errno
         return Err(Errno::Denied);
     }
     room_for_socket(data)?;
-    let l = Listener::bind(&addr).map_err(|e| errno_of(&e))?;
+    let l = Listener::bind(&addr, data.net.buffer).map_err(|e| errno_of(&e))?;
     data.ipc.handles.insert(Object::Listener(Arc::new(l)))
 }
 
@@ -211,27 +221,46 @@ async fn accept(mut c: Caller<'_, TaskData>, h: i32, timeout: i64) -> Result<i32
         .await?
         .map_err(|e| errno_of(&e))?;
     let data = c.data_mut();
-    data.ipc.shared.net.connections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    data.ipc
+        .shared
+        .net
+        .connections
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     data.ipc.handles.insert(Object::Conn(Arc::new(conn)))
 }
 
-async fn connect(mut c: Caller<'_, TaskData>, ptr: i32, len: i32, timeout: i64) -> Result<i32, Errno> {
+async fn connect(
+    mut c: Caller<'_, TaskData>,
+    ptr: i32,
+    len: i32,
+    timeout: i64,
+) -> Result<i32, Errno> {
     let addr = read_addr(&mut c, ptr, len)?;
     if !allowed(&c.data().net.connect, &addr) {
         return Err(Errno::Denied);
     }
     room_for_socket(c.data())?;
-    let conn = Conn::start_connect(&addr).map_err(|e| errno_of(&e))?;
+    let conn = Conn::start_connect(&addr, c.data().net.buffer).map_err(|e| errno_of(&e))?;
     Deadline::new(timeout)
         .wait(conn.connected())
         .await?
         .map_err(|e| errno_of(&e))?;
     let data = c.data_mut();
-    data.ipc.shared.net.connections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    data.ipc
+        .shared
+        .net
+        .connections
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     data.ipc.handles.insert(Object::Conn(Arc::new(conn)))
 }
 
-async fn send(mut c: Caller<'_, TaskData>, h: i32, ptr: i32, len: i32, timeout: i64) -> Result<i64, Errno> {
+async fn send(
+    mut c: Caller<'_, TaskData>,
+    h: i32,
+    ptr: i32,
+    len: i32,
+    timeout: i64,
+) -> Result<i64, Errno> {
     let conn = conn_of(c.data(), h)?;
     send_on(&mut c, &conn, ptr, len32(len), Deadline::new(timeout)).await
 }
@@ -255,7 +284,9 @@ pub(super) async fn send_on(
     let mut want = len.min(MAX_IO);
     if let Some(flow) = c.data_mut().net.flow.as_mut().filter(|f| f.shaped) {
         if flow.credit == 0 {
-            let t = flow.link.transmit(flow.leaf, want.min(PACKET as u64) as u32);
+            let t = flow
+                .link
+                .transmit(flow.leaf, want.min(PACKET as u64) as u32);
             let granted = t.len() as u64;
             deadline.wait(t).await?;
             if let Some(flow) = c.data_mut().net.flow.as_mut() {
@@ -280,15 +311,22 @@ pub(super) async fn send_on(
                 data.ipc.shared.net.count_sent(n);
                 return Ok(n as i64);
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                deadline.wait(conn.writable()).await?.map_err(|e| errno_of(&e))?
-            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => deadline
+                .wait(conn.writable())
+                .await?
+                .map_err(|e| errno_of(&e))?,
             Err(e) => return Err(errno_of(&e)),
         }
     }
 }
 
-async fn recv(mut c: Caller<'_, TaskData>, h: i32, ptr: i32, cap: i32, timeout: i64) -> Result<i64, Errno> {
+async fn recv(
+    mut c: Caller<'_, TaskData>,
+    h: i32,
+    ptr: i32,
+    cap: i32,
+    timeout: i64,
+) -> Result<i64, Errno> {
     let conn = conn_of(c.data(), h)?;
     recv_on(&mut c, &conn, ptr, len32(cap), Deadline::new(timeout)).await
 }
@@ -339,9 +377,10 @@ pub(super) async fn recv_on(
                 data.ipc.shared.net.count_received(n);
                 return Ok(n as i64);
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                deadline.wait(conn.readable()).await?.map_err(|e| errno_of(&e))?
-            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => deadline
+                .wait(conn.readable())
+                .await?
+                .map_err(|e| errno_of(&e))?,
             Err(e) => return Err(errno_of(&e)),
         }
     }
@@ -351,7 +390,13 @@ fn lock(b: &Mutex<Bucket>) -> std::sync::MutexGuard<'_, Bucket> {
     b.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn address(c: &mut Caller<'_, TaskData>, h: i32, peer: i32, buf: i32, cap: i32) -> Result<i32, Errno> {
+fn address(
+    c: &mut Caller<'_, TaskData>,
+    h: i32,
+    peer: i32,
+    buf: i32,
+    cap: i32,
+) -> Result<i32, Errno> {
     let text = match c.data().ipc.handles.get(h)? {
         Object::Conn(s) if peer != 0 => s.peer().to_string(),
         Object::Conn(s) => s.local().to_string(),
@@ -425,7 +470,11 @@ fn check(entries: &mut [(Waitable, u32, u32)]) -> i32 {
         if events & POLL_OUT != 0 {
             ev |= libc::POLLOUT;
         }
-        fds.push(libc::pollfd { fd, events: ev, revents: 0 });
+        fds.push(libc::pollfd {
+            fd,
+            events: ev,
+            revents: 0,
+        });
     }
     poll_now(&mut fds);
     let mut ready = 0;

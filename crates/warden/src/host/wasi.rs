@@ -98,7 +98,9 @@ pub(crate) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
                         return Ok(EINVAL);
                     }
                     if wasi_net::names_a_socket(&mut caller, subs, n) {
-                        return Ok(wasi_net::poll_oneoff(&mut caller, subs, events, n, nevents).await);
+                        return Ok(
+                            wasi_net::poll_oneoff(&mut caller, subs, events, n, nevents).await
+                        );
                     }
                     delegate!(caller, poll_oneoff(subs, events, n, nevents))
                 })
@@ -184,103 +186,147 @@ fn add_file_counting(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
 /// answers for sockets and hands anything else to Wasmtime.
 fn add_sockets(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
     const M: &str = "wasi_snapshot_preview1";
-    linker.func_wrap_async(M, "sock_accept", |mut c: Caller<'_, TaskData>, (fd, flags, out): (i32, i32, i32)| {
-        Box::new(async move {
-            if !c.data().net.wasi.has(fd) {
-                return delegate!(sync c, sock_accept(fd, flags, out));
-            }
-            Ok(wasi_net::accept(&mut c, fd, flags, out).await)
-        })
-    })?;
+    linker.func_wrap_async(
+        M,
+        "sock_accept",
+        |mut c: Caller<'_, TaskData>, (fd, flags, out): (i32, i32, i32)| {
+            Box::new(async move {
+                if !c.data().net.wasi.has(fd) {
+                    return delegate!(sync c, sock_accept(fd, flags, out));
+                }
+                Ok(wasi_net::accept(&mut c, fd, flags, out).await)
+            })
+        },
+    )?;
     type Recv = (i32, i32, i32, i32, i32, i32);
-    linker.func_wrap_async(M, "sock_recv", |mut c: Caller<'_, TaskData>, (fd, iovs, n, flags, nread, oflags): Recv| {
-        Box::new(async move {
-            if !c.data().net.wasi.has(fd) {
-                return delegate!(sync c, sock_recv(fd, iovs, n, flags, nread, oflags));
-            }
-            if flags != 0 {
-                return Ok(wasi_net::errno::NOTSUP); // MSG_PEEK, MSG_WAITALL
-            }
-            let r = wasi_net::read(&mut c, fd, iovs, n, nread).await;
-            if r == 0 && write_u16(&mut c, oflags, 0).is_none() {
-                return Ok(wasi_net::errno::FAULT);
-            }
-            Ok(r)
-        })
-    })?;
+    linker.func_wrap_async(
+        M,
+        "sock_recv",
+        |mut c: Caller<'_, TaskData>, (fd, iovs, n, flags, nread, oflags): Recv| {
+            Box::new(async move {
+                if !c.data().net.wasi.has(fd) {
+                    return delegate!(sync c, sock_recv(fd, iovs, n, flags, nread, oflags));
+                }
+                if flags != 0 {
+                    return Ok(wasi_net::errno::NOTSUP); // MSG_PEEK, MSG_WAITALL
+                }
+                let r = wasi_net::read(&mut c, fd, iovs, n, nread).await;
+                if r == 0 && write_u16(&mut c, oflags, 0).is_none() {
+                    return Ok(wasi_net::errno::FAULT);
+                }
+                Ok(r)
+            })
+        },
+    )?;
     type Send = (i32, i32, i32, i32, i32);
-    linker.func_wrap_async(M, "sock_send", |mut c: Caller<'_, TaskData>, (fd, iovs, n, flags, nw): Send| {
-        Box::new(async move {
-            if !c.data().net.wasi.has(fd) {
-                return delegate!(sync c, sock_send(fd, iovs, n, flags, nw));
-            }
-            Ok(wasi_net::write(&mut c, fd, iovs, n, nw).await)
-        })
-    })?;
-    linker.func_wrap_async(M, "sock_shutdown", |mut c: Caller<'_, TaskData>, (fd, how): (i32, i32)| {
-        Box::new(async move {
-            if !c.data().net.wasi.has(fd) {
-                return delegate!(sync c, sock_shutdown(fd, how));
-            }
-            Ok(wasi_net::shutdown(&mut c, fd, how))
-        })
-    })?;
-    linker.func_wrap_async(M, "fd_read", |mut c: Caller<'_, TaskData>, (fd, iovs, n, nread): (i32, i32, i32, i32)| {
-        Box::new(async move {
-            if !c.data().net.wasi.has(fd) {
-                return delegate!(c, fd_read(fd, iovs, n, nread));
-            }
-            Ok(wasi_net::read(&mut c, fd, iovs, n, nread).await)
-        })
-    })?;
-    linker.func_wrap_async(M, "fd_write", |mut c: Caller<'_, TaskData>, (fd, iovs, n, nw): (i32, i32, i32, i32)| {
-        Box::new(async move {
-            if !c.data().net.wasi.has(fd) {
-                return delegate!(c, fd_write(fd, iovs, n, nw));
-            }
-            Ok(wasi_net::write(&mut c, fd, iovs, n, nw).await)
-        })
-    })?;
-    linker.func_wrap_async(M, "fd_fdstat_get", |mut c: Caller<'_, TaskData>, (fd, out): (i32, i32)| {
-        Box::new(async move {
-            if !c.data().net.wasi.has(fd) {
-                return delegate!(c, fd_fdstat_get(fd, out));
-            }
-            Ok(wasi_net::fdstat(&mut c, fd, out))
-        })
-    })?;
-    linker.func_wrap_async(M, "fd_fdstat_set_flags", |mut c: Caller<'_, TaskData>, (fd, flags): (i32, i32)| {
-        Box::new(async move {
-            if !c.data().net.wasi.has(fd) {
-                return delegate!(sync c, fd_fdstat_set_flags(fd, flags));
-            }
-            Ok(wasi_net::set_flags(&mut c, fd, flags))
-        })
-    })?;
-    linker.func_wrap_async(M, "fd_filestat_get", |mut c: Caller<'_, TaskData>, (fd, out): (i32, i32)| {
-        Box::new(async move {
-            if !c.data().net.wasi.has(fd) {
-                return delegate!(c, fd_filestat_get(fd, out));
-            }
-            Ok(wasi_net::filestat(&mut c, out))
-        })
-    })?;
-    linker.func_wrap_async(M, "fd_prestat_get", |mut c: Caller<'_, TaskData>, (fd, out): (i32, i32)| {
-        Box::new(async move {
-            if c.data().net.wasi.has(fd) {
-                return Ok(wasi_net::errno::BADF);
-            }
-            delegate!(sync c, fd_prestat_get(fd, out))
-        })
-    })?;
-    linker.func_wrap_async(M, "fd_prestat_dir_name", |mut c: Caller<'_, TaskData>, (fd, p, len): (i32, i32, i32)| {
-        Box::new(async move {
-            if c.data().net.wasi.has(fd) {
-                return Ok(wasi_net::errno::BADF);
-            }
-            delegate!(sync c, fd_prestat_dir_name(fd, p, len))
-        })
-    })?;
+    linker.func_wrap_async(
+        M,
+        "sock_send",
+        |mut c: Caller<'_, TaskData>, (fd, iovs, n, flags, nw): Send| {
+            Box::new(async move {
+                if !c.data().net.wasi.has(fd) {
+                    return delegate!(sync c, sock_send(fd, iovs, n, flags, nw));
+                }
+                Ok(wasi_net::write(&mut c, fd, iovs, n, nw).await)
+            })
+        },
+    )?;
+    linker.func_wrap_async(
+        M,
+        "sock_shutdown",
+        |mut c: Caller<'_, TaskData>, (fd, how): (i32, i32)| {
+            Box::new(async move {
+                if !c.data().net.wasi.has(fd) {
+                    return delegate!(sync c, sock_shutdown(fd, how));
+                }
+                Ok(wasi_net::shutdown(&mut c, fd, how))
+            })
+        },
+    )?;
+    linker.func_wrap_async(
+        M,
+        "fd_read",
+        |mut c: Caller<'_, TaskData>, (fd, iovs, n, nread): (i32, i32, i32, i32)| {
+            Box::new(async move {
+                if !c.data().net.wasi.has(fd) {
+                    return delegate!(c, fd_read(fd, iovs, n, nread));
+                }
+                Ok(wasi_net::read(&mut c, fd, iovs, n, nread).await)
+            })
+        },
+    )?;
+    linker.func_wrap_async(
+        M,
+        "fd_write",
+        |mut c: Caller<'_, TaskData>, (fd, iovs, n, nw): (i32, i32, i32, i32)| {
+            Box::new(async move {
+                if !c.data().net.wasi.has(fd) {
+                    return delegate!(c, fd_write(fd, iovs, n, nw));
+                }
+                Ok(wasi_net::write(&mut c, fd, iovs, n, nw).await)
+            })
+        },
+    )?;
+    linker.func_wrap_async(
+        M,
+        "fd_fdstat_get",
+        |mut c: Caller<'_, TaskData>, (fd, out): (i32, i32)| {
+            Box::new(async move {
+                if !c.data().net.wasi.has(fd) {
+                    return delegate!(c, fd_fdstat_get(fd, out));
+                }
+                Ok(wasi_net::fdstat(&mut c, fd, out))
+            })
+        },
+    )?;
+    linker.func_wrap_async(
+        M,
+        "fd_fdstat_set_flags",
+        |mut c: Caller<'_, TaskData>, (fd, flags): (i32, i32)| {
+            Box::new(async move {
+                if !c.data().net.wasi.has(fd) {
+                    return delegate!(sync c, fd_fdstat_set_flags(fd, flags));
+                }
+                Ok(wasi_net::set_flags(&mut c, fd, flags))
+            })
+        },
+    )?;
+    linker.func_wrap_async(
+        M,
+        "fd_filestat_get",
+        |mut c: Caller<'_, TaskData>, (fd, out): (i32, i32)| {
+            Box::new(async move {
+                if !c.data().net.wasi.has(fd) {
+                    return delegate!(c, fd_filestat_get(fd, out));
+                }
+                Ok(wasi_net::filestat(&mut c, out))
+            })
+        },
+    )?;
+    linker.func_wrap_async(
+        M,
+        "fd_prestat_get",
+        |mut c: Caller<'_, TaskData>, (fd, out): (i32, i32)| {
+            Box::new(async move {
+                if c.data().net.wasi.has(fd) {
+                    return Ok(wasi_net::errno::BADF);
+                }
+                delegate!(sync c, fd_prestat_get(fd, out))
+            })
+        },
+    )?;
+    linker.func_wrap_async(
+        M,
+        "fd_prestat_dir_name",
+        |mut c: Caller<'_, TaskData>, (fd, p, len): (i32, i32, i32)| {
+            Box::new(async move {
+                if c.data().net.wasi.has(fd) {
+                    return Ok(wasi_net::errno::BADF);
+                }
+                delegate!(sync c, fd_prestat_dir_name(fd, p, len))
+            })
+        },
+    )?;
     Ok(())
 }
 

@@ -197,7 +197,11 @@ pub(super) async fn accept(c: &mut Caller<'_, TaskData>, fd: i32, flags: i32, ou
         Ok(Ok(conn)) => conn,
     };
     let data = c.data_mut();
-    data.ipc.shared.net.connections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    data.ipc
+        .shared
+        .net
+        .connections
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let nb = flags as u16 & FDFLAGS_NONBLOCK != 0;
     let fd = match data.net.wasi.insert_conn(conn, nb) {
         Ok(fd) => fd,
@@ -235,7 +239,13 @@ fn first_iovec(c: &mut Caller<'_, TaskData>, iovs: i32, n: i32) -> Result<(i32, 
 
 /// `fd_read` / `sock_recv` on a connection: reads into the first
 /// non-empty buffer (a short read, as sockets give) and writes the count.
-pub(super) async fn read(c: &mut Caller<'_, TaskData>, fd: i32, iovs: i32, n: i32, nread: i32) -> i32 {
+pub(super) async fn read(
+    c: &mut Caller<'_, TaskData>,
+    fd: i32,
+    iovs: i32,
+    n: i32,
+    nread: i32,
+) -> i32 {
     let (s, nb) = match conn(c, fd) {
         Ok(x) => x,
         Err(e) => return e,
@@ -252,7 +262,13 @@ pub(super) async fn read(c: &mut Caller<'_, TaskData>, fd: i32, iovs: i32, n: i3
 
 /// `fd_write` / `sock_send` on a connection: sends from the first
 /// non-empty buffer and writes the count.
-pub(super) async fn write(c: &mut Caller<'_, TaskData>, fd: i32, iovs: i32, n: i32, nwritten: i32) -> i32 {
+pub(super) async fn write(
+    c: &mut Caller<'_, TaskData>,
+    fd: i32,
+    iovs: i32,
+    n: i32,
+    nwritten: i32,
+) -> i32 {
     let (s, nb) = match conn(c, fd) {
         Ok(x) => x,
         Err(e) => return e,
@@ -279,7 +295,13 @@ fn put_u32(c: &mut Caller<'_, TaskData>, ptr: i32, v: u32) -> i32 {
 pub(super) fn shutdown(c: &mut Caller<'_, TaskData>, fd: i32, how: i32) -> i32 {
     let (s, _) = match conn(c, fd) {
         Ok(x) => x,
-        Err(e) => return if e == errno::NOTSUP { errno::NOTSOCK } else { e },
+        Err(e) => {
+            return if e == errno::NOTSUP {
+                errno::NOTSOCK
+            } else {
+                e
+            }
+        }
     };
     let r = match how {
         1 => s.shutdown_read(),
@@ -336,7 +358,13 @@ pub(super) fn filestat(c: &mut Caller<'_, TaskData>, out: i32) -> i32 {
 /// subscriptions (relative) bound the wait; other descriptors (files, the
 /// standard streams) are reported ready at once, as Wasmtime reports
 /// files.
-pub(super) async fn poll_oneoff(c: &mut Caller<'_, TaskData>, subs: i32, events: i32, n: i32, nevents: i32) -> i32 {
+pub(super) async fn poll_oneoff(
+    c: &mut Caller<'_, TaskData>,
+    subs: i32,
+    events: i32,
+    n: i32,
+    nevents: i32,
+) -> i32 {
     let n = n as u32 as usize;
     let parsed = match parse_subscriptions(c, subs, events, n) {
         Ok(p) => p,
@@ -380,14 +408,20 @@ struct Subscription {
     kind: Sub,
 }
 
-fn parse_subscriptions(c: &mut Caller<'_, TaskData>, subs: i32, events: i32, n: usize) -> Result<Vec<Subscription>, i32> {
+fn parse_subscriptions(
+    c: &mut Caller<'_, TaskData>,
+    subs: i32,
+    events: i32,
+    n: usize,
+) -> Result<Vec<Subscription>, i32> {
     let (mem, _) = memory(c).map_err(wasi_errno)?;
     range(mem.len(), subs, n as u64 * 48).map_err(|_| errno::FAULT)?;
     range(mem.len(), events, n as u64 * 32).map_err(|_| errno::FAULT)?;
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
         let mut s = [0u8; 48];
-        let r = range(mem.len(), subs.wrapping_add((i * 48) as i32), 48).map_err(|_| errno::FAULT)?;
+        let r =
+            range(mem.len(), subs.wrapping_add((i * 48) as i32), 48).map_err(|_| errno::FAULT)?;
         mem.read(r, &mut s);
         let userdata = u64::from_le_bytes(s[0..8].try_into().expect("8 bytes"));
         let fd = i32::from_le_bytes(s[16..20].try_into().expect("4 bytes"));
@@ -423,7 +457,11 @@ fn ready_events(c: &mut Caller<'_, TaskData>, subs: &[Subscription]) -> Vec<(u64
             Some((Sock::Listener(l), _)) => l.fd(),
             None => -1,
         };
-        fds.push(libc::pollfd { fd: raw, events: ev | libc::POLLRDHUP, revents: 0 });
+        fds.push(libc::pollfd {
+            fd: raw,
+            events: ev | libc::POLLRDHUP,
+            revents: 0,
+        });
     }
     crate::net::socket::poll_now(&mut fds);
     let mut out = Vec::new();
@@ -461,7 +499,11 @@ async fn wait_any(c: &mut Caller<'_, TaskData>, subs: &[Subscription]) {
             Some((Sock::Conn(s), _)) => {
                 let s = s.clone();
                 waits.push(Box::pin(async move {
-                    let _ = if write { s.writable().await } else { s.readable().await };
+                    let _ = if write {
+                        s.writable().await
+                    } else {
+                        s.readable().await
+                    };
                 }));
             }
             Some((Sock::Listener(l), _)) => {
@@ -487,7 +529,12 @@ async fn wait_any(c: &mut Caller<'_, TaskData>, subs: &[Subscription]) {
     .await
 }
 
-fn write_events(c: &mut Caller<'_, TaskData>, events: i32, nevents: i32, out: &[(u64, u8, u16)]) -> i32 {
+fn write_events(
+    c: &mut Caller<'_, TaskData>,
+    events: i32,
+    nevents: i32,
+    out: &[(u64, u8, u16)],
+) -> i32 {
     let Ok((mem, _)) = memory(c) else {
         return errno::FAULT;
     };

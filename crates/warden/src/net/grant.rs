@@ -93,7 +93,10 @@ fn parse_net(host: &str) -> Result<(IpAddr, u8), String> {
                 .ok_or_else(|| format!("{host:?} lacks its closing bracket"))?;
             let len = match after {
                 "" => None,
-                a => Some(a.strip_prefix('/').ok_or_else(|| format!("{host:?} is not an address"))?),
+                a => Some(
+                    a.strip_prefix('/')
+                        .ok_or_else(|| format!("{host:?} is not an address"))?,
+                ),
             };
             (&host[..v6.len() + 2], len)
         }
@@ -102,18 +105,21 @@ fn parse_net(host: &str) -> Result<(IpAddr, u8), String> {
             None => (host, None),
         },
     };
-    let ip = ip.strip_prefix('[').and_then(|i| i.strip_suffix(']')).map_or_else(
-        || {
-            ip.parse::<std::net::Ipv4Addr>()
-                .map(IpAddr::V4)
-                .map_err(|_| format!("{ip:?} is not an IPv4 address (write IPv6 in brackets)"))
-        },
-        |v6| {
-            v6.parse::<std::net::Ipv6Addr>()
-                .map(IpAddr::V6)
-                .map_err(|_| format!("{v6:?} is not an IPv6 address"))
-        },
-    )?;
+    let ip = ip
+        .strip_prefix('[')
+        .and_then(|i| i.strip_suffix(']'))
+        .map_or_else(
+            || {
+                ip.parse::<std::net::Ipv4Addr>()
+                    .map(IpAddr::V4)
+                    .map_err(|_| format!("{ip:?} is not an IPv4 address (write IPv6 in brackets)"))
+            },
+            |v6| {
+                v6.parse::<std::net::Ipv6Addr>()
+                    .map(IpAddr::V6)
+                    .map_err(|_| format!("{v6:?} is not an IPv6 address"))
+            },
+        )?;
     let max = if ip.is_ipv4() { 32 } else { 128 };
     let len = match len {
         None => max,

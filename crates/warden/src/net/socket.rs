@@ -6,8 +6,9 @@
 //! readiness only when it would block; many tasks may wait on the same
 //! socket (a handle passed or duplicated), each with its own waker.
 //!
-//! The buffers of every socket are set to [`BUFFER`] bytes each way before
-//! it connects or listens (accepted connections inherit the listener's),
+//! The buffers of every socket are set to its task's `socket_buffer`
+//! ([`BUFFER`] by default) each way before it connects or listens
+//! (accepted connections inherit the listener's),
 //! so the memory a connection can pin in the host kernel is known and is
 //! charged to the task that holds it ([`Conn::bytes`]).
 
@@ -17,9 +18,12 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
-/// Requested send and receive buffer of every socket, bytes (the host
-/// kernel doubles it for its bookkeeping).
+/// Default requested send and receive buffer of a socket, bytes (the host
+/// kernel doubles it for its bookkeeping); a task's `socket_buffer`.
 pub const BUFFER: usize = 64 * 1024;
+
+/// Smallest and largest `socket_buffer` accepted.
+pub const BUFFER_RANGE: std::ops::RangeInclusive<usize> = 4096..=(16 << 20);
 
 /// Bytes charged for a listener: its object and accept queue.
 pub const LISTENER_BYTES: u64 = 4096;
@@ -43,19 +47,24 @@ pub struct Conn {
     bytes: u64,
 }
 
-fn socket(addr: &SocketAddr) -> io::Result<Socket> {
-    let s = Socket::new(Domain::for_address(*addr), Type::STREAM, Some(Protocol::TCP))?;
+fn socket(addr: &SocketAddr, buffer: usize) -> io::Result<Socket> {
+    let s = Socket::new(
+        Domain::for_address(*addr),
+        Type::STREAM,
+        Some(Protocol::TCP),
+    )?;
     s.set_nonblocking(true)?;
     s.set_cloexec(true)?;
-    s.set_send_buffer_size(BUFFER)?;
-    s.set_recv_buffer_size(BUFFER)?;
+    s.set_send_buffer_size(buffer)?;
+    s.set_recv_buffer_size(buffer)?;
     Ok(s)
 }
 
 impl Listener {
-    /// Binds and listens on `addr`. Must run inside the runtime's reactor.
-    pub fn bind(addr: &SocketAddr) -> io::Result<Listener> {
-        let s = socket(addr)?;
+    /// Binds and listens on `addr`, its connections with `buffer` bytes
+    /// each way. Must run inside the runtime's reactor.
+    pub fn bind(addr: &SocketAddr, buffer: usize) -> io::Result<Listener> {
+        let s = socket(addr, buffer)?;
         s.set_reuse_address(true)?;
         if addr.is_ipv6() {
             s.set_only_v6(true)?;
@@ -129,10 +138,11 @@ impl Conn {
         })
     }
 
-    /// Starts connecting to `addr` without waiting; finish with
+    /// Starts connecting to `addr` with `buffer` bytes each way, without
+    /// waiting; finish with
     /// [`Conn::connected`]. Must run inside the runtime's reactor.
-    pub fn start_connect(addr: &SocketAddr) -> io::Result<Conn> {
-        let s = socket(addr)?;
+    pub fn start_connect(addr: &SocketAddr, buffer: usize) -> io::Result<Conn> {
+        let s = socket(addr, buffer)?;
         match s.connect(&(*addr).into()) {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}

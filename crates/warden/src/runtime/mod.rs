@@ -708,8 +708,12 @@ impl Runtime {
         // Holds each preopened listener's number in Wasmtime's table (see
         // `host::wasi_net`).
         for i in 0..spec.net.preopen_listeners.len() {
-            b.preopened_dir(&self.inner.empty_dir, format!("/.listener{i}"), FsPerms::ReadOnly)
-                .map_err(|e| format!("preopened listener: {e:#}"))?;
+            b.preopened_dir(
+                &self.inner.empty_dir,
+                format!("/.listener{i}"),
+                FsPerms::ReadOnly,
+            )
+            .map_err(|e| format!("preopened listener: {e:#}"))?;
         }
         b.stdout(sinks.0.clone());
         b.stderr(sinks.1.clone());
@@ -739,13 +743,19 @@ impl Runtime {
         let shaped = link.rate().is_some()
             || n.bandwidth_limit.is_some()
             || link_parent.is_some_and(|p| child.is_some() || link.capped(p));
-        let flow = shaped
-            .then(|| Flow::new(link, link_parent, n.bandwidth_share.into(), n.bandwidth_limit));
+        let flow = shaped.then(|| {
+            Flow::new(
+                link,
+                link_parent,
+                n.bandwidth_share.into(),
+                n.bandwidth_limit,
+            )
+        });
         let receive = match child {
             Some(c) => c.receive.clone(),
-            None => n.receive_limit.map(|rate| {
-                Arc::new(Mutex::new(Bucket::new(rate, crate::net::now_ns())))
-            }),
+            None => n
+                .receive_limit
+                .map(|rate| Arc::new(Mutex::new(Bucket::new(rate, crate::net::now_ns())))),
         };
         let _reactor = self.inner._tokio.enter();
         let mut listeners = Vec::new();
@@ -754,7 +764,8 @@ impl Runtime {
                 .parse()
                 .map_err(|_| format!("preopen_listeners: {a:?} is not an address"))?;
             listeners.push(
-                Listener::bind(&addr).map_err(|e| format!("preopen_listeners: {a}: {e}"))?,
+                Listener::bind(&addr, n.socket_buffer)
+                    .map_err(|e| format!("preopen_listeners: {a}: {e}"))?,
             );
         }
         Ok(crate::host::TaskNet {
@@ -763,6 +774,7 @@ impl Runtime {
             flow,
             receive,
             wasi: crate::host::Sockets::new(shared.clone(), spec.dirs.len(), listeners)?,
+            buffer: n.socket_buffer,
         })
     }
 

@@ -137,6 +137,9 @@ pub struct NetSpec {
     pub receive_limit: Option<u64>,
     /// Most sockets it may hold at once.
     pub max_sockets: u32,
+    /// Bytes of host buffer each way per socket (the host kernel doubles
+    /// it; each connection is charged the four together).
+    pub socket_buffer: usize,
 }
 
 impl Default for NetSpec {
@@ -149,6 +152,7 @@ impl Default for NetSpec {
             bandwidth_limit: None,
             receive_limit: None,
             max_sockets: net::DEFAULT_MAX_SOCKETS,
+            socket_buffer: crate::net::socket::BUFFER,
         }
     }
 }

@@ -60,8 +60,17 @@ fn dashboard_shows_tree_and_charts() {
         "tree incomplete: {html}"
     );
     assert!(html.contains("class=\"kill\""), "no kill buttons");
-    assert!(html.contains("<tr class=\"group\"><td>tenant</td><td>busy</td>"), "no group tree: {html}");
-    for chart in ["chart-cpu", "chart-memory", "chart-ipc", "chart-net_tx", "chart-net_rx"] {
+    assert!(
+        html.contains("<tr class=\"group\"><td>tenant</td><td>busy</td>"),
+        "no group tree: {html}"
+    );
+    for chart in [
+        "chart-cpu",
+        "chart-memory",
+        "chart-ipc",
+        "chart-net_tx",
+        "chart-net_rx",
+    ] {
         let at = html
             .find(chart)
             .unwrap_or_else(|| panic!("no {chart}: {html}"));

@@ -61,11 +61,24 @@ fn network_examples() {
     let built = std::process::Command::new(root.join("scripts/build-examples"))
         .output()
         .unwrap();
-    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
     let run = |manifest: &Path| {
-        let out = warden().args(["run", "--no-cache"]).arg(manifest).output().unwrap();
+        let out = warden()
+            .args(["run", "--no-cache"])
+            .arg(manifest)
+            .output()
+            .unwrap();
         let stdout = String::from_utf8(out.stdout).unwrap();
-        assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         stdout
     };
     let echo = run(&root.join("examples/tcp-echo/tcp-echo.toml"));
@@ -73,10 +86,27 @@ fn network_examples() {
     assert!(echo.contains("for 3 clients"), "{echo}");
 
     let shares = run(&root.join("examples/bandwidth/bandwidth.toml"));
-    for (tenant, want) in [("tenant-a", 100.0 / 6.0), ("tenant-b", 200.0 / 6.0), ("tenant-c", 50.0)] {
-        let line = shares.lines().find(|l| l.contains(tenant) && l.contains("% of")).unwrap();
-        let pct: f64 = line.split_whitespace().rev().nth(3).unwrap().trim_end_matches('%').parse().unwrap();
-        assert!((pct - want).abs() < 3.0, "{tenant}: {pct}% (want {want:.1}%)\n{shares}");
+    for (tenant, want) in [
+        ("tenant-a", 100.0 / 6.0),
+        ("tenant-b", 200.0 / 6.0),
+        ("tenant-c", 50.0),
+    ] {
+        let line = shares
+            .lines()
+            .find(|l| l.contains(tenant) && l.contains("% of"))
+            .unwrap();
+        let pct: f64 = line
+            .split_whitespace()
+            .rev()
+            .nth(3)
+            .unwrap()
+            .trim_end_matches('%')
+            .parse()
+            .unwrap();
+        assert!(
+            (pct - want).abs() < 3.0,
+            "{tenant}: {pct}% (want {want:.1}%)\n{shares}"
+        );
     }
 
     // The file server on a free port, fetched by curl.
@@ -112,6 +142,10 @@ fn network_examples() {
     assert!(page.starts_with("HTTP/1.0 200 OK"), "{page}");
     assert!(page.contains("Served by a WASI task"), "{page}");
     assert!(curl("/nothing.html").starts_with("HTTP/1.0 404"));
-    let status = wait_child(&mut server, std::time::Duration::from_secs(20), "file server still up");
+    let status = wait_child(
+        &mut server,
+        std::time::Duration::from_secs(20),
+        "file server still up",
+    );
     assert!(status.success());
 }

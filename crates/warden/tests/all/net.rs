@@ -43,7 +43,11 @@ fn an_echo_task_serves_tasks_and_host_clients() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime(2);
     let server = rt
-        .spawn(&net_task(dir.path(), "server", &["echo", "127.0.0.1:0", "4"]))
+        .spawn(&net_task(
+            dir.path(),
+            "server",
+            &["echo", "127.0.0.1:0", "4"],
+        ))
         .unwrap();
     let addr = listening(dir.path(), "server");
     assert_eq!(round_trip(&addr, b"hello warden"), b"hello warden");
@@ -74,7 +78,11 @@ fn a_task_blocked_in_accept_holds_no_worker_and_dies_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime(1);
     let id = rt
-        .spawn(&net_task(dir.path(), "acceptor", &["accept", "127.0.0.1:0"]))
+        .spawn(&net_task(
+            dir.path(),
+            "acceptor",
+            &["accept", "127.0.0.1:0"],
+        ))
         .unwrap();
     let addr = listening(dir.path(), "acceptor");
     let other = run_one(&rt, &spec(dir.path(), "hello", guests::HELLO), LIMIT);
@@ -125,7 +133,10 @@ fn an_accepted_connection_is_served_by_a_child() {
     c.shutdown(std::net::Shutdown::Write).unwrap();
     let r = wait(&rt, parent, LIMIT);
     let out = stdout_of(dir.path(), "parent");
-    assert!(out.contains("child serving") && out.contains("child exited 0"), "{out}");
+    assert!(
+        out.contains("child serving") && out.contains("child exited 0"),
+        "{out}"
+    );
     assert!(r.succeeded(), "{out}");
 }
 
@@ -149,7 +160,11 @@ fn addresses_outside_the_grants_are_denied() {
 fn bad_arguments_get_error_codes() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime(1);
-    let r = run_one(&rt, &net_task(dir.path(), "bad", &["bad", "127.0.0.1:0"]), LIMIT);
+    let r = run_one(
+        &rt,
+        &net_task(dir.path(), "bad", &["bad", "127.0.0.1:0"]),
+        LIMIT,
+    );
     let out = stdout_of(dir.path(), "bad");
     assert!(out.ends_with("bad ok\n"), "{out}");
     assert!(r.succeeded());
@@ -176,7 +191,10 @@ fn poll_waits_on_services_and_sockets_together() {
     assert!(r.succeeded(), "{}", stdout_of(dir.path(), "caller"));
     assert!(wait(&rt, id, LIMIT).succeeded());
     let out = stdout_of(dir.path(), "mix");
-    assert!(out.contains("woke: connection") && out.contains("woke: call"), "{out}");
+    assert!(
+        out.contains("woke: connection") && out.contains("woke: call"),
+        "{out}"
+    );
 }
 
 /// Over `max_sockets`: quota; over the memory budget (each connection is

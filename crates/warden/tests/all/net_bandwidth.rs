@@ -92,7 +92,10 @@ fn a_saturated_link_is_shared_by_weight() {
     for (i, s) in sent.iter().enumerate() {
         let frac = *s as f64 / total as f64;
         let want = (i + 1) as f64 / 10.0;
-        assert!((frac - want).abs() < 0.03, "task {i}: {frac:.3} of the link, want {want}; {sent:?}");
+        assert!(
+            (frac - want).abs() < 0.03,
+            "task {i}: {frac:.3} of the link, want {want}; {sent:?}"
+        );
     }
     let got = total as f64 / secs;
     assert!(got < rate as f64 * 1.05, "the link's rate holds: {got}");
@@ -116,8 +119,14 @@ fn a_cap_holds_on_an_idle_link() {
     wait_for_output(dir.path(), "free", "connected");
     let (sent, secs) = measure(&rt, &[a, b], false, Duration::from_secs(2));
     let rate = sent[0] as f64 / secs;
-    assert!((rate / cap as f64 - 1.0).abs() < 0.05, "capped at {rate}, cap {cap}");
-    assert!(sent[1] > 2 * sent[0], "the free one is not held back: {sent:?}");
+    assert!(
+        (rate / cap as f64 - 1.0).abs() < 0.05,
+        "capped at {rate}, cap {cap}"
+    );
+    assert!(
+        sent[1] > 2 * sent[0],
+        "the free one is not held back: {sent:?}"
+    );
     rt.kill_all("done");
 }
 
@@ -142,7 +151,10 @@ fn a_receive_limit_bounds_what_a_task_reads() {
     });
     let (got, secs) = measure(&rt, &[id], true, Duration::from_secs(2));
     let rate = got[0] as f64 / secs;
-    assert!((rate / limit as f64 - 1.0).abs() < 0.06, "received {rate}/s, limit {limit}");
+    assert!(
+        (rate / limit as f64 - 1.0).abs() < 0.06,
+        "received {rate}/s, limit {limit}"
+    );
     rt.kill(id, "done").unwrap();
     assert_eq!(wait(&rt, id, LIMIT).status, "killed");
 }

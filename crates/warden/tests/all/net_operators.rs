@@ -52,20 +52,31 @@ fn bytes_rates_and_sockets_per_task_and_group() {
     };
     assert_eq!(groups["link_rate"], 20_000_000);
     let (outer, inner) = (&groups["groups"][0], &groups["groups"][1]);
-    assert_eq!((outer["name"].as_str(), inner["name"].as_str()), (Some("tenants"), Some("tenant-a")));
+    assert_eq!(
+        (outer["name"].as_str(), inner["name"].as_str()),
+        (Some("tenants"), Some("tenant-a"))
+    );
     assert_eq!(inner["members"][0]["name"], "blaster");
     assert_eq!(inner["bandwidth_share"], 3);
-    assert_eq!((outer["tasks"].as_u64(), outer["sockets"].as_u64()), (Some(1), Some(1)), "subtree totals");
+    assert_eq!(
+        (outer["tasks"].as_u64(), outer["sockets"].as_u64()),
+        (Some(1), Some(1)),
+        "subtree totals"
+    );
     let rate = inner["net_tx_rate"].as_f64().unwrap();
     assert!(rate < 22e6, "within the link: {rate}");
 
     let tasks: serde_json::Value = serde_json::from_str(&get(&sys.addr, "/api/tasks")).unwrap();
     let b = &tasks[0];
-    assert!(b["net_bytes_sent"].as_u64().unwrap() > 0 && b["sockets"] == 1 && b["connections"] == 1, "{b}");
+    assert!(
+        b["net_bytes_sent"].as_u64().unwrap() > 0 && b["sockets"] == 1 && b["connections"] == 1,
+        "{b}"
+    );
     assert_eq!(b["group"], "tenant-a");
 
     let metrics = get(&sys.addr, "/metrics");
-    let scrape = prometheus_parse::Scrape::parse(metrics.lines().map(|l| Ok(l.to_string()))).unwrap();
+    let scrape =
+        prometheus_parse::Scrape::parse(metrics.lines().map(|l| Ok(l.to_string()))).unwrap();
     let value = |metric: &str, key: &str, label: &str| {
         let s = scrape
             .samples
@@ -82,9 +93,15 @@ fn bytes_rates_and_sockets_per_task_and_group() {
     assert!(value("warden_group_net_sent_bytes_total", "group", "tenants") > 0.0);
     assert_eq!(value("warden_group_sockets", "group", "tenant-a"), 1.0);
 
-    let ps = warden().args(["ps", "--control", &sys.addr]).output().unwrap();
+    let ps = warden()
+        .args(["ps", "--control", &sys.addr])
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&ps.stdout);
     assert!(text.contains("TX/s") && text.contains("GROUP"), "{text}");
-    let row = text.lines().find(|l| l.trim_start().starts_with("tenant-a")).expect("group row");
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("tenant-a"))
+        .expect("group row");
     assert!(row.ends_with("blaster"), "{row}");
 }

@@ -80,7 +80,10 @@ fn an_idle_senders_share_goes_to_the_others_at_once() {
     let f = fractions(&window);
     for (i, f) in f.iter().enumerate() {
         let want = (i + 1) as f64 / 6.0;
-        assert!((f - want).abs() < 0.03, "leaf {i}: {f} vs {want} within 10 ms");
+        assert!(
+            (f - want).abs() < 0.03,
+            "leaf {i}: {f} vs {want} within 10 ms"
+        );
     }
 }
 
