@@ -195,6 +195,31 @@ static int64_t more(uint32_t which) {
     case 7: return __warden_task_raise(handle(), off(), off());
     case 8: return __warden_task_granted(rnd() % 3 ? rnd() % 4 : rnd());
     case 9: return __warden_namespace_bind(buf(&n), n % 300, handle());
+    case 10: {
+        const char *a = rnd() % 2 ? "127.0.0.1:0" : "[::1]:0";
+        int64_t h = rnd() % 3 ? __warden_tcp_listen(a, a[0] == '[' ? 7 : 11) : __warden_tcp_listen(buf(&n), n % 300);
+        keep((int32_t)h);
+        return h;
+    }
+    case 11: { int64_t h = __warden_tcp_accept(handle(), rnd() % 2 ? 0 : 1000); keep((int32_t)h); return h; }
+    case 12: {
+        char a[64];
+        int32_t k = __warden_sock_addr(handle(), 0, a, sizeof a);
+        int64_t h = k > 0 ? __warden_tcp_connect(a, k, rnd() % 2 ? 0 : 100000)
+                          : __warden_tcp_connect(buf(&n), n % 300, 0);
+        keep((int32_t)h);
+        return h;
+    }
+    case 13: return __warden_sock_send(handle(), ptr(), n, rnd() % 2 ? 0 : 1000);
+    case 14: return __warden_sock_recv(handle(), buf(&n), n, rnd() % 2 ? 0 : 1000);
+    case 15: return __warden_sock_shutdown(handle());
+    case 16: return __warden_sock_addr(handle(), (int32_t)rnd(), buf(&n), n);
+    case 17: {
+        warden_pollfd *f = (warden_pollfd *)(scratch + 256);
+        uint32_t k = rnd() % 9 ? rnd() % 8 : rnd();
+        for (uint32_t i = 0; i < 8; i++) f[i] = (warden_pollfd){handle(), rnd() % 8, 0};
+        return __warden_poll(rnd() % 5 ? f : (warden_pollfd *)ptr(), k, rnd() % 2 ? 0 : 1000);
+    }
     default:
         return __warden_call_timeout(handle(), buf(&n), n, (int32_t *)scratch, rnd() % 4, buf(&n2), n2,
                                      (int32_t *)(scratch + 64), (uint32_t *)(scratch + 128),
@@ -213,9 +238,9 @@ int main(int argc, char **argv) {
     for (long i = 0; i < iterations; i++) {
         int64_t r = 0;
         uint32_t n = len(), n2 = len();
-        uint32_t which = rnd() % 60;
+        uint32_t which = rnd() % 68;
         if (which >= 19) {
-            r = which < 30 ? more(which - 19) : -wasi(which - 30);
+            r = which < 38 ? more(which - 19) : -wasi(which - 38);
             if (r < 0) errors++;
             continue;
         }

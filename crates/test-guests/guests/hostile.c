@@ -185,6 +185,11 @@ static int wild(void) {
         __warden_task_kill(forged), __warden_task_wait(forged, 0, w), __warden_task_suspend(forged),
         __warden_task_resume(forged), __warden_task_event(forged, 0, w), __warden_task_raise(forged, ~0ull, ~0ull),
         __warden_task_granted(0xffffffffu), __warden_namespace_bind(w, 0xffffffffu, forged),
+        __warden_tcp_listen(w, 0xffffffffu), __warden_tcp_accept(forged, 0),
+        __warden_tcp_connect(w, 0xffffffffu, 0), __warden_sock_send(forged, w, 0xffffffffu, 0),
+        __warden_sock_recv(forged, w, 0xffffffffu, 0), __warden_sock_shutdown(forged),
+        __warden_sock_addr(forged, 1, w, 0xffffffffu), __warden_poll((warden_pollfd *)w, 0xffffffffu, 0),
+        __warden_poll((warden_pollfd *)w, 4, 0),
     };
     int n = sizeof r / sizeof r[0], refused = 0;
     for (int i = 0; i < n; i++) {

@@ -43,6 +43,11 @@
 //!   objects and permits, reached by guests through the `warden` import
 //!   module ([`HOST_FUNCTIONS`]; C SDK in `sdk/c/warden.h`), with errors as
 //!   [`Errno`] codes.
+//! - **Network** ([`net`]): TCP listeners and connections as handles (and
+//!   as WASI descriptors for unmodified programs), reachable only at the
+//!   addresses a task is granted; outgoing bytes shared by hierarchical
+//!   WF2Q+ over the group tree, with caps, and received bytes charged to
+//!   the receiver.
 //! - **Scheduling** ([`sched`]): policies as plain data structures
 //!   (round-robin, priority, stride, lottery, groups, caps), CPU
 //!   inheritance across portal calls, nested tasks with carved budgets.
@@ -52,9 +57,11 @@
 //!
 //! # Module graph
 //!
-//! The modules form a DAG, lowest first: `sched` (pure policy), `task`
+//! The modules form a DAG, lowest first: `sched` and `net::fair` (pure
+//! policy), `task`
 //! (identity, lifecycle word, accounts, family, inheritance), then `cpu`,
-//! `limiter`, `ipc` and `executor` on `task`, the host functions (`host`)
+//! `limiter`, `net` (sockets and the link), `ipc` and `executor` on `task`,
+//! the host functions (`host`)
 //! on those, and the runtime, manifest and operator tools on top. Nothing
 //! low depends on anything high.
 //! - [`Manifest`]: a TOML description of a system of tasks.

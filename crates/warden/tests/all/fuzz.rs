@@ -125,6 +125,9 @@ fn fuzzer(rt: &warden::Runtime, dir: &std::path::Path, seed: u64) -> warden::Tas
     f.dirs = vec![("/fz".into(), root)];
     f.memory_limit = Some(64 << 20);
     f.cpu_limit = Some(Duration::from_secs(60));
+    // Loopback only: its own listeners, and connections to them.
+    f.net.listen = vec!["127.0.0.1:0".into(), "[::1]:0".into()];
+    f.net.connect = vec!["127.0.0.1:*".into(), "[::1]:*".into()];
     rt.spawn(&f).unwrap()
 }
 
@@ -135,6 +138,7 @@ slice_ms = 4
 max_tasks = 100
 scheduler = "stride"
 control = "off"
+link_rate = "40MB/s"
 
 [[group]]
 name = "org"
@@ -144,6 +148,8 @@ tickets = 200
 priority = 1
 cap = 0.5
 cpu_quota = "10s"
+bandwidth_share = 2
+bandwidth_limit = "10MB/s"
 
 [[task]]
 name = "worker"
@@ -170,6 +176,14 @@ priority = 0
 cap = 0.25
 inheritance = true
 modules = { self = "MODULE" }
+listen = ["127.0.0.1:8000-8099"]
+connect = ["10.0.0.0/8:*"]
+preopen_listeners = ["127.0.0.1:0"]
+bandwidth_share = 1
+bandwidth_limit = "5MB/s"
+receive_limit = "5MB/s"
+max_sockets = 256
+socket_buffer = "64KiB"
 "#;
 
 /// What mutations insert: syntax, extremes, wrong types.
