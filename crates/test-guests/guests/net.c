@@ -241,9 +241,13 @@ static int pollmix(const char *addr) {
     warden_handle svc = warden_service_create();
     warden_handle p = warden_portal_create(svc);
     CHECK(warden_name_register("mix", p), 0);
-    warden_handle l = listen_or_die(addr);
+    warden_handle l = warden_tcp_listen(addr);
     warden_pollfd fds[2] = {{svc, WARDEN_POLL_IN, 0}, {l, WARDEN_POLL_IN, 0}};
-    CHECK(warden_poll(fds, 2, 0), 0);
+    CHECK(warden_poll(fds, 2, 0), 0); /* before anyone knows the address */
+    char a[64];
+    int32_t n = warden_sock_addr(l, 0, a, sizeof a - 1);
+    printf("listening %.*s\n", n > 0 ? (int)n : 0, a);
+    fflush(stdout);
     for (int woke = 0; woke < 2;) {
         int32_t r = warden_poll(fds, 2, -1);
         CHECK(r >= 1, 1);

@@ -287,7 +287,7 @@ pub(super) async fn send_on(
             let t = flow
                 .link
                 .transmit(flow.leaf, want.min(PACKET as u64) as u32);
-            let granted = t.len() as u64;
+            let granted = t.bytes() as u64;
             deadline.wait(t).await?;
             if let Some(flow) = c.data_mut().net.flow.as_mut() {
                 flow.credit += granted;

@@ -208,7 +208,7 @@ impl FairTree {
     }
 
     /// Nodes in the tree, the link included.
-    pub fn len(&self) -> usize {
+    pub fn nodes(&self) -> usize {
         self.nodes.len() - self.free.len()
     }
 

@@ -207,7 +207,7 @@ pub struct Transmit {
 
 impl Transmit {
     /// The bytes it asks for.
-    pub fn len(&self) -> u32 {
+    pub fn bytes(&self) -> u32 {
         self.len
     }
 }
@@ -343,8 +343,8 @@ mod tests {
         let capped = Flow::new(&link, Some(f.node), 1, Some(1_000_000));
         assert!(capped.shaped, "a cap of its own");
         drop(f);
-        assert_eq!(link.lock().tree.len(), 4, "the parent waits for its child");
+        assert_eq!(link.lock().tree.nodes(), 4, "the parent waits for its child");
         drop(capped);
-        assert_eq!(link.lock().tree.len(), 1);
+        assert_eq!(link.lock().tree.nodes(), 1);
     }
 }

@@ -189,8 +189,9 @@ fn poll_waits_on_services_and_sockets_together() {
     caller.uses = vec!["mix".into()];
     let r = run_one(&rt, &caller, LIMIT);
     assert!(r.succeeded(), "{}", stdout_of(dir.path(), "caller"));
-    assert!(wait(&rt, id, LIMIT).succeeded());
+    let r = wait(&rt, id, LIMIT);
     let out = stdout_of(dir.path(), "mix");
+    assert!(r.succeeded(), "{r:?}\n{out}");
     assert!(
         out.contains("woke: connection") && out.contains("woke: call"),
         "{out}"

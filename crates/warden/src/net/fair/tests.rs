@@ -183,14 +183,14 @@ fn a_retired_parent_goes_with_its_last_child() {
     let parent = t.add(ROOT, 1, None, 0);
     let own = t.add(parent, 1, None, 0);
     let child = t.add(parent, 1, None, 0);
-    assert_eq!(t.len(), 4);
+    assert_eq!(t.nodes(), 4);
     t.retire(own);
     t.retire(parent);
-    assert_eq!(t.len(), 3, "the parent waits for its child");
+    assert_eq!(t.nodes(), 3, "the parent waits for its child");
     t.enqueue(child, 10);
     assert_eq!(t.dequeue(0), Some((child, 10)));
     t.retire(child);
-    assert_eq!(t.len(), 1, "only the link is left");
+    assert_eq!(t.nodes(), 1, "only the link is left");
 }
 
 #[test]
