@@ -140,7 +140,9 @@ int32_t warden_task_raise(warden_handle task, uint64_t memory_limit, uint64_t cp
  * Timeouts in ns: 0 = do not wait, negative = wait forever; a call that
  * cannot complete in time returns WARDEN_ETIMEOUT. Any negative return is
  * an error code. A closed or reset peer is WARDEN_EPEERDIED; an address in
- * use is WARDEN_EEXISTS; more than max_sockets is WARDEN_EQUOTA. */
+ * use is WARDEN_EEXISTS; more than max_sockets is WARDEN_EQUOTA. A task
+ * whose sends are paced (link_rate, bandwidth_limit) waits for its turn on
+ * the link in warden_sock_send even with timeout 0. */
 warden_handle warden_tcp_listen(const char *addr);                         /* "127.0.0.1:8080", "[::1]:0" */
 warden_handle warden_tcp_accept(warden_handle listener, int64_t timeout_ns);
 warden_handle warden_tcp_connect(const char *addr, int64_t timeout_ns);

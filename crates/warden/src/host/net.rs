@@ -145,13 +145,26 @@ pub(super) fn errno_of(e: &io::Error) -> Errno {
 
 /// When a wait ends: `timeout_ns` 0 tries once, negative waits forever.
 #[derive(Clone, Copy)]
-pub(super) struct Deadline(Option<tokio::time::Instant>);
+pub(super) struct Deadline(Option<tokio::time::Instant>, bool);
 
 impl Deadline {
     pub(super) fn new(timeout_ns: i64) -> Deadline {
-        Deadline((timeout_ns >= 0).then(|| {
+        let at = (timeout_ns >= 0).then(|| {
             tokio::time::Instant::now() + std::time::Duration::from_nanos(timeout_ns as u64)
-        }))
+        });
+        Deadline(at, timeout_ns == 0)
+    }
+
+    /// The wait for a turn on the link: as this one, except that a call
+    /// that must not wait still waits for its turn (readiness cannot
+    /// announce a grant, so a non-blocking sender told to try again would
+    /// only spin; the wait is the link's pacing, never a peer's).
+    fn for_pacing(self) -> Deadline {
+        if self.1 {
+            Deadline(None, false)
+        } else {
+            self
+        }
     }
 
     /// `f`'s output, or `Timeout` if the deadline passes first (`f` is
@@ -288,7 +301,7 @@ pub(super) async fn send_on(
                 .link
                 .transmit(flow.leaf, want.min(PACKET as u64) as u32);
             let granted = t.bytes() as u64;
-            deadline.wait(t).await?;
+            deadline.for_pacing().wait(t).await?;
             if let Some(flow) = c.data_mut().net.flow.as_mut() {
                 flow.credit += granted;
             }
