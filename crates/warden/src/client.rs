@@ -89,7 +89,7 @@ pub fn ps(addr: &str, as_json: bool, all: bool) -> Result<(), String> {
     Ok(())
 }
 
-/// A rate in bytes per second, short.
+/// A byte count or rate, short (k = 1,000, M = 1,000,000).
 fn rate(v: &Value) -> String {
     let b = v.as_f64().unwrap_or(0.0);
     if b >= 1e6 {
@@ -151,7 +151,7 @@ fn table(tasks: &Value, sort: Option<&str>) -> String {
     let empty = vec![];
     let list = tasks.as_array().unwrap_or(&empty);
     let mut out = format!(
-        "{:>5} {:<28} {:>6} {:<9} {:>6} {:>10} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7} {:>7}\n",
+        "{:>5} {:<28} {:>6} {:<9} {:>6} {:>10} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>5} {:>8} {:>8} {:>7} {:>7}\n",
         "ID",
         "NAME",
         "PARENT",
@@ -164,6 +164,9 @@ fn table(tasks: &Value, sort: Option<&str>) -> String {
         "CALLS",
         "SENT",
         "RECV",
+        "SOCKS",
+        "NET-TX",
+        "NET-RX",
         "TX/s",
         "RX/s"
     );
@@ -183,7 +186,7 @@ fn table(tasks: &Value, sort: Option<&str>) -> String {
             let name = format!("{}{}", "  ".repeat(depth), t["name"].as_str().unwrap_or(""));
             let parent = t["parent"].as_u64().map_or("-".into(), |p| p.to_string());
             out.push_str(&format!(
-                "{:>5} {:<28} {:>6} {:<9} {:>6.1} {:>10.1} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7} {:>7}\n",
+                "{:>5} {:<28} {:>6} {:<9} {:>6.1} {:>10.1} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>5} {:>8} {:>8} {:>7} {:>7}\n",
                 t["id"].to_string(),
                 name,
                 parent,
@@ -196,6 +199,9 @@ fn table(tasks: &Value, sort: Option<&str>) -> String {
                 t["ipc_calls"].to_string(),
                 t["bytes_sent"].to_string(),
                 t["bytes_received"].to_string(),
+                t["sockets"].to_string(),
+                rate(&t["net_bytes_sent"]),
+                rate(&t["net_bytes_received"]),
                 rate(&t["net_tx_rate"]),
                 rate(&t["net_rx_rate"]),
             ));

@@ -70,6 +70,7 @@ function renderTasks(tasks) {
     tr.dataset.id = t.id;
     const cells = [t.id, "\u00a0\u00a0".repeat(depth) + t.name, t.state, t.cpu_pct.toFixed(1),
       t.cpu_ms.toFixed(1), mib(t.memory_bytes), mib(t.memory_limit_bytes), t.ipc_calls,
+      t.sockets, rate(t.net_bytes_sent), rate(t.net_bytes_received),
       rate(t.net_tx_rate), rate(t.net_rx_rate)];
     for (const c of cells) { const td = document.createElement("td"); td.textContent = c; tr.appendChild(td); }
     const td = document.createElement("td");
