@@ -335,6 +335,71 @@ mod tests {
         link.stop();
     }
 
+    /// Many flows at once, in groups, some capped, their requests often
+    /// withdrawn mid-wait (a timeout, as a killed task's would be): every
+    /// request that is not withdrawn is granted (no lost wake-up), and
+    /// nothing is left queued.
+    #[test]
+    fn stress_grants_withdrawals_and_caps() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_time()
+            .build()
+            .unwrap();
+        for rate in [Some(2_000_000_000), None] {
+            let link = Link::new(rate);
+            let groups: Vec<NodeId> = (0..4)
+                .map(|g| link.add(None, 1 + g, (g == 3).then_some(500_000_000)))
+                .collect();
+            let flows: Vec<Arc<Flow>> = (0..64)
+                .map(|i| {
+                    let cap = (i % 7 == 0).then_some(200_000_000);
+                    Arc::new(Flow::new(&link, Some(groups[i % 4]), 1 + i as u64 % 3, cap))
+                })
+                .collect();
+            let granted = Arc::new(std::sync::atomic::AtomicU64::new(0));
+            rt.block_on(async {
+                let mut tasks = Vec::new();
+                for (i, flow) in flows.iter().enumerate() {
+                    let (flow, link, granted) = (flow.clone(), link.clone(), granted.clone());
+                    tasks.push(tokio::spawn(async move {
+                        let mut seed = i as u64 * 2_654_435_761 + 1;
+                        for _ in 0..200 {
+                            seed ^= seed << 13;
+                            seed ^= seed >> 7;
+                            seed ^= seed << 17;
+                            let t = link.transmit(flow.leaf, (seed % PACKET as u64) as u32 + 1);
+                            if !flow.shaped {
+                                continue;
+                            }
+                            if seed % 4 == 0 {
+                                let wait = Duration::from_micros(seed % 200);
+                                let _ = tokio::time::timeout(wait, t).await;
+                            } else {
+                                t.await;
+                                granted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            }
+                        }
+                    }));
+                }
+                for t in tasks {
+                    tokio::time::timeout(Duration::from_secs(60), t)
+                        .await
+                        .expect("every request not withdrawn is granted")
+                        .unwrap();
+                }
+            });
+            assert!(granted.load(std::sync::atomic::Ordering::Relaxed) > 0);
+            assert_eq!(link.lock().tree.backlog(), 0, "nothing left queued");
+            drop(flows);
+            for g in groups {
+                link.retire(g);
+            }
+            assert_eq!(link.lock().tree.nodes(), 1);
+            link.stop();
+        }
+    }
+
     #[test]
     fn unshaped_flows_need_no_grants_and_nodes_go_with_flows() {
         let link = Link::new(None);
