@@ -66,6 +66,8 @@ enum Child {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The network table holds 2,000 sockets in this process.
+    warden::raise_descriptor_limit();
     let child = match cli.child {
         Some(Child::ChildCopies { n, module, cache }) => {
             Some(tables::child_copies(n, &module, cache))

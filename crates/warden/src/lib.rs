@@ -97,6 +97,8 @@ pub use manifest::{Manifest, RuntimeSection};
 pub use module::{LoadedModule, PROVIDED_IMPORT_MODULES};
 pub use output::Output;
 pub use report::TaskReport;
-pub use runtime::{Error, GroupSpec, ReportSink, Runtime, RuntimeConfig, TaskView};
+pub use runtime::{
+    raise_descriptor_limit, Error, GroupSpec, ReportSink, Runtime, RuntimeConfig, TaskView,
+};
 pub use sched::{Params, PolicyKind, RunQueue, TaskSched, Tree};
 pub use task::{TaskId, TaskSpec, TaskStatus};

@@ -196,7 +196,7 @@ fn main() -> ExitCode {
 }
 
 fn run(args: RunArgs) -> Result<ExitCode, String> {
-    raise_descriptor_limit();
+    warden::raise_descriptor_limit();
     let is_manifest = args.target.extension().is_some_and(|e| e == "toml");
     let (mut config, specs, control) = if is_manifest {
         manifest_system(&args)?
@@ -356,19 +356,6 @@ fn serve_control(rt: &Runtime, control: Option<String>) -> Option<Control> {
     };
     // Without a server, dropping `control` removes the token file.
     control.server.is_some().then_some(control)
-}
-
-/// Raises the soft limit on open descriptors to the hard one, as servers
-/// do: tasks together may use half of it (see `MAX_OPEN_FILES`).
-fn raise_descriptor_limit() {
-    // SAFETY: getrlimit and setrlimit read and write the struct given.
-    unsafe {
-        let mut l: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 && l.rlim_cur < l.rlim_max {
-            l.rlim_cur = l.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &l);
-        }
-    }
 }
 
 /// Blocks SIGINT and SIGTERM in this thread and every thread it starts

@@ -408,7 +408,11 @@ mod tests {
         let capped = Flow::new(&link, Some(f.node), 1, Some(1_000_000));
         assert!(capped.shaped, "a cap of its own");
         drop(f);
-        assert_eq!(link.lock().tree.nodes(), 4, "the parent waits for its child");
+        assert_eq!(
+            link.lock().tree.nodes(),
+            4,
+            "the parent waits for its child"
+        );
         drop(capped);
         assert_eq!(link.lock().tree.nodes(), 1);
     }

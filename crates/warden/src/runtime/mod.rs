@@ -17,6 +17,7 @@ mod run;
 mod setup;
 mod views;
 
+pub use setup::raise_descriptor_limit;
 pub use views::TaskView;
 
 use heap::{mass_death, return_free_heap};

@@ -80,6 +80,22 @@ pub(super) fn groups(
     Ok((tree, groups))
 }
 
+/// Raises the process's soft limit on open descriptors to the hard one,
+/// as servers do: tasks together may hold half of it in files (see
+/// [`crate::MAX_OPEN_FILES`]), and every socket a task holds is one. The
+/// `warden` command does this at start; a program embedding many sockets'
+/// worth of tasks may call it too.
+pub fn raise_descriptor_limit() {
+    // SAFETY: getrlimit and setrlimit read and write the struct given.
+    unsafe {
+        let mut l: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 && l.rlim_cur < l.rlim_max {
+            l.rlim_cur = l.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &l);
+        }
+    }
+}
+
 /// Makes the runtime's empty directory (see `Inner::empty_dir`): private
 /// to this process, read-only, removed when the runtime goes.
 pub(super) fn empty_dir() -> Result<std::path::PathBuf, Error> {

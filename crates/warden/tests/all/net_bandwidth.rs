@@ -27,6 +27,7 @@ fn sink() -> String {
 }
 
 fn runtime_with_link(rate: Option<u64>) -> Runtime {
+    warden::raise_descriptor_limit();
     Runtime::new(RuntimeConfig {
         workers: 2,
         cache_dir: None,
