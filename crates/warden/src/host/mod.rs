@@ -49,6 +49,7 @@ mod mem;
 mod names;
 mod net;
 mod permit;
+mod poll;
 mod task;
 mod wasi;
 mod wasi_net;
@@ -123,6 +124,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
     permit::add_to_linker(linker)?;
     task::add_to_linker(linker)?;
     net::add_to_linker(linker)?;
+    poll::add_to_linker(linker)?;
     Ok(())
 }
 

@@ -1,5 +1,5 @@
-//! Sockets: listen, accept, connect, send, receive, shut down, addresses,
-//! and `poll` over every waitable handle.
+//! Sockets: listen, accept, connect, send, receive, shut down, addresses
+//! (`poll` over them and every other waitable handle is in `poll.rs`).
 //!
 //! Addresses are checked against the task's grants before any system call.
 //! A send first asks the task's flow for a grant when the link shapes it
@@ -7,20 +7,17 @@
 //! budget. Bytes move between the socket and guest memory by the host
 //! kernel's copy, never through a Rust reference to guest memory.
 
-use super::{len32, memory, range, read_u32, ret32, ret64, write_u32, TaskData};
+use super::{len32, memory, range, ret32, ret64, TaskData};
 use crate::ipc::handle::{return_socket, take_socket};
-use crate::ipc::service::Service;
 use crate::ipc::{Errno, Object};
 use crate::net::fair::Bucket;
 use crate::net::grant::{allowed, parse_addr, Grant};
 use crate::net::link::{Flow, PACKET};
-use crate::net::socket::{poll_now, Conn, Listener};
+use crate::net::socket::{Conn, Listener};
 use crate::task::TaskShared;
 use std::future::Future;
 use std::io;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::Poll;
 use wasmtime::{Caller, Linker};
 
 /// `WARDEN_POLL_*` event bits.
@@ -118,13 +115,6 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
         "sock_addr",
         |mut c: Caller<'_, TaskData>, h: i32, peer: i32, buf: i32, cap: i32| {
             ret32(address(&mut c, h, peer, buf, cap))
-        },
-    )?;
-    linker.func_wrap_async(
-        super::MODULE,
-        "poll",
-        |c: Caller<'_, TaskData>, (fds, n, timeout): (i32, i32, i64)| {
-            Box::new(async move { ret32(poll(c, fds, n, timeout).await) })
         },
     )?;
     Ok(())
@@ -421,161 +411,6 @@ fn address(
     let n = text.len().min(len32(cap) as usize);
     mem.put(buf, &text.as_bytes()[..n])?;
     Ok(text.len() as i32)
-}
-
-/// What one `poll` entry waits on.
-enum Waitable {
-    Conn(Arc<Conn>),
-    Listener(Arc<Listener>),
-    Service(Arc<Service>),
-    Task(Arc<TaskShared>),
-}
-
-async fn poll(mut c: Caller<'_, TaskData>, fds: i32, n: i32, timeout: i64) -> Result<i32, Errno> {
-    let n = n as u32;
-    if n > MAX_POLL_HANDLES {
-        return Err(Errno::Inval);
-    }
-    let mut entries = Vec::with_capacity(n as usize);
-    {
-        let (mem, data) = memory(&mut c)?;
-        range(mem.len(), fds, n as u64 * 12)?;
-        for i in 0..n {
-            let at = fds.wrapping_add((i * 12) as i32);
-            let h = read_u32(mem, at)? as i32;
-            let events = read_u32(mem, at.wrapping_add(4))?;
-            let w = match data.ipc.handles.get(h)? {
-                Object::Conn(s) => Waitable::Conn(s.clone()),
-                Object::Listener(l) => Waitable::Listener(l.clone()),
-                Object::Service(s) => Waitable::Service(s.service().clone()),
-                Object::Task(t) => Waitable::Task(t.clone()),
-                _ => return Err(Errno::BadHandle),
-            };
-            entries.push((w, events, 0u32));
-        }
-    }
-    let deadline = Deadline::new(timeout);
-    loop {
-        let ready = check(&mut entries);
-        if ready > 0 || deadline.wait(any_ready(&entries)).await.is_err() {
-            let (mem, _) = memory(&mut c)?;
-            for (i, (_, _, revents)) in entries.iter().enumerate() {
-                write_u32(mem, fds.wrapping_add((i * 12 + 8) as i32), *revents)?;
-            }
-            return Ok(ready);
-        }
-    }
-}
-
-/// Fills in each entry's events now; returns how many have any.
-fn check(entries: &mut [(Waitable, u32, u32)]) -> i32 {
-    let mut fds: Vec<libc::pollfd> = Vec::new();
-    for (w, events, _) in entries.iter() {
-        let fd = match w {
-            Waitable::Conn(s) => s.fd(),
-            Waitable::Listener(l) => l.fd(),
-            _ => -1,
-        };
-        let mut ev = libc::POLLRDHUP;
-        if events & POLL_IN != 0 {
-            ev |= libc::POLLIN;
-        }
-        if events & POLL_OUT != 0 {
-            ev |= libc::POLLOUT;
-        }
-        fds.push(libc::pollfd {
-            fd,
-            events: ev,
-            revents: 0,
-        });
-    }
-    poll_now(&mut fds);
-    let mut ready = 0;
-    for ((w, events, revents), pfd) in entries.iter_mut().zip(&fds) {
-        *revents = match w {
-            Waitable::Conn(_) | Waitable::Listener(_) => {
-                let r = pfd.revents;
-                let mut out = 0;
-                if r & libc::POLLIN != 0 {
-                    out |= POLL_IN;
-                }
-                if r & libc::POLLOUT != 0 {
-                    out |= POLL_OUT;
-                }
-                if r & (libc::POLLHUP | libc::POLLERR | libc::POLLRDHUP) != 0 {
-                    out |= POLL_HUP;
-                }
-                out & (*events | POLL_HUP)
-            }
-            Waitable::Service(s) => {
-                if s.is_ready() {
-                    POLL_IN & *events
-                } else {
-                    0
-                }
-            }
-            Waitable::Task(t) => {
-                if t.family.exit().status.is_some() {
-                    POLL_IN & *events
-                } else {
-                    0
-                }
-            }
-        };
-        if *revents != 0 {
-            ready += 1;
-        }
-    }
-    ready
-}
-
-/// Resolves when any entry may have become ready.
-async fn any_ready(entries: &[(Waitable, u32, u32)]) {
-    let mut waits: Vec<Pin<Box<dyn Future<Output = ()> + Send + '_>>> = Vec::new();
-    for (w, events, _) in entries {
-        match w {
-            Waitable::Conn(s) => {
-                if events & POLL_IN != 0 || events & POLL_OUT == 0 {
-                    waits.push(Box::pin(async move {
-                        let _ = s.readable().await;
-                    }));
-                }
-                if events & POLL_OUT != 0 {
-                    waits.push(Box::pin(async move {
-                        let _ = s.writable().await;
-                    }));
-                }
-            }
-            Waitable::Listener(l) => waits.push(Box::pin(async move {
-                let _ = l.ready().await;
-            })),
-            Waitable::Service(s) => {
-                waits.push(Box::pin(std::future::poll_fn(move |cx| s.poll_ready(cx))))
-            }
-            Waitable::Task(t) => waits.push(Box::pin(std::future::poll_fn(move |cx| {
-                let mut e = t.family.exit();
-                if e.status.is_some() {
-                    return Poll::Ready(());
-                }
-                if !e.waiters.iter().any(|w| w.will_wake(cx.waker())) {
-                    e.waiters.push(cx.waker().clone());
-                }
-                Poll::Pending
-            }))),
-        }
-    }
-    if waits.is_empty() {
-        return std::future::pending().await;
-    }
-    std::future::poll_fn(|cx| {
-        for w in waits.iter_mut() {
-            if w.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(());
-            }
-        }
-        Poll::Pending
-    })
-    .await
 }
 
 /// Takes a socket slot for a WASI descriptor (see [`take_socket`]).

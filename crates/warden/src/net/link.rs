@@ -372,7 +372,7 @@ mod tests {
                             if !flow.shaped {
                                 continue;
                             }
-                            if seed % 4 == 0 {
+                            if seed.is_multiple_of(4) {
                                 let wait = Duration::from_micros(seed % 200);
                                 let _ = tokio::time::timeout(wait, t).await;
                             } else {
