@@ -219,6 +219,11 @@ static int bad(const char *addr) {
     CHECK(warden_sock_recv(s, buf, 10, 0), WARDEN_ETIMEOUT);
     CHECK(__warden_poll((warden_pollfd *)0xfffffff0u, 10, 0), WARDEN_EBADPTR);
     CHECK(warden_poll(NULL, 5000, 0), WARDEN_EINVAL);
+    /* A service with no portal is ready for recv (it would answer at once),
+     * but asked only for POLL_OUT it can never be reported: poll must
+     * still end at its deadline. */
+    warden_pollfd never = {warden_service_create(), WARDEN_POLL_OUT, 0};
+    CHECK(warden_poll(&never, 1, 1000 * 1000), 0);
     /* Stale and forged handles. */
     warden_handle d = warden_dup(c);
     CHECK(warden_close(d), 0);

@@ -157,6 +157,11 @@ impl Deadline {
         }
     }
 
+    /// Whether the deadline has passed (never, for a wait without one).
+    pub(super) fn passed(self) -> bool {
+        self.0.is_some_and(|at| tokio::time::Instant::now() >= at)
+    }
+
     /// `f`'s output, or `Timeout` if the deadline passes first (`f` is
     /// polled once even past it).
     pub(super) async fn wait<F: Future>(self, f: F) -> Result<F::Output, Errno> {

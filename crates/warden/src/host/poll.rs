@@ -60,7 +60,12 @@ async fn poll(mut c: Caller<'_, TaskData>, fds: i32, n: i32, timeout: i64) -> Re
     let deadline = Deadline::new(timeout);
     loop {
         let ready = check(&mut entries);
-        if ready > 0 || deadline.wait(any_ready(&entries)).await.is_err() {
+        // A wake that readiness does not confirm loops, but never past the
+        // deadline.
+        let ended = ready > 0
+            || deadline.passed()
+            || deadline.wait(any_ready(&entries)).await.is_err();
+        if ended {
             let (mem, _) = memory(&mut c)?;
             for (i, (_, _, revents)) in entries.iter().enumerate() {
                 write_u32(mem, fds.wrapping_add((i * 12 + 8) as i32), *revents)?;
@@ -152,6 +157,9 @@ async fn any_ready(entries: &[(Waitable, u32, u32)]) {
             Waitable::Listener(l) => waits.push(Box::pin(async move {
                 let _ = l.ready().await;
             })),
+            // A service or child can only be reported as POLL_IN: without
+            // it, waiting on one would wake for ever for nothing.
+            Waitable::Service(_) | Waitable::Task(_) if events & POLL_IN == 0 => {}
             Waitable::Service(s) => {
                 waits.push(Box::pin(std::future::poll_fn(move |cx| s.poll_ready(cx))))
             }

@@ -380,7 +380,8 @@ pub(super) async fn poll_oneoff(
     let deadline = Deadline::new(timeout.map_or(-1, |t| t.min(i64::MAX as u64) as i64));
     loop {
         let ready = ready_events(c, &parsed);
-        let expired = ready.is_empty() && deadline.wait(wait_any(c, &parsed)).await.is_err();
+        let expired = ready.is_empty()
+            && (deadline.passed() || deadline.wait(wait_any(c, &parsed)).await.is_err());
         if !ready.is_empty() || expired {
             let out: Vec<(u64, u8, u16)> = if ready.is_empty() {
                 parsed
