@@ -34,6 +34,11 @@ use std::time::Duration;
 pub const MAX_CONNECTIONS: usize = 256;
 /// The largest request body accepted, bytes.
 pub const MAX_BODY: usize = 64 << 10;
+
+/// How long, and how many bytes, a finished connection is drained for
+/// before it is closed (see `linger`).
+const LINGER: Duration = Duration::from_secs(1);
+const LINGER_BYTES: usize = 1 << 20;
 const MAX_HEAD: usize = 16 << 10;
 const MAX_HEADERS: usize = 64;
 const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
@@ -136,24 +141,48 @@ async fn connection(shared: Arc<Shared>, stream: tokio::net::TcpStream) {
     let _live = Live(&shared.live);
     let service = {
         let shared = shared.clone();
-        hyper::service::service_fn(move |req| answer(shared.clone(), req))
+        hyper::service::service_fn(move |req| Box::pin(answer(shared.clone(), req)))
     };
-    let conn = hyper::server::conn::http1::Builder::new()
+    let mut conn = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(HEAD_TIMEOUT)
         .half_close(true)
         .max_header_size(MAX_HEAD)
         .max_headers(MAX_HEADERS)
         .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-    tokio::pin!(conn);
     let mut closing = shared.closing.subscribe();
-    tokio::select! {
-        _ = conn.as_mut() => return,
-        _ = tokio::time::sleep(CONNECTION_LIFE) => {}
-        _ = closing.wait_for(|&c| c) => {}
+    let finished = tokio::select! {
+        _ = std::future::poll_fn(|cx| conn.poll_without_shutdown(cx)) => true,
+        _ = tokio::time::sleep(CONNECTION_LIFE) => false,
+        _ = closing.wait_for(|&c| c) => false,
+    };
+    if finished {
+        linger(conn.into_parts().io.into_inner()).await;
+        return;
     }
-    conn.as_mut().graceful_shutdown();
+    std::pin::Pin::new(&mut conn).graceful_shutdown();
     let _ = tokio::time::timeout(BODY_TIMEOUT, conn).await;
+}
+
+/// Closes a finished connection gently: sends the end of the stream, then
+/// reads and discards what the client still sends, for at most
+/// [`LINGER`] and [`LINGER_BYTES`]. Closing with unread bytes would reset
+/// the connection, and the reset can destroy the answer (a 413 for a body
+/// too large) before the client has read it.
+async fn linger(mut stream: tokio::net::TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = stream.shutdown().await;
+    let mut buf = [0u8; 4096];
+    let drain = async {
+        let mut n = 0;
+        while n < LINGER_BYTES {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(k) => n += k,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(LINGER, drain).await;
 }
 
 /// Admits, reads and answers one request.

@@ -62,9 +62,8 @@ async fn poll(mut c: Caller<'_, TaskData>, fds: i32, n: i32, timeout: i64) -> Re
         let ready = check(&mut entries);
         // A wake that readiness does not confirm loops, but never past the
         // deadline.
-        let ended = ready > 0
-            || deadline.passed()
-            || deadline.wait(any_ready(&entries)).await.is_err();
+        let ended =
+            ready > 0 || deadline.passed() || deadline.wait(any_ready(&entries)).await.is_err();
         if ended {
             let (mem, _) = memory(&mut c)?;
             for (i, (_, _, revents)) in entries.iter().enumerate() {
