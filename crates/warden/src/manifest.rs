@@ -385,6 +385,16 @@ fn task_net(t: &RawTask, spec: &mut TaskSpec) -> Result<(), String> {
 
 fn task_specs(t: RawTask, base: &Path) -> Result<Vec<TaskSpec>, String> {
     let template = task_template(&t, base)?;
+    let fixed = template
+        .net
+        .preopen_listeners
+        .iter()
+        .find(|a| !a.ends_with(":0"));
+    if let (Some(n), Some(a)) = (t.count.filter(|&n| n > 1), fixed) {
+        return Err(format!(
+            "count: {n} copies cannot all listen on {a} (preopen_listeners); use port 0"
+        ));
+    }
     let names: Vec<String> = match t.count {
         None => vec![t.name.clone()],
         Some(0) => return Err("count: must be at least 1".into()),
@@ -704,5 +714,39 @@ mod tests {
         );
         assert!(!e.contains('\n'), "{e}");
         assert!(err("this is not toml").starts_with("line 1"));
+    }
+
+    #[test]
+    fn network_keys_are_checked() {
+        let task = |extra: &str| err(&format!("[[task]]\nname='a'\nmodule='m.wasm'\n{extra}"));
+        assert!(task("listen=['localhost:80']").starts_with("task[0] (\"a\"): listen: "));
+        assert!(task("connect=['127.0.0.1:99999']").contains("connect: "));
+        assert!(task("preopen_listeners=['127.0.0.1:*']").contains("preopen_listeners"));
+        assert!(task("bandwidth_limit='5MB'").contains("bandwidth_limit: bad rate"));
+        assert!(task("receive_limit='0MB/s'").contains("receive_limit"));
+        assert!(task("bandwidth_share=0").contains("bandwidth_share"));
+        assert!(task("socket_buffer='1KiB'").contains("socket_buffer"));
+        assert!(
+            task("preopen_listeners=['127.0.0.1:1','127.0.0.1:2']\nmax_sockets=1")
+                .contains("max_sockets")
+        );
+        assert!(task("preopen_listeners=['127.0.0.1:8080']\ncount=2").contains("count"));
+        assert!(
+            err("[runtime]\nlink_rate='fast'\n[[task]]\nname='a'\nmodule='m.wasm'")
+                .contains("runtime.link_rate")
+        );
+        assert!(err(
+            "[[group]]\nname='g'\nbandwidth_limit='1GiB'\n[[task]]\nname='a'\nmodule='m.wasm'"
+        )
+        .contains("bandwidth_limit"));
+        let d = dir_with_module();
+        let m = Manifest::parse(
+            "[runtime]\nlink_rate='1GiB/s'\n[[task]]\nname='a'\nmodule='m.wasm'\n\
+             preopen_listeners=['127.0.0.1:0']\ncount=2\nsocket_buffer='256KiB'",
+            d.path(),
+        )
+        .unwrap();
+        assert_eq!(m.runtime.link_rate, Some(1 << 30));
+        assert_eq!(m.tasks[1].net.socket_buffer, 256 << 10);
     }
 }
