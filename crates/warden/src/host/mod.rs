@@ -15,6 +15,13 @@
 /// plain function.
 macro_rules! delegate {
     (sync $caller:ident, $f:ident($($arg:expr),*)) => {{
+        delegate!(@call $caller, $f($($arg),*))
+    }};
+    ($caller:ident, $f:ident($($arg:expr),*)) => {
+        async { delegate!(@call $caller, $f($($arg),*) .await) }.await
+    };
+    // The shim's own steps, then the call (followed by `$rest`).
+    (@call $caller:ident, $f:ident($($arg:expr),*) $($rest:tt)*) => {{
         use p1::WasiSnapshotPreview1 as _;
         let fuel = wasmtime::AsContextMut::as_context_mut(&mut $caller).hostcall_fuel();
         let Some(Extern::Memory(memory)) = $caller.get_export("memory") else {
@@ -23,22 +30,8 @@ macro_rules! delegate {
         let (mem, data) = memory.data_and_store_mut(&mut $caller);
         data.wasi.set_hostcall_fuel(fuel);
         let mut mem = wiggle::GuestMemory::Unshared(mem);
-        p1::$f(&mut data.wasi, &mut mem, $($arg),*)
+        p1::$f(&mut data.wasi, &mut mem, $($arg),*) $($rest)*
     }};
-    ($caller:ident, $f:ident($($arg:expr),*)) => {
-        async {
-            use p1::WasiSnapshotPreview1 as _;
-            let fuel = wasmtime::AsContextMut::as_context_mut(&mut $caller).hostcall_fuel();
-            let Some(Extern::Memory(memory)) = $caller.get_export("memory") else {
-                wasmtime::bail!("missing required memory export");
-            };
-            let (mem, data) = memory.data_and_store_mut(&mut $caller);
-            data.wasi.set_hostcall_fuel(fuel);
-            let mut mem = wiggle::GuestMemory::Unshared(mem);
-            p1::$f(&mut data.wasi, &mut mem, $($arg),*).await
-        }
-        .await
-    };
 }
 
 mod data;

@@ -229,11 +229,7 @@ async fn accept(mut c: Caller<'_, TaskData>, h: i32, timeout: i64) -> Result<i32
         .await?
         .map_err(|e| errno_of(&e))?;
     let data = c.data_mut();
-    data.ipc
-        .shared
-        .net
-        .connections
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    data.ipc.shared.net.count_connection();
     data.ipc.handles.insert(Object::Conn(Arc::new(conn)))
 }
 
@@ -254,11 +250,7 @@ async fn connect(
         .await?
         .map_err(|e| errno_of(&e))?;
     let data = c.data_mut();
-    data.ipc
-        .shared
-        .net
-        .connections
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    data.ipc.shared.net.count_connection();
     data.ipc.handles.insert(Object::Conn(Arc::new(conn)))
 }
 
@@ -303,29 +295,13 @@ pub(super) async fn send_on(
         }
         want = want.min(c.data().net.flow.as_ref().map_or(want, |f| f.credit));
     }
-    loop {
-        let r = {
-            let (mem, _) = memory(c)?;
-            let r = range(mem.len(), ptr, want)?;
-            // SAFETY: `r` lies inside the memory, mapped for the whole call.
-            unsafe { conn.try_send(mem.at(r.start), r.len()) }
-        };
-        match r {
-            Ok(n) => {
-                let data = c.data_mut();
-                if let Some(flow) = data.net.flow.as_mut().filter(|f| f.shaped) {
-                    flow.credit = flow.credit.saturating_sub(n as u64);
-                }
-                data.ipc.shared.net.count_sent(n);
-                return Ok(n as i64);
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => deadline
-                .wait(conn.writable())
-                .await?
-                .map_err(|e| errno_of(&e))?,
-            Err(e) => return Err(errno_of(&e)),
-        }
+    let n = guest_io(c, conn, Way::Send, ptr, want, deadline).await?;
+    let data = c.data_mut();
+    if let Some(flow) = data.net.flow.as_mut().filter(|f| f.shaped) {
+        flow.credit = flow.credit.saturating_sub(n as u64);
     }
+    data.ipc.shared.net.count_sent(n);
+    Ok(n as i64)
 }
 
 async fn recv(
@@ -369,26 +345,54 @@ pub(super) async fn recv_on(
         let now = crate::net::now_ns();
         want = want.min(lock(&bucket).available(now).max(1));
     }
+    let n = guest_io(c, conn, Way::Recv, ptr, want, deadline).await?;
+    let data = c.data();
+    if let Some(bucket) = &data.net.receive {
+        lock(bucket).take(n as u64);
+    }
+    data.ipc.shared.net.count_received(n);
+    Ok(n as i64)
+}
+
+/// Which way [`guest_io`] moves bytes.
+#[derive(Clone, Copy)]
+enum Way {
+    Send,
+    Recv,
+}
+
+/// Moves up to `want` bytes between `conn` and guest memory at `ptr`:
+/// tries the system call first, and waits for readiness (until
+/// `deadline`) only when it would block. Returns the bytes moved.
+async fn guest_io(
+    c: &mut Caller<'_, TaskData>,
+    conn: &Conn,
+    way: Way,
+    ptr: i32,
+    want: u64,
+    deadline: Deadline,
+) -> Result<usize, Errno> {
     loop {
         let r = {
             let (mem, _) = memory(c)?;
             let r = range(mem.len(), ptr, want)?;
             // SAFETY: `r` lies inside the memory, mapped for the whole call.
-            unsafe { conn.try_recv(mem.at(r.start), r.len()) }
+            unsafe {
+                match way {
+                    Way::Send => conn.try_send(mem.at(r.start), r.len()),
+                    Way::Recv => conn.try_recv(mem.at(r.start), r.len()),
+                }
+            }
         };
         match r {
-            Ok(n) => {
-                let data = c.data();
-                if let Some(bucket) = &data.net.receive {
-                    lock(bucket).take(n as u64);
-                }
-                data.ipc.shared.net.count_received(n);
-                return Ok(n as i64);
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                let ready = match way {
+                    Way::Send => deadline.wait(conn.writable()).await?,
+                    Way::Recv => deadline.wait(conn.readable()).await?,
+                };
+                ready.map_err(|e| errno_of(&e))?
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => deadline
-                .wait(conn.readable())
-                .await?
-                .map_err(|e| errno_of(&e))?,
             Err(e) => return Err(errno_of(&e)),
         }
     }

@@ -197,11 +197,7 @@ pub(super) async fn accept(c: &mut Caller<'_, TaskData>, fd: i32, flags: i32, ou
         Ok(Ok(conn)) => conn,
     };
     let data = c.data_mut();
-    data.ipc
-        .shared
-        .net
-        .connections
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    data.ipc.shared.net.count_connection();
     let nb = flags as u16 & FDFLAGS_NONBLOCK != 0;
     let fd = match data.net.wasi.insert_conn(conn, nb) {
         Ok(fd) => fd,
@@ -237,6 +233,19 @@ fn first_iovec(c: &mut Caller<'_, TaskData>, iovs: i32, n: i32) -> Result<(i32, 
     Ok((0, 0))
 }
 
+/// The connection `fd` names (and whether it is non-blocking), and the
+/// first non-empty buffer of the iovec list at `iovs`.
+fn conn_and_iovec(
+    c: &mut Caller<'_, TaskData>,
+    fd: i32,
+    iovs: i32,
+    n: i32,
+) -> Result<(Arc<Conn>, bool, i32, u64), i32> {
+    let (s, nb) = conn(c, fd)?;
+    let (buf, len) = first_iovec(c, iovs, n)?;
+    Ok((s, nb, buf, len))
+}
+
 /// `fd_read` / `sock_recv` on a connection: reads into the first
 /// non-empty buffer (a short read, as sockets give) and writes the count.
 pub(super) async fn read(
@@ -246,11 +255,7 @@ pub(super) async fn read(
     n: i32,
     nread: i32,
 ) -> i32 {
-    let (s, nb) = match conn(c, fd) {
-        Ok(x) => x,
-        Err(e) => return e,
-    };
-    let (buf, len) = match first_iovec(c, iovs, n) {
+    let (s, nb, buf, len) = match conn_and_iovec(c, fd, iovs, n) {
         Ok(x) => x,
         Err(e) => return e,
     };
@@ -269,11 +274,7 @@ pub(super) async fn write(
     n: i32,
     nwritten: i32,
 ) -> i32 {
-    let (s, nb) = match conn(c, fd) {
-        Ok(x) => x,
-        Err(e) => return e,
-    };
-    let (buf, len) = match first_iovec(c, iovs, n) {
+    let (s, nb, buf, len) = match conn_and_iovec(c, fd, iovs, n) {
         Ok(x) => x,
         Err(e) => return e,
     };

@@ -59,6 +59,11 @@ impl NetAccount {
         self.sockets.load(Ordering::Relaxed)
     }
 
+    /// Counts a connection opened or accepted.
+    pub fn count_connection(&self) {
+        self.connections.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Counts bytes sent.
     pub fn count_sent(&self, n: usize) {
         self.sent.fetch_add(n as u64, Ordering::Relaxed);

@@ -3,8 +3,9 @@
 use crate::util::*;
 use std::path::Path;
 
-#[test]
-fn echo_kv_and_pipeline_examples() {
+/// The repository's root, after `scripts/build-examples` built the
+/// examples.
+fn built_examples() -> std::path::PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let built = std::process::Command::new(root.join("scripts/build-examples"))
         .output()
@@ -14,22 +15,31 @@ fn echo_kv_and_pipeline_examples() {
         "{}",
         String::from_utf8_lossy(&built.stderr)
     );
-    let run = |name: &str| {
-        let manifest = root.join(format!("examples/{name}/{name}.toml"));
-        let out = warden()
-            .args(["run", "--no-cache"])
-            .arg(&manifest)
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8(out.stdout).unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{name}: {stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        stdout
-    };
+    root
+}
+
+/// Runs a manifest with `warden run`, which must exit 0; its stdout.
+fn run(manifest: &Path) -> String {
+    let out = warden()
+        .args(["run", "--no-cache"])
+        .arg(manifest)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}: {stdout}{}",
+        manifest.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[test]
+fn echo_kv_and_pipeline_examples() {
+    let root = built_examples();
+    let run = |name: &str| run(&root.join(format!("examples/{name}/{name}.toml")));
     let echo = run("echo");
     assert_eq!(echo.matches("1000 echoes checked").count(), 4, "{echo}");
     assert!(echo.contains("[server] served 4004 calls"), "{echo}");
@@ -57,30 +67,7 @@ fn echo_kv_and_pipeline_examples() {
 /// WASI file server fetched with curl.
 #[test]
 fn network_examples() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let built = std::process::Command::new(root.join("scripts/build-examples"))
-        .output()
-        .unwrap();
-    assert!(
-        built.status.success(),
-        "{}",
-        String::from_utf8_lossy(&built.stderr)
-    );
-    let run = |manifest: &Path| {
-        let out = warden()
-            .args(["run", "--no-cache"])
-            .arg(manifest)
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8(out.stdout).unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        stdout
-    };
+    let root = built_examples();
     let echo = run(&root.join("examples/tcp-echo/tcp-echo.toml"));
     assert_eq!(echo.matches("200 round trips checked").count(), 3, "{echo}");
     assert!(echo.contains("for 3 clients"), "{echo}");

@@ -3,28 +3,11 @@
 //! against real sockets.
 
 use crate::util::*;
-use std::io::{Read, Write};
-use std::net::TcpListener;
+use std::io::Write;
 use std::time::{Duration, Instant};
 use warden::{Runtime, RuntimeConfig, TaskId};
 
 const LIMIT: Duration = Duration::from_secs(30);
-
-/// A listener on loopback whose every connection is read and discarded.
-fn sink() -> String {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap().to_string();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { return };
-            std::thread::spawn(move || {
-                let mut b = vec![0u8; 1 << 16];
-                while matches!(s.read(&mut b), Ok(n) if n > 0) {}
-            });
-        }
-    });
-    addr
-}
 
 fn runtime_with_link(rate: Option<u64>) -> Runtime {
     warden::raise_descriptor_limit();
@@ -79,7 +62,7 @@ fn a_saturated_link_is_shared_by_weight() {
     let dir = tempfile::tempdir().unwrap();
     let rate = 40_000_000u64;
     let rt = runtime_with_link(Some(rate));
-    let addr = sink();
+    let addr = discarding_sink();
     let ids: Vec<TaskId> = (1..=4)
         .map(|w| {
             let name = format!("s{w}");
@@ -110,7 +93,7 @@ fn a_saturated_link_is_shared_by_weight() {
 fn a_cap_holds_on_an_idle_link() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime_with_link(None);
-    let addr = sink();
+    let addr = discarding_sink();
     let cap = 8_000_000u64;
     let mut capped = blaster(dir.path(), "capped", &addr, 1);
     capped.net.bandwidth_limit = Some(cap);

@@ -17,17 +17,7 @@ fn get(addr: &str, path: &str) -> String {
 #[test]
 fn bytes_rates_and_sockets_per_task_and_group() {
     let dir = tempfile::tempdir().unwrap();
-    let sink = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let sink_addr = sink.local_addr().unwrap().to_string();
-    std::thread::spawn(move || {
-        for s in sink.incoming() {
-            let Ok(mut s) = s else { return };
-            std::thread::spawn(move || {
-                let mut b = vec![0u8; 1 << 16];
-                while matches!(s.read(&mut b), Ok(n) if n > 0) {}
-            });
-        }
-    });
+    let sink_addr = discarding_sink();
     let m = manifest(
         dir.path(),
         &format!(

@@ -192,3 +192,21 @@ pub fn wait_for_output(dir: &std::path::Path, name: &str, want: &str) {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// A loopback listener whose every connection is read and discarded, on a
+/// thread of its own; its address.
+pub fn discarding_sink() -> String {
+    use std::io::Read;
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            std::thread::spawn(move || {
+                let mut b = vec![0u8; 1 << 16];
+                while matches!(s.read(&mut b), Ok(n) if n > 0) {}
+            });
+        }
+    });
+    addr
+}
