@@ -75,6 +75,7 @@ mod cpu;
 mod events;
 mod executor;
 mod host;
+pub mod http;
 mod ipc;
 mod limiter;
 mod manifest;
@@ -95,7 +96,7 @@ pub use ipc::Errno;
 pub use limiter::{MemoryPolicy, TABLE_ELEMENT_BYTES};
 pub use manifest::{Manifest, RuntimeSection};
 pub use module::{LoadedModule, PROVIDED_IMPORT_MODULES};
-pub use output::Output;
+pub use output::{Capture, Output};
 pub use report::TaskReport;
 pub use runtime::{
     raise_descriptor_limit, Error, GroupSpec, ReportSink, Runtime, RuntimeConfig, TaskView,

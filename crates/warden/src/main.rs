@@ -137,6 +137,10 @@ struct RunArgs {
     /// request needs the control token.
     #[arg(long)]
     control: Option<String>,
+    /// Stop after this long (e.g. 10s): every task is killed, servers
+    /// stop. Without it, a system with [[http]] servers runs until Ctrl-C.
+    #[arg(long = "for", value_parser = parse_duration)]
+    run_for: Option<Duration>,
     /// Arguments for a single module (after `--`).
     #[arg(last = true)]
     args: Vec<String>,
@@ -198,10 +202,11 @@ fn main() -> ExitCode {
 fn run(args: RunArgs) -> Result<ExitCode, String> {
     warden::raise_descriptor_limit();
     let is_manifest = args.target.extension().is_some_and(|e| e == "toml");
-    let (mut config, specs, control) = if is_manifest {
+    let (mut config, specs, control, http) = if is_manifest {
         manifest_system(&args)?
     } else {
-        single_module(&args)?
+        let (config, specs, control) = single_module(&args)?;
+        (config, specs, control, vec![])
     };
     apply_flags(&args, &mut config)?;
     // Before the runtime starts its threads, so that they inherit it.
@@ -217,17 +222,84 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
     config.on_report = Some(outcome.sink(keep));
     let rt = Runtime::new(config).map_err(|e| e.to_string())?;
     compile_all(&rt, &specs)?;
-    let _control = serve_control(&rt, control);
-    on_stop_signal(&rt, signals);
+    let control = serve_control(&rt, control);
+    let ends = on_stop_signal(signals);
     start_all(&rt, &specs)?;
+    let servers = start_http(&rt, &http)?;
+    if !servers.is_empty() {
+        announce(&servers, control.as_ref());
+    } else {
+        // A system without servers ends when its last task does.
+        let (rt, ends) = (rt.clone(), ends.0.clone());
+        std::thread::spawn(move || {
+            rt.wait_all();
+            let _ = ends.send(None);
+        });
+    }
+    let why = match args.run_for {
+        Some(d) => ends
+            .1
+            .recv_timeout(d)
+            .unwrap_or(Some("its run time (--for) is over")),
+        None => ends.1.recv().unwrap_or(None),
+    };
+    // Servers stop first: requests in flight still have their tasks.
+    drop(servers);
+    if let Some(why) = why {
+        rt.kill_all(why);
+    }
     rt.wait_all();
     outcome.finish(args.report.as_deref(), args.verbose || is_manifest)
 }
 
+/// Starts every `[[http]]` server; if one cannot start, ends the system.
+fn start_http(
+    rt: &Runtime,
+    http: &[warden::http::HttpSpec],
+) -> Result<Vec<warden::http::HttpServer>, String> {
+    let mut servers = Vec::new();
+    for spec in http {
+        match warden::http::HttpServer::start(rt, spec) {
+            Ok(s) => servers.push(s),
+            Err(e) => {
+                drop(servers);
+                rt.kill_all("system start failed");
+                rt.wait_all();
+                return Err(e);
+            }
+        }
+    }
+    Ok(servers)
+}
+
+/// Where the servers and the dashboard are, on stderr.
+fn announce(servers: &[warden::http::HttpServer], control: Option<&Control>) {
+    for s in servers {
+        eprintln!("warden: serving http://{}/", s.addr());
+    }
+    if let Some(server) = control.and_then(|c| c.server.as_ref()) {
+        eprintln!(
+            "warden: dashboard at http://{}/#token={}",
+            server.addr,
+            server.token().as_str()
+        );
+    }
+    eprintln!("warden: Ctrl-C stops the system");
+}
+
 /// The runtime settings, tasks and control address a manifest describes.
+#[allow(clippy::type_complexity)]
 fn manifest_system(
     args: &RunArgs,
-) -> Result<(RuntimeConfig, Vec<TaskSpec>, Option<String>), String> {
+) -> Result<
+    (
+        RuntimeConfig,
+        Vec<TaskSpec>,
+        Option<String>,
+        Vec<warden::http::HttpSpec>,
+    ),
+    String,
+> {
     if args.memory_limit.is_some() || args.cpu_limit.is_some() || !args.args.is_empty() {
         return Err(
             "--memory-limit, --cpu-limit and module arguments apply to a single module; \
@@ -242,14 +314,14 @@ fn manifest_system(
     if m.runtime.cache == Some(false) {
         config.cache_dir = None;
     }
-    config.prefix_output = m.tasks.len() > 1;
+    config.prefix_output = m.tasks.len() > 1 || !m.http.is_empty();
     config.scheduler = m.runtime.scheduler;
     config.link_rate = m.runtime.link_rate;
     config.groups = m.groups.clone();
     let n = u32::try_from(m.tasks.len()).unwrap_or(u32::MAX);
     config.max_tasks = m.runtime.max_tasks.unwrap_or(config.max_tasks.max(n));
     let control = args.control.clone().or(m.runtime.control.clone());
-    Ok((config, m.tasks, control))
+    Ok((config, m.tasks, control, m.http))
 }
 
 /// One module run as `wasmtime run` would, with the flags' limits.
@@ -372,10 +444,18 @@ fn block_stop_signals() -> libc::sigset_t {
     }
 }
 
+/// How a run ends: `Some(reason)` to kill every task for `reason` (a
+/// signal, the `--for` bound), `None` when its tasks have all ended.
+type Ends = (
+    std::sync::mpsc::Sender<Option<&'static str>>,
+    std::sync::mpsc::Receiver<Option<&'static str>>,
+);
+
 /// Ctrl-C (SIGINT) or SIGTERM ends the run as an operator's kill would:
 /// every task is killed, and the report says which signal it was.
-fn on_stop_signal(rt: &Runtime, set: libc::sigset_t) {
-    let rt = rt.clone();
+fn on_stop_signal(set: libc::sigset_t) -> Ends {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let ends = tx.clone();
     let _ = std::thread::Builder::new()
         .name("warden-signals".into())
         .spawn(move || loop {
@@ -390,8 +470,9 @@ fn on_stop_signal(rt: &Runtime, set: libc::sigset_t) {
             } else {
                 "interrupted (Ctrl-C)"
             };
-            rt.kill_all(reason);
+            let _ = tx.send(Some(reason));
         });
+    (ends, rx)
 }
 
 /// Starts every task; if one cannot start, ends the others.
@@ -428,7 +509,8 @@ impl Outcome {
     fn sink(&self, keep: Keep) -> warden::ReportSink {
         let outcome = self.0.clone();
         warden::ReportSink(std::sync::Arc::new(move |r: &TaskReport| {
-            let root = r.parent.is_none();
+            // Per-request handlers are the servers' business, not the run's.
+            let root = r.parent.is_none() && r.route.is_none();
             let mut o = outcome.lock().unwrap_or_else(|e| e.into_inner());
             o.1 |= root && !r.succeeded();
             if keep == Keep::All || (keep == Keep::Roots && root) {

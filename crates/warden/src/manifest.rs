@@ -55,6 +55,8 @@
 //! files or directories and duplicate task names are errors that name the
 //! offending key or file.
 
+mod http;
+
 use crate::ipc::handle::MAX_HANDLES;
 use crate::runtime::GroupSpec;
 use crate::sched::{Params, PolicyKind};
@@ -77,6 +79,8 @@ pub struct Manifest {
     pub groups: Vec<GroupSpec>,
     /// One entry per task to start (copies already expanded).
     pub tasks: Vec<TaskSpec>,
+    /// HTTP servers, started after the tasks (see `manifest/http.rs`).
+    pub http: Vec<crate::http::HttpSpec>,
 }
 
 /// The `[runtime]` section.
@@ -108,6 +112,8 @@ struct RawManifest {
     group: Vec<RawGroup>,
     #[serde(default)]
     task: Vec<RawTask>,
+    #[serde(default)]
+    http: Vec<http::RawHttp>,
 }
 
 #[derive(Deserialize)]
@@ -137,7 +143,7 @@ struct RawRuntime {
     link_rate: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct RawTask {
     name: String,
@@ -253,13 +259,16 @@ impl Manifest {
                 tasks.push(spec);
             }
         }
-        if tasks.is_empty() {
-            return Err("no [[task]] entries".into());
+        let group_names: Vec<&str> = groups.iter().map(|g| g.name.as_str()).collect();
+        let http = http::servers(raw.http, base, &group_names)?;
+        if tasks.is_empty() && http.is_empty() {
+            return Err("no [[task]] or [[http]] entries".into());
         }
         Ok(Manifest {
             runtime,
             groups,
             tasks,
+            http,
         })
     }
 }

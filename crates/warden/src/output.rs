@@ -26,7 +26,65 @@ pub enum Output {
     Null,
     /// Create or truncate this file.
     File(PathBuf),
+    /// Keep it in memory, up to a bound (how an HTTP handler's response
+    /// is collected). Not copied to the task's log.
+    Capture(Capture),
 }
+
+/// Output kept in memory, at most `limit` bytes: a write past the limit
+/// fails (the guest sees an I/O error) and the capture is marked
+/// overflowed. Cheap to clone; clones share the bytes.
+#[derive(Debug, Clone)]
+pub struct Capture(Arc<Mutex<CaptureState>>);
+
+#[derive(Debug)]
+struct CaptureState {
+    bytes: Vec<u8>,
+    limit: usize,
+    overflowed: bool,
+}
+
+impl Capture {
+    /// An empty capture holding at most `limit` bytes.
+    pub fn new(limit: usize) -> Capture {
+        Capture(Arc::new(Mutex::new(CaptureState {
+            bytes: Vec::new(),
+            limit,
+            overflowed: false,
+        })))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, CaptureState> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The bytes written so far (taken out), and whether a write was
+    /// refused for passing the limit.
+    pub fn take(&self) -> (Vec<u8>, bool) {
+        let mut st = self.lock();
+        (std::mem::take(&mut st.bytes), st.overflowed)
+    }
+
+    fn write(&self, bytes: &[u8]) -> std::io::Result<()> {
+        let mut st = self.lock();
+        if st.bytes.len() + bytes.len() > st.limit {
+            st.overflowed = true;
+            return Err(std::io::Error::other(
+                "output larger than its capture limit",
+            ));
+        }
+        st.bytes.extend_from_slice(bytes);
+        Ok(())
+    }
+}
+
+impl PartialEq for Capture {
+    fn eq(&self, other: &Capture) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Capture {}
 
 /// Bytes of output kept per task for operators.
 pub const LOG_RING_BYTES: usize = 64 * 1024;
@@ -70,6 +128,7 @@ enum Target {
     Host(HostStream),
     Null,
     File(std::fs::File),
+    Capture(Capture),
 }
 
 struct SinkInner {
@@ -96,6 +155,7 @@ impl Sink {
             Output::Inherit => Target::Host(host),
             Output::Null => Target::Null,
             Output::File(p) => Target::File(std::fs::File::create(p)?),
+            Output::Capture(c) => Target::Capture(c.clone()),
         };
         let prefix = match target {
             Target::Host(_) => prefix,
@@ -112,8 +172,11 @@ impl Sink {
     }
 
     fn write_bytes(&self, bytes: &[u8]) -> std::io::Result<()> {
-        self.1.push(bytes);
         let mut inner = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Target::Capture(c) = &inner.target {
+            return c.write(bytes);
+        }
+        self.1.push(bytes);
         inner.write(bytes)
     }
 }
@@ -129,6 +192,7 @@ impl SinkInner {
                 out.flush()
             }
             Target::Host(HostStream::Stderr) => std::io::stderr().lock().write_all(bytes),
+            Target::Capture(c) => c.write(bytes),
         }
     }
 

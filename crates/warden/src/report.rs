@@ -45,6 +45,9 @@ pub struct TaskReport {
     pub connections: u64,
     /// Its scheduling group, if any.
     pub group: Option<String>,
+    /// The HTTP route whose request it handled, if it was a per-request
+    /// handler.
+    pub route: Option<String>,
     /// When the task was spawned, ms since the runtime started.
     pub start_ms: f64,
     /// When it finished, ms since the runtime started.
@@ -83,6 +86,7 @@ impl TaskReport {
             net_bytes_received: shared.net.received.load(Ordering::Relaxed),
             connections: shared.net.connections.load(Ordering::Relaxed),
             group: shared.groups.first().map(|g| g.name.clone()),
+            route: shared.route.as_deref().map(str::to_string),
             start_ms,
             end_ms,
         }

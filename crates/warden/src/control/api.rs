@@ -78,6 +78,7 @@ pub(super) fn route(
                 .clone();
             json(200, super::groups::tree(rt, &rates))
         }
+        (&Method::GET, ["api", "routes"]) => json(200, super::routes::list(rt)),
         (&Method::GET, [""]) => asset(
             "text/html; charset=utf-8",
             include_str!("../dashboard/index.html"),

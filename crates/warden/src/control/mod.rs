@@ -7,7 +7,8 @@
 //! | `POST /api/tasks/{id or name}/kill` (or `suspend`, `resume`) | `{"ok": true}` |
 //! | `GET /api/tasks/{id or name}/logs?from=N` | `{"data": "…", "next": M}` |
 //! | `POST /api/spawn` with `{"module", "args", "memory_limit", "cpu_limit"}` | `{"id": n}` |
-//! | `GET /metrics` | Prometheus text format |
+//! | `GET /api/routes` | every HTTP route: requests, status codes, p50/p99 latency, in flight, queued, live tasks |
+//! | `GET /metrics` | Prometheus text format (tasks, groups, HTTP routes) |
 //! | `GET /api/history` | per live task, the last 300 s of CPU %, memory and IPC rate |
 //! | `GET /` | the web dashboard (its chart library is served from here too) |
 //!
@@ -34,6 +35,7 @@ mod api;
 mod auth;
 mod groups;
 mod metrics;
+mod routes;
 mod samples;
 mod serve;
 

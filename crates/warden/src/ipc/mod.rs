@@ -6,6 +6,7 @@
 //!   the request (bytes and handles) into a kernel buffer, queues it on the
 //!   service, and blocks the client until the server replies.
 //! - [`names`]: the name service, with waiting lookups.
+//! - [`client`]: calls made by the host itself, not by a task.
 //! - [`memobj`]: kernel-owned memory objects with views and revocation.
 //! - [`permit`]: grants of access to a range of a task's own memory.
 //!
@@ -29,6 +30,7 @@
 //! 5. Before a dead task's memory is released, every permit it granted and
 //!    every memory object it created is revoked, and its names are removed.
 
+pub mod client;
 pub mod handle;
 pub mod memobj;
 pub mod names;

@@ -101,6 +101,14 @@ impl Names {
         Poll::Pending
     }
 
+    /// A new portal to the live service registered under `name`, if any
+    /// (without waiting).
+    pub fn lookup(&self, name: &str) -> Option<PortalRef> {
+        let st = self.lock();
+        let e = st.entries.get(name)?;
+        (!e.portal.service().is_closed()).then(|| e.portal.clone())
+    }
+
     /// Forgets a waiter that gave up (timed out or died).
     pub fn cancel_wait(&self, name: &str, waker: &Waker) {
         self.lock()

@@ -185,7 +185,12 @@ struct Live {
     start_ms: f64,
     memory_limit: Option<u64>,
     parent: Option<TaskId>,
+    /// Told the task's report when it finishes.
+    watch: Option<Watch>,
 }
+
+/// Where a watched task's report goes when it finishes.
+pub(crate) type Watch = tokio::sync::oneshot::Sender<TaskReport>;
 
 /// What a child task gets from its parent at spawn.
 pub(crate) struct Child {
@@ -251,7 +256,7 @@ impl Tasks {
         // be woken by its end, so an immediate respawn finds it there.
         nested::child_ended(shared);
         let mut t = self.lock();
-        if let Some(live) = t.live.remove(&shared.id) {
+        if let Some(mut live) = t.live.remove(&shared.id) {
             match &status {
                 TaskStatus::Exited(c) => shared.event("exit", serde_json::json!({ "code": c })),
                 TaskStatus::Trapped(r) => shared.event("trap", serde_json::json!({ "reason": r })),
@@ -267,6 +272,9 @@ impl Tasks {
             report.parent = live.parent;
             if let Some(sink) = &self.on_report {
                 (sink.0)(&report);
+            }
+            if let Some(watch) = live.watch.take() {
+                let _ = watch.send(report.clone());
             }
             if t.done_order.len() >= self.max_reports {
                 if let Some(old) = t.done_order.pop_front() {
@@ -316,6 +324,7 @@ impl Tasks {
         shared: &Arc<TaskShared>,
         memory_limit: Option<u64>,
         max_tasks: u32,
+        watch: Option<Watch>,
     ) -> Result<(), Error> {
         let mut t = self.lock();
         if t.live.len() >= max_tasks as usize {
@@ -331,6 +340,7 @@ impl Tasks {
             start_ms: self.ms(),
             memory_limit,
             parent,
+            watch,
         };
         t.live.insert(shared.id, live);
         Ok(())
@@ -381,6 +391,8 @@ struct Inner {
     exec: Executor,
     /// The outgoing link tasks share.
     link: Arc<crate::net::link::Link>,
+    /// Every HTTP route's counters, for operators.
+    routes: Mutex<Vec<Arc<crate::http::stats::RouteStats>>>,
     /// An empty directory: the placeholder Wasmtime holds for each
     /// preopened listener's descriptor number.
     empty_dir: PathBuf,
@@ -465,6 +477,7 @@ impl Runtime {
                 kernel,
                 next_id: AtomicU64::new(1),
                 link,
+                routes: Mutex::default(),
                 empty_dir,
                 _tokio: tokio,
             }),
@@ -520,11 +533,31 @@ impl Runtime {
         self.spawn_with(spec, None).map(|t| t.id)
     }
 
+    /// Starts a task and returns, with its id, a receiver of its report
+    /// for when it finishes (for awaiting it from async code).
+    pub fn spawn_watched(
+        &self,
+        spec: &TaskSpec,
+    ) -> Result<(TaskId, tokio::sync::oneshot::Receiver<TaskReport>), Error> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let shared = self.spawn_inner(spec, None, Some(tx))?;
+        Ok((shared.id, rx))
+    }
+
     /// Spawns a task, as a child of another if `child` says so.
     pub(crate) fn spawn_with(
         &self,
         spec: &TaskSpec,
         child: Option<Child>,
+    ) -> Result<Arc<TaskShared>, Error> {
+        self.spawn_inner(spec, child, None)
+    }
+
+    fn spawn_inner(
+        &self,
+        spec: &TaskSpec,
+        child: Option<Child>,
+        watch: Option<Watch>,
     ) -> Result<Arc<TaskShared>, Error> {
         let module = self.load_module(&spec.module)?;
         if child.is_none() {
@@ -555,7 +588,7 @@ impl Runtime {
         // cannot together exceed `max_tasks`.
         inner
             .tasks
-            .enter(&shared, spec.memory_limit, inner.config.max_tasks)?;
+            .enter(&shared, spec.memory_limit, inner.config.max_tasks, watch)?;
         let link_parent = match &child {
             Some(c) => c.net.link_parent,
             None => group.map(|g| g.link_node),
@@ -594,6 +627,7 @@ impl Runtime {
         task.family.notify_memory = spec.on_memory_limit == crate::limiter::MemoryPolicy::Notify;
         task.family.notify_cpu = spec.on_cpu_limit_notify;
         task.groups = group.map(|g| g.chain.clone()).unwrap_or_default();
+        task.route = spec.route.clone();
         task.event_log = inner.tasks.events.clone();
         if let Some(c) = child {
             task.set_parent(c.parent.clone(), c.carved_memory);
@@ -688,6 +722,31 @@ impl Runtime {
         let mut v: Vec<TaskReport> = self.inner.tasks.lock().done.values().cloned().collect();
         v.sort_by_key(|r| r.id);
         v
+    }
+
+    /// Registers an HTTP route's counters for operators.
+    pub(crate) fn register_route(&self, stats: Arc<crate::http::stats::RouteStats>) {
+        self.inner
+            .routes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(stats);
+    }
+
+    /// Every HTTP route's counters.
+    pub fn http_routes(&self) -> Vec<Arc<crate::http::stats::RouteStats>> {
+        self.inner
+            .routes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// A client of the tasks' services that is not a task (servers see
+    /// it as a caller named `name` with an id no task has).
+    pub(crate) fn host_client(&self, name: String) -> crate::ipc::client::HostClient {
+        let id = TaskId(self.inner.next_id.fetch_add(1, Ordering::Relaxed));
+        crate::ipc::client::HostClient::new(self.inner.kernel.clone(), id, name)
     }
 
     /// The executor's load figures.

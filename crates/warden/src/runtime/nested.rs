@@ -60,6 +60,7 @@ impl Spawner for Inner {
         spec.sched.share = budget.cpu_share;
         spec.sched.tickets = budget.cpu_share.saturating_mul(100);
         spec.stdin_inherit = false;
+        spec.stdin_bytes = None;
         // Its grants are its parent's; its bandwidth is a part of the
         // parent's (its node hangs under the parent's), so no cap of its
         // own, and no listeners of its own made for it.

@@ -124,7 +124,9 @@ impl Runtime {
         }
         b.stdout(sinks.0.clone());
         b.stderr(sinks.1.clone());
-        if spec.stdin_inherit {
+        if let Some(bytes) = &spec.stdin_bytes {
+            b.stdin(wasmtime_wasi::p2::pipe::MemoryInputPipe::new(bytes.clone()));
+        } else if spec.stdin_inherit {
             b.inherit_stdin();
         }
         Ok(b.build_p1())

@@ -41,6 +41,9 @@ pub struct TaskView {
     pub connections: u64,
     /// Its scheduling group, if any (its innermost).
     pub group: Option<String>,
+    /// The HTTP route whose request it handles, if it is a per-request
+    /// handler.
+    pub route: Option<String>,
 }
 
 impl Runtime {
@@ -68,6 +71,7 @@ impl Runtime {
             sockets: s.net.sockets(),
             connections: s.net.connections.load(Ordering::Relaxed),
             group: s.groups.first().map(|g| g.name.clone()),
+            route: s.route.as_deref().map(str::to_string),
         }
     }
 
@@ -79,31 +83,39 @@ impl Runtime {
         v
     }
 
-    /// Every live task and every finished one, in spawn order.
+    /// Every live task and every finished one still reported, in spawn
+    /// order; finished per-request HTTP handlers are left out (their
+    /// route's counters sum them up).
     pub fn task_views(&self) -> Vec<TaskView> {
         let t = self.inner.tasks.lock();
         let mut v: Vec<TaskView> = t
             .live
             .values()
             .map(|l| self.live_view(l))
-            .chain(t.done.values().map(|r| TaskView {
-                id: r.id,
-                name: r.name.clone(),
-                parent: r.parent,
-                state: r.status.to_string(),
-                cpu_ms: r.cpu_ms,
-                memory_bytes: 0,
-                memory_limit_bytes: r.memory_limit_bytes,
-                peak_memory_bytes: r.peak_memory_bytes,
-                ipc_calls: r.ipc_calls,
-                bytes_sent: r.bytes_sent,
-                bytes_received: r.bytes_received,
-                net_bytes_sent: r.net_bytes_sent,
-                net_bytes_received: r.net_bytes_received,
-                sockets: 0,
-                connections: r.connections,
-                group: r.group.clone(),
-            }))
+            .chain(
+                t.done
+                    .values()
+                    .filter(|r| r.route.is_none())
+                    .map(|r| TaskView {
+                        id: r.id,
+                        name: r.name.clone(),
+                        parent: r.parent,
+                        state: r.status.to_string(),
+                        cpu_ms: r.cpu_ms,
+                        memory_bytes: 0,
+                        memory_limit_bytes: r.memory_limit_bytes,
+                        peak_memory_bytes: r.peak_memory_bytes,
+                        ipc_calls: r.ipc_calls,
+                        bytes_sent: r.bytes_sent,
+                        bytes_received: r.bytes_received,
+                        net_bytes_sent: r.net_bytes_sent,
+                        net_bytes_received: r.net_bytes_received,
+                        sockets: 0,
+                        connections: r.connections,
+                        group: r.group.clone(),
+                        route: r.route.clone(),
+                    }),
+            )
             .collect();
         v.sort_by_key(|t| t.id);
         v

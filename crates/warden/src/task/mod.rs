@@ -92,6 +92,12 @@ pub struct TaskSpec {
     pub stderr: Output,
     /// Whether the task reads the host's stdin (otherwise it reads nothing).
     pub stdin_inherit: bool,
+    /// Bytes the task reads on stdin instead (an HTTP request's body).
+    pub stdin_bytes: Option<bytes::Bytes>,
+    /// The HTTP route whose request the task handles, if it is a
+    /// per-request handler (shown to operators; its end does not count
+    /// as the end of one of the system's own tasks).
+    pub route: Option<Arc<str>>,
     /// Names the task may register (exact, or a prefix ending in `*`).
     pub provides: Vec<String>,
     /// Names the task may look up.
@@ -179,6 +185,8 @@ impl TaskSpec {
             stdout: Output::Inherit,
             stderr: Output::Inherit,
             stdin_inherit: false,
+            stdin_bytes: None,
+            route: None,
             provides: vec![],
             uses: vec![],
             max_handles: DEFAULT_MAX_HANDLES,
@@ -280,6 +288,8 @@ pub struct TaskShared {
     pub log: Arc<crate::output::LogRing>,
     /// Where its events are written, if anywhere.
     pub event_log: Option<Arc<crate::events::EventLog>>,
+    /// The HTTP route it handles a request of, if any.
+    pub route: Option<Arc<str>>,
 }
 
 impl TaskShared {
@@ -306,6 +316,7 @@ impl TaskShared {
             slice_start_tick: AtomicU64::new(0),
             log: Arc::default(),
             event_log: None,
+            route: None,
         }
     }
 

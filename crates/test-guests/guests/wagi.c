@@ -1,0 +1,65 @@
+/* A WAGI (CGI over WASI) handler for the web server's tests. What it does
+ * is chosen by the query string:
+ *   (none)      200 text/plain: method, path, query, X-Test header, body
+ *   status      404 with a body
+ *   fresh       how many requests this instance has seen (always 1)
+ *   big=N       a body of N bytes of 'x'
+ *   trap        traps                        -> 500
+ *   exit3       exits with code 3            -> 500
+ *   hog         allocates until refused, then aborts -> 500
+ *   spin        computes for ever            -> 503 (CPU limit) or 504
+ *   sleep       sleeps for ever              -> 504 (timeout)
+ *   bad         writes no header block       -> 502
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *env(const char *name) {
+    const char *v = getenv(name);
+    return v ? v : "";
+}
+
+static int seen;
+
+int main(void) {
+    const char *q = env("QUERY_STRING");
+    seen++;
+    if (strcmp(q, "trap") == 0) __builtin_trap();
+    if (strcmp(q, "exit3") == 0) return 3;
+    if (strcmp(q, "spin") == 0) { volatile unsigned long n = 0; for (;;) n++; }
+    if (strcmp(q, "sleep") == 0) { for (;;) sleep(3600); }
+    if (strcmp(q, "bad") == 0) { printf("this is not a CGI response"); return 0; }
+    if (strcmp(q, "hog") == 0) {
+        static char *keep[1 << 16];
+        for (int i = 0; i < (1 << 16); i++) {
+            keep[i] = malloc(1 << 20);
+            if (!keep[i]) abort();
+            memset(keep[i], 1, 1 << 20);
+        }
+        return 0;
+    }
+    if (strcmp(q, "status") == 0) {
+        printf("Status: 404 Not Found\r\nContent-Type: text/plain\r\n\r\nnothing here\n");
+        return 0;
+    }
+    if (strcmp(q, "fresh") == 0) {
+        printf("Content-Type: text/plain\n\nseen %d\n", seen);
+        return 0;
+    }
+    if (strncmp(q, "big=", 4) == 0) {
+        long n = atol(q + 4);
+        printf("Content-Type: application/octet-stream\n\n");
+        for (long i = 0; i < n; i++) putchar('x');
+        return 0;
+    }
+    printf("Content-Type: text/plain\r\nX-Handler: wagi\r\n\r\n");
+    printf("method=%s path=%s query=%s test=%s server=%s:%s length=%s\n", env("REQUEST_METHOD"),
+           env("PATH_INFO"), q, env("HTTP_X_TEST"), env("SERVER_NAME"), env("SERVER_PORT"),
+           env("CONTENT_LENGTH"));
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, stdin)) > 0) fwrite(buf, 1, n, stdout);
+    return 0;
+}

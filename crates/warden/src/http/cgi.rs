@@ -1,0 +1,281 @@
+//! CGI/1.1 (RFC 3875) as WAGI uses it: a request becomes environment
+//! variables and stdin; a handler's stdout becomes the response.
+//!
+//! A response is header lines (`Name: value`, ended by LF or CRLF), an
+//! empty line, then the body. `Status: 404 Not Found` sets the status
+//! (default 200, or 302 when only a `Location` is given). At least one
+//! header is required. Hop-by-hop headers and `Content-Length` are
+//! dropped (the server frames the body itself). Anything else — no empty
+//! line, a line without a colon, a bad name, value or status — makes the
+//! response malformed, which the server answers with 502.
+
+use hyper::header::{HeaderName, HeaderValue};
+use hyper::http::request::Parts;
+use hyper::StatusCode;
+
+/// The request as CGI meta-variables.
+pub struct Meta<'a> {
+    /// The request's head.
+    pub parts: &'a Parts,
+    /// The matched route's fixed path (`SCRIPT_NAME`, `X_MATCHED_ROUTE`).
+    pub route: &'a str,
+    /// The body's length.
+    pub body_len: usize,
+    /// The server's own address.
+    pub local: std::net::SocketAddr,
+    /// The client's address.
+    pub remote: std::net::SocketAddr,
+}
+
+/// The CGI environment of a request.
+pub fn environment(m: &Meta) -> Vec<(String, String)> {
+    let p = m.parts;
+    let path = p.uri.path();
+    let host = p
+        .headers
+        .get(hyper::header::HOST)
+        .and_then(|h| h.to_str().ok());
+    let server_name = host
+        .map(|h| h.rsplit_once(':').map_or(h, |(name, _)| name).to_string())
+        .unwrap_or_else(|| m.local.ip().to_string());
+    let mut env = vec![
+        ("GATEWAY_INTERFACE".into(), "CGI/1.1".into()),
+        (
+            "SERVER_SOFTWARE".into(),
+            concat!("warden/", env!("CARGO_PKG_VERSION")).into(),
+        ),
+        ("SERVER_PROTOCOL".into(), format!("{:?}", p.version)),
+        ("SERVER_NAME".into(), server_name),
+        ("SERVER_PORT".into(), m.local.port().to_string()),
+        ("REMOTE_ADDR".into(), m.remote.ip().to_string()),
+        ("REMOTE_PORT".into(), m.remote.port().to_string()),
+        ("REQUEST_METHOD".into(), p.method.to_string()),
+        (
+            "REQUEST_URI".into(),
+            p.uri.path_and_query().map_or(path, |pq| pq.as_str()).into(),
+        ),
+        ("SCRIPT_NAME".into(), m.route.to_string()),
+        ("X_MATCHED_ROUTE".into(), m.route.to_string()),
+        ("PATH_INFO".into(), decode(path)),
+        ("X_RAW_PATH_INFO".into(), path.to_string()),
+        (
+            "QUERY_STRING".into(),
+            p.uri.query().unwrap_or("").to_string(),
+        ),
+        ("CONTENT_LENGTH".into(), m.body_len.to_string()),
+    ];
+    for (name, value) in &p.headers {
+        let Ok(value) = value.to_str() else { continue };
+        if name == hyper::header::CONTENT_TYPE {
+            env.push(("CONTENT_TYPE".into(), value.into()));
+            continue;
+        }
+        if name == hyper::header::CONTENT_LENGTH {
+            continue;
+        }
+        let key = format!(
+            "HTTP_{}",
+            name.as_str().to_ascii_uppercase().replace('-', "_")
+        );
+        match env.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, v)) => {
+                v.push_str(", ");
+                v.push_str(value);
+            }
+            None => env.push((key, value.into())),
+        }
+    }
+    env
+}
+
+/// `%XX` escapes decoded, when the result is UTF-8; else `path` as given.
+fn decode(path: &str) -> String {
+    let b = path.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match (
+            b[i],
+            b.get(i + 1).and_then(|&c| hex(c)),
+            b.get(i + 2).and_then(|&c| hex(c)),
+        ) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).unwrap_or_else(|_| path.to_string())
+}
+
+/// A parsed CGI response.
+#[derive(Debug)]
+pub struct Response {
+    /// Its status.
+    pub status: StatusCode,
+    /// Its headers, in order.
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    /// Where its body starts in the output.
+    pub body_at: usize,
+}
+
+/// Why a response is malformed.
+pub type Malformed = String;
+
+/// Parses a handler's output (see the module docs).
+pub fn parse(out: &[u8]) -> Result<Response, Malformed> {
+    let mut at = 0;
+    let mut status = None;
+    let mut location = false;
+    let mut headers = Vec::new();
+    loop {
+        let Some(nl) = out[at..].iter().position(|&c| c == b'\n') else {
+            return Err("no empty line after the headers".into());
+        };
+        let line = &out[at..at + nl];
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        at += nl + 1;
+        if line.is_empty() {
+            break;
+        }
+        let Some(colon) = line.iter().position(|&c| c == b':') else {
+            return Err(format!(
+                "header line without ':': {:?}",
+                String::from_utf8_lossy(line)
+            ));
+        };
+        let name = HeaderName::from_bytes(&line[..colon]).map_err(|_| {
+            format!(
+                "bad header name {:?}",
+                String::from_utf8_lossy(&line[..colon])
+            )
+        })?;
+        let value = line[colon + 1..].trim_ascii();
+        if name.as_str() == "status" {
+            status = Some(parse_status(value)?);
+            continue;
+        }
+        location |= name == hyper::header::LOCATION;
+        if is_framing(&name) {
+            continue;
+        }
+        let value =
+            HeaderValue::from_bytes(value).map_err(|_| format!("bad value for header {name}"))?;
+        headers.push((name, value));
+    }
+    if status.is_none() && headers.is_empty() {
+        return Err("no headers (at least Content-Type, Location or Status)".into());
+    }
+    let status = status.unwrap_or(if location {
+        StatusCode::FOUND
+    } else {
+        StatusCode::OK
+    });
+    Ok(Response {
+        status,
+        headers,
+        body_at: at,
+    })
+}
+
+fn parse_status(value: &[u8]) -> Result<StatusCode, Malformed> {
+    let code = value.split(|&c| c == b' ').next().unwrap_or(b"");
+    StatusCode::from_bytes(code)
+        .ok()
+        .filter(|s| s.as_u16() >= 200)
+        .ok_or_else(|| format!("bad Status {:?}", String::from_utf8_lossy(value)))
+}
+
+/// Headers the server sets itself.
+fn is_framing(name: &HeaderName) -> bool {
+    use hyper::header::*;
+    [
+        CONTENT_LENGTH,
+        TRANSFER_ENCODING,
+        CONNECTION,
+        UPGRADE,
+        TE,
+        TRAILER,
+    ]
+    .contains(name)
+        || name.as_str() == "keep-alive"
+        || name.as_str() == "proxy-connection"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_response_with_status_and_headers() {
+        let out = b"Content-Type: text/plain\r\nStatus: 404 Not Found\r\nX-A: 1\r\n\r\nbody";
+        let r = parse(out).unwrap();
+        assert_eq!(r.status, StatusCode::NOT_FOUND);
+        assert_eq!(r.headers.len(), 2);
+        assert_eq!(&out[r.body_at..], b"body");
+        let r = parse(b"Content-Type: text/html\n\n<p>").unwrap();
+        assert_eq!((r.status, r.body_at), (StatusCode::OK, 25));
+        let r = parse(b"Location: /x\n\n").unwrap();
+        assert_eq!(r.status, StatusCode::FOUND);
+    }
+
+    #[test]
+    fn framing_headers_are_dropped() {
+        let r = parse(b"Content-Type: a\nContent-Length: 99\nConnection: close\n\n").unwrap();
+        assert_eq!(r.headers.len(), 1);
+    }
+
+    #[test]
+    fn malformed_responses_are_refused() {
+        for bad in [
+            &b""[..],
+            b"hello world",
+            b"Content-Type text/plain\n\n",
+            b"\n\nbody",
+            b"Status: abc\n\n",
+            b"Status: 99 Low\n\n",
+            b"Bad Name: x\n\n",
+            b"X: a\x01b\n\n",
+        ] {
+            assert!(parse(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn the_environment_carries_the_request() {
+        let req = hyper::Request::builder()
+            .method("POST")
+            .uri("/api/a%20b?x=1")
+            .header("Host", "example.org:8080")
+            .header("Content-Type", "text/plain")
+            .header("X-Thing", "a")
+            .header("X-Thing", "b")
+            .body(())
+            .unwrap();
+        let (parts, ()) = req.into_parts();
+        let env = environment(&Meta {
+            parts: &parts,
+            route: "/api",
+            body_len: 5,
+            local: "127.0.0.1:8080".parse().unwrap(),
+            remote: "127.0.0.1:5000".parse().unwrap(),
+        });
+        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("REQUEST_METHOD"), Some("POST"));
+        assert_eq!(get("PATH_INFO"), Some("/api/a b"));
+        assert_eq!(get("X_RAW_PATH_INFO"), Some("/api/a%20b"));
+        assert_eq!(get("QUERY_STRING"), Some("x=1"));
+        assert_eq!(get("SERVER_NAME"), Some("example.org"));
+        assert_eq!(get("SERVER_PORT"), Some("8080"));
+        assert_eq!(get("CONTENT_TYPE"), Some("text/plain"));
+        assert_eq!(get("CONTENT_LENGTH"), Some("5"));
+        assert_eq!(get("HTTP_X_THING"), Some("a, b"));
+        assert_eq!(get("HTTP_HOST"), Some("example.org:8080"));
+        assert_eq!(get("SCRIPT_NAME"), Some("/api"));
+    }
+}

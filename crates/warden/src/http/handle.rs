@@ -1,0 +1,294 @@
+//! One request on one route: admitted within the route's limits, then
+//! answered by a fresh task (WAGI) or by a servlet's service, with every
+//! fault turned into an HTTP answer.
+
+use super::cgi;
+use super::config::{Handler, RouteSpec};
+use super::conn::respond;
+use super::stats::RouteStats;
+use crate::ipc::client::HostClient;
+use crate::ipc::Errno;
+use crate::output::Capture;
+use crate::runtime::{Error, Runtime};
+use crate::task::Output;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::http::request::Parts;
+use hyper::{Request, Response};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Time allowed for a request body to arrive.
+const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
+type Answer = Response<Full<Bytes>>;
+
+/// A route as the server keeps it.
+pub struct Route {
+    pub spec: RouteSpec,
+    pub stats: Arc<RouteStats>,
+    name: Arc<str>,
+    slots: tokio::sync::Semaphore,
+    /// The servlet route's client identity.
+    client: Option<HostClient>,
+    /// Numbers the route's per-request tasks.
+    seq: AtomicU64,
+}
+
+/// Decrements a gauge when dropped.
+struct Gauge<'a>(&'a std::sync::atomic::AtomicI64);
+
+impl<'a> Gauge<'a> {
+    fn up(g: &'a std::sync::atomic::AtomicI64) -> Self {
+        g.fetch_add(1, Ordering::Relaxed);
+        Gauge(g)
+    }
+}
+
+impl Drop for Gauge<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+fn text(status: u16, why: impl std::fmt::Display) -> Answer {
+    respond(
+        status,
+        "text/plain; charset=utf-8",
+        format!("{why}\n"),
+        false,
+    )
+}
+
+impl Route {
+    pub fn new(rt: &Runtime, spec: RouteSpec, server: &str) -> Route {
+        let kind = match spec.handler {
+            Handler::Module(_) => "module",
+            Handler::Service(_) => "service",
+        };
+        let stats = Arc::new(RouteStats::new(&spec.name, &spec.path, server, kind));
+        rt.register_route(stats.clone());
+        let client = matches!(spec.handler, Handler::Service(_))
+            .then(|| rt.host_client(format!("http {}", spec.name)));
+        Route {
+            name: spec.name.as_str().into(),
+            slots: tokio::sync::Semaphore::new(spec.max_concurrent),
+            stats,
+            client,
+            seq: AtomicU64::new(0),
+            spec,
+        }
+    }
+
+    /// Answers `req` and counts it.
+    pub async fn answer(
+        &self,
+        rt: &Runtime,
+        req: Request<Incoming>,
+        local: SocketAddr,
+        remote: SocketAddr,
+    ) -> Answer {
+        let start = Instant::now();
+        let answer = self.admit(rt, req, local, remote, start).await;
+        self.stats.record(answer.status().as_u16(), start.elapsed());
+        answer
+    }
+
+    async fn admit(
+        &self,
+        rt: &Runtime,
+        req: Request<Incoming>,
+        local: SocketAddr,
+        remote: SocketAddr,
+        start: Instant,
+    ) -> Answer {
+        let (parts, body) = req.into_parts();
+        let body = match self.body(&parts, body).await {
+            Ok(b) => b,
+            Err(answer) => return answer,
+        };
+        let deadline = start + self.spec.timeout;
+        let _permit = match self.slots.try_acquire() {
+            Ok(p) => p,
+            Err(_) => {
+                if self.stats.queued.load(Ordering::Relaxed) >= self.spec.max_queue as i64 {
+                    return text(
+                        503,
+                        "busy: every handler slot is taken and the queue is full",
+                    );
+                }
+                let _queued = Gauge::up(&self.stats.queued);
+                match tokio::time::timeout_at(deadline, self.slots.acquire()).await {
+                    Ok(Ok(p)) => p,
+                    _ => return text(503, "busy: no handler slot came free in time"),
+                }
+            }
+        };
+        let _in_flight = Gauge::up(&self.stats.in_flight);
+        match &self.spec.handler {
+            Handler::Module(_) => {
+                let meta = cgi::Meta {
+                    parts: &parts,
+                    route: self.spec.prefix(),
+                    body_len: body.len(),
+                    local,
+                    remote,
+                };
+                self.per_request(rt, cgi::environment(&meta), body, deadline)
+                    .await
+            }
+            Handler::Service(name) => self.servlet(name, &parts, &body, deadline).await,
+        }
+    }
+
+    /// The request's body, within the route's size and time limits.
+    async fn body(&self, parts: &Parts, body: Incoming) -> Result<Bytes, Answer> {
+        let max = self.spec.max_body;
+        let too_large = || {
+            respond(
+                413,
+                "text/plain",
+                format!("request body over {max} bytes\n"),
+                true,
+            )
+        };
+        let declared = parts
+            .headers
+            .get(hyper::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > max) {
+            return Err(too_large());
+        }
+        let limit = usize::try_from(max).unwrap_or(usize::MAX);
+        match tokio::time::timeout(BODY_TIMEOUT, Limited::new(body, limit).collect()).await {
+            Ok(Ok(collected)) => Ok(collected.to_bytes()),
+            Ok(Err(_)) => Err(too_large()),
+            Err(_) => Err(respond(
+                408,
+                "text/plain",
+                "request body not received in time\n",
+                true,
+            )),
+        }
+    }
+
+    /// WAGI: a fresh task from the route's module answers on stdout.
+    async fn per_request(
+        &self,
+        rt: &Runtime,
+        env: Vec<(String, String)>,
+        body: Bytes,
+        deadline: Instant,
+    ) -> Answer {
+        let Handler::Module(template) = &self.spec.handler else {
+            unreachable!()
+        };
+        let mut spec = (**template).clone();
+        spec.name = format!(
+            "{}#{}",
+            self.name,
+            self.seq.fetch_add(1, Ordering::Relaxed) + 1
+        );
+        spec.env.extend(env);
+        spec.stdin_bytes = Some(body);
+        let capture = Capture::new(self.spec.max_response);
+        spec.stdout = Output::Capture(capture.clone());
+        spec.route = Some(self.name.clone());
+        let (id, mut done) = match rt.spawn_watched(&spec) {
+            Ok(x) => x,
+            Err(e @ Error::Full(_)) => return text(503, e),
+            Err(e) => return text(500, e),
+        };
+        let (report, timed_out) = match tokio::time::timeout_at(deadline, &mut done).await {
+            Ok(r) => (r, false),
+            Err(_) => {
+                let _ = rt.kill(id, "over its route's timeout");
+                (done.await, true)
+            }
+        };
+        let Ok(report) = report else {
+            return text(503, "the runtime is stopping");
+        };
+        match (report.status, report.exit_code, report.reason.as_deref()) {
+            _ if timed_out => text(
+                504,
+                format!("handler over its {:?} timeout", self.spec.timeout),
+            ),
+            ("exited", Some(0), _) => {
+                let (out, overflowed) = capture.take();
+                if overflowed {
+                    return text(
+                        502,
+                        format!("handler's response over {} bytes", self.spec.max_response),
+                    );
+                }
+                from_cgi(out)
+            }
+            ("exited", code, _) => text(
+                500,
+                format!("handler exited with code {}", code.unwrap_or(-1)),
+            ),
+            ("killed", _, Some(r)) if r.contains("memory limit") => {
+                text(500, format!("handler killed: {r}"))
+            }
+            ("killed", _, r) => text(503, format!("handler killed: {}", r.unwrap_or("?"))),
+            (_, _, r) => text(500, format!("handler failed: {}", r.unwrap_or("trapped"))),
+        }
+    }
+
+    /// A servlet: one portal call carrying the request; the reply is CGI.
+    async fn servlet(&self, name: &str, parts: &Parts, body: &[u8], deadline: Instant) -> Answer {
+        let client = self.client.as_ref().expect("servlet routes have a client");
+        let request = servlet_request(parts, body);
+        match tokio::time::timeout_at(deadline, client.call(name, &request)).await {
+            Err(_) => text(
+                504,
+                format!(
+                    "servlet {name:?} did not answer within {:?}",
+                    self.spec.timeout
+                ),
+            ),
+            Ok(Err(Errno::Denied)) => text(503, format!("no task provides {name:?}")),
+            Ok(Err(e)) => text(502, format!("servlet {name:?}: {e}")),
+            Ok(Ok(reply)) => from_cgi(reply),
+        }
+    }
+}
+
+/// A servlet's request: the head (request line, header lines, empty
+/// line; CRLF) and the body.
+fn servlet_request(parts: &Parts, body: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut out = Vec::with_capacity(256 + body.len());
+    let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
+    let _ = write!(out, "{} {} {:?}\r\n", parts.method, target, parts.version);
+    for (name, value) in &parts.headers {
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(body);
+    out
+}
+
+/// The HTTP answer a CGI response stands for (502 if malformed).
+fn from_cgi(out: Vec<u8>) -> Answer {
+    let parsed = match cgi::parse(&out) {
+        Ok(p) => p,
+        Err(why) => return text(502, format!("malformed response from the handler: {why}")),
+    };
+    let body = Bytes::from(out).slice(parsed.body_at..);
+    let mut r = Response::new(Full::new(body));
+    *r.status_mut() = parsed.status;
+    let headers = r.headers_mut();
+    for (name, value) in parsed.headers {
+        headers.append(name, value);
+    }
+    r
+}

@@ -1,0 +1,101 @@
+//! Calls into task services from outside any task: how the host (the
+//! HTTP server's servlet routes, an embedder) is a client of a service.
+//!
+//! A [`HostClient`] is a client with its own identity (an id taken from
+//! the task ids, so it never collides with a task's) and a pool of call
+//! slots, one per call in flight, reused between calls. A call has the
+//! semantics of a task's portal call: the request is copied into the
+//! kernel, queued FIFO on the service, and the reply copied out; if the
+//! caller gives up (its future is dropped, e.g. on a timeout) the call is
+//! abandoned and the server's late reply gets `PeerDied`. Handles cannot
+//! be sent, and handles in a reply are dropped. The host lends no
+//! scheduling context: the server runs on its own.
+
+use super::service::{CallSlot, Phase};
+use super::{Errno, Kernel};
+use crate::task::{TaskId, TaskShared};
+use std::sync::{Arc, Mutex};
+
+/// Slots kept for reuse; more calls at once allocate their own.
+const POOL: usize = 256;
+
+/// A client of the kernel's services that is not a task.
+pub struct HostClient {
+    kernel: Arc<Kernel>,
+    owner: Arc<TaskShared>,
+    pool: Mutex<Vec<Arc<CallSlot>>>,
+}
+
+/// Abandons the call unless it was answered (see the module docs).
+struct Waiting<'a> {
+    slot: &'a CallSlot,
+    answered: bool,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.slot.abandon();
+        }
+    }
+}
+
+impl HostClient {
+    /// A client named `name` (as servers see it) with the id `id`.
+    pub(crate) fn new(kernel: Arc<Kernel>, id: TaskId, name: String) -> HostClient {
+        HostClient {
+            kernel,
+            owner: Arc::new(TaskShared::new(id, name, None, None)),
+            pool: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Calls the service registered under `name` with `request` and
+    /// returns its reply. `Denied` if no live task provides the name;
+    /// `PeerDied` if the server dies or closes the service first.
+    pub async fn call(&self, name: &str, request: &[u8]) -> Result<Vec<u8>, Errno> {
+        let portal = self.kernel.names.lookup(name).ok_or(Errno::Denied)?;
+        let slot = self.slot();
+        let seq = {
+            let mut st = slot.lock();
+            st.set_request_with(&self.owner, request.len(), |b| b.copy_from_slice(request))?;
+            st.request_objects.clear();
+            st.reply_objects.clear();
+            st.seq += 1;
+            st.phase = Phase::Queued;
+            st.seq
+        };
+        let mut waiting = Waiting {
+            slot: &slot,
+            answered: false,
+        };
+        portal.service().enqueue(&slot, seq).inspect_err(|_| {
+            waiting.answered = true;
+            slot.lock().phase = Phase::Idle;
+        })?;
+        drop(portal);
+        let code = std::future::poll_fn(|cx| slot.poll_done(cx)).await;
+        waiting.answered = true;
+        drop(waiting);
+        let reply = {
+            let mut st = slot.lock();
+            st.phase = Phase::Idle;
+            st.reply_objects.clear();
+            (code >= 0).then(|| st.reply.clone())
+        };
+        self.give_back(slot);
+        reply.ok_or(Errno::from_code(code))
+    }
+
+    fn slot(&self) -> Arc<CallSlot> {
+        let pooled = self.pool.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        pooled.unwrap_or_else(|| CallSlot::new(self.owner.clone()))
+    }
+
+    fn give_back(&self, slot: Arc<CallSlot>) {
+        let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+        if pool.len() < POOL {
+            pool.push(slot);
+        }
+    }
+}

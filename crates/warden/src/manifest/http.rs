@@ -1,0 +1,229 @@
+//! The `[[http]]` sections: servers and their routes.
+//!
+//! ```toml
+//! [[http]]
+//! listen = "127.0.0.1:8080"
+//! max_connections = 1024       # open at once (default 1024)
+//!
+//! [[http.route]]
+//! path = "/hello"              # exact; "/api/*" is a prefix
+//! name = "hello"               # in metrics and task names (default: the path)
+//! module = "hello.wasm"        # per request: a fresh task (WAGI)
+//! memory_limit = "16MiB"       # per request (and the other [[task]] keys
+//! cpu_limit = "100ms"          # args, env, dirs, on_memory_limit, stderr,
+//!                              # uses, connect, group, share, tickets,
+//!                              # priority, cap, bandwidth_share/limit)
+//! timeout = "5s"               # wall clock per request (default 30s)
+//! max_concurrent = 64          # handled at once (default 64) ...
+//! max_queue = 1024             # ... and waiting (default 1024); then 503
+//! max_body = "1MiB"            # larger bodies get 413 (default 1MiB)
+//! max_response = "16MiB"       # larger CGI responses get 502 (default 16MiB)
+//!
+//! [[http.route]]
+//! path = "/kv/*"
+//! service = "kv"               # servlet: portal calls to the task providing "kv"
+//! ```
+
+use super::{task_template, RawTask};
+use crate::http::config::{
+    check_path, defaults, Handler, HttpSpec, RouteSpec, DEFAULT_MAX_CONNECTIONS,
+};
+use crate::units::{parse_duration, parse_size};
+use serde::Deserialize;
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHttp {
+    listen: String,
+    max_connections: Option<usize>,
+    #[serde(default)]
+    route: Vec<RawRoute>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRoute {
+    path: String,
+    name: Option<String>,
+    module: Option<String>,
+    service: Option<String>,
+    timeout: Option<String>,
+    max_concurrent: Option<usize>,
+    max_queue: Option<usize>,
+    max_body: Option<String>,
+    max_response: Option<String>,
+    // The per-request task's keys, as in [[task]].
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    #[serde(default)]
+    dirs: BTreeMap<String, String>,
+    memory_limit: Option<String>,
+    on_memory_limit: Option<String>,
+    cpu_limit: Option<String>,
+    stderr: Option<String>,
+    #[serde(default)]
+    uses: Vec<String>,
+    #[serde(default)]
+    connect: Vec<String>,
+    group: Option<String>,
+    share: Option<u32>,
+    tickets: Option<u32>,
+    priority: Option<i32>,
+    cap: Option<f64>,
+    bandwidth_share: Option<u32>,
+    bandwidth_limit: Option<String>,
+}
+
+/// Checks and converts the `[[http]]` sections; `groups` are the names
+/// of the manifest's groups.
+pub(super) fn servers(
+    raw: Vec<RawHttp>,
+    base: &Path,
+    groups: &[&str],
+) -> Result<Vec<HttpSpec>, String> {
+    let mut names = HashSet::new();
+    let mut out = Vec::new();
+    for (i, h) in raw.into_iter().enumerate() {
+        let at = format!("http[{i}] ({:?})", h.listen);
+        h.listen
+            .parse::<std::net::SocketAddr>()
+            .map_err(|_| format!("{at}: listen: not an address such as \"127.0.0.1:8080\""))?;
+        if h.route.is_empty() {
+            return Err(format!("{at}: no [[http.route]] entries"));
+        }
+        let mut routes = Vec::new();
+        for (j, r) in h.route.into_iter().enumerate() {
+            let rat = format!("{at}: route[{j}] ({:?})", r.path);
+            let route = route(r, base, groups).map_err(|e| format!("{rat}: {e}"))?;
+            if !names.insert(route.name.clone()) {
+                return Err(format!("{rat}: duplicate route name {:?}", route.name));
+            }
+            routes.push(route);
+        }
+        out.push(HttpSpec {
+            listen: h.listen,
+            max_connections: match h.max_connections {
+                Some(0) => return Err(format!("{at}: max_connections: must be at least 1")),
+                n => n.unwrap_or(DEFAULT_MAX_CONNECTIONS),
+            },
+            routes,
+        });
+    }
+    Ok(out)
+}
+
+fn route(r: RawRoute, base: &Path, groups: &[&str]) -> Result<RouteSpec, String> {
+    check_path(&r.path)?;
+    let name = r.name.clone().unwrap_or_else(|| r.path.clone());
+    if name.is_empty()
+        || name
+            .chars()
+            .any(|c| c.is_control() || c.is_whitespace() || c == '"')
+    {
+        return Err("name: must be non-empty, without spaces, quotes or control characters".into());
+    }
+    if let Some(g) = r.group.as_deref().filter(|g| !groups.contains(g)) {
+        return Err(format!("group: no [[group]] named {g:?}"));
+    }
+    let handler = match (&r.module, &r.service) {
+        (Some(_), Some(_)) | (None, None) => {
+            return Err(
+                "give exactly one of module (a task per request) and service (a servlet)".into(),
+            )
+        }
+        (None, Some(s)) => {
+            if let Some(key) = task_keys_given(&r) {
+                return Err(format!(
+                    "{key}: only for module routes (a servlet's limits are its [[task]]'s)"
+                ));
+            }
+            Handler::Service(s.clone())
+        }
+        (Some(_), None) => Handler::Module(Box::new(task_template(&raw_task(&r, &name), base)?)),
+    };
+    let size = |key: &str, v: &Option<String>, default: u64| -> Result<u64, String> {
+        v.as_deref().map_or(Ok(default), |t| {
+            parse_size(t).map_err(|e| format!("{key}: {e}"))
+        })
+    };
+    let positive = |key: &str, v: Option<usize>, default: usize| match v {
+        Some(0) => Err(format!("{key}: must be at least 1")),
+        v => Ok(v.unwrap_or(default)),
+    };
+    Ok(RouteSpec {
+        name,
+        path: r.path.clone(),
+        handler,
+        timeout: match r.timeout.as_deref() {
+            None => defaults::TIMEOUT,
+            Some(t) => match parse_duration(t).map_err(|e| format!("timeout: {e}"))? {
+                d if d.is_zero() => return Err("timeout: must be more than 0".into()),
+                d => d,
+            },
+        },
+        max_concurrent: positive("max_concurrent", r.max_concurrent, defaults::MAX_CONCURRENT)?,
+        max_queue: r.max_queue.unwrap_or(defaults::MAX_QUEUE),
+        max_body: size("max_body", &r.max_body, defaults::MAX_BODY)?,
+        max_response: usize::try_from(size(
+            "max_response",
+            &r.max_response,
+            defaults::MAX_RESPONSE as u64,
+        )?)
+        .map_err(|_| "max_response: too large".to_string())?,
+    })
+}
+
+/// The first per-request task key a servlet route was given, if any.
+fn task_keys_given(r: &RawRoute) -> Option<&'static str> {
+    [
+        ("args", !r.args.is_empty()),
+        ("env", !r.env.is_empty()),
+        ("dirs", !r.dirs.is_empty()),
+        ("memory_limit", r.memory_limit.is_some()),
+        ("on_memory_limit", r.on_memory_limit.is_some()),
+        ("cpu_limit", r.cpu_limit.is_some()),
+        ("stderr", r.stderr.is_some()),
+        ("uses", !r.uses.is_empty()),
+        ("connect", !r.connect.is_empty()),
+        ("group", r.group.is_some()),
+        ("share", r.share.is_some()),
+        ("tickets", r.tickets.is_some()),
+        ("priority", r.priority.is_some()),
+        ("cap", r.cap.is_some()),
+        ("bandwidth_share", r.bandwidth_share.is_some()),
+        ("bandwidth_limit", r.bandwidth_limit.is_some()),
+        ("max_response", r.max_response.is_some()),
+    ]
+    .into_iter()
+    .find(|&(_, given)| given)
+    .map(|(key, _)| key)
+}
+
+/// The route's task keys as a `[[task]]` entry.
+fn raw_task(r: &RawRoute, name: &str) -> RawTask {
+    RawTask {
+        name: name.chars().filter(|c| !c.is_whitespace()).collect(),
+        module: r.module.clone().unwrap_or_default(),
+        args: r.args.clone(),
+        env: r.env.clone(),
+        dirs: r.dirs.clone(),
+        memory_limit: r.memory_limit.clone(),
+        on_memory_limit: r.on_memory_limit.clone(),
+        cpu_limit: r.cpu_limit.clone(),
+        stderr: r.stderr.clone(),
+        uses: r.uses.clone(),
+        connect: r.connect.clone(),
+        group: r.group.clone(),
+        share: r.share,
+        tickets: r.tickets,
+        priority: r.priority,
+        cap: r.cap,
+        bandwidth_share: r.bandwidth_share,
+        bandwidth_limit: r.bandwidth_limit.clone(),
+        ..RawTask::default()
+    }
+}
