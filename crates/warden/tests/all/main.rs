@@ -12,6 +12,7 @@ mod examples;
 mod fuzz;
 mod hello;
 mod hostile;
+mod http;
 mod inheritance_limits;
 mod ipc_abi;
 mod ipc_calls;

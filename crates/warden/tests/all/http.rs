@@ -1,0 +1,424 @@
+//! The web server: `[[http]]` routes answered by per-request tasks (WAGI)
+//! and by servlets, driven by a real HTTP client (curl) against a running
+//! `warden run`.
+
+use crate::util::{free_port, manifest, warden};
+use std::io::BufRead;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use warden_test_guests as guests;
+
+/// A running `warden run` with HTTP servers; killed on drop.
+struct Web {
+    child: Child,
+    /// `http://ADDR` of its first server.
+    base: String,
+    /// Its control API address.
+    control: String,
+    /// Everything it wrote on stderr so far.
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Drop for Web {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Web {
+    /// Starts `manifest` and waits for its "serving" line.
+    fn start(dir: &std::path::Path, text: &str) -> Web {
+        let path = manifest(dir, text);
+        let control = format!("127.0.0.1:{}", free_port());
+        let mut child = warden()
+            .args(["run", "--no-cache", "--control", &control])
+            .arg(&path)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (lines, all) = (child.stderr.take().unwrap(), stderr.clone());
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(lines).lines().map_while(Result::ok) {
+                if let Some(addr) = line.strip_prefix("warden: serving http://") {
+                    let _ = tx.send(addr.trim_end_matches('/').to_string());
+                }
+                let mut s = all.lock().unwrap();
+                s.push_str(&line);
+                s.push('\n');
+            }
+        });
+        let addr = rx
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("no server came up: {}", stderr.lock().unwrap()));
+        Web {
+            child,
+            base: format!("http://{addr}"),
+            control,
+            stderr,
+        }
+    }
+}
+
+/// A response as curl saw it.
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    head: String,
+    body: String,
+}
+
+/// One request with curl; `args` come before the URL.
+fn curl(url: &str, args: &[&str]) -> Reply {
+    let out = Command::new("curl")
+        .args(["-sS", "-i", "--max-time", "60"])
+        .args(args)
+        .arg(url)
+        .output()
+        .expect("curl is installed");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or_else(|| {
+        panic!(
+            "no answer from {url}: {text:?} {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap();
+    Reply {
+        status,
+        head: head.to_string(),
+        body: body.to_string(),
+    }
+}
+
+fn get(web: &Web, path: &str) -> Reply {
+    curl(&format!("{}{path}", web.base), &[])
+}
+
+/// The server's `/metrics` text.
+fn metrics(web: &Web) -> String {
+    curl(&format!("http://{}/metrics", web.control), &[]).body
+}
+
+/// `/api/routes` as JSON.
+fn routes(web: &Web) -> serde_json::Value {
+    serde_json::from_str(&curl(&format!("http://{}/api/routes", web.control), &[]).body).unwrap()
+}
+
+fn site(dir: &std::path::Path, extra: &str) -> String {
+    format!(
+        r#"
+[[http]]
+listen = "127.0.0.1:0"
+
+[[http.route]]
+path = "/hello"
+module = "{wagi}"
+memory_limit = "8MiB"
+cpu_limit = "200ms"
+timeout = "2s"
+max_body = "1KiB"
+max_response = "64KiB"
+{extra}
+"#,
+        wagi = guests::WAGI,
+    )
+    .replace("DIR", &dir.display().to_string())
+}
+
+#[test]
+fn a_per_request_task_gets_the_request_and_writes_the_response() {
+    let dir = tempfile::tempdir().unwrap();
+    let web = Web::start(dir.path(), &site(dir.path(), ""));
+    let r = curl(
+        &format!("{}/hello?x=1", web.base),
+        &["-H", "X-Test: yes", "--data-binary", "the body"],
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(
+        r.head.to_ascii_lowercase().contains("x-handler: wagi"),
+        "{r:?}"
+    );
+    let port = web.base.rsplit(':').next().unwrap();
+    assert_eq!(
+        r.body,
+        format!(
+            "method=POST path=/hello query=x=1 test=yes server=127.0.0.1:{port} length=8\nthe body"
+        )
+    );
+    let r = get(&web, "/hello?status");
+    assert_eq!((r.status, r.body.as_str()), (404, "nothing here\n"));
+    // A fresh instance every time: nothing survives a request.
+    for _ in 0..3 {
+        assert_eq!(get(&web, "/hello?fresh").body, "seen 1\n");
+    }
+    assert_eq!(get(&web, "/nowhere").status, 404);
+}
+
+#[test]
+fn keep_alive_serves_many_requests_on_one_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let web = Web::start(dir.path(), &site(dir.path(), ""));
+    let url = format!("{}/hello?fresh", web.base);
+    let out = Command::new("curl")
+        .args(["-sS", "-w", "%{http_code} %{num_connects}\n"])
+        .args([
+            "-o",
+            "/dev/null",
+            &url,
+            "-o",
+            "/dev/null",
+            &url,
+            "-o",
+            "/dev/null",
+            &url,
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        text, "200 1\n200 0\n200 0\n",
+        "one connection for three requests"
+    );
+}
+
+#[test]
+fn faults_become_http_answers_and_the_server_keeps_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let extra = r#"
+[[http.route]]
+path = "/slow"
+module = "WAGI"
+timeout = "300ms"
+"#
+    .replace("WAGI", guests::WAGI);
+    let web = Web::start(dir.path(), &site(dir.path(), &extra));
+    for (query, status) in [
+        ("trap", 500),
+        ("exit3", 500),
+        ("hog", 500),
+        ("bad", 502),
+        ("big=100000", 502),
+        ("spin", 503),
+    ] {
+        let r = get(&web, &format!("/hello?{query}"));
+        assert_eq!(r.status, status, "{query}: {r:?}");
+    }
+    let r = get(&web, "/slow?sleep");
+    assert_eq!(r.status, 504, "{r:?}");
+    // Bodies over max_body: 413 before any task starts, declared or not.
+    let big = "x".repeat(2048);
+    assert_eq!(
+        curl(&format!("{}/hello", web.base), &["--data-binary", &big]).status,
+        413
+    );
+    let chunked = curl(
+        &format!("{}/hello", web.base),
+        &["-H", "Transfer-Encoding: chunked", "--data-binary", &big],
+    );
+    assert_eq!(chunked.status, 413);
+    // Every handler is gone, and the route still answers.
+    assert_eq!(get(&web, "/hello?fresh").body, "seen 1\n");
+    let t = Instant::now();
+    loop {
+        let r = routes(&web);
+        let tasks: i64 = r
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x["tasks"].as_i64().unwrap())
+            .sum();
+        if tasks == 0 {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "handler tasks left: {r}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let m = metrics(&web);
+    for (code, n) in [(500, 3), (502, 2), (503, 1), (413, 2)] {
+        let line = format!("warden_http_requests_total{{route=\"/hello\",code=\"{code}\"}} {n}");
+        assert!(m.contains(&line), "{line} missing from\n{m}");
+    }
+    assert!(
+        m.contains("warden_http_requests_total{route=\"/slow\",code=\"504\"} 1"),
+        "{m}"
+    );
+    assert!(
+        m.contains("warden_http_request_duration_seconds_bucket{route=\"/hello\",le=\"+Inf\"} 9"),
+        "{m}"
+    );
+    assert!(
+        m.contains("warden_http_in_flight{route=\"/hello\"} 0"),
+        "{m}"
+    );
+}
+
+#[test]
+fn two_hundred_requests_at_once_are_all_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let web = Web::start(
+        dir.path(),
+        &site(dir.path(), "").replace("timeout = \"2s\"", "timeout = \"60s\"\nmax_concurrent = 16"),
+    );
+    let url = format!("{}/hello?fresh", web.base);
+    let mut cmd = Command::new("curl");
+    cmd.args([
+        "-sS",
+        "--parallel",
+        "--parallel-immediate",
+        "--parallel-max",
+        "200",
+    ]);
+    for _ in 0..200 {
+        cmd.args(["-o", "/dev/null", "-w", "%{http_code}\n", &url]);
+    }
+    let out = cmd.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let ok = text.lines().filter(|l| *l == "200").count();
+    assert_eq!(ok, 200, "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    let r = &routes(&web)[0];
+    assert_eq!(r["requests"], 200, "{r}");
+    assert_eq!(r["codes"]["200"], 200, "{r}");
+}
+
+#[test]
+fn a_servlet_keeps_state_and_its_route_recovers_when_it_is_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        r#"
+[[task]]
+name = "keeper"
+module = "{keeper}"
+args = ["counter"]
+modules = {{ child = "{servlet}" }}
+provides = ["counter"]
+memory_limit = "64MiB"
+stdout = "DIR/keeper.out"
+
+[[http]]
+listen = "127.0.0.1:0"
+
+[[http.route]]
+path = "/count/*"
+service = "counter"
+timeout = "500ms"
+
+[[http.route]]
+path = "/none"
+service = "nobody"
+"#,
+        keeper = guests::KEEPER,
+        servlet = guests::SERVLET,
+    )
+    .replace("DIR", &dir.path().display().to_string());
+    let web = Web::start(dir.path(), &text);
+    crate::util::wait_for_output(dir.path(), "keeper", "started 1");
+    for n in 1..=3 {
+        let r = get(&web, "/count/x");
+        assert_eq!(
+            (r.status, r.body.clone()),
+            (200, format!("count {n}\n")),
+            "{r:?}"
+        );
+    }
+    let r = curl(
+        &format!("{}/count/head?q=1", web.base),
+        &["-H", "X-Test: a", "--data-binary", "B"],
+    );
+    assert!(
+        r.body.starts_with("GET /count/head?q=1 HTTP/1.1\r\n")
+            || r.body.starts_with("POST /count/head?q=1 HTTP/1.1\r\n"),
+        "{r:?}"
+    );
+    assert!(
+        r.body.contains("\r\nx-test: a\r\n") && r.body.ends_with("\r\n\r\nB"),
+        "{r:?}"
+    );
+    assert_eq!(get(&web, "/count/bad").status, 502);
+    assert_eq!(get(&web, "/none").status, 503);
+    // The servlet dies holding a call: 502; its keeper starts it again,
+    // and the route answers again (with fresh state).
+    assert_eq!(get(&web, "/count/crash").status, 502);
+    crate::util::wait_for_output(dir.path(), "keeper", "started 2");
+    let t = Instant::now();
+    loop {
+        let r = get(&web, "/count/x");
+        if r.status == 200 {
+            assert_eq!(r.body, "count 1\n");
+            break;
+        }
+        assert_eq!(r.status, 503, "{r:?}");
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the servlet never came back"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // A servlet slower than the route's timeout: 504, and it lives on.
+    assert_eq!(get(&web, "/count/slow").status, 504);
+    let t = Instant::now();
+    while get(&web, "/count/x").status != 200 {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "{}",
+            web.stderr.lock().unwrap()
+        );
+    }
+}
+
+#[test]
+fn slow_clients_hold_a_connection_not_a_handler() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let web = Web::start(dir.path(), &site(dir.path(), ""));
+    let addr = web.base.trim_start_matches("http://").to_string();
+    // A head that never ends, and a body that never comes.
+    let mut slow_head = std::net::TcpStream::connect(&addr).unwrap();
+    slow_head
+        .write_all(b"GET /hello HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    let mut slow_body = std::net::TcpStream::connect(&addr).unwrap();
+    slow_body
+        .write_all(b"POST /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc")
+        .unwrap();
+    // A head far over the limit.
+    let mut huge = std::net::TcpStream::connect(&addr).unwrap();
+    let _ = huge.write_all(
+        format!(
+            "GET /hello HTTP/1.1\r\nX-Big: {}\r\n\r\n",
+            "y".repeat(64 << 10)
+        )
+        .as_bytes(),
+    );
+    let mut answer = String::new();
+    huge.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let _ = huge.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 431"), "{answer:?}");
+    // Meanwhile the route answers, and no handler task was started for them.
+    assert_eq!(get(&web, "/hello?fresh").status, 200);
+    let r = &routes(&web)[0];
+    assert_eq!(
+        (r["requests"].as_u64(), r["tasks"].as_u64()),
+        (Some(1), Some(0)),
+        "{r}"
+    );
+    // The server gives up on the slow head within its head timeout.
+    slow_head
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut rest = Vec::new();
+    let _ = slow_head.read_to_end(&mut rest);
+    let _ = slow_body;
+}
