@@ -86,7 +86,47 @@ pub fn ps(addr: &str, as_json: bool, all: bool) -> Result<(), String> {
     }
     print!("{}", table(&tasks, None));
     print!("{}", group_table(&ok(addr, "GET", "/api/groups", None)?));
+    print!("{}", route_table(&ok(addr, "GET", "/api/routes", None)?));
     Ok(())
+}
+
+/// The web server's routes, each with its requests, status codes,
+/// latency and the tasks handling its requests now. Empty without routes.
+fn route_table(routes: &Value) -> String {
+    let empty = vec![];
+    let routes = routes.as_array().unwrap_or(&empty);
+    if routes.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "\n{:<16} {:<16} {:<8} {:>8} {:>6} {:>6} {:>6} {:>8} {:>8}  CODES\n",
+        "ROUTE", "PATH", "KIND", "REQS", "INFL", "QUEUED", "TASKS", "P50(ms)", "P99(ms)"
+    );
+    let ms = |v: &Value| match v.as_f64() {
+        None => "-".to_string(),
+        Some(x) if x < 0.0 => ">10s".to_string(),
+        Some(x) => format!("{x}"),
+    };
+    for r in routes {
+        let codes: Vec<String> = r["codes"]
+            .as_object()
+            .map(|m| m.iter().map(|(c, n)| format!("{c}:{n}")).collect())
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "{:<16} {:<16} {:<8} {:>8} {:>6} {:>6} {:>6} {:>8} {:>8}  {}\n",
+            r["name"].as_str().unwrap_or("?"),
+            r["path"].as_str().unwrap_or("?"),
+            r["kind"].as_str().unwrap_or("?"),
+            r["requests"],
+            r["in_flight"],
+            r["queued"],
+            r["tasks"],
+            ms(&r["p50_ms"]),
+            ms(&r["p99_ms"]),
+            codes.join(" ")
+        ));
+    }
+    out
 }
 
 /// A byte count or rate, short (k = 1,000, M = 1,000,000).
@@ -235,6 +275,7 @@ pub fn top(addr: &str, sort: &str, iterations: Option<u32>) -> Result<(), String
         );
         print!("{}", table(&Value::Array(live), Some(sort)));
         print!("{}", group_table(&ok(addr, "GET", "/api/groups", None)?));
+        print!("{}", route_table(&ok(addr, "GET", "/api/routes", None)?));
         std::io::stdout().flush().ok();
         n += 1;
         if iterations.is_some_and(|max| n >= max) {

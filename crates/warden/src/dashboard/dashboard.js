@@ -59,6 +59,22 @@ function renderGroups(tree) {
   add(null, 0);
 }
 
+// The web server's routes: requests, status codes, latency, handlers now.
+function renderRoutes(routes) {
+  const body = document.querySelector("#routes tbody");
+  body.textContent = "";
+  const ms = v => v == null ? "-" : v < 0 ? "> 10 s" : v.toString();
+  for (const r of routes) {
+    const tr = document.createElement("tr");
+    tr.className = "route";
+    const codes = Object.entries(r.codes).map(([c, n]) => `${c}: ${n}`).join(", ") || "\u2014";
+    const cells = [r.name, r.path, r.server, r.kind, r.requests, codes, r.in_flight, r.queued,
+      r.tasks, ms(r.p50_ms), ms(r.p99_ms)];
+    for (const c of cells) { const td = document.createElement("td"); td.textContent = c; tr.appendChild(td); }
+    body.appendChild(tr);
+  }
+}
+
 function renderTasks(tasks) {
   const body = document.querySelector("#tasks tbody");
   body.textContent = "";
@@ -162,6 +178,7 @@ async function tick() {
     renderTasks(tasks);
     renderBudget(tasks);
     renderGroups(await get("/api/groups"));
+    renderRoutes(await get("/api/routes"));
     if (selected != null) {
       const sel = tasks.find(t => t.id === selected);
       document.getElementById("selected").textContent = sel ? `— ${sel.name}` : "";

@@ -136,3 +136,52 @@ fn network_examples() {
     );
     assert!(status.success());
 }
+
+/// The example site: a C handler, an AssemblyScript handler and a C
+/// servlet answer a real HTTP client.
+#[test]
+fn site_example() {
+    let root = built_examples();
+    let site = root.join("examples/site");
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(site.join("site.toml"))
+        .unwrap()
+        .replace("127.0.0.1:8080", "127.0.0.1:0")
+        .replace("\"build/", &format!("\"{}/build/", site.display()));
+    let path = manifest(dir.path(), &text);
+    let mut child = warden()
+        .args(["run", "--no-cache", "--control", "off"])
+        .arg(&path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stderr.take().unwrap()));
+    let base = loop {
+        let line = lines.next().expect("warden ended before serving").unwrap();
+        if let Some(addr) = line.strip_prefix("warden: serving ") {
+            break addr.trim_end_matches('/').to_string();
+        }
+    };
+    let curl = |path: &str| {
+        let o = std::process::Command::new("curl")
+            .args(["-sS", "--max-time", "30", &format!("{base}{path}")])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let page = curl("/");
+    assert!(
+        page.contains("Hello from a task") && page.contains("GET /"),
+        "{page}"
+    );
+    let fortune = curl("/fortune?n=1");
+    assert!(
+        fortune.starts_with("Copy semantics") && fortune.contains("from AssemblyScript"),
+        "{fortune}"
+    );
+    assert!(curl("/count").contains("/count has been visited 1 time;"));
+    assert!(curl("/count").contains("/count has been visited 2 times;"));
+    let _ = child.kill();
+    let _ = child.wait();
+}

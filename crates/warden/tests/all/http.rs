@@ -290,6 +290,20 @@ fn two_hundred_requests_at_once_are_all_answered() {
     let r = &routes(&web)[0];
     assert_eq!(r["requests"], 200, "{r}");
     assert_eq!(r["codes"]["200"], 200, "{r}");
+    // Operators see the route in `warden ps`.
+    let ps = warden()
+        .args(["ps", "--control", &web.control])
+        .output()
+        .unwrap();
+    let ps = String::from_utf8_lossy(&ps.stdout);
+    let row = ps
+        .lines()
+        .find(|l| l.starts_with("/hello "))
+        .unwrap_or_else(|| panic!("{ps}"));
+    assert!(
+        row.contains(" module ") && row.ends_with("200:200"),
+        "{row}"
+    );
 }
 
 #[test]
