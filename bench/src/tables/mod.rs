@@ -14,6 +14,7 @@ mod reclaim;
 mod remote;
 mod sched;
 mod transfer;
+mod web;
 
 use crate::harness::Ctx;
 use crate::model::Table;
@@ -40,6 +41,7 @@ pub fn run_all(ctx: &Ctx, only: Option<&str>) -> Vec<Table> {
         ("scheduling accuracy and overhead", Box::new(sched::run)),
         ("kill to reclaim", Box::new(|c| vec![reclaim::run(c)])),
         ("network: bandwidth shares and echo throughput", Box::new(network::run)),
+        ("web server: one task, servlets, per-request tasks, native hyper (seed 004, Figure 5)", Box::new(web::run)),
     ];
     let mut out = vec![];
     for (name, run) in steps {

@@ -1,0 +1,292 @@
+//! The web server (Luna's Figure 5, seed 004, and today's per-request
+//! servers): requests per second and latency under a real load generator
+//! (wrk), for a web server that is one task, the same server forwarding
+//! to a servlet task, Warden's own server with a per-request (WAGI) route
+//! and with a servlet route, and a native hyper hello-world.
+
+use super::finish;
+use crate::harness::{contestant, interleave, Ctx};
+use crate::inproc;
+use crate::model::{Kind, Samples, Table};
+use std::process::Command;
+use std::time::{Duration, Instant};
+use warden::http::HttpServer;
+use warden::{Manifest, Runtime, RuntimeConfig};
+use warden_test_guests as guests;
+
+const ONE_TASK: &str = "(a) one task is the web server";
+const FORWARD: &str = "(b) server task + servlet task (portal call)";
+const WAGI: &str = "(c) Warden server, per-request task (WAGI)";
+const SERVLET: &str = "(d) Warden server, servlet route";
+const HYPER: &str = "(e) native hyper hello-world";
+const SIZES: [(&str, usize); 2] = [("100 B", 100), ("10 KB", 10_000)];
+
+pub fn run(ctx: &Ctx) -> Vec<Table> {
+    [1, 64].iter().map(|&c| table(ctx, c)).collect()
+}
+
+/// A server under test: its base URL per body size, and what keeps it up.
+struct Site {
+    urls: Vec<String>,
+    _keep: Box<dyn std::any::Any>,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(0)
+}
+
+/// A Warden system from manifest text (module paths absolute), its
+/// tasks started and its first `[[http]]` server, if any, serving.
+fn system(text: &str) -> Result<(Runtime, Option<HttpServer>), String> {
+    let m = Manifest::parse(text, std::path::Path::new("/"))?;
+    let rt = Runtime::new(RuntimeConfig {
+        groups: m.groups.clone(),
+        ..inproc::config(2, 2000)
+    })
+    .map_err(|e| e.to_string())?;
+    for t in &m.tasks {
+        let mut t = t.clone();
+        t.stdout = warden::Output::Null;
+        rt.spawn(&t).map_err(|e| e.to_string())?;
+    }
+    let server = match m.http.first() {
+        Some(spec) => Some(HttpServer::start(&rt, spec)?),
+        None => None,
+    };
+    Ok((rt, server))
+}
+
+/// Waits until `url` answers 200 (servers listening, servlets registered).
+fn ready(url: &str) -> Result<(), String> {
+    let t = Instant::now();
+    loop {
+        let ok = Command::new("curl")
+            .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", url])
+            .output()
+            .map(|o| o.stdout == b"200")
+            .unwrap_or(false);
+        if ok {
+            return Ok(());
+        }
+        if t.elapsed() > Duration::from_secs(20) {
+            return Err(format!("{url} never answered 200"));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn one_task(forward: bool) -> Result<Site, String> {
+    let mut tasks = String::new();
+    let mut urls = vec![];
+    for (i, (_, size)) in SIZES.iter().enumerate() {
+        let addr = format!("127.0.0.1:{}", free_port());
+        let (mode, last) = if forward { ("forward", format!("page{i}")) } else { ("self", size.to_string()) };
+        tasks += &format!(
+            "[[task]]\nname = \"web{i}\"\nmodule = \"{}\"\nargs = [\"{mode}\", \"{addr}\", \"{last}\"]\n\
+             listen = [\"{addr}\"]\nmax_sockets = 1100\nmax_handles = 2048\nuses = [\"page{i}\"]\n",
+            guests::WEB
+        );
+        if forward {
+            tasks += &format!(
+                "[[task]]\nname = \"page{i}\"\nmodule = \"{}\"\nargs = [\"page\", \"page{i}\", \"{size}\"]\nprovides = [\"page{i}\"]\n",
+                guests::WEB
+            );
+        }
+        urls.push(format!("http://{addr}/"));
+    }
+    let (rt, _) = system(&tasks)?;
+    for u in &urls {
+        ready(u)?;
+    }
+    Ok(Site { urls, _keep: Box::new(rt) })
+}
+
+fn warden_server(servlet: bool) -> Result<Site, String> {
+    let mut text = String::new();
+    let mut routes = String::new();
+    for (i, (_, size)) in SIZES.iter().enumerate() {
+        if servlet {
+            text += &format!(
+                "[[task]]\nname = \"s{i}\"\nmodule = \"{}\"\nargs = [\"s{i}\", \"{size}\"]\nprovides = [\"s{i}\"]\n",
+                guests::PAGE_SERVLET
+            );
+            routes += &format!("[[http.route]]\npath = \"/p{i}\"\nservice = \"s{i}\"\n");
+        } else {
+            routes += &format!(
+                "[[http.route]]\npath = \"/p{i}\"\nmodule = \"{}\"\nargs = [\"{size}\"]\nmemory_limit = \"16MiB\"\n\
+                 cpu_limit = \"100ms\"\nstderr = \"null\"\n",
+                guests::PAGE
+            );
+        }
+    }
+    text += &format!("[[http]]\nlisten = \"127.0.0.1:0\"\n{routes}");
+    let (rt, server) = system(&text)?;
+    let server = server.ok_or("no server")?;
+    let urls: Vec<String> = (0..SIZES.len()).map(|i| format!("http://{}/p{i}", server.addr())).collect();
+    for u in &urls {
+        ready(u)?;
+    }
+    Ok(Site { urls, _keep: Box::new((server, rt)) })
+}
+
+/// A plain hyper HTTP/1.1 server on a 2-worker tokio runtime answering
+/// `/p0` and `/p1` with fixed bodies: the upper bound.
+fn hyper_hello() -> Result<Site, String> {
+    use http_body_util::Full;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .map_err(|e| e.to_string())?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let bodies: Vec<bytes::Bytes> = SIZES.iter().map(|(_, n)| bytes::Bytes::from(vec![b'x'; *n])).collect();
+    rt.spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else { continue };
+            let _ = stream.set_nodelay(true);
+            let bodies = bodies.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let body = if req.uri().path() == "/p1" { bodies[1].clone() } else { bodies[0].clone() };
+                    async move {
+                        let mut r = hyper::Response::new(Full::new(body));
+                        r.headers_mut().insert("content-type", hyper::header::HeaderValue::from_static("text/plain"));
+                        Ok::<_, std::convert::Infallible>(r)
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    let urls = (0..SIZES.len()).map(|i| format!("http://{addr}/p{i}")).collect();
+    Ok(Site { urls, _keep: Box::new(rt) })
+}
+
+/// wrk's requests per second and its p50 and p99 latency (ms).
+fn wrk(url: &str, connections: usize, secs: u64) -> Result<(f64, f64, f64), String> {
+    let out = Command::new("wrk")
+        .args(["-t", if connections > 1 { "2" } else { "1" }])
+        .args(["-c", &connections.to_string(), "-d", &format!("{secs}s"), "--latency", url])
+        .output()
+        .map_err(|e| format!("wrk: {e} (install it: apt-get install wrk)"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if text.contains("Non-2xx") || text.contains("Socket errors") {
+        return Err(format!("wrk saw errors: {text}"));
+    }
+    let ms = |v: &str| -> Option<f64> {
+        let (num, k) = if let Some(n) = v.strip_suffix("us") {
+            (n, 1e-3)
+        } else if let Some(n) = v.strip_suffix("ms") {
+            (n, 1.0)
+        } else {
+            (v.strip_suffix('s')?, 1e3)
+        };
+        Some(num.parse::<f64>().ok()? * k)
+    };
+    let pct = |p: &str| text.lines().find_map(|l| ms(l.trim().strip_prefix(p)?.trim()));
+    let rps = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Requests/sec:")?.trim().parse::<f64>().ok());
+    match (rps, pct("50%"), pct("99%")) {
+        (Some(r), Some(a), Some(b)) if r > 0.0 => Ok((r, a, b)),
+        _ => Err(format!("cannot read wrk's output: {text}")),
+    }
+}
+
+fn round(s: &mut Samples, system: &str, site: Result<Site, String>, connections: usize, secs: u64) -> Result<(), String> {
+    let site = site?;
+    for ((label, _), url) in SIZES.iter().zip(&site.urls) {
+        // Warm-up: connections made, code paged in.
+        wrk(url, connections, 1)?;
+        let (rps, p50, p99) = wrk(url, connections, secs)?;
+        s.push(&format!("{system}/{label} req/s"), rps);
+        s.push(&format!("{system}/{label} p50"), p50);
+        s.push(&format!("{system}/{label} p99"), p99);
+    }
+    Ok(())
+}
+
+fn table(ctx: &Ctx, connections: usize) -> Table {
+    let secs = ctx.pick(3, 1);
+    let mut cols = vec![];
+    for (label, _) in SIZES {
+        cols.push((format!("{label} req/s"), "req/s"));
+        cols.push((format!("{label} p50"), "ms"));
+        cols.push((format!("{label} p99"), "ms"));
+    }
+    let cols: Vec<(&str, &str)> = cols.iter().map(|(a, b)| (a.as_str(), *b)).collect();
+    let mut t = Table::new(
+        &format!("web_c{connections}"),
+        &format!("Web server, {connections} connection{}: requests/s and latency", if connections > 1 { "s" } else { "" }),
+        "seed 004, Figure 5 (Luna's servlets: +14% response time at 100 B, +7% at 10 KB); web server issue",
+        &cols,
+    );
+    t.method = format!(
+        "wrk (Debian's) with {connections} keep-alive connection{} ({} thread{}) runs {secs} s \
+         against each server after a 1 s warm-up, on loopback, for a 100-byte and a 10,000-byte \
+         body; requests/s and wrk's p50 and p99 latency. Every Warden system runs in the \
+         harness's process on a runtime with 2 workers. (a) a C task that is the whole server: \
+         one warden_poll loop over Warden sockets, parsing each request's head and answering \
+         itself. (b) the same task, forwarding each request's bytes by portal call to a servlet \
+         task that replies with the body. (c) Warden's [[http]] server (hyper, one thread) with \
+         a route that runs a fresh task per request from a compiled C module (WAGI: CGI \
+         environment, body from stdout). (d) the same server with a servlet route: one portal \
+         call per request to a C task replying with a CGI response. (e) hyper with no Warden, \
+         on a 2-worker tokio runtime, answering from memory.",
+        if connections > 1 { "s" } else { "" },
+        if connections > 1 { 2 } else { 1 },
+        if connections > 1 { "s" } else { "" },
+    );
+    let (samples, errors) = interleave(
+        ctx.rounds,
+        vec![
+            contestant(ONE_TASK, |s: &mut Samples| round(s, ONE_TASK, one_task(false), connections, secs)),
+            contestant(FORWARD, |s: &mut Samples| round(s, FORWARD, one_task(true), connections, secs)),
+            contestant(WAGI, |s: &mut Samples| round(s, WAGI, warden_server(false), connections, secs)),
+            contestant(SERVLET, |s: &mut Samples| round(s, SERVLET, warden_server(true), connections, secs)),
+            contestant(HYPER, |s: &mut Samples| round(s, HYPER, hyper_hello(), connections, secs)),
+        ],
+    );
+    for (name, kind) in [(ONE_TASK, Kind::Warden), (FORWARD, Kind::Warden), (WAGI, Kind::Warden), (SERVLET, Kind::Warden), (HYPER, Kind::Peer)] {
+        t.row_from(name, kind, &samples, &format!("{name}/"));
+    }
+    notes(&mut t, &samples);
+    finish(t, &errors)
+}
+
+/// The issue's targets, computed from the medians.
+fn notes(t: &mut Table, s: &Samples) {
+    let m = |system: &str, col: &str| s.cell(&format!("{system}/{col}")).map(|c| c.median);
+    for (label, _) in SIZES {
+        if let (Some(a), Some(b)) = (m(ONE_TASK, &format!("{label} p50")), m(FORWARD, &format!("{label} p50"))) {
+            t.notes.push(format!(
+                "{label}: forwarding to a servlet task adds {:+.1}% to the one-task server's p50 response time (target ≤ +5%; Luna: +14% at 100 B, +7% at 10 KB).",
+                100.0 * (b - a) / a
+            ));
+        }
+        let rps = |sys| m(sys, &format!("{label} req/s"));
+        if let (Some(c), Some(d), Some(e)) = (rps(WAGI), rps(SERVLET), rps(HYPER)) {
+            t.notes.push(format!(
+                "{label}: Warden's server does {:.0}% of native hyper's requests/s with a servlet route (target ≥ 70%) and {:.0}% with a per-request task (target ≥ 40%).",
+                100.0 * d / e,
+                100.0 * c / e
+            ));
+        }
+    }
+    if let (Some(c), Some(d)) = (m(WAGI, "100 B p50"), m(SERVLET, "100 B p50")) {
+        t.notes.push(format!(
+            "Per-request task (creation, run, teardown, CGI environment) vs a portal call to a servlet, 100 B p50: {:.3} ms of {:.3} ms, {:.0}% of a request's latency (target for creation < 10%; this difference is an upper bound on it).",
+            c - d,
+            c,
+            100.0 * (c - d).max(0.0) / c
+        ));
+    }
+}
