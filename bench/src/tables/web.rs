@@ -83,7 +83,11 @@ fn one_task(forward: bool) -> Result<Site, String> {
     let mut urls = vec![];
     for (i, (_, size)) in SIZES.iter().enumerate() {
         let addr = format!("127.0.0.1:{}", free_port());
-        let (mode, last) = if forward { ("forward", format!("page{i}")) } else { ("self", size.to_string()) };
+        let (mode, last) = if forward {
+            ("forward", format!("page{i}"))
+        } else {
+            ("self", size.to_string())
+        };
         tasks += &format!(
             "[[task]]\nname = \"web{i}\"\nmodule = \"{}\"\nargs = [\"{mode}\", \"{addr}\", \"{last}\"]\n\
              listen = [\"{addr}\"]\nmax_sockets = 1100\nmax_handles = 2048\nuses = [\"page{i}\"]\n",
@@ -101,7 +105,10 @@ fn one_task(forward: bool) -> Result<Site, String> {
     for u in &urls {
         ready(u)?;
     }
-    Ok(Site { urls, _keep: Box::new(rt) })
+    Ok(Site {
+        urls,
+        _keep: Box::new(rt),
+    })
 }
 
 fn warden_server(servlet: bool) -> Result<Site, String> {
@@ -125,11 +132,16 @@ fn warden_server(servlet: bool) -> Result<Site, String> {
     text += &format!("[[http]]\nlisten = \"127.0.0.1:0\"\n{routes}");
     let (rt, server) = system(&text)?;
     let server = server.ok_or("no server")?;
-    let urls: Vec<String> = (0..SIZES.len()).map(|i| format!("http://{}/p{i}", server.addr())).collect();
+    let urls: Vec<String> = (0..SIZES.len())
+        .map(|i| format!("http://{}/p{i}", server.addr()))
+        .collect();
     for u in &urls {
         ready(u)?;
     }
-    Ok(Site { urls, _keep: Box::new((server, rt)) })
+    Ok(Site {
+        urls,
+        _keep: Box::new((server, rt)),
+    })
 }
 
 /// A plain hyper HTTP/1.1 server on a 2-worker tokio runtime answering
@@ -145,36 +157,62 @@ fn hyper_hello() -> Result<Site, String> {
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
         .map_err(|e| e.to_string())?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    let bodies: Vec<bytes::Bytes> = SIZES.iter().map(|(_, n)| bytes::Bytes::from(vec![b'x'; *n])).collect();
+    let bodies: Vec<bytes::Bytes> = SIZES
+        .iter()
+        .map(|(_, n)| bytes::Bytes::from(vec![b'x'; *n]))
+        .collect();
     rt.spawn(async move {
         loop {
-            let Ok((stream, _)) = listener.accept().await else { continue };
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
             let _ = stream.set_nodelay(true);
             let bodies = bodies.clone();
             tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                    let body = if req.uri().path() == "/p1" { bodies[1].clone() } else { bodies[0].clone() };
-                    async move {
-                        let mut r = hyper::Response::new(Full::new(body));
-                        r.headers_mut().insert("content-type", hyper::header::HeaderValue::from_static("text/plain"));
-                        Ok::<_, std::convert::Infallible>(r)
-                    }
-                });
+                let service = hyper::service::service_fn(
+                    move |req: hyper::Request<hyper::body::Incoming>| {
+                        let body = if req.uri().path() == "/p1" {
+                            bodies[1].clone()
+                        } else {
+                            bodies[0].clone()
+                        };
+                        async move {
+                            let mut r = hyper::Response::new(Full::new(body));
+                            r.headers_mut().insert(
+                                "content-type",
+                                hyper::header::HeaderValue::from_static("text/plain"),
+                            );
+                            Ok::<_, std::convert::Infallible>(r)
+                        }
+                    },
+                );
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
                     .await;
             });
         }
     });
-    let urls = (0..SIZES.len()).map(|i| format!("http://{addr}/p{i}")).collect();
-    Ok(Site { urls, _keep: Box::new(rt) })
+    let urls = (0..SIZES.len())
+        .map(|i| format!("http://{addr}/p{i}"))
+        .collect();
+    Ok(Site {
+        urls,
+        _keep: Box::new(rt),
+    })
 }
 
 /// wrk's requests per second and its p50 and p99 latency (ms).
 fn wrk(url: &str, connections: usize, secs: u64) -> Result<(f64, f64, f64), String> {
     let out = Command::new("wrk")
         .args(["-t", if connections > 1 { "2" } else { "1" }])
-        .args(["-c", &connections.to_string(), "-d", &format!("{secs}s"), "--latency", url])
+        .args([
+            "-c",
+            &connections.to_string(),
+            "-d",
+            &format!("{secs}s"),
+            "--latency",
+            url,
+        ])
         .output()
         .map_err(|e| format!("wrk: {e} (install it: apt-get install wrk)"))?;
     let text = String::from_utf8_lossy(&out.stdout);
@@ -191,7 +229,10 @@ fn wrk(url: &str, connections: usize, secs: u64) -> Result<(f64, f64, f64), Stri
         };
         Some(num.parse::<f64>().ok()? * k)
     };
-    let pct = |p: &str| text.lines().find_map(|l| ms(l.trim().strip_prefix(p)?.trim()));
+    let pct = |p: &str| {
+        text.lines()
+            .find_map(|l| ms(l.trim().strip_prefix(p)?.trim()))
+    };
     let rps = text
         .lines()
         .find_map(|l| l.strip_prefix("Requests/sec:")?.trim().parse::<f64>().ok());
@@ -201,7 +242,13 @@ fn wrk(url: &str, connections: usize, secs: u64) -> Result<(f64, f64, f64), Stri
     }
 }
 
-fn round(s: &mut Samples, system: &str, site: Result<Site, String>, connections: usize, secs: u64) -> Result<(), String> {
+fn round(
+    s: &mut Samples,
+    system: &str,
+    site: Result<Site, String>,
+    connections: usize,
+    secs: u64,
+) -> Result<(), String> {
     let site = site?;
     for ((label, _), url) in SIZES.iter().zip(&site.urls) {
         // Warm-up: connections made, code paged in.
@@ -248,14 +295,30 @@ fn table(ctx: &Ctx, connections: usize) -> Table {
     let (samples, errors) = interleave(
         ctx.rounds,
         vec![
-            contestant(ONE_TASK, |s: &mut Samples| round(s, ONE_TASK, one_task(false), connections, secs)),
-            contestant(FORWARD, |s: &mut Samples| round(s, FORWARD, one_task(true), connections, secs)),
-            contestant(WAGI, |s: &mut Samples| round(s, WAGI, warden_server(false), connections, secs)),
-            contestant(SERVLET, |s: &mut Samples| round(s, SERVLET, warden_server(true), connections, secs)),
-            contestant(HYPER, |s: &mut Samples| round(s, HYPER, hyper_hello(), connections, secs)),
+            contestant(ONE_TASK, |s: &mut Samples| {
+                round(s, ONE_TASK, one_task(false), connections, secs)
+            }),
+            contestant(FORWARD, |s: &mut Samples| {
+                round(s, FORWARD, one_task(true), connections, secs)
+            }),
+            contestant(WAGI, |s: &mut Samples| {
+                round(s, WAGI, warden_server(false), connections, secs)
+            }),
+            contestant(SERVLET, |s: &mut Samples| {
+                round(s, SERVLET, warden_server(true), connections, secs)
+            }),
+            contestant(HYPER, |s: &mut Samples| {
+                round(s, HYPER, hyper_hello(), connections, secs)
+            }),
         ],
     );
-    for (name, kind) in [(ONE_TASK, Kind::Warden), (FORWARD, Kind::Warden), (WAGI, Kind::Warden), (SERVLET, Kind::Warden), (HYPER, Kind::Peer)] {
+    for (name, kind) in [
+        (ONE_TASK, Kind::Warden),
+        (FORWARD, Kind::Warden),
+        (WAGI, Kind::Warden),
+        (SERVLET, Kind::Warden),
+        (HYPER, Kind::Peer),
+    ] {
         t.row_from(name, kind, &samples, &format!("{name}/"));
     }
     notes(&mut t, &samples);
@@ -266,7 +329,10 @@ fn table(ctx: &Ctx, connections: usize) -> Table {
 fn notes(t: &mut Table, s: &Samples) {
     let m = |system: &str, col: &str| s.cell(&format!("{system}/{col}")).map(|c| c.median);
     for (label, _) in SIZES {
-        if let (Some(a), Some(b)) = (m(ONE_TASK, &format!("{label} p50")), m(FORWARD, &format!("{label} p50"))) {
+        if let (Some(a), Some(b)) = (
+            m(ONE_TASK, &format!("{label} p50")),
+            m(FORWARD, &format!("{label} p50")),
+        ) {
             t.notes.push(format!(
                 "{label}: forwarding to a servlet task adds {:+.1}% to the one-task server's p50 response time (target ≤ +5%; Luna: +14% at 100 B, +7% at 10 KB).",
                 100.0 * (b - a) / a

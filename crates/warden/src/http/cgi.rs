@@ -70,7 +70,9 @@ pub fn environment(m: &Meta) -> Vec<(String, String)> {
             env.push(("CONTENT_TYPE".into(), value.into()));
             continue;
         }
-        if name == hyper::header::CONTENT_LENGTH {
+        // No HTTP_PROXY from a client's `Proxy` header ("httpoxy"): a
+        // handler's HTTP library may take it for its proxy setting.
+        if name == hyper::header::CONTENT_LENGTH || name.as_str() == "proxy" {
             continue;
         }
         let key = format!(
@@ -255,6 +257,7 @@ mod tests {
             .header("Content-Type", "text/plain")
             .header("X-Thing", "a")
             .header("X-Thing", "b")
+            .header("Proxy", "http://evil")
             .body(())
             .unwrap();
         let (parts, ()) = req.into_parts();
@@ -277,5 +280,6 @@ mod tests {
         assert_eq!(get("HTTP_X_THING"), Some("a, b"));
         assert_eq!(get("HTTP_HOST"), Some("example.org:8080"));
         assert_eq!(get("SCRIPT_NAME"), Some("/api"));
+        assert_eq!(get("HTTP_PROXY"), None);
     }
 }

@@ -143,7 +143,13 @@ fn route(r: RawRoute, base: &Path, groups: &[&str]) -> Result<RouteSpec, String>
             }
             Handler::Service(s.clone())
         }
-        (Some(_), None) => Handler::Module(Box::new(task_template(&raw_task(&r, &name), base)?)),
+        (Some(_), None) => {
+            // The template leaves args and env to each copy; a route has one.
+            let mut spec = task_template(&raw_task(&r, &name), base)?;
+            spec.args = r.args.clone();
+            spec.env = r.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            Handler::Module(Box::new(spec))
+        }
     };
     let size = |key: &str, v: &Option<String>, default: u64| -> Result<u64, String> {
         v.as_deref().map_or(Ok(default), |t| {
@@ -225,5 +231,113 @@ fn raw_task(r: &RawRoute, name: &str) -> RawTask {
         bandwidth_share: r.bandwidth_share,
         bandwidth_limit: r.bandwidth_limit.clone(),
         ..RawTask::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Manifest;
+    use crate::http::Handler;
+    use std::time::Duration;
+
+    fn parse(routes: &str) -> Result<Manifest, String> {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("m.wasm"), b"\0asm\x01\0\0\0").unwrap();
+        let text = format!("[[group]]\nname = \"g\"\n[[http]]\nlisten = \"127.0.0.1:0\"\n{routes}");
+        Manifest::parse(&text, d.path())
+    }
+
+    #[test]
+    fn routes_with_their_keys_and_defaults() {
+        let m = parse(
+            r#"
+[[http.route]]
+path = "/a/*"
+module = "m.wasm"
+memory_limit = "1MiB"
+cpu_limit = "10ms"
+timeout = "2s"
+max_concurrent = 3
+max_body = "1KiB"
+group = "g"
+args = ["x"]
+env = { A = "1" }
+
+[[http.route]]
+path = "/b"
+service = "b"
+"#,
+        )
+        .unwrap();
+        assert!(m.tasks.is_empty(), "a manifest of servers alone is valid");
+        let r = &m.http[0].routes;
+        assert_eq!(
+            (
+                r[0].name.as_str(),
+                r[0].timeout,
+                r[0].max_concurrent,
+                r[0].max_body
+            ),
+            ("/a/*", Duration::from_secs(2), 3, 1024)
+        );
+        let Handler::Module(t) = &r[0].handler else {
+            panic!()
+        };
+        assert_eq!(
+            (t.memory_limit, t.group.as_deref(), t.args.len()),
+            (Some(1 << 20), Some("g"), 1)
+        );
+        assert!(matches!(&r[1].handler, Handler::Service(s) if s == "b"));
+        assert_eq!(
+            (r[1].timeout, r[1].max_concurrent, r[1].max_queue),
+            (Duration::from_secs(30), 64, 1024)
+        );
+    }
+
+    #[test]
+    fn bad_routes_are_refused_with_their_key() {
+        for (route, want) in [
+            (
+                "path = \"/a\"\nmodule = \"m.wasm\"\nservice = \"s\"",
+                "exactly one of module",
+            ),
+            ("path = \"/a\"", "exactly one of module"),
+            (
+                "path = \"/a\"\nservice = \"s\"\nmemory_limit = \"1MiB\"",
+                "memory_limit: only for module routes",
+            ),
+            ("path = \"a\"\nservice = \"s\"", "must start with '/'"),
+            ("path = \"/a*\"\nservice = \"s\"", "'*' only as a final"),
+            ("path = \"/a\"\nmodule = \"nope.wasm\"", "file not found"),
+            (
+                "path = \"/a\"\nservice = \"s\"\ntimeout = \"0s\"",
+                "timeout",
+            ),
+            (
+                "path = \"/a\"\nservice = \"s\"\nmax_concurrent = 0",
+                "max_concurrent",
+            ),
+            (
+                "path = \"/a\"\nmodule = \"m.wasm\"\ngroup = \"none\"",
+                "no [[group]] named",
+            ),
+            ("path = \"/a\"\nservice = \"s\"\nbogus = 1", "unknown field"),
+            (
+                "path = \"/a\"\nservice = \"s\"\n[[http.route]]\npath = \"/a\"\nservice = \"t\"",
+                "duplicate route name",
+            ),
+        ] {
+            let e = parse(&format!("[[http.route]]\n{route}\n")).unwrap_err();
+            assert!(e.contains(want), "{route:?}: {e}");
+        }
+        let d = tempfile::tempdir().unwrap();
+        let e = Manifest::parse(
+            "[[http]]\nlisten = \"nowhere\"\n[[http.route]]\npath = \"/\"\nservice = \"s\"\n",
+            d.path(),
+        )
+        .unwrap_err();
+        assert!(e.contains("listen"), "{e}");
+        let e = Manifest::parse("[[http]]\nlisten = \"127.0.0.1:0\"\n", d.path()).unwrap_err();
+        assert!(e.contains("no [[http.route]]"), "{e}");
     }
 }
