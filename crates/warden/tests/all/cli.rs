@@ -100,36 +100,6 @@ fn manifest_system_report() {
     assert_eq!((code, tasks.len()), (0, 2));
 }
 
-/// The demo under examples/ runs: two tasks hit their limits, the rest exit 0.
-#[test]
-fn demo_system_runs() {
-    let dir = tempfile::tempdir().unwrap();
-    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/demo/demo.toml");
-    let (code, tasks, _) = report_of(&["run", "--no-cache", demo], dir.path());
-    assert_eq!(code, 1);
-    let status = |name: &str| {
-        tasks
-            .iter()
-            .find(|t| t["name"] == name)
-            .unwrap_or_else(|| panic!("no task {name}"))
-            .clone()
-    };
-    assert!(status("hog")["reason"]
-        .as_str()
-        .unwrap()
-        .contains("memory limit"));
-    assert!(status("spinner")["reason"]
-        .as_str()
-        .unwrap()
-        .contains("cpu limit"));
-    let others = tasks
-        .iter()
-        .filter(|t| t["name"] != "hog" && t["name"] != "spinner");
-    for t in others {
-        assert_eq!(t["exit_code"], 0, "{t}");
-    }
-}
-
 /// `--events FILE` writes one JSON object per line: spawn, exit, trap,
 /// kill and limit events with the task's id and name.
 #[test]

@@ -185,3 +185,108 @@ fn site_example() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// The demo system runs as the README says: its site answers while its
+/// batch tasks end (the hog and the spinner killed at their limits), and
+/// Ctrl-C ends it with exit code 1.
+#[test]
+fn demo_system_runs() {
+    let root = built_examples();
+    let demo = root.join("examples/demo");
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = std::fs::read_to_string(demo.join("demo.toml"))
+        .unwrap()
+        .replace("127.0.0.1:8080", "127.0.0.1:0");
+    text = text.replace("module = \"", &format!("module = \"{}/", demo.display()));
+    let path = manifest(dir.path(), &text);
+    let report = dir.path().join("report.json");
+    let control = format!("127.0.0.1:{}", free_port());
+    let mut child = warden()
+        .args(["run", "--no-cache", "--control", &control, "--report"])
+        .arg(&report)
+        .arg(&path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stderr.take().unwrap()));
+    let base = loop {
+        let line = lines.next().expect("warden ended before serving").unwrap();
+        if let Some(addr) = line.strip_prefix("warden: serving ") {
+            break addr.trim_end_matches('/').to_string();
+        }
+    };
+    std::thread::spawn(move || lines.for_each(drop));
+    let curl = |url: &str| {
+        let o = std::process::Command::new("curl")
+            .args(["-sS", "--max-time", "30", "-w", "\n%{http_code}", url])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    assert!(curl(&format!("{base}/")).contains("Hello from a task"));
+    assert!(curl(&format!("{base}/spin")).ends_with("\n503"));
+    assert!(curl(&format!("{base}/count")).contains("visited 1 time"));
+    // Wait until the batch tasks have ended (readiness, not a timer).
+    let batch = [
+        "greet", "primes.0", "primes.1", "primes.2", "nap", "hog", "spinner",
+    ];
+    let t = std::time::Instant::now();
+    loop {
+        let tasks: serde_json::Value = serde_json::from_str(
+            curl(&format!("http://{control}/api/tasks"))
+                .rsplit_once('\n')
+                .unwrap()
+                .0,
+        )
+        .unwrap();
+        let ended = |n: &str| {
+            tasks.as_array().unwrap().iter().any(|t| {
+                t["name"] == n
+                    && matches!(t["state"].as_str(), Some("exited" | "killed" | "trapped"))
+            })
+        };
+        if batch.iter().all(|n| ended(n)) {
+            break;
+        }
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(60),
+            "batch tasks still running: {tasks}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // SAFETY: signalling our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = wait_child(
+        &mut child,
+        std::time::Duration::from_secs(30),
+        "demo still running after Ctrl-C",
+    );
+    assert_eq!(status.code(), Some(1));
+    let tasks: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let task = |name: &str| {
+        tasks
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("no task {name}"))
+            .clone()
+    };
+    assert!(task("hog")["reason"]
+        .as_str()
+        .unwrap()
+        .contains("memory limit"));
+    assert!(task("spinner")["reason"]
+        .as_str()
+        .unwrap()
+        .contains("cpu limit"));
+    assert!(task("counter")["reason"]
+        .as_str()
+        .unwrap()
+        .contains("Ctrl-C"));
+    for name in ["greet", "primes.0", "primes.1", "primes.2", "nap"] {
+        assert_eq!(task(name)["exit_code"], 0, "{name}");
+    }
+}
