@@ -172,27 +172,7 @@ fn history(samples: &Mutex<Samples>) -> Reply {
 
 /// Decodes %XX escapes in a URL path segment.
 fn decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        match (
-            b[i],
-            b.get(i + 1).and_then(|&c| hex(c)),
-            b.get(i + 2).and_then(|&c| hex(c)),
-        ) {
-            (b'%', Some(h), Some(l)) => {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-            }
-            (c, _, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    String::from_utf8_lossy(&crate::http::cgi::percent_decode(s)).into_owned()
 }
 
 fn spawn(rt: &Runtime, body: &[u8]) -> Result<TaskId, String> {

@@ -92,7 +92,13 @@ pub fn environment(m: &Meta) -> Vec<(String, String)> {
 
 /// `%XX` escapes decoded, when the result is UTF-8; else `path` as given.
 fn decode(path: &str) -> String {
-    let b = path.as_bytes();
+    String::from_utf8(percent_decode(path)).unwrap_or_else(|_| path.to_string())
+}
+
+/// The bytes `s` stands for with its `%XX` escapes decoded (a `%` not
+/// followed by two hex digits stays as it is).
+pub fn percent_decode(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
@@ -112,7 +118,7 @@ fn decode(path: &str) -> String {
             }
         }
     }
-    String::from_utf8(out).unwrap_or_else(|_| path.to_string())
+    out
 }
 
 /// A parsed CGI response.

@@ -148,21 +148,11 @@ fn site_example() {
         .unwrap()
         .replace("127.0.0.1:8080", "127.0.0.1:0")
         .replace("\"build/", &format!("\"{}/build/", site.display()));
-    let path = manifest(dir.path(), &text);
-    let mut child = warden()
-        .args(["run", "--no-cache", "--control", "off"])
-        .arg(&path)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stderr.take().unwrap()));
-    let base = loop {
-        let line = lines.next().expect("warden ended before serving").unwrap();
-        if let Some(addr) = line.strip_prefix("warden: serving ") {
-            break addr.trim_end_matches('/').to_string();
-        }
-    };
+    let site = serve(
+        &["--no-cache", "--control", "off"],
+        &manifest(dir.path(), &text),
+    );
+    let base = &site.base;
     let curl = |path: &str| {
         let o = std::process::Command::new("curl")
             .args(["-sS", "--max-time", "30", &format!("{base}{path}")])
@@ -182,8 +172,6 @@ fn site_example() {
     );
     assert!(curl("/count").contains("/count has been visited 1 time;"));
     assert!(curl("/count").contains("/count has been visited 2 times;"));
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 /// The demo system runs as the README says: its site answers while its
@@ -201,22 +189,12 @@ fn demo_system_runs() {
     let path = manifest(dir.path(), &text);
     let report = dir.path().join("report.json");
     let control = format!("127.0.0.1:{}", free_port());
-    let mut child = warden()
-        .args(["run", "--no-cache", "--control", &control, "--report"])
-        .arg(&report)
-        .arg(&path)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stderr.take().unwrap()));
-    let base = loop {
-        let line = lines.next().expect("warden ended before serving").unwrap();
-        if let Some(addr) = line.strip_prefix("warden: serving ") {
-            break addr.trim_end_matches('/').to_string();
-        }
-    };
-    std::thread::spawn(move || lines.for_each(drop));
+    let report_arg = report.display().to_string();
+    let mut demo = serve(
+        &["--no-cache", "--control", &control, "--report", &report_arg],
+        &path,
+    );
+    let base = demo.base.clone();
     let curl = |url: &str| {
         let o = std::process::Command::new("curl")
             .args(["-sS", "--max-time", "30", "-w", "\n%{http_code}", url])
@@ -256,9 +234,9 @@ fn demo_system_runs() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     // SAFETY: signalling our own child process.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    unsafe { libc::kill(demo.child.id() as i32, libc::SIGINT) };
     let status = wait_child(
-        &mut child,
+        &mut demo.child,
         std::time::Duration::from_secs(30),
         "demo still running after Ctrl-C",
     );

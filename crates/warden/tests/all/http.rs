@@ -2,64 +2,29 @@
 //! and by servlets, driven by a real HTTP client (curl) against a running
 //! `warden run`.
 
-use crate::util::{free_port, manifest, warden};
-use std::io::BufRead;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use crate::util::{free_port, manifest, serve, warden, Served};
+use std::process::Command;
 use std::time::{Duration, Instant};
 use warden_test_guests as guests;
 
-/// A running `warden run` with HTTP servers; killed on drop.
+/// A running `warden run` with HTTP servers and its control API.
 struct Web {
-    child: Child,
+    served: Served,
     /// `http://ADDR` of its first server.
     base: String,
     /// Its control API address.
     control: String,
-    /// Everything it wrote on stderr so far.
-    stderr: Arc<Mutex<String>>,
-}
-
-impl Drop for Web {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Web {
     /// Starts `manifest` and waits for its "serving" line.
     fn start(dir: &std::path::Path, text: &str) -> Web {
-        let path = manifest(dir, text);
         let control = format!("127.0.0.1:{}", free_port());
-        let mut child = warden()
-            .args(["run", "--no-cache", "--control", &control])
-            .arg(&path)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (lines, all) = (child.stderr.take().unwrap(), stderr.clone());
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(lines).lines().map_while(Result::ok) {
-                if let Some(addr) = line.strip_prefix("warden: serving http://") {
-                    let _ = tx.send(addr.trim_end_matches('/').to_string());
-                }
-                let mut s = all.lock().unwrap();
-                s.push_str(&line);
-                s.push('\n');
-            }
-        });
-        let addr = rx
-            .recv_timeout(Duration::from_secs(60))
-            .unwrap_or_else(|_| panic!("no server came up: {}", stderr.lock().unwrap()));
+        let served = serve(&["--no-cache", "--control", &control], &manifest(dir, text));
         Web {
-            child,
-            base: format!("http://{addr}"),
+            base: served.base.clone(),
+            served,
             control,
-            stderr,
         }
     }
 }
@@ -386,7 +351,7 @@ service = "nobody"
         assert!(
             t.elapsed() < Duration::from_secs(20),
             "{}",
-            web.stderr.lock().unwrap()
+            web.served.stderr.lock().unwrap()
         );
     }
 }

@@ -210,3 +210,54 @@ pub fn discarding_sink() -> String {
     });
     addr
 }
+
+/// A `warden run` serving `[[http]]` routes, its stderr collected; killed
+/// on drop.
+pub struct Served {
+    pub child: std::process::Child,
+    /// `http://ADDR` of its first server.
+    pub base: String,
+    /// Everything it wrote on stderr so far.
+    pub stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `warden run ARGS MANIFEST` and waits for its "serving" line.
+pub fn serve(args: &[&str], manifest: &Path) -> Served {
+    use std::io::BufRead;
+    let mut child = warden()
+        .arg("run")
+        .args(args)
+        .arg(manifest)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (lines, all) = (child.stderr.take().unwrap(), stderr.clone());
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(lines).lines().map_while(Result::ok) {
+            if let Some(addr) = line.strip_prefix("warden: serving http://") {
+                let _ = tx.send(addr.trim_end_matches('/').to_string());
+            }
+            let mut s = all.lock().unwrap();
+            s.push_str(&line);
+            s.push('\n');
+        }
+    });
+    let addr = rx
+        .recv_timeout(Duration::from_secs(60))
+        .unwrap_or_else(|_| panic!("no server came up: {}", stderr.lock().unwrap()));
+    Served {
+        child,
+        base: format!("http://{addr}"),
+        stderr,
+    }
+}
