@@ -11,6 +11,11 @@
 //! Loading an entry maps native code into the process, so the directory
 //! must be writable only by whoever runs Warden. An entry that fails to
 //! load is recompiled and replaced.
+//!
+//! Precompiled files (`warden compile -o prog.cwasm`) are native code too.
+//! The cache remembers the SHA-256 of each one it wrote
+//! (`precompiled/<digest>`), so that `warden run` accepts those and refuses
+//! a precompiled file from anywhere else unless told to trust it.
 
 use sha2::{Digest, Sha256};
 use std::hash::{Hash, Hasher};
@@ -68,6 +73,23 @@ impl CodeCache {
         &self.dir
     }
 
+    /// Records that `precompiled` (a serialized module) was written by
+    /// Warden, so it may be loaded later.
+    pub fn trust(&self, precompiled: &[u8]) -> std::io::Result<()> {
+        let marker = self.marker(precompiled);
+        std::fs::create_dir_all(marker.parent().unwrap_or(&self.dir))?;
+        std::fs::write(marker, b"")
+    }
+
+    /// Whether [`CodeCache::trust`] recorded `precompiled`.
+    pub fn trusts(&self, precompiled: &[u8]) -> bool {
+        self.marker(precompiled).is_file()
+    }
+
+    fn marker(&self, precompiled: &[u8]) -> PathBuf {
+        self.dir.join("precompiled").join(hex(&Sha256::digest(precompiled)))
+    }
+
     fn entry(&self, engine: &Engine, wasm: &[u8]) -> PathBuf {
         let mut sha = Sha256::new();
         engine
@@ -75,9 +97,7 @@ impl CodeCache {
             .hash(&mut Sha256Hasher(&mut sha));
         sha.update((wasm.len() as u64).to_le_bytes());
         sha.update(wasm);
-        let digest = sha.finalize();
-        let name: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-        self.dir.join(format!("{name}.cwasm"))
+        self.dir.join(format!("{}.cwasm", hex(&sha.finalize())))
     }
 
     /// Loads the compiled form of `wasm` (binary module bytes), compiling
@@ -108,6 +128,10 @@ impl CodeCache {
     }
 }
 
+fn hex(digest: &[u8]) -> String {
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,6 +154,16 @@ mod tests {
             cache.load_or_compile(&engine, &b).unwrap().1,
             CacheOutcome::Miss
         );
+    }
+
+    #[test]
+    fn trusts_only_what_it_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = CodeCache::new(dir.path()).unwrap();
+        assert!(!cache.trusts(b"code"));
+        cache.trust(b"code").unwrap();
+        assert!(cache.trusts(b"code"));
+        assert!(!cache.trusts(b"other code"));
     }
 
     #[test]

@@ -56,6 +56,7 @@
 //! offending key or file.
 
 mod http;
+mod locate;
 
 use crate::ipc::handle::MAX_HANDLES;
 use crate::runtime::GroupSpec;
@@ -206,8 +207,33 @@ impl Manifest {
     }
 
     /// Parses manifest text; relative paths are resolved against `base`.
+    ///
+    /// Errors are one line, starting with the line of the manifest they
+    /// point at when it can be found (`line 12: task[1] ("web"): …`).
     pub fn parse(text: &str, base: &Path) -> Result<Manifest, String> {
         let raw: RawManifest = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
+        Self::from_raw(raw, base).map_err(|e| match locate::line_of(text, &e) {
+            Some(line) => format!("line {line}: {e}"),
+            None => e,
+        })
+    }
+
+    /// One task from the keys of a `[[task]]` entry, checked exactly as in
+    /// a manifest file (`count` is refused): how `warden run prog.wasm`
+    /// turns its flags into a task. Relative paths are resolved against
+    /// `base`.
+    pub fn task(keys: toml::Table, base: &Path) -> Result<TaskSpec, String> {
+        if keys.contains_key("count") {
+            return Err("count: not for a single task".into());
+        }
+        let raw: RawTask = toml::Value::Table(keys)
+            .try_into()
+            .map_err(|e: toml::de::Error| e.message().trim().replace('\n', " "))?;
+        let mut specs = task_specs(raw, base)?;
+        Ok(specs.remove(0))
+    }
+
+    fn from_raw(raw: RawManifest, base: &Path) -> Result<Manifest, String> {
         let runtime = RuntimeSection {
             workers: match raw.runtime.workers {
                 Some(0) => return Err("runtime.workers: must be at least 1".into()),
@@ -487,10 +513,8 @@ fn task_dirs(
 ) -> Result<Vec<(String, PathBuf)>, String> {
     dirs.iter()
         .map(|(guest, host)| {
-            if !guest.starts_with('/') && guest != "." {
-                return Err(format!(
-                    "dirs: guest path {guest:?} must be absolute or \".\""
-                ));
+            if guest.is_empty() || guest.contains('\0') {
+                return Err(format!("dirs: bad guest path {guest:?}"));
             }
             let host_path = base.join(host);
             if !host_path.is_dir() {

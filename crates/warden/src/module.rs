@@ -5,7 +5,7 @@
 use crate::cache::{CacheOutcome, CodeCache};
 use crate::host::TaskData;
 use std::path::{Path, PathBuf};
-use wasmtime::{Engine, ExternType, InstancePre, Linker, Module};
+use wasmtime::{Engine, ExternType, InstancePre, Linker, Module, Precompiled};
 
 /// Import modules Warden provides to guests.
 pub const PROVIDED_IMPORT_MODULES: &[&str] = &["wasi_snapshot_preview1", crate::host::MODULE];
@@ -19,45 +19,48 @@ pub struct LoadedModule {
     pub(crate) pre: InstancePre<TaskData>,
 }
 
+impl LoadedModule {
+    /// The module's compiled code, as `warden compile -o` writes it.
+    pub fn precompiled(&self) -> Result<Vec<u8>, String> {
+        self.pre
+            .module()
+            .serialize()
+            .map_err(|e| format!("{}: {e:#}", self.path.display()))
+    }
+}
+
 /// Reads, validates, compiles and links the module at `path`.
 ///
 /// Refuses, with a message naming the file, anything that is not a
-/// WebAssembly core module (binary, or text in a `.wat` file), a component,
-/// a module that does not fit a task slot (more than one memory or table,
-/// a table over the element limit: Wasmtime's compiler says which),
-/// a module without a `_start` command entry point, and a module importing
-/// anything Warden does not provide (the message names the import).
+/// WebAssembly core module (binary, or text in a `.wat` file) or a module
+/// precompiled by `warden compile`, a component, a module that does not
+/// fit a task slot (more than one memory or table, a table over the
+/// element limit: Wasmtime's compiler says which), a module without a
+/// `_start` command entry point, and a module importing anything Warden
+/// does not provide (the message names the import).
+///
+/// A precompiled module is native code that is not checked again, so it
+/// is loaded only if `cache` recorded writing it or `allow_precompiled`.
 pub(crate) fn load(
     engine: &Engine,
     linker: &Linker<TaskData>,
     cache: Option<&CodeCache>,
     path: &Path,
+    allow_precompiled: bool,
 ) -> Result<LoadedModule, String> {
     let shown = path.display();
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read module {shown}: {e}"))?;
-    let wasm = if bytes.starts_with(b"\0asm") {
-        if bytes.get(4..8) != Some(&[1, 0, 0, 0]) {
-            return Err(format!(
-                "{shown}: a WebAssembly component or unknown binary version; \
-                 Warden runs core modules (WASI preview 1)"
-            ));
-        }
-        bytes
-    } else if path.extension().is_some_and(|e| e == "wat") {
-        wat::parse_bytes(&bytes)
-            .map_err(|e| format!("{shown}: invalid WebAssembly text: {e}"))?
-            .into_owned()
+    let (module, outcome) = if let Some(kind) = Engine::detect_precompiled(&bytes) {
+        let trusted = allow_precompiled || cache.is_some_and(|c| c.trusts(&bytes));
+        (precompiled(engine, path, &bytes, kind, trusted)?, None)
     } else {
-        return Err(format!(
-            "{shown}: not a WebAssembly module (no \\0asm header; text modules must end in .wat)"
-        ));
+        let wasm = wasm_bytes(path, bytes)?;
+        match cache {
+            Some(c) => c.load_or_compile(engine, &wasm).map(|(m, o)| (m, Some(o))),
+            None => Module::from_binary(engine, &wasm).map(|m| (m, None)),
+        }
+        .map_err(|e| format!("{shown}: invalid module: {e:#}"))?
     };
-    let (module, outcome) = match cache {
-        Some(c) => c.load_or_compile(engine, &wasm).map(|(m, o)| (m, Some(o))),
-        None => Module::from_binary(engine, &wasm).map(|m| (m, None)),
-    }
-    .map_err(|e| format!("{shown}: invalid module: {e:#}"))?;
-
     for import in module.imports() {
         if !PROVIDED_IMPORT_MODULES.contains(&import.module()) {
             return Err(format!(
@@ -84,5 +87,53 @@ pub(crate) fn load(
         path: path.to_path_buf(),
         cache: outcome,
         pre,
+    })
+}
+
+/// The binary module in `bytes`, assembled first if `path` is a `.wat` file.
+fn wasm_bytes(path: &Path, bytes: Vec<u8>) -> Result<Vec<u8>, String> {
+    let shown = path.display();
+    if bytes.starts_with(b"\0asm") {
+        if bytes.get(4..8) != Some(&[1, 0, 0, 0]) {
+            return Err(format!(
+                "{shown}: a WebAssembly component or unknown binary version; \
+                 Warden runs core modules (WASI preview 1)"
+            ));
+        }
+        Ok(bytes)
+    } else if path.extension().is_some_and(|e| e == "wat") {
+        Ok(wat::parse_bytes(&bytes)
+            .map_err(|e| format!("{shown}: invalid WebAssembly text: {e}"))?
+            .into_owned())
+    } else {
+        Err(format!(
+            "{shown}: not a WebAssembly module (no \\0asm header; text modules must end in .wat)"
+        ))
+    }
+}
+
+/// A module `warden compile` wrote, if it may be trusted.
+fn precompiled(
+    engine: &Engine,
+    path: &Path,
+    bytes: &[u8],
+    kind: Precompiled,
+    trusted: bool,
+) -> Result<Module, String> {
+    let shown = path.display();
+    if !matches!(kind, Precompiled::Module) {
+        return Err(format!("{shown}: a precompiled component; Warden runs core modules"));
+    }
+    if !trusted {
+        return Err(format!(
+            "{shown}: precompiled elsewhere: its native code would run unchecked \
+             (--allow-precompiled if you trust it, or compile the .wasm here)"
+        ));
+    }
+    // SAFETY: the caller trusts the file: this runtime's cache recorded
+    // writing it, or the operator said so. Wasmtime still refuses code
+    // built for another engine version, configuration or machine.
+    unsafe { Module::deserialize(engine, bytes) }.map_err(|e| {
+        format!("{shown}: cannot load precompiled module ({e:#}); compile it again")
     })
 }

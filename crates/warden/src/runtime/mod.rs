@@ -84,6 +84,9 @@ pub struct RuntimeConfig {
     /// The outgoing bandwidth the tasks share, bytes per second (`None`:
     /// unlimited, and only `bandwidth_limit` caps apply).
     pub link_rate: Option<u64>,
+    /// Load precompiled modules (`.cwasm`) this runtime's cache did not
+    /// record writing (default false): their native code runs unchecked.
+    pub allow_precompiled: bool,
 }
 
 /// A callback that receives every finished task's report (for example to
@@ -111,6 +114,7 @@ impl Default for RuntimeConfig {
             groups: Vec::new(),
             events: None,
             link_rate: None,
+            allow_precompiled: false,
         }
     }
 }
@@ -520,6 +524,7 @@ impl Runtime {
                 &self.inner.linker,
                 self.inner.cache.as_ref(),
                 path,
+                self.inner.config.allow_precompiled,
             )
             .map_err(Error::Module)?,
         );

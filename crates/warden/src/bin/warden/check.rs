@@ -1,0 +1,97 @@
+//! `warden check`: a manifest validated and every module it names
+//! compiled, without running anything. Each problem is a line naming the
+//! manifest and the line it is on.
+
+use crate::cli::CheckArgs;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use warden::http::Handler;
+use warden::{Manifest, Runtime, RuntimeConfig};
+
+pub fn check(args: &CheckArgs) -> Result<ExitCode, String> {
+    let path = &args.manifest;
+    let m = match Manifest::load(path) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("warden: {e}");
+            return Ok(ExitCode::from(1));
+        }
+    };
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let base = path.parent().unwrap_or(Path::new("."));
+    let mut config = RuntimeConfig {
+        workers: 1,
+        scheduler: m.runtime.scheduler,
+        groups: m.groups.clone(),
+        link_rate: m.runtime.link_rate,
+        allow_precompiled: args.allow_precompiled,
+        ..RuntimeConfig::default()
+    };
+    if m.runtime.cache == Some(false) {
+        config.cache_dir = None;
+    }
+    let rt = Runtime::new(config).map_err(|e| format!("{}: {e}", path.display()))?;
+    let modules = modules(&m);
+    let mut problems = 0;
+    for module in &modules {
+        if let Err(e) = rt.load_module(module) {
+            problems += 1;
+            let at = line_naming(&text, module, base).map_or(String::new(), |l| format!("line {l}: "));
+            eprintln!("warden: {}: {at}{e}", path.display());
+        }
+    }
+    for warning in unserved(&m) {
+        eprintln!("warden: {}: warning: {warning}", path.display());
+    }
+    if problems > 0 {
+        return Ok(ExitCode::from(1));
+    }
+    let routes: usize = m.http.iter().map(|h| h.routes.len()).sum();
+    println!(
+        "{}: ok: {} tasks, {} servers with {routes} routes, {} modules compiled",
+        path.display(),
+        m.tasks.len(),
+        m.http.len(),
+        modules.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Every module the manifest names: its tasks', the modules they may
+/// spawn children from, and its per-request routes'.
+fn modules(m: &Manifest) -> BTreeSet<PathBuf> {
+    let routes = m.http.iter().flat_map(|h| &h.routes);
+    let specs = m.tasks.iter().chain(routes.filter_map(|r| match &r.handler {
+        Handler::Module(spec) => Some(&**spec),
+        Handler::Service(_) => None,
+    }));
+    specs
+        .flat_map(|s| std::iter::once(s.module.clone()).chain(s.modules.iter().map(|(_, p)| p.clone())))
+        .collect()
+}
+
+/// Service routes whose service no task provides.
+fn unserved(m: &Manifest) -> Vec<String> {
+    let provided: BTreeSet<&str> = m.tasks.iter().flat_map(|t| &t.provides).map(|s| s.as_str()).collect();
+    m.http
+        .iter()
+        .flat_map(|h| &h.routes)
+        .filter_map(|r| match &r.handler {
+            Handler::Service(s) if !provided.contains(s.as_str()) => Some(format!(
+                "route {:?} calls service {s:?}, which no task provides",
+                r.path
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The first line that names `module` (as written, relative to `base`).
+fn line_naming(text: &str, module: &Path, base: &Path) -> Option<usize> {
+    let written = module.strip_prefix(base).unwrap_or(module).to_string_lossy().into_owned();
+    let quoted = [format!("\"{written}\""), format!("'{written}'")];
+    text.lines()
+        .position(|l| quoted.iter().any(|q| l.contains(q.as_str())))
+        .map(|i| i + 1)
+}

@@ -1,0 +1,284 @@
+//! The command line, defined once: parsing, `--help`, the shell
+//! completions and the man pages all come from these types.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::time::Duration;
+use warden::units::{parse_duration, parse_rate, parse_size};
+
+#[derive(Parser)]
+#[command(
+    name = "warden",
+    version,
+    about = "Run many WebAssembly programs as isolated tasks in one process",
+    long_about = "Run many WebAssembly programs as isolated tasks in one process: each \
+                  with its own memory, CPU and bandwidth budget, talking through \
+                  capability-based IPC, and killable at any moment with every resource \
+                  returned."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run a system of tasks from a manifest (.toml), or one program
+    /// (.wasm, .wat, or .cwasm from `warden compile`).
+    ///
+    /// Flags may come before or after the target. The first word after the
+    /// target that is not a flag starts the program's arguments: it and
+    /// every word after it go to the program (so do words after `--`).
+    ///
+    /// A single program's exit status is its own: its exit code, 134 if it
+    /// trapped, 137 if it was killed (at a limit, by an operator, by
+    /// Ctrl-C). A manifest's system exits 0 when every task it started
+    /// exited 0, else 1. Warden's own errors exit 2.
+    Run(RunArgs),
+    /// Compile modules into the compiled-code cache ahead of time, or into
+    /// a precompiled file.
+    Compile(CompileArgs),
+    /// Check a manifest and compile every module it names, without
+    /// running anything.
+    Check(CheckArgs),
+    /// List the tasks of a running system (a tree: children under parents).
+    Ps {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Include tasks that have ended.
+        #[arg(long)]
+        all: bool,
+        #[command(flatten)]
+        control: ControlArg,
+    },
+    /// Show the live tasks, refreshed every second.
+    Top {
+        /// Sort by "cpu" or "memory".
+        #[arg(long, default_value = "cpu", value_parser = ["cpu", "memory"])]
+        sort: String,
+        /// Stop after this many refreshes.
+        #[arg(long)]
+        iterations: Option<u32>,
+        #[command(flatten)]
+        control: ControlArg,
+    },
+    /// Kill a task (by id or name) and its children.
+    Kill {
+        task: String,
+        #[command(flatten)]
+        control: ControlArg,
+    },
+    /// Suspend a task.
+    Suspend {
+        task: String,
+        #[command(flatten)]
+        control: ControlArg,
+    },
+    /// Resume a suspended task.
+    Resume {
+        task: String,
+        #[command(flatten)]
+        control: ControlArg,
+    },
+    /// Print a task's recent output.
+    Logs {
+        task: String,
+        /// Keep printing new output.
+        #[arg(long, short)]
+        follow: bool,
+        #[command(flatten)]
+        control: ControlArg,
+    },
+    /// Print the web dashboard's address, with the control token that lets
+    /// it kill tasks.
+    Dashboard {
+        #[command(flatten)]
+        control: ControlArg,
+    },
+    /// Start a task in a running system.
+    Spawn {
+        module: PathBuf,
+        #[arg(long)]
+        memory_limit: Option<String>,
+        #[arg(long)]
+        cpu_limit: Option<String>,
+        #[command(flatten)]
+        control: ControlArg,
+        /// Arguments for the module (after `--`).
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
+    /// Print shell completions for bash, zsh or fish.
+    Completions {
+        #[arg(value_parser = ["bash", "zsh", "fish"])]
+        shell: String,
+    },
+    /// Write the man pages (warden.1 and one per command).
+    Man {
+        /// The directory to write them to.
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+    },
+}
+
+#[derive(Args)]
+pub struct ControlArg {
+    /// The control API of the running system.
+    #[arg(long = "control", default_value = warden::control::DEFAULT_ADDR)]
+    pub addr: String,
+}
+
+/// `warden run`: flags may come before or after the target; the first
+/// word after the target that is not a flag, and every word after it (or
+/// everything after `--`), is an argument for the program.
+#[derive(Args)]
+pub struct RunArgs {
+    /// A manifest (.toml) or a module (.wasm, .wat, .cwasm).
+    pub target: PathBuf,
+    /// Arguments for a single program.
+    #[arg(trailing_var_arg = true, value_name = "ARGS")]
+    pub args: Vec<String>,
+    #[command(flatten)]
+    pub program: ProgramArgs,
+    #[command(flatten)]
+    pub system: SystemArgs,
+}
+
+/// The task a single program runs as: the keys of a manifest's `[[task]]`.
+#[derive(Args, Default)]
+#[command(next_help_heading = "Program (a single module)")]
+pub struct ProgramArgs {
+    /// Preopen host directory HOST for the program, as GUEST (default: the
+    /// same path). Repeatable.
+    #[arg(long, value_name = "HOST[::GUEST]")]
+    pub dir: Vec<String>,
+    /// Set an environment variable, or pass the host's NAME on (skipped if
+    /// unset). Repeatable.
+    #[arg(long, value_name = "NAME[=VALUE]")]
+    pub env: Vec<String>,
+    /// Open a TCP listener on ADDR before the program starts; it finds it
+    /// as a WASI descriptor after its directories. Repeatable.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Vec<String>,
+    /// The program's standard input.
+    #[arg(long, value_name = "inherit|null", value_parser = ["inherit", "null"])]
+    pub stdin: Option<String>,
+    /// The task's name (default: the module's file name without extension).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Memory limit, e.g. 64MiB.
+    #[arg(long, value_name = "SIZE", value_parser = size)]
+    pub memory_limit: Option<String>,
+    /// What a growth past the memory limit does.
+    #[arg(long, value_name = "deny|kill|notify", value_parser = ["deny", "kill", "notify"])]
+    pub on_memory_limit: Option<String>,
+    /// Kill (instead of deny growth) at the memory limit; the same as
+    /// --on-memory-limit kill.
+    #[arg(long, conflicts_with = "on_memory_limit")]
+    pub kill_on_memory_limit: bool,
+    /// CPU-time limit, e.g. 500ms, 2s.
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub cpu_limit: Option<String>,
+    /// What reaching the CPU limit does.
+    #[arg(long, value_name = "kill|notify", value_parser = ["kill", "notify"])]
+    pub on_cpu_limit: Option<String>,
+    /// Outgoing bandwidth cap, e.g. 10MB/s.
+    #[arg(long, value_name = "RATE", value_parser = rate)]
+    pub bandwidth_limit: Option<String>,
+    /// Incoming bandwidth cap, e.g. 10MB/s.
+    #[arg(long, value_name = "RATE", value_parser = rate)]
+    pub receive_limit: Option<String>,
+    /// Sockets open at once (listeners and connections).
+    #[arg(long, value_name = "N")]
+    pub max_sockets: Option<u32>,
+    /// Buffer per socket, each way, from 4KiB to 16MiB.
+    #[arg(long, value_name = "SIZE", value_parser = size)]
+    pub socket_buffer: Option<String>,
+    /// Addresses the program may connect to, e.g. 127.0.0.1:5000-5099.
+    /// Repeatable.
+    #[arg(long, value_name = "GRANT")]
+    pub allow_connect: Vec<String>,
+    /// Addresses the program may listen on, e.g. 127.0.0.1:*. Repeatable.
+    #[arg(long, value_name = "GRANT")]
+    pub allow_listen: Vec<String>,
+    /// Handles the task may hold at once.
+    #[arg(long, value_name = "N")]
+    pub max_handles: Option<u64>,
+    /// Largest IPC message the task may send, e.g. 1MiB.
+    #[arg(long, value_name = "SIZE", value_parser = size)]
+    pub max_message_bytes: Option<String>,
+    /// A module the program may spawn children from, by NAME. Repeatable.
+    #[arg(long, value_name = "NAME=PATH")]
+    pub module: Vec<String>,
+}
+
+/// Settings of the runtime, for a manifest or a single program.
+#[derive(Args)]
+#[command(next_help_heading = "Runtime")]
+pub struct SystemArgs {
+    /// Worker threads (default: manifest, else number of cores).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Time slice in ms (default: manifest, else 4).
+    #[arg(long)]
+    pub slice_ms: Option<u64>,
+    /// Do not use the on-disk compiled-code cache.
+    #[arg(long)]
+    pub no_cache: bool,
+    /// Run precompiled modules this machine's `warden compile` did not
+    /// write: their native code runs unchecked.
+    #[arg(long)]
+    pub allow_precompiled: bool,
+    /// Write a JSON report of every task to this file.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// Print a one-line summary per task on stderr when it ends.
+    #[arg(long, short)]
+    pub verbose: bool,
+    /// Write the event log (JSON lines: spawn, exit, trap, kill, limit) here.
+    #[arg(long)]
+    pub events: Option<PathBuf>,
+    /// Serve the control API on this address, or "off" (default: the
+    /// manifest's `control`, else 127.0.0.1:7474). Off loopback, every
+    /// request needs the control token.
+    #[arg(long)]
+    pub control: Option<String>,
+    /// Stop after this long (e.g. 10s): every task is killed, servers
+    /// stop. Without it, a system with [[http]] servers runs until Ctrl-C.
+    #[arg(long = "for", value_parser = parse_duration)]
+    pub run_for: Option<Duration>,
+}
+
+#[derive(Args)]
+pub struct CompileArgs {
+    /// Modules (.wasm, .wat) to compile.
+    #[arg(required = true)]
+    pub modules: Vec<PathBuf>,
+    /// Also write the compiled code of the (one) module to this file,
+    /// which `warden run` accepts in place of the module.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct CheckArgs {
+    /// The manifest to check.
+    pub manifest: PathBuf,
+    /// Accept precompiled modules this machine did not write.
+    #[arg(long)]
+    pub allow_precompiled: bool,
+}
+
+/// A size flag, kept as written once it parses (`4MiB`).
+fn size(s: &str) -> Result<String, String> {
+    parse_size(s).map(|_| s.to_string())
+}
+
+fn duration(s: &str) -> Result<String, String> {
+    parse_duration(s).map(|_| s.to_string())
+}
+
+fn rate(s: &str) -> Result<String, String> {
+    parse_rate(s).map(|_| s.to_string())
+}

@@ -1,0 +1,90 @@
+//! `warden`: the command-line front end. The commands are defined in
+//! `cli`; each is a function of one of the modules below.
+
+mod check;
+mod cli;
+mod client;
+mod compile;
+mod docs;
+mod outcome;
+mod program;
+mod run;
+
+use clap::Parser;
+use cli::{Cli, Command};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
+    let done = |r: Result<(), String>| r.map(|()| ExitCode::SUCCESS);
+    let result = match cli.command {
+        Command::Run(args) => run::run(args),
+        Command::Compile(args) => done(compile::compile(&args)),
+        Command::Check(args) => check::check(&args),
+        Command::Ps { json, all, control } => done(client::ps(&control.addr, json, all)),
+        Command::Top {
+            sort,
+            iterations,
+            control,
+        } => done(client::top(&control.addr, &sort, iterations)),
+        Command::Kill { task, control } => done(client::act(&control.addr, "kill", &task)),
+        Command::Suspend { task, control } => done(client::act(&control.addr, "suspend", &task)),
+        Command::Resume { task, control } => done(client::act(&control.addr, "resume", &task)),
+        Command::Logs {
+            task,
+            follow,
+            control,
+        } => done(client::logs(&control.addr, &task, follow)),
+        Command::Dashboard { control } => done(client::dashboard(&control.addr)),
+        Command::Spawn {
+            module,
+            memory_limit,
+            cpu_limit,
+            control,
+            args,
+        } => done(client::spawn(
+            &control.addr,
+            &module.to_string_lossy(),
+            memory_limit.as_deref(),
+            cpu_limit.as_deref(),
+            &args,
+        )),
+        Command::Completions { shell } => done(docs::completions(&shell)),
+        Command::Man { dir } => done(docs::man(&dir)),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("warden: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// `--help` and `--version` as clap prints them; a bad command line as one
+/// line (with clap's suggestion, if it has one), exit status 2.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        let _ = e.print();
+        return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+    }
+    let text = e.render().to_string();
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next().unwrap_or("bad command line");
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    let tip = lines.find_map(|l| l.strip_prefix("tip: "));
+    match tip {
+        Some(tip) => eprintln!("warden: {first} ({tip}); see --help"),
+        None => eprintln!("warden: {first}; see --help"),
+    }
+    ExitCode::from(2)
+}

@@ -1,0 +1,203 @@
+//! `warden run prog.wasm`: the flags of one program become the keys of a
+//! manifest `[[task]]`, checked by the same code as a manifest file.
+
+use crate::cli::ProgramArgs;
+use std::path::Path;
+use toml::{Table, Value};
+use warden::{Manifest, TaskSpec};
+
+/// The task `warden run target args…` runs.
+pub fn task(target: &Path, args: &[String], p: &ProgramArgs) -> Result<TaskSpec, String> {
+    if !target.is_file() {
+        return Err(format!("module not found: {}", target.display()));
+    }
+    let name = p.name.clone().unwrap_or_else(|| {
+        target
+            .file_stem()
+            .map_or("main".into(), |s| s.to_string_lossy().into_owned())
+    });
+    let mut keys = Table::new();
+    let mut put = |key: &str, v: Value| keys.insert(key.into(), v);
+    put("name", name.into());
+    put("module", target.to_string_lossy().into_owned().into());
+    put("args", strings(args));
+    put("env", Value::Table(env(&p.env)?));
+    put("dirs", Value::Table(dirs(&p.dir)?));
+    put("modules", Value::Table(pairs("--module", &p.module)?));
+    put("preopen_listeners", strings(&p.listen));
+    put("connect", strings(&p.allow_connect));
+    put("listen", strings(&p.allow_listen));
+    put("stdin", p.stdin.as_deref().unwrap_or("inherit").into());
+    let on_memory_limit = match p.kill_on_memory_limit {
+        true => Some("kill".to_string()),
+        false => p.on_memory_limit.clone(),
+    };
+    for (key, value) in [
+        ("memory_limit", &p.memory_limit),
+        ("on_memory_limit", &on_memory_limit),
+        ("cpu_limit", &p.cpu_limit),
+        ("on_cpu_limit", &p.on_cpu_limit),
+        ("bandwidth_limit", &p.bandwidth_limit),
+        ("receive_limit", &p.receive_limit),
+        ("socket_buffer", &p.socket_buffer),
+        ("max_message_bytes", &p.max_message_bytes),
+    ] {
+        if let Some(v) = value {
+            put(key, v.as_str().into());
+        }
+    }
+    for (key, value) in [
+        ("max_sockets", p.max_sockets.map(u64::from)),
+        ("max_handles", p.max_handles),
+    ] {
+        if let Some(n) = value {
+            put(key, Value::Integer(i64::try_from(n).unwrap_or(i64::MAX)));
+        }
+    }
+    Manifest::task(keys, Path::new(".")).map_err(as_flag)
+}
+
+/// Whether any program flag was given (they do not apply to manifests).
+pub fn any(p: &ProgramArgs) -> bool {
+    let ProgramArgs {
+        dir,
+        env,
+        listen,
+        stdin,
+        name,
+        memory_limit,
+        on_memory_limit,
+        kill_on_memory_limit,
+        cpu_limit,
+        on_cpu_limit,
+        bandwidth_limit,
+        receive_limit,
+        max_sockets,
+        socket_buffer,
+        allow_connect,
+        allow_listen,
+        max_handles,
+        max_message_bytes,
+        module,
+    } = p;
+    let lists = [dir, env, listen, allow_connect, allow_listen, module];
+    let strings = [
+        stdin,
+        name,
+        memory_limit,
+        on_memory_limit,
+        cpu_limit,
+        on_cpu_limit,
+        bandwidth_limit,
+        receive_limit,
+        socket_buffer,
+        max_message_bytes,
+    ];
+    lists.iter().any(|l| !l.is_empty())
+        || strings.iter().any(|s| s.is_some())
+        || *kill_on_memory_limit
+        || max_sockets.is_some()
+        || max_handles.is_some()
+}
+
+fn strings(list: &[String]) -> Value {
+    Value::Array(list.iter().map(|s| s.as_str().into()).collect())
+}
+
+/// `--env NAME=VALUE` sets; `--env NAME` passes the host's value on.
+fn env(flags: &[String]) -> Result<Table, String> {
+    let mut env = Table::new();
+    for flag in flags {
+        let (name, value) = match flag.split_once('=') {
+            Some((name, value)) => (name, Some(value.to_string())),
+            None => (flag.as_str(), std::env::var(flag).ok()),
+        };
+        if name.is_empty() || name.contains('\0') {
+            return Err(format!("--env: bad variable name in {flag:?}"));
+        }
+        if let Some(value) = value {
+            env.insert(name.into(), value.into());
+        }
+    }
+    Ok(env)
+}
+
+/// `--dir HOST[::GUEST]`, as guest path → host path.
+fn dirs(flags: &[String]) -> Result<Table, String> {
+    let mut dirs = Table::new();
+    for flag in flags {
+        let (host, guest) = flag.split_once("::").unwrap_or((flag, flag));
+        if host.is_empty() || guest.is_empty() {
+            return Err(format!("--dir: {flag:?} is not HOST or HOST::GUEST"));
+        }
+        if dirs.insert(guest.into(), host.into()).is_some() {
+            return Err(format!("--dir: guest path {guest:?} given twice"));
+        }
+    }
+    Ok(dirs)
+}
+
+/// `NAME=VALUE` flags as a table.
+fn pairs(flag: &str, values: &[String]) -> Result<Table, String> {
+    let mut table = Table::new();
+    for v in values {
+        let Some((name, value)) = v.split_once('=').filter(|(n, v)| !n.is_empty() && !v.is_empty())
+        else {
+            return Err(format!("{flag}: {v:?} is not NAME=PATH"));
+        };
+        table.insert(name.into(), value.into());
+    }
+    Ok(table)
+}
+
+/// A manifest key's error, named by the flag that set it.
+fn as_flag(error: String) -> String {
+    let end = error
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(error.len());
+    let (key, rest) = error.split_at(end);
+    let flag = match key {
+        "dirs" => "--dir".to_string(),
+        "preopen_listeners" => "--listen".into(),
+        "connect" => "--allow-connect".into(),
+        "listen" => "--allow-listen".into(),
+        "modules" => "--module".into(),
+        "module" => return error,
+        _ => format!("--{}", key.replace('_', "-")),
+    };
+    match rest.strip_prefix('.') {
+        Some(rest) => format!("{flag} {rest}"),
+        None => format!("{flag}{rest}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_flags() {
+        assert_eq!(
+            as_flag("socket_buffer: \"1\" is not from 4KiB to 16MiB".into()),
+            "--socket-buffer: \"1\" is not from 4KiB to 16MiB"
+        );
+        assert_eq!(
+            as_flag("dirs.\"/x\": directory not found: y".into()),
+            "--dir \"/x\": directory not found: y"
+        );
+        assert_eq!(as_flag("module: file not found: m".into()), "module: file not found: m");
+    }
+
+    #[test]
+    fn dirs_and_env() {
+        let d = dirs(&["a::/x".into(), "/tmp".into()]).unwrap();
+        assert_eq!(d["/x"].as_str(), Some("a"));
+        assert_eq!(d["/tmp"].as_str(), Some("/tmp"));
+        assert!(dirs(&["a::/x".into(), "b::/x".into()]).is_err());
+        assert!(dirs(&["::/x".into()]).is_err());
+        let e = env(&["A=1=2".into(), "WARDEN_SURELY_UNSET_VAR".into()]).unwrap();
+        assert_eq!(e["A"].as_str(), Some("1=2"));
+        assert_eq!(e.len(), 1);
+        assert!(env(&["=x".into()]).is_err());
+    }
+}
