@@ -752,7 +752,7 @@ mod tests {
     #[test]
     fn network_keys_are_checked() {
         let task = |extra: &str| err(&format!("[[task]]\nname='a'\nmodule='m.wasm'\n{extra}"));
-        assert!(task("listen=['localhost:80']").starts_with("task[0] (\"a\"): listen: "));
+        assert!(task("listen=['localhost:80']").starts_with("line 4: task[0] (\"a\"): listen: "));
         assert!(task("connect=['127.0.0.1:99999']").contains("connect: "));
         assert!(task("preopen_listeners=['127.0.0.1:*']").contains("preopen_listeners"));
         assert!(task("bandwidth_limit='5MB'").contains("bandwidth_limit: bad rate"));

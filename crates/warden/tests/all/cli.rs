@@ -57,7 +57,7 @@ fn single_module_with_limits_and_args() {
         &["run", "--no-cache", guests::SPIN, "--cpu-limit", "100ms"],
         dir.path(),
     );
-    assert_eq!(code, 1);
+    assert_eq!(code, 137, "killed at its limit");
     assert_eq!(tasks[0]["status"], "killed");
     assert!(tasks[0]["exit_code"].is_null());
 }

@@ -4,6 +4,8 @@
 
 mod blocking;
 mod cli;
+mod cli_program;
+mod cli_tools;
 mod control;
 mod control_access;
 mod dashboard;

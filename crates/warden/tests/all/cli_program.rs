@@ -1,0 +1,166 @@
+//! One program from the command line, as `wasmtime run` users run one:
+//! directories, environment, a listener, limits, and its exit status.
+
+use crate::util::*;
+use std::io::BufRead;
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+fn run(args: &[&str]) -> Output {
+    warden()
+        .args(["run", "--no-cache", "--control", "off"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn mapped_directory_and_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::write(data.join("f.txt"), "from the host").unwrap();
+    let mapped = format!("{}::/data", data.display());
+    // Flags after the program, the host's variable passed on by name.
+    let out = warden()
+        .env("WARDEN_TEST_PASSED", "passed on")
+        .args(["run", "--no-cache", guests::PROGRAM, "--dir", &mapped])
+        .args(["--env", "GREETING=hi", "--env", "WARDEN_TEST_PASSED", "--control", "off"])
+        .args(["read", "/data/f.txt", "GREETING"])
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("/data/f.txt: from the host"), "{stdout}");
+    assert!(stdout.contains("GREETING=hi"), "{stdout}");
+    let out = warden()
+        .env("WARDEN_TEST_PASSED", "passed on")
+        .args(["run", "--no-cache", "--control", "off", "--env", "WARDEN_TEST_PASSED"])
+        .args([guests::PROGRAM, "read", "/data/f.txt", "WARDEN_TEST_PASSED"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "no --dir, no file");
+    // `--dir HOST` maps the directory to the same path.
+    let f = data.join("f.txt");
+    let out = run(&[
+        "--dir",
+        data.to_str().unwrap(),
+        guests::PROGRAM,
+        "read",
+        f.to_str().unwrap(),
+        "UNSET_HERE",
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains(": from the host\nUNSET_HERE=(unset)"), "{stdout}");
+}
+
+#[test]
+fn host_variable_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("f"), "x").unwrap();
+    let out = warden()
+        .env("WARDEN_TEST_PASSED", "passed on")
+        .args(["run", "--no-cache", "--control", "off", "--env", "WARDEN_TEST_PASSED"])
+        .args(["--dir", &format!("{}::/d", dir.path().display())])
+        .args([guests::PROGRAM, "read", "/d/f", "WARDEN_TEST_PASSED"])
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("WARDEN_TEST_PASSED=passed on"), "{stdout}");
+}
+
+#[test]
+fn exit_status_is_the_programs() {
+    for code in [0, 3, 125] {
+        let out = run(&[guests::PROGRAM, "exit", &code.to_string()]);
+        assert_eq!(out.status.code(), Some(code), "{}", text(&out.stderr));
+    }
+    let out = run(&[guests::UNREACHABLE]);
+    assert_eq!(out.status.code(), Some(134), "a trap, as Wasmtime says it");
+    let err = text(&out.stderr);
+    assert!(err.contains("trapped") && err.contains("unreachable"), "{err}");
+    let out = run(&["--cpu-limit", "50ms", guests::SPIN]);
+    assert_eq!(out.status.code(), Some(137), "killed at its limit");
+    assert!(text(&out.stderr).contains("cpu limit"));
+}
+
+#[test]
+fn listener_served_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut child = warden()
+        .args(["run", "--no-cache", "--control", "off", guests::PROGRAM])
+        .args(["--listen", &addr, "--dir", &format!("{}::/d", dir.path().display())])
+        .arg("serve")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "serving on descriptor 4\n", "after the one directory");
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "--max-time", "20", &format!("http://{addr}/")])
+        .output()
+        .expect("curl is installed");
+    assert_eq!(text(&out.stdout), "served once\n");
+    let status = wait_child(&mut child, Duration::from_secs(20), "program still running");
+    assert_eq!(status.code(), Some(0));
+}
+
+#[test]
+fn limit_flags_apply() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("r.json");
+    let out = warden()
+        .args(["run", "--no-cache", "--control", "off", "--report"])
+        .arg(&report)
+        .args([guests::GROW, "--memory-limit", "1MiB", "--on-memory-limit", "kill"])
+        .args(["--name", "grower", "--max-handles", "8"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(137), "{}", text(&out.stderr));
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let t = &r[0];
+    assert_eq!(t["name"], "grower");
+    assert_eq!(t["memory_limit_bytes"], 1 << 20);
+    assert_eq!(t["status"], "killed");
+    assert!(t["reason"].as_str().unwrap().contains("memory"), "{t}");
+}
+
+/// Every bad command line is one line on stderr and exit status 2, before
+/// anything runs.
+#[test]
+fn bad_flags_are_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = manifest(dir.path(), &format!("[[task]]\nname = 'a'\nmodule = '{}'\n", guests::HELLO));
+    let port = format!("127.0.0.1:{}", free_port());
+    let cases: &[(&[&str], &str)] = &[
+        (&[guests::HELLO, "--bogus"], "unexpected argument '--bogus'"),
+        (&[guests::HELLO, "--memry-limit", "1MiB"], "--memory-limit"),
+        (&[guests::HELLO, "--memory-limit", "lots"], "invalid value 'lots'"),
+        (&[guests::HELLO, "--cpu-limit", "5 parsecs"], "--cpu-limit"),
+        (&[guests::HELLO, "--socket-buffer", "1"], "--socket-buffer: \"1\" is not from 4KiB"),
+        (&[guests::HELLO, "--listen", &port, "--max-sockets", "0"], "--max-sockets: 0"),
+        (&[guests::HELLO, "--listen", "nowhere"], "--listen: bad address grant \"nowhere\""),
+        (&[guests::HELLO, "--dir", "/surely/not/here"], "--dir \"/surely/not/here\": directory not found"),
+        (&[guests::HELLO, "--env", "=x"], "--env: bad variable name"),
+        (&[guests::HELLO, "--allow-connect", "example.com:80"], "--allow-connect"),
+        (&[guests::HELLO, "--stdin", "maybe"], "invalid value 'maybe'"),
+        (&["nothing.wasm"], "module not found: nothing.wasm"),
+        (&[m.to_str().unwrap(), "--memory-limit", "1MiB"], "apply to a single module"),
+    ];
+    for (args, want) in cases {
+        let out = run(args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: one line: {err}");
+        assert!(err.starts_with("warden: ") && err.contains(want), "{args:?}: {err}");
+    }
+}
