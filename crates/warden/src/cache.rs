@@ -87,7 +87,9 @@ impl CodeCache {
     }
 
     fn marker(&self, precompiled: &[u8]) -> PathBuf {
-        self.dir.join("precompiled").join(hex(&Sha256::digest(precompiled)))
+        self.dir
+            .join("precompiled")
+            .join(hex(&Sha256::digest(precompiled)))
     }
 
     fn entry(&self, engine: &Engine, wasm: &[u8]) -> PathBuf {

@@ -122,7 +122,9 @@ fn precompiled(
 ) -> Result<Module, String> {
     let shown = path.display();
     if !matches!(kind, Precompiled::Module) {
-        return Err(format!("{shown}: a precompiled component; Warden runs core modules"));
+        return Err(format!(
+            "{shown}: a precompiled component; Warden runs core modules"
+        ));
     }
     if !trusted {
         return Err(format!(
@@ -133,7 +135,6 @@ fn precompiled(
     // SAFETY: the caller trusts the file: this runtime's cache recorded
     // writing it, or the operator said so. Wasmtime still refuses code
     // built for another engine version, configuration or machine.
-    unsafe { Module::deserialize(engine, bytes) }.map_err(|e| {
-        format!("{shown}: cannot load precompiled module ({e:#}); compile it again")
-    })
+    unsafe { Module::deserialize(engine, bytes) }
+        .map_err(|e| format!("{shown}: cannot load precompiled module ({e:#}); compile it again"))
 }

@@ -74,7 +74,9 @@ fn leading_key(rest: &str) -> &str {
 /// The index of the `n`th header `[[name]]` (or `[name]`) in
 /// `lines[from..to]`.
 fn header(lines: &[&str], name: &str, n: usize, from: usize, to: usize) -> Option<usize> {
-    (from..to).filter(|&l| header_name(lines[l]) == Some(name)).nth(n)
+    (from..to)
+        .filter(|&l| header_name(lines[l]) == Some(name))
+        .nth(n)
 }
 
 /// The table a header line opens: `[[ task ]]` → `task`.

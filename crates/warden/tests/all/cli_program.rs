@@ -29,7 +29,14 @@ fn mapped_directory_and_environment() {
     let out = warden()
         .env("WARDEN_TEST_PASSED", "passed on")
         .args(["run", "--no-cache", guests::PROGRAM, "--dir", &mapped])
-        .args(["--env", "GREETING=hi", "--env", "WARDEN_TEST_PASSED", "--control", "off"])
+        .args([
+            "--env",
+            "GREETING=hi",
+            "--env",
+            "WARDEN_TEST_PASSED",
+            "--control",
+            "off",
+        ])
         .args(["read", "/data/f.txt", "GREETING"])
         .output()
         .unwrap();
@@ -39,7 +46,14 @@ fn mapped_directory_and_environment() {
     assert!(stdout.contains("GREETING=hi"), "{stdout}");
     let out = warden()
         .env("WARDEN_TEST_PASSED", "passed on")
-        .args(["run", "--no-cache", "--control", "off", "--env", "WARDEN_TEST_PASSED"])
+        .args([
+            "run",
+            "--no-cache",
+            "--control",
+            "off",
+            "--env",
+            "WARDEN_TEST_PASSED",
+        ])
         .args([guests::PROGRAM, "read", "/data/f.txt", "WARDEN_TEST_PASSED"])
         .output()
         .unwrap();
@@ -55,7 +69,10 @@ fn mapped_directory_and_environment() {
         "UNSET_HERE",
     ]);
     let stdout = text(&out.stdout);
-    assert!(stdout.contains(": from the host\nUNSET_HERE=(unset)"), "{stdout}");
+    assert!(
+        stdout.contains(": from the host\nUNSET_HERE=(unset)"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -64,7 +81,14 @@ fn host_variable_by_name() {
     std::fs::write(dir.path().join("f"), "x").unwrap();
     let out = warden()
         .env("WARDEN_TEST_PASSED", "passed on")
-        .args(["run", "--no-cache", "--control", "off", "--env", "WARDEN_TEST_PASSED"])
+        .args([
+            "run",
+            "--no-cache",
+            "--control",
+            "off",
+            "--env",
+            "WARDEN_TEST_PASSED",
+        ])
         .args(["--dir", &format!("{}::/d", dir.path().display())])
         .args([guests::PROGRAM, "read", "/d/f", "WARDEN_TEST_PASSED"])
         .output()
@@ -82,7 +106,10 @@ fn exit_status_is_the_programs() {
     let out = run(&[guests::UNREACHABLE]);
     assert_eq!(out.status.code(), Some(134), "a trap, as Wasmtime says it");
     let err = text(&out.stderr);
-    assert!(err.contains("trapped") && err.contains("unreachable"), "{err}");
+    assert!(
+        err.contains("trapped") && err.contains("unreachable"),
+        "{err}"
+    );
     let out = run(&["--cpu-limit", "50ms", guests::SPIN]);
     assert_eq!(out.status.code(), Some(137), "killed at its limit");
     assert!(text(&out.stderr).contains("cpu limit"));
@@ -95,7 +122,12 @@ fn listener_served_once() {
     let addr = format!("127.0.0.1:{port}");
     let mut child = warden()
         .args(["run", "--no-cache", "--control", "off", guests::PROGRAM])
-        .args(["--listen", &addr, "--dir", &format!("{}::/d", dir.path().display())])
+        .args([
+            "--listen",
+            &addr,
+            "--dir",
+            &format!("{}::/d", dir.path().display()),
+        ])
         .arg("serve")
         .stdout(Stdio::piped())
         .spawn()
@@ -121,17 +153,35 @@ fn limit_flags_apply() {
     let out = warden()
         .args(["run", "--no-cache", "--control", "off", "--report"])
         .arg(&report)
-        .args([guests::GROW, "--memory-limit", "1MiB", "--on-memory-limit", "kill"])
-        .args(["--name", "grower", "--max-handles", "8"])
+        .args([
+            guests::GROW,
+            "--memory-limit",
+            "1MiB",
+            "--on-memory-limit",
+            "kill",
+        ])
+        .args(["--name", "grower"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(137), "{}", text(&out.stderr));
-    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     let t = &r[0];
     assert_eq!(t["name"], "grower");
     assert_eq!(t["memory_limit_bytes"], 1 << 20);
     assert_eq!(t["status"], "killed");
     assert!(t["reason"].as_str().unwrap().contains("memory"), "{t}");
+
+    // The service and 7 portals fill a table of 8 handles.
+    let out = run(&["--max-handles", "8", guests::HOSTILE, "portal-flood"]);
+    assert_eq!(text(&out.stdout), "portal-flood: 7, then quota exceeded\n");
+    // After the first program argument, flags are the program's.
+    let out = run(&[guests::HOSTILE, "portal-flood", "--max-handles", "8"]);
+    assert!(
+        text(&out.stdout).starts_with("portal-flood: 1023,"),
+        "{}",
+        text(&out.stdout)
+    );
 }
 
 /// Every bad command line is one line on stderr and exit status 2, before
@@ -139,28 +189,58 @@ fn limit_flags_apply() {
 #[test]
 fn bad_flags_are_one_line() {
     let dir = tempfile::tempdir().unwrap();
-    let m = manifest(dir.path(), &format!("[[task]]\nname = 'a'\nmodule = '{}'\n", guests::HELLO));
+    let m = manifest(
+        dir.path(),
+        &format!("[[task]]\nname = 'a'\nmodule = '{}'\n", guests::HELLO),
+    );
     let port = format!("127.0.0.1:{}", free_port());
     let cases: &[(&[&str], &str)] = &[
         (&[guests::HELLO, "--bogus"], "unexpected argument '--bogus'"),
         (&[guests::HELLO, "--memry-limit", "1MiB"], "--memory-limit"),
-        (&[guests::HELLO, "--memory-limit", "lots"], "invalid value 'lots'"),
+        (
+            &[guests::HELLO, "--memory-limit", "lots"],
+            "invalid value 'lots'",
+        ),
         (&[guests::HELLO, "--cpu-limit", "5 parsecs"], "--cpu-limit"),
-        (&[guests::HELLO, "--socket-buffer", "1"], "--socket-buffer: \"1\" is not from 4KiB"),
-        (&[guests::HELLO, "--listen", &port, "--max-sockets", "0"], "--max-sockets: 0"),
-        (&[guests::HELLO, "--listen", "nowhere"], "--listen: bad address grant \"nowhere\""),
-        (&[guests::HELLO, "--dir", "/surely/not/here"], "--dir \"/surely/not/here\": directory not found"),
+        (
+            &[guests::HELLO, "--socket-buffer", "1"],
+            "--socket-buffer: \"1\" is not from 4KiB",
+        ),
+        (
+            &[guests::HELLO, "--listen", &port, "--max-sockets", "0"],
+            "--max-sockets: 0",
+        ),
+        (
+            &[guests::HELLO, "--listen", "nowhere"],
+            "--listen: bad address grant \"nowhere\"",
+        ),
+        (
+            &[guests::HELLO, "--dir", "/surely/not/here"],
+            "--dir \"/surely/not/here\": directory not found",
+        ),
         (&[guests::HELLO, "--env", "=x"], "--env: bad variable name"),
-        (&[guests::HELLO, "--allow-connect", "example.com:80"], "--allow-connect"),
-        (&[guests::HELLO, "--stdin", "maybe"], "invalid value 'maybe'"),
+        (
+            &[guests::HELLO, "--allow-connect", "example.com:80"],
+            "--allow-connect",
+        ),
+        (
+            &[guests::HELLO, "--stdin", "maybe"],
+            "invalid value 'maybe'",
+        ),
         (&["nothing.wasm"], "module not found: nothing.wasm"),
-        (&[m.to_str().unwrap(), "--memory-limit", "1MiB"], "apply to a single module"),
+        (
+            &[m.to_str().unwrap(), "--memory-limit", "1MiB"],
+            "apply to a single module",
+        ),
     ];
     for (args, want) in cases {
         let out = run(args);
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert_eq!(err.lines().count(), 1, "{args:?}: one line: {err}");
-        assert!(err.starts_with("warden: ") && err.contains(want), "{args:?}: {err}");
+        assert!(
+            err.starts_with("warden: ") && err.contains(want),
+            "{args:?}: {err}"
+        );
     }
 }

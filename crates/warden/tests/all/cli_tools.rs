@@ -9,8 +9,14 @@ fn text(b: &[u8]) -> String {
 
 fn cwasm_entries(dir: &Path) -> usize {
     std::fs::read_dir(dir).map_or(0, |d| {
-        d.filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "cwasm"))
-            .count()
+        d.filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "cwasm")
+        })
+        .count()
     })
 }
 
@@ -45,8 +51,15 @@ fn compile_fills_the_cache_and_writes_precompiled_files() {
     let elsewhere = dir.path().join("other-cache");
     let out = with_cache(&["run", "--control", "off", cw], &elsewhere);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("--allow-precompiled"), "{}", text(&out.stderr));
-    let out = with_cache(&["run", "--control", "off", "--allow-precompiled", cw], &elsewhere);
+    assert!(
+        text(&out.stderr).contains("--allow-precompiled"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = with_cache(
+        &["run", "--control", "off", "--allow-precompiled", cw],
+        &elsewhere,
+    );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 
     let out = with_cache(&["compile", guests::HELLO, guests::SPIN, "-o", cw], &cache);
@@ -75,7 +88,10 @@ fn check_names_the_line_of_each_problem() {
     );
     let (code, out) = check(&good);
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("ok: 2 tasks, 1 servers with 2 routes, 3 modules compiled"), "{out}");
+    assert!(
+        out.contains("ok: 2 tasks, 1 servers with 2 routes, 3 modules compiled"),
+        "{out}"
+    );
 
     let hello = guests::HELLO;
     let cases = [
@@ -103,7 +119,10 @@ fn check_names_the_line_of_each_problem() {
         "[[task]]\nname = 'a'\nmodule = '{hello}'\n[[http]]\nlisten = '127.0.0.1:0'\n[[http.route]]\npath = '/kv/*'\nservice = 'kv'\n"
     ));
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("warning: route \"/kv/*\" calls service \"kv\", which no task provides"), "{out}");
+    assert!(
+        out.contains("warning: route \"/kv/*\" calls service \"kv\", which no task provides"),
+        "{out}"
+    );
 }
 
 /// The commands and `warden run`'s flags, as `--help` lists them.
@@ -125,9 +144,16 @@ fn commands_and_run_flags() -> (Vec<String>, Vec<String>) {
         .split_whitespace()
         .filter(|w| w.starts_with("--") && w.len() > 2)
         .map(|w| w.trim_end_matches([',', '.', ')']).to_string())
-        .filter(|w| w.chars().skip(2).all(|c| c.is_ascii_lowercase() || c == '-'))
+        .filter(|w| {
+            w.chars()
+                .skip(2)
+                .all(|c| c.is_ascii_lowercase() || c == '-')
+        })
         .collect();
-    assert!(commands.len() >= 13 && flags.len() >= 30, "{commands:?} {flags:?}");
+    assert!(
+        commands.len() >= 13 && flags.len() >= 30,
+        "{commands:?} {flags:?}"
+    );
     (commands, flags)
 }
 
@@ -143,7 +169,11 @@ fn completions_cover_every_command_and_flag() {
             assert!(script.contains(bare), "{shell} completions lack {word}");
         }
     }
-    let bash = warden().args(["completions", "bash"]).output().unwrap().stdout;
+    let bash = warden()
+        .args(["completions", "bash"])
+        .output()
+        .unwrap()
+        .stdout;
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("warden.bash"), bash).unwrap();
     let out = std::process::Command::new("bash")
@@ -152,15 +182,26 @@ fn completions_cover_every_command_and_flag() {
         .current_dir(dir.path())
         .output()
         .unwrap();
-    assert!(text(&out.stdout).contains("_warden"), "{}", text(&out.stderr));
-    let out = warden().args(["completions", "powershell"]).output().unwrap();
+    assert!(
+        text(&out.stdout).contains("_warden"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = warden()
+        .args(["completions", "powershell"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
 
 #[test]
 fn man_pages_are_current() {
     let dir = tempfile::tempdir().unwrap();
-    let out = warden().args(["man", "--dir"]).arg(dir.path()).output().unwrap();
+    let out = warden()
+        .args(["man", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../doc/man");
     let names = |d: &Path| {
@@ -182,6 +223,9 @@ fn man_pages_are_current() {
     let run = std::fs::read_to_string(dir.path().join("warden-run.1")).unwrap();
     let (_, flags) = commands_and_run_flags();
     for f in &flags {
-        assert!(run.contains(&f.replace('-', "\\-")), "warden-run.1 lacks {f}");
+        assert!(
+            run.contains(&f.replace('-', "\\-")),
+            "warden-run.1 lacks {f}"
+        );
     }
 }

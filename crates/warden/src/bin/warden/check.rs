@@ -37,7 +37,8 @@ pub fn check(args: &CheckArgs) -> Result<ExitCode, String> {
     for module in &modules {
         if let Err(e) = rt.load_module(module) {
             problems += 1;
-            let at = line_naming(&text, module, base).map_or(String::new(), |l| format!("line {l}: "));
+            let at =
+                line_naming(&text, module, base).map_or(String::new(), |l| format!("line {l}: "));
             eprintln!("warden: {}: {at}{e}", path.display());
         }
     }
@@ -62,18 +63,28 @@ pub fn check(args: &CheckArgs) -> Result<ExitCode, String> {
 /// spawn children from, and its per-request routes'.
 fn modules(m: &Manifest) -> BTreeSet<PathBuf> {
     let routes = m.http.iter().flat_map(|h| &h.routes);
-    let specs = m.tasks.iter().chain(routes.filter_map(|r| match &r.handler {
-        Handler::Module(spec) => Some(&**spec),
-        Handler::Service(_) => None,
-    }));
+    let specs = m
+        .tasks
+        .iter()
+        .chain(routes.filter_map(|r| match &r.handler {
+            Handler::Module(spec) => Some(&**spec),
+            Handler::Service(_) => None,
+        }));
     specs
-        .flat_map(|s| std::iter::once(s.module.clone()).chain(s.modules.iter().map(|(_, p)| p.clone())))
+        .flat_map(|s| {
+            std::iter::once(s.module.clone()).chain(s.modules.iter().map(|(_, p)| p.clone()))
+        })
         .collect()
 }
 
 /// Service routes whose service no task provides.
 fn unserved(m: &Manifest) -> Vec<String> {
-    let provided: BTreeSet<&str> = m.tasks.iter().flat_map(|t| &t.provides).map(|s| s.as_str()).collect();
+    let provided: BTreeSet<&str> = m
+        .tasks
+        .iter()
+        .flat_map(|t| &t.provides)
+        .map(|s| s.as_str())
+        .collect();
     m.http
         .iter()
         .flat_map(|h| &h.routes)
@@ -89,7 +100,11 @@ fn unserved(m: &Manifest) -> Vec<String> {
 
 /// The first line that names `module` (as written, relative to `base`).
 fn line_naming(text: &str, module: &Path, base: &Path) -> Option<usize> {
-    let written = module.strip_prefix(base).unwrap_or(module).to_string_lossy().into_owned();
+    let written = module
+        .strip_prefix(base)
+        .unwrap_or(module)
+        .to_string_lossy()
+        .into_owned();
     let quoted = [format!("\"{written}\""), format!("'{written}'")];
     text.lines()
         .position(|l| quoted.iter().any(|q| l.contains(q.as_str())))

@@ -17,19 +17,29 @@ pub fn compile(args: &CompileArgs) -> Result<(), String> {
     };
     let cache = config.cache_dir.clone();
     if cache.is_none() && args.output.is_none() {
-        return Err("no compiled-code cache (set WARDEN_CACHE_DIR, XDG_CACHE_HOME or HOME); \
+        return Err(
+            "no compiled-code cache (set WARDEN_CACHE_DIR, XDG_CACHE_HOME or HOME); \
                     write a precompiled file with -o instead"
-            .into());
+                .into(),
+        );
     }
     let rt = Runtime::new(config).map_err(|e| e.to_string())?;
     for module in &args.modules {
         let loaded = rt.load_module(module).map_err(|e| e.to_string())?;
         match (loaded.cache, &cache) {
             (Some(CacheOutcome::Hit), Some(dir)) => {
-                eprintln!("warden: {}: already in the cache ({})", module.display(), dir.display())
+                eprintln!(
+                    "warden: {}: already in the cache ({})",
+                    module.display(),
+                    dir.display()
+                )
             }
             (_, Some(dir)) => {
-                eprintln!("warden: {}: compiled into the cache ({})", module.display(), dir.display())
+                eprintln!(
+                    "warden: {}: compiled into the cache ({})",
+                    module.display(),
+                    dir.display()
+                )
             }
             (_, None) => {}
         }

@@ -141,7 +141,9 @@ fn dirs(flags: &[String]) -> Result<Table, String> {
 fn pairs(flag: &str, values: &[String]) -> Result<Table, String> {
     let mut table = Table::new();
     for v in values {
-        let Some((name, value)) = v.split_once('=').filter(|(n, v)| !n.is_empty() && !v.is_empty())
+        let Some((name, value)) = v
+            .split_once('=')
+            .filter(|(n, v)| !n.is_empty() && !v.is_empty())
         else {
             return Err(format!("{flag}: {v:?} is not NAME=PATH"));
         };
@@ -185,7 +187,10 @@ mod tests {
             as_flag("dirs.\"/x\": directory not found: y".into()),
             "--dir \"/x\": directory not found: y"
         );
-        assert_eq!(as_flag("module: file not found: m".into()), "module: file not found: m");
+        assert_eq!(
+            as_flag("module: file not found: m".into()),
+            "module: file not found: m"
+        );
     }
 
     #[test]

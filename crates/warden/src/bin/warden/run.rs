@@ -17,7 +17,12 @@ pub fn run(args: RunArgs) -> Result<ExitCode, String> {
         manifest_system(&args)?
     } else {
         let spec = program::task(&args.target, &args.args, &args.program)?;
-        (RuntimeConfig::default(), vec![spec], sys.control.clone(), vec![])
+        (
+            RuntimeConfig::default(),
+            vec![spec],
+            sys.control.clone(),
+            vec![],
+        )
     };
     apply_flags(sys, &mut config)?;
     // Before the runtime starts its threads, so that they inherit it.
@@ -317,4 +322,3 @@ impl Progress {
         }
     }
 }
-
