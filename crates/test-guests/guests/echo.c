@@ -2,8 +2,9 @@
  *
  *   echo server NAME        serve NAME: reply with the request; requests
  *                           "crash" (trap while holding the call), "hang"
- *                           (sleep 600 s first), "slow" (sleep 300 ms
- *                           first), "bye" (reply, then exit)
+ *                           (print "server: got hang", sleep 600 s),
+ *                           "slow" (print "server: got slow", sleep 2 s),
+ *                           "bye" (reply, then exit)
  *   echo client NAME N MSG  N calls of MSG, each reply checked
  *
  * Both print one line per outcome; error codes are printed by name. */
@@ -32,8 +33,11 @@ static int server(const char *name) {
             return 0;
         }
         if (n == 5 && memcmp(buf, "crash", 5) == 0) __builtin_trap();
-        if (n == 4 && memcmp(buf, "hang", 4) == 0) sleep(600);
-        if (n == 4 && memcmp(buf, "slow", 4) == 0) usleep(300 * 1000);
+        int hang = n == 4 && memcmp(buf, "hang", 4) == 0;
+        int slow = n == 4 && memcmp(buf, "slow", 4) == 0;
+        if (hang || slow) { printf("server: got %s\n", hang ? "hang" : "slow"); fflush(stdout); }
+        if (hang) sleep(600);
+        if (slow) sleep(2);
         int32_t rr = warden_reply(call, buf, (size_t)n, hs, nh);
         for (size_t i = 0; i < nh; i++) warden_close(hs[i]);
         if (rr < 0) { printf("server: reply: %s\n", warden_strerror(rr)); fflush(stdout); }

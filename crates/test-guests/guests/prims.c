@@ -3,7 +3,10 @@
  *   prims [N] [local]
  *                 N iterations per measure (default 1,000,000); with
  *                 "local", only the measures that use no Warden import (the
- *                 program then also runs under plain Wasmtime)
+ *                 program then also runs under plain Wasmtime). The permit
+ *                 measures run in a child spawned from the module granted
+ *                 as "self", which is given the permit:
+ *   prims user N  (that child) time the permit it was granted
  *
  *   call          an indirect call to an empty function through a function
  *                 pointer (seed 000's null method invocation: a dispatch)
@@ -11,8 +14,8 @@
  *                 there is no collector, so the free is part of the cost)
  *   read, write   a 4-byte field in the task's own memory
  *   permit_read, permit_write
- *                 the same 4 bytes through a permit on that memory: the path a
- *                 task holding the permit takes (handle, permit check, copy)
+ *                 the same 4 bytes through a permit on that memory, by
+ *                 another task holding it (handle, permit check, copy)
  *   mem_read, mem_write
  *                 4 bytes of a memory object
  *   permit_cycle  grant, revoke and close a permit (Luna: allocate, revoke
@@ -39,7 +42,37 @@ static void report(const char *name, double t0, long n) {
     printf("%s %.2f\n", name, (now_ns() - t0) / n);
 }
 
+/* The child: reads and writes its parent's field through the permit. */
+static int user(long n) {
+    warden_handle p = warden_task_granted(0);
+    int v = 0;
+    double t0 = now_ns();
+    for (long i = 0; i < n; i++) warden_permit_read(p, 0, &v, 4);
+    report("permit_read", t0, n);
+    t0 = now_ns();
+    for (long i = 0; i < n; i++) warden_permit_write(p, 0, &v, 4);
+    report("permit_write", t0, n);
+    return 0;
+}
+
+/* Spawns the child that uses permit p; its exit status. */
+static int spawn_user(warden_handle p, long n) {
+    char arg[32];
+    snprintf(arg, sizeof arg, "%ld", n);
+    const char *args[] = {"user", arg};
+    warden_budget b = {16 << 20, 0, 1};
+    warden_handle m = warden_module_lookup("self");
+    warden_handle t = m < 0 ? m : warden_task_spawn(m, args, 2, &b, &p, 1);
+    int32_t status = -1;
+    if (t < 0 || warden_task_wait(t, -1, &status) < 0) {
+        printf("permit user: %s\n", warden_strerror(t < 0 ? t : status));
+        return 1;
+    }
+    return status;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 2 && !strcmp(argv[1], "user")) return user(atol(argv[2]));
     long n = argc > 1 ? atol(argv[1]) : 1000000;
     if (n < 1000) n = 1000;
     double t0;
@@ -68,13 +101,9 @@ int main(int argc, char **argv) {
     warden_handle p = warden_permit_grant(cell, sizeof cell, 1);
     warden_handle m = warden_mem_create(4096);
     if (p < 0 || m < 0) { printf("setup failed: %d %d\n", p, m); return 1; }
+    fflush(stdout);
+    if (spawn_user(p, n) != 0) return 1;
     int v = 0;
-    t0 = now_ns();
-    for (long i = 0; i < n; i++) warden_permit_read(p, 0, &v, 4);
-    report("permit_read", t0, n);
-    t0 = now_ns();
-    for (long i = 0; i < n; i++) warden_permit_write(p, 0, &v, 4);
-    report("permit_write", t0, n);
     t0 = now_ns();
     for (long i = 0; i < n; i++) warden_mem_read(m, 0, &v, 4);
     report("mem_read", t0, n);

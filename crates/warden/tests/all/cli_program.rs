@@ -172,6 +172,11 @@ fn limit_flags_apply() {
     assert_eq!(t["status"], "killed");
     assert!(t["reason"].as_str().unwrap().contains("memory"), "{t}");
 
+    let out = run(&[guests::GROW, "--memory-limit", "1MiB", "--kill-on-memory-limit"]);
+    assert_eq!(out.status.code(), Some(137), "killed, not refused");
+    let out = run(&[guests::GROW, "--memory-limit", "1MiB"]);
+    assert_eq!(out.status.code(), Some(0), "refused growth, then exit 0");
+
     // The service and 7 portals fill a table of 8 handles.
     let out = run(&["--max-handles", "8", guests::HOSTILE, "portal-flood"]);
     assert_eq!(text(&out.stdout), "portal-flood: 7, then quota exceeded\n");
@@ -243,4 +248,18 @@ fn bad_flags_are_one_line() {
             "{args:?}: {err}"
         );
     }
+}
+
+/// A control port in use is reported, and the program runs all the same.
+#[test]
+fn control_port_taken() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = warden()
+        .args(["run", "--no-cache", "--control", &addr, guests::PROGRAM, "exit", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let err = text(&out.stderr);
+    assert!(err.contains("control API not served"), "{err}");
 }

@@ -83,6 +83,8 @@ fn ps_spawn_logs_suspend_kill() {
             guests::BUSY_PRINT,
             "--cpu-limit",
             "20s",
+            "--memory-limit",
+            "2MiB",
             "--",
             "1000",
         ],
@@ -106,13 +108,43 @@ fn ps_spawn_logs_suspend_kill() {
     }
     let logs = cli(addr, &["logs", "hello"]);
     assert!(String::from_utf8_lossy(&logs.stdout).contains("arg 1: operator"));
+    let spawned = task(&ps(addr), "busy_print").unwrap().clone();
+    assert_eq!(spawned["memory_limit_bytes"], 2 << 20, "{spawned}");
+
+    // logs --follow: lines printed after it started arrive too.
+    let mut follow = warden()
+        .args(["logs", "--control", addr, "--follow", "busy_print"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = follow.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in std::io::BufRead::lines(std::io::BufReader::new(out)) {
+            if tx.send(l.unwrap_or_default()).is_err() {
+                return;
+            }
+        }
+    });
+    let next = || rx.recv_timeout(Duration::from_secs(20)).expect("logs --follow printed");
+    let round = |l: &str| l.strip_prefix("round ")?.split(' ').next()?.parse::<u64>().ok();
+    next();
+    // Every round past those printed by now was printed after --follow
+    // started, and must reach it.
+    let now = cli(addr, &["logs", "busy_print"]).stdout;
+    let printed = String::from_utf8_lossy(&now).lines().filter_map(round).max().unwrap();
+    while round(&next()).is_none_or(|r| r <= printed) {}
+    let _ = follow.kill();
+    let _ = follow.wait();
 
     // suspend / resume / kill by name; ps follows.
     assert!(cli(addr, &["suspend", "busy_print"]).status.success());
     assert_eq!(task(&ps(addr), "busy_print").unwrap()["state"], "suspended");
     assert!(cli(addr, &["resume", "busy_print"]).status.success());
     assert_ne!(task(&ps(addr), "busy_print").unwrap()["state"], "suspended");
-    assert!(cli(addr, &["kill", "busy_print"]).status.success());
+    // Tasks by id as well as by name.
+    let id = spawned["id"].to_string();
+    assert!(cli(addr, &["kill", &id]).status.success());
     let t = Instant::now();
     while task(&ps(addr), "busy_print").unwrap()["state"] != "killed" {
         assert!(t.elapsed() < Duration::from_secs(5));

@@ -21,6 +21,27 @@ fn chromium() -> std::process::Command {
     c
 }
 
+/// Waits until the control API's history holds `n` samples of each of the
+/// system's two tasks, so that the charts have lines to draw.
+fn wait_for_history(addr: &str, n: usize) {
+    let t = std::time::Instant::now();
+    loop {
+        let out = std::process::Command::new("curl")
+            .args(["-sS", "--max-time", "10", &format!("http://{addr}/api/history")])
+            .output()
+            .expect("curl is installed");
+        let h: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let full = h.as_object().map_or(0, |tasks| {
+            tasks.values().filter(|s| s.as_array().is_some_and(|s| s.len() >= n)).count()
+        });
+        if full >= 2 {
+            return;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "no history: {h}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn dashboard_shows_tree_and_charts() {
     let dir = tempfile::tempdir().unwrap();
@@ -37,7 +58,7 @@ fn dashboard_shows_tree_and_charts() {
     );
     let sys = start_system(&m);
     let addr = sys.addr.clone();
-    std::thread::sleep(Duration::from_millis(2500)); // a few samples of history
+    wait_for_history(&addr, 2);
     let url = format!("http://{addr}/");
     let profile = dir.path().join("profile");
     let dom = chromium()

@@ -17,6 +17,15 @@ fn client(dir: &std::path::Path, name: &str, msg: &str) -> warden::TaskSpec {
     s
 }
 
+/// Waits until task `id` is blocked (for a client here: in its call).
+fn wait_blocked(rt: &warden::Runtime, id: warden::TaskId) {
+    let t = Instant::now();
+    while !rt.task_views().iter().any(|v| v.id == id && v.state == "blocked") {
+        assert!(t.elapsed() < Duration::from_secs(20), "task {id} never blocked");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 /// The server is killed while one client is being served and others are
 /// queued: every one of them gets "peer died" at once.
 #[test]
@@ -26,14 +35,17 @@ fn server_killed_mid_call_fails_served_and_queued_clients() {
     let srv = rt.spawn(&server(dir.path())).unwrap();
     wait_for_output(dir.path(), "srv", "server: ready");
     let served = rt.spawn(&client(dir.path(), "served", "hang")).unwrap();
-    std::thread::sleep(Duration::from_millis(100));
+    wait_for_output(dir.path(), "srv", "server: got hang");
     let queued: Vec<_> = (0..3)
         .map(|i| {
             rt.spawn(&client(dir.path(), &format!("q{i}"), "x"))
                 .unwrap()
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(200));
+    // Each queued client has looked the name up and waits in its call.
+    for &id in &queued {
+        wait_blocked(&rt, id);
+    }
     let t = Instant::now();
     rt.kill(srv, "operator").unwrap();
     for (name, id) in std::iter::once(("served".to_string(), served)).chain(
@@ -77,7 +89,8 @@ fn client_killed_mid_call() {
     let srv = rt.spawn(&server(dir.path())).unwrap();
     wait_for_output(dir.path(), "srv", "server: ready");
     let c = rt.spawn(&client(dir.path(), "slow", "slow")).unwrap();
-    std::thread::sleep(Duration::from_millis(100));
+    // The server holds the call for 2 s after saying so.
+    wait_for_output(dir.path(), "srv", "server: got slow");
     rt.kill(c, "impatient").unwrap();
     wait_for_output(dir.path(), "srv", "server: reply: peer died");
     let r = run_one(
@@ -104,7 +117,7 @@ fn server_exit_removes_its_name() {
     assert_eq!(wait(&rt, srv, Duration::from_secs(5)).exit_code, Some(0));
     // The name went with the server: a new client's lookup waits.
     let id = rt.spawn(&client(dir.path(), "late", "x")).unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    wait_blocked(&rt, id);
     assert!(
         rt.wait_timeout(id, Some(Duration::ZERO)).unwrap().is_none(),
         "lookup waits"

@@ -25,6 +25,7 @@ mod isolation;
 mod kill;
 mod limits_cpu;
 mod limits_memory;
+mod manifest_keys;
 mod many;
 mod nested;
 mod net;

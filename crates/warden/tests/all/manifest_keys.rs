@@ -1,0 +1,259 @@
+//! Manifest keys driven end to end: a manifest run by `warden run`, and
+//! each key's effect seen from outside (the control API, the report, the
+//! files), not only its parsing. CPU shares are judged as fractions of
+//! what the tasks actually received, so they hold on a busy machine.
+
+use crate::util::*;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// The live tasks' CPU time, ms, by name (`warden ps --json`).
+fn cpu_by_name(addr: &str) -> HashMap<String, f64> {
+    let out = warden().args(["ps", "--json", "--control", addr]).output().unwrap();
+    let tasks: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    tasks
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| (t["name"].as_str().unwrap_or("").to_string(), t["cpu_ms"].as_f64().unwrap_or(0.0)))
+        .collect()
+}
+
+/// Runs the spinners of `text` (a manifest) until they have received
+/// `total_ms` of CPU between them; each one's fraction of it.
+fn shares(text: &str, names: &[&str], total_ms: f64) -> HashMap<String, f64> {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = start_system(&manifest(dir.path(), text));
+    let t = Instant::now();
+    loop {
+        let cpu = cpu_by_name(&sys.addr);
+        let sum: f64 = names.iter().map(|n| cpu.get(*n).copied().unwrap_or(0.0)).sum();
+        if sum >= total_ms {
+            return names.iter().map(|n| (n.to_string(), cpu[*n] / sum)).collect();
+        }
+        assert!(t.elapsed() < Duration::from_secs(60), "too little CPU: {cpu:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn spinner(name: &str, keys: &str) -> String {
+    format!("[[task]]\nname = '{name}'\nmodule = '{}'\n{keys}\n", guests::SPIN)
+}
+
+fn near(got: &HashMap<String, f64>, name: &str, want: f64, within: f64) {
+    let g = got[name];
+    assert!((g - want).abs() <= within, "{name}: {g:.3}, want {want} ± {within}: {got:?}");
+}
+
+/// `scheduler`, `[[group]]` (`policy`, `share`) and a task's `share`:
+/// groups split the one worker 3:1, and the gold group's tasks split its
+/// part 1:2.
+#[test]
+fn stride_groups_and_shares() {
+    let text = format!(
+        "[runtime]\nworkers = 1\nscheduler = 'stride'\n\
+         [[group]]\nname = 'gold'\npolicy = 'stride'\nshare = 3\n\
+         [[group]]\nname = 'bronze'\nshare = 1\n{}{}{}",
+        spinner("g1", "group = 'gold'\nshare = 1"),
+        spinner("g2", "group = 'gold'\nshare = 2"),
+        spinner("b", "group = 'bronze'"),
+    );
+    let got = shares(&text, &["g1", "g2", "b"], 1200.0);
+    near(&got, "g1", 0.25, 0.07);
+    near(&got, "g2", 0.50, 0.07);
+    near(&got, "b", 0.25, 0.07);
+}
+
+/// `tickets` under the lottery policy: 3:1 on average.
+#[test]
+fn lottery_tickets() {
+    let text = format!(
+        "[runtime]\nworkers = 1\nscheduler = 'lottery'\n{}{}",
+        spinner("many", "tickets = 300"),
+        spinner("few", "tickets = 100"),
+    );
+    let got = shares(&text, &["many", "few"], 1200.0);
+    near(&got, "many", 0.75, 0.1);
+}
+
+/// `priority` under the priority policy: the higher one runs.
+#[test]
+fn priorities() {
+    let text = format!(
+        "[runtime]\nworkers = 1\nscheduler = 'priority'\n{}{}",
+        spinner("high", "priority = 10"),
+        spinner("low", "priority = 1"),
+    );
+    let got = shares(&text, &["high", "low"], 600.0);
+    assert!(got["high"] > 0.9, "{got:?}");
+}
+
+/// `cap`: a task capped at a fifth of a core gets no more than that of the
+/// time that passes, however idle the worker.
+#[test]
+fn cap_bounds_a_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!("[runtime]\nworkers = 1\n{}", spinner("capped", "cap = 0.2"));
+    let sys = start_system(&manifest(dir.path(), &text));
+    let (t0, c0) = (Instant::now(), cpu_by_name(&sys.addr)["capped"]);
+    while t0.elapsed() < Duration::from_millis(1500) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let used = cpu_by_name(&sys.addr)["capped"] - c0;
+    let wall = t0.elapsed().as_secs_f64() * 1000.0;
+    assert!(used > 0.0 && used <= 0.25 * wall, "{used:.1} ms of {wall:.0} ms");
+}
+
+/// `on_memory_limit` and `on_cpu_limit = 'notify'`, which a task's
+/// children inherit, and `modules`: a child at its memory limit is refused
+/// and its parent raises the limit; at its CPU limit it is suspended and
+/// its parent raises that once, then kills it.
+#[test]
+fn overuse_notifies_the_parent() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[[task]]\nname = 'parent'\nmodule = '{nest}'\nargs = ['overuse']\nmemory_limit = '8MiB'\n\
+         on_memory_limit = 'notify'\non_cpu_limit = 'notify'\nmodules = {{ self = '{nest}' }}\n",
+        nest = guests::NEST
+    );
+    let out = warden()
+        .args(["run", "--no-cache", "--control", "off"])
+        .arg(manifest(dir.path(), &text))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("overuse: ok"), "{stdout}");
+    assert!(stdout.contains("grow: 15 pages") && stdout.contains("grow: 31 pages"), "{stdout}");
+}
+
+/// `--workers 1`: two tasks of 150 ms CPU each take at least 300 ms.
+#[test]
+fn one_worker_runs_one_task_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "{}{}",
+        spinner("a", "cpu_limit = '150ms'"),
+        spinner("b", "cpu_limit = '150ms'")
+    );
+    let m = manifest(dir.path(), &text);
+    let report = dir.path().join("r.json");
+    let out = warden()
+        .args(["run", "--no-cache", "--control", "off", "--workers", "1", "--slice-ms", "2"])
+        .arg("--report")
+        .arg(&report)
+        .arg(&m)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "both killed at their limits");
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let last_end = r.as_array().unwrap().iter().map(|t| t["end_ms"].as_f64().unwrap()).fold(0.0, f64::max);
+    assert!(last_end >= 295.0, "both ran at once on one worker: {r}");
+}
+
+/// `max_tasks`: more tasks than slots stops the system before it runs.
+#[test]
+fn max_tasks_is_enforced() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[runtime]\nmax_tasks = 2\n[[task]]\nname = 'h'\nmodule = '{}'\ncount = 3\n",
+        guests::SLEEP
+    );
+    let out = warden()
+        .args(["run", "--no-cache", "--control", "off"])
+        .arg(manifest(dir.path(), &text))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("2 tasks are alive, the runtime's max_tasks"), "{err}");
+}
+
+/// `cache = false`: nothing is written to the compiled-code cache.
+#[test]
+fn cache_key_turns_the_cache_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let entries = |d: &std::path::Path| std::fs::read_dir(d).map_or(0, |d| d.count());
+    for (cache, want) in [("false", 0), ("true", 1)] {
+        let cache_dir = dir.path().join(format!("cache-{cache}"));
+        let text = format!(
+            "[runtime]\ncache = {cache}\n[[task]]\nname = 'h'\nmodule = '{}'\n",
+            guests::HELLO
+        );
+        let out = warden()
+            .env("WARDEN_CACHE_DIR", &cache_dir)
+            .args(["run", "--control", "off"])
+            .arg(manifest(dir.path(), &text))
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        assert_eq!(entries(&cache_dir), want, "cache = {cache}");
+    }
+}
+
+/// `control`: the API is served where the manifest says.
+#[test]
+fn control_key_sets_the_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let text = format!(
+        "[runtime]\ncontrol = '{addr}'\n[[task]]\nname = 'napper'\nmodule = '{}'\n",
+        guests::SLEEP
+    );
+    let mut child = warden()
+        .args(["run", "--no-cache"])
+        .arg(manifest(dir.path(), &text))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while !cpu_by_name(&addr).contains_key("napper") {
+        assert!(t.elapsed() < Duration::from_secs(20), "no control API at {addr}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// `max_message_bytes`: a longer request is refused with "quota exceeded".
+#[test]
+fn message_size_quota() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[[task]]\nname = 'srv'\nmodule = '{echo}'\nargs = ['server', 'e']\nprovides = ['e']\nstdout = 'srv.out'\n\
+         [[task]]\nname = 'c'\nmodule = '{echo}'\nargs = ['client', 'e', '1', 'longer than eight']\n\
+         uses = ['e']\nmax_message_bytes = '8B'\nstdout = 'c.out'\n",
+        echo = guests::ECHO
+    );
+    let m = manifest(dir.path(), &text);
+    let mut child = warden().args(["run", "--no-cache", "--control", "off"]).arg(&m).spawn().unwrap();
+    let t = Instant::now();
+    while !dir.path().join("c.out").exists() {
+        assert!(t.elapsed() < Duration::from_secs(20), "the client never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    wait_for_output(dir.path(), "c", "client: call: quota exceeded");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// `stdout = 'null'` and `stderr` to a file.
+#[test]
+fn output_to_null_and_to_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[[task]]\nname = 'p'\nmodule = '{}'\nargs = ['read', '/nothing/here', 'X']\n\
+         stdout = 'null'\nstderr = 'err.txt'\n",
+        guests::PROGRAM
+    );
+    let out = warden()
+        .args(["run", "--no-cache", "--control", "off"])
+        .arg(manifest(dir.path(), &text))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "", "stdout went nowhere");
+    let err = std::fs::read_to_string(dir.path().join("err.txt")).unwrap();
+    assert!(err.contains("/nothing/here"), "{err}");
+}
