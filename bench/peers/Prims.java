@@ -5,6 +5,7 @@
 //   call       a virtual call to an empty method, not inlined
 //   alloc      new Object()
 //   thread     create, start and join an empty Thread
+//   thread_batch  the same, all started first, then all joined
 //   exception  new Throwable() (fills in its stack trace)
 //   sq_null, sq_int3, sq_str100
 //              a round trip between two threads through a pair of
@@ -42,6 +43,11 @@ public class Prims {
         time("alloc", n, k -> { for (long i = 0; i < k; i++) sink = new Object(); });
         time("thread", Math.max(n / 1000, 10), k -> {
             for (long i = 0; i < k; i++) { Thread t = new Thread(() -> {}); t.start(); t.join(); }
+        });
+        time("thread_batch", Math.max(n / 1000, 10), k -> {
+            Thread[] all = new Thread[(int) k];
+            for (int i = 0; i < k; i++) { all[i] = new Thread(() -> {}); all[i].start(); }
+            for (Thread t : all) t.join();
         });
         time("exception", Math.max(n / 100, 10), k -> { for (long i = 0; i < k; i++) sink = new Throwable(); });
     }

@@ -1,9 +1,11 @@
 /* Two threads of one process handing a turn back and forth through a
  * mutex and condition variable.
- *   condvar_pingpong N [BYTES]  ->  prints "condvar <ns per round trip>"
+ *   condvar_pingpong N [BYTES [pin]]  ->  prints "condvar <ns per round trip>"
  * With BYTES, each request copies that many bytes into a shared buffer and
  * the server copies them out (marshalling, as a request between tasks). */
+#define _GNU_SOURCE
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,10 +31,22 @@ static void *serve(void *arg) {
     return NULL;
 }
 
+/* With "pin" as the third argument, both threads run on core 0 (as
+ * Warden's one-worker hand-off does), so no wake-up crosses cores. */
+static void pin_if_asked(int argc, char **argv) {
+    if (argc > 3 && !strcmp(argv[3], "pin")) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(0, &set);
+        if (sched_setaffinity(0, sizeof set, &set)) perror("sched_setaffinity");
+    }
+}
+
 int main(int argc, char **argv) {
     n = argc > 1 ? atol(argv[1]) : 100000;
     bytes = argc > 2 ? (size_t)atol(argv[2]) : 0;
     if (bytes > sizeof shared) bytes = sizeof shared;
+    pin_if_asked(argc, argv);
     pthread_t t;
     pthread_create(&t, NULL, serve, NULL);
     struct timespec a, b;

@@ -4,6 +4,7 @@
 %%
 %%   spawn      spawn a process and receive its first message (the time
 %%              until the new process runs), then it exits
+%%   spawn_batch  K processes spawned, then their K messages received
 %%   msg_null, msg_int3, msg_str100
 %%              a round trip to a server process: an atom, a tuple of three
 %%              integers (the server sums them), a 100-character string, a
@@ -16,6 +17,7 @@
 main([NArg]) ->
     N = list_to_integer(NArg),
     time(spawn, max(N div 10, 100), fun spawn_loop/1),
+    time(spawn_batch, max(N div 10, 100), fun spawn_batch/1),
     Server = spawn(fun serve/0),
     Str = lists:duplicate(100, $x),
     time(msg_null, N, fun(K) -> call_loop(Server, ping, K) end),
@@ -36,6 +38,16 @@ spawn_loop(K) ->
     spawn(fun() -> Self ! started end),
     receive started -> ok end,
     spawn_loop(K - 1).
+
+spawn_batch(K) ->
+    Self = self(),
+    [spawn(fun() -> Self ! started end) || _ <- lists:seq(1, K)],
+    receive_n(K).
+
+receive_n(0) -> ok;
+receive_n(K) ->
+    receive started -> ok end,
+    receive_n(K - 1).
 
 call_loop(_, _, 0) -> ok;
 call_loop(Server, Msg, K) ->

@@ -1,5 +1,8 @@
 /* Two Linux processes ping-ponging a message over a pair of pipes.
- *   pipe_pingpong N BYTES  ->  prints "pipe <ns per round trip>" */
+ *   pipe_pingpong N BYTES [pin]  ->  prints "pipe <ns per round trip>" */
+#define _GNU_SOURCE
+#include <sched.h>
+#include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -15,12 +18,25 @@ static void full(int fd, char *buf, size_t n, int writing) {
     }
 }
 
+
+/* With "pin" as the third argument, both sides run on core 0 (as Warden's
+ * one-worker hand-off does), so no wake-up crosses cores. */
+static void pin_if_asked(int argc, char **argv) {
+    if (argc > 3 && !strcmp(argv[3], "pin")) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(0, &set);
+        if (sched_setaffinity(0, sizeof set, &set)) perror("sched_setaffinity");
+    }
+}
+
 int main(int argc, char **argv) {
     long n = argc > 1 ? atol(argv[1]) : 100000;
     size_t bytes = argc > 2 ? (size_t)atol(argv[2]) : 1;
     char *buf = calloc(1, bytes ? bytes : 1);
     int ping[2], pong[2];
     if (pipe(ping) || pipe(pong)) return 1;
+    pin_if_asked(argc, argv);
     pid_t pid = fork();
     if (pid == 0) {
         for (long i = 0; i < n; i++) {

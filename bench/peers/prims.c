@@ -4,6 +4,7 @@
  *   call       an indirect call to an empty function
  *   alloc      malloc(16) then free, in batches of 1,000
  *   thread     pthread_create + pthread_join of an empty thread
+ *   thread_batch  the same, all created first, then all joined
  *   trap       a SIGSEGV from a null store, caught by a handler that
  *              siglongjmps back (trap creation and handling) */
 #include <pthread.h>
@@ -49,6 +50,12 @@ int main(int argc, char **argv) {
         pthread_join(t, NULL);
     }
     printf("thread %.1f\n", (now_ns() - t0) / threads);
+    static pthread_t all[100000];
+    long batch_n = threads < 100000 ? threads : 100000;
+    t0 = now_ns();
+    for (long i = 0; i < batch_n; i++) pthread_create(&all[i], NULL, empty, NULL);
+    for (long i = 0; i < batch_n; i++) pthread_join(all[i], NULL);
+    printf("thread_batch %.1f\n", (now_ns() - t0) / batch_n);
 
     struct sigaction sa = {0};
     sa.sa_handler = on_segv;

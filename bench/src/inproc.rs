@@ -35,21 +35,36 @@ pub fn quiet(name: &str, module: &str) -> TaskSpec {
     s
 }
 
-/// Spawns `n` tasks from `spec` and waits for each; nanoseconds per task
-/// from spawn to its report. Every task must end with `status`.
+/// Spawns a task from `spec` and waits for its report, `n` times, one at a
+/// time; nanoseconds per task. Every task must end with `status`.
+pub fn spawn_serial(rt: &Runtime, spec: &TaskSpec, n: usize, status: &str) -> Result<f64, String> {
+    let t = Instant::now();
+    for _ in 0..n {
+        let id = rt.spawn(spec).map_err(|e| e.to_string())?;
+        check_status(spec, &rt.wait(id).map_err(|e| e.to_string())?, status)?;
+    }
+    Ok(t.elapsed().as_nanos() as f64 / n as f64)
+}
+
+fn check_status(spec: &TaskSpec, r: &warden::TaskReport, status: &str) -> Result<(), String> {
+    if r.status != status {
+        return Err(format!(
+            "{} ended {} ({:?}), expected {status}",
+            spec.name, r.status, r.reason
+        ));
+    }
+    Ok(())
+}
+
+/// Spawns `n` tasks from `spec`, then waits for them all; nanoseconds per
+/// task. Every task must end with `status`.
 pub fn spawn_batch(rt: &Runtime, spec: &TaskSpec, n: usize, status: &str) -> Result<f64, String> {
     let t = Instant::now();
     let ids = (0..n)
         .map(|_| rt.spawn(spec).map_err(|e| e.to_string()))
         .collect::<Result<Vec<_>, _>>()?;
     for id in ids {
-        let r = rt.wait(id).map_err(|e| e.to_string())?;
-        if r.status != status {
-            return Err(format!(
-                "{} ended {} ({:?}), expected {status}",
-                spec.name, r.status, r.reason
-            ));
-        }
+        check_status(spec, &rt.wait(id).map_err(|e| e.to_string())?, status)?;
     }
     Ok(t.elapsed().as_nanos() as f64 / n as f64)
 }
@@ -76,7 +91,7 @@ pub fn guest_figures(rt: &Runtime, mut spec: TaskSpec) -> Result<BTreeMap<String
 
 /// Portal round trips between a client and a server task on a fresh
 /// runtime with `workers` workers: nanoseconds per call for each of
-/// `kinds` (`null`, `int3`, `str100`, `copy64k`, `mem64k`, `mem64k_read`).
+/// `kinds` (`null`, `int3`, `str100`, `copy64k`, `mem64k_rw`, `mem64k`, `mem64k_read`).
 pub fn ipc(workers: usize, calls: u64, kinds: &[&str]) -> Result<BTreeMap<String, f64>, String> {
     let rt = runtime(workers, 16);
     let mut server = quiet("server", guests::IPC_BENCH);

@@ -90,6 +90,10 @@ pub struct Row {
     pub cells: Vec<Option<Cell>>,
     /// How the row was measured, or why cells are missing.
     pub note: Option<String>,
+    /// Columns that do not apply to this row (a figure the system does
+    /// not have): their empty cells are not a failure.
+    #[serde(default)]
+    pub absent: Vec<String>,
 }
 
 /// Warden's median over a peer's, one column.
@@ -125,6 +129,10 @@ pub struct Table {
     pub ratios: Vec<Ratio>,
     pub notes: Vec<String>,
     pub plot: Plot,
+    /// Columns whose figures are shown side by side but time different
+    /// work, so no ratio is printed for them.
+    #[serde(default)]
+    pub no_ratio: Vec<String>,
 }
 
 impl Table {
@@ -145,6 +153,7 @@ impl Table {
             ratios: vec![],
             notes: vec![],
             plot: Plot::Bars,
+            no_ratio: vec![],
         }
     }
 
@@ -161,6 +170,7 @@ impl Table {
             kind,
             cells,
             note: None,
+            absent: vec![],
         });
         self.rows.last_mut().unwrap()
     }
@@ -193,6 +203,9 @@ impl Table {
         };
         for peer in self.rows.iter().filter(|r| r.kind == Kind::Peer) {
             for (i, col) in self.columns.iter().enumerate() {
+                if self.no_ratio.contains(&col.name) {
+                    continue;
+                }
                 if let (Some(a), Some(b)) = (&w.cells[i], &peer.cells[i]) {
                     if b.median > 0.0 {
                         self.ratios.push(Ratio {
@@ -237,16 +250,31 @@ impl Table {
             out.push(format!("{}: nothing to compare Warden with", self.id));
         }
         for r in self.rows.iter().filter(|r| r.kind == Kind::Peer) {
-            if r.cells.iter().all(Option::is_none) {
-                out.push(format!(
-                    "{}: peer {} has no figures ({})",
-                    self.id,
-                    r.system,
-                    r.note.as_deref().unwrap_or("no reason given")
-                ));
+            for (c, cell) in self.columns.iter().zip(&r.cells) {
+                if cell.is_none() && !r.absent.contains(&c.name) {
+                    out.push(format!(
+                        "{}: peer {} has no figure for {} ({})",
+                        self.id,
+                        r.system,
+                        c.name,
+                        r.note.as_deref().unwrap_or("no reason given")
+                    ));
+                }
             }
         }
         out
+    }
+
+    /// Declares that `system`'s row has no figure for `columns`, and why
+    /// (said in the report's notes).
+    pub fn absent(&mut self, system: &str, columns: &[&str], why: &str) {
+        let row = self
+            .rows
+            .iter_mut()
+            .find(|r| r.system == system)
+            .unwrap_or_else(|| panic!("no row {system} in {}", self.id));
+        row.absent.extend(columns.iter().map(|c| c.to_string()));
+        self.notes.push(format!("{system}: no {}: {why}.", columns.join(", ")));
     }
 }
 
@@ -306,6 +334,7 @@ mod tests {
             vec![Cell::of(vec![2.0]), Cell::of(vec![9.0])],
         );
         t.row("Peer", Kind::Peer, vec![Cell::of(vec![4.0]), None]);
+        t.absent("Peer", &["b"], "the peer has no b");
         t
     }
 
@@ -315,11 +344,19 @@ mod tests {
         t.compute_ratios();
         assert_eq!(t.ratios.len(), 1);
         assert_eq!((t.ratios[0].column.as_str(), t.ratios[0].value), ("a", 0.5));
+        // A column of figures for different work gets no ratio.
+        t.no_ratio.push("a".into());
+        t.compute_ratios();
+        assert!(t.ratios.is_empty());
     }
 
     #[test]
     fn problems_catch_empty_figures() {
         assert!(table().problems().is_empty());
+        // A peer's empty cell is a problem unless declared absent.
+        let mut t = table();
+        t.rows[1].absent.clear();
+        assert_eq!(t.problems().len(), 1, "{:?}", t.problems());
         let mut t = table();
         t.rows[0].cells[1] = None;
         t.rows[1].cells[0] = None;

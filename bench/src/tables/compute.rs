@@ -95,6 +95,9 @@ pub fn run(ctx: &Ctx) -> Table {
     t.row_from(WARDEN, Kind::Warden, &samples, &format!("{WARDEN}/"));
     t.row_from(RAW, Kind::Peer, &samples, &format!("{RAW}/"));
     t.row_from(EPOCH, Kind::Peer, &samples, &format!("{EPOCH}/"));
+    for raw in [RAW, EPOCH] {
+        t.absent(raw, &[DEEP], "scheduling groups are Warden's");
+    }
     if let (Some(w), Some(r)) = (
         samples.cell(&format!("{WARDEN}/{DEEP}")),
         samples.cell(&format!("{RAW}/{}", PROGRAMS[1].0)),

@@ -7,10 +7,11 @@
 //! process involved, read when all N copies are ready; time runs from the
 //! first start to the last "ready". Warden runs in a child process of this
 //! binary (`child-copies`), so its figure includes the whole runtime.
-//! Process peers are started one after another; Warden's tasks are spawned
-//! at once onto 2 workers. Both start from machine code compiled ahead of
-//! time: the wasmtime processes map a `.cwasm`, Warden reads its code cache
-//! (filled by the warm-up round).
+//! Every contestant starts its copies the same way: one after another, each
+//! once the one before has printed "ready" (a process's on a pipe, a
+//! task's on a FIFO its stdout is connected to). All start from machine
+//! code compiled ahead of time: the wasmtime processes map a `.cwasm`,
+//! Warden reads its code cache (filled by the warm-up round).
 
 use super::finish;
 use crate::harness::{contestant, interleave, Ctx};
@@ -20,7 +21,7 @@ use crate::model::{Kind, Plot, Samples, Table};
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use warden_test_guests as guests;
 
 const WARDEN: &str = "Warden: N tasks in one process";
@@ -154,13 +155,20 @@ pub fn run(ctx: &Ctx) -> Vec<Table> {
                 .map(|((_, n), why)| format!("N = {n}: {why}"))
                 .collect();
             if !why.is_empty() {
-                table.rows.last_mut().unwrap().note =
-                    Some(format!("not run for {}", why.join("; ")));
+                let row = table.rows.last_mut().unwrap();
+                row.note = Some(format!("not run for {}", why.join("; ")));
+                row.absent = skipped
+                    .keys()
+                    .filter(|(s, _)| *s == system)
+                    .map(|(_, n)| n.to_string())
+                    .collect();
             }
         }
         table.method = "Each copy prints \"ready\" and sleeps. Footprint: PSS from /proc/PID/smaps_rollup \
                         summed over the processes once all N are ready. Time: from starting the first to \
-                        reading the last \"ready\". The wasmtime processes run the module compiled ahead \
+                        reading the last \"ready\"; every contestant starts a copy only once the one \
+                        before has printed \"ready\" (processes on a pipe each; Warden's tasks, in one \
+                        process started for the purpose, on a FIFO their stdout goes to). The wasmtime processes run the module compiled ahead \
                         of time; the JVM runs with default settings. A peer's N is run only if the \
                         per-copy PSS and thread count seen at the largest smaller N say that N copies \
                         fit in half the memory available and half of the kernel's limit on threads."
@@ -270,26 +278,42 @@ fn threads(pid: u32) -> u64 {
 }
 
 /// The child side of the Warden measurement: `n` tasks from `module`,
-/// "ready" once all have run into their sleep, then sleep until killed.
+/// started one after another, each once the one before has printed
+/// "ready"; then "ready" itself, and sleep until killed.
 pub fn child_copies(n: usize, module: &str, cache: Option<PathBuf>) -> Result<(), String> {
+    warden::raise_descriptor_limit();
     let rt = warden::Runtime::new(warden::RuntimeConfig {
         cache_dir: cache,
         ..inproc::config(2, n as u32 + 16)
     })
     .map_err(|e| e.to_string())?;
-    let spec = quiet("copy", module);
+    let mut spec = quiet("copy", module);
     rt.load_module(module.as_ref()).map_err(|e| e.to_string())?;
-    for _ in 0..n {
-        rt.spawn(&spec).map_err(|e| e.to_string())?;
+    // Every task's stdout is the FIFO's write end; this reads its lines.
+    let fifo = std::env::temp_dir().join(format!("warden-copies-{}", std::process::id()));
+    let path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).map_err(|e| e.to_string())?;
+    // SAFETY: mkfifo with a valid NUL-terminated path.
+    if unsafe { libc::mkfifo(path.as_ptr(), 0o600) } != 0 {
+        return Err(format!("mkfifo {}: {}", fifo.display(), std::io::Error::last_os_error()));
     }
-    // A task is asleep once it has been polled and is no longer queued.
-    let deadline = Instant::now() + Duration::from_secs(300);
-    while rt.stats().queued > 0 || rt.stats().polls < n as u64 {
-        if Instant::now() > deadline {
-            return Err("tasks did not all start in 300 s".into());
+    // Read and write, so opening it does not wait for a writer.
+    let reader = std::fs::OpenOptions::new().read(true).write(true).open(&fifo);
+    spec.stdout = warden::Output::File(fifo.clone());
+    let started = reader.map_err(|e| e.to_string()).and_then(|r| {
+        let mut lines = BufReader::new(r);
+        let mut line = String::new();
+        for _ in 0..n {
+            rt.spawn(&spec).map_err(|e| e.to_string())?;
+            line.clear();
+            lines.read_line(&mut line).map_err(|e| e.to_string())?;
+            if !line.starts_with("ready") {
+                return Err(format!("a copy printed {line:?}, not ready"));
+            }
         }
-        std::thread::sleep(Duration::from_micros(200));
-    }
+        Ok(lines)
+    });
+    let _ = std::fs::remove_file(&fifo);
+    let _lines = started?;
     println!("ready");
     std::io::stdout().flush().ok();
     loop {

@@ -14,6 +14,9 @@ const RAW: &str = "raw Wasmtime (in-process)";
 const JVM: &str = "JVM (HotSpot)";
 const NATIVE: &str = "native C (Linux)";
 
+/// Null threads started all at once, then waited for.
+const BATCHED: &str = "null thread, batched";
+
 pub fn run(ctx: &Ctx) -> Table {
     let ops: u64 = ctx.pick(2_000_000, 200_000);
     let tasks = ctx.pick(2000, 300);
@@ -26,14 +29,17 @@ pub fn run(ctx: &Ctx) -> Table {
             ("allocation", "ns"),
             ("null thread", "µs"),
             ("trap", "µs"),
+            (BATCHED, "µs"),
         ],
     );
     t.method = format!(
         "call and allocation are timed inside the program ({ops} operations per sample): an indirect \
          call to an empty function, and malloc(16)+free in batches of 1,000 (new Object() on the JVM, \
-         which frees by collection). Null thread: spawn to exit of the smallest program, {tasks} per \
-         sample: a Warden task (1 worker), a raw Wasmtime instantiate + _start, Thread start + join, \
-         pthread_create + join. Trap: a program whose first instruction traps, spawn to report in \
+         which frees by collection). Null thread: spawn to exit of the smallest program, one at a \
+         time, {tasks} per sample: a Warden task (1 worker; spawn, then wait for its report), a raw \
+         Wasmtime instantiate + _start, Thread start + join, pthread_create + join. Batched: all \
+         {tasks} started, then all waited for (Warden tasks; Threads; pthreads). Trap, one at a \
+         time: a program whose first instruction traps, spawn to report in \
          Warden and instantiate + call + error in Wasmtime; new Throwable() on the JVM; a SIGSEGV \
          caught and siglongjmp'd natively."
     );
@@ -57,11 +63,15 @@ pub fn run(ctx: &Ctx) -> Table {
                 push_ops(s, WARDEN, &f)?;
                 s.push(
                     &key(WARDEN, "null thread"),
+                    inproc::spawn_serial(&rt, &noop, tasks, "exited")? / 1e3,
+                );
+                s.push(
+                    &key(WARDEN, BATCHED),
                     inproc::spawn_batch(&rt, &noop, tasks, "exited")? / 1e3,
                 );
                 s.push(
                     &key(WARDEN, "trap"),
-                    inproc::spawn_batch(&rt, &trap, tasks, "trapped")? / 1e3,
+                    inproc::spawn_serial(&rt, &trap, tasks, "trapped")? / 1e3,
                 );
                 Ok(())
             }),
@@ -87,6 +97,7 @@ pub fn run(ctx: &Ctx) -> Table {
                 )?;
                 push_ops(s, JVM, &f)?;
                 s.push(&key(JVM, "null thread"), figure(&f, "thread")? / 1e3);
+                s.push(&key(JVM, BATCHED), figure(&f, "thread_batch")? / 1e3);
                 s.push(&key(JVM, "trap"), figure(&f, "exception")? / 1e3);
                 Ok(())
             }),
@@ -94,6 +105,7 @@ pub fn run(ctx: &Ctx) -> Table {
                 let f = figures(std::process::Command::new(ctx.peers.native("prims")?).arg(&n))?;
                 push_ops(s, NATIVE, &f)?;
                 s.push(&key(NATIVE, "null thread"), figure(&f, "thread")? / 1e3);
+                s.push(&key(NATIVE, BATCHED), figure(&f, "thread_batch")? / 1e3);
                 s.push(&key(NATIVE, "trap"), figure(&f, "trap")? / 1e3);
                 Ok(())
             }),
@@ -107,22 +119,27 @@ pub fn run(ctx: &Ctx) -> Table {
     ] {
         t.row_from(system, kind, &samples, &format!("{system}/"));
     }
+    t.absent(
+        RAW,
+        &[BATCHED],
+        "instantiate + _start runs on the calling thread, with nothing to overlap",
+    );
     // The paper's figures (µs in the paper), PII 300 MHz, FreeBSD.
     t.paper(
         "Kaffe 1.0beta1 (paper, PII 300 MHz)",
-        &[Some(160.0), Some(1900.0), Some(480.0), Some(12.0)],
+        &[Some(160.0), Some(1900.0), Some(480.0), Some(12.0), None],
     );
     t.paper(
         "GVM (paper)",
-        &[Some(160.0), Some(3100.0), Some(725.0), Some(18.0)],
+        &[Some(160.0), Some(3100.0), Some(725.0), Some(18.0), None],
     );
     t.paper(
         "Alta (paper)",
-        &[Some(160.0), Some(2500.0), Some(1030.0), Some(15.0)],
+        &[Some(160.0), Some(2500.0), Some(1030.0), Some(15.0), None],
     );
     t.paper(
         "J-Kernel (paper)",
-        &[Some(170.0), Some(1800.0), Some(480.0), Some(29.0)],
+        &[Some(170.0), Some(1800.0), Some(480.0), Some(29.0), None],
     );
     t.notes.push(
         "Warden and raw Wasmtime run the same compiled guest for call and allocation; the difference \

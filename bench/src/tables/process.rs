@@ -20,7 +20,11 @@ pub const WASMTIME: &str = "wasmtime process per program";
 pub const JVM: &str = "JVM (java process; threads via SynchronousQueue)";
 pub const ERLANG: &str = "Erlang/BEAM processes";
 
+const PROCESSES_PINNED: &str = "Linux processes (pipes), both on one core";
+const THREADS_PINNED: &str = "Linux threads (condition variable), both on one core";
 const CREATE: &str = "process creation";
+/// All started, then all waited for.
+const BATCHED: &str = "process creation, batched";
 const IPC: [&str; 3] = ["null IPC", "3-integer request", "100-byte string request"];
 
 pub fn run(ctx: &Ctx) -> (Table, Samples) {
@@ -34,20 +38,24 @@ pub fn run(ctx: &Ctx) -> (Table, Samples) {
         "seed 000 (Back et al.), Table 2",
         &[
             (CREATE, "ms"),
+            (BATCHED, "ms"),
             (IPC[0], "µs"),
             (IPC[1], "µs"),
             (IPC[2], "µs"),
         ],
     );
     t.method = format!(
-        "Process creation: a program that prints a line and exits, from spawn to exit: {tasks} Warden \
+        "Process creation: a program that prints a line and exits, from spawn to exit, one at a time \
+         (and, batched, all started before any is waited for): {tasks} Warden \
          tasks per sample (the C guest built for wasm32-wasi), {native_n} fork+exec+wait of the native \
          C program, {runner_n} of the wasmtime-crate runner with the same module compiled ahead of \
          time, {jvm_n} of `java Hello`, and an Erlang spawn until the new process runs. IPC: \
          round trips, {calls} per Warden sample (portal calls between two tasks; the 3 integers are \
          summed and the string's length returned by the server), {peer_calls} per sample over a pair of \
          pipes between two processes and through a mutex and condition variable between two threads \
-         (the request's bytes copied in and out), {} through a pair of SynchronousQueues between two \
+         (the request's bytes copied in and out), each once left to the kernel's placement and once \
+         with both sides pinned to one core (no cross-core wake-ups, as in Warden's one-worker \
+         hand-off), {} through a pair of SynchronousQueues between two \
          Java threads, and {calls} Erlang messages to a server process.",
         peer_calls
     );
@@ -66,11 +74,13 @@ pub fn run(ctx: &Ctx) -> (Table, Samples) {
             }),
             contestant(PROCESSES, |s| {
                 let hello = ctx.peers.native("hello")?;
-                s.push(&key(PROCESSES, CREATE), spawn(ctx, native_n, hello, &[])?);
+                push_spawn(s, PROCESSES, spawn(ctx, native_n, hello, &[])?);
                 let pipe = ctx.peers.native("pipe_pingpong")?;
                 for (col, bytes) in IPC.iter().zip(["1", "12", "100"]) {
                     let f = figures(Command::new(pipe).args([&peer_calls.to_string(), bytes]))?;
                     s.push(&key(PROCESSES, col), figure(&f, "pipe")? / 1e3);
+                    let f = figures(Command::new(pipe).args([&peer_calls.to_string(), bytes, "pin"]))?;
+                    s.push(&key(PROCESSES_PINNED, col), figure(&f, "pipe")? / 1e3);
                 }
                 Ok(())
             }),
@@ -79,14 +89,17 @@ pub fn run(ctx: &Ctx) -> (Table, Samples) {
                 for (col, bytes) in IPC.iter().zip(["0", "12", "100"]) {
                     let f = figures(Command::new(cv).args([&peer_calls.to_string(), bytes]))?;
                     s.push(&key(THREADS, col), figure(&f, "condvar")? / 1e3);
+                    let f = figures(Command::new(cv).args([&peer_calls.to_string(), bytes, "pin"]))?;
+                    s.push(&key(THREADS_PINNED, col), figure(&f, "condvar")? / 1e3);
                 }
                 Ok(())
             }),
             contestant(WASMTIME, |s| {
                 let cwasm = ctx.peers.cwasm(guests::HELLO)?;
                 let runner = ctx.peers.runner()?;
-                s.push(
-                    &key(WASMTIME, CREATE),
+                push_spawn(
+                    s,
+                    WASMTIME,
                     spawn(ctx, runner_n, runner, &[cwasm.to_str().unwrap()])?,
                 );
                 Ok(())
@@ -94,10 +107,7 @@ pub fn run(ctx: &Ctx) -> (Table, Samples) {
             contestant(JVM, |s| {
                 let java = ctx.peers.java_path()?;
                 let cp = ctx.peers.java_classes()?.to_str().unwrap().to_string();
-                s.push(
-                    &key(JVM, CREATE),
-                    spawn(ctx, jvm_n, &java, &["-cp", &cp, "Hello"])?,
-                );
+                push_spawn(s, JVM, spawn(ctx, jvm_n, &java, &["-cp", &cp, "Hello"])?);
                 let f = figures(ctx.peers.java()?.args(["Prims", &jcalls, "ipc"]))?;
                 for (col, name) in IPC.iter().zip(["sq_null", "sq_int3", "sq_str100"]) {
                     s.push(&key(JVM, col), figure(&f, name)? / 1e3);
@@ -107,6 +117,7 @@ pub fn run(ctx: &Ctx) -> (Table, Samples) {
             contestant(ERLANG, |s| {
                 let f = figures(&mut ctx.peers.erlang(&[calls.to_string()])?)?;
                 s.push(&key(ERLANG, CREATE), figure(&f, "spawn")? / 1e6);
+                s.push(&key(ERLANG, BATCHED), figure(&f, "spawn_batch")? / 1e6);
                 for (col, name) in IPC.iter().zip(["msg_null", "msg_int3", "msg_str100"]) {
                     s.push(&key(ERLANG, col), figure(&f, name)? / 1e3);
                 }
@@ -116,22 +127,31 @@ pub fn run(ctx: &Ctx) -> (Table, Samples) {
     );
     t.row_from(WARDEN_1, Kind::Warden, &samples, &format!("{WARDEN_1}/"));
     t.row_from(WARDEN_2, Kind::Warden, &samples, &format!("{WARDEN_2}/"));
-    for system in [PROCESSES, THREADS, WASMTIME, JVM, ERLANG] {
+    for system in [PROCESSES, PROCESSES_PINNED, THREADS, THREADS_PINNED, WASMTIME, JVM, ERLANG] {
         t.row_from(system, Kind::Peer, &samples, &format!("{system}/"));
     }
+    for pinned in [PROCESSES_PINNED, THREADS_PINNED] {
+        t.absent(pinned, &[CREATE, BATCHED], "only IPC is timed pinned");
+    }
+    t.absent(
+        THREADS,
+        &[CREATE, BATCHED],
+        "a thread is not a process (table 1 times its start)",
+    );
+    t.absent(WASMTIME, &IPC, "wasmtime processes have no IPC of their own");
     t.paper(
         "Alta (paper, PII 300 MHz)",
-        &[Some(120.0), Some(10.0), Some(12.0), Some(22.0)],
+        &[Some(120.0), None, Some(10.0), Some(12.0), Some(22.0)],
     );
     t.paper(
         "GVM (paper)",
-        &[Some(89.0), Some(57.0), Some(57.0), Some(183.0)],
+        &[Some(89.0), None, Some(57.0), Some(57.0), Some(183.0)],
     );
     t.paper(
         "J-Kernel (paper)",
-        &[Some(235.0), Some(2.7), Some(2.7), Some(27.0)],
+        &[Some(235.0), None, Some(2.7), Some(2.7), Some(27.0)],
     );
-    t.paper("Kaffe, fork+exec (paper)", &[Some(300.0), None, None, None]);
+    t.paper("Kaffe, fork+exec (paper)", &[Some(300.0), None, None, None, None]);
     t.notes.push(
         "Threads share an address space and so have no process creation; a wasmtime process per \
          program has no IPC of its own (it would use pipes, as the Linux processes do)."
@@ -156,6 +176,10 @@ fn warden(
 ) -> Result<(), String> {
     s.push(
         &key(system, CREATE),
+        inproc::spawn_serial(rt, hello, tasks, "exited")? / 1e6,
+    );
+    s.push(
+        &key(system, BATCHED),
         inproc::spawn_batch(rt, hello, tasks, "exited")? / 1e6,
     );
     let f = inproc::ipc(workers, calls, &["null", "int3", "str100"])?;
@@ -165,14 +189,21 @@ fn warden(
     Ok(())
 }
 
-/// Milliseconds per fork+exec+wait of `program`, over `n` runs, timed by
-/// the native spawn driver.
-fn spawn(ctx: &Ctx, n: usize, program: &Path, args: &[&str]) -> Result<f64, String> {
+/// A process peer's creation figures: one at a time, and batched.
+fn push_spawn(s: &mut Samples, system: &str, (serial, batched): (f64, f64)) {
+    s.push(&key(system, CREATE), serial);
+    s.push(&key(system, BATCHED), batched);
+}
+
+/// Milliseconds per fork+exec+wait of `program` over `n` runs, one at a
+/// time and then all started before any is waited for, timed by the
+/// native spawn driver.
+fn spawn(ctx: &Ctx, n: usize, program: &Path, args: &[&str]) -> Result<(f64, f64), String> {
     let f = figures(
         Command::new(ctx.peers.native("spawn")?)
             .arg(n.to_string())
             .arg(program)
             .args(args),
     )?;
-    Ok(figure(&f, "spawn")? / 1e6)
+    Ok((figure(&f, "spawn")? / 1e6, figure(&f, "spawn_batch")? / 1e6))
 }
