@@ -9,8 +9,9 @@
 //! so concurrent runs never see half an entry.
 //!
 //! Loading an entry maps native code into the process, so the directory
-//! must be writable only by whoever runs Warden. An entry that fails to
-//! load is recompiled and replaced.
+//! must be writable only by whoever runs Warden: a directory owned by
+//! another user, or writable by the group or others, is refused. An entry
+//! that fails to load is recompiled and replaced.
 //!
 //! Precompiled files (`warden compile -o prog.cwasm`) are native code too.
 //! The cache remembers the SHA-256 of each one it wrote
@@ -61,10 +62,26 @@ impl CodeCache {
             .or_else(|| env("HOME").map(|d| d.join(".cache").join("warden")))
     }
 
-    /// A cache in `dir`, created if needed.
+    /// A cache in `dir`, created if needed (private to this user). Refused
+    /// if someone else could write into it.
     pub fn new(dir: impl Into<PathBuf>) -> std::io::Result<Self> {
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt};
         let dir = dir.into();
-        std::fs::create_dir_all(&dir)?;
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
+        let meta = std::fs::metadata(&dir)?;
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        if meta.uid() != me || meta.mode() & 0o022 != 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "owned by uid {} with mode {:o}: others could plant native code in it; \
+                     make it yours alone (chmod go-w) or turn the cache off (--no-cache)",
+                    meta.uid(),
+                    meta.mode() & 0o777
+                ),
+            ));
+        }
         Ok(CodeCache { dir })
     }
 
@@ -156,6 +173,17 @@ mod tests {
             cache.load_or_compile(&engine, &b).unwrap().1,
             CacheOutcome::Miss
         );
+    }
+
+    #[test]
+    fn a_directory_others_can_write_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = CodeCache::new(dir.path()).unwrap_err();
+        assert!(e.to_string().contains("mode 777"), "{e}");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(CodeCache::new(dir.path()).is_ok());
     }
 
     #[test]
