@@ -274,7 +274,8 @@ impl Table {
             .find(|r| r.system == system)
             .unwrap_or_else(|| panic!("no row {system} in {}", self.id));
         row.absent.extend(columns.iter().map(|c| c.to_string()));
-        self.notes.push(format!("{system}: no {}: {why}.", columns.join(", ")));
+        self.notes
+            .push(format!("{system}: no {}: {why}.", columns.join(", ")));
     }
 }
 

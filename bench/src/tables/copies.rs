@@ -291,13 +291,21 @@ pub fn child_copies(n: usize, module: &str, cache: Option<PathBuf>) -> Result<()
     rt.load_module(module.as_ref()).map_err(|e| e.to_string())?;
     // Every task's stdout is the FIFO's write end; this reads its lines.
     let fifo = std::env::temp_dir().join(format!("warden-copies-{}", std::process::id()));
-    let path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).map_err(|e| e.to_string())?;
+    let path =
+        std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).map_err(|e| e.to_string())?;
     // SAFETY: mkfifo with a valid NUL-terminated path.
     if unsafe { libc::mkfifo(path.as_ptr(), 0o600) } != 0 {
-        return Err(format!("mkfifo {}: {}", fifo.display(), std::io::Error::last_os_error()));
+        return Err(format!(
+            "mkfifo {}: {}",
+            fifo.display(),
+            std::io::Error::last_os_error()
+        ));
     }
     // Read and write, so opening it does not wait for a writer.
-    let reader = std::fs::OpenOptions::new().read(true).write(true).open(&fifo);
+    let reader = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&fifo);
     spec.stdout = warden::Output::File(fifo.clone());
     let started = reader.map_err(|e| e.to_string()).and_then(|r| {
         let mut lines = BufReader::new(r);

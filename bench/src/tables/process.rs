@@ -79,7 +79,8 @@ pub fn run(ctx: &Ctx) -> (Table, Samples) {
                 for (col, bytes) in IPC.iter().zip(["1", "12", "100"]) {
                     let f = figures(Command::new(pipe).args([&peer_calls.to_string(), bytes]))?;
                     s.push(&key(PROCESSES, col), figure(&f, "pipe")? / 1e3);
-                    let f = figures(Command::new(pipe).args([&peer_calls.to_string(), bytes, "pin"]))?;
+                    let f =
+                        figures(Command::new(pipe).args([&peer_calls.to_string(), bytes, "pin"]))?;
                     s.push(&key(PROCESSES_PINNED, col), figure(&f, "pipe")? / 1e3);
                 }
                 Ok(())
@@ -89,7 +90,8 @@ pub fn run(ctx: &Ctx) -> (Table, Samples) {
                 for (col, bytes) in IPC.iter().zip(["0", "12", "100"]) {
                     let f = figures(Command::new(cv).args([&peer_calls.to_string(), bytes]))?;
                     s.push(&key(THREADS, col), figure(&f, "condvar")? / 1e3);
-                    let f = figures(Command::new(cv).args([&peer_calls.to_string(), bytes, "pin"]))?;
+                    let f =
+                        figures(Command::new(cv).args([&peer_calls.to_string(), bytes, "pin"]))?;
                     s.push(&key(THREADS_PINNED, col), figure(&f, "condvar")? / 1e3);
                 }
                 Ok(())
@@ -127,7 +129,15 @@ pub fn run(ctx: &Ctx) -> (Table, Samples) {
     );
     t.row_from(WARDEN_1, Kind::Warden, &samples, &format!("{WARDEN_1}/"));
     t.row_from(WARDEN_2, Kind::Warden, &samples, &format!("{WARDEN_2}/"));
-    for system in [PROCESSES, PROCESSES_PINNED, THREADS, THREADS_PINNED, WASMTIME, JVM, ERLANG] {
+    for system in [
+        PROCESSES,
+        PROCESSES_PINNED,
+        THREADS,
+        THREADS_PINNED,
+        WASMTIME,
+        JVM,
+        ERLANG,
+    ] {
         t.row_from(system, Kind::Peer, &samples, &format!("{system}/"));
     }
     for pinned in [PROCESSES_PINNED, THREADS_PINNED] {
@@ -138,7 +148,11 @@ pub fn run(ctx: &Ctx) -> (Table, Samples) {
         &[CREATE, BATCHED],
         "a thread is not a process (table 1 times its start)",
     );
-    t.absent(WASMTIME, &IPC, "wasmtime processes have no IPC of their own");
+    t.absent(
+        WASMTIME,
+        &IPC,
+        "wasmtime processes have no IPC of their own",
+    );
     t.paper(
         "Alta (paper, PII 300 MHz)",
         &[Some(120.0), None, Some(10.0), Some(12.0), Some(22.0)],
@@ -151,7 +165,10 @@ pub fn run(ctx: &Ctx) -> (Table, Samples) {
         "J-Kernel (paper)",
         &[Some(235.0), None, Some(2.7), Some(2.7), Some(27.0)],
     );
-    t.paper("Kaffe, fork+exec (paper)", &[Some(300.0), None, None, None, None]);
+    t.paper(
+        "Kaffe, fork+exec (paper)",
+        &[Some(300.0), None, None, None, None],
+    );
     t.notes.push(
         "Threads share an address space and so have no process creation; a wasmtime process per \
          program has no IPC of its own (it would use pipes, as the Linux processes do)."

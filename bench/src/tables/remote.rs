@@ -78,7 +78,11 @@ pub fn run(ctx: &Ctx) -> Table {
     );
     t.row_from(REMOTE, Kind::Warden, &samples, &format!("{REMOTE}/"));
     t.row_from(LOCAL, Kind::Peer, &samples, &format!("{LOCAL}/"));
-    t.absent(LOCAL, &[COLUMNS[3]], "a task needs no permit for its own memory");
+    t.absent(
+        LOCAL,
+        &[COLUMNS[3]],
+        "a task needs no permit for its own memory",
+    );
     t.paper(
         "Luna local (paper, PIII 800 MHz)",
         &[Some(3.0), Some(3.0), Some(11.0), None],

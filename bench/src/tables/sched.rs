@@ -219,7 +219,11 @@ fn overhead(ctx: &Ctx) -> Table {
     t.row_from(WARDEN, Kind::Warden, &samples, &format!("{WARDEN}/"));
     t.row_from(LINUX, Kind::Peer, &samples, &format!("{LINUX}/"));
     let decision_columns: Vec<&str> = POLICIES.iter().map(|(_, c)| *c).collect();
-    t.absent(LINUX, &decision_columns, "the kernel's decision is not timed apart from its switch");
+    t.absent(
+        LINUX,
+        &decision_columns,
+        "the kernel's decision is not timed apart from its switch",
+    );
     t.no_ratio.push(SWITCH.into());
     t.notes.push(
         "No ratio for the slice switch: the two figures time different work. A Warden slice \

@@ -31,7 +31,12 @@ pub fn run(ctx: &Ctx) -> Table {
         "transfer",
         "Moving 64 KiB to another task: round trip (µs)",
         "seed 001 (JX), memory objects vs copying portal parameters",
-        &[(COPY, "µs"), (MEM[0].1, "µs"), (MEM[1].1, "µs"), (MEM[2].1, "µs")],
+        &[
+            (COPY, "µs"),
+            (MEM[0].1, "µs"),
+            (MEM[1].1, "µs"),
+            (MEM[2].1, "µs"),
+        ],
     );
     t.method = format!(
         "Round trips with a 64 KiB request and an empty reply. Warden: {calls} calls per sample \
@@ -60,10 +65,11 @@ pub fn run(ctx: &Ctx) -> Table {
                         .args([&peer_calls.to_string(), "65536"]),
                 )?;
                 s.push(&format!("{PIPES}/{COPY}"), figure(&f, "pipe")? / 1e3);
-                let f = figures(
-                    Command::new(ctx.peers.native("pipe_pingpong")?)
-                        .args([&peer_calls.to_string(), "65536", "pin"]),
-                )?;
+                let f = figures(Command::new(ctx.peers.native("pipe_pingpong")?).args([
+                    &peer_calls.to_string(),
+                    "65536",
+                    "pin",
+                ]))?;
                 s.push(&format!("{PIPES_PINNED}/{COPY}"), figure(&f, "pipe")? / 1e3);
                 Ok(())
             }),
@@ -73,11 +79,15 @@ pub fn run(ctx: &Ctx) -> Table {
                         .args([&peer_calls.to_string(), "65536"]),
                 )?;
                 s.push(&format!("{THREADS}/{COPY}"), figure(&f, "condvar")? / 1e3);
-                let f = figures(
-                    Command::new(ctx.peers.native("condvar_pingpong")?)
-                        .args([&peer_calls.to_string(), "65536", "pin"]),
-                )?;
-                s.push(&format!("{THREADS_PINNED}/{COPY}"), figure(&f, "condvar")? / 1e3);
+                let f = figures(Command::new(ctx.peers.native("condvar_pingpong")?).args([
+                    &peer_calls.to_string(),
+                    "65536",
+                    "pin",
+                ]))?;
+                s.push(
+                    &format!("{THREADS_PINNED}/{COPY}"),
+                    figure(&f, "condvar")? / 1e3,
+                );
                 Ok(())
             }),
         ],
@@ -85,8 +95,18 @@ pub fn run(ctx: &Ctx) -> Table {
     t.row_from(WARDEN, Kind::Warden, &samples, &format!("{WARDEN}/"));
     t.row_from(PIPES, Kind::Peer, &samples, &format!("{PIPES}/"));
     t.row_from(THREADS, Kind::Peer, &samples, &format!("{THREADS}/"));
-    t.row_from(PIPES_PINNED, Kind::Peer, &samples, &format!("{PIPES_PINNED}/"));
-    t.row_from(THREADS_PINNED, Kind::Peer, &samples, &format!("{THREADS_PINNED}/"));
+    t.row_from(
+        PIPES_PINNED,
+        Kind::Peer,
+        &samples,
+        &format!("{PIPES_PINNED}/"),
+    );
+    t.row_from(
+        THREADS_PINNED,
+        Kind::Peer,
+        &samples,
+        &format!("{THREADS_PINNED}/"),
+    );
     for peer in [PIPES, THREADS, PIPES_PINNED, THREADS_PINNED] {
         t.absent(peer, &[MEM[0].1, MEM[1].1, MEM[2].1], "no memory objects");
     }

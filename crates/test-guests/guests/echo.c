@@ -5,7 +5,8 @@
  *                           (print "server: got hang", sleep 600 s),
  *                           "slow" (print "server: got slow", sleep 2 s),
  *                           "bye" (reply, then exit)
- *   echo client NAME N MSG  N calls of MSG, each reply checked
+ *   echo client NAME N MSG  N calls of MSG, each reply checked; MSG
+ *                           "handles" also sends two memory objects
  *
  * Both print one line per outcome; error codes are printed by name. */
 #include <stdio.h>
@@ -51,8 +52,17 @@ static int client(const char *name, long n, const char *msg) {
     size_t len = strlen(msg);
     static char resp[65536];
     for (long i = 0; i < n; i++) {
-        size_t nh = 0;
-        int64_t r = warden_call(p, msg, len, NULL, 0, resp, sizeof resp, NULL, &nh);
+        /* "handles": each request carries two memory objects (echoed back). */
+        warden_handle send[2], got[2];
+        size_t ns = 0, nh = 2;
+        if (strcmp(msg, "handles") == 0) {
+            send[0] = warden_mem_create(16);
+            send[1] = warden_mem_create(16);
+            ns = 2;
+        }
+        int64_t r = warden_call(p, msg, len, send, ns, resp, sizeof resp, got, &nh);
+        for (size_t k = 0; k < ns; k++) warden_close(send[k]);
+        for (size_t k = 0; r >= 0 && k < nh; k++) warden_close(got[k]);
         if (r < 0) { printf("client: call: %s\n", warden_strerror((int32_t)r)); return 2; }
         if ((size_t)r != len || memcmp(resp, msg, len) != 0) { printf("client: bad echo\n"); return 3; }
     }

@@ -67,7 +67,10 @@ impl CodeCache {
     pub fn new(dir: impl Into<PathBuf>) -> std::io::Result<Self> {
         use std::os::unix::fs::{DirBuilderExt, MetadataExt};
         let dir = dir.into();
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)?;
         let meta = std::fs::metadata(&dir)?;
         // SAFETY: geteuid has no preconditions.
         let me = unsafe { libc::geteuid() };

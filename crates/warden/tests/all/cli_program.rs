@@ -172,7 +172,12 @@ fn limit_flags_apply() {
     assert_eq!(t["status"], "killed");
     assert!(t["reason"].as_str().unwrap().contains("memory"), "{t}");
 
-    let out = run(&[guests::GROW, "--memory-limit", "1MiB", "--kill-on-memory-limit"]);
+    let out = run(&[
+        guests::GROW,
+        "--memory-limit",
+        "1MiB",
+        "--kill-on-memory-limit",
+    ]);
     assert_eq!(out.status.code(), Some(137), "killed, not refused");
     let out = run(&[guests::GROW, "--memory-limit", "1MiB"]);
     assert_eq!(out.status.code(), Some(0), "refused growth, then exit 0");
@@ -256,7 +261,15 @@ fn control_port_taken() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     let out = warden()
-        .args(["run", "--no-cache", "--control", &addr, guests::PROGRAM, "exit", "0"])
+        .args([
+            "run",
+            "--no-cache",
+            "--control",
+            &addr,
+            guests::PROGRAM,
+            "exit",
+            "0",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));

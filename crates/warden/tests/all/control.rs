@@ -126,13 +126,26 @@ fn ps_spawn_logs_suspend_kill() {
             }
         }
     });
-    let next = || rx.recv_timeout(Duration::from_secs(20)).expect("logs --follow printed");
-    let round = |l: &str| l.strip_prefix("round ")?.split(' ').next()?.parse::<u64>().ok();
+    let next = || {
+        rx.recv_timeout(Duration::from_secs(20))
+            .expect("logs --follow printed")
+    };
+    let round = |l: &str| {
+        l.strip_prefix("round ")?
+            .split(' ')
+            .next()?
+            .parse::<u64>()
+            .ok()
+    };
     next();
     // Every round past those printed by now was printed after --follow
     // started, and must reach it.
     let now = cli(addr, &["logs", "busy_print"]).stdout;
-    let printed = String::from_utf8_lossy(&now).lines().filter_map(round).max().unwrap();
+    let printed = String::from_utf8_lossy(&now)
+        .lines()
+        .filter_map(round)
+        .max()
+        .unwrap();
     while round(&next()).is_none_or(|r| r <= printed) {}
     let _ = follow.kill();
     let _ = follow.wait();

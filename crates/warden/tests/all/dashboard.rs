@@ -27,12 +27,20 @@ fn wait_for_history(addr: &str, n: usize) {
     let t = std::time::Instant::now();
     loop {
         let out = std::process::Command::new("curl")
-            .args(["-sS", "--max-time", "10", &format!("http://{addr}/api/history")])
+            .args([
+                "-sS",
+                "--max-time",
+                "10",
+                &format!("http://{addr}/api/history"),
+            ])
             .output()
             .expect("curl is installed");
         let h: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
         let full = h.as_object().map_or(0, |tasks| {
-            tasks.values().filter(|s| s.as_array().is_some_and(|s| s.len() >= n)).count()
+            tasks
+                .values()
+                .filter(|s| s.as_array().is_some_and(|s| s.len() >= n))
+                .count()
         });
         if full >= 2 {
             return;

@@ -136,13 +136,30 @@ fn max_tasks_beyond_the_mapping_limit_is_refused() {
 fn oversized_table_and_component_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let table = dir.path().join("table.wat");
-    std::fs::write(&table, "(module (table 100001 funcref) (func (export \"_start\")))").unwrap();
+    std::fs::write(
+        &table,
+        "(module (table 100001 funcref) (func (export \"_start\")))",
+    )
+    .unwrap();
     let err = run_err(&["run", table.to_str().unwrap()]);
     assert!(err.contains("table.wat") && err.contains("table"), "{err}");
     // The same module at the limit runs.
-    std::fs::write(&table, "(module (table 100000 funcref) (func (export \"_start\")))").unwrap();
-    let out = warden().args(["run", "--control", "off", "--no-cache"]).arg(&table).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::write(
+        &table,
+        "(module (table 100000 funcref) (func (export \"_start\")))",
+    )
+    .unwrap();
+    let out = warden()
+        .args(["run", "--control", "off", "--no-cache"])
+        .arg(&table)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let component = dir.path().join("component.wasm");
     std::fs::write(&component, b"\0asm\x0d\0\x01\0").unwrap();
     let err = run_err(&["run", component.to_str().unwrap()]);

@@ -20,8 +20,15 @@ fn client(dir: &std::path::Path, name: &str, msg: &str) -> warden::TaskSpec {
 /// Waits until task `id` is blocked (for a client here: in its call).
 fn wait_blocked(rt: &warden::Runtime, id: warden::TaskId) {
     let t = Instant::now();
-    while !rt.task_views().iter().any(|v| v.id == id && v.state == "blocked") {
-        assert!(t.elapsed() < Duration::from_secs(20), "task {id} never blocked");
+    while !rt
+        .task_views()
+        .iter()
+        .any(|v| v.id == id && v.state == "blocked")
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "task {id} never blocked"
+        );
         std::thread::sleep(Duration::from_millis(2));
     }
 }

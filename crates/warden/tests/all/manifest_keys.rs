@@ -10,13 +10,21 @@ use std::time::{Duration, Instant};
 
 /// The live tasks' CPU time, ms, by name (`warden ps --json`).
 fn cpu_by_name(addr: &str) -> HashMap<String, f64> {
-    let out = warden().args(["ps", "--json", "--control", addr]).output().unwrap();
+    let out = warden()
+        .args(["ps", "--json", "--control", addr])
+        .output()
+        .unwrap();
     let tasks: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
     tasks
         .as_array()
         .into_iter()
         .flatten()
-        .map(|t| (t["name"].as_str().unwrap_or("").to_string(), t["cpu_ms"].as_f64().unwrap_or(0.0)))
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap_or("").to_string(),
+                t["cpu_ms"].as_f64().unwrap_or(0.0),
+            )
+        })
         .collect()
 }
 
@@ -28,22 +36,37 @@ fn shares(text: &str, names: &[&str], total_ms: f64) -> HashMap<String, f64> {
     let t = Instant::now();
     loop {
         let cpu = cpu_by_name(&sys.addr);
-        let sum: f64 = names.iter().map(|n| cpu.get(*n).copied().unwrap_or(0.0)).sum();
+        let sum: f64 = names
+            .iter()
+            .map(|n| cpu.get(*n).copied().unwrap_or(0.0))
+            .sum();
         if sum >= total_ms {
-            return names.iter().map(|n| (n.to_string(), cpu[*n] / sum)).collect();
+            return names
+                .iter()
+                .map(|n| (n.to_string(), cpu[*n] / sum))
+                .collect();
         }
-        assert!(t.elapsed() < Duration::from_secs(60), "too little CPU: {cpu:?}");
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "too little CPU: {cpu:?}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
 
 fn spinner(name: &str, keys: &str) -> String {
-    format!("[[task]]\nname = '{name}'\nmodule = '{}'\n{keys}\n", guests::SPIN)
+    format!(
+        "[[task]]\nname = '{name}'\nmodule = '{}'\n{keys}\n",
+        guests::SPIN
+    )
 }
 
 fn near(got: &HashMap<String, f64>, name: &str, want: f64, within: f64) {
     let g = got[name];
-    assert!((g - want).abs() <= within, "{name}: {g:.3}, want {want} ± {within}: {got:?}");
+    assert!(
+        (g - want).abs() <= within,
+        "{name}: {g:.3}, want {want} ± {within}: {got:?}"
+    );
 }
 
 /// `scheduler`, `[[group]]` (`policy`, `share`) and a task's `share`:
@@ -102,7 +125,10 @@ fn cap_bounds_a_task() {
     }
     let used = cpu_by_name(&sys.addr)["capped"] - c0;
     let wall = t0.elapsed().as_secs_f64() * 1000.0;
-    assert!(used > 0.0 && used <= 0.25 * wall, "{used:.1} ms of {wall:.0} ms");
+    assert!(
+        used > 0.0 && used <= 0.25 * wall,
+        "{used:.1} ms of {wall:.0} ms"
+    );
 }
 
 /// `on_memory_limit` and `on_cpu_limit = 'notify'`, which a task's
@@ -125,7 +151,10 @@ fn overuse_notifies_the_parent() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     assert!(stdout.contains("overuse: ok"), "{stdout}");
-    assert!(stdout.contains("grow: 15 pages") && stdout.contains("grow: 31 pages"), "{stdout}");
+    assert!(
+        stdout.contains("grow: 15 pages") && stdout.contains("grow: 31 pages"),
+        "{stdout}"
+    );
 }
 
 /// `--workers 1`: two tasks of 150 ms CPU each take at least 300 ms.
@@ -140,7 +169,16 @@ fn one_worker_runs_one_task_at_a_time() {
     let m = manifest(dir.path(), &text);
     let report = dir.path().join("r.json");
     let out = warden()
-        .args(["run", "--no-cache", "--control", "off", "--workers", "1", "--slice-ms", "2"])
+        .args([
+            "run",
+            "--no-cache",
+            "--control",
+            "off",
+            "--workers",
+            "1",
+            "--slice-ms",
+            "2",
+        ])
         .arg("--report")
         .arg(&report)
         .arg(&m)
@@ -148,7 +186,12 @@ fn one_worker_runs_one_task_at_a_time() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "both killed at their limits");
     let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
-    let last_end = r.as_array().unwrap().iter().map(|t| t["end_ms"].as_f64().unwrap()).fold(0.0, f64::max);
+    let last_end = r
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["end_ms"].as_f64().unwrap())
+        .fold(0.0, f64::max);
     assert!(last_end >= 295.0, "both ran at once on one worker: {r}");
 }
 
@@ -167,7 +210,10 @@ fn max_tasks_is_enforced() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("2 tasks are alive, the runtime's max_tasks"), "{err}");
+    assert!(
+        err.contains("2 tasks are alive, the runtime's max_tasks"),
+        "{err}"
+    );
 }
 
 /// `cache = false`: nothing is written to the compiled-code cache.
@@ -209,31 +255,61 @@ fn control_key_sets_the_address() {
         .unwrap();
     let t = Instant::now();
     while !cpu_by_name(&addr).contains_key("napper") {
-        assert!(t.elapsed() < Duration::from_secs(20), "no control API at {addr}");
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "no control API at {addr}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let _ = child.kill();
     let _ = child.wait();
 }
 
-/// `max_message_bytes`: a longer request is refused with "quota exceeded".
+/// `max_message_bytes` and `max_message_handles`: a longer request, or
+/// one with more handles, is refused with "quota exceeded"; within the
+/// quota it goes through.
 #[test]
-fn message_size_quota() {
+fn message_quotas() {
+    for (msg, quota, want) in [
+        (
+            "longer than eight",
+            "max_message_bytes = '8B'",
+            "client: call: quota exceeded",
+        ),
+        (
+            "handles",
+            "max_message_handles = 1",
+            "client: call: quota exceeded",
+        ),
+        ("handles", "max_message_handles = 2", "client: ok 1"),
+    ] {
+        message_quota(msg, quota, want);
+    }
+}
+
+fn message_quota(msg: &str, quota: &str, want: &str) {
     let dir = tempfile::tempdir().unwrap();
     let text = format!(
         "[[task]]\nname = 'srv'\nmodule = '{echo}'\nargs = ['server', 'e']\nprovides = ['e']\nstdout = 'srv.out'\n\
-         [[task]]\nname = 'c'\nmodule = '{echo}'\nargs = ['client', 'e', '1', 'longer than eight']\n\
-         uses = ['e']\nmax_message_bytes = '8B'\nstdout = 'c.out'\n",
+         [[task]]\nname = 'c'\nmodule = '{echo}'\nargs = ['client', 'e', '1', '{msg}']\n\
+         uses = ['e']\n{quota}\nstdout = 'c.out'\n",
         echo = guests::ECHO
     );
     let m = manifest(dir.path(), &text);
-    let mut child = warden().args(["run", "--no-cache", "--control", "off"]).arg(&m).spawn().unwrap();
+    let mut child = warden()
+        .args(["run", "--no-cache", "--control", "off"])
+        .arg(&m)
+        .spawn()
+        .unwrap();
     let t = Instant::now();
     while !dir.path().join("c.out").exists() {
-        assert!(t.elapsed() < Duration::from_secs(20), "the client never started");
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "the client never started"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
-    wait_for_output(dir.path(), "c", "client: call: quota exceeded");
+    wait_for_output(dir.path(), "c", want);
     let _ = child.kill();
     let _ = child.wait();
 }
@@ -244,7 +320,9 @@ fn output_to_null_and_to_a_file() {
     let dir = tempfile::tempdir().unwrap();
     let text = format!(
         "[[task]]\nname = 'p'\nmodule = '{}'\nargs = ['read', '/nothing/here', 'X']\n\
-         stdout = 'null'\nstderr = 'err.txt'\n",
+         stdout = 'null'\nstderr = 'err.txt'\n\
+         [[task]]\nname = 'q'\nmodule = '{}'\nargs = ['read', '/nothing/here', 'X']\nstderr = 'null'\n",
+        guests::PROGRAM,
         guests::PROGRAM
     );
     let out = warden()
@@ -253,7 +331,93 @@ fn output_to_null_and_to_a_file() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "", "stdout went nowhere");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "",
+        "stdout went nowhere"
+    );
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("[q] /nothing"),
+        "stderr went nowhere"
+    );
     let err = std::fs::read_to_string(dir.path().join("err.txt")).unwrap();
     assert!(err.contains("/nothing/here"), "{err}");
+}
+
+/// `inheritance`: a server runs on its callers' accounts by default, and
+/// on its own with `inheritance = false`.
+#[test]
+fn inheritance_key() {
+    for (key, inherits) in [("", true), ("inheritance = false", false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!(
+            "[[task]]\nname = 'srv'\nmodule = '{echo}'\nargs = ['server', 'e']\nprovides = ['e']\n{key}\n\
+             [[task]]\nname = 'c'\nmodule = '{echo}'\nargs = ['client', 'e', '2000', 'x']\nuses = ['e']\n",
+            echo = guests::ECHO
+        );
+        let report = dir.path().join("r.json");
+        // The server serves until the run's time is over.
+        let out = warden()
+            .args([
+                "run",
+                "--no-cache",
+                "--control",
+                "off",
+                "--for",
+                "4s",
+                "--report",
+            ])
+            .arg(&report)
+            .arg(manifest(dir.path(), &text))
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "the server was killed at the end"
+        );
+        let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        let srv = r
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == "srv")
+            .unwrap();
+        let served = srv["served_cpu_ms"].as_f64().unwrap();
+        assert_eq!(served > 0.0, inherits, "{key:?}: {srv}");
+    }
+}
+
+/// Where the compiled-code cache is: `$WARDEN_CACHE_DIR`, else
+/// `$XDG_CACHE_HOME/warden`, else `$HOME/.cache/warden`.
+#[test]
+fn cache_location_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let (explicit, xdg, home) = (
+        dir.path().join("w"),
+        dir.path().join("x"),
+        dir.path().join("h"),
+    );
+    let compile = |vars: &[(&str, &std::path::Path)]| {
+        let mut c = warden();
+        c.env_remove("WARDEN_CACHE_DIR")
+            .env_remove("XDG_CACHE_HOME")
+            .env("HOME", &home);
+        for (k, v) in vars {
+            c.env(k, v);
+        }
+        assert!(c
+            .args(["compile", guests::HELLO])
+            .output()
+            .unwrap()
+            .status
+            .success());
+    };
+    let entries = |d: &std::path::Path| std::fs::read_dir(d).map_or(0, |d| d.count());
+    compile(&[("WARDEN_CACHE_DIR", &explicit), ("XDG_CACHE_HOME", &xdg)]);
+    assert_eq!((entries(&explicit), entries(&xdg.join("warden"))), (1, 0));
+    compile(&[("XDG_CACHE_HOME", &xdg)]);
+    assert_eq!(entries(&xdg.join("warden")), 1);
+    compile(&[]);
+    assert_eq!(entries(&home.join(".cache/warden")), 1);
 }
