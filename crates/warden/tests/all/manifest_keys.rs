@@ -421,3 +421,64 @@ fn cache_location_order() {
     compile(&[]);
     assert_eq!(entries(&home.join(".cache/warden")), 1);
 }
+
+/// `--slice-ms`: two spinners on one worker switch about once per slice,
+/// so 1 ms slices give many times the slices that 100 ms slices give for
+/// the same CPU time (`warden_polls_total` in `/metrics`).
+#[test]
+fn slice_length_flag() {
+    let polls = |slice_ms: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!("{}{}", spinner("a", ""), spinner("b", ""));
+        let addr = format!("127.0.0.1:{}", free_port());
+        let mut child = warden()
+            .args([
+                "run",
+                "--no-cache",
+                "--workers",
+                "1",
+                "--slice-ms",
+                slice_ms,
+                "--control",
+                &addr,
+            ])
+            .arg(manifest(dir.path(), &text))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let t = Instant::now();
+        loop {
+            let cpu = cpu_by_name(&addr);
+            if cpu.len() == 2 && cpu.values().all(|&c| c >= 300.0) {
+                break;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "too little CPU: {cpu:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let out = std::process::Command::new("curl")
+            .args(["-sS", "--max-time", "10", &format!("http://{addr}/metrics")])
+            .output()
+            .expect("curl is installed");
+        let _ = child.kill();
+        let _ = child.wait();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("warden_polls_total"))
+            .unwrap();
+        line.split_whitespace()
+            .last()
+            .unwrap()
+            .parse::<f64>()
+            .unwrap()
+    };
+    let (short, long) = (polls("1"), polls("100"));
+    assert!(
+        short > 5.0 * long,
+        "1 ms slices: {short} polls; 100 ms: {long}"
+    );
+}
