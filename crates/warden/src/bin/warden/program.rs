@@ -177,6 +177,70 @@ fn as_flag(error: String) -> String {
 mod tests {
     use super::*;
 
+    /// Every flag lands in its own field of the task: the keys' effects
+    /// are tested through manifests, so this is what is left to check.
+    #[test]
+    fn every_flag_reaches_the_task() {
+        let dir = tempfile::tempdir().unwrap();
+        let module = dir.path().join("m.wasm");
+        std::fs::write(&module, b"\0asm").unwrap();
+        let s = |v: &str| Some(v.to_string());
+        let v = |v: &str| vec![v.to_string()];
+        let p = ProgramArgs {
+            dir: v(&format!("{}::/data", dir.path().display())),
+            env: v("A=1"),
+            listen: v("127.0.0.1:0"),
+            stdin: s("null"),
+            name: s("prog"),
+            memory_limit: s("2MiB"),
+            on_memory_limit: s("notify"),
+            kill_on_memory_limit: false,
+            cpu_limit: s("3s"),
+            on_cpu_limit: s("notify"),
+            bandwidth_limit: s("1MB/s"),
+            receive_limit: s("2MB/s"),
+            max_sockets: Some(7),
+            socket_buffer: s("8KiB"),
+            allow_connect: v("127.0.0.1:80"),
+            allow_listen: v("127.0.0.1:*"),
+            max_handles: Some(9),
+            max_message_bytes: s("1KiB"),
+            module: v(&format!("child={}", module.display())),
+        };
+        assert!(any(&p));
+        let t = task(&module, &["x".into()], &p).unwrap();
+        assert_eq!(
+            (t.name.as_str(), t.args.as_slice()),
+            ("prog", &["x".to_string()][..])
+        );
+        assert_eq!(
+            t.dirs,
+            vec![("/data".to_string(), dir.path().to_path_buf())]
+        );
+        assert_eq!(t.env, vec![("A".to_string(), "1".to_string())]);
+        assert!(!t.stdin_inherit);
+        assert_eq!(t.memory_limit, Some(2 << 20));
+        assert_eq!(t.on_memory_limit, warden::MemoryPolicy::Notify);
+        assert_eq!(t.cpu_limit, Some(std::time::Duration::from_secs(3)));
+        assert!(t.on_cpu_limit_notify);
+        assert_eq!(
+            (t.net.bandwidth_limit, t.net.receive_limit),
+            (Some(1_000_000), Some(2_000_000))
+        );
+        assert_eq!((t.net.max_sockets, t.net.socket_buffer), (7, 8 << 10));
+        assert_eq!(t.net.preopen_listeners, v("127.0.0.1:0"));
+        assert_eq!(
+            (t.net.connect.clone(), t.net.listen.clone()),
+            (v("127.0.0.1:80"), v("127.0.0.1:*"))
+        );
+        assert_eq!((t.max_handles, t.max_message_bytes), (9, 1 << 10));
+        assert_eq!(t.modules, vec![("child".to_string(), module.clone())]);
+        // Defaults for a program: stdin inherited, named after its file.
+        let t = task(&module, &[], &ProgramArgs::default()).unwrap();
+        assert!(t.stdin_inherit && t.name == "m");
+        assert!(!any(&ProgramArgs::default()));
+    }
+
     #[test]
     fn errors_name_flags() {
         assert_eq!(
