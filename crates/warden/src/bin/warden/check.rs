@@ -20,17 +20,11 @@ pub fn check(args: &CheckArgs) -> Result<ExitCode, String> {
     };
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let base = path.parent().unwrap_or(Path::new("."));
-    let mut config = RuntimeConfig {
+    let config = RuntimeConfig {
         workers: 1,
-        scheduler: m.runtime.scheduler,
-        groups: m.groups.clone(),
-        link_rate: m.runtime.link_rate,
         allow_precompiled: args.allow_precompiled,
-        ..RuntimeConfig::default()
+        ..crate::run::manifest_config(&m)
     };
-    if m.runtime.cache == Some(false) {
-        config.cache_dir = None;
-    }
     let rt = Runtime::new(config).map_err(|e| format!("{}: {e}", path.display()))?;
     let modules = modules(&m);
     let mut problems = 0;
@@ -61,20 +55,16 @@ pub fn check(args: &CheckArgs) -> Result<ExitCode, String> {
 
 /// Every module the manifest names: its tasks', the modules they may
 /// spawn children from, and its per-request routes'.
-fn modules(m: &Manifest) -> BTreeSet<PathBuf> {
+fn modules(m: &Manifest) -> Vec<&PathBuf> {
     let routes = m.http.iter().flat_map(|h| &h.routes);
-    let specs = m
-        .tasks
-        .iter()
-        .chain(routes.filter_map(|r| match &r.handler {
-            Handler::Module(spec) => Some(&**spec),
-            Handler::Service(_) => None,
-        }));
-    specs
-        .flat_map(|s| {
-            std::iter::once(s.module.clone()).chain(s.modules.iter().map(|(_, p)| p.clone()))
-        })
-        .collect()
+    crate::run::modules(
+        m.tasks
+            .iter()
+            .chain(routes.filter_map(|r| match &r.handler {
+                Handler::Module(spec) => Some(&**spec),
+                Handler::Service(_) => None,
+            })),
+    )
 }
 
 /// Service routes whose service no task provides.

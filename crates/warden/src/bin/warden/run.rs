@@ -126,6 +126,12 @@ fn manifest_system(
             .into());
     }
     let m = Manifest::load(&args.target)?;
+    let control = args.system.control.clone().or(m.runtime.control.clone());
+    Ok((manifest_config(&m), m.tasks, control, m.http))
+}
+
+/// The runtime a manifest's system runs on.
+pub fn manifest_config(m: &Manifest) -> RuntimeConfig {
     let mut config = RuntimeConfig::default();
     config.workers = m.runtime.workers.unwrap_or(config.workers);
     config.slice = m.runtime.slice.unwrap_or(config.slice);
@@ -138,8 +144,7 @@ fn manifest_system(
     config.groups = m.groups.clone();
     let n = u32::try_from(m.tasks.len()).unwrap_or(u32::MAX);
     config.max_tasks = m.runtime.max_tasks.unwrap_or(config.max_tasks.max(n));
-    let control = args.system.control.clone().or(m.runtime.control.clone());
-    Ok((config, m.tasks, control, m.http))
+    config
 }
 
 /// Command-line settings, which override the manifest's.
@@ -168,12 +173,7 @@ pub fn apply_flags(sys: &SystemArgs, config: &mut RuntimeConfig) -> Result<(), S
 /// children from — before any task starts, so a bad module stops the
 /// system before anything runs.
 fn compile_all(rt: &Runtime, specs: &[TaskSpec]) -> Result<(), String> {
-    let mut seen = std::collections::HashSet::new();
-    let modules: Vec<&PathBuf> = specs
-        .iter()
-        .flat_map(|s| std::iter::once(&s.module).chain(s.modules.iter().map(|(_, m)| m)))
-        .filter(|m| seen.insert(*m))
-        .collect();
+    let modules = modules(specs);
     let mut progress = Progress::new("compiling modules", modules.len());
     for (i, m) in modules.iter().enumerate() {
         progress.show(i);
@@ -181,6 +181,17 @@ fn compile_all(rt: &Runtime, specs: &[TaskSpec]) -> Result<(), String> {
     }
     progress.done();
     Ok(())
+}
+
+/// Every distinct module of `specs`, in order: the tasks' own and those
+/// they may spawn children from.
+pub fn modules<'a>(specs: impl IntoIterator<Item = &'a TaskSpec>) -> Vec<&'a PathBuf> {
+    let mut seen = std::collections::HashSet::new();
+    specs
+        .into_iter()
+        .flat_map(|s| std::iter::once(&s.module).chain(s.modules.iter().map(|(_, m)| m)))
+        .filter(|m| seen.insert(*m))
+        .collect()
 }
 
 /// The control API and its token file; a busy address is reported, not
