@@ -54,6 +54,15 @@ fn shares(text: &str, names: &[&str], total_ms: f64) -> HashMap<String, f64> {
     }
 }
 
+/// `warden run` on the manifest `text`, written into `dir`, to its end.
+fn run_system(dir: &std::path::Path, text: &str) -> std::process::Output {
+    warden()
+        .args(["run", "--no-cache", "--control", "off"])
+        .arg(manifest(dir, text))
+        .output()
+        .unwrap()
+}
+
 fn spinner(name: &str, keys: &str) -> String {
     format!(
         "[[task]]\nname = '{name}'\nmodule = '{}'\n{keys}\n",
@@ -120,9 +129,8 @@ fn cap_bounds_a_task() {
     let text = format!("[runtime]\nworkers = 1\n{}", spinner("capped", "cap = 0.2"));
     let sys = start_system(&manifest(dir.path(), &text));
     let (t0, c0) = (Instant::now(), cpu_by_name(&sys.addr)["capped"]);
-    while t0.elapsed() < Duration::from_millis(1500) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    // The cap is a fraction of the time that passes: let some pass.
+    std::thread::sleep(Duration::from_millis(1500));
     let used = cpu_by_name(&sys.addr)["capped"] - c0;
     let wall = t0.elapsed().as_secs_f64() * 1000.0;
     assert!(
@@ -143,11 +151,7 @@ fn overuse_notifies_the_parent() {
          on_memory_limit = 'notify'\non_cpu_limit = 'notify'\nmodules = {{ self = '{nest}' }}\n",
         nest = guests::NEST
     );
-    let out = warden()
-        .args(["run", "--no-cache", "--control", "off"])
-        .arg(manifest(dir.path(), &text))
-        .output()
-        .unwrap();
+    let out = run_system(dir.path(), &text);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     assert!(stdout.contains("overuse: ok"), "{stdout}");
@@ -203,11 +207,7 @@ fn max_tasks_is_enforced() {
         "[runtime]\nmax_tasks = 2\n[[task]]\nname = 'h'\nmodule = '{}'\ncount = 3\n",
         guests::SLEEP
     );
-    let out = warden()
-        .args(["run", "--no-cache", "--control", "off"])
-        .arg(manifest(dir.path(), &text))
-        .output()
-        .unwrap();
+    let out = run_system(dir.path(), &text);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
@@ -301,14 +301,6 @@ fn message_quota(msg: &str, quota: &str, want: &str) {
         .arg(&m)
         .spawn()
         .unwrap();
-    let t = Instant::now();
-    while !dir.path().join("c.out").exists() {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "the client never started"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
     wait_for_output(dir.path(), "c", want);
     let _ = child.kill();
     let _ = child.wait();
@@ -325,11 +317,7 @@ fn output_to_null_and_to_a_file() {
         guests::PROGRAM,
         guests::PROGRAM
     );
-    let out = warden()
-        .args(["run", "--no-cache", "--control", "off"])
-        .arg(manifest(dir.path(), &text))
-        .output()
-        .unwrap();
+    let out = run_system(dir.path(), &text);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),

@@ -181,10 +181,15 @@ pub fn start_system(manifest: &Path) -> System {
 }
 
 /// Waits until the task named `name` has printed `want` (a readiness
-/// marker), failing the test after 20 s.
+/// marker), failing the test after 20 s. Its output file may not exist yet
+/// (a task a `warden run` process has still to start).
 pub fn wait_for_output(dir: &std::path::Path, name: &str, want: &str) {
     let t = Instant::now();
-    while !stdout_of(dir, name).contains(want) {
+    let path = dir.join(format!("{name}.out"));
+    while !std::fs::read_to_string(&path)
+        .unwrap_or_default()
+        .contains(want)
+    {
         assert!(
             t.elapsed() < Duration::from_secs(20),
             "{name} never printed {want:?}"
