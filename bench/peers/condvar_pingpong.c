@@ -5,7 +5,7 @@
  * the server copies them out (marshalling, as a request between tasks). */
 #define _GNU_SOURCE
 #include <pthread.h>
-#include <sched.h>
+#include "pin.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,17 +29,6 @@ static void *serve(void *arg) {
         pthread_mutex_unlock(&m);
     }
     return NULL;
-}
-
-/* With "pin" as the third argument, both threads run on core 0 (as
- * Warden's one-worker hand-off does), so no wake-up crosses cores. */
-static void pin_if_asked(int argc, char **argv) {
-    if (argc > 3 && !strcmp(argv[3], "pin")) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(0, &set);
-        if (sched_setaffinity(0, sizeof set, &set)) perror("sched_setaffinity");
-    }
 }
 
 int main(int argc, char **argv) {

@@ -1,7 +1,7 @@
 /* Two Linux processes ping-ponging a message over a pair of pipes.
  *   pipe_pingpong N BYTES [pin]  ->  prints "pipe <ns per round trip>" */
 #define _GNU_SOURCE
-#include <sched.h>
+#include "pin.h"
 #include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,17 +18,6 @@ static void full(int fd, char *buf, size_t n, int writing) {
     }
 }
 
-
-/* With "pin" as the third argument, both sides run on core 0 (as Warden's
- * one-worker hand-off does), so no wake-up crosses cores. */
-static void pin_if_asked(int argc, char **argv) {
-    if (argc > 3 && !strcmp(argv[3], "pin")) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(0, &set);
-        if (sched_setaffinity(0, sizeof set, &set)) perror("sched_setaffinity");
-    }
-}
 
 int main(int argc, char **argv) {
     long n = argc > 1 ? atol(argv[1]) : 100000;
