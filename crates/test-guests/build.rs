@@ -31,8 +31,12 @@ fn main() {
                 std::fs::write(&dest, wasm).unwrap();
             }
             "c" => {
+                // A passive service is a reactor: no main, entered by its exports.
+                let text = std::fs::read_to_string(&path).unwrap();
+                let reactor = text.contains("WARDEN_PASSIVE_SERVICE(");
                 let status = Command::new(&clang)
                     .args(["--target=wasm32-wasi", "-O2", "-Wall", "-Werror"])
+                    .args(reactor.then_some("-mexec-model=reactor"))
                     .arg("-I")
                     .arg(&sdk)
                     .arg(&path)

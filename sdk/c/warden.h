@@ -71,6 +71,40 @@ int64_t warden_recv(warden_handle service, uint64_t *call_id,
                     void *buf, size_t cap, warden_handle *h, size_t *nh);  /* returns request length or error */
 int32_t warden_reply(uint64_t call_id, const void *resp, size_t len, const warden_handle *h, size_t nh);
 
+/* Passive services. A task declared `passive = true` in the manifest is a
+ * reactor module (clang -mexec-model=reactor: no main) that defines its
+ * handler with WARDEN_PASSIVE_SERVICE. The kernel registers its service
+ * under the task's first `provides` name, and clients call it with
+ * warden_name_lookup and warden_call as any other service; but the handler
+ * runs on the caller's thread, inside the caller's warden_call: no queue,
+ * no thread switch. One call runs at a time (others wait, first come first
+ * served); the CPU is charged to the caller; the service's memory budget
+ * and its `call_cpu_limit` (per call) and `cpu_limit` (in all) bound what
+ * the handler does. A handler that traps, exits or overruns ends the
+ * service: that caller and all later ones get WARDEN_EPEERDIED.
+ * Requests and replies carry bytes only (handles: WARDEN_EINVAL).
+ *
+ * The handler may use WASI (no files: a passive task has no dirs),
+ * handles, memory objects, permits, warden_name_lookup (which does not
+ * wait) and warden_call to other passive or host services. It may not
+ * wait for another task: a call to an active service returns
+ * WARDEN_EDEADLOCK, and so does a call back into a service already on the
+ * caller's stack of handlers (at most 2 deep). */
+
+/* In a passive service: return the reply's length (<= resp_cap) or a negative error code. */
+typedef int64_t (*warden_passive_fn)(const void *req, size_t len, void *resp, size_t resp_cap);
+/* Defines the exports the kernel calls: the handler `fn`, and the buffer
+ * its requests are copied into and its replies written to. */
+#define WARDEN_PASSIVE_SERVICE(fn)                                                        \
+    __attribute__((export_name("warden_passive_alloc")))                                  \
+    void *__warden_passive_alloc(size_t size) { return __warden_passive_buffer(size); }  \
+    __attribute__((export_name("warden_passive_call")))                                   \
+    int64_t __warden_passive_call(const void *req, size_t len, void *resp, size_t cap) {  \
+        warden_passive_fn handler = (fn);                                                 \
+        return handler(req, len, resp, cap);                                              \
+    }
+void *__warden_passive_buffer(size_t size);
+
 /* Handles. */
 int32_t       warden_close(warden_handle h);
 warden_handle warden_dup(warden_handle h);
@@ -341,6 +375,19 @@ WARDEN_DEF int32_t warden_task_raise(warden_handle t, uint64_t memory_limit, uin
 }
 WARDEN_DEF int32_t warden_namespace_bind(const char *name, warden_handle portal) {
     return __warden_namespace_bind(name, __warden_strlen(name), portal);
+}
+/* One buffer, grown as requests and reply capacities need (0: no memory). */
+WARDEN_DEF void *__warden_passive_buffer(size_t size) {
+    extern void *realloc(void *, size_t);
+    static void *buf;
+    static size_t cap;
+    if (size > cap) {
+        void *grown = realloc(buf, size);
+        if (!grown) return 0;
+        buf = grown;
+        cap = size;
+    }
+    return buf;
 }
 
 #endif /* WARDEN_NO_DEFINITIONS */

@@ -91,6 +91,7 @@ pub mod units;
 pub use cache::{CacheOutcome, CodeCache};
 pub use executor::ExecutorStats;
 pub use host::FUNCTIONS as HOST_FUNCTIONS;
+pub use host::{HostCall, HostHandler};
 pub use host::{MAX_OPEN_FILES, MAX_POLL_SUBSCRIPTIONS};
 pub use ipc::Errno;
 pub use limiter::{MemoryPolicy, TABLE_ELEMENT_BYTES};

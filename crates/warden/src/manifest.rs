@@ -48,6 +48,9 @@
 //! priority = 0                     # fixed priority, higher first (default 0)
 //! cap = 0.25                       # at most a quarter of a core
 //! inheritance = true               # as a server, run on callers' contexts
+//! passive = false                  # a reactor whose handler runs on its
+//!                                  # callers' threads (see below)
+//! call_cpu_limit = "1s"            # passive only: CPU per call
 //! modules = { worker = "w.wasm" }  # modules it may spawn children from
 //! ```
 //!
@@ -189,6 +192,8 @@ struct RawTask {
     receive_limit: Option<String>,
     max_sockets: Option<u32>,
     socket_buffer: Option<String>,
+    passive: Option<bool>,
+    call_cpu_limit: Option<String>,
 }
 
 /// Largest `max_message_bytes` accepted.
@@ -489,7 +494,30 @@ fn task_template(t: &RawTask, base: &Path) -> Result<TaskSpec, String> {
     spec.cap = cap(t.cap)?;
     spec.group = t.group.clone();
     spec.inheritance = t.inheritance.unwrap_or(true);
+    task_passive(t, &mut spec)?;
     Ok(spec)
+}
+
+/// `passive` and `call_cpu_limit`.
+fn task_passive(t: &RawTask, spec: &mut TaskSpec) -> Result<(), String> {
+    spec.passive = t.passive.unwrap_or(false);
+    if let Some(limit) = &t.call_cpu_limit {
+        if !spec.passive {
+            return Err("call_cpu_limit: only a passive task (passive = true) has one".into());
+        }
+        spec.call_cpu_limit =
+            parse_duration(limit).map_err(|e| format!("call_cpu_limit: {e}"))?;
+        if spec.call_cpu_limit.is_zero() {
+            return Err("call_cpu_limit: must be more than 0".into());
+        }
+    }
+    if spec.passive {
+        if t.count.is_some_and(|n| n > 1) {
+            return Err("passive: a passive service runs as one task (count must be 1)".into());
+        }
+        crate::runtime::check_passive(spec)?;
+    }
+    Ok(())
 }
 
 /// One of a key's allowed values (the first is the default).

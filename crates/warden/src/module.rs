@@ -47,6 +47,7 @@ pub(crate) fn load(
     cache: Option<&CodeCache>,
     path: &Path,
     allow_precompiled: bool,
+    entry: Entry,
 ) -> Result<LoadedModule, String> {
     let shown = path.display();
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read module {shown}: {e}"))?;
@@ -72,22 +73,55 @@ pub(crate) fn load(
             ));
         }
     }
-    match module.get_export("_start") {
-        Some(ExternType::Func(f)) if f.params().len() == 0 && f.results().len() == 0 => {}
-        _ => {
-            return Err(format!(
-                "{shown}: no `_start` function exported; Warden runs WASI command modules"
-            ))
-        }
-    }
-    let pre = linker
-        .instantiate_pre(&module)
-        .map_err(|e| format!("{shown}: {e:#}"))?;
+    entry.check(&module).map_err(|e| format!("{shown}: {e}"))?;
+    let pre = linker.instantiate_pre(&module).map_err(|e| match entry {
+        Entry::Command => format!("{shown}: {e:#}"),
+        Entry::Passive => format!(
+            "{shown}: {e:#} (a passive task's handler runs inside its callers' calls \
+             and may not wait: it can use WASI, handles, memory objects, permits, \
+             name_lookup and calls to other passive or host services)"
+        ),
+    })?;
     Ok(LoadedModule {
         path: path.to_path_buf(),
         cache: outcome,
         pre,
     })
+}
+
+/// How a module is entered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Entry {
+    /// A WASI command: `_start` runs it.
+    Command,
+    /// A passive service (a WASI reactor): `_initialize` if it has one,
+    /// then `warden_passive_call` for each call, with request buffers from
+    /// `warden_passive_alloc` (see `sdk/c/warden.h`).
+    Passive,
+}
+
+impl Entry {
+    /// Checks that `module` exports what this entry calls.
+    fn check(self, module: &Module) -> Result<(), String> {
+        let func = |name: &str, params: usize, results: usize| match module.get_export(name) {
+            Some(ExternType::Func(f)) => f.params().len() == params && f.results().len() == results,
+            _ => false,
+        };
+        match self {
+            Entry::Command if !func("_start", 0, 0) => {
+                Err("no `_start` function exported; Warden runs WASI command modules \
+                     (a reactor module runs as a passive task: passive = true)"
+                    .into())
+            }
+            Entry::Passive if !func("warden_passive_call", 4, 1) || !func("warden_passive_alloc", 1, 1) => {
+                Err("a passive task exports `warden_passive_call` and `warden_passive_alloc` \
+                     (WARDEN_PASSIVE_SERVICE in warden.h), built as a reactor \
+                     (-mexec-model=reactor)"
+                    .into())
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 /// The binary module in `bytes`, assembled first if `path` is a `.wat` file.

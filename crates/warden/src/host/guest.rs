@@ -39,6 +39,17 @@ pub(super) fn memory<'a>(
     Ok((mem, caller.data_mut()))
 }
 
+impl<'a> GuestMem<'a> {
+    /// The memory `memory` of `store`, for as long as the store is borrowed.
+    pub(super) fn of(memory: wasmtime::Memory, store: &'a impl wasmtime::AsContext) -> Self {
+        GuestMem {
+            base: memory.data_ptr(store),
+            len: memory.data_size(store),
+            _call: PhantomData,
+        }
+    }
+}
+
 impl GuestMem<'_> {
     /// Bytes of memory.
     pub(super) fn len(&self) -> usize {

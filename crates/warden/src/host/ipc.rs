@@ -75,7 +75,7 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
     Ok(())
 }
 
-type CallArgs = (i32, i32, i32, i32, i32, i32, i32, i32, i32);
+use super::direct::CallArgs;
 type CallTimeoutArgs = (i32, i32, i32, i32, i32, i32, i32, i32, i32, i64);
 
 /// While a client waits: on any end of the wait — an answer, a timeout,
@@ -102,6 +102,13 @@ impl Drop for Waiting<'_> {
 /// A portal call: copy the request in, queue it, wait at most
 /// `timeout_ns` (negative: for ever) for the answer, copy the answer out.
 async fn call(mut c: Caller<'_, TaskData>, args: CallArgs, timeout_ns: i64) -> Result<i64, Errno> {
+    let direct = match c.data().ipc.handles.get(args.0)? {
+        Object::Portal(p) => p.service().direct_handler().cloned(),
+        _ => return Err(Errno::BadHandle),
+    };
+    if let Some(handler) = direct {
+        return super::direct::call(c, handler, args, timeout_ns).await;
+    }
     let (slot, seq, service) = load_request(&mut c, args)?;
     // CPU inheritance: the server runs on this client's context while the
     // client waits (and a higher-priority caller boosts it).

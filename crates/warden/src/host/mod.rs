@@ -35,6 +35,8 @@ macro_rules! delegate {
 }
 
 mod data;
+mod direct;
+mod ending;
 mod guest;
 mod handles;
 mod ipc;
@@ -48,6 +50,11 @@ mod wasi;
 mod wasi_net;
 
 pub(crate) use data::{Bindings, Grants, NameMap, Spawner, TaskData, TaskIpc};
+pub(crate) use direct::{
+    add_to_passive_linker, on_tick as passive_on_tick, HostService, Passive, Server,
+};
+pub use direct::{HostCall, HostHandler};
+pub(crate) use ending::classify;
 pub(crate) use net::{ChildNet, TaskNet};
 pub(crate) use wasi::add_to_linker as add_wasi_bounds;
 pub use wasi::{MAX_OPEN_FILES, MAX_POLL_SUBSCRIPTIONS};

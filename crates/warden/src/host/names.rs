@@ -3,6 +3,7 @@
 
 use super::{len32, memory, range, ret32, GuestMem};
 use crate::host::TaskData;
+use crate::ipc::service::PortalRef;
 use crate::ipc::{name_allowed, Errno, Object};
 use wasmtime::{Caller, Linker};
 
@@ -51,6 +52,46 @@ fn register(c: &mut Caller<'_, TaskData>, ptr: i32, len: i32, portal: i32) -> Re
     Ok(0)
 }
 
+/// `name_lookup` without waiting, for a passive handler: a name not
+/// registered yet is `Timeout` at once.
+pub(super) fn add_nowait_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
+    linker.func_wrap(
+        super::MODULE,
+        "name_lookup",
+        |mut c: Caller<'_, TaskData>, ptr: i32, len: i32, _timeout: i64| {
+            let (mem, data) = match memory(&mut c) {
+                Ok(m) => m,
+                Err(e) => return e.code(),
+            };
+            let found = read_name(mem, ptr, len).and_then(|name| match find(data, &name)? {
+                Found::Portal(p) => Ok(p),
+                Found::Registry => data.ipc.kernel.names.lookup(&name).ok_or(Errno::Timeout),
+            });
+            ret32(found.and_then(|p| data.ipc.handles.insert(Object::Portal(p))))
+        },
+    )?;
+    Ok(())
+}
+
+/// Where a lookup finds its name.
+enum Found {
+    /// Bound by the parent.
+    Portal(PortalRef),
+    /// In the name service, once registered.
+    Registry,
+}
+
+/// Names bound by the parent come first (interposition), and a name it
+/// hid is refused; others must be granted (`uses`).
+fn find(data: &TaskData, name: &str) -> Result<Found, Errno> {
+    match data.ipc.names.get(name) {
+        Some(Some(portal)) => Ok(Found::Portal(portal.clone())),
+        Some(None) => Err(Errno::Denied),
+        None if name_allowed(&data.ipc.grants.uses, name) => Ok(Found::Registry),
+        None => Err(Errno::Denied),
+    }
+}
+
 async fn lookup(
     mut c: Caller<'_, TaskData>,
     ptr: i32,
@@ -59,18 +100,8 @@ async fn lookup(
 ) -> Result<i32, Errno> {
     let (mem, data) = memory(&mut c)?;
     let name = read_name(mem, ptr, len)?;
-    // Names bound by the parent come first (interposition), and a name it
-    // hid is refused.
-    match data.ipc.names.get(&name) {
-        Some(Some(portal)) => {
-            let portal = portal.clone();
-            return data.ipc.handles.insert(Object::Portal(portal));
-        }
-        Some(None) => return Err(Errno::Denied),
-        None => {}
-    }
-    if !name_allowed(&data.ipc.grants.uses, &name) {
-        return Err(Errno::Denied);
+    if let Found::Portal(portal) = find(data, &name)? {
+        return data.ipc.handles.insert(Object::Portal(portal));
     }
     let kernel = data.ipc.kernel.clone();
     let mut waker = None;

@@ -198,6 +198,12 @@ struct ServiceState {
     closed: bool,
 }
 
+/// The handler of a *direct* service: one whose calls run on the
+/// caller's thread, inside its `call`, instead of queueing for a server
+/// task (a passive task's handler, or a host service). Only the host
+/// functions know the concrete types; here it is an opaque object.
+pub type Direct = Arc<dyn std::any::Any + Send + Sync>;
+
 /// A service: calls queue here until its server receives them.
 pub struct Service {
     /// The task that created (and serves) it.
@@ -205,19 +211,32 @@ pub struct Service {
     /// The serving task's shared state, to lend it callers' scheduling
     /// contexts (CPU inheritance).
     server: Option<Arc<TaskShared>>,
+    /// For a direct service, what runs its calls (nothing queues).
+    direct: Option<Direct>,
     state: Mutex<ServiceState>,
 }
 
 impl Service {
     /// A new open service of the task `server`.
     pub fn of(server: &Arc<TaskShared>) -> Arc<Service> {
-        Self::build(server.id, Some(server.clone()))
+        Self::build(server.id, Some(server.clone()), None)
+    }
+
+    /// A new open direct service of `owner` (a passive task, or for a
+    /// host service an id no task has), whose calls `handler` runs.
+    pub fn direct(owner: TaskId, handler: Direct) -> Arc<Service> {
+        Self::build(owner, None, Some(handler))
+    }
+
+    /// What runs the calls of a direct service.
+    pub fn direct_handler(&self) -> Option<&Direct> {
+        self.direct.as_ref()
     }
 
     #[cfg(test)]
     /// A new open service with no holders or portals yet.
     pub fn new(owner: TaskId) -> Arc<Service> {
-        Self::build(owner, None)
+        Self::build(owner, None, None)
     }
 
     /// The serving task, if known.
@@ -225,10 +244,15 @@ impl Service {
         self.server.as_ref()
     }
 
-    fn build(owner: TaskId, server: Option<Arc<TaskShared>>) -> Arc<Service> {
+    fn build(
+        owner: TaskId,
+        server: Option<Arc<TaskShared>>,
+        direct: Option<Direct>,
+    ) -> Arc<Service> {
         Arc::new(Service {
             owner,
             server,
+            direct,
             state: Mutex::new(ServiceState {
                 queue: VecDeque::new(),
                 receiver: None,

@@ -14,11 +14,13 @@
 mod heap;
 mod nested;
 mod net;
+mod passive;
 mod run;
 mod setup;
 mod store;
 mod views;
 
+pub(crate) use passive::check_spec as check_passive;
 pub use setup::raise_descriptor_limit;
 pub use views::TaskView;
 
@@ -182,6 +184,9 @@ pub enum Error {
     /// the runtime could not start
     #[error("cannot start runtime: {0}")]
     Start(String),
+    /// a name could not be registered
+    #[error("{0}")]
+    Name(String),
 }
 
 struct Live {
@@ -191,6 +196,8 @@ struct Live {
     parent: Option<TaskId>,
     /// Told the task's report when it finishes.
     watch: Option<Watch>,
+    /// A passive task's server, to end it when the system ends.
+    passive: Option<Arc<crate::host::Passive>>,
 }
 
 /// Where a watched task's report goes when it finishes.
@@ -228,6 +235,8 @@ struct Table {
     waiters: usize,
     /// Threads waiting on `Tasks::empty`.
     empty_waiters: usize,
+    /// Live passive tasks (the system ends when only these are left).
+    passive_live: usize,
 }
 
 struct Tasks {
@@ -261,6 +270,9 @@ impl Tasks {
         nested::child_ended(shared);
         let mut t = self.lock();
         if let Some(mut live) = t.live.remove(&shared.id) {
+            if live.passive.is_some() {
+                t.passive_live -= 1;
+            }
             match &status {
                 TaskStatus::Exited(c) => shared.event("exit", serde_json::json!({ "code": c })),
                 TaskStatus::Trapped(r) => shared.event("trap", serde_json::json!({ "reason": r })),
@@ -301,7 +313,7 @@ impl Tasks {
             }
         }
         let wake = t.waiters > 0;
-        let wake_empty = t.empty_waiters > 0 && t.live.is_empty();
+        let wake_empty = t.empty_waiters > 0 && t.live.len() <= t.passive_live;
         let live = t.live.len();
         let trim = mass_death(&mut t.peak_live, live);
         drop(t);
@@ -329,11 +341,13 @@ impl Tasks {
         memory_limit: Option<u64>,
         max_tasks: u32,
         watch: Option<Watch>,
+        passive: Option<Arc<crate::host::Passive>>,
     ) -> Result<(), Error> {
         let mut t = self.lock();
         if t.live.len() >= max_tasks as usize {
             return Err(Error::Full(max_tasks));
         }
+        t.passive_live += usize::from(passive.is_some());
         t.peak_live = t.peak_live.max(t.live.len() + 1);
         let parent = shared.parent().map(|p| p.id);
         if let Some(p) = parent {
@@ -345,6 +359,7 @@ impl Tasks {
             memory_limit,
             parent,
             watch,
+            passive,
         };
         t.live.insert(shared.id, live);
         Ok(())
@@ -353,7 +368,9 @@ impl Tasks {
     /// Takes a task that could not start out of the table again.
     fn leave(&self, shared: &TaskShared) {
         let mut t = self.lock();
-        t.live.remove(&shared.id);
+        if t.live.remove(&shared.id).is_some_and(|l| l.passive.is_some()) {
+            t.passive_live -= 1;
+        }
         if let Some(siblings) = shared.parent().and_then(|p| t.children.get_mut(&p.id)) {
             siblings.retain(|&c| c != shared.id);
         }
@@ -384,6 +401,11 @@ impl Tasks {
 struct Inner {
     engine: Engine,
     linker: Linker<TaskData>,
+    /// The linker of passive tasks, and their modules linked with it.
+    passive_linker: Linker<TaskData>,
+    passive_modules: Mutex<HashMap<PathBuf, Arc<LoadedModule>>>,
+    /// Host services' holder references (they live as long as the runtime).
+    host_services: Mutex<Vec<crate::ipc::service::ServiceRef>>,
     config: RuntimeConfig,
     cache: Option<CodeCache>,
     modules: Mutex<HashMap<PathBuf, Arc<LoadedModule>>>,
@@ -421,7 +443,7 @@ impl Runtime {
     /// Starts a runtime: engine, worker threads and epoch timer.
     pub fn new(config: RuntimeConfig) -> Result<Runtime, Error> {
         setup::check_map_count(config.max_tasks)?;
-        let (engine, linker) = setup::engine(config.max_tasks)?;
+        let (engine, linker, passive_linker) = setup::engine(config.max_tasks)?;
         let cache = match &config.cache_dir {
             Some(dir) => Some(
                 CodeCache::new(dir)
@@ -471,6 +493,9 @@ impl Runtime {
             inner: Arc::new(Inner {
                 engine,
                 linker,
+                passive_linker,
+                passive_modules: Mutex::default(),
+                host_services: Mutex::default(),
                 clock: exec.clock(),
                 groups,
                 exec,
@@ -507,7 +532,17 @@ impl Runtime {
     /// Loads (compiles, or fetches from the code cache) the module at
     /// `path`, once per runtime; later calls return the same module.
     pub fn load_module(&self, path: &Path) -> Result<Arc<LoadedModule>, Error> {
-        let mut modules = self.inner.modules.lock().unwrap_or_else(|e| e.into_inner());
+        self.load_entry(path, module::Entry::Command)
+    }
+
+    /// Loads a module to run as `entry`, linked with that entry's linker.
+    fn load_entry(&self, path: &Path, entry: module::Entry) -> Result<Arc<LoadedModule>, Error> {
+        let inner = &*self.inner;
+        let (map, linker) = match entry {
+            module::Entry::Command => (&inner.modules, &inner.linker),
+            module::Entry::Passive => (&inner.passive_modules, &inner.passive_linker),
+        };
+        let mut modules = map.lock().unwrap_or_else(|e| e.into_inner());
         // Spawning looks the module up by the path it was given; only a
         // path not seen before is resolved (symlinks, `..`) on the file system.
         if let Some(m) = modules.get(path) {
@@ -520,11 +555,12 @@ impl Runtime {
         }
         let m = Arc::new(
             module::load(
-                &self.inner.engine,
-                &self.inner.linker,
-                self.inner.cache.as_ref(),
+                &inner.engine,
+                linker,
+                inner.cache.as_ref(),
                 path,
-                self.inner.config.allow_precompiled,
+                inner.config.allow_precompiled,
+                entry,
             )
             .map_err(Error::Module)?,
         );
@@ -564,7 +600,15 @@ impl Runtime {
         child: Option<Child>,
         watch: Option<Watch>,
     ) -> Result<Arc<TaskShared>, Error> {
-        let module = self.load_module(&spec.module)?;
+        let module = if spec.passive {
+            passive::check_spec(spec).map_err(|message| Error::Spawn {
+                name: spec.name.clone(),
+                message,
+            })?;
+            self.load_entry(&spec.module, module::Entry::Passive)?
+        } else {
+            self.load_module(&spec.module)?
+        };
         if child.is_none() {
             // Modules its children may come from are compiled now, by the
             // spawner, not later on a worker in the middle of a guest's call.
@@ -591,15 +635,31 @@ impl Runtime {
         };
         // Take a slot in the task table first, so that concurrent spawns
         // cannot together exceed `max_tasks`.
-        inner
-            .tasks
-            .enter(&shared, spec.memory_limit, inner.config.max_tasks, watch)?;
+        let passive = spec.passive.then(|| {
+            crate::host::Passive::new(
+                shared.clone(),
+                spec.call_cpu_limit.as_nanos().min(u64::MAX as u128) as u64,
+            )
+        });
+        inner.tasks.enter(
+            &shared,
+            spec.memory_limit,
+            inner.config.max_tasks,
+            watch,
+            passive.clone(),
+        )?;
         let link_parent = match &child {
             Some(c) => c.net.link_parent,
             None => group.map(|g| g.link_node),
         };
         let store = match self.store(spec, &module.path, &shared, child, link_parent) {
-            Ok(store) => store,
+            Ok(mut store) => {
+                if let Some(p) = &passive {
+                    let p = p.clone();
+                    store.epoch_deadline_callback(move |_| crate::host::passive_on_tick(&p));
+                }
+                store
+            }
             Err(message) => {
                 inner.tasks.leave(&shared);
                 return Err(Error::Spawn {
@@ -612,8 +672,17 @@ impl Runtime {
             "spawn",
             serde_json::json!({ "parent": shared.parent().map(|p| p.id), "module": module.path }),
         );
-        let future = run(module.pre.clone(), store, shared.clone());
-        inner.exec.spawn(shared.clone(), Box::pin(future), &sched);
+        let future: crate::executor::TaskFuture = match passive {
+            Some(p) => Box::pin(passive::run(
+                module.pre.clone(),
+                store,
+                p,
+                inner.kernel.clone(),
+                spec.provides[0].clone(),
+            )),
+            None => Box::pin(run(module.pre.clone(), store, shared.clone())),
+        };
+        inner.exec.spawn(shared.clone(), future, &sched);
         Ok(shared)
     }
 
@@ -709,14 +778,35 @@ impl Runtime {
         }
     }
 
-    /// Waits until no task is live; returns every report, in spawn order.
+    /// Waits until every task that is not passive has ended, then ends
+    /// the passive ones (they exit with 0: a passive service lives as long
+    /// as the system does) and waits for them too; returns every report,
+    /// in spawn order.
     pub fn wait_all(&self) -> Vec<TaskReport> {
         let tasks = &self.inner.tasks;
         let mut t = tasks.lock();
-        while !t.live.is_empty() {
-            t.empty_waiters += 1;
-            t = tasks.empty.wait(t).unwrap_or_else(|e| e.into_inner());
-            t.empty_waiters -= 1;
+        loop {
+            while t.live.len() > t.passive_live {
+                t.empty_waiters += 1;
+                t = tasks.empty.wait(t).unwrap_or_else(|e| e.into_inner());
+                t.empty_waiters -= 1;
+            }
+            if t.live.is_empty() {
+                break;
+            }
+            let servers: Vec<_> = t.live.values().filter_map(|l| l.passive.clone()).collect();
+            drop(t);
+            for p in servers {
+                p.end(TaskStatus::Exited(0));
+            }
+            t = tasks.lock();
+            // Wait for the passive tasks to finish (a new task spawned
+            // meanwhile sends the loop round again).
+            while !t.live.is_empty() && t.live.len() == t.passive_live {
+                t.waiters += 1;
+                t = tasks.changed.wait(t).unwrap_or_else(|e| e.into_inner());
+                t.waiters -= 1;
+            }
         }
         drop(t);
         self.reports()

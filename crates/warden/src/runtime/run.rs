@@ -5,8 +5,8 @@ use crate::host::TaskData;
 use crate::task::{KillSignal, TaskShared, TaskStatus};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use wasmtime::{InstancePre, Store, Trap, UpdateDeadline, WasmBacktrace};
-use wasmtime_wasi::I32Exit;
+use crate::host::classify;
+use wasmtime::{InstancePre, Store, UpdateDeadline};
 
 /// The deadline callback, run every epoch tick while the task runs: ends
 /// the task if it was killed or used up its CPU time, yields if it was
@@ -115,30 +115,4 @@ async fn start(
         Ok(()) => TaskStatus::Exited(0),
         Err(e) => classify(&e, shared, ""),
     }
-}
-
-fn classify(e: &wasmtime::Error, shared: &TaskShared, context: &str) -> TaskStatus {
-    if let Some(exit) = e.downcast_ref::<I32Exit>() {
-        return TaskStatus::Exited(exit.0);
-    }
-    if let Some(kill) = e.downcast_ref::<KillSignal>() {
-        return TaskStatus::Killed(kill.0.clone());
-    }
-    if shared.kill_requested() {
-        return TaskStatus::Killed(shared.kill_reason());
-    }
-    let mut reason = match e.downcast_ref::<Trap>() {
-        Some(trap) => format!("{context}{trap}"),
-        None => format!("{context}{}", e.root_cause()),
-    };
-    if let Some(frame) = e
-        .downcast_ref::<WasmBacktrace>()
-        .and_then(|bt| bt.frames().first())
-    {
-        match frame.func_name() {
-            Some(name) => reason.push_str(&format!(" (in {name})")),
-            None => reason.push_str(&format!(" (in function {})", frame.func_index())),
-        }
-    }
-    TaskStatus::Trapped(reason)
 }

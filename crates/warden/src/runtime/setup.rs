@@ -10,9 +10,12 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, Linker, PoolingAllocationConfig};
 
-/// The engine, with slots for `max_tasks` tasks, and a linker holding
-/// WASI and the `warden` host functions.
-pub(super) fn engine(max_tasks: u32) -> Result<(Engine, Linker<TaskData>), Error> {
+/// The engine, with slots for `max_tasks` tasks; a linker holding WASI
+/// and the `warden` host functions; and the linker of passive tasks, whose
+/// functions never wait (see `host::direct`).
+pub(super) fn engine(
+    max_tasks: u32,
+) -> Result<(Engine, Linker<TaskData>, Linker<TaskData>), Error> {
     let start = |e: wasmtime::Error| Error::Start(format!("{e:#}"));
     let mut wc = Config::new();
     wc.epoch_interruption(true);
@@ -39,7 +42,9 @@ pub(super) fn engine(max_tasks: u32) -> Result<(Engine, Linker<TaskData>), Error
         .map_err(start)?;
     crate::host::add_wasi_bounds(&mut linker).map_err(start)?;
     crate::host::add_to_linker(&mut linker).map_err(start)?;
-    Ok((engine, linker))
+    let mut passive = Linker::new(&engine);
+    crate::host::add_to_passive_linker(&mut passive).map_err(start)?;
+    Ok((engine, linker, passive))
 }
 
 /// The scheduling tree with the configured groups, and the groups by name.

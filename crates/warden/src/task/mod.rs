@@ -123,7 +123,17 @@ pub struct TaskSpec {
     pub modules: Vec<(String, PathBuf)>,
     /// Its network allowances and budget.
     pub net: NetSpec,
+    /// A passive service: a reactor module whose handler runs on its
+    /// callers' threads, registered under its first `provides` name.
+    pub passive: bool,
+    /// CPU one call to a passive service may use; past it the service
+    /// ends (callers get `PeerDied`). Also bounds how long a kill of a
+    /// caller inside the call waits for it (default 1 s).
+    pub call_cpu_limit: Duration,
 }
+
+/// Default for [`TaskSpec::call_cpu_limit`].
+pub const DEFAULT_CALL_CPU_LIMIT: Duration = Duration::from_secs(1);
 
 /// A task's network allowances and bandwidth budget.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -199,6 +209,8 @@ impl TaskSpec {
             on_cpu_limit_notify: false,
             modules: vec![],
             net: NetSpec::default(),
+            passive: false,
+            call_cpu_limit: DEFAULT_CALL_CPU_LIMIT,
         }
     }
 }

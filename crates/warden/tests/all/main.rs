@@ -28,6 +28,7 @@ mod limits_memory;
 mod manifest_keys;
 mod many;
 mod nested;
+mod passive;
 mod net;
 mod net_bandwidth;
 mod net_operators;

@@ -1,0 +1,33 @@
+//! How a task's run ended, from the error Wasmtime returned.
+
+use crate::task::{KillSignal, TaskShared, TaskStatus};
+use wasmtime::{Trap, WasmBacktrace};
+use wasmtime_wasi::I32Exit;
+
+/// The status an error from a task's code means: its exit, its kill, or a
+/// trap (`context` prefixes the reason), named after the function it was in.
+pub(crate) fn classify(e: &wasmtime::Error, shared: &TaskShared, context: &str) -> TaskStatus {
+    if let Some(exit) = e.downcast_ref::<I32Exit>() {
+        return TaskStatus::Exited(exit.0);
+    }
+    if let Some(kill) = e.downcast_ref::<KillSignal>() {
+        return TaskStatus::Killed(kill.0.clone());
+    }
+    if shared.kill_requested() {
+        return TaskStatus::Killed(shared.kill_reason());
+    }
+    let mut reason = match e.downcast_ref::<Trap>() {
+        Some(trap) => format!("{context}{trap}"),
+        None => format!("{context}{}", e.root_cause()),
+    };
+    if let Some(frame) = e
+        .downcast_ref::<WasmBacktrace>()
+        .and_then(|bt| bt.frames().first())
+    {
+        match frame.func_name() {
+            Some(name) => reason.push_str(&format!(" (in {name})")),
+            None => reason.push_str(&format!(" (in function {})", frame.func_index())),
+        }
+    }
+    TaskStatus::Trapped(reason)
+}
