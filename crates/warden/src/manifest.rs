@@ -505,8 +505,7 @@ fn task_passive(t: &RawTask, spec: &mut TaskSpec) -> Result<(), String> {
         if !spec.passive {
             return Err("call_cpu_limit: only a passive task (passive = true) has one".into());
         }
-        spec.call_cpu_limit =
-            parse_duration(limit).map_err(|e| format!("call_cpu_limit: {e}"))?;
+        spec.call_cpu_limit = parse_duration(limit).map_err(|e| format!("call_cpu_limit: {e}"))?;
         if spec.call_cpu_limit.is_zero() {
             return Err("call_cpu_limit: must be more than 0".into());
         }

@@ -108,16 +108,20 @@ impl Entry {
             _ => false,
         };
         match self {
-            Entry::Command if !func("_start", 0, 0) => {
-                Err("no `_start` function exported; Warden runs WASI command modules \
+            Entry::Command if !func("_start", 0, 0) => Err(
+                "no `_start` function exported; Warden runs WASI command modules \
                      (a reactor module runs as a passive task: passive = true)"
-                    .into())
-            }
-            Entry::Passive if !func("warden_passive_call", 4, 1) || !func("warden_passive_alloc", 1, 1) => {
-                Err("a passive task exports `warden_passive_call` and `warden_passive_alloc` \
+                    .into(),
+            ),
+            Entry::Passive
+                if !func("warden_passive_call", 4, 1) || !func("warden_passive_alloc", 1, 1) =>
+            {
+                Err(
+                    "a passive task exports `warden_passive_call` and `warden_passive_alloc` \
                      (WARDEN_PASSIVE_SERVICE in warden.h), built as a reactor \
                      (-mexec-model=reactor)"
-                    .into())
+                        .into(),
+                )
             }
             _ => Ok(()),
         }

@@ -39,10 +39,10 @@ use crate::ipc::service::{Direct, ServiceRef};
 use crate::ipc::{Errno, Object};
 use crate::task::{KillSignal, TaskId, TaskShared, TaskStatus};
 use std::cell::Cell;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
-use std::future::Future;
 use wasmtime::{Caller, Linker, Memory, Store, TypedFunc};
 
 /// Direct calls nested on one thread, at most.
@@ -142,7 +142,8 @@ pub(crate) struct CallClock {
 impl CallClock {
     fn begin(&self) {
         self.cpu_base.store(0, Ordering::Relaxed);
-        self.start.store(crate::cpu::now().max(1), Ordering::Relaxed);
+        self.start
+            .store(crate::cpu::now().max(1), Ordering::Relaxed);
     }
 
     /// Ends the call: the CPU it used, ns (see [`CallClock::used`]).
@@ -310,14 +311,31 @@ pub(crate) fn add_to_passive_linker(linker: &mut Linker<TaskData>) -> wasmtime::
     linker.func_wrap(
         super::MODULE,
         "call",
-        |mut c: Caller<'_, TaskData>, a: i32, b: i32, l: i32, h: i32, n: i32, r: i32, rc: i32, rh: i32, rn: i32| {
-            super::ret64(call_nested(&mut c, (a, b, l, h, n, r, rc, rh, rn)))
-        },
+        |mut c: Caller<'_, TaskData>,
+         a: i32,
+         b: i32,
+         l: i32,
+         h: i32,
+         n: i32,
+         r: i32,
+         rc: i32,
+         rh: i32,
+         rn: i32| { super::ret64(call_nested(&mut c, (a, b, l, h, n, r, rc, rh, rn))) },
     )?;
     linker.func_wrap(
         super::MODULE,
         "call_timeout",
-        |mut c: Caller<'_, TaskData>, a: i32, b: i32, l: i32, h: i32, n: i32, r: i32, rc: i32, rh: i32, rn: i32, _timeout: i64| {
+        |mut c: Caller<'_, TaskData>,
+         a: i32,
+         b: i32,
+         l: i32,
+         h: i32,
+         n: i32,
+         r: i32,
+         rc: i32,
+         rh: i32,
+         rn: i32,
+         _timeout: i64| {
             super::ret64(call_nested(&mut c, (a, b, l, h, n, r, rc, rh, rn)))
         },
     )?;

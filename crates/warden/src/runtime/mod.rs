@@ -368,7 +368,10 @@ impl Tasks {
     /// Takes a task that could not start out of the table again.
     fn leave(&self, shared: &TaskShared) {
         let mut t = self.lock();
-        if t.live.remove(&shared.id).is_some_and(|l| l.passive.is_some()) {
+        if t.live
+            .remove(&shared.id)
+            .is_some_and(|l| l.passive.is_some())
+        {
             t.passive_live -= 1;
         }
         if let Some(siblings) = shared.parent().and_then(|p| t.children.get_mut(&p.id)) {
@@ -533,6 +536,12 @@ impl Runtime {
     /// `path`, once per runtime; later calls return the same module.
     pub fn load_module(&self, path: &Path) -> Result<Arc<LoadedModule>, Error> {
         self.load_entry(path, module::Entry::Command)
+    }
+
+    /// Loads the module at `path` as a passive task's (a reactor exporting
+    /// the passive handler), once per runtime.
+    pub fn load_passive_module(&self, path: &Path) -> Result<Arc<LoadedModule>, Error> {
+        self.load_entry(path, module::Entry::Passive)
     }
 
     /// Loads a module to run as `entry`, linked with that entry's linker.

@@ -22,7 +22,10 @@ use wasmtime::{InstancePre, Store};
 /// What a passive spec may not ask for, as an error message.
 pub(crate) fn check_spec(spec: &TaskSpec) -> Result<(), String> {
     let Some(name) = spec.provides.first() else {
-        return Err("a passive task needs a `provides` name: its service is registered under the first".into());
+        return Err(
+            "a passive task needs a `provides` name: its service is registered under the first"
+                .into(),
+        );
     };
     if name.ends_with('*') {
         return Err(format!(
@@ -66,7 +69,10 @@ pub(super) async fn run(
     let service = Service::direct(p.shared.id, p.clone());
     let holder = ServiceRef::new(&service);
     p.install(Server::new(store, server.0, server.1, server.2), holder);
-    if let Err(e) = kernel.names.register(&name, PortalRef::new(&service), &p.shared) {
+    if let Err(e) = kernel
+        .names
+        .register(&name, PortalRef::new(&service), &p.shared)
+    {
         return TaskStatus::Trapped(format!("cannot register its service {name:?}: {e}"));
     }
     std::future::poll_fn(|cx| p.poll_end(cx)).await
@@ -119,7 +125,11 @@ impl Runtime {
         F: Fn(&HostCall<'_>, &[u8], &mut Vec<u8>) -> Result<(), Errno> + Send + Sync + 'static,
     {
         let inner = &*self.inner;
-        let id = TaskId(inner.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        let id = TaskId(
+            inner
+                .next_id
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        );
         let owner = Arc::new(TaskShared::new(id, format!("host:{name}"), None, None));
         let service = Service::direct(id, Arc::new(HostService(Box::new(handler))));
         let holder = ServiceRef::new(&service);

@@ -1,11 +1,11 @@
 //! A task's life as a future, and its epoch deadline callback.
 
 use crate::executor::Clock;
+use crate::host::classify;
 use crate::host::TaskData;
 use crate::task::{KillSignal, TaskShared, TaskStatus};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use crate::host::classify;
 use wasmtime::{InstancePre, Store, UpdateDeadline};
 
 /// The deadline callback, run every epoch tick while the task runs: ends

@@ -24,7 +24,13 @@ fn caller(dir: &std::path::Path, name: &str, service: &str, reqs: &[&str]) -> Ta
 }
 
 /// Runs a caller to its end; its report and what it printed.
-fn call(rt: &Runtime, dir: &std::path::Path, name: &str, service: &str, reqs: &[&str]) -> (TaskReport, String) {
+fn call(
+    rt: &Runtime,
+    dir: &std::path::Path,
+    name: &str,
+    service: &str,
+    reqs: &[&str],
+) -> (TaskReport, String) {
     let r = run_one(rt, &caller(dir, name, service, reqs), LIMIT);
     (r, stdout_of(dir, name))
 }
@@ -36,16 +42,34 @@ fn call(rt: &Runtime, dir: &std::path::Path, name: &str, service: &str, reqs: &[
 fn handlers_run_on_the_callers_account() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime(2);
-    let srv = rt.spawn(&passive(dir.path(), "counter", "counter")).unwrap();
-    let (r, out) = call(&rt, dir.path(), "a", "counter", &["add 5", "add 7", "echo hi"]);
+    let srv = rt
+        .spawn(&passive(dir.path(), "counter", "counter"))
+        .unwrap();
+    let (r, out) = call(
+        &rt,
+        dir.path(),
+        "a",
+        "counter",
+        &["add 5", "add 7", "echo hi"],
+    );
     assert_eq!(r.exit_code, Some(0), "{out}");
     assert_eq!(out, "add 5 -> 5\nadd 7 -> 12\necho hi -> hi\n");
-    let (r, out) = call(&rt, dir.path(), "b", "counter", &["add 1", "work 200000000"]);
+    let (r, out) = call(
+        &rt,
+        dir.path(),
+        "b",
+        "counter",
+        &["add 1", "work 200000000"],
+    );
     assert_eq!(out, "add 1 -> 13\nwork 200000000 -> worked\n");
     assert!(r.ipc_calls >= 2, "{r:?}");
     let reports = rt.wait_all();
     let server = reports.iter().find(|r| r.id == srv).unwrap();
-    assert_eq!((server.status, server.exit_code), ("exited", Some(0)), "{server:?}");
+    assert_eq!(
+        (server.status, server.exit_code),
+        ("exited", Some(0)),
+        "{server:?}"
+    );
     assert!(
         server.served_cpu_ms > 50.0 && r.cpu_ms >= 0.8 * server.served_cpu_ms,
         "the work ran on b's account: b {r:?}, server {server:?}"
@@ -65,7 +89,10 @@ fn one_call_at_a_time() {
     rt.spawn(&passive(dir.path(), "srv", "svc")).unwrap();
     let reqs = ["work 300000"; 20];
     let ids: Vec<_> = (0..4)
-        .map(|i| rt.spawn(&caller(dir.path(), &format!("c{i}"), "svc", &reqs)).unwrap())
+        .map(|i| {
+            rt.spawn(&caller(dir.path(), &format!("c{i}"), "svc", &reqs))
+                .unwrap()
+        })
         .collect();
     for (i, id) in ids.into_iter().enumerate() {
         let r = wait(&rt, id, LIMIT);
@@ -84,9 +111,18 @@ fn the_servers_memory_budget_applies() {
     let mut s = passive(dir.path(), "srv", "svc");
     s.memory_limit = Some(4 << 20);
     rt.spawn(&s).unwrap();
-    let (_, out) = call(&rt, dir.path(), "c", "svc", &["grow 100000", "grow 16000000", "add 1"]);
+    let (_, out) = call(
+        &rt,
+        dir.path(),
+        "c",
+        "svc",
+        &["grow 100000", "grow 16000000", "add 1"],
+    );
     let nomem = Errno::NoMem.code();
-    assert_eq!(out, format!("grow 100000 -> grew\ngrow 16000000 -> error {nomem}\nadd 1 -> 1\n"));
+    assert_eq!(
+        out,
+        format!("grow 100000 -> grew\ngrow 16000000 -> error {nomem}\nadd 1 -> 1\n")
+    );
 }
 
 /// A handler that runs past its call_cpu_limit, traps or exits ends the
@@ -106,11 +142,17 @@ fn a_failing_handler_ends_the_service() {
         let srv = rt.spawn(&s).unwrap();
         let (r, out) = call(&rt, dir.path(), "c", "svc", &["add 1", req, "add 1"]);
         assert_eq!(r.exit_code, Some(0));
-        assert_eq!(out, format!("add 1 -> 1\n{req} -> error {died}\nadd 1 -> error {died}\n"));
+        assert_eq!(
+            out,
+            format!("add 1 -> 1\n{req} -> error {died}\nadd 1 -> error {died}\n")
+        );
         let server = wait(&rt, srv, LIMIT);
         assert_eq!(server.status, status, "{req}: {server:?}");
         if let Some(reason) = reason {
-            assert!(server.reason.as_deref().unwrap_or("").contains(reason), "{server:?}");
+            assert!(
+                server.reason.as_deref().unwrap_or("").contains(reason),
+                "{server:?}"
+            );
         }
     }
 }
@@ -130,7 +172,10 @@ fn a_killed_caller_lets_the_handler_finish() {
     let r = wait(&rt, victim, LIMIT);
     assert_eq!(r.status, "killed", "{r:?}");
     let (_, out) = call(&rt, dir.path(), "after", "svc", &["check"]);
-    assert_eq!(out, "check -> in_progress 0 done 1\n", "the slow call ran to its end");
+    assert_eq!(
+        out, "check -> in_progress 0 done 1\n",
+        "the slow call ran to its end"
+    );
 }
 
 /// A handler may call other direct services, but not itself and not an
@@ -158,7 +203,13 @@ fn nesting_and_refusals() {
         dir.path(),
         "c",
         "front",
-        &["nest back add 2", "nest back nest back add 1", "nest front add 1", "nest active x", "+h add 1"],
+        &[
+            "nest back add 2",
+            "nest back nest back add 1",
+            "nest front add 1",
+            "nest active x",
+            "+h add 1",
+        ],
     );
     let inval = Errno::Inval.code();
     assert_eq!(
@@ -180,7 +231,9 @@ fn a_system_ends_with_its_active_tasks() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime(1);
     let srv = rt.spawn(&passive(dir.path(), "srv", "svc")).unwrap();
-    let c = rt.spawn(&caller(dir.path(), "c", "svc", &["add 3"])).unwrap();
+    let c = rt
+        .spawn(&caller(dir.path(), "c", "svc", &["add 3"]))
+        .unwrap();
     let reports = rt.wait_all();
     assert_eq!(reports.len(), 2);
     for id in [srv, c] {
@@ -198,20 +251,36 @@ fn bad_passive_tasks_are_refused() {
     let refused = |s: &TaskSpec| rt.spawn(s).unwrap_err().to_string();
     let mut s = passive(dir.path(), "p", "svc");
     s.provides.clear();
-    assert!(refused(&s).contains("needs a `provides` name"), "{}", refused(&s));
+    assert!(
+        refused(&s).contains("needs a `provides` name"),
+        "{}",
+        refused(&s)
+    );
     let mut s = passive(dir.path(), "p", "svc");
     s.dirs = vec![("/d".into(), dir.path().into())];
-    assert!(refused(&s).contains("cannot have `dirs`"), "{}", refused(&s));
+    assert!(
+        refused(&s).contains("cannot have `dirs`"),
+        "{}",
+        refused(&s)
+    );
     let mut s = passive(dir.path(), "p", "svc");
     s.module = guests::HELLO.into();
-    assert!(refused(&s).contains("warden_passive_call"), "{}", refused(&s));
+    assert!(
+        refused(&s).contains("warden_passive_call"),
+        "{}",
+        refused(&s)
+    );
     let mut s = spec(dir.path(), "p", guests::PASSIVE);
     s.provides = vec!["svc".into()];
     assert!(refused(&s).contains("passive = true"), "{}", refused(&s));
     // A module that waits (an active server) cannot be linked as passive.
     let mut s = passive(dir.path(), "p", "svc");
     s.module = guests::ECHO.into();
-    assert!(refused(&s).contains("warden_passive_call"), "{}", refused(&s));
+    assert!(
+        refused(&s).contains("warden_passive_call"),
+        "{}",
+        refused(&s)
+    );
 }
 
 /// A Rust closure registered as a host service is called by guests like
@@ -224,7 +293,14 @@ fn host_services() {
         if req == b"fail" {
             return Err(Errno::Denied);
         }
-        reply.extend_from_slice(format!("hello {} from {}", String::from_utf8_lossy(req), call.caller_name).as_bytes());
+        reply.extend_from_slice(
+            format!(
+                "hello {} from {}",
+                String::from_utf8_lossy(req),
+                call.caller_name
+            )
+            .as_bytes(),
+        );
         Ok(())
     })
     .unwrap();
@@ -232,11 +308,79 @@ fn host_services() {
     assert!(again.unwrap_err().to_string().contains("already exists"));
     let (r, out) = call(&rt, dir.path(), "guest", "host.greet", &["you", "fail"]);
     assert_eq!(r.exit_code, Some(0));
-    assert_eq!(out, format!("you -> hello you from guest\nfail -> error {}\n", Errno::Denied.code()));
+    assert_eq!(
+        out,
+        format!(
+            "you -> hello you from guest\nfail -> error {}\n",
+            Errno::Denied.code()
+        )
+    );
     // Names are granted as usual.
     let mut s = caller(dir.path(), "stranger", "host.greet", &["x"]);
     s.uses = vec!["other".into()];
     let r = run_one(&rt, &s, LIMIT);
     assert_eq!(r.exit_code, Some(1));
     assert!(stdout_of(dir.path(), "stranger").contains(&format!("error {}", Errno::Denied.code())));
+}
+
+/// `warden check` and `warden run` take a manifest with a passive task:
+/// the system ends when its callers have, with status 0.
+#[test]
+fn a_manifest_with_a_passive_service() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = manifest(
+        dir.path(),
+        &format!(
+            r#"
+[[task]]
+name = "kv"
+module = "{}"
+passive = true
+provides = ["kv"]
+call_cpu_limit = "200ms"
+memory_limit = "8MiB"
+
+[[task]]
+name = "client"
+module = "{}"
+args = ["kv", "add 40", "add 2"]
+uses = ["kv"]
+"#,
+            guests::PASSIVE,
+            guests::CALLER
+        ),
+    );
+    let check = warden().arg("check").arg(&m).output().unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let run = warden().arg("run").arg(&m).output().unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{:?} {stdout}{}",
+        run.status,
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(
+        stdout.contains("add 40 -> 40\n[client] add 2 -> 42\n"),
+        "{stdout}"
+    );
+    let bad = manifest(
+        dir.path(),
+        &format!(
+            "[[task]]\nname = \"x\"\nmodule = \"{}\"\ncall_cpu_limit = \"1s\"\n",
+            guests::CALLER
+        ),
+    );
+    let out = warden().arg("check").arg(&bad).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains("line 4: ")
+            && err.contains("call_cpu_limit: only a passive task"),
+        "{err}"
+    );
 }

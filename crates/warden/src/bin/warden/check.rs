@@ -4,7 +4,7 @@
 
 use crate::cli::CheckArgs;
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use warden::http::Handler;
 use warden::{Manifest, Runtime, RuntimeConfig};
@@ -29,10 +29,10 @@ pub fn check(args: &CheckArgs) -> Result<ExitCode, String> {
     let modules = modules(&m);
     let mut problems = 0;
     for module in &modules {
-        if let Err(e) = rt.load_module(module) {
+        if let Err(e) = crate::run::load(&rt, module) {
             problems += 1;
             let at =
-                line_naming(&text, module, base).map_or(String::new(), |l| format!("line {l}: "));
+                line_naming(&text, module.0, base).map_or(String::new(), |l| format!("line {l}: "));
             eprintln!("warden: {}: {at}{e}", path.display());
         }
     }
@@ -55,7 +55,7 @@ pub fn check(args: &CheckArgs) -> Result<ExitCode, String> {
 
 /// Every module the manifest names: its tasks', the modules they may
 /// spawn children from, and its per-request routes'.
-fn modules(m: &Manifest) -> Vec<&PathBuf> {
+fn modules(m: &Manifest) -> Vec<crate::run::SystemModule<'_>> {
     let routes = m.http.iter().flat_map(|h| &h.routes);
     crate::run::modules(
         m.tasks

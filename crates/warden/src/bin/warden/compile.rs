@@ -25,7 +25,14 @@ pub fn compile(args: &CompileArgs) -> Result<(), String> {
     }
     let rt = Runtime::new(config).map_err(|e| e.to_string())?;
     for module in &args.modules {
-        let loaded = rt.load_module(module).map_err(|e| e.to_string())?;
+        // A reactor compiles as the passive task it can only be.
+        let loaded = rt
+            .load_module(module)
+            .or_else(|e| match rt.load_passive_module(module) {
+                Ok(m) => Ok(m),
+                Err(_) => Err(e),
+            })
+            .map_err(|e| e.to_string())?;
         match (loaded.cache, &cache) {
             (Some(CacheOutcome::Hit), Some(dir)) => {
                 eprintln!(

@@ -177,21 +177,34 @@ fn compile_all(rt: &Runtime, specs: &[TaskSpec]) -> Result<(), String> {
     let mut progress = Progress::new("compiling modules", modules.len());
     for (i, m) in modules.iter().enumerate() {
         progress.show(i);
-        rt.load_module(m).map_err(|e| e.to_string())?;
+        load(rt, m).map_err(|e| e.to_string())?;
     }
     progress.done();
     Ok(())
 }
 
+/// A module of a system: its path, and whether a passive task runs it.
+pub type SystemModule<'a> = (&'a PathBuf, bool);
+
 /// Every distinct module of `specs`, in order: the tasks' own and those
 /// they may spawn children from.
-pub fn modules<'a>(specs: impl IntoIterator<Item = &'a TaskSpec>) -> Vec<&'a PathBuf> {
+pub fn modules<'a>(specs: impl IntoIterator<Item = &'a TaskSpec>) -> Vec<SystemModule<'a>> {
     let mut seen = std::collections::HashSet::new();
     specs
         .into_iter()
-        .flat_map(|s| std::iter::once(&s.module).chain(s.modules.iter().map(|(_, m)| m)))
+        .flat_map(|s| {
+            std::iter::once((&s.module, s.passive)).chain(s.modules.iter().map(|(_, m)| (m, false)))
+        })
         .filter(|m| seen.insert(*m))
         .collect()
+}
+
+/// Loads a system's module as the tasks that run it need it.
+pub fn load(rt: &Runtime, (path, passive): &SystemModule) -> Result<(), warden::Error> {
+    match passive {
+        true => rt.load_passive_module(path).map(drop),
+        false => rt.load_module(path).map(drop),
+    }
 }
 
 /// The control API and its token file; a busy address is reported, not
