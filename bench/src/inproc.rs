@@ -93,18 +93,74 @@ pub fn guest_figures(rt: &Runtime, mut spec: TaskSpec) -> Result<BTreeMap<String
 /// runtime with `workers` workers: nanoseconds per call for each of
 /// `kinds` (`null`, `int3`, `str100`, `copy64k`, `mem64k_rw`, `mem64k`, `mem64k_read`).
 pub fn ipc(workers: usize, calls: u64, kinds: &[&str]) -> Result<BTreeMap<String, f64>, String> {
+    ipc_to(Server::Active, workers, calls, kinds)
+}
+
+/// What serves the IPC benchmark's calls.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Server {
+    /// A task receiving calls in its own loop (`ipc_bench server`).
+    Active,
+    /// A passive task: the same replies, on the caller's thread.
+    Passive,
+    /// A host service: a Rust closure with the same replies.
+    Host,
+}
+
+/// [`ipc`], served by `server`.
+pub fn ipc_to(
+    server: Server,
+    workers: usize,
+    calls: u64,
+    kinds: &[&str],
+) -> Result<BTreeMap<String, f64>, String> {
     let rt = runtime(workers, 16);
-    let mut server = quiet("server", guests::IPC_BENCH);
-    server.args = vec!["server".into()];
-    server.provides = vec!["bench".into()];
     let mut client = TaskSpec::new("client", guests::IPC_BENCH);
     client.args = vec!["client".into(), calls.to_string()];
     client.args.push(kinds.join(","));
     client.uses = vec!["bench".into()];
-    let s = rt.spawn(&server).map_err(|e| e.to_string())?;
+    let spawned = match server {
+        Server::Active | Server::Passive => {
+            let mut s = quiet("server", guests::IPC_BENCH);
+            s.args = vec!["server".into()];
+            if server == Server::Passive {
+                s = quiet("server", guests::PASSIVE_BENCH);
+                s.passive = true;
+            }
+            s.provides = vec!["bench".into()];
+            Some(rt.spawn(&s).map_err(|e| e.to_string())?)
+        }
+        Server::Host => {
+            rt.register_host_service("bench", bench_reply)
+                .map_err(|e| e.to_string())?;
+            None
+        }
+    };
     let figures = guest_figures(&rt, client);
-    rt.kill(s, "benchmark over").ok();
+    if let Some(s) = spawned {
+        rt.kill(s, "benchmark over").ok();
+    }
     figures
+}
+
+/// `ipc_bench server`'s replies: three integers summed, a 100-byte
+/// string's length, otherwise nothing.
+fn bench_reply(_: &warden::HostCall<'_>, req: &[u8], reply: &mut Vec<u8>) -> Result<(), warden::Errno> {
+    match req.len() {
+        12 => {
+            let sum = req
+                .chunks(4)
+                .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
+                .fold(0i32, i32::wrapping_add);
+            reply.extend_from_slice(&sum.to_le_bytes());
+        }
+        100 => {
+            let n = req.iter().position(|&b| b == 0).unwrap_or(100) as i32;
+            reply.extend_from_slice(&n.to_le_bytes());
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// Raw Wasmtime: an engine with default settings (no epoch checks, no

@@ -235,10 +235,10 @@ impl Table {
         }
         for r in &warden {
             for (c, cell) in self.columns.iter().zip(&r.cells) {
-                if cell
+                let missing = cell
                     .as_ref()
-                    .is_none_or(|x| x.median.is_nan() || x.median <= 0.0)
-                {
+                    .is_none_or(|x| x.median.is_nan() || x.median <= 0.0);
+                if missing && !r.absent.contains(&c.name) {
                     out.push(format!(
                         "{}: {} has no figure for {}",
                         self.id, r.system, c.name

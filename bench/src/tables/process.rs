@@ -5,7 +5,7 @@
 
 use super::finish;
 use crate::harness::{contestant, interleave, Ctx};
-use crate::inproc::{self, quiet};
+use crate::inproc::{self, quiet, Server};
 use crate::model::{key, Kind, Samples, Table};
 use crate::peers::{figure, figures};
 use std::path::Path;
@@ -19,6 +19,8 @@ pub const THREADS: &str = "Linux threads (condition variable)";
 pub const WASMTIME: &str = "wasmtime process per program";
 pub const JVM: &str = "JVM (java process; threads via SynchronousQueue)";
 pub const ERLANG: &str = "Erlang/BEAM processes";
+const PASSIVE: &str = "Warden passive service, 1 worker";
+const HOST: &str = "Warden host service (Rust closure), 1 worker";
 
 const PROCESSES_PINNED: &str = "Linux processes (pipes), both on one core";
 const THREADS_PINNED: &str = "Linux threads (condition variable), both on one core";
@@ -71,6 +73,15 @@ pub fn run(ctx: &Ctx) -> (Table, Samples) {
             }),
             contestant(WARDEN_2, |s| {
                 warden(s, WARDEN_2, &rt2, &hello, tasks, 2, calls)
+            }),
+            contestant(PASSIVE, |s| {
+                for (system, server) in [(PASSIVE, Server::Passive), (HOST, Server::Host)] {
+                    let f = inproc::ipc_to(server, 1, calls, &["null", "int3", "str100"])?;
+                    for (col, name) in IPC.iter().zip(["null", "int3", "str100"]) {
+                        s.push(&key(system, col), figure(&f, name)? / 1e3);
+                    }
+                }
+                Ok(())
             }),
             contestant(PROCESSES, |s| {
                 let hello = ctx.peers.native("hello")?;
@@ -129,6 +140,14 @@ pub fn run(ctx: &Ctx) -> (Table, Samples) {
     );
     t.row_from(WARDEN_1, Kind::Warden, &samples, &format!("{WARDEN_1}/"));
     t.row_from(WARDEN_2, Kind::Warden, &samples, &format!("{WARDEN_2}/"));
+    for direct in [PASSIVE, HOST] {
+        t.row_from(direct, Kind::Warden, &samples, &format!("{direct}/"));
+        t.absent(
+            direct,
+            &[CREATE, BATCHED],
+            "the server is a task spawned as above (passive) or no task at all (host)",
+        );
+    }
     for system in [
         PROCESSES,
         PROCESSES_PINNED,
@@ -172,6 +191,27 @@ pub fn run(ctx: &Ctx) -> (Table, Samples) {
     t.notes.push(
         "Threads share an address space and so have no process creation; a wasmtime process per \
          program has no IPC of its own (it would use pipes, as the Linux processes do)."
+            .into(),
+    );
+    for direct in [PASSIVE, HOST] {
+        let ratios: Vec<String> = IPC
+            .iter()
+            .filter_map(|col| {
+                let w = samples.cell(&key(direct, col))?.median;
+                let e = samples.cell(&key(ERLANG, col))?.median;
+                Some(format!("{col} {:.2}× ({:.3} µs)", w / e, w))
+            })
+            .collect();
+        t.notes.push(format!(
+            "{direct} over Erlang's message round trip: {} (targets: null ≤ 0.10 µs, \
+             100-byte ≤ 0.15 µs).",
+            ratios.join(", ")
+        ));
+    }
+    t.notes.push(
+        "A passive service's handler and a host service run on the caller's thread, inside its \
+         call: no run queue, no thread switch. The request and reply are still copied between the \
+         two tasks' memories (into the caller's kernel buffer, for a host service)."
             .into(),
     );
     t.notes.push(

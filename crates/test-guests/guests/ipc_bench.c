@@ -1,8 +1,10 @@
 /* IPC round-trip benchmark (the seeds' Table 2 and a 64 KiB transfer).
  *
  *   ipc_bench server           serve "bench"
- *   ipc_bench client N [KINDS] time N calls of each kind (or only those in
- *                              KINDS, a comma-separated list);
+ *   ipc_bench client N [KINDS [SERVICE]]
+ *                              time N calls of each kind (or only those in
+ *                              KINDS, a comma-separated list) to SERVICE
+ *                              (default "bench");
  *                              print "<kind> <ns per round trip>" per line
  *
  * Kinds: null (empty request and reply), int3 (three ints in, their sum
@@ -67,8 +69,8 @@ static int listed(const char *list, const char *name) {
     return 0;
 }
 
-static int client(long n, const char *only) {
-    warden_handle p = warden_name_lookup("bench", 10LL * 1000 * 1000 * 1000);
+static int client(long n, const char *only, const char *service) {
+    warden_handle p = warden_name_lookup(service, 10LL * 1000 * 1000 * 1000);
     if (p < 0) { printf("lookup: %s\n", warden_strerror(p)); return 1; }
     char resp[16];
     int32_t ints[3] = {1, 2, 3};
@@ -107,6 +109,7 @@ static int client(long n, const char *only) {
 
 int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "server")) return server();
-    if (argc >= 3 && !strcmp(argv[1], "client")) return client(atol(argv[2]), argc > 3 ? argv[3] : NULL);
+    if (argc >= 3 && !strcmp(argv[1], "client"))
+        return client(atol(argv[2]), argc > 3 ? argv[3] : NULL, argc > 4 ? argv[4] : "bench");
     return 64;
 }
