@@ -145,7 +145,11 @@ pub fn ipc_to(
 
 /// `ipc_bench server`'s replies: three integers summed, a 100-byte
 /// string's length, otherwise nothing.
-fn bench_reply(_: &warden::HostCall<'_>, req: &[u8], reply: &mut Vec<u8>) -> Result<(), warden::Errno> {
+fn bench_reply(
+    _: &warden::HostCall<'_>,
+    req: &[u8],
+    reply: &mut Vec<u8>,
+) -> Result<(), warden::Errno> {
     match req.len() {
         12 => {
             let sum = req

@@ -5,23 +5,37 @@
 //! ```
 //! use warden::{Runtime, RuntimeConfig, TaskSpec};
 //!
-//! // A guest: any WASI command module, here written as WebAssembly text.
-//! let dir = std::env::temp_dir().join(format!("warden-doc-{}", std::process::id()));
-//! std::fs::create_dir_all(&dir)?;
-//! let module = dir.join("answer.wat");
-//! std::fs::write(&module, r#"(module
-//!     (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
-//!     (memory (export "memory") 1)
-//!     (func (export "_start") (call $exit (i32.const 42))))"#)?;
-//!
 //! let rt = Runtime::new(RuntimeConfig { cache_dir: None, max_tasks: 16, ..Default::default() })?;
-//! let mut spec = TaskSpec::new("answer", &module);
-//! spec.memory_limit = Some(16 << 20);
+//!
+//! // The host's own API, offered to its plugins as a service: each call
+//! // runs this closure on the calling task's thread.
+//! rt.register_host_service("double", |_call, request, reply| {
+//!     reply.extend(request.iter().map(|b| b * 2));
+//!     Ok(())
+//! })?;
+//!
+//! // A plugin: any WASI command module, here WebAssembly text. It looks
+//! // the service up, calls it with the byte 21 and exits with the reply.
+//! rt.add_module("plugin.wat", br#"(module
+//!     (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+//!     (import "warden" "name_lookup" (func $lookup (param i32 i32 i64) (result i32)))
+//!     (import "warden" "call" (func $call
+//!         (param i32 i32 i32 i32 i32 i32 i32 i32 i32) (result i64)))
+//!     (memory (export "memory") 1)
+//!     (data (i32.const 0) "double")
+//!     (data (i32.const 16) "\15")
+//!     (func (export "_start")
+//!         (drop (call $call (call $lookup (i32.const 0) (i32.const 6) (i64.const -1))
+//!             (i32.const 16) (i32.const 1) (i32.const 0) (i32.const 0)
+//!             (i32.const 32) (i32.const 1) (i32.const 0) (i32.const 40)))
+//!         (call $exit (i32.load8_u (i32.const 32)))))"#)?;
+//!
+//! let mut spec = TaskSpec::new("plugin", "plugin.wat");
+//! spec.uses = vec!["double".into()];       // the names it may look up
+//! spec.memory_limit = Some(16 << 20);      // its exact budgets
 //! spec.cpu_limit = Some(std::time::Duration::from_secs(1));
-//! let id = rt.spawn(&spec)?;
-//! let report = rt.wait(id)?;
+//! let report = rt.wait(rt.spawn(&spec)?)?;
 //! assert_eq!((report.status, report.exit_code), ("exited", Some(42)));
-//! # std::fs::remove_dir_all(&dir)?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -39,7 +53,9 @@
 //! - **Executor**: Warden's own worker threads run tasks as async calls, a
 //!   time slice at a time (epoch interruption), in the order a
 //!   [`RunQueue`] policy chooses; blocked tasks hold no thread.
-//! - **IPC**: handles, services and portals, the name service, memory
+//! - **IPC**: handles, services and portals (served by a task's loop, by
+//!   a passive task's handler on the caller's thread, or by a host closure:
+//!   [`Runtime::register_host_service`]), the name service, memory
 //!   objects and permits, reached by guests through the `warden` import
 //!   module ([`HOST_FUNCTIONS`]; C SDK in `sdk/c/warden.h`), with errors as
 //!   [`Errno`] codes.

@@ -29,7 +29,8 @@ impl LoadedModule {
     }
 }
 
-/// Reads, validates, compiles and links the module at `path`.
+/// Reads (unless given its `bytes`), validates, compiles and links the
+/// module at `path`.
 ///
 /// Refuses, with a message naming the file, anything that is not a
 /// WebAssembly core module (binary, or text in a `.wat` file) or a module
@@ -46,11 +47,15 @@ pub(crate) fn load(
     linker: &Linker<TaskData>,
     cache: Option<&CodeCache>,
     path: &Path,
+    bytes: Option<Vec<u8>>,
     allow_precompiled: bool,
     entry: Entry,
 ) -> Result<LoadedModule, String> {
     let shown = path.display();
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read module {shown}: {e}"))?;
+    let bytes = match bytes {
+        Some(b) => b,
+        None => std::fs::read(path).map_err(|e| format!("cannot read module {shown}: {e}"))?,
+    };
     let (module, outcome) = if let Some(kind) = Engine::detect_precompiled(&bytes) {
         let trusted = allow_precompiled || cache.is_some_and(|c| c.trusts(&bytes));
         (precompiled(engine, path, &bytes, kind, trusted)?, None)

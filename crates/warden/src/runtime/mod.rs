@@ -544,8 +544,32 @@ impl Runtime {
         self.load_entry(path, module::Entry::Passive)
     }
 
+    /// Compiles the module in `bytes` (binary, or text if `name` ends in
+    /// `.wat`) and registers it under `name`: a [`TaskSpec`] whose module
+    /// is `name` then runs it, with no file. A name already loaded keeps
+    /// its module.
+    pub fn add_module(&self, name: &str, bytes: &[u8]) -> Result<Arc<LoadedModule>, Error> {
+        self.add_entry(name.as_ref(), Some(bytes.to_vec()), module::Entry::Command)
+    }
+
+    /// [`Runtime::add_module`] for a passive task's module.
+    pub fn add_passive_module(&self, name: &str, bytes: &[u8]) -> Result<Arc<LoadedModule>, Error> {
+        self.add_entry(name.as_ref(), Some(bytes.to_vec()), module::Entry::Passive)
+    }
+
     /// Loads a module to run as `entry`, linked with that entry's linker.
     fn load_entry(&self, path: &Path, entry: module::Entry) -> Result<Arc<LoadedModule>, Error> {
+        self.add_entry(path, None, entry)
+    }
+
+    /// Loads the module at `path`, or compiles `bytes` as if they were
+    /// its contents, once per runtime.
+    fn add_entry(
+        &self,
+        path: &Path,
+        bytes: Option<Vec<u8>>,
+        entry: module::Entry,
+    ) -> Result<Arc<LoadedModule>, Error> {
         let inner = &*self.inner;
         let (map, linker) = match entry {
             module::Entry::Command => (&inner.modules, &inner.linker),
@@ -557,7 +581,10 @@ impl Runtime {
         if let Some(m) = modules.get(path) {
             return Ok(m.clone());
         }
-        let key = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        let key = match bytes {
+            Some(_) => path.to_path_buf(),
+            None => std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
+        };
         if let Some(m) = modules.get(&key).cloned() {
             modules.insert(path.to_path_buf(), m.clone());
             return Ok(m);
@@ -568,6 +595,7 @@ impl Runtime {
                 linker,
                 inner.cache.as_ref(),
                 path,
+                bytes,
                 inner.config.allow_precompiled,
                 entry,
             )

@@ -384,3 +384,46 @@ uses = ["kv"]
         "{err}"
     );
 }
+
+/// Kills of callers and of the server while calls run and wait: every
+/// caller ends, each call either answered or PeerDied, nothing hangs.
+#[test]
+fn stress_kills_during_calls() {
+    let died = format!("error {}", Errno::PeerDied.code());
+    for round in 0..4 {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = runtime(2);
+        let srv = rt.spawn(&passive(dir.path(), "srv", "svc")).unwrap();
+        let reqs = vec!["work 20000"; 300];
+        let callers: Vec<_> = (0..6)
+            .map(|i| {
+                rt.spawn(&caller(dir.path(), &format!("c{i}"), "svc", &reqs))
+                    .unwrap()
+            })
+            .collect();
+        for i in 0..callers.len() {
+            wait_for_output(dir.path(), &format!("c{i}"), "-> worked");
+        }
+        rt.kill(callers[1], "stress").ok();
+        if round % 2 == 0 {
+            rt.kill(srv, "stress").ok();
+        }
+        rt.kill(callers[2], "stress").ok();
+        for (i, id) in callers.iter().enumerate() {
+            let r = wait(&rt, *id, LIMIT);
+            let out = stdout_of(dir.path(), &format!("c{i}"));
+            for line in out.lines() {
+                assert!(
+                    line.ends_with("-> worked") || line.ends_with(&died),
+                    "{line}"
+                );
+            }
+            if i > 2 {
+                assert_eq!((r.status, out.lines().count()), ("exited", 300), "{r:?}");
+            }
+        }
+        let server = rt.wait_all().into_iter().find(|r| r.id == srv).unwrap();
+        let expected = if round % 2 == 0 { "killed" } else { "exited" };
+        assert_eq!(server.status, expected, "{server:?}");
+    }
+}
