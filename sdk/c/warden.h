@@ -46,6 +46,7 @@ typedef int32_t warden_handle;            /* >= 0: handle; < 0: error code */
 #define WARDEN_EDEADLOCK   (-12)  /* a call to the caller's own service */
 #define WARDEN_ERANGE      (-13)  /* offset or length outside the object */
 #define WARDEN_ENOREPLY    (-14)  /* the server closed the call without replying */
+#define WARDEN_EAGAIN      (-15)  /* internal: the call must wait (warden_call then waits) */
 
 /* In a message's handle list: move the handle instead of duplicating it. */
 #define WARDEN_MOVE        ((warden_handle)0x40000000)
@@ -201,6 +202,11 @@ WARDEN_IMPORT(portal_create)  int32_t __warden_portal_create(int32_t service);
 WARDEN_IMPORT(call)           int64_t __warden_call(int32_t portal, const void *req, uint32_t req_len,
                                                     const int32_t *req_h, uint32_t req_nh, void *resp,
                                                     uint32_t resp_cap, int32_t *resp_h, uint32_t *resp_nh);
+/* A passive or host service's call, made at once; WARDEN_EAGAIN if it must
+ * wait (an active service, or a busy one): warden_call then calls `call`. */
+WARDEN_IMPORT(call_fast)      int64_t __warden_call_fast(int32_t portal, const void *req, uint32_t req_len,
+                                                         const int32_t *req_h, uint32_t req_nh, void *resp,
+                                                         uint32_t resp_cap, int32_t *resp_h, uint32_t *resp_nh);
 WARDEN_IMPORT(call_timeout)   int64_t __warden_call_timeout(int32_t portal, const void *req, uint32_t req_len,
                                                     const int32_t *req_h, uint32_t req_nh, void *resp,
                                                     uint32_t resp_cap, int32_t *resp_h, uint32_t *resp_nh,
@@ -263,6 +269,7 @@ WARDEN_DEF const char *warden_strerror(int32_t code) {
     case WARDEN_EDEADLOCK:  return "would deadlock";
     case WARDEN_ERANGE:     return "out of range";
     case WARDEN_ENOREPLY:   return "no reply";
+    case WARDEN_EAGAIN:     return "would wait";
     default:                return code >= 0 ? "success" : "unknown error";
     }
 }
@@ -285,16 +292,21 @@ WARDEN_DEF int64_t warden_call(warden_handle portal, const void *req, size_t req
                                const warden_handle *req_h, size_t req_nh, void *resp, size_t resp_cap,
                                warden_handle *resp_h, size_t *resp_nh) {
     uint32_t none = 0;
-    return __warden_call(portal, req, req_len, req_h, req_nh, resp, resp_cap, resp_h,
-                         resp_nh ? (uint32_t *)resp_nh : &none);
+    uint32_t *nh = resp_nh ? (uint32_t *)resp_nh : &none;
+    int64_t r = __warden_call_fast(portal, req, req_len, req_h, req_nh, resp, resp_cap, resp_h, nh);
+    if (r != WARDEN_EAGAIN) return r;
+    return __warden_call(portal, req, req_len, req_h, req_nh, resp, resp_cap, resp_h, nh);
 }
 WARDEN_DEF int64_t warden_call_timeout(warden_handle portal, const void *req, size_t req_len,
                                        const warden_handle *req_h, size_t req_nh, void *resp,
                                        size_t resp_cap, warden_handle *resp_h, size_t *resp_nh,
                                        int64_t timeout_ns) {
     uint32_t none = 0;
-    return __warden_call_timeout(portal, req, req_len, req_h, req_nh, resp, resp_cap, resp_h,
-                                 resp_nh ? (uint32_t *)resp_nh : &none, timeout_ns);
+    uint32_t *nh = resp_nh ? (uint32_t *)resp_nh : &none;
+    int64_t r = __warden_call_fast(portal, req, req_len, req_h, req_nh, resp, resp_cap, resp_h, nh);
+    if (r != WARDEN_EAGAIN) return r;
+    return __warden_call_timeout(portal, req, req_len, req_h, req_nh, resp, resp_cap, resp_h, nh,
+                                 timeout_ns);
 }
 WARDEN_DEF int64_t warden_recv(warden_handle service, uint64_t *call_id, void *buf, size_t cap,
                                warden_handle *h, size_t *nh) {

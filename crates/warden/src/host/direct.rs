@@ -308,20 +308,25 @@ pub(crate) fn add_to_passive_linker(linker: &mut Linker<TaskData>) -> wasmtime::
     super::mem::add_to_linker(linker)?;
     super::permit::add_to_linker(linker)?;
     super::names::add_nowait_to_linker(linker)?;
-    linker.func_wrap(
-        super::MODULE,
-        "call",
-        |mut c: Caller<'_, TaskData>,
-         a: i32,
-         b: i32,
-         l: i32,
-         h: i32,
-         n: i32,
-         r: i32,
-         rc: i32,
-         rh: i32,
-         rn: i32| { super::ret64(call_nested(&mut c, (a, b, l, h, n, r, rc, rh, rn))) },
-    )?;
+    // `call_fast` too: the SDK's warden_call tries it first.
+    for name in ["call", "call_fast"] {
+        linker.func_wrap(
+            super::MODULE,
+            name,
+            |mut c: Caller<'_, TaskData>,
+             a: i32,
+             b: i32,
+             l: i32,
+             h: i32,
+             n: i32,
+             r: i32,
+             rc: i32,
+             rh: i32,
+             rn: i32| {
+                super::ret64(call_nested(&mut c, (a, b, l, h, n, r, rc, rh, rn)))
+            },
+        )?;
+    }
     linker.func_wrap(
         super::MODULE,
         "call_timeout",
@@ -340,6 +345,28 @@ pub(crate) fn add_to_passive_linker(linker: &mut Linker<TaskData>) -> wasmtime::
         },
     )?;
     Ok(())
+}
+
+/// `call_fast`: a direct service's call made at once, without the async
+/// host-call machinery `call` needs to wait; `Again` when it must wait (an
+/// active service, a busy passive one, or waiting for a handler's lock).
+pub(super) fn call_fast(c: &mut Caller<'_, TaskData>, args: CallArgs) -> Result<i64, Errno> {
+    let handler = match c.data().ipc.handles.get(args.0) {
+        Ok(Object::Portal(p)) => p.service().direct_handler().cloned(),
+        _ => None,
+    };
+    let Some(handler) = handler else {
+        return Err(Errno::Again);
+    };
+    check(c, args)?;
+    if let Some(h) = handler.downcast_ref::<HostService>() {
+        return host_call(c, h, args);
+    }
+    let p = handler.downcast_ref::<Passive>().ok_or(Errno::Again)?;
+    let Ok(mut server) = p.server.try_lock() else {
+        return Err(Errno::Again);
+    };
+    passive_call(c, p, &mut server, args)
 }
 
 /// `warden_call` from inside a passive handler (a synchronous store): a
@@ -456,7 +483,15 @@ fn passive_call(
         let r = s.handler.call(&mut s.store, (buf, len, buf + len, cap));
         p.shared.charge_served(p.clock.end());
         let n = r.map_err(Err)?;
-        if n > cap as i64 {
+        // A reply longer than the buffer, or a code that is not an error
+        // the caller knows (`Again` would make it call again), breaks the
+        // protocol.
+        let known = |n: i64| {
+            Errno::ALL
+                .iter()
+                .any(|e| *e != Errno::Again && e.code() as i64 == n)
+        };
+        if n > cap as i64 || (n < 0 && !known(n)) {
             return Err(Ok(Errno::Inval));
         }
         if n > 0 {

@@ -49,6 +49,25 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
             Box::new(async move { ret64(call(c, args, -1).await) })
         },
     )?;
+    linker.func_wrap(
+        super::MODULE,
+        "call_fast",
+        |mut c: Caller<'_, TaskData>,
+         p: i32,
+         rq: i32,
+         rl: i32,
+         rh: i32,
+         rn: i32,
+         sp: i32,
+         sc: i32,
+         sh: i32,
+         sn: i32| {
+            ret64(super::direct::call_fast(
+                &mut c,
+                (p, rq, rl, rh, rn, sp, sc, sh, sn),
+            ))
+        },
+    )?;
     linker.func_wrap_async(
         super::MODULE,
         "call_timeout",

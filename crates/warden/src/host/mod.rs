@@ -76,6 +76,7 @@ pub const FUNCTIONS: &[(&str, &str, &str)] = &[
     ("service_create", "", "i32"),
     ("portal_create", "i32", "i32"),
     ("call", "i32 i32 i32 i32 i32 i32 i32 i32 i32", "i64"),
+    ("call_fast", "i32 i32 i32 i32 i32 i32 i32 i32 i32", "i64"),
     (
         "call_timeout",
         "i32 i32 i32 i32 i32 i32 i32 i32 i32 i64",

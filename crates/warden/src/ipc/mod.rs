@@ -86,6 +86,10 @@ pub enum Errno {
     /// the server closed the call without replying
     #[error("no reply")]
     NoReply = -14,
+    /// the call must wait (only `call_fast` returns it: the SDK's
+    /// `warden_call` then makes the call with `call`)
+    #[error("would wait")]
+    Again = -15,
 }
 
 /// Runtime-wide IPC state shared by every task.
@@ -105,7 +109,7 @@ impl Errno {
     }
 
     /// Every code, for tables and tests.
-    pub const ALL: [Errno; 14] = [
+    pub const ALL: [Errno; 15] = [
         Errno::BadHandle,
         Errno::Revoked,
         Errno::PeerDied,
@@ -120,6 +124,7 @@ impl Errno {
         Errno::Deadlock,
         Errno::Range,
         Errno::NoReply,
+        Errno::Again,
     ];
 
     /// The code as returned to the guest.
