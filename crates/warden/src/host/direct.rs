@@ -455,30 +455,92 @@ fn host_call(c: &mut Caller<'_, TaskData>, h: &HostService, args: CallArgs) -> R
     Ok(st.reply.len() as i64)
 }
 
-/// Runs one passive call with the service's lock held (`server`).
+/// Runs one passive call from a task with the service's lock held
+/// (`server`): the request is copied from the caller's memory into the
+/// server's, the reply straight back.
 fn passive_call(
     c: &mut Caller<'_, TaskData>,
     p: &Passive,
     server: &mut Option<Server>,
     (_, req, req_len, _, _, resp, resp_cap, _, resp_nh): CallArgs,
 ) -> Result<i64, Errno> {
+    let (mem, data) = memory(c)?;
+    let req = range(mem.len(), req, len32(req_len))?;
+    let cap = len32(resp_cap).min(data.ipc.grants.max_message_bytes) as u32;
+    let n = invoke(
+        p,
+        server,
+        req.len() as u32,
+        cap,
+        // SAFETY: both ranges are checked against their memories, which
+        // stay mapped for the whole call (memories never move or shrink).
+        |smem, at| unsafe { copy_racy(mem.at(req.start), smem.at(at), req.len()) },
+        |smem, at, n| {
+            let out = range(mem.len(), resp, n as u64)?;
+            // SAFETY: as above; `at..at + n` lies in the server's buffer.
+            unsafe { copy_racy(smem.at(at), mem.at(out.start), n) };
+            Ok(())
+        },
+    )?;
+    write_u32(mem, resp_nh, 0)?;
+    if n >= 0 {
+        data.ipc.shared.ipc.count(1, req.len(), n as usize);
+    }
+    Ok(n)
+}
+
+/// A passive call for a client that is not a task (the web server's
+/// service routes): the request's bytes in, the reply's out.
+async fn passive_bytes(p: &Passive, request: &[u8]) -> Result<Vec<u8>, Errno> {
+    let mut server = p.server.lock().await;
+    let cap = match server.as_ref() {
+        Some(s) => s.store.data().ipc.grants.max_message_bytes as u32,
+        None => return Err(Errno::PeerDied),
+    };
+    let len = u32::try_from(request.len()).map_err(|_| Errno::Quota)?;
+    let mut reply = Vec::new();
+    let n = invoke(
+        p,
+        &mut server,
+        len,
+        cap,
+        |smem, at| smem.write(at, request),
+        |smem, at, n| {
+            reply.resize(n, 0);
+            smem.read(at..at + n, &mut reply);
+            Ok(())
+        },
+    )?;
+    if n < 0 {
+        return Err(Errno::from_code(n as i32));
+    }
+    Ok(reply)
+}
+
+/// Runs the handler once on `server` (the service's lock held): `fill`
+/// writes the `len` request bytes into the server's memory at the offset
+/// given; the handler may write up to `cap` reply bytes, which `take`
+/// reads (offset, length). Returns the handler's result: the reply's
+/// length or its error code. A handler that breaks the protocol gets the
+/// caller `Inval`; one that traps ends the server (`PeerDied`).
+fn invoke(
+    p: &Passive,
+    server: &mut Option<Server>,
+    len: u32,
+    cap: u32,
+    fill: impl FnOnce(GuestMem, usize),
+    take: impl FnOnce(GuestMem, usize, usize) -> Result<(), Errno>,
+) -> Result<i64, Errno> {
     if p.shared.kill_requested() {
         drop(server.take());
         return Err(Errno::PeerDied);
     }
     let s = server.as_mut().ok_or(Errno::PeerDied)?;
-    let (mem, data) = memory(c)?;
-    let req = range(mem.len(), req, len32(req_len))?;
-    let cap = len32(resp_cap).min(data.ipc.grants.max_message_bytes) as u32;
-    let need = req.len() as u32 + cap;
+    let need = len.checked_add(cap).ok_or(Errno::Quota)?;
     let result = enter(p, || {
         let buf = buffer(s, need)?;
-        let smem = server_mem(s);
-        range(smem.len(), buf as i32, need as u64).map_err(|_| Ok(Errno::Inval))?;
-        // SAFETY: both ranges were checked against their memories, which
-        // stay mapped for the whole call (memories never move or shrink).
-        unsafe { copy_racy(mem.at(req.start), smem.at(buf as usize), req.len()) };
-        let len = req.len() as u32;
+        range(server_mem(s).len(), buf as i32, need as u64).map_err(|_| Ok(Errno::Inval))?;
+        fill(server_mem(s), buf as usize);
         p.clock.begin();
         let r = s.handler.call(&mut s.store, (buf, len, buf + len, cap));
         p.shared.charge_served(p.clock.end());
@@ -495,19 +557,14 @@ fn passive_call(
             return Err(Ok(Errno::Inval));
         }
         if n > 0 {
-            let out = range(mem.len(), resp, n as u64).map_err(Ok)?;
-            let smem = server_mem(s);
-            // SAFETY: as above; the reply lies inside the checked buffer.
-            unsafe { copy_racy(smem.at((buf + len) as usize), mem.at(out.start), out.len()) };
+            take(server_mem(s), (buf + len) as usize, n as usize).map_err(Ok)?;
         }
         Ok(n)
     });
     match result {
         Ok(n) => {
-            write_u32(mem, resp_nh, 0)?;
             if n >= 0 {
-                data.ipc.shared.ipc.count(1, req.len(), n as usize);
-                p.shared.ipc.count(1, n as usize, req.len());
+                p.shared.ipc.count(1, n as usize, len as usize);
             }
             if p.shared.kill_requested() {
                 drop(server.take());
@@ -520,6 +577,31 @@ fn passive_call(
             Err(Errno::PeerDied)
         }
     }
+}
+
+/// A direct service's call for a client that is not a task (see
+/// [`crate::ipc::client::DirectCall`]).
+pub(crate) fn call_bytes<'a>(
+    handler: &'a Direct,
+    caller: &'a TaskShared,
+    request: &'a [u8],
+) -> std::pin::Pin<Box<dyn Future<Output = Result<Vec<u8>, Errno>> + Send + 'a>> {
+    Box::pin(async move {
+        if let Some(h) = handler.downcast_ref::<HostService>() {
+            let call = HostCall {
+                caller: caller.id,
+                caller_name: &caller.name,
+            };
+            let mut reply = Vec::new();
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                (h.0)(&call, request, &mut reply)
+            }));
+            result.map_err(|_| Errno::PeerDied)??;
+            return Ok(reply);
+        }
+        let p = handler.downcast_ref::<Passive>().ok_or(Errno::BadHandle)?;
+        passive_bytes(p, request).await
+    })
 }
 
 /// A failed step of a passive call: an error for the caller, or a trap

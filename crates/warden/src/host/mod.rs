@@ -51,7 +51,7 @@ mod wasi_net;
 
 pub(crate) use data::{Bindings, Grants, NameMap, Spawner, TaskData, TaskIpc};
 pub(crate) use direct::{
-    add_to_passive_linker, on_tick as passive_on_tick, HostService, Passive, Server,
+    add_to_passive_linker, call_bytes, on_tick as passive_on_tick, HostService, Passive, Server,
 };
 pub use direct::{HostCall, HostHandler};
 pub(crate) use ending::classify;

@@ -19,11 +19,23 @@ use std::sync::{Arc, Mutex};
 /// Slots kept for reuse; more calls at once allocate their own.
 const POOL: usize = 256;
 
+/// Runs a direct service's call (a passive task's handler or a host
+/// service, see [`super::service::Direct`]) for a client that is not a
+/// task: the host layer, which knows the concrete handlers, provides it.
+pub type DirectCall = for<'a> fn(
+    &'a super::service::Direct,
+    &'a TaskShared,
+    &'a [u8],
+) -> std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Vec<u8>, Errno>> + Send + 'a>,
+>;
+
 /// A client of the kernel's services that is not a task.
 pub struct HostClient {
     kernel: Arc<Kernel>,
     owner: Arc<TaskShared>,
     pool: Mutex<Vec<Arc<CallSlot>>>,
+    direct: DirectCall,
 }
 
 /// Abandons the call unless it was answered (see the module docs).
@@ -42,11 +54,18 @@ impl Drop for Waiting<'_> {
 
 impl HostClient {
     /// A client named `name` (as servers see it) with the id `id`.
-    pub(crate) fn new(kernel: Arc<Kernel>, id: TaskId, name: String) -> HostClient {
+    /// A direct service's calls run through `direct`.
+    pub(crate) fn new(
+        kernel: Arc<Kernel>,
+        id: TaskId,
+        name: String,
+        direct: DirectCall,
+    ) -> HostClient {
         HostClient {
             kernel,
             owner: Arc::new(TaskShared::new(id, name, None, None)),
             pool: Mutex::new(Vec::new()),
+            direct,
         }
     }
 
@@ -55,6 +74,10 @@ impl HostClient {
     /// `PeerDied` if the server dies or closes the service first.
     pub async fn call(&self, name: &str, request: &[u8]) -> Result<Vec<u8>, Errno> {
         let portal = self.kernel.names.lookup(name).ok_or(Errno::Denied)?;
+        if let Some(handler) = portal.service().direct_handler().cloned() {
+            drop(portal);
+            return (self.direct)(&handler, &self.owner, request).await;
+        }
         let slot = self.slot();
         let seq = {
             let mut st = slot.lock();

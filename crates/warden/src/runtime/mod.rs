@@ -878,7 +878,12 @@ impl Runtime {
     /// it as a caller named `name` with an id no task has).
     pub(crate) fn host_client(&self, name: String) -> crate::ipc::client::HostClient {
         let id = TaskId(self.inner.next_id.fetch_add(1, Ordering::Relaxed));
-        crate::ipc::client::HostClient::new(self.inner.kernel.clone(), id, name)
+        crate::ipc::client::HostClient::new(
+            self.inner.kernel.clone(),
+            id,
+            name,
+            crate::host::call_bytes,
+        )
     }
 
     /// The executor's load figures.

@@ -401,3 +401,45 @@ fn slow_clients_hold_a_connection_not_a_handler() {
     let _ = slow_head.read_to_end(&mut rest);
     let _ = slow_body;
 }
+
+/// A service route to a passive service: each request runs the handler on
+/// the web server's thread, its state kept; a trap is a 502, and the
+/// route then answers 503 (the service is gone) instead of hanging.
+#[test]
+fn a_service_route_to_a_passive_service() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        r#"
+[[task]]
+name = "counter"
+module = "{servlet}"
+passive = true
+provides = ["counter"]
+
+[[http]]
+listen = "127.0.0.1:0"
+
+[[http.route]]
+path = "/count/*"
+service = "counter"
+timeout = "5s"
+"#,
+        servlet = guests::PASSIVE_SERVLET,
+    );
+    let web = Web::start(dir.path(), &text);
+    for n in 1..=3 {
+        let r = get(&web, "/count/x");
+        assert_eq!(
+            (r.status, r.body.clone()),
+            (200, format!("count {n}\n")),
+            "{r:?}"
+        );
+    }
+    let t = Instant::now();
+    assert_eq!(get(&web, "/count/crash").status, 502);
+    assert_eq!(get(&web, "/count/x").status, 503);
+    assert!(
+        t.elapsed() < Duration::from_secs(4),
+        "answered at once, not at the timeout"
+    );
+}
