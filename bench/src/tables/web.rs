@@ -19,6 +19,18 @@ const FORWARD: &str = "(b) server task + servlet task (portal call)";
 const WAGI: &str = "(c) Warden server, per-request task (WAGI)";
 const SERVLET: &str = "(d) Warden server, servlet route";
 const HYPER: &str = "(e) native hyper hello-world";
+const PASSIVE: &str = "(f) Warden server, servlet route to a passive service";
+
+/// What a Warden server's routes run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Route {
+    /// A task per request.
+    Wagi,
+    /// A portal call to a servlet task.
+    Servlet,
+    /// A call to a passive servlet, on the server's thread.
+    Passive,
+}
 const SIZES: [(&str, usize); 2] = [("100 B", 100), ("10 KB", 10_000)];
 
 pub fn run(ctx: &Ctx) -> Vec<Table> {
@@ -111,11 +123,18 @@ fn one_task(forward: bool) -> Result<Site, String> {
     })
 }
 
-fn warden_server(servlet: bool) -> Result<Site, String> {
+fn warden_server(route: Route) -> Result<Site, String> {
     let mut text = String::new();
     let mut routes = String::new();
     for (i, (_, size)) in SIZES.iter().enumerate() {
-        if servlet {
+        if route == Route::Passive {
+            text += &format!(
+                "[[task]]\nname = \"s{i}\"\nmodule = \"{}\"\nenv = {{ SIZE = \"{size}\" }}\n\
+                 passive = true\nprovides = [\"s{i}\"]\n",
+                guests::PASSIVE_PAGE
+            );
+            routes += &format!("[[http.route]]\npath = \"/p{i}\"\nservice = \"s{i}\"\n");
+        } else if route == Route::Servlet {
             text += &format!(
                 "[[task]]\nname = \"s{i}\"\nmodule = \"{}\"\nargs = [\"s{i}\", \"{size}\"]\nprovides = [\"s{i}\"]\n",
                 guests::PAGE_SERVLET
@@ -287,7 +306,8 @@ fn table(ctx: &Ctx, connections: usize) -> Table {
          a route that runs a fresh task per request from a compiled C module (WAGI: CGI \
          environment, body from stdout). (d) the same server with a servlet route: one portal \
          call per request to a C task replying with a CGI response. (e) hyper with no Warden, \
-         on a 2-worker tokio runtime, answering from memory.",
+         on a 2-worker tokio runtime, answering from memory. (f) the server of (d) with its \
+         servlet a passive service: the handler runs on the server's thread.",
         if connections > 1 { "s" } else { "" },
         if connections > 1 { 2 } else { 1 },
         if connections > 1 { "s" } else { "" },
@@ -302,10 +322,13 @@ fn table(ctx: &Ctx, connections: usize) -> Table {
                 round(s, FORWARD, one_task(true), connections, secs)
             }),
             contestant(WAGI, |s: &mut Samples| {
-                round(s, WAGI, warden_server(false), connections, secs)
+                round(s, WAGI, warden_server(Route::Wagi), connections, secs)
             }),
             contestant(SERVLET, |s: &mut Samples| {
-                round(s, SERVLET, warden_server(true), connections, secs)
+                round(s, SERVLET, warden_server(Route::Servlet), connections, secs)
+            }),
+            contestant(PASSIVE, |s: &mut Samples| {
+                round(s, PASSIVE, warden_server(Route::Passive), connections, secs)
             }),
             contestant(HYPER, |s: &mut Samples| {
                 round(s, HYPER, hyper_hello(), connections, secs)
@@ -317,6 +340,7 @@ fn table(ctx: &Ctx, connections: usize) -> Table {
         (FORWARD, Kind::Warden),
         (WAGI, Kind::Warden),
         (SERVLET, Kind::Warden),
+        (PASSIVE, Kind::Warden),
         (HYPER, Kind::Peer),
     ] {
         t.row_from(name, kind, &samples, &format!("{name}/"));
@@ -344,6 +368,12 @@ fn notes(t: &mut Table, s: &Samples) {
                 "{label}: Warden's server does {:.0}% of native hyper's requests/s with a servlet route (target ≥ 70%) and {:.0}% with a per-request task (target ≥ 40%).",
                 100.0 * d / e,
                 100.0 * c / e
+            ));
+        }
+        if let (Some(f), Some(e)) = (rps(PASSIVE), rps(HYPER)) {
+            t.notes.push(format!(
+                "{label}: with the servlet a passive service, {:.0}% of native hyper's requests/s.",
+                100.0 * f / e
             ));
         }
     }
