@@ -43,6 +43,7 @@ mod ipc;
 mod mem;
 mod names;
 mod net;
+mod passive;
 mod permit;
 mod poll;
 mod task;
@@ -50,12 +51,11 @@ mod wasi;
 mod wasi_net;
 
 pub(crate) use data::{Bindings, Grants, NameMap, Spawner, TaskData, TaskIpc};
-pub(crate) use direct::{
-    add_to_passive_linker, call_bytes, on_tick as passive_on_tick, HostService, Passive, Server,
-};
+pub(crate) use direct::{call_bytes, HostService};
 pub use direct::{HostCall, HostHandler};
 pub(crate) use ending::classify;
 pub(crate) use net::{ChildNet, TaskNet};
+pub(crate) use passive::{add_to_passive_linker, on_tick as passive_on_tick, Passive, Server};
 pub(crate) use wasi::add_to_linker as add_wasi_bounds;
 pub use wasi::{MAX_OPEN_FILES, MAX_POLL_SUBSCRIPTIONS};
 pub(crate) use wasi_net::Sockets;
