@@ -715,6 +715,41 @@ mod tests {
     }
 
     #[test]
+    fn passive_keys() {
+        let d = dir_with_module();
+        let base = "[[task]]\nname='p'\nmodule='m.wasm'\n";
+        let m = Manifest::parse(
+            &format!("{base}passive=true\nprovides=['kv']\ncall_cpu_limit='20ms'"),
+            d.path(),
+        )
+        .unwrap();
+        assert!(m.tasks[0].passive);
+        assert_eq!(m.tasks[0].call_cpu_limit, Duration::from_millis(20));
+        let m = Manifest::parse(&format!("{base}passive=true\nprovides=['kv']"), d.path()).unwrap();
+        assert_eq!(
+            m.tasks[0].call_cpu_limit,
+            crate::task::DEFAULT_CALL_CPU_LIMIT
+        );
+        for (extra, want) in [
+            ("passive=true", "needs a `provides` name"),
+            ("passive=true\nprovides=['kv.*']", "not a pattern"),
+            (
+                "passive=true\nprovides=['kv']\ndirs={'/d'='.'}",
+                "cannot have `dirs`",
+            ),
+            ("passive=true\nprovides=['kv']\ncount=2", "count must be 1"),
+            (
+                "passive=true\nprovides=['kv']\ncall_cpu_limit='0s'",
+                "more than 0",
+            ),
+            ("call_cpu_limit='1s'", "only a passive task"),
+        ] {
+            let e = err(&format!("{base}{extra}"));
+            assert!(e.contains(want), "{extra}: {e}");
+        }
+    }
+
+    #[test]
     fn errors_name_the_key_or_file() {
         assert!(
             err("[[task]]\nname='a'\nmodule='m.wasm'\nmemroy_limit='1MiB'")
