@@ -155,24 +155,36 @@ fn host_call(c: &mut Caller<'_, TaskData>, h: &HostService, args: CallArgs) -> R
     let st = &mut *st;
     let before = st.reply.capacity();
     st.reply.clear();
-    let call = HostCall {
-        caller: shared.id,
-        caller_name: &shared.name,
-    };
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        (h.0)(&call, &st.request, &mut st.reply)
-    }));
+    let result = run_host(h, &shared, &st.request, &mut st.reply);
     let grown = st.reply.capacity().saturating_sub(before) as u64;
     if grown > 0 && !shared.try_charge(grown) {
         st.reply = Vec::with_capacity(before);
         return Err(Errno::NoMem);
     }
-    result.map_err(|_| Errno::PeerDied)??;
+    result?;
     let n = st.reply.len().min(len32(resp_cap) as usize);
     mem.put(resp, &st.reply[..n])?;
     write_u32(mem, resp_nh, 0)?;
     shared.ipc.count(1, len32(req_len) as usize, st.reply.len());
     Ok(st.reply.len() as i64)
+}
+
+/// Runs a host service's closure for `caller`; a panic in it is the
+/// caller's `PeerDied`.
+fn run_host(
+    h: &HostService,
+    caller: &TaskShared,
+    request: &[u8],
+    reply: &mut Vec<u8>,
+) -> Result<(), Errno> {
+    let call = HostCall {
+        caller: caller.id,
+        caller_name: &caller.name,
+    };
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        (h.0)(&call, request, reply)
+    }))
+    .map_err(|_| Errno::PeerDied)?
 }
 
 /// Runs one passive call from a task with the service's lock held
@@ -218,15 +230,8 @@ pub(crate) fn call_bytes<'a>(
 ) -> std::pin::Pin<Box<dyn Future<Output = Result<Vec<u8>, Errno>> + Send + 'a>> {
     Box::pin(async move {
         if let Some(h) = handler.downcast_ref::<HostService>() {
-            let call = HostCall {
-                caller: caller.id,
-                caller_name: &caller.name,
-            };
             let mut reply = Vec::new();
-            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                (h.0)(&call, request, &mut reply)
-            }));
-            result.map_err(|_| Errno::PeerDied)??;
+            run_host(h, caller, request, &mut reply)?;
             return Ok(reply);
         }
         let p = handler.downcast_ref::<Passive>().ok_or(Errno::BadHandle)?;
