@@ -83,7 +83,9 @@ int32_t warden_reply(uint64_t call_id, const void *resp, size_t len, const warde
  * and its `call_cpu_limit` (per call) and `cpu_limit` (in all) bound what
  * the handler does. A handler that traps, exits or overruns ends the
  * service: that caller and all later ones get WARDEN_EPEERDIED.
- * Requests and replies carry bytes only (handles: WARDEN_EINVAL).
+ * Requests and replies carry bytes only (handles: WARDEN_EINVAL). The
+ * handler's error codes are WARDEN_E* codes; any other negative value, or
+ * a length over resp_cap, reaches the caller as WARDEN_EINVAL.
  *
  * The handler may use WASI (no files: a passive task has no dirs),
  * handles, memory objects, permits, warden_name_lookup (which does not
