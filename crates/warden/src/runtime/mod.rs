@@ -12,12 +12,14 @@
 //! finishes tasks with no lock held.
 
 mod heap;
+mod modules;
 mod nested;
 mod net;
 mod passive;
 mod run;
 mod setup;
 mod store;
+mod tasks;
 mod views;
 
 pub(crate) use passive::check_spec as check_passive;
@@ -26,6 +28,8 @@ pub use views::TaskView;
 
 use heap::{mass_death, return_free_heap};
 use run::{on_tick, run};
+pub(crate) use tasks::Watch;
+use tasks::{Live, Table, Tasks};
 
 use crate::cache::CodeCache;
 use crate::executor::{Clock, Executor, ExecutorStats, TICK};
@@ -152,9 +156,6 @@ struct Group {
     chain: Vec<Arc<GroupShared>>,
 }
 
-/// Finished tasks whose output is kept for operators.
-const FINISHED_LOGS_KEPT: usize = 256;
-
 /// Window over which CPU caps are measured.
 const CAP_WINDOW: Duration = Duration::from_millis(100);
 
@@ -189,20 +190,6 @@ pub enum Error {
     Name(String),
 }
 
-struct Live {
-    shared: Arc<TaskShared>,
-    start_ms: f64,
-    memory_limit: Option<u64>,
-    parent: Option<TaskId>,
-    /// Told the task's report when it finishes.
-    watch: Option<Watch>,
-    /// A passive task's server, to end it when the system ends.
-    passive: Option<Arc<crate::host::Passive>>,
-}
-
-/// Where a watched task's report goes when it finishes.
-pub(crate) type Watch = tokio::sync::oneshot::Sender<TaskReport>;
-
 /// What a child task gets from its parent at spawn.
 pub(crate) struct Child {
     /// The parent.
@@ -217,188 +204,6 @@ pub(crate) struct Child {
     pub(crate) sinks: (Sink, Sink),
     /// The parent's place on the link and receive budget.
     pub(crate) net: crate::host::ChildNet,
-}
-
-#[derive(Default)]
-struct Table {
-    live: HashMap<TaskId, Live>,
-    done: HashMap<TaskId, TaskReport>,
-    /// Ids in `done`, oldest first, for dropping beyond `max_reports`.
-    done_order: std::collections::VecDeque<TaskId>,
-    /// Live children of each task that has any.
-    children: HashMap<TaskId, Vec<TaskId>>,
-    /// Output of the most recently finished tasks.
-    done_logs: std::collections::VecDeque<(TaskId, Arc<crate::output::LogRing>)>,
-    /// Most tasks alive at once since the heap was last trimmed.
-    peak_live: usize,
-    /// Threads waiting on `Tasks::changed` (finishing wakes nobody if 0).
-    waiters: usize,
-    /// Threads waiting on `Tasks::empty`.
-    empty_waiters: usize,
-    /// Live passive tasks (the system ends when only these are left).
-    passive_live: usize,
-}
-
-struct Tasks {
-    table: Mutex<Table>,
-    max_reports: usize,
-    on_report: Option<ReportSink>,
-    events: Option<Arc<crate::events::EventLog>>,
-    kernel: Arc<Kernel>,
-    /// The runtime, for ending a dead task's children.
-    runtime: std::sync::OnceLock<std::sync::Weak<Inner>>,
-    changed: Condvar,
-    /// Notified when the last live task finishes.
-    empty: Condvar,
-    epoch: Instant,
-}
-
-impl Tasks {
-    fn lock(&self) -> MutexGuard<'_, Table> {
-        self.table.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn ms(&self) -> f64 {
-        self.epoch.elapsed().as_secs_f64() * 1e3
-    }
-
-    fn finish(&self, shared: &TaskShared, status: TaskStatus) {
-        let end_ms = self.ms();
-        self.kernel.names.remove_owner(shared.id);
-        // The child's budget returns to its parent before the parent can
-        // be woken by its end, so an immediate respawn finds it there.
-        nested::child_ended(shared);
-        let mut t = self.lock();
-        if let Some(mut live) = t.live.remove(&shared.id) {
-            if live.passive.is_some() {
-                t.passive_live -= 1;
-            }
-            match &status {
-                TaskStatus::Exited(c) => shared.event("exit", serde_json::json!({ "code": c })),
-                TaskStatus::Trapped(r) => shared.event("trap", serde_json::json!({ "reason": r })),
-                TaskStatus::Killed(r) => shared.event("kill", serde_json::json!({ "reason": r })),
-            }
-            shared.family.set_exit(match &status {
-                TaskStatus::Exited(c) => *c,
-                TaskStatus::Trapped(_) => -1,
-                TaskStatus::Killed(_) => -2,
-            });
-            let mut report =
-                TaskReport::new(shared, status, live.memory_limit, live.start_ms, end_ms);
-            report.parent = live.parent;
-            if let Some(sink) = &self.on_report {
-                (sink.0)(&report);
-            }
-            if let Some(watch) = live.watch.take() {
-                let _ = watch.send(report.clone());
-            }
-            if t.done_order.len() >= self.max_reports {
-                if let Some(old) = t.done_order.pop_front() {
-                    t.done.remove(&old);
-                }
-            }
-            if self.max_reports > 0 {
-                t.done_order.push_back(shared.id);
-                t.done.insert(shared.id, report);
-            }
-            if t.done_logs.len() >= FINISHED_LOGS_KEPT {
-                t.done_logs.pop_front();
-            }
-            t.done_logs.push_back((shared.id, shared.log.clone()));
-        }
-        let children = t.children.remove(&shared.id).unwrap_or_default();
-        if let Some(parent) = shared.parent().map(|p| p.id) {
-            if let Some(siblings) = t.children.get_mut(&parent) {
-                siblings.retain(|&c| c != shared.id);
-            }
-        }
-        let wake = t.waiters > 0;
-        let wake_empty = t.empty_waiters > 0 && t.live.len() <= t.passive_live;
-        let live = t.live.len();
-        let trim = mass_death(&mut t.peak_live, live);
-        drop(t);
-        if trim {
-            return_free_heap();
-        }
-        if wake {
-            self.changed.notify_all();
-        }
-        if wake_empty {
-            self.empty.notify_all();
-        }
-        if let Some(inner) = self.runtime.get().and_then(|w| w.upgrade()) {
-            for child in children {
-                inner.exec.kill(child, "its parent ended");
-            }
-        }
-    }
-
-    /// Enters a new task in the table, unless `max_tasks` are alive.
-    /// (Also keeps `peak_live`.)
-    fn enter(
-        &self,
-        shared: &Arc<TaskShared>,
-        memory_limit: Option<u64>,
-        max_tasks: u32,
-        watch: Option<Watch>,
-        passive: Option<Arc<crate::host::Passive>>,
-    ) -> Result<(), Error> {
-        let mut t = self.lock();
-        if t.live.len() >= max_tasks as usize {
-            return Err(Error::Full(max_tasks));
-        }
-        t.passive_live += usize::from(passive.is_some());
-        t.peak_live = t.peak_live.max(t.live.len() + 1);
-        let parent = shared.parent().map(|p| p.id);
-        if let Some(p) = parent {
-            t.children.entry(p).or_default().push(shared.id);
-        }
-        let live = Live {
-            shared: shared.clone(),
-            start_ms: self.ms(),
-            memory_limit,
-            parent,
-            watch,
-            passive,
-        };
-        t.live.insert(shared.id, live);
-        Ok(())
-    }
-
-    /// Takes a task that could not start out of the table again.
-    fn leave(&self, shared: &TaskShared) {
-        let mut t = self.lock();
-        if t.live
-            .remove(&shared.id)
-            .is_some_and(|l| l.passive.is_some())
-        {
-            t.passive_live -= 1;
-        }
-        if let Some(siblings) = shared.parent().and_then(|p| t.children.get_mut(&p.id)) {
-            siblings.retain(|&c| c != shared.id);
-        }
-    }
-
-    /// Waits for a change (a task finishing), at most until `deadline`.
-    fn wait<'a>(
-        &self,
-        mut t: MutexGuard<'a, Table>,
-        deadline: Option<Instant>,
-    ) -> MutexGuard<'a, Table> {
-        t.waiters += 1;
-        let mut t = match deadline {
-            None => self.changed.wait(t).unwrap_or_else(|e| e.into_inner()),
-            Some(d) => {
-                let left = d.saturating_duration_since(Instant::now());
-                self.changed
-                    .wait_timeout(t, left)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0
-            }
-        };
-        t.waiters -= 1;
-        t
-    }
 }
 
 struct Inner {
@@ -530,80 +335,6 @@ impl Runtime {
     /// Milliseconds since the runtime started.
     pub fn now_ms(&self) -> f64 {
         self.inner.tasks.ms()
-    }
-
-    /// Loads (compiles, or fetches from the code cache) the module at
-    /// `path`, once per runtime; later calls return the same module.
-    pub fn load_module(&self, path: &Path) -> Result<Arc<LoadedModule>, Error> {
-        self.load_entry(path, module::Entry::Command)
-    }
-
-    /// Loads the module at `path` as a passive task's (a reactor exporting
-    /// the passive handler), once per runtime.
-    pub fn load_passive_module(&self, path: &Path) -> Result<Arc<LoadedModule>, Error> {
-        self.load_entry(path, module::Entry::Passive)
-    }
-
-    /// Compiles the module in `bytes` (binary, or text if `name` ends in
-    /// `.wat`) and registers it under `name`: a [`TaskSpec`] whose module
-    /// is `name` then runs it, with no file. A name already loaded keeps
-    /// its module.
-    pub fn add_module(&self, name: &str, bytes: &[u8]) -> Result<Arc<LoadedModule>, Error> {
-        self.add_entry(name.as_ref(), Some(bytes.to_vec()), module::Entry::Command)
-    }
-
-    /// [`Runtime::add_module`] for a passive task's module.
-    pub fn add_passive_module(&self, name: &str, bytes: &[u8]) -> Result<Arc<LoadedModule>, Error> {
-        self.add_entry(name.as_ref(), Some(bytes.to_vec()), module::Entry::Passive)
-    }
-
-    /// Loads a module to run as `entry`, linked with that entry's linker.
-    fn load_entry(&self, path: &Path, entry: module::Entry) -> Result<Arc<LoadedModule>, Error> {
-        self.add_entry(path, None, entry)
-    }
-
-    /// Loads the module at `path`, or compiles `bytes` as if they were
-    /// its contents, once per runtime.
-    fn add_entry(
-        &self,
-        path: &Path,
-        bytes: Option<Vec<u8>>,
-        entry: module::Entry,
-    ) -> Result<Arc<LoadedModule>, Error> {
-        let inner = &*self.inner;
-        let (map, linker) = match entry {
-            module::Entry::Command => (&inner.modules, &inner.linker),
-            module::Entry::Passive => (&inner.passive_modules, &inner.passive_linker),
-        };
-        let mut modules = map.lock().unwrap_or_else(|e| e.into_inner());
-        // Spawning looks the module up by the path it was given; only a
-        // path not seen before is resolved (symlinks, `..`) on the file system.
-        if let Some(m) = modules.get(path) {
-            return Ok(m.clone());
-        }
-        let key = match bytes {
-            Some(_) => path.to_path_buf(),
-            None => std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
-        };
-        if let Some(m) = modules.get(&key).cloned() {
-            modules.insert(path.to_path_buf(), m.clone());
-            return Ok(m);
-        }
-        let m = Arc::new(
-            module::load(
-                &inner.engine,
-                linker,
-                inner.cache.as_ref(),
-                path,
-                bytes,
-                inner.config.allow_precompiled,
-                entry,
-            )
-            .map_err(Error::Module)?,
-        );
-        modules.insert(path.to_path_buf(), m.clone());
-        modules.insert(key, m.clone());
-        Ok(m)
     }
 
     /// Starts a task. Its module is loaded first if it is not yet.

@@ -1,0 +1,207 @@
+//! The task table: live tasks, finished tasks' reports and output, and
+//! the waits on them.
+
+use super::*;
+
+/// Finished tasks whose output is kept for operators.
+const FINISHED_LOGS_KEPT: usize = 256;
+
+/// A live task's entry.
+pub(super) struct Live {
+    pub(super) shared: Arc<TaskShared>,
+    pub(super) start_ms: f64,
+    pub(super) memory_limit: Option<u64>,
+    pub(super) parent: Option<TaskId>,
+    /// Told the task's report when it finishes.
+    pub(super) watch: Option<Watch>,
+    /// A passive task's server, to end it when the system ends.
+    pub(super) passive: Option<Arc<crate::host::Passive>>,
+}
+
+/// Where a watched task's report goes when it finishes.
+pub(crate) type Watch = tokio::sync::oneshot::Sender<TaskReport>;
+
+/// What the table holds, under its one lock.
+#[derive(Default)]
+pub(super) struct Table {
+    pub(super) live: HashMap<TaskId, Live>,
+    pub(super) done: HashMap<TaskId, TaskReport>,
+    /// Ids in `done`, oldest first, for dropping beyond `max_reports`.
+    pub(super) done_order: std::collections::VecDeque<TaskId>,
+    /// Live children of each task that has any.
+    pub(super) children: HashMap<TaskId, Vec<TaskId>>,
+    /// Output of the most recently finished tasks.
+    pub(super) done_logs: std::collections::VecDeque<(TaskId, Arc<crate::output::LogRing>)>,
+    /// Most tasks alive at once since the heap was last trimmed.
+    pub(super) peak_live: usize,
+    /// Threads waiting on `Tasks::changed` (finishing wakes nobody if 0).
+    pub(super) waiters: usize,
+    /// Threads waiting on `Tasks::empty`.
+    pub(super) empty_waiters: usize,
+    /// Live passive tasks (the system ends when only these are left).
+    pub(super) passive_live: usize,
+}
+
+/// The task table, its settings, and the condition variables its
+/// waiters sleep on.
+pub(super) struct Tasks {
+    pub(super) table: Mutex<Table>,
+    pub(super) max_reports: usize,
+    pub(super) on_report: Option<ReportSink>,
+    pub(super) events: Option<Arc<crate::events::EventLog>>,
+    pub(super) kernel: Arc<Kernel>,
+    /// The runtime, for ending a dead task's children.
+    pub(super) runtime: std::sync::OnceLock<std::sync::Weak<Inner>>,
+    pub(super) changed: Condvar,
+    /// Notified when the last live task finishes.
+    pub(super) empty: Condvar,
+    pub(super) epoch: Instant,
+}
+
+impl Tasks {
+    pub(super) fn lock(&self) -> MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn ms(&self) -> f64 {
+        self.epoch.elapsed().as_secs_f64() * 1e3
+    }
+
+    pub(super) fn finish(&self, shared: &TaskShared, status: TaskStatus) {
+        let end_ms = self.ms();
+        self.kernel.names.remove_owner(shared.id);
+        // The child's budget returns to its parent before the parent can
+        // be woken by its end, so an immediate respawn finds it there.
+        nested::child_ended(shared);
+        let mut t = self.lock();
+        if let Some(mut live) = t.live.remove(&shared.id) {
+            if live.passive.is_some() {
+                t.passive_live -= 1;
+            }
+            match &status {
+                TaskStatus::Exited(c) => shared.event("exit", serde_json::json!({ "code": c })),
+                TaskStatus::Trapped(r) => shared.event("trap", serde_json::json!({ "reason": r })),
+                TaskStatus::Killed(r) => shared.event("kill", serde_json::json!({ "reason": r })),
+            }
+            shared.family.set_exit(match &status {
+                TaskStatus::Exited(c) => *c,
+                TaskStatus::Trapped(_) => -1,
+                TaskStatus::Killed(_) => -2,
+            });
+            let mut report =
+                TaskReport::new(shared, status, live.memory_limit, live.start_ms, end_ms);
+            report.parent = live.parent;
+            if let Some(sink) = &self.on_report {
+                (sink.0)(&report);
+            }
+            if let Some(watch) = live.watch.take() {
+                let _ = watch.send(report.clone());
+            }
+            if t.done_order.len() >= self.max_reports {
+                if let Some(old) = t.done_order.pop_front() {
+                    t.done.remove(&old);
+                }
+            }
+            if self.max_reports > 0 {
+                t.done_order.push_back(shared.id);
+                t.done.insert(shared.id, report);
+            }
+            if t.done_logs.len() >= FINISHED_LOGS_KEPT {
+                t.done_logs.pop_front();
+            }
+            t.done_logs.push_back((shared.id, shared.log.clone()));
+        }
+        let children = t.children.remove(&shared.id).unwrap_or_default();
+        if let Some(parent) = shared.parent().map(|p| p.id) {
+            if let Some(siblings) = t.children.get_mut(&parent) {
+                siblings.retain(|&c| c != shared.id);
+            }
+        }
+        let wake = t.waiters > 0;
+        let wake_empty = t.empty_waiters > 0 && t.live.len() <= t.passive_live;
+        let live = t.live.len();
+        let trim = mass_death(&mut t.peak_live, live);
+        drop(t);
+        if trim {
+            return_free_heap();
+        }
+        if wake {
+            self.changed.notify_all();
+        }
+        if wake_empty {
+            self.empty.notify_all();
+        }
+        if let Some(inner) = self.runtime.get().and_then(|w| w.upgrade()) {
+            for child in children {
+                inner.exec.kill(child, "its parent ended");
+            }
+        }
+    }
+
+    /// Enters a new task in the table, unless `max_tasks` are alive.
+    /// (Also keeps `peak_live`.)
+    pub(super) fn enter(
+        &self,
+        shared: &Arc<TaskShared>,
+        memory_limit: Option<u64>,
+        max_tasks: u32,
+        watch: Option<Watch>,
+        passive: Option<Arc<crate::host::Passive>>,
+    ) -> Result<(), Error> {
+        let mut t = self.lock();
+        if t.live.len() >= max_tasks as usize {
+            return Err(Error::Full(max_tasks));
+        }
+        t.passive_live += usize::from(passive.is_some());
+        t.peak_live = t.peak_live.max(t.live.len() + 1);
+        let parent = shared.parent().map(|p| p.id);
+        if let Some(p) = parent {
+            t.children.entry(p).or_default().push(shared.id);
+        }
+        let live = Live {
+            shared: shared.clone(),
+            start_ms: self.ms(),
+            memory_limit,
+            parent,
+            watch,
+            passive,
+        };
+        t.live.insert(shared.id, live);
+        Ok(())
+    }
+
+    /// Takes a task that could not start out of the table again.
+    pub(super) fn leave(&self, shared: &TaskShared) {
+        let mut t = self.lock();
+        if t.live
+            .remove(&shared.id)
+            .is_some_and(|l| l.passive.is_some())
+        {
+            t.passive_live -= 1;
+        }
+        if let Some(siblings) = shared.parent().and_then(|p| t.children.get_mut(&p.id)) {
+            siblings.retain(|&c| c != shared.id);
+        }
+    }
+
+    /// Waits for a change (a task finishing), at most until `deadline`.
+    pub(super) fn wait<'a>(
+        &self,
+        mut t: MutexGuard<'a, Table>,
+        deadline: Option<Instant>,
+    ) -> MutexGuard<'a, Table> {
+        t.waiters += 1;
+        let mut t = match deadline {
+            None => self.changed.wait(t).unwrap_or_else(|e| e.into_inner()),
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                self.changed
+                    .wait_timeout(t, left)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0
+            }
+        };
+        t.waiters -= 1;
+        t
+    }
+}
