@@ -72,11 +72,8 @@ pub(super) async fn call(
 /// host-call machinery `call` needs to wait; `Again` when it must wait (an
 /// active service, a busy passive one, or waiting for a handler's lock).
 pub(super) fn call_fast(c: &mut Caller<'_, TaskData>, args: CallArgs) -> Result<i64, Errno> {
-    let handler = match c.data().ipc.handles.get(args.0) {
-        Ok(Object::Portal(p)) => p.service().direct_handler().cloned(),
-        _ => None,
-    };
-    let Some(handler) = handler else {
+    // Anything but a direct service's portal is the waiting call's to judge.
+    let Ok(Some(handler)) = direct_of(c, args.0) else {
         return Err(Errno::Again);
     };
     check(c, args)?;
@@ -93,11 +90,7 @@ pub(super) fn call_fast(c: &mut Caller<'_, TaskData>, args: CallArgs) -> Result<
 /// `warden_call` from inside a passive handler (a synchronous store): a
 /// direct service is called at once; an active one cannot be waited for.
 pub(super) fn call_nested(c: &mut Caller<'_, TaskData>, args: CallArgs) -> Result<i64, Errno> {
-    let handler = match c.data().ipc.handles.get(args.0)? {
-        Object::Portal(p) => p.service().direct_handler().cloned(),
-        _ => return Err(Errno::BadHandle),
-    };
-    let handler = handler.ok_or(Errno::Deadlock)?;
+    let handler = direct_of(c, args.0)?.ok_or(Errno::Deadlock)?;
     check(c, args)?;
     if let Some(h) = handler.downcast_ref::<HostService>() {
         return host_call(c, h, args);
@@ -120,6 +113,15 @@ pub(super) fn call_nested(c: &mut Caller<'_, TaskData>, args: CallArgs) -> Resul
         std::thread::yield_now();
     };
     passive_call(c, p, &mut server, args)
+}
+
+/// The handler behind `portal` if it is a direct service's portal
+/// (`None`: an active service's).
+fn direct_of(c: &Caller<'_, TaskData>, portal: i32) -> Result<Option<Direct>, Errno> {
+    match c.data().ipc.handles.get(portal)? {
+        Object::Portal(p) => Ok(p.service().direct_handler().cloned()),
+        _ => Err(Errno::BadHandle),
+    }
 }
 
 /// Checks a direct call's arguments against the caller's quotas and

@@ -121,14 +121,14 @@ impl Drop for Waiting<'_> {
 /// A portal call: copy the request in, queue it, wait at most
 /// `timeout_ns` (negative: for ever) for the answer, copy the answer out.
 async fn call(mut c: Caller<'_, TaskData>, args: CallArgs, timeout_ns: i64) -> Result<i64, Errno> {
-    let direct = match c.data().ipc.handles.get(args.0)? {
-        Object::Portal(p) => p.service().direct_handler().cloned(),
+    let service = match c.data().ipc.handles.get(args.0)? {
+        Object::Portal(p) => p.service().clone(),
         _ => return Err(Errno::BadHandle),
     };
-    if let Some(handler) = direct {
+    if let Some(handler) = service.direct_handler().cloned() {
         return super::direct::call(c, handler, args, timeout_ns).await;
     }
-    let (slot, seq, service) = load_request(&mut c, args)?;
+    let (slot, seq) = load_request(&mut c, &service, args)?;
     // CPU inheritance: the server runs on this client's context while the
     // client waits (and a higher-priority caller boosts it).
     let server = service.server().cloned();
@@ -155,18 +155,15 @@ async fn call(mut c: Caller<'_, TaskData>, args: CallArgs, timeout_ns: i64) -> R
     take_reply(&mut c, &slot, code.ok_or(Errno::Timeout)?, args)
 }
 
-/// Checks a call's arguments and copies its request (bytes and handles)
+/// Checks a call to `service` and copies its request (bytes and handles)
 /// into the client's call slot, ready to queue as call number `seq`.
 fn load_request(
     c: &mut Caller<'_, TaskData>,
-    (portal, req, req_len, req_h, req_nh, resp, resp_cap, resp_h, resp_nh): CallArgs,
-) -> Result<(Arc<CallSlot>, u64, Arc<Service>), Errno> {
+    service: &Service,
+    (_, req, req_len, req_h, req_nh, resp, resp_cap, resp_h, resp_nh): CallArgs,
+) -> Result<(Arc<CallSlot>, u64), Errno> {
     let (mem, data) = memory(c)?;
     let ipc = &mut data.ipc;
-    let service = match ipc.handles.get(portal)? {
-        Object::Portal(p) => p.service().clone(),
-        _ => return Err(Errno::BadHandle),
-    };
     if service.owner == ipc.shared.id {
         return Err(Errno::Deadlock);
     }
@@ -197,7 +194,7 @@ fn load_request(
     st.phase = Phase::Queued;
     let seq = st.seq;
     drop(st);
-    Ok((slot, seq, service))
+    Ok((slot, seq))
 }
 
 /// The call ended with `code`: an error, or the reply, which is copied
