@@ -71,6 +71,10 @@ int64_t warden_call_timeout(warden_handle portal,
 int64_t warden_recv(warden_handle service, uint64_t *call_id,
                     void *buf, size_t cap, warden_handle *h, size_t *nh);  /* returns request length or error */
 int32_t warden_reply(uint64_t call_id, const void *resp, size_t len, const warden_handle *h, size_t nh);
+/* Who made a received call: "node/task" (the calling node, empty outside a
+ * cluster, and the calling task's id on it), written to buf (NUL-terminated
+ * if it fits); returns the text's full length. */
+int32_t warden_call_origin(uint64_t call_id, char *buf, size_t cap);
 
 /* Passive services. A task declared `passive = true` in the manifest is a
  * reactor module (clang -mexec-model=reactor: no main) that defines its
@@ -217,6 +221,7 @@ WARDEN_IMPORT(recv)           int64_t __warden_recv(int32_t service, uint64_t *c
                                                     uint32_t cap, int32_t *h, uint32_t *nh);
 WARDEN_IMPORT(reply)          int32_t __warden_reply(uint64_t call_id, const void *resp, uint32_t len,
                                                      const int32_t *h, uint32_t nh);
+WARDEN_IMPORT(call_origin)    int32_t __warden_call_origin(uint64_t call_id, char *buf, uint32_t cap);
 WARDEN_IMPORT(name_register)  int32_t __warden_name_register(const char *name, uint32_t len, int32_t portal);
 WARDEN_IMPORT(name_lookup)    int32_t __warden_name_lookup(const char *name, uint32_t len, int64_t timeout_ns);
 WARDEN_IMPORT(mem_create)     int32_t __warden_mem_create(uint64_t size);
@@ -318,6 +323,9 @@ WARDEN_DEF int64_t warden_recv(warden_handle service, uint64_t *call_id, void *b
 WARDEN_DEF int32_t warden_reply(uint64_t call_id, const void *resp, size_t len,
                                 const warden_handle *h, size_t nh) {
     return __warden_reply(call_id, resp, len, h, nh);
+}
+WARDEN_DEF int32_t warden_call_origin(uint64_t call_id, char *buf, size_t cap) {
+    return __warden_call_origin(call_id, buf, cap);
 }
 WARDEN_DEF int32_t warden_close(warden_handle h) { return __warden_close(h); }
 WARDEN_DEF warden_handle warden_dup(warden_handle h) { return __warden_dup(h); }

@@ -25,6 +25,7 @@ int main(void) {
           WARDEN_EBADHANDLE);
     CHECK(warden_recv(p, &call, buf, sizeof buf, NULL, &nh), WARDEN_EBADHANDLE);
     CHECK(warden_reply(call, "x", 1, NULL, 0), WARDEN_EBADHANDLE);
+    CHECK(warden_call_origin(call, buf, sizeof buf), WARDEN_EBADHANDLE);
     warden_handle d = warden_dup(p);
     CHECK(d >= 0 && d != p, 1);
     CHECK(warden_close(d), 0);

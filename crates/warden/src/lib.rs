@@ -86,6 +86,7 @@
 #![warn(missing_docs)]
 
 mod cache;
+mod cluster;
 pub mod control;
 mod cpu;
 mod events;
@@ -105,6 +106,7 @@ mod task;
 pub mod units;
 
 pub use cache::{CacheOutcome, CodeCache};
+pub use cluster::{Cluster, ClusterSpec, NameCounts};
 pub use executor::ExecutorStats;
 pub use host::FUNCTIONS as HOST_FUNCTIONS;
 pub use host::{HostCall, HostHandler};

@@ -39,6 +39,8 @@
 //! stdin = "null"                   # or "inherit"
 //! provides = ["kv"]                # names it may register ("log.*": a prefix)
 //! uses = ["log.*"]                 # names it may look up
+//! export = ["kv"]                  # of those it provides, the names other
+//!                                  # nodes of the cluster may call
 //! max_handles = 1024               # handle table size
 //! max_message_bytes = "64KiB"      # per-message quota: bytes ...
 //! max_message_handles = 16         # ... and handles
@@ -54,10 +56,19 @@
 //! modules = { worker = "w.wasm" }  # modules it may spawn children from
 //! ```
 //!
+//! A system may join a cluster of Warden nodes (see `manifest/cluster.rs`):
+//!
+//! ```toml
+//! [cluster]
+//! nats = "nats://127.0.0.1:4222"   # the broker, or a list of URLs
+//! node = "a"                       # unique within the cluster
+//! ```
+//!
 //! Parsing is strict: unknown keys, bad sizes and durations, missing module
 //! files or directories and duplicate task names are errors that name the
 //! offending key or file.
 
+mod cluster;
 mod http;
 mod locate;
 
@@ -85,6 +96,8 @@ pub struct Manifest {
     pub tasks: Vec<TaskSpec>,
     /// HTTP servers, started after the tasks (see `manifest/http.rs`).
     pub http: Vec<crate::http::HttpSpec>,
+    /// The cluster the system joins, if any (see `manifest/cluster.rs`).
+    pub cluster: Option<crate::cluster::ClusterSpec>,
 }
 
 /// The `[runtime]` section.
@@ -118,6 +131,7 @@ struct RawManifest {
     task: Vec<RawTask>,
     #[serde(default)]
     http: Vec<http::RawHttp>,
+    cluster: Option<cluster::RawCluster>,
 }
 
 #[derive(Deserialize)]
@@ -170,6 +184,8 @@ struct RawTask {
     provides: Vec<String>,
     #[serde(default)]
     uses: Vec<String>,
+    #[serde(default)]
+    export: Vec<String>,
     max_handles: Option<usize>,
     max_message_bytes: Option<String>,
     max_message_handles: Option<u64>,
@@ -295,11 +311,13 @@ impl Manifest {
         if tasks.is_empty() && http.is_empty() {
             return Err("no [[task]] or [[http]] entries".into());
         }
+        let cluster = raw.cluster.map(cluster::spec).transpose()?;
         Ok(Manifest {
             runtime,
             groups,
             tasks,
             http,
+            cluster,
         })
     }
 }
@@ -605,14 +623,34 @@ fn task_ipc(t: &RawTask, spec: &mut TaskSpec) -> Result<(), String> {
         Ok(n) => n.unwrap_or(DEFAULT_MAX_MESSAGE_BYTES),
     };
     spec.max_message_handles = t.max_message_handles.unwrap_or(DEFAULT_MAX_MESSAGE_HANDLES);
-    for (key, list) in [("provides", &t.provides), ("uses", &t.uses)] {
+    for (key, list) in [
+        ("provides", &t.provides),
+        ("uses", &t.uses),
+        ("export", &t.export),
+    ] {
         if let Some(bad) = list.iter().find(|n| n.is_empty() || n.len() > 256) {
             return Err(format!("{key}: bad name {bad:?} (1 to 256 bytes)"));
         }
     }
+    if let Some(bad) = t.export.iter().find(|n| !within(&t.provides, n)) {
+        return Err(format!(
+            "export: {bad:?} is not among the names the task provides"
+        ));
+    }
     spec.provides = t.provides.clone();
     spec.uses = t.uses.clone();
+    spec.export = t.export.clone();
     Ok(())
+}
+
+/// Whether every name `pattern` matches is matched by `patterns` too.
+fn within(patterns: &[String], pattern: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        None => crate::ipc::name_allowed(patterns, pattern),
+        Some(prefix) => patterns
+            .iter()
+            .any(|p| p.strip_suffix('*').is_some_and(|q| prefix.starts_with(q))),
+    }
 }
 
 /// A TOML error as one line: position and message.

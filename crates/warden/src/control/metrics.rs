@@ -120,6 +120,7 @@ pub fn metrics(rt: &Runtime) -> String {
     }
     group_metrics(rt, &views, &mut out);
     super::routes::metrics(rt, &mut out);
+    super::cluster::metrics(rt, &mut out);
     let count = |state: &str| views.iter().filter(|v| v.state == state).count();
     let _ = writeln!(
         out,

@@ -7,6 +7,7 @@
 //! | `POST /api/tasks/{id or name}/kill` (or `suspend`, `resume`) | `{"ok": true}` |
 //! | `GET /api/tasks/{id or name}/logs?from=N` | `{"data": "…", "next": M}` |
 //! | `POST /api/spawn` with `{"module", "args", "memory_limit", "cpu_limit"}` | `{"id": n}` |
+//! | `GET /api/cluster` | every live node of the cluster: `[{"node", "tasks": [...]}]` (404 outside a cluster) |
 //! | `GET /api/routes` | every HTTP route: requests, status codes, p50/p99 latency, in flight, queued, live tasks |
 //! | `GET /metrics` | Prometheus text format (tasks, groups, HTTP routes) |
 //! | `GET /api/history` | per live task, the last 300 s of CPU %, memory and IPC rate |
@@ -33,6 +34,7 @@
 
 mod api;
 mod auth;
+mod cluster;
 mod groups;
 mod metrics;
 mod routes;

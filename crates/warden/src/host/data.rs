@@ -17,6 +17,8 @@ pub(crate) struct Grants {
     pub(crate) provides: Vec<String>,
     /// Names it may look up.
     pub(crate) uses: Vec<String>,
+    /// Names it registers that other nodes may call.
+    pub(crate) export: Vec<String>,
     /// Per-message byte quota.
     pub(crate) max_message_bytes: u64,
     /// Per-message handle quota.
@@ -29,6 +31,7 @@ impl Grants {
         Grants {
             provides: spec.provides.clone(),
             uses: spec.uses.clone(),
+            export: spec.export.clone(),
             max_message_bytes: spec.max_message_bytes,
             max_message_handles: spec.max_message_handles,
         }

@@ -91,7 +91,36 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
             ret32(reply(&mut c, call_id, resp, len, h, nh))
         },
     )?;
+    linker.func_wrap(
+        super::MODULE,
+        "call_origin",
+        |mut c: Caller<'_, TaskData>, call_id: i64, buf: i32, cap: i32| {
+            ret32(origin(&mut c, call_id, buf, cap))
+        },
+    )?;
     Ok(())
+}
+
+/// `call_origin`: the caller of a received call as `node/task`.
+fn origin(c: &mut Caller<'_, TaskData>, call_id: i64, buf: i32, cap: i32) -> Result<i32, Errno> {
+    let call = i32::try_from(call_id).map_err(|_| Errno::BadHandle)?;
+    let (mem, data) = memory(c)?;
+    let Object::Call(call) = data.ipc.handles.get(call)? else {
+        return Err(Errno::BadHandle);
+    };
+    let text = match &call.slot().lock().origin {
+        Some(o) => format!("{}/{}", o.node, o.task),
+        None => {
+            let node = data.ipc.kernel.node.get().map_or("", String::as_str);
+            format!("{node}/{}", call.client().0)
+        }
+    };
+    let dst = range(mem.len(), buf, len32(cap))?;
+    let mut bytes = text.into_bytes();
+    bytes.push(0);
+    let n = bytes.len().min(dst.len());
+    mem.write(dst.start, &bytes[..n]);
+    Ok(bytes.len() as i32 - 1)
 }
 
 use super::direct::CallArgs;

@@ -84,6 +84,7 @@ pub const FUNCTIONS: &[(&str, &str, &str)] = &[
     ),
     ("recv", "i32 i32 i32 i32 i32 i32", "i64"),
     ("reply", "i64 i32 i32 i32 i32", "i32"),
+    ("call_origin", "i64 i32 i32", "i32"),
     ("name_register", "i32 i32 i32", "i32"),
     ("name_lookup", "i32 i32 i64", "i32"),
     ("mem_create", "i64", "i32"),

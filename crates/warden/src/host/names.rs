@@ -48,7 +48,10 @@ fn register(c: &mut Caller<'_, TaskData>, ptr: i32, len: i32, portal: i32) -> Re
     if !name_allowed(&ipc.grants.provides, &name) {
         return Err(Errno::Denied);
     }
-    ipc.kernel.names.register(&name, portal, &ipc.shared)?;
+    let exported = name_allowed(&ipc.grants.export, &name);
+    ipc.kernel
+        .names
+        .register(&name, portal, &ipc.shared, exported)?;
     Ok(0)
 }
 

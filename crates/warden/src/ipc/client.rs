@@ -11,7 +11,7 @@
 //! be sent, and handles in a reply are dropped. The host lends no
 //! scheduling context: the server runs on its own.
 
-use super::service::{CallSlot, Phase};
+use super::service::{CallSlot, Origin, Phase};
 use super::{Errno, Kernel};
 use crate::task::{TaskId, TaskShared};
 use std::sync::{Arc, Mutex};
@@ -69,10 +69,26 @@ impl HostClient {
         }
     }
 
+    /// The id servers see as the caller's.
+    pub fn id(&self) -> TaskId {
+        self.owner.id
+    }
+
     /// Calls the service registered under `name` with `request` and
     /// returns its reply. `Denied` if no live task provides the name;
     /// `PeerDied` if the server dies or closes the service first.
     pub async fn call(&self, name: &str, request: &[u8]) -> Result<Vec<u8>, Errno> {
+        self.call_as(None, name, request).await
+    }
+
+    /// [`HostClient::call`] on behalf of a caller elsewhere (`origin`),
+    /// which the server may ask for.
+    pub async fn call_as(
+        &self,
+        origin: Option<Origin>,
+        name: &str,
+        request: &[u8],
+    ) -> Result<Vec<u8>, Errno> {
         let portal = self.kernel.names.lookup(name).ok_or(Errno::Denied)?;
         if let Some(handler) = portal.service().direct_handler().cloned() {
             drop(portal);
@@ -84,6 +100,7 @@ impl HostClient {
             st.set_request_with(&self.owner, request.len(), |b| b.copy_from_slice(request))?;
             st.request_objects.clear();
             st.reply_objects.clear();
+            st.origin = origin;
             st.seq += 1;
             st.phase = Phase::Queued;
             st.seq

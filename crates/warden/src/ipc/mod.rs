@@ -97,6 +97,8 @@ pub enum Errno {
 pub struct Kernel {
     /// The name service.
     pub names: names::Names,
+    /// This runtime's node name, once it joins a cluster.
+    pub node: std::sync::OnceLock<String>,
 }
 
 impl Errno {

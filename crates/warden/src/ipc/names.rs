@@ -6,6 +6,10 @@
 //! until its task dies or the service closes, and is charged to that
 //! task's memory budget ([`ENTRY_BYTES`] plus the name) meanwhile. A lookup
 //! of a name not yet registered may wait; registering wakes the waiters.
+//!
+//! In a cluster, a waiting lookup that finds no local name asks the
+//! [`Remote`] names too, and a registration its task may export (the
+//! manifest's `export`) is offered to the other nodes.
 
 use super::service::PortalRef;
 use super::Errno;
@@ -21,6 +25,7 @@ struct Entry {
     portal: PortalRef,
     owner: Arc<TaskShared>,
     charge: u64,
+    exported: bool,
 }
 
 impl Drop for Entry {
@@ -35,10 +40,22 @@ struct State {
     waiters: Vec<(String, Waker)>,
 }
 
+/// Names served beyond this runtime: the other nodes of a cluster.
+pub trait Remote: Send + Sync {
+    /// A portal to the remote service `name`, or pending (waker kept)
+    /// until some node serves it.
+    fn poll_lookup(&self, name: &str, cx: &mut Context<'_>) -> Poll<PortalRef>;
+    /// Forgets a waiter that gave up.
+    fn cancel_wait(&self, name: &str, waker: &Waker);
+    /// A local name that may be exported was registered: offer it now.
+    fn exported(&self, name: &str);
+}
+
 /// The runtime's name service.
 #[derive(Default)]
 pub struct Names {
     state: Mutex<State>,
+    remote: std::sync::OnceLock<Arc<dyn Remote>>,
 }
 
 impl Names {
@@ -46,13 +63,20 @@ impl Names {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Registers `portal` under `name` for `owner`, charging it. A name
-    /// whose service has closed may be taken over.
+    /// Joins the name service to a cluster's names (once).
+    pub fn set_remote(&self, remote: Arc<dyn Remote>) {
+        let _ = self.remote.set(remote);
+    }
+
+    /// Registers `portal` under `name` for `owner`, charging it; with
+    /// `exported`, other nodes of a cluster may call it too. A name whose
+    /// service has closed may be taken over.
     pub fn register(
         &self,
         name: &str,
         portal: PortalRef,
         owner: &Arc<TaskShared>,
+        exported: bool,
     ) -> Result<(), Errno> {
         let mut st = self.lock();
         if let Some(e) = st.entries.get(name) {
@@ -68,6 +92,7 @@ impl Names {
             portal,
             owner: owner.clone(),
             charge,
+            exported,
         };
         let replaced = st.entries.insert(name.to_string(), entry);
         let (wake, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut st.waiters)
@@ -79,11 +104,28 @@ impl Names {
         for (_, w) in wake {
             w.wake();
         }
+        if let (true, Some(remote)) = (exported, self.remote.get()) {
+            remote.exported(name);
+        }
         Ok(())
     }
 
-    /// A new portal to the service registered under `name`, or pending
-    /// (with the waker kept) until it is registered.
+    /// The live names registered here that other nodes may call, sorted.
+    pub fn exported(&self) -> Vec<String> {
+        let st = self.lock();
+        let mut v: Vec<String> = st
+            .entries
+            .iter()
+            .filter(|(_, e)| e.exported && !e.portal.service().is_closed())
+            .map(|(n, _)| n.clone())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// A new portal to the service registered under `name` here, or
+    /// else on another node of the cluster; pending (with the waker kept)
+    /// until one of them is registered.
     pub fn poll_lookup(&self, name: &str, cx: &mut Context<'_>) -> Poll<PortalRef> {
         let mut st = self.lock();
         if let Some(e) = st.entries.get(name) {
@@ -98,11 +140,15 @@ impl Names {
         {
             st.waiters.push((name.to_string(), cx.waker().clone()));
         }
-        Poll::Pending
+        drop(st);
+        match self.remote.get() {
+            Some(remote) => remote.poll_lookup(name, cx),
+            None => Poll::Pending,
+        }
     }
 
-    /// A new portal to the live service registered under `name`, if any
-    /// (without waiting).
+    /// A new portal to the live service registered under `name` here, if
+    /// any (without waiting; other nodes are not asked).
     pub fn lookup(&self, name: &str) -> Option<PortalRef> {
         let st = self.lock();
         let e = st.entries.get(name)?;
@@ -114,6 +160,9 @@ impl Names {
         self.lock()
             .waiters
             .retain(|(n, w)| !(n == name && w.will_wake(waker)));
+        if let Some(remote) = self.remote.get() {
+            remote.cancel_wait(name, waker);
+        }
     }
 
     /// Removes every name `owner` registered (it died).
@@ -167,14 +216,14 @@ mod tests {
         let w = Waker::from(flag.clone());
         let mut cx = Context::from_waker(&w);
         assert!(names.poll_lookup("kv", &mut cx).is_pending());
-        names.register("kv", PortalRef::new(&s), &t1).unwrap();
+        names.register("kv", PortalRef::new(&s), &t1, false).unwrap();
         assert!(
             flag.0.load(std::sync::atomic::Ordering::SeqCst),
             "waiter woken"
         );
         assert!(names.poll_lookup("kv", &mut cx).is_ready());
         assert_eq!(
-            names.register("kv", PortalRef::new(&s), &t2).err(),
+            names.register("kv", PortalRef::new(&s), &t2, false).err(),
             Some(Errno::Exists)
         );
         assert_eq!(names.list(), ["kv"]);
@@ -185,11 +234,11 @@ mod tests {
         assert_eq!(s.portals(), 0);
         assert_eq!(t1.memory.current(), 0, "refunded");
         // A closed service's name can be taken over.
-        names.register("kv", PortalRef::new(&s), &t1).unwrap();
+        names.register("kv", PortalRef::new(&s), &t1, false).unwrap();
         drop(holder);
         let s2 = Service::new(TaskId(3));
         let _h2 = ServiceRef::new(&s2);
-        names.register("kv", PortalRef::new(&s2), &t3).unwrap();
+        names.register("kv", PortalRef::new(&s2), &t3, false).unwrap();
         assert_eq!(t1.memory.current(), 0, "the old entry's charge returned");
         assert_eq!(t3.memory.current(), ENTRY_BYTES + 2);
     }
@@ -203,7 +252,7 @@ mod tests {
         let _holder = ServiceRef::new(&s);
         let mut registered = 0;
         for i in 0..1000 {
-            match names.register(&format!("flood{i:03}"), PortalRef::new(&s), &t) {
+            match names.register(&format!("flood{i:03}"), PortalRef::new(&s), &t, false) {
                 Ok(()) => registered += 1,
                 Err(e) => {
                     assert_eq!(e, Errno::NoMem);

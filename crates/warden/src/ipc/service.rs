@@ -54,6 +54,18 @@ pub struct CallState {
     pub reply_objects: Vec<Object>,
     /// The blocked client.
     pub client: Option<Waker>,
+    /// Where the call came from, if not from the client task itself (a
+    /// call relayed from another node of a cluster).
+    pub origin: Option<Origin>,
+}
+
+/// The caller of a call relayed from another node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    /// The calling node.
+    pub node: String,
+    /// The calling task, on that node.
+    pub task: u64,
 }
 
 /// One client task's call, reused for each of its calls. Its buffers are
@@ -122,6 +134,7 @@ impl CallSlot {
                 reply: Vec::new(),
                 reply_objects: Vec::new(),
                 client: None,
+                origin: None,
             }),
             owner,
         })
@@ -233,10 +246,16 @@ impl Service {
         self.direct.as_ref()
     }
 
+    /// A new open service with no holders or portals yet, served by the
+    /// host rather than a task (`owner` is an id no task has).
+    pub fn hosted(owner: TaskId) -> Arc<Service> {
+        Self::build(owner, None, None)
+    }
+
     #[cfg(test)]
     /// A new open service with no holders or portals yet.
     pub fn new(owner: TaskId) -> Arc<Service> {
-        Self::build(owner, None, None)
+        Self::hosted(owner)
     }
 
     /// The serving task, if known.
@@ -485,10 +504,20 @@ impl CallRef {
     }
 
     /// Ends the call without a reply: the client gets `NoReply`.
-    pub fn close(mut self) {
+    pub fn close(self) {
+        self.fail(Errno::NoReply)
+    }
+
+    /// Ends the call with the error `e` for the client.
+    pub fn fail(mut self, e: Errno) {
         if let Some(slot) = self.slot.take() {
-            slot.finish(self.seq, Errno::NoReply.code());
+            slot.finish(self.seq, e.code());
         }
+    }
+
+    /// The call's slot (its request, for a server that is not a task).
+    pub fn slot(&self) -> &CallSlot {
+        self.slot.as_ref().expect("unanswered call")
     }
 }
 

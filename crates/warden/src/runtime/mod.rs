@@ -11,6 +11,7 @@
 //! never calls back into the runtime while holding its queue lock; it
 //! finishes tasks with no lock held.
 
+mod cluster;
 mod heap;
 mod modules;
 mod nested;
@@ -188,6 +189,9 @@ pub enum Error {
     /// a name could not be registered
     #[error("{0}")]
     Name(String),
+    /// the cluster could not be joined: the message says why
+    #[error("{0}")]
+    Cluster(String),
 }
 
 /// What a child task gets from its parent at spawn.
@@ -227,6 +231,8 @@ struct Inner {
     link: Arc<crate::net::link::Link>,
     /// Every HTTP route's counters, for operators.
     routes: Mutex<Vec<Arc<crate::http::stats::RouteStats>>>,
+    /// The cluster it joined, if any (left before the executor stops).
+    cluster: std::sync::OnceLock<crate::cluster::Cluster>,
     /// An empty directory: the placeholder Wasmtime holds for each
     /// preopened listener's descriptor number.
     empty_dir: PathBuf,
@@ -315,6 +321,7 @@ impl Runtime {
                 next_id: AtomicU64::new(1),
                 link,
                 routes: Mutex::default(),
+                cluster: std::sync::OnceLock::new(),
                 empty_dir,
                 _tokio: tokio,
             }),
@@ -446,7 +453,10 @@ impl Runtime {
                 store,
                 p,
                 inner.kernel.clone(),
-                spec.provides[0].clone(),
+                (
+                    spec.provides[0].clone(),
+                    crate::ipc::name_allowed(&spec.export, &spec.provides[0]),
+                ),
             )),
             None => Box::pin(run(module.pre.clone(), store, shared.clone())),
         };

@@ -53,7 +53,7 @@ pub(super) async fn run(
     mut store: Store<TaskData>,
     p: Arc<Passive>,
     kernel: Arc<Kernel>,
-    name: String,
+    (name, exported): (String, bool),
 ) -> TaskStatus {
     struct ShutDown(Arc<Passive>);
     impl Drop for ShutDown {
@@ -71,7 +71,7 @@ pub(super) async fn run(
     p.install(Server::new(store, server.0, server.1, server.2), holder);
     if let Err(e) = kernel
         .names
-        .register(&name, PortalRef::new(&service), &p.shared)
+        .register(&name, PortalRef::new(&service), &p.shared, exported)
     {
         return TaskStatus::Trapped(format!("cannot register its service {name:?}: {e}"));
     }
@@ -136,7 +136,7 @@ impl Runtime {
         inner
             .kernel
             .names
-            .register(name, PortalRef::new(&service), &owner)
+            .register(name, PortalRef::new(&service), &owner, false)
             .map_err(|e| Error::Name(format!("cannot register host service {name:?}: {e}")))?;
         inner
             .host_services

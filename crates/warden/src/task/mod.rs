@@ -102,6 +102,9 @@ pub struct TaskSpec {
     pub provides: Vec<String>,
     /// Names the task may look up.
     pub uses: Vec<String>,
+    /// Of the names it registers, those other nodes of a cluster may call
+    /// (exact, or a prefix ending in `*`; each within `provides`).
+    pub export: Vec<String>,
     /// Most handles the task may hold at once.
     pub max_handles: usize,
     /// Largest message (request or reply) the task may send, bytes.
@@ -198,6 +201,7 @@ impl TaskSpec {
             stdin_bytes: None,
             route: None,
             provides: vec![],
+            export: vec![],
             uses: vec![],
             max_handles: DEFAULT_MAX_HANDLES,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,

@@ -49,6 +49,9 @@ pub enum Command {
         /// Include tasks that have ended.
         #[arg(long)]
         all: bool,
+        /// Every node of the system's cluster, each with its tasks.
+        #[arg(long)]
+        cluster: bool,
         #[command(flatten)]
         control: ControlArg,
     },

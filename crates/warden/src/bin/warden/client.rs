@@ -90,6 +90,28 @@ pub fn ps(addr: &str, as_json: bool, all: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// `warden ps --cluster`: every node of the system's cluster with its
+/// live tasks (or with `all` ended ones too).
+pub fn ps_cluster(addr: &str, as_json: bool, all: bool) -> Result<(), String> {
+    let mut nodes = ok(addr, "GET", "/api/cluster", None)?;
+    for node in nodes.as_array_mut().into_iter().flatten() {
+        if let (Value::Array(list), false) = (&mut node["tasks"], all) {
+            list.retain(|t| !is_ended(t));
+        }
+    }
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&nodes).unwrap());
+        return Ok(());
+    }
+    for (i, node) in nodes.as_array().into_iter().flatten().enumerate() {
+        let tasks = node["tasks"].as_array().map_or(0, Vec::len);
+        let sep = if i > 0 { "\n" } else { "" };
+        println!("{sep}NODE {} ({tasks} tasks)", node["node"].as_str().unwrap_or("?"));
+        print!("{}", table(&node["tasks"], None));
+    }
+    Ok(())
+}
+
 /// The web server's routes, each with its requests, status codes,
 /// latency and the tasks handling its requests now. Empty without routes.
 fn route_table(routes: &Value) -> String {

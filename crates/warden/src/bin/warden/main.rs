@@ -24,7 +24,18 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(args),
         Command::Compile(args) => done(compile::compile(&args)),
         Command::Check(args) => check::check(&args),
-        Command::Ps { json, all, control } => done(client::ps(&control.addr, json, all)),
+        Command::Ps {
+            json,
+            all,
+            cluster: false,
+            control,
+        } => done(client::ps(&control.addr, json, all)),
+        Command::Ps {
+            json,
+            all,
+            cluster: true,
+            control,
+        } => done(client::ps_cluster(&control.addr, json, all)),
         Command::Top {
             sort,
             iterations,

@@ -13,7 +13,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode, String> {
     warden::raise_descriptor_limit();
     let is_manifest = args.target.extension().is_some_and(|e| e == "toml");
     let sys = &args.system;
-    let (mut config, specs, control, http) = if is_manifest {
+    let (mut config, specs, control, http, cluster) = if is_manifest {
         manifest_system(&args)?
     } else {
         let spec = program::task(&args.target, &args.args, &args.program)?;
@@ -22,6 +22,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode, String> {
             vec![spec],
             sys.control.clone(),
             vec![],
+            None,
         )
     };
     apply_flags(sys, &mut config)?;
@@ -38,6 +39,10 @@ pub fn run(args: RunArgs) -> Result<ExitCode, String> {
     config.on_report = Some(outcome.sink(keep));
     let rt = Runtime::new(config).map_err(|e| e.to_string())?;
     compile_all(&rt, &specs)?;
+    if let Some(spec) = &cluster {
+        rt.join_cluster(spec).map_err(|e| e.to_string())?;
+        eprintln!("warden: node {:?} joined the cluster at {}", spec.node, spec.nats.join(", "));
+    }
     let control = serve_control(&rt, control);
     let ends = on_stop_signal(signals);
     start_all(&rt, &specs)?;
@@ -117,6 +122,7 @@ fn manifest_system(
         Vec<TaskSpec>,
         Option<String>,
         Vec<warden::http::HttpSpec>,
+        Option<warden::ClusterSpec>,
     ),
     String,
 > {
@@ -127,7 +133,7 @@ fn manifest_system(
     }
     let m = Manifest::load(&args.target)?;
     let control = args.system.control.clone().or(m.runtime.control.clone());
-    Ok((manifest_config(&m), m.tasks, control, m.http))
+    Ok((manifest_config(&m), m.tasks, control, m.http, m.cluster))
 }
 
 /// The runtime a manifest's system runs on.

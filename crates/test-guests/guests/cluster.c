@@ -1,0 +1,105 @@
+/* A service and its client for a cluster of nodes.
+ *
+ *   cluster serve NAME TAG     serve NAME: a request "origin" gets the
+ *                              caller as warden_call_origin gives it,
+ *                              "hang" is held for ever (after printing
+ *                              "server: got hang"); anything else gets
+ *                              "TAG:" and the request back
+ *   cluster call NAME N MSG    N calls of MSG; prints how many replies
+ *                              came from each TAG ("client: from a 12"),
+ *                              or the first error and how long its call
+ *                              took ("client: call: peer died after 812 ms")
+ *   cluster origin NAME        one "origin" call; prints the reply
+ *
+ * A lookup waits up to 10 s; its failure prints "client: lookup: ERROR". */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "warden.h"
+
+static char buf[65536], resp[65536];
+
+static int serve(const char *name, const char *tag) {
+    warden_handle s = warden_service_create();
+    int32_t r = warden_name_register(name, warden_portal_create(s));
+    if (r < 0) { printf("server: register: %s\n", warden_strerror(r)); return 1; }
+    printf("server: ready\n");
+    fflush(stdout);
+    for (;;) {
+        uint64_t call;
+        int64_t n = warden_recv(s, &call, buf, sizeof buf - 1, NULL, NULL);
+        if (n < 0) { printf("server: recv: %s\n", warden_strerror((int32_t)n)); return 0; }
+        if (n == 4 && memcmp(buf, "hang", 4) == 0) {
+            printf("server: got hang\n");
+            fflush(stdout);
+            sleep(600);
+        }
+        int len;
+        if (n == 6 && memcmp(buf, "origin", 6) == 0) {
+            len = warden_call_origin(call, resp, sizeof resp);
+        } else {
+            len = snprintf(resp, sizeof resp, "%s:", tag);
+            memcpy(resp + len, buf, (size_t)n);
+            len += (int)n;
+        }
+        warden_reply(call, resp, (size_t)len, NULL, 0);
+    }
+}
+
+static long long now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static warden_handle find(const char *name) {
+    warden_handle p = warden_name_lookup(name, 10LL * 1000 * 1000 * 1000);
+    if (p < 0) printf("client: lookup: %s\n", warden_strerror(p));
+    return p;
+}
+
+static int call(const char *name, long n, const char *msg) {
+    warden_handle p = find(name);
+    if (p < 0) return 1;
+    char tags[8][32] = {{0}};
+    long counts[8] = {0};
+    for (long i = 0; i < n; i++) {
+        long long t0 = now_ms();
+        int64_t r = warden_call(p, msg, strlen(msg), NULL, 0, resp, sizeof resp - 1, NULL, NULL);
+        if (r < 0) {
+            printf("client: call: %s after %lld ms\n", warden_strerror((int32_t)r), now_ms() - t0);
+            return 2;
+        }
+        resp[r] = 0;
+        char *colon = strchr(resp, ':');
+        if (!colon || strcmp(colon + 1, msg) != 0) { printf("client: bad reply %s\n", resp); return 3; }
+        *colon = 0;
+        for (int k = 0; k < 8; k++) {
+            if (tags[k][0] == 0) snprintf(tags[k], sizeof tags[k], "%s", resp);
+            if (strcmp(tags[k], resp) == 0) { counts[k]++; break; }
+        }
+    }
+    for (int k = 0; k < 8 && tags[k][0]; k++) printf("client: from %s %ld\n", tags[k], counts[k]);
+    printf("client: ok %ld\n", n);
+    return 0;
+}
+
+static int origin(const char *name) {
+    warden_handle p = find(name);
+    if (p < 0) return 1;
+    int64_t r = warden_call(p, "origin", 6, NULL, 0, resp, sizeof resp - 1, NULL, NULL);
+    if (r < 0) { printf("client: call: %s\n", warden_strerror((int32_t)r)); return 2; }
+    resp[r] = 0;
+    printf("origin: %s\n", resp);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 4 && strcmp(argv[1], "serve") == 0) return serve(argv[2], argv[3]);
+    if (argc == 5 && strcmp(argv[1], "call") == 0) return call(argv[2], atol(argv[3]), argv[4]);
+    if (argc == 3 && strcmp(argv[1], "origin") == 0) return origin(argv[2]);
+    fprintf(stderr, "usage: cluster serve NAME TAG | call NAME N MSG | origin NAME\n");
+    return 64;
+}

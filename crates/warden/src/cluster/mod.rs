@@ -1,0 +1,405 @@
+//! Clusters: Warden nodes joined through a NATS broker.
+//!
+//! A node is one runtime with a `[cluster]` section. It announces itself
+//! and the names it exports every [`ANNOUNCE`]; every node keeps a
+//! [`directory::Directory`] of the others from their announcements, and a
+//! node silent for [`NODE_TTL`] is gone. A lookup that finds no local
+//! name finds one a live node exports ([`remote`]), and calls to it cross
+//! the broker with the semantics of local calls: bytes copied both ways,
+//! the caller's quotas and budget, `PeerDied` when the serving node dies
+//! or the broker is lost. The serving side is [`serve`]; the frames and
+//! subjects are [`wire`].
+//!
+//! Subjects (`warden.` prefix): `call.<name>` (a queue group of the nodes
+//! serving it), `node.<node>` (announcements), `hello.<node>` (is the name
+//! taken?), `ps` (every node's tasks, for `warden ps --cluster`), and
+//! each node's own inbox for answers.
+
+mod directory;
+mod remote;
+mod serve;
+mod stats;
+mod wire;
+
+pub use stats::NameCounts;
+pub use wire::valid_node;
+
+use crate::ipc::client::HostClient;
+use crate::ipc::Kernel;
+use directory::Directory;
+use futures_util::StreamExt;
+use remote::Relay;
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::task::Waker;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use tokio::task::AbortHandle;
+
+/// How often a node announces itself.
+pub const ANNOUNCE: Duration = Duration::from_millis(250);
+/// A node silent this long is gone.
+pub const NODE_TTL: Duration = Duration::from_millis(1500);
+/// How often a serving node tells a caller it still works on its call.
+pub const PROGRESS: Duration = Duration::from_millis(250);
+/// A call that hears nothing this long fails with `PeerDied`.
+pub const SILENCE: Duration = Duration::from_millis(1500);
+/// How long joining waits for the broker.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long `warden ps --cluster` waits for the other nodes.
+const GATHER: Duration = Duration::from_secs(1);
+
+/// The `[cluster]` section of a manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterSpec {
+    /// Broker URLs (`nats://host:port`); the client fails over between
+    /// them.
+    pub nats: Vec<String>,
+    /// This node's name, unique within the cluster.
+    pub node: String,
+}
+
+/// The tasks of this node, as `warden ps` shows them (JSON).
+pub type TaskList = Box<dyn Fn() -> serde_json::Value + Send + Sync>;
+
+/// A runtime's membership of a cluster. Dropping it leaves the cluster.
+pub struct Cluster {
+    shared: Arc<Shared>,
+}
+
+/// What the node's loops and the name service share.
+pub(crate) struct Shared {
+    me: Weak<Shared>,
+    node: String,
+    instance: u64,
+    client: async_nats::Client,
+    tokio: tokio::runtime::Handle,
+    kernel: Weak<Kernel>,
+    /// Calls the local services exported names reach.
+    host: HostClient,
+    start: Instant,
+    dir: Mutex<Dir>,
+    /// Calls waiting for an answer, by inbox subject suffix.
+    pending: Mutex<HashMap<u64, mpsc::Sender<remote::Heard>>>,
+    next_call: AtomicU64,
+    inbox: String,
+    stats: stats::Stats,
+    in_flight: tokio::sync::Semaphore,
+    exports_changed: tokio::sync::Notify,
+    tasks: Tasks,
+    task_list: TaskList,
+}
+
+/// The directory and what depends on it, under one lock.
+struct Dir {
+    directory: Directory,
+    /// Lookups waiting for a name some node may export.
+    waiters: Vec<(String, Waker)>,
+    relays: HashMap<String, Relay>,
+}
+
+/// The node's background tasks, stopped when it leaves.
+#[derive(Default)]
+struct Tasks(Mutex<Vec<AbortHandle>>);
+
+impl Tasks {
+    fn push(&self, h: AbortHandle) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(h);
+    }
+}
+
+impl Drop for Tasks {
+    fn drop(&mut self) {
+        for h in self.0.get_mut().unwrap_or_else(|e| e.into_inner()).drain(..) {
+            h.abort();
+        }
+    }
+}
+
+impl Cluster {
+    /// Connects to the broker and joins the cluster as `spec.node`:
+    /// refused if the broker cannot be reached or another live node has
+    /// the name. The node's exported names are offered as they are
+    /// registered; lookups in `kernel` reach the other nodes' from now on.
+    pub(crate) fn join(
+        spec: &ClusterSpec,
+        kernel: &Arc<Kernel>,
+        host: HostClient,
+        tokio: tokio::runtime::Handle,
+        task_list: TaskList,
+    ) -> Result<Cluster, String> {
+        if !valid_node(&spec.node) {
+            return Err(format!("cluster.node: {:?} is not a node name", spec.node));
+        }
+        let client = tokio.block_on(connect(spec))?;
+        let instance = instance_number();
+        let shared = Arc::new_cyclic(|me| Shared {
+            me: me.clone(),
+            node: spec.node.clone(),
+            instance,
+            inbox: format!("{}.{}.{instance:x}", wire::PREFIX, "inbox"),
+            client,
+            tokio: tokio.clone(),
+            kernel: Arc::downgrade(kernel),
+            host,
+            start: Instant::now(),
+            dir: Mutex::new(Dir {
+                directory: Directory::new(NODE_TTL.as_millis() as u64),
+                waiters: Vec::new(),
+                relays: HashMap::new(),
+            }),
+            pending: Mutex::default(),
+            next_call: AtomicU64::new(1),
+            stats: stats::Stats::default(),
+            in_flight: tokio::sync::Semaphore::new(serve::MAX_IN_FLIGHT),
+            exports_changed: tokio::sync::Notify::new(),
+            tasks: Tasks::default(),
+            task_list,
+        });
+        tokio.block_on(shared.clone().start())?;
+        kernel.names.set_remote(shared.clone());
+        let _ = kernel.node.set(spec.node.clone());
+        Ok(Cluster { shared })
+    }
+
+    /// This node's name.
+    pub fn node(&self) -> &str {
+        &self.shared.node
+    }
+
+    /// Live nodes other than this one, by name.
+    pub fn nodes(&self) -> Vec<String> {
+        let now = self.shared.now_ms();
+        let dir = self.shared.lock_dir();
+        dir.directory.nodes(now).into_iter().map(|(n, _)| n).collect()
+    }
+
+    /// Remote-call counts by name, and frames dropped as malformed.
+    pub fn counts(&self) -> (Vec<(String, NameCounts)>, u64) {
+        (self.shared.stats.names(), self.shared.stats.dropped())
+    }
+
+    /// Every live node's tasks, this one's first: `[{"node", "tasks"}]`.
+    /// Nodes that do not answer within a second are left out.
+    pub fn tasks(&self) -> Vec<serde_json::Value> {
+        let s = self.shared.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.shared.tokio.spawn(async move {
+            let _ = tx.send(s.gather().await);
+        });
+        rx.recv().unwrap_or_default()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let s = &self.shared;
+        for h in s.tasks.0.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+            h.abort();
+        }
+    }
+}
+
+/// Connects to the first broker of `spec` that answers.
+async fn connect(spec: &ClusterSpec) -> Result<async_nats::Client, String> {
+    let mut addrs = Vec::new();
+    for url in &spec.nats {
+        addrs.push(
+            url.parse::<async_nats::ServerAddr>()
+                .map_err(|e| format!("cluster.nats: {url:?}: {e}"))?,
+        );
+    }
+    async_nats::ConnectOptions::new()
+        .name(format!("warden node {}", spec.node))
+        .connection_timeout(CONNECT_TIMEOUT)
+        .max_reconnects(None)
+        .connect(addrs)
+        .await
+        .map_err(|e| {
+            format!(
+                "cannot reach the cluster's broker at {}: {e}",
+                spec.nats.join(", ")
+            )
+        })
+}
+
+/// A number telling this process's node from an earlier one of its name.
+fn instance_number() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.finish()
+}
+
+impl Shared {
+    fn now_ms(&self) -> u64 {
+        self.start.elapsed().as_millis() as u64
+    }
+
+    fn lock_dir(&self) -> MutexGuard<'_, Dir> {
+        self.dir.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lock_pending(&self) -> MutexGuard<'_, HashMap<u64, mpsc::Sender<remote::Heard>>> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Checks the node name is free, then starts the node's loops.
+    async fn start(self: Arc<Self>) -> Result<(), String> {
+        let c = &self.client;
+        let hello = format!("{}.hello.{}", wire::PREFIX, self.node);
+        match tokio::time::timeout(Duration::from_secs(1), c.request(hello.clone(), "".into())).await
+        {
+            Ok(Ok(_)) => {
+                return Err(format!(
+                    "cluster.node: another live node is named {:?}",
+                    self.node
+                ))
+            }
+            Ok(Err(_)) | Err(_) => {}
+        }
+        let subscribe = |subject: String| async move {
+            c.subscribe(subject)
+                .await
+                .map_err(|e| format!("cannot subscribe on the cluster's broker: {e}"))
+        };
+        let subs = [
+            subscribe(hello).await?,
+            subscribe(format!("{}.node.*", wire::PREFIX)).await?,
+            subscribe(format!("{}.*", self.inbox)).await?,
+            subscribe(format!("{}.ps", wire::PREFIX)).await?,
+        ];
+        let [hello, nodes, inbox, ps] = subs;
+        let s = &self;
+        let spawned = [
+            s.tokio.spawn(s.clone().answer_hello(hello)),
+            s.tokio.spawn(s.clone().listen_nodes(nodes)),
+            s.tokio.spawn(s.clone().listen_inbox(inbox)),
+            s.tokio.spawn(s.clone().answer_ps(ps)),
+            s.tokio.spawn(s.clone().announce_loop()),
+        ];
+        for t in spawned {
+            s.tasks.push(t.abort_handle());
+        }
+        c.flush()
+            .await
+            .map_err(|e| format!("cluster's broker: {e}"))
+    }
+
+    async fn answer_hello(self: Arc<Self>, mut sub: async_nats::Subscriber) {
+        while let Some(msg) = sub.next().await {
+            if let Some(reply) = msg.reply {
+                let _ = self.client.publish(reply, self.node.clone().into()).await;
+            }
+        }
+    }
+
+    /// Keeps the directory from the other nodes' announcements, waking
+    /// lookups that wait for a name just offered.
+    async fn listen_nodes(self: Arc<Self>, mut sub: async_nats::Subscriber) {
+        while let Some(msg) = sub.next().await {
+            let Some(a) = wire::decode_announce(msg.subject.as_str(), &msg.payload) else {
+                self.stats.drop_frame();
+                continue;
+            };
+            if a.node == self.node {
+                continue;
+            }
+            let now = self.now_ms();
+            let woken = {
+                let mut dir = self.lock_dir();
+                if !dir.directory.heard(a, now) {
+                    continue;
+                }
+                std::mem::take(&mut dir.waiters)
+            };
+            for (_, w) in woken {
+                w.wake();
+            }
+        }
+    }
+
+    async fn listen_inbox(self: Arc<Self>, mut sub: async_nats::Subscriber) {
+        while let Some(msg) = sub.next().await {
+            self.heard(msg);
+        }
+    }
+
+    /// Offers the exported names and announces them, every [`ANNOUNCE`]
+    /// and at once when a name is exported.
+    async fn announce_loop(self: Arc<Self>) {
+        let mut offered = serve::Offered::default();
+        let subject = wire::announce_subject(&self.node);
+        loop {
+            let exports = self.offer(&mut offered).await;
+            let a = wire::Announce {
+                node: self.node.clone(),
+                instance: self.instance,
+                exports,
+            };
+            let bytes = serde_json::to_vec(&a).unwrap_or_default();
+            let _ = self.client.publish(subject.clone(), bytes.into()).await;
+            let now = self.now_ms();
+            self.lock_dir().directory.expire(now);
+            let _ = tokio::time::timeout(ANNOUNCE, self.exports_changed.notified()).await;
+        }
+    }
+
+    /// This node's part of `warden ps --cluster`.
+    fn my_tasks(&self) -> serde_json::Value {
+        serde_json::json!({ "node": self.node, "tasks": (self.task_list)() })
+    }
+
+    async fn answer_ps(self: Arc<Self>, mut sub: async_nats::Subscriber) {
+        while let Some(msg) = sub.next().await {
+            let Some(reply) = msg.reply else { continue };
+            let s = self.clone();
+            let mine = tokio::task::spawn_blocking(move || s.my_tasks()).await;
+            let bytes = serde_json::to_vec(&mine.unwrap_or_default()).unwrap_or_default();
+            let _ = self.client.publish(reply, bytes.into()).await;
+        }
+    }
+
+    /// Every live node's tasks (see [`Cluster::tasks`]).
+    async fn gather(self: Arc<Self>) -> Vec<serde_json::Value> {
+        let s = self.clone();
+        let mut all = vec![tokio::task::spawn_blocking(move || s.my_tasks())
+            .await
+            .unwrap_or_default()];
+        let expected = {
+            let now = self.now_ms();
+            self.lock_dir().directory.nodes(now).len()
+        };
+        let inbox = self.client.new_inbox();
+        let Ok(mut sub) = self.client.subscribe(inbox.clone()).await else {
+            return all;
+        };
+        let ps = format!("{}.ps", wire::PREFIX);
+        if self
+            .client
+            .publish_with_reply(ps, inbox, "".into())
+            .await
+            .is_err()
+        {
+            return all;
+        }
+        let deadline = tokio::time::Instant::now() + GATHER;
+        while all.len() <= expected {
+            match tokio::time::timeout_at(deadline, sub.next()).await {
+                Ok(Some(msg)) => match serde_json::from_slice::<serde_json::Value>(&msg.payload) {
+                    Ok(v) if v["node"].as_str().is_some_and(|n| n != self.node) => all.push(v),
+                    _ => self.stats.drop_frame(),
+                },
+                _ => break,
+            }
+        }
+        all.sort_by(|a, b| a["node"].as_str().cmp(&b["node"].as_str()));
+        all
+    }
+}

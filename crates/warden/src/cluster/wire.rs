@@ -1,0 +1,255 @@
+//! What nodes say to each other through the broker, and how it is checked.
+//!
+//! Calls, replies and progress notes are small binary frames; a node's
+//! announcement is JSON. Everything that arrives from the broker is
+//! decoded here and refused whole if any part is out of shape: a frame is
+//! never trusted past its own bytes.
+//!
+//! ```text
+//! call:      [VERSION][CALL][node len: u8][node][task id: u64 LE][request bytes]
+//! reply:     [VERSION][REPLY][code: i32 LE][reply bytes]   code 0 or an Errno
+//! progress:  [VERSION][PROGRESS]                           "still working"
+//! ```
+//!
+//! Subjects: a name's calls go to `warden.call.<name>` when the name is
+//! made only of letters, digits, `-`, `_` and single inner dots, and to
+//! `warden.callx.<hex of the name>` otherwise (so that no name can reach
+//! a wildcard or an empty token).
+
+use crate::ipc::Errno;
+use serde::{Deserialize, Serialize};
+
+/// The frame format's version, first byte of every frame.
+pub const VERSION: u8 = 1;
+const CALL: u8 = 1;
+const REPLY: u8 = 2;
+const PROGRESS: u8 = 3;
+
+/// Subject prefix of every subject a node uses.
+pub const PREFIX: &str = "warden";
+
+/// Longest node name.
+pub const MAX_NODE: usize = 64;
+
+/// Largest announcement accepted.
+pub const MAX_ANNOUNCE: usize = 64 << 10;
+
+/// A call as it arrives at the serving node.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Call<'a> {
+    /// The calling node.
+    pub node: &'a str,
+    /// The calling task on that node.
+    pub task: u64,
+    /// The request's bytes.
+    pub request: &'a [u8],
+}
+
+/// A frame on a call's reply subject.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Answer<'a> {
+    /// The serving node works on the call.
+    Progress,
+    /// The call's end: its reply, or the error it failed with.
+    Done(Result<&'a [u8], Errno>),
+}
+
+/// A node's periodic announcement of itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Announce {
+    /// The node's name.
+    pub node: String,
+    /// Random per process: tells a restarted node from its predecessor.
+    pub instance: u64,
+    /// The names it serves for the cluster now.
+    pub exports: Vec<String>,
+}
+
+/// Whether `node` can name a node: 1 to [`MAX_NODE`] letters, digits,
+/// `-` or `_`.
+pub fn valid_node(node: &str) -> bool {
+    (1..=MAX_NODE).contains(&node.len())
+        && node
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// The subject a name's calls are sent to.
+pub fn call_subject(name: &str) -> String {
+    let plain = !name.is_empty()
+        && name.split('.').all(|token| {
+            !token.is_empty()
+                && token
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        });
+    if plain {
+        format!("{PREFIX}.call.{name}")
+    } else {
+        let hex: String = name.bytes().map(|b| format!("{b:02x}")).collect();
+        format!("{PREFIX}.callx.{hex}")
+    }
+}
+
+/// The subject a node announces itself on.
+pub fn announce_subject(node: &str) -> String {
+    format!("{PREFIX}.node.{node}")
+}
+
+/// Appends a call frame to `out`.
+pub fn encode_call(out: &mut Vec<u8>, node: &str, task: u64, request: &[u8]) {
+    debug_assert!(valid_node(node));
+    out.reserve(11 + node.len() + request.len());
+    out.extend_from_slice(&[VERSION, CALL, node.len() as u8]);
+    out.extend_from_slice(node.as_bytes());
+    out.extend_from_slice(&task.to_le_bytes());
+    out.extend_from_slice(request);
+}
+
+/// Decodes a call frame; `None` if it is not one.
+pub fn decode_call(frame: &[u8]) -> Option<Call<'_>> {
+    let [VERSION, CALL, n, rest @ ..] = frame else {
+        return None;
+    };
+    let n = *n as usize;
+    let node = std::str::from_utf8(rest.get(..n)?).ok()?;
+    if !valid_node(node) {
+        return None;
+    }
+    let task = u64::from_le_bytes(rest.get(n..n + 8)?.try_into().ok()?);
+    Some(Call {
+        node,
+        task,
+        request: &rest[n + 8..],
+    })
+}
+
+/// A reply frame: the reply's bytes, or the error the call failed with.
+pub fn encode_reply(result: Result<&[u8], Errno>) -> Vec<u8> {
+    let (code, bytes) = match result {
+        Ok(b) => (0, b),
+        Err(e) => (e.code(), &[][..]),
+    };
+    let mut out = Vec::with_capacity(6 + bytes.len());
+    out.extend_from_slice(&[VERSION, REPLY]);
+    out.extend_from_slice(&code.to_le_bytes());
+    out.extend_from_slice(bytes);
+    out
+}
+
+/// A progress frame.
+pub fn encode_progress() -> Vec<u8> {
+    vec![VERSION, PROGRESS]
+}
+
+/// Decodes a frame on a reply subject; `None` if it is neither a reply
+/// nor a progress note, or its code is not one of Warden's.
+pub fn decode_answer(frame: &[u8]) -> Option<Answer<'_>> {
+    match frame {
+        [VERSION, PROGRESS] => Some(Answer::Progress),
+        [VERSION, REPLY, c0, c1, c2, c3, bytes @ ..] => {
+            match i32::from_le_bytes([*c0, *c1, *c2, *c3]) {
+                0 => Some(Answer::Done(Ok(bytes))),
+                code if bytes.is_empty() => Errno::ALL
+                    .into_iter()
+                    .find(|e| e.code() == code)
+                    .map(|e| Answer::Done(Err(e))),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Decodes an announcement heard on `subject`; `None` if it is malformed,
+/// too large, or claims a node other than the subject's.
+pub fn decode_announce(subject: &str, payload: &[u8]) -> Option<Announce> {
+    if payload.len() > MAX_ANNOUNCE {
+        return None;
+    }
+    let a: Announce = serde_json::from_slice(payload).ok()?;
+    let ok = valid_node(&a.node)
+        && subject == announce_subject(&a.node)
+        && a.exports.iter().all(|n| !n.is_empty() && n.len() <= 256);
+    ok.then_some(a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn call_round_trip_and_refusals() {
+        let mut f = Vec::new();
+        encode_call(&mut f, "node-b", 42, b"hello");
+        assert_eq!(
+            decode_call(&f),
+            Some(Call {
+                node: "node-b",
+                task: 42,
+                request: b"hello"
+            })
+        );
+        // Every truncation is refused, never read past.
+        for cut in 0..f.len() - 5 {
+            assert_eq!(decode_call(&f[..cut]), None, "cut at {cut}");
+        }
+        let mut bad = f.clone();
+        bad[0] = 9;
+        assert_eq!(decode_call(&bad), None, "other version");
+        let mut bad = f.clone();
+        bad[2] = 200;
+        assert_eq!(decode_call(&bad), None, "node length past the end");
+        let mut bad = f.clone();
+        bad[3] = b'.';
+        assert_eq!(decode_call(&bad), None, "not a node name");
+    }
+
+    #[test]
+    fn answers() {
+        let ok = encode_reply(Ok(b"r"));
+        assert_eq!(decode_answer(&ok), Some(Answer::Done(Ok(&b"r"[..]))));
+        let err = encode_reply(Err(Errno::PeerDied));
+        assert_eq!(
+            decode_answer(&err),
+            Some(Answer::Done(Err(Errno::PeerDied)))
+        );
+        assert_eq!(decode_answer(&encode_progress()), Some(Answer::Progress));
+        let mut unknown = encode_reply(Err(Errno::Denied));
+        unknown[2] = 0x80;
+        assert_eq!(decode_answer(&unknown), None, "a code Warden lacks");
+        let mut with_bytes = err.clone();
+        with_bytes.push(1);
+        assert_eq!(decode_answer(&with_bytes), None, "an error with bytes");
+        assert_eq!(decode_answer(&[VERSION]), None);
+        assert_eq!(decode_answer(&[]), None);
+    }
+
+    #[test]
+    fn subjects() {
+        assert_eq!(call_subject("kv"), "warden.call.kv");
+        assert_eq!(call_subject("log.errors"), "warden.call.log.errors");
+        assert_eq!(call_subject("a b"), "warden.callx.612062");
+        assert_eq!(call_subject("x.>"), "warden.callx.782e3e");
+        assert_eq!(call_subject("a..b"), "warden.callx.612e2e62");
+        assert_eq!(call_subject(".a"), "warden.callx.2e61");
+        assert!(valid_node("a") && valid_node("node_7-x"));
+        assert!(!valid_node("") && !valid_node("a.b") && !valid_node("*"));
+        assert!(!valid_node(&"n".repeat(MAX_NODE + 1)));
+    }
+
+    #[test]
+    fn announcements() {
+        let a = Announce {
+            node: "a".into(),
+            instance: 7,
+            exports: vec!["kv".into()],
+        };
+        let bytes = serde_json::to_vec(&a).unwrap();
+        assert_eq!(decode_announce("warden.node.a", &bytes), Some(a));
+        assert_eq!(decode_announce("warden.node.b", &bytes), None, "spoofed");
+        assert_eq!(decode_announce("warden.node.a", b"{"), None);
+        let huge = vec![b' '; MAX_ANNOUNCE + 1];
+        assert_eq!(decode_announce("warden.node.a", &huge), None);
+    }
+}

@@ -1,0 +1,48 @@
+//! The cluster as operators see it: `GET /api/cluster` (every node's
+//! tasks, for `warden ps --cluster`) and the remote-call counts in
+//! `/metrics`.
+
+use crate::runtime::Runtime;
+use std::fmt::Write;
+
+/// Every live node's tasks: `[{"node", "tasks": [...]}]`; `None` if the
+/// runtime is in no cluster.
+pub(super) fn nodes(rt: &Runtime) -> Option<serde_json::Value> {
+    Some(rt.cluster()?.tasks().into())
+}
+
+fn label(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// The cluster's counters, in the Prometheus text format.
+pub(super) fn metrics(rt: &Runtime, out: &mut String) {
+    let Some(cluster) = rt.cluster() else { return };
+    let (names, dropped) = cluster.counts();
+    let _ = writeln!(
+        out,
+        "# HELP warden_cluster_nodes Other nodes of the cluster alive now.\n\
+         # TYPE warden_cluster_nodes gauge\nwarden_cluster_nodes {}",
+        cluster.nodes().len()
+    );
+    let _ = writeln!(
+        out,
+        "# HELP warden_cluster_dropped_frames_total Frames from the broker dropped as malformed or oversized.\n\
+         # TYPE warden_cluster_dropped_frames_total counter\nwarden_cluster_dropped_frames_total {dropped}"
+    );
+    type Field = fn(&crate::NameCounts) -> u64;
+    let series: [(&str, &str, Field); 6] = [
+        ("warden_cluster_calls_total", "Calls this node's tasks made to other nodes, by name.", |c| c.calls),
+        ("warden_cluster_call_failures_total", "Of those, calls that failed.", |c| c.failures),
+        ("warden_cluster_sent_bytes_total", "Request bytes sent to other nodes, by name.", |c| c.bytes_out),
+        ("warden_cluster_received_bytes_total", "Reply bytes received from other nodes, by name.", |c| c.bytes_in),
+        ("warden_cluster_served_total", "Calls from other nodes served here, by name.", |c| c.served),
+        ("warden_cluster_served_failures_total", "Of those, calls that ended in an error.", |c| c.served_failures),
+    ];
+    for (metric, help, field) in series {
+        let _ = writeln!(out, "# HELP {metric} {help}\n# TYPE {metric} counter");
+        for (name, c) in &names {
+            let _ = writeln!(out, "{metric}{{name=\"{}\"}} {}", label(name), field(c));
+        }
+    }
+}
