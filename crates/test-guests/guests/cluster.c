@@ -5,13 +5,15 @@
  *                              "hang" is held for ever (after printing
  *                              "server: got hang"); anything else gets
  *                              "TAG:" and the request back
- *   cluster call NAME N MSG    N calls of MSG; prints how many replies
+ *   cluster call NAME N MSG [LOOKUP_MS]
+ *                              N calls of MSG; prints how many replies
  *                              came from each TAG ("client: from a 12"),
  *                              or the first error and how long its call
  *                              took ("client: call: peer died after 812 ms")
  *   cluster origin NAME        one "origin" call; prints the reply
  *
- * A lookup waits up to 10 s; its failure prints "client: lookup: ERROR". */
+ * A lookup waits up to 10 s (or LOOKUP_MS); its failure prints
+ * "client: lookup: ERROR". */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,14 +56,14 @@ static long long now_ms(void) {
     return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-static warden_handle find(const char *name) {
-    warden_handle p = warden_name_lookup(name, 10LL * 1000 * 1000 * 1000);
+static warden_handle find(const char *name, long long ms) {
+    warden_handle p = warden_name_lookup(name, ms * 1000 * 1000);
     if (p < 0) printf("client: lookup: %s\n", warden_strerror(p));
     return p;
 }
 
-static int call(const char *name, long n, const char *msg) {
-    warden_handle p = find(name);
+static int call(const char *name, long n, const char *msg, long long lookup_ms) {
+    warden_handle p = find(name, lookup_ms);
     if (p < 0) return 1;
     char tags[8][32] = {{0}};
     long counts[8] = {0};
@@ -87,7 +89,7 @@ static int call(const char *name, long n, const char *msg) {
 }
 
 static int origin(const char *name) {
-    warden_handle p = find(name);
+    warden_handle p = find(name, 10000);
     if (p < 0) return 1;
     int64_t r = warden_call(p, "origin", 6, NULL, 0, resp, sizeof resp - 1, NULL, NULL);
     if (r < 0) { printf("client: call: %s\n", warden_strerror((int32_t)r)); return 2; }
@@ -98,7 +100,8 @@ static int origin(const char *name) {
 
 int main(int argc, char **argv) {
     if (argc == 4 && strcmp(argv[1], "serve") == 0) return serve(argv[2], argv[3]);
-    if (argc == 5 && strcmp(argv[1], "call") == 0) return call(argv[2], atol(argv[3]), argv[4]);
+    if ((argc == 5 || argc == 6) && strcmp(argv[1], "call") == 0)
+        return call(argv[2], atol(argv[3]), argv[4], argc == 6 ? atoll(argv[5]) : 10000);
     if (argc == 3 && strcmp(argv[1], "origin") == 0) return origin(argv[2]);
     fprintf(stderr, "usage: cluster serve NAME TAG | call NAME N MSG | origin NAME\n");
     return 64;

@@ -180,8 +180,9 @@ impl Cluster {
         (self.shared.stats.names(), self.shared.stats.dropped())
     }
 
-    /// Every live node's tasks, this one's first: `[{"node", "tasks"}]`.
-    /// Nodes that do not answer within a second are left out.
+    /// Every live node's tasks, this one's too, sorted by node:
+    /// `[{"node", "tasks"}]`. Nodes that do not answer within a second
+    /// are left out.
     pub fn tasks(&self) -> Vec<serde_json::Value> {
         let s = self.shared.clone();
         let (tx, rx) = std::sync::mpsc::channel();
@@ -393,7 +394,8 @@ impl Shared {
         while all.len() <= expected {
             match tokio::time::timeout_at(deadline, sub.next()).await {
                 Ok(Some(msg)) => match serde_json::from_slice::<serde_json::Value>(&msg.payload) {
-                    Ok(v) if v["node"].as_str().is_some_and(|n| n != self.node) => all.push(v),
+                    Ok(v) if v["node"].as_str() == Some(self.node.as_str()) => {}
+                    Ok(v) if v["node"].is_string() && v["tasks"].is_array() => all.push(v),
                     _ => self.stats.drop_frame(),
                 },
                 _ => break,

@@ -6,6 +6,7 @@ mod blocking;
 mod cli;
 mod cli_program;
 mod cli_tools;
+mod cluster;
 mod control;
 mod control_access;
 mod dashboard;

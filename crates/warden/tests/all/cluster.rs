@@ -1,0 +1,413 @@
+//! Clusters: `warden run` processes joined through a real `nats-server`
+//! on a loopback port — remote calls, grants, load sharing, node death,
+//! a lost broker, bad frames and the operators' views.
+
+use crate::util::*;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `nats-server` on a free loopback port; killed on drop.
+struct Broker {
+    child: Child,
+    port: u16,
+}
+
+impl Broker {
+    fn start() -> Broker {
+        Self::on(free_port())
+    }
+
+    fn on(port: u16) -> Broker {
+        let child = Command::new("nats-server")
+            .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("nats-server (scripts/test installs it: apt-get install nats-server)");
+        let t = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(t.elapsed() < Duration::from_secs(20), "nats-server never came up");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Broker { child, port }
+    }
+
+    fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A `warden run` node; its stdout (the tasks' lines) and stderr go to
+/// files in its directory. Killed on drop.
+struct Node {
+    child: Child,
+    dir: PathBuf,
+    control: String,
+}
+
+impl Node {
+    /// Starts node `name` in `dir/name` with `tasks` (TOML) on `broker`.
+    fn start(dir: &Path, name: &str, broker: &str, tasks: &str) -> Node {
+        let dir = dir.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(guests::CLUSTER, dir.join("cluster.wasm")).unwrap();
+        std::fs::copy(guests::ECHO, dir.join("echo.wasm")).unwrap();
+        let text = format!("[cluster]\nnats = \"{broker}\"\nnode = \"{name}\"\n{tasks}");
+        let m = manifest(&dir, &text);
+        let control = format!("127.0.0.1:{}", free_port());
+        let child = warden()
+            .args(["run", "--control", &control])
+            .arg(&m)
+            .stdout(std::fs::File::create(dir.join("out")).unwrap())
+            .stderr(std::fs::File::create(dir.join("err")).unwrap())
+            .spawn()
+            .unwrap();
+        Node {
+            child,
+            dir,
+            control,
+        }
+    }
+
+    fn out(&self) -> String {
+        std::fs::read_to_string(self.dir.join("out")).unwrap_or_default()
+    }
+
+    fn err(&self) -> String {
+        std::fs::read_to_string(self.dir.join("err")).unwrap_or_default()
+    }
+
+    /// Waits until the node's output holds `want`.
+    fn wait_for(&self, want: &str) {
+        let t = Instant::now();
+        while !self.out().contains(want) {
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "never printed {want:?}; out:\n{}\nerr:\n{}",
+                self.out(),
+                self.err()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Waits for the node's `warden run` to end; its exit code.
+    fn finish(&mut self) -> i32 {
+        let status = wait_child(&mut self.child, Duration::from_secs(60), "node still running");
+        status.code().unwrap_or(-1)
+    }
+
+    /// `GET path` on the node's control API (once it is up).
+    fn get(&self, path: &str) -> String {
+        let t = Instant::now();
+        let mut s = loop {
+            match std::net::TcpStream::connect(&self.control) {
+                Ok(s) => break s,
+                Err(e) => assert!(t.elapsed() < Duration::from_secs(30), "control API: {e}"),
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let token = token_of(&self.control);
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n",
+            self.control
+        )
+        .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        text
+    }
+
+    /// A counter of the node's `/metrics`, 0 if absent.
+    fn metric(&self, line_start: &str) -> f64 {
+        self.get("/metrics")
+            .lines()
+            .find_map(|l| l.strip_prefix(line_start)?.trim().parse().ok())
+            .unwrap_or(0.0)
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A task serving `name` for the cluster, answering with `tag`.
+fn server(name: &str, tag: &str) -> String {
+    format!(
+        "[[task]]\nname = \"server\"\nmodule = \"cluster.wasm\"\nargs = [\"serve\", \"{name}\", \"{tag}\"]\n\
+         provides = [\"{name}\"]\nexport = [\"{name}\"]\n"
+    )
+}
+
+/// A task running the cluster guest with `args`, allowed to use `uses`.
+fn client(task: &str, args: &[&str], uses: &[&str]) -> String {
+    format!(
+        "[[task]]\nname = \"{task}\"\nmodule = \"cluster.wasm\"\nargs = {args:?}\nuses = {uses:?}\n"
+    )
+}
+
+#[test]
+fn a_remote_call_crosses_nodes_and_names_its_caller() {
+    let d = tempfile::tempdir().unwrap();
+    let broker = Broker::start();
+    let a = Node::start(d.path(), "a", &broker.url(), &server("kv", "a"));
+    let mut b = Node::start(
+        d.path(),
+        "b",
+        &broker.url(),
+        &(client("calls", &["call", "kv", "200", "hello"], &["kv"])
+            + &client("origin", &["origin", "kv"], &["kv"])),
+    );
+    assert_eq!(b.finish(), 0, "{}{}", b.out(), b.err());
+    let out = b.out();
+    assert!(out.contains("client: from a 200"), "{out}");
+    // The server sees the calling node and task (the task's id on b).
+    let origin = out
+        .lines()
+        .find_map(|l| l.split("origin: ").nth(1))
+        .unwrap_or_else(|| panic!("{out}"));
+    let (node, task) = origin.split_once('/').unwrap();
+    assert_eq!(node, "b");
+    assert!(task.parse::<u64>().unwrap() > 0);
+    assert_eq!(a.metric("warden_cluster_served_total{name=\"kv\"}"), 201.0);
+}
+
+#[test]
+fn grants_and_exports_still_apply_across_nodes() {
+    let d = tempfile::tempdir().unwrap();
+    let broker = Broker::start();
+    // "kv" is exported; "private" is provided but not exported.
+    let private = "[[task]]\nname = \"private\"\nmodule = \"cluster.wasm\"\n\
+                   args = [\"serve\", \"private\", \"a\"]\nprovides = [\"private\"]\n";
+    let a = Node::start(
+        d.path(),
+        "a",
+        &broker.url(),
+        &(server("kv", "a") + private),
+    );
+    a.wait_for("[server] server: ready");
+    a.wait_for("[private] server: ready");
+    let mut b = Node::start(
+        d.path(),
+        "b",
+        &broker.url(),
+        &(client("granted", &["call", "kv", "1", "x"], &["kv"])
+            + &client("ungranted", &["call", "kv", "1", "x"], &[])
+            + &client("unexported", &["call", "private", "1", "x", "1500"], &["private"])
+            + "[[task]]\nname = \"handles\"\nmodule = \"echo.wasm\"\n\
+               args = [\"client\", \"kv\", \"1\", \"handles\"]\nuses = [\"kv\"]\n"),
+    );
+    b.finish();
+    let out = b.out();
+    assert!(out.contains("[granted] client: from a 1"), "{out}");
+    assert!(out.contains("[ungranted] client: lookup: denied"), "{out}");
+    assert!(out.contains("[unexported] client: lookup: timed out"), "{out}");
+    // Only bytes cross nodes: a memory object in the request is refused.
+    assert!(out.contains("[handles] client: call: invalid argument"), "{out}");
+}
+
+#[test]
+fn nodes_exporting_one_name_share_its_calls() {
+    let d = tempfile::tempdir().unwrap();
+    let broker = Broker::start();
+    let a = Node::start(d.path(), "a", &broker.url(), &server("kv", "a"));
+    let c = Node::start(d.path(), "c", &broker.url(), &server("kv", "c"));
+    // b calls only once both serve: wait until a's directory holds c
+    // and c's holds a, and b's first lookup then sees both.
+    a.wait_for("server: ready");
+    c.wait_for("server: ready");
+    let t = Instant::now();
+    while a.metric("warden_cluster_nodes") < 1.0 || c.metric("warden_cluster_nodes") < 1.0 {
+        assert!(t.elapsed() < Duration::from_secs(30), "nodes never met");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut b = Node::start(
+        d.path(),
+        "b",
+        &broker.url(),
+        &client("calls", &["call", "kv", "400", "x"], &["kv"]),
+    );
+    assert_eq!(b.finish(), 0, "{}", b.out());
+    let out = b.out();
+    let from = |tag: &str| -> u32 {
+        out.lines()
+            .find_map(|l| l.split(&format!("client: from {tag} ")).nth(1))
+            .map_or(0, |n| n.trim().parse().unwrap())
+    };
+    let (na, nc) = (from("a"), from("c"));
+    assert_eq!(na + nc, 400, "{out}");
+    // The broker picks a member of the queue group at random: each node
+    // gets a fair part (here at least a fifth).
+    assert!(na >= 80 && nc >= 80, "a {na}, c {nc}");
+}
+
+#[test]
+fn a_node_killed_mid_call_is_peer_death_within_two_seconds() {
+    let d = tempfile::tempdir().unwrap();
+    let broker = Broker::start();
+    let mut a = Node::start(d.path(), "a", &broker.url(), &server("kv", "a"));
+    let mut b = Node::start(
+        d.path(),
+        "b",
+        &broker.url(),
+        &client("caller", &["call", "kv", "1", "hang"], &["kv"]),
+    );
+    a.wait_for("server: got hang");
+    let killed = Instant::now();
+    unsafe { libc::kill(a.child.id() as i32, libc::SIGKILL) };
+    let _ = a.child.wait();
+    b.wait_for("client: call:");
+    let after = killed.elapsed();
+    assert!(b.out().contains("client: call: peer died"), "{}", b.out());
+    assert!(after < Duration::from_secs(2), "peer death seen after {after:?}");
+    // A task of the system failed: `warden run` says so.
+    assert_eq!(b.finish(), 1);
+}
+
+#[test]
+fn an_unreachable_broker_is_one_clear_line_and_exit_2() {
+    let d = tempfile::tempdir().unwrap();
+    let port = free_port(); // nothing listens there
+    let mut n = Node::start(
+        d.path(),
+        "a",
+        &format!("nats://127.0.0.1:{port}"),
+        &server("kv", "a"),
+    );
+    assert_eq!(n.finish(), 2);
+    let err = n.err();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("cannot reach the cluster's broker at nats://127.0.0.1:"), "{err}");
+}
+
+#[test]
+fn a_taken_node_name_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let broker = Broker::start();
+    let a = Node::start(d.path(), "a", &broker.url(), &server("kv", "a"));
+    a.wait_for("server: ready");
+    let mut again = Node::start(&d.path().join("2"), "a", &broker.url(), &server("kv", "a"));
+    assert_eq!(again.finish(), 2);
+    assert!(again.err().contains("another live node is named \"a\""), "{}", again.err());
+}
+
+#[test]
+fn calls_fail_while_the_broker_is_lost_and_work_once_it_is_back() {
+    let d = tempfile::tempdir().unwrap();
+    let mut broker = Broker::start();
+    let a = Node::start(d.path(), "a", &broker.url(), &server("kv", "a"));
+    // A client that calls for ever, printing each failure's kind.
+    let b = Node::start(
+        d.path(),
+        "b",
+        &broker.url(),
+        &client("calls", &["call", "kv", "1000000000", "x"], &["kv"]),
+    );
+    let t = Instant::now();
+    while a.metric("warden_cluster_served_total{name=\"kv\"}") < 10.0 {
+        assert!(t.elapsed() < Duration::from_secs(30), "no calls served");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let port = broker.port;
+    let _ = broker.child.kill();
+    let _ = broker.child.wait();
+    b.wait_for("client: call: peer died");
+    // Local work goes on: the server task still runs.
+    let tasks: serde_json::Value = serde_json::from_str(body(&a.get("/api/tasks"))).unwrap();
+    assert_eq!(tasks[0]["state"], "blocked", "{tasks}");
+    // Once the broker is back, a's name is offered again and called.
+    let _back = Broker::on(port);
+    let mut c = Node::start(
+        d.path(),
+        "c",
+        &format!("nats://127.0.0.1:{port}"),
+        &client("calls", &["call", "kv", "3", "x"], &["kv"]),
+    );
+    assert_eq!(c.finish(), 0, "{}{}", c.out(), c.err());
+    assert!(c.out().contains("client: from a 3"), "{}", c.out());
+}
+
+/// The body of an HTTP response.
+fn body(response: &str) -> &str {
+    response.split_once("\r\n\r\n").map_or("", |(_, b)| b)
+}
+
+#[test]
+fn malformed_frames_are_dropped_and_counted() {
+    let d = tempfile::tempdir().unwrap();
+    let broker = Broker::start();
+    let a = Node::start(d.path(), "a", &broker.url(), &server("kv", "a"));
+    let calls = client("calls", &["call", "kv", "3", "x"], &["kv"]);
+    // Once b's calls were served, a subscribes to kv's calls.
+    let mut b = Node::start(d.path(), "b", &broker.url(), &calls);
+    assert_eq!(b.finish(), 0, "{}", b.out());
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", broker.port)).unwrap();
+    let frames: [(&str, &[u8]); 4] = [
+        ("warden.call.kv reply.1", b"\x01\x01\xffgarbage"),
+        ("warden.call.kv reply.2", b""),
+        ("warden.node.x", b"{\"node\":\"y\",\"instance\":1,\"exports\":[]}"),
+        ("warden.node.z", b"not json"),
+    ];
+    let mut text = b"CONNECT {\"verbose\":false}\r\n".to_vec();
+    for (subject, payload) in frames {
+        text.extend_from_slice(format!("PUB {subject} {}\r\n", payload.len()).as_bytes());
+        text.extend_from_slice(payload);
+        text.extend_from_slice(b"\r\n");
+    }
+    text.extend_from_slice(b"PING\r\n");
+    s.write_all(&text).unwrap();
+    let t = Instant::now();
+    while a.metric("warden_cluster_dropped_frames_total") < 4.0 {
+        assert!(t.elapsed() < Duration::from_secs(30), "dropped frames never counted");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The node still serves, and served only real calls.
+    let mut c = Node::start(d.path(), "c", &broker.url(), &calls);
+    assert_eq!(c.finish(), 0, "{}", c.out());
+    assert_eq!(a.metric("warden_cluster_served_total{name=\"kv\"}"), 6.0);
+}
+
+#[test]
+fn ps_cluster_lists_every_node_with_its_tasks() {
+    let d = tempfile::tempdir().unwrap();
+    let broker = Broker::start();
+    let a = Node::start(d.path(), "a", &broker.url(), &server("kv", "a"));
+    let c = Node::start(d.path(), "c", &broker.url(), &server("log", "c"));
+    a.wait_for("server: ready");
+    c.wait_for("server: ready");
+    let t = Instant::now();
+    let nodes = loop {
+        let out = warden()
+            .args(["ps", "--cluster", "--json", "--control", &a.control])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        if v.as_array().unwrap().len() == 2 {
+            break v;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "{v}");
+    };
+    assert_eq!(nodes[0]["node"], "a");
+    assert_eq!(nodes[1]["node"], "c");
+    assert_eq!(nodes[1]["tasks"][0]["name"], "server");
+    let table = warden()
+        .args(["ps", "--cluster", "--control", &a.control])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.contains("NODE a (1 tasks)") && text.contains("NODE c (1 tasks)"), "{text}");
+}
