@@ -268,3 +268,26 @@ fn demo_system_runs() {
         assert_eq!(task(name)["exit_code"], 0, "{name}");
     }
 }
+
+/// The cluster example: a broker and three nodes, the key-value store on
+/// one and a client on each of the others, run by its script.
+#[test]
+fn cluster_example() {
+    let root = built_examples();
+    let out = std::process::Command::new(root.join("examples/cluster/run"))
+        .env("WARDEN", env!("CARGO_BIN_EXE_warden"))
+        .env("XDG_RUNTIME_DIR", runtime_dir())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let clients = stdout
+        .matches("200 keys written, 100 left after deleting every other one")
+        .count();
+    assert_eq!(clients, 2, "{stdout}");
+    assert!(stdout.contains("1402 operations, 200 entries left"), "{stdout}");
+}
