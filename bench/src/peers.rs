@@ -70,7 +70,8 @@ impl Peers {
             Command::new("erlc")
                 .arg("-o")
                 .arg(&erl_dir)
-                .arg(src.join("ipc.erl")),
+                .arg(src.join("ipc.erl"))
+                .arg(src.join("dist.erl")),
         )
         .map(|_| erl_dir)
         .map_err(|e| format!("{e} (install erlang-base)"));
@@ -155,6 +156,11 @@ impl Peers {
             .args(["-run", "ipc", "main"]);
         c.args(args).args(["-s", "init", "stop"]);
         Ok(c)
+    }
+
+    /// The directory holding the compiled Erlang peers.
+    pub fn erlang_dir(&self) -> Result<&Path, String> {
+        self.erlang.as_deref().map_err(Clone::clone)
     }
 
     pub fn runner(&self) -> Result<&Path, String> {

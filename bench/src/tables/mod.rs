@@ -2,6 +2,7 @@
 //! shared context and returns finished tables; later issues' benchmarks
 //! (file service, servlets) add a module and a line in [`run_all`].
 
+mod cluster;
 mod compute;
 mod copies;
 pub use copies::child_copies;
@@ -42,6 +43,7 @@ pub fn run_all(ctx: &Ctx, only: Option<&str>) -> Vec<Table> {
         ("kill to reclaim", Box::new(|c| vec![reclaim::run(c)])),
         ("network: bandwidth shares and echo throughput", Box::new(network::run)),
         ("web server: one task, servlets, per-request tasks, native hyper (seed 004, Figure 5)", Box::new(web::run)),
+        ("cluster: remote calls through NATS beside Erlang distribution", Box::new(cluster::run)),
     ];
     let mut out = vec![];
     for (name, run) in steps {

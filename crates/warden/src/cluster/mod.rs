@@ -168,11 +168,13 @@ impl Cluster {
         &self.shared.node
     }
 
-    /// Live nodes other than this one, by name.
-    pub fn nodes(&self) -> Vec<String> {
+    /// Live nodes other than this one, by name, each with the names it
+    /// exports.
+    pub fn nodes(&self) -> Vec<(String, Vec<String>)> {
         let now = self.shared.now_ms();
         let dir = self.shared.lock_dir();
-        dir.directory.nodes(now).into_iter().map(|(n, _)| n).collect()
+        let nodes = dir.directory.nodes(now).into_iter();
+        nodes.map(|(n, info)| (n, info.exports)).collect()
     }
 
     /// Remote-call counts by name, and frames dropped as malformed.

@@ -1,0 +1,338 @@
+//! Beyond one machine: a portal call to a task on another node, through a
+//! NATS broker, beside Erlang's distribution (a message round trip
+//! between processes on two nodes) and beside a local portal call; and
+//! how calls per second grow with the nodes serving one name.
+
+use super::finish;
+use crate::harness::{contestant, interleave, Ctx};
+use crate::inproc::{self, quiet};
+use crate::model::{Cell, Kind, Table};
+use crate::peers::{figure, figures};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use warden::{ClusterSpec, Runtime, TaskSpec};
+use warden_test_guests as guests;
+
+const REMOTE: &str = "Warden remote portal call (2 nodes, nats-server)";
+const ERLANG: &str = "Erlang distribution (2 nodes, erl -sname)";
+const LOCAL: &str = "Warden local portal call (1 node)";
+const COLUMNS: [&str; 2] = ["null round trip", "100-byte request"];
+
+pub fn run(ctx: &Ctx) -> Vec<Table> {
+    let broker = match Broker::start() {
+        Ok(b) => b,
+        Err(e) => return vec![failed(e)],
+    };
+    vec![latency(ctx, &broker), throughput(ctx, &broker)]
+}
+
+fn latency(ctx: &Ctx, broker: &Broker) -> Table {
+    let calls: u64 = ctx.pick(20_000, 2_000);
+    let mut t = Table::new(
+        "cluster",
+        "Remote call round trip across two nodes (µs)",
+        "issue: nodes joined through NATS; Erlang distribution as the anchor",
+        &COLUMNS.map(|c| (c, "µs")),
+    );
+    t.method = format!(
+        "{calls} calls per sample, timed inside the calling program (Erlang's: the second of two \
+         runs; the harness's warm-up round readies Warden's). Warden: two runtimes in the harness process, nodes \"a\" and \"b\", each \
+         with its own connection to one nats-server on loopback; a task on b looks up the name \
+         task on a exports and calls it (ipc_bench: empty request and reply; a 100-byte string \
+         in, its length out), so every call crosses the broker twice. Erlang: two `erl -sname` \
+         nodes on this machine; a process on one sends a message to a process on the other and \
+         waits for the answer (an atom; a 100-character string, its length back). Local: the \
+         same Warden calls between two tasks of one runtime."
+    );
+    let nodes = match Pair::start(broker) {
+        Ok(n) => n,
+        Err(e) => {
+            t.notes.push(format!("the Warden nodes did not start: {e}"));
+            return finish(t, &Default::default());
+        }
+    };
+    let erl_peer = ErlNode::start(ctx);
+    let kinds = ["null", "str100"];
+    let (samples, errors) = interleave(
+        ctx.rounds,
+        vec![
+            contestant(REMOTE, |s| {
+                let f = nodes.call(calls, &kinds)?;
+                s.push(&format!("{REMOTE}/{}", COLUMNS[0]), figure(&f, "null")? / 1e3);
+                s.push(&format!("{REMOTE}/{}", COLUMNS[1]), figure(&f, "str100")? / 1e3);
+                Ok(())
+            }),
+            contestant(ERLANG, |s| {
+                let peer = erl_peer.as_ref().map_err(Clone::clone)?;
+                let f = figures(&mut peer.caller(calls)?)?;
+                s.push(&format!("{ERLANG}/{}", COLUMNS[0]), figure(&f, "dist_null")? / 1e3);
+                s.push(&format!("{ERLANG}/{}", COLUMNS[1]), figure(&f, "dist_str100")? / 1e3);
+                Ok(())
+            }),
+            contestant(LOCAL, |s| {
+                let f = inproc::ipc(1, calls * 10, &kinds)?;
+                s.push(&format!("{LOCAL}/{}", COLUMNS[0]), figure(&f, "null")? / 1e3);
+                s.push(&format!("{LOCAL}/{}", COLUMNS[1]), figure(&f, "str100")? / 1e3);
+                Ok(())
+            }),
+        ],
+    );
+    t.row_from(REMOTE, Kind::Warden, &samples, &format!("{REMOTE}/"));
+    t.row_from(ERLANG, Kind::Peer, &samples, &format!("{ERLANG}/"));
+    t.row_from(LOCAL, Kind::Peer, &samples, &format!("{LOCAL}/"));
+    t.notes.push(
+        "Target: the remote round trip at most 2× Erlang distribution's. A Warden call crosses \
+         the broker (client → nats-server → serving node and back: four loopback hops); \
+         Erlang's nodes talk over one direct TCP connection (two hops)."
+            .into(),
+    );
+    finish(t, &errors)
+}
+
+fn throughput(ctx: &Ctx, broker: &Broker) -> Table {
+    let clients: usize = 8;
+    let calls: u64 = ctx.pick(4_000, 500);
+    let columns = ["1 node", "2 nodes", "3 nodes"];
+    let mut t = Table::new(
+        "cluster_scale",
+        "Calls per second to one exported name, by serving nodes (calls/s)",
+        "issue: nodes joined through NATS (load sharing)",
+        &columns.map(|c| (c, "calls/s")),
+    );
+    t.method = format!(
+        "{clients} client tasks on one node each make {calls} null calls to a name that 1, 2 or \
+         3 other nodes export (NATS queue group: the broker gives each call to one of them); \
+         calls per second from the first spawn to the last client's end. Every node is a \
+         runtime in the harness process with its own broker connection, started afresh for \
+         each sample. All share this machine's cores with the broker."
+    );
+    let mut cells = Vec::new();
+    let mut errors = std::collections::BTreeMap::new();
+    for (k, col) in (1..=3).zip(columns) {
+        let mut samples = Vec::new();
+        for _ in 0..ctx.rounds.max(1) {
+            match scale_sample(broker, k, clients, calls) {
+                Ok(rate) => samples.push(rate),
+                Err(e) => {
+                    errors.insert(format!("Warden, {col}"), e);
+                    break;
+                }
+            }
+        }
+        cells.push(Cell::of(samples));
+    }
+    t.row("Warden remote calls (nats-server)", Kind::Warden, cells);
+    for (name, e) in errors {
+        t.notes.push(format!("{name} failed: {e}"));
+    }
+    t.notes.push(
+        "On a machine with few cores every node, the broker and the clients share them, so \
+         added nodes add parallel servers but no cores; the table shows what sharing costs or \
+         gains here."
+            .into(),
+    );
+    t.compute_ratios();
+    t
+}
+
+/// One sample: `k` serving nodes, `clients` callers on another node.
+fn scale_sample(broker: &Broker, k: usize, clients: usize, calls: u64) -> Result<f64, String> {
+    let servers: Vec<Node> = (0..k)
+        .map(|i| Node::serving(broker, &format!("s{i}")))
+        .collect::<Result<_, _>>()?;
+    let client = Node::join(broker, "c")?;
+    client.wait_for_exporters(k)?;
+    let mut spec = quiet("client", guests::IPC_BENCH);
+    spec.args = ["client", &calls.to_string(), "null", "bench"].map(String::from).into();
+    spec.uses = vec!["bench".into()];
+    let t = Instant::now();
+    let ids = (0..clients)
+        .map(|_| client.rt.spawn(&spec).map_err(|e| e.to_string()))
+        .collect::<Result<Vec<_>, _>>()?;
+    for id in ids {
+        let r = client
+            .rt
+            .wait_timeout(id, Some(Duration::from_secs(300)))
+            .map_err(|e| e.to_string())?
+            .ok_or("a client did not finish in 300 s")?;
+        if r.exit_code != Some(0) {
+            return Err(format!("a client ended {} {:?}", r.status, r.reason));
+        }
+    }
+    let rate = (clients as u64 * calls) as f64 / t.elapsed().as_secs_f64();
+    drop(servers);
+    Ok(rate)
+}
+
+fn failed(e: String) -> Table {
+    let mut t = Table::new(
+        "cluster",
+        "Remote call round trip across two nodes (µs)",
+        "issue: nodes joined through NATS",
+        &COLUMNS.map(|c| (c, "µs")),
+    );
+    t.notes.push(format!("no broker: {e}"));
+    t
+}
+
+/// A `nats-server` on a free loopback port.
+struct Broker {
+    child: Child,
+    url: String,
+}
+
+impl Broker {
+    fn start() -> Result<Broker, String> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| e.to_string())?
+            .port();
+        let exe = ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
+            .into_iter()
+            .find(|p| std::path::Path::new(p).exists())
+            .unwrap_or("nats-server");
+        let child = Command::new(exe)
+            .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("nats-server: {e} (install nats-server)"))?;
+        let t = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if t.elapsed() > Duration::from_secs(20) {
+                return Err("nats-server did not come up".into());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(Broker {
+            child,
+            url: format!("nats://127.0.0.1:{port}"),
+        })
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A runtime joined to the cluster as `node`.
+struct Node {
+    rt: Runtime,
+}
+
+impl Node {
+    fn join(broker: &Broker, node: &str) -> Result<Node, String> {
+        let rt = inproc::runtime(1, 64);
+        let spec = ClusterSpec {
+            nats: vec![broker.url.clone()],
+            node: node.into(),
+        };
+        rt.join_cluster(&spec).map_err(|e| e.to_string())?;
+        Ok(Node { rt })
+    }
+
+    /// A node whose `ipc_bench server` task exports "bench".
+    fn serving(broker: &Broker, node: &str) -> Result<Node, String> {
+        let n = Node::join(broker, node)?;
+        let mut s: TaskSpec = quiet("server", guests::IPC_BENCH);
+        s.args = vec!["server".into()];
+        s.provides = vec!["bench".into()];
+        s.export = vec!["bench".into()];
+        n.rt.spawn(&s).map_err(|e| e.to_string())?;
+        Ok(n)
+    }
+
+    /// Waits until `k` other nodes export "bench".
+    fn wait_for_exporters(&self, k: usize) -> Result<(), String> {
+        let t = Instant::now();
+        let cluster = self.rt.cluster().ok_or("not in a cluster")?;
+        loop {
+            let n = cluster.nodes().into_iter();
+            if n.filter(|(_, e)| e.iter().any(|x| x == "bench")).count() >= k {
+                return Ok(());
+            }
+            if t.elapsed() > Duration::from_secs(20) {
+                return Err(format!("only {:?} seen after 20 s", cluster.nodes()));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.rt.kill_all("benchmark over");
+        self.rt.wait_all();
+    }
+}
+
+/// The two nodes of the round-trip table.
+struct Pair {
+    _server: Node,
+    client: Node,
+}
+
+impl Pair {
+    fn start(broker: &Broker) -> Result<Pair, String> {
+        let server = Node::serving(broker, "a")?;
+        let client = Node::join(broker, "b")?;
+        client.wait_for_exporters(1)?;
+        Ok(Pair {
+            _server: server,
+            client,
+        })
+    }
+
+    fn call(&self, calls: u64, kinds: &[&str]) -> Result<std::collections::BTreeMap<String, f64>, String> {
+        let mut spec = TaskSpec::new("client", guests::IPC_BENCH);
+        spec.args = vec!["client".into(), calls.to_string(), kinds.join(","), "bench".into()];
+        spec.uses = vec!["bench".into()];
+        inproc::guest_figures(&self.client.rt, spec)
+    }
+}
+
+/// The serving Erlang node, running while the table is taken.
+struct ErlNode {
+    child: Child,
+    name: String,
+    dir: std::path::PathBuf,
+}
+
+const COOKIE: &str = "wardenbench";
+
+impl ErlNode {
+    fn start(ctx: &Ctx) -> Result<ErlNode, String> {
+        let dir = ctx.peers.erlang_dir()?.to_path_buf();
+        let name = format!("wardenb{}", std::process::id());
+        let child = Command::new("erl")
+            .args(["-sname", &name, "-setcookie", COOKIE, "-noshell", "-pa"])
+            .arg(&dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("erl: {e}"))?;
+        Ok(ErlNode { child, name, dir })
+    }
+
+    /// The calling node's command: `calls` round trips of each kind.
+    fn caller(&self, calls: u64) -> Result<Command, String> {
+        let mut c = Command::new("erl");
+        c.args(["-sname", &format!("wardena{}", std::process::id())])
+            .args(["-setcookie", COOKIE, "-noshell", "-pa"])
+            .arg(&self.dir)
+            .args(["-run", "dist", "main", &calls.to_string(), &self.name])
+            .args(["-s", "init", "stop"]);
+        Ok(c)
+    }
+}
+
+impl Drop for ErlNode {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
