@@ -66,6 +66,62 @@ pub type TaskList = Box<dyn Fn() -> serde_json::Value + Send + Sync>;
 /// A runtime's membership of a cluster. Dropping it leaves the cluster.
 pub struct Cluster {
     shared: Arc<Shared>,
+    reactor: Reactor,
+}
+
+/// The node's own thread, driving its broker connection and loops on a
+/// single-threaded Tokio runtime (apart from the tasks' I/O, so that
+/// neither waits for the other).
+struct Reactor {
+    handle: tokio::runtime::Handle,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Reactor {
+    fn start() -> Result<Reactor, String> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cluster: {e}"))?;
+        let handle = rt.handle().clone();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("warden-cluster".into())
+            .spawn(move || {
+                rt.block_on(async {
+                    let _ = stopped.await;
+                });
+                rt.shutdown_background();
+            })
+            .map_err(|e| format!("cluster: {e}"))?;
+        Ok(Reactor {
+            handle,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    /// Runs `f` on the reactor and waits for its result.
+    fn run<T: Send + 'static>(
+        &self,
+        f: impl std::future::Future<Output = T> + Send + 'static,
+    ) -> Option<T> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.handle.spawn(async move {
+            let _ = tx.send(f.await);
+        });
+        rx.recv().ok()
+    }
+}
+
+impl Drop for Reactor {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// What the node's loops and the name service share.
@@ -126,13 +182,17 @@ impl Cluster {
         spec: &ClusterSpec,
         kernel: &Arc<Kernel>,
         host: HostClient,
-        tokio: tokio::runtime::Handle,
         task_list: TaskList,
     ) -> Result<Cluster, String> {
         if !valid_node(&spec.node) {
             return Err(format!("cluster.node: {:?} is not a node name", spec.node));
         }
-        let client = tokio.block_on(connect(spec))?;
+        let reactor = Reactor::start()?;
+        let tokio = reactor.handle.clone();
+        let owned = spec.clone();
+        let client = reactor
+            .run(async move { connect(&owned).await })
+            .ok_or("cluster: the node's thread stopped")??;
         let instance = instance_number();
         let shared = Arc::new_cyclic(|me| Shared {
             me: me.clone(),
@@ -157,10 +217,12 @@ impl Cluster {
             tasks: Tasks::default(),
             task_list,
         });
-        tokio.block_on(shared.clone().start())?;
+        reactor
+            .run(shared.clone().start())
+            .ok_or("cluster: the node's thread stopped")??;
         kernel.names.set_remote(shared.clone());
         let _ = kernel.node.set(spec.node.clone());
-        Ok(Cluster { shared })
+        Ok(Cluster { shared, reactor })
     }
 
     /// This node's name.
@@ -187,11 +249,7 @@ impl Cluster {
     /// are left out.
     pub fn tasks(&self) -> Vec<serde_json::Value> {
         let s = self.shared.clone();
-        let (tx, rx) = std::sync::mpsc::channel();
-        self.shared.tokio.spawn(async move {
-            let _ = tx.send(s.gather().await);
-        });
-        rx.recv().unwrap_or_default()
+        self.reactor.run(s.gather()).unwrap_or_default()
     }
 }
 

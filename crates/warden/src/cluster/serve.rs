@@ -85,8 +85,11 @@ impl Shared {
         let _permit = self.in_flight.acquire().await;
         let work = self.host.call_as(origin, &name, call.request);
         tokio::pin!(work);
-        let mut progress = tokio::time::interval(super::PROGRESS);
-        progress.tick().await;
+        // The first note is due after one period (a fresh interval's
+        // immediate first tick would wait for the timer wheel's next
+        // millisecond).
+        let first = tokio::time::Instant::now() + super::PROGRESS;
+        let mut progress = tokio::time::interval_at(first, super::PROGRESS);
         let result = loop {
             tokio::select! {
                 r = &mut work => break r,

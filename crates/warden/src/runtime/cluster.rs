@@ -27,7 +27,6 @@ impl Runtime {
             spec,
             &inner.kernel,
             host,
-            inner._tokio.handle().clone(),
             task_list,
         )
         .map_err(Error::Cluster)?;
