@@ -16,6 +16,7 @@ use warden_test_guests as guests;
 const REMOTE: &str = "Warden remote portal call (2 nodes, nats-server)";
 const ERLANG: &str = "Erlang distribution (2 nodes, erl -sname)";
 const LOCAL: &str = "Warden local portal call (1 node)";
+const NATS: &str = "NATS request/reply alone (async-nats, same broker)";
 const COLUMNS: [&str; 2] = ["null round trip", "100-byte request"];
 
 pub fn run(ctx: &Ctx) -> Vec<Table> {
@@ -51,7 +52,7 @@ fn latency(ctx: &Ctx, broker: &Broker) -> Table {
             return finish(t, &Default::default());
         }
     };
-    let erl_peer = ErlNode::start(ctx);
+    let erl_peer = ErlNode::start(ctx, 0);
     let kinds = ["null", "str100"];
     let (samples, errors) = interleave(
         ctx.rounds,
@@ -69,6 +70,12 @@ fn latency(ctx: &Ctx, broker: &Broker) -> Table {
                 s.push(&format!("{ERLANG}/{}", COLUMNS[1]), figure(&f, "dist_str100")? / 1e3);
                 Ok(())
             }),
+            contestant(NATS, |s| {
+                let (null, str100) = nats_alone(&broker.url, calls)?;
+                s.push(&format!("{NATS}/{}", COLUMNS[0]), null / 1e3);
+                s.push(&format!("{NATS}/{}", COLUMNS[1]), str100 / 1e3);
+                Ok(())
+            }),
             contestant(LOCAL, |s| {
                 let f = inproc::ipc(1, calls * 10, &kinds)?;
                 s.push(&format!("{LOCAL}/{}", COLUMNS[0]), figure(&f, "null")? / 1e3);
@@ -79,7 +86,14 @@ fn latency(ctx: &Ctx, broker: &Broker) -> Table {
     );
     t.row_from(REMOTE, Kind::Warden, &samples, &format!("{REMOTE}/"));
     t.row_from(ERLANG, Kind::Peer, &samples, &format!("{ERLANG}/"));
+    t.row_from(NATS, Kind::Peer, &samples, &format!("{NATS}/"));
     t.row_from(LOCAL, Kind::Peer, &samples, &format!("{LOCAL}/"));
+    t.notes.push(
+        "The NATS row is the broker's own floor: two async-nats clients in one process, one \
+         answering the other's messages (published with a reply subject, the answer read from \
+         a subscription), the same frames' sizes, no Warden around them."
+            .into(),
+    );
     t.notes.push(
         "Target: the remote round trip at most 2× Erlang distribution's. A Warden call crosses \
          the broker (client → nats-server → serving node and back: four loopback hops); \
@@ -104,35 +118,106 @@ fn throughput(ctx: &Ctx, broker: &Broker) -> Table {
          3 other nodes export (NATS queue group: the broker gives each call to one of them); \
          calls per second from the first spawn to the last client's end. Every node is a \
          runtime in the harness process with its own broker connection, started afresh for \
-         each sample. All share this machine's cores with the broker."
+         each sample. Erlang: {clients} processes on one node each make {calls} round trips to \
+         a server process on one of 1, 2 or 3 other nodes (process i uses node i mod K), the \
+         second of two runs. All share this machine's cores (and Warden's the broker)."
     );
-    let mut cells = Vec::new();
+    let erl: Result<Vec<ErlNode>, String> = (1..=3).map(|i| ErlNode::start(ctx, i)).collect();
+    let mut cells = (Vec::new(), Vec::new());
     let mut errors = std::collections::BTreeMap::new();
     for (k, col) in (1..=3).zip(columns) {
-        let mut samples = Vec::new();
+        let mut samples = (Vec::new(), Vec::new());
         for _ in 0..ctx.rounds.max(1) {
             match scale_sample(broker, k, clients, calls) {
-                Ok(rate) => samples.push(rate),
+                Ok(rate) => samples.0.push(rate),
                 Err(e) => {
                     errors.insert(format!("Warden, {col}"), e);
-                    break;
+                }
+            }
+            match erl_scale(&erl, k, clients, calls) {
+                Ok(rate) => samples.1.push(rate),
+                Err(e) => {
+                    errors.insert(format!("Erlang, {col}"), e);
                 }
             }
         }
-        cells.push(Cell::of(samples));
+        cells.0.push(Cell::of(samples.0));
+        cells.1.push(Cell::of(samples.1));
     }
-    t.row("Warden remote calls (nats-server)", Kind::Warden, cells);
+    t.row("Warden remote calls (nats-server)", Kind::Warden, cells.0);
+    t.row("Erlang distribution (erl -sname)", Kind::Peer, cells.1);
     for (name, e) in errors {
         t.notes.push(format!("{name} failed: {e}"));
     }
     t.notes.push(
-        "On a machine with few cores every node, the broker and the clients share them, so \
-         added nodes add parallel servers but no cores; the table shows what sharing costs or \
-         gains here."
+        "Ratios here are of calls per second: below 1, Warden completes fewer. On a machine \
+         with few cores every node, the broker and the clients share them, so added nodes add \
+         parallel servers but no cores; the table shows what sharing costs or gains here."
             .into(),
     );
     t.compute_ratios();
     t
+}
+
+/// Erlang's calls per second from `clients` processes to the first `k`
+/// serving nodes.
+fn erl_scale(
+    erl: &Result<Vec<ErlNode>, String>,
+    k: usize,
+    clients: usize,
+    calls: u64,
+) -> Result<f64, String> {
+    let nodes = erl.as_ref().map_err(Clone::clone)?;
+    let mut args = vec!["scale".to_string(), calls.to_string(), clients.to_string()];
+    args.extend(nodes[..k].iter().map(|n| n.name.clone()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let f = figures(&mut calling(&nodes[0].dir, &args))?;
+    figure(&f, "dist_scale")
+}
+
+/// Nanoseconds per request/reply through the broker between two bare
+/// async-nats clients: an empty request, then a 100-byte one (each
+/// answered with 4 bytes), `calls` of each.
+fn nats_alone(url: &str, calls: u64) -> Result<(f64, f64), String> {
+    use futures_util::StreamExt;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let err = |e: &dyn std::fmt::Display| e.to_string();
+        let server = async_nats::connect(url).await.map_err(|e| err(&e))?;
+        let client = async_nats::connect(url).await.map_err(|e| err(&e))?;
+        let mut requests = server.subscribe("floor").await.map_err(|e| err(&e))?;
+        let s = server.clone();
+        let answering = tokio::spawn(async move {
+            while let Some(m) = requests.next().await {
+                if let Some(reply) = m.reply {
+                    let _ = s.publish(reply, bytes::Bytes::from_static(b"\0\0\0\0")).await;
+                }
+            }
+        });
+        server.flush().await.map_err(|e| err(&e))?;
+        let inbox = client.new_inbox();
+        let mut answers = client.subscribe(format!("{inbox}.*")).await.map_err(|e| err(&e))?;
+        client.flush().await.map_err(|e| err(&e))?;
+        let mut per_call = Vec::new();
+        for size in [0usize, 100] {
+            let body = bytes::Bytes::from(vec![b'x'; size]);
+            let t = Instant::now();
+            for i in 0..calls {
+                let to = format!("{inbox}.{i}");
+                client
+                    .publish_with_reply("floor", to, body.clone())
+                    .await
+                    .map_err(|e| err(&e))?;
+                answers.next().await.ok_or("the broker went away")?;
+            }
+            per_call.push(t.elapsed().as_nanos() as f64 / calls as f64);
+        }
+        answering.abort();
+        Ok((per_call[0], per_call[1]))
+    })
 }
 
 /// One sample: `k` serving nodes, `clients` callers on another node.
@@ -304,9 +389,10 @@ struct ErlNode {
 const COOKIE: &str = "wardenbench";
 
 impl ErlNode {
-    fn start(ctx: &Ctx) -> Result<ErlNode, String> {
+    /// Serving node number `i`.
+    fn start(ctx: &Ctx, i: usize) -> Result<ErlNode, String> {
         let dir = ctx.peers.erlang_dir()?.to_path_buf();
-        let name = format!("wardenb{}", std::process::id());
+        let name = format!("wardenb{}_{i}", std::process::id());
         let child = Command::new("erl")
             .args(["-sname", &name, "-setcookie", COOKIE, "-noshell", "-pa"])
             .arg(&dir)
@@ -320,14 +406,20 @@ impl ErlNode {
 
     /// The calling node's command: `calls` round trips of each kind.
     fn caller(&self, calls: u64) -> Result<Command, String> {
-        let mut c = Command::new("erl");
-        c.args(["-sname", &format!("wardena{}", std::process::id())])
-            .args(["-setcookie", COOKIE, "-noshell", "-pa"])
-            .arg(&self.dir)
-            .args(["-run", "dist", "main", &calls.to_string(), &self.name])
-            .args(["-s", "init", "stop"]);
-        Ok(c)
+        Ok(calling(&self.dir, &["main", &calls.to_string(), &self.name]))
     }
+}
+
+/// An `erl` calling node running `dist:FUNCTION(ARGS)`, then stopping.
+fn calling(dir: &std::path::Path, run: &[&str]) -> Command {
+    let mut c = Command::new("erl");
+    c.args(["-sname", &format!("wardena{}", std::process::id())])
+        .args(["-setcookie", COOKIE, "-noshell", "-pa"])
+        .arg(dir)
+        .args(["-run", "dist"])
+        .args(run)
+        .args(["-s", "init", "stop"]);
+    c
 }
 
 impl Drop for ErlNode {
