@@ -243,6 +243,61 @@ mod tests {
         assert_eq!(t3.memory.current(), ENTRY_BYTES + 2);
     }
 
+    /// Names elsewhere: a local name wins, a remote one is found when no
+    /// local one is, waiting lookups are withdrawn from both, and only
+    /// exported registrations are offered.
+    #[test]
+    fn remote_names_come_after_local_ones() {
+        #[derive(Default)]
+        struct Fake {
+            service: std::sync::OnceLock<Arc<Service>>,
+            offered: Mutex<Vec<String>>,
+            cancelled: Mutex<Vec<String>>,
+        }
+        impl Remote for Fake {
+            fn poll_lookup(&self, name: &str, _: &mut Context<'_>) -> Poll<PortalRef> {
+                match (name, self.service.get()) {
+                    ("far", Some(s)) => Poll::Ready(PortalRef::new(s)),
+                    _ => Poll::Pending,
+                }
+            }
+            fn cancel_wait(&self, name: &str, _: &Waker) {
+                self.cancelled.lock().unwrap().push(name.into());
+            }
+            fn exported(&self, name: &str) {
+                self.offered.lock().unwrap().push(name.into());
+            }
+        }
+        let names = Names::default();
+        let fake = Arc::new(Fake::default());
+        let far = Service::new(TaskId(9));
+        let _far_holder = ServiceRef::new(&far);
+        let _ = fake.service.set(far.clone());
+        names.set_remote(fake.clone());
+        let t = task(1, None);
+        let near = Service::new(TaskId(1));
+        let _holder = ServiceRef::new(&near);
+        let flag = Arc::new(Flag(Default::default()));
+        let w = Waker::from(flag);
+        let mut cx = Context::from_waker(&w);
+        let Poll::Ready(p) = names.poll_lookup("far", &mut cx) else {
+            panic!("remote name not found")
+        };
+        assert!(Arc::ptr_eq(p.service(), &far));
+        assert!(names.lookup("far").is_none(), "lookup without waiting is local");
+        names.register("far", PortalRef::new(&near), &t, false).unwrap();
+        let Poll::Ready(p) = names.poll_lookup("far", &mut cx) else {
+            panic!()
+        };
+        assert!(Arc::ptr_eq(p.service(), &near), "the local name wins");
+        assert!(names.poll_lookup("nowhere", &mut cx).is_pending());
+        names.cancel_wait("nowhere", &w);
+        assert_eq!(*fake.cancelled.lock().unwrap(), ["nowhere"]);
+        names.register("kv", PortalRef::new(&near), &t, true).unwrap();
+        assert_eq!(*fake.offered.lock().unwrap(), ["kv"], "only exported names");
+        assert_eq!(names.exported(), ["kv"]);
+    }
+
     /// Registrations are charged: a flood ends at the task's budget.
     #[test]
     fn registrations_are_charged_to_the_registering_task() {
