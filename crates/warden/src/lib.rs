@@ -64,6 +64,10 @@
 //!   addresses a task is granted; outgoing bytes shared by hierarchical
 //!   WF2Q+ over the group tree, with caps, and received bytes charged to
 //!   the receiver.
+//! - **Clusters** ([`Cluster`], [`ClusterSpec`]): runtimes on several
+//!   machines joined through a NATS broker ([`Runtime::join_cluster`]);
+//!   exported names are found by other nodes' lookups and called with the
+//!   semantics of local calls, a dead node being a dead peer.
 //! - **Scheduling** ([`sched`]): policies as plain data structures
 //!   (round-robin, priority, stride, lottery, groups, caps), CPU
 //!   inheritance across portal calls, nested tasks with carved budgets.
@@ -77,8 +81,8 @@
 //! policy), `task`
 //! (identity, lifecycle word, accounts, family, inheritance), then `cpu`,
 //! `limiter`, `net` (sockets and the link), `ipc` and `executor` on `task`,
-//! the host functions (`host`)
-//! on those, and the runtime, manifest and operator tools on top. Nothing
+//! the host functions (`host`) and the cluster's relays (`cluster`, on
+//! `ipc`) on those, and the runtime, manifest and operator tools on top. Nothing
 //! low depends on anything high.
 //! - [`Manifest`]: a TOML description of a system of tasks.
 //! - [`TaskReport`]: how a task ended and what it used.

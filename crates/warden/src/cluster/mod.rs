@@ -10,6 +10,10 @@
 //! or the broker is lost. The serving side is [`serve`]; the frames and
 //! subjects are [`wire`].
 //!
+//! Locks: the directory's (`Shared::dir`) and the table of calls waiting
+//! for answers (`Shared::pending`) are never held together, and the name
+//! service releases its own lock before it asks this module.
+//!
 //! Subjects (`warden.` prefix): `call.<name>` (a queue group of the nodes
 //! serving it), `node.<node>` (announcements), `hello.<node>` (is the name
 //! taken?), `ps` (every node's tasks, for `warden ps --cluster`), and
@@ -155,7 +159,8 @@ struct Dir {
     relays: HashMap<String, Relay>,
 }
 
-/// The node's background tasks, stopped when it leaves.
+/// The node's background tasks, stopped when it leaves (they hold the
+/// shared state, so it cannot end them by being dropped).
 #[derive(Default)]
 struct Tasks(Mutex<Vec<AbortHandle>>);
 
@@ -163,11 +168,9 @@ impl Tasks {
     fn push(&self, h: AbortHandle) {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).push(h);
     }
-}
 
-impl Drop for Tasks {
-    fn drop(&mut self) {
-        for h in self.0.get_mut().unwrap_or_else(|e| e.into_inner()).drain(..) {
+    fn abort_all(&self) {
+        for h in self.0.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
             h.abort();
         }
     }
@@ -255,10 +258,7 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        let s = &self.shared;
-        for h in s.tasks.0.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
-            h.abort();
-        }
+        self.shared.tasks.abort_all();
     }
 }
 

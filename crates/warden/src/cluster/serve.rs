@@ -99,6 +99,12 @@ impl Shared {
                 }
             }
         };
+        // The name went away here since the broker chose this node: to
+        // the caller, its server died.
+        let result = result.map_err(|e| match e {
+            Errno::Denied => Errno::PeerDied,
+            e => e,
+        });
         self.stats.served(&name, result.is_ok());
         let mut frame = wire::encode_reply(result.as_deref().map_err(|e| *e));
         if frame.len() > self.client.server_info().max_payload {
