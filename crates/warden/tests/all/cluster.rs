@@ -20,7 +20,12 @@ impl Broker {
     }
 
     fn on(port: u16) -> Broker {
-        let child = Command::new("nats-server")
+        // Debian puts it in /usr/sbin, which not every PATH holds.
+        let exe = ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+            .unwrap_or("nats-server");
+        let child = Command::new(exe)
             .args(["-a", "127.0.0.1", "-p", &port.to_string()])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
