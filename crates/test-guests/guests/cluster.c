@@ -3,14 +3,21 @@
  *   cluster serve NAME TAG     serve NAME: a request "origin" gets the
  *                              caller as warden_call_origin gives it,
  *                              "hang" is held for ever (after printing
- *                              "server: got hang"); anything else gets
- *                              "TAG:" and the request back
+ *                              "server: got hang"), "callback" with a
+ *                              portal gets what a "ping" through that
+ *                              portal got, "give" gets a portal to this
+ *                              service; anything else gets "TAG:" and
+ *                              the request back
  *   cluster call NAME N MSG [LOOKUP_MS]
  *                              N calls of MSG; prints how many replies
  *                              came from each TAG ("client: from a 12"),
  *                              or the first error and how long its call
  *                              took ("client: call: peer died after 812 ms")
  *   cluster origin NAME        one "origin" call; prints the reply
+ *   cluster callback NAME BACK a "callback" call to NAME carrying a portal
+ *                              to BACK; prints "callback: REPLY"
+ *   cluster give NAME          a "give" call, then a "hello" call through
+ *                              the portal it returned; "given: REPLY"
  *
  * A lookup waits up to 10 s (or LOOKUP_MS); its failure prints
  * "client: lookup: ERROR". */
@@ -31,8 +38,24 @@ static int serve(const char *name, const char *tag) {
     fflush(stdout);
     for (;;) {
         uint64_t call;
-        int64_t n = warden_recv(s, &call, buf, sizeof buf - 1, NULL, NULL);
+        warden_handle hs[4];
+        size_t nh = 4;
+        int64_t n = warden_recv(s, &call, buf, sizeof buf - 1, hs, &nh);
         if (n < 0) { printf("server: recv: %s\n", warden_strerror((int32_t)n)); return 0; }
+        if (n == 8 && memcmp(buf, "callback", 8) == 0 && nh == 1) {
+            int64_t r = warden_call(hs[0], "ping", 4, NULL, 0, resp, sizeof resp, NULL, NULL);
+            if (r < 0) r = snprintf(resp, sizeof resp, "error %s", warden_strerror((int32_t)r));
+            warden_close(hs[0]);
+            warden_reply(call, resp, (size_t)r, NULL, 0);
+            continue;
+        }
+        for (size_t i = 0; i < nh; i++) warden_close(hs[i]);
+        if (n == 4 && memcmp(buf, "give", 4) == 0) {
+            warden_handle mine = warden_portal_create(s);
+            warden_handle moved = mine | WARDEN_MOVE;
+            warden_reply(call, "here", 4, &moved, 1);
+            continue;
+        }
         if (n == 4 && memcmp(buf, "hang", 4) == 0) {
             printf("server: got hang\n");
             fflush(stdout);
@@ -98,11 +121,38 @@ static int origin(const char *name) {
     return 0;
 }
 
+static int callback(const char *name, const char *back) {
+    warden_handle p = find(name, 10000), b = find(back, 10000);
+    if (p < 0 || b < 0) return 1;
+    int64_t r = warden_call(p, "callback", 8, &b, 1, resp, sizeof resp - 1, NULL, NULL);
+    if (r < 0) { printf("client: call: %s\n", warden_strerror((int32_t)r)); return 2; }
+    resp[r] = 0;
+    printf("callback: %s\n", resp);
+    return 0;
+}
+
+static int give(const char *name) {
+    warden_handle p = find(name, 10000);
+    if (p < 0) return 1;
+    warden_handle got[1];
+    size_t nh = 1;
+    int64_t r = warden_call(p, "give", 4, NULL, 0, resp, sizeof resp - 1, got, &nh);
+    if (r < 0 || nh != 1) { printf("client: give: %s\n", r < 0 ? warden_strerror((int32_t)r) : "no portal"); return 2; }
+    r = warden_call(got[0], "hello", 5, NULL, 0, resp, sizeof resp - 1, NULL, NULL);
+    if (r < 0) { printf("client: call: %s\n", warden_strerror((int32_t)r)); return 2; }
+    resp[r] = 0;
+    printf("given: %s\n", resp);
+    warden_close(got[0]);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && strcmp(argv[1], "serve") == 0) return serve(argv[2], argv[3]);
     if ((argc == 5 || argc == 6) && strcmp(argv[1], "call") == 0)
         return call(argv[2], atol(argv[3]), argv[4], argc == 6 ? atoll(argv[5]) : 10000);
     if (argc == 3 && strcmp(argv[1], "origin") == 0) return origin(argv[2]);
+    if (argc == 4 && strcmp(argv[1], "callback") == 0) return callback(argv[2], argv[3]);
+    if (argc == 3 && strcmp(argv[1], "give") == 0) return give(argv[2]);
     fprintf(stderr, "usage: cluster serve NAME TAG | call NAME N MSG | origin NAME\n");
     return 64;
 }

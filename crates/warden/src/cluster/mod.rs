@@ -7,11 +7,12 @@
 //! name finds one a live node exports ([`remote`]), and calls to it cross
 //! the broker with the semantics of local calls: bytes copied both ways,
 //! the caller's quotas and budget, `PeerDied` when the serving node dies
-//! or the broker is lost. The serving side is [`serve`]; the frames and
-//! subjects are [`wire`].
+//! or the broker is lost. The serving side is [`serve`]; portals crossing
+//! nodes are [`portal`]; the frames and subjects are [`wire`].
 //!
-//! Locks: the directory's (`Shared::dir`) and the table of calls waiting
-//! for answers (`Shared::pending`) are never held together, and the name
+//! Locks: the directory's (`Shared::dir`), the table of calls waiting
+//! for answers (`Shared::pending`) and that of lent portals
+//! (`Shared::lent`) are never held together, and the name
 //! service releases its own lock before it asks this module.
 //!
 //! Subjects (`warden.` prefix): `call.<name>` (a queue group of the nodes
@@ -20,6 +21,7 @@
 //! each node's own inbox for answers.
 
 mod directory;
+mod portal;
 mod remote;
 mod serve;
 mod stats;
@@ -142,6 +144,8 @@ pub(crate) struct Shared {
     dir: Mutex<Dir>,
     /// Calls waiting for an answer, by inbox subject suffix.
     pending: Mutex<HashMap<u64, mpsc::Sender<remote::Heard>>>,
+    /// Portals lent to other nodes, by number.
+    lent: Mutex<HashMap<u64, AbortHandle>>,
     next_call: AtomicU64,
     inbox: String,
     stats: stats::Stats,
@@ -165,8 +169,13 @@ struct Dir {
 struct Tasks(Mutex<Vec<AbortHandle>>);
 
 impl Tasks {
+    /// Keeps `h`, forgetting finished tasks as the list doubles.
     fn push(&self, h: AbortHandle) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(h);
+        let mut tasks = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if tasks.len() >= 16 && tasks.len().is_power_of_two() {
+            tasks.retain(|t| !t.is_finished());
+        }
+        tasks.push(h);
     }
 
     fn abort_all(&self) {
@@ -213,6 +222,7 @@ impl Cluster {
                 relays: HashMap::new(),
             }),
             pending: Mutex::default(),
+            lent: Mutex::default(),
             next_call: AtomicU64::new(1),
             stats: stats::Stats::default(),
             in_flight: tokio::sync::Semaphore::new(serve::MAX_IN_FLIGHT),
@@ -242,9 +252,15 @@ impl Cluster {
         nodes.map(|(n, info)| (n, info.exports)).collect()
     }
 
-    /// Remote-call counts by name, and frames dropped as malformed.
+    /// Remote-call counts by name (calls through portals that crossed
+    /// nodes under `(portal)`), and frames dropped as malformed.
     pub fn counts(&self) -> (Vec<(String, NameCounts)>, u64) {
         (self.shared.stats.names(), self.shared.stats.dropped())
+    }
+
+    /// Portals this node has lent to others and not had back.
+    pub fn lent_portals(&self) -> usize {
+        self.shared.lent()
     }
 
     /// Every live node's tasks, this one's too, sorted by node:
@@ -259,6 +275,9 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         self.shared.tasks.abort_all();
+        for (_, h) in self.shared.lock_lent().drain() {
+            h.abort();
+        }
     }
 }
 
@@ -305,6 +324,10 @@ impl Shared {
 
     fn lock_dir(&self) -> MutexGuard<'_, Dir> {
         self.dir.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lock_lent(&self) -> MutexGuard<'_, HashMap<u64, AbortHandle>> {
+        self.lent.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn lock_pending(&self) -> MutexGuard<'_, HashMap<u64, mpsc::Sender<remote::Heard>>> {

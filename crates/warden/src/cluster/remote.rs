@@ -13,6 +13,9 @@
 //! `PeerDied` (the node died, or the broker is gone), and so does a call
 //! made while this node is cut off from the broker, or to a name nobody
 //! serves any more (the broker's "no responders").
+//!
+//! Portals in a request are lent, and portals in a reply borrowed, as
+//! [`super::portal`] describes.
 
 use super::wire::{self, Answer};
 use super::Shared;
@@ -23,10 +26,16 @@ use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Waker};
 use tokio::sync::mpsc;
 
+/// The label of borrowed portals' calls in the counts.
+pub(super) const LENT: &str = "(portal)";
+
+/// A reply from another node: its bytes and its portals' subjects.
+type Answered = Result<(Vec<u8>, Vec<String>), Errno>;
+
 /// What a call's inbox subject delivered.
 pub(super) enum Heard {
     Progress,
-    Done(Result<Vec<u8>, Errno>),
+    Done(Answered),
 }
 
 /// A remote name's relay: the portal that keeps it open (as a name's
@@ -77,7 +86,8 @@ impl Shared {
         let portal = PortalRef::new(&service);
         let task = self.tokio.spawn(relay_loop(
             self.me.clone(),
-            name.to_string(),
+            wire::call_subject(name).into(),
+            name.into(),
             holder,
         ));
         self.tasks.push(task.abort_handle());
@@ -85,26 +95,29 @@ impl Shared {
         portal
     }
 
-    /// Sends one call to the nodes serving `name` and answers it.
-    async fn forward(self: Arc<Self>, subject: Arc<str>, name: Arc<str>, call: CallRef) {
-        let mut frame = Vec::new();
-        let refused = {
-            let st = call.slot().lock();
-            wire::encode_call(&mut frame, &self.node, call.client().0, &st.request);
-            // Only bytes cross nodes.
-            !st.request_objects.is_empty()
+    /// Sends one call to `subject` (the nodes serving a name, or the node
+    /// that lent a portal) and answers it; `label` names it in the counts.
+    async fn forward(self: Arc<Self>, subject: Arc<str>, label: Arc<str>, call: CallRef) {
+        let objects = std::mem::take(&mut call.slot().lock().request_objects);
+        let (sent, result) = match self.lend_all(objects).await {
+            Ok(portals) => {
+                let mut frame = Vec::new();
+                {
+                    let st = call.slot().lock();
+                    let task = call.client().0;
+                    wire::encode_call(&mut frame, &self.node, task, &portals, &st.request);
+                }
+                (frame.len(), self.exchange(&subject, frame).await)
+            }
+            Err(e) => (0, Err(e)),
         };
-        let sent = frame.len();
-        let result = if refused {
-            Err(Errno::Inval)
-        } else {
-            self.exchange(&subject, frame).await
-        };
-        let counted = result.as_ref().map(Vec::len).map_err(|_| ());
-        self.stats.called(&name, sent, counted);
+        let counted = result.as_ref().map(|(b, _)| b.len()).map_err(|_| ());
+        self.stats.called(&label, sent, counted);
         match result {
-            Ok(reply) => {
-                let _ = call.reply_with(reply.len(), |b| b.copy_from_slice(&reply), Vec::new());
+            Ok((reply, portals)) => {
+                let subjects: Vec<&str> = portals.iter().map(String::as_str).collect();
+                let objects = self.borrow_all(&subjects);
+                let _ = call.reply_with(reply.len(), |b| b.copy_from_slice(&reply), objects);
             }
             Err(e) => call.fail(e),
         }
@@ -112,7 +125,7 @@ impl Shared {
 
     /// Publishes a call frame and waits for its answer (see the module
     /// docs for when it gives up).
-    async fn exchange(&self, subject: &str, frame: Vec<u8>) -> Result<Vec<u8>, Errno> {
+    async fn exchange(&self, subject: &str, frame: Vec<u8>) -> Answered {
         if self.client.connection_state() != async_nats::connection::State::Connected {
             return Err(Errno::PeerDied);
         }
@@ -150,7 +163,10 @@ impl Shared {
         } else {
             match wire::decode_answer(&msg.payload) {
                 Some(Answer::Progress) => Some(Heard::Progress),
-                Some(Answer::Done(r)) => Some(Heard::Done(r.map(<[u8]>::to_vec))),
+                Some(Answer::Done(r)) => Some(Heard::Done(r.map(|r| {
+                    let portals = r.portals.iter().map(|s| s.to_string()).collect();
+                    (r.bytes.to_vec(), portals)
+                }))),
                 None => None,
             }
         };
@@ -174,15 +190,24 @@ impl Drop for Forget<'_> {
     }
 }
 
-/// Receives the relay's calls and forwards each on its own.
-async fn relay_loop(shared: Weak<Shared>, name: String, holder: ServiceRef) {
+/// Receives the relay's calls and forwards each on its own to
+/// `subject`. A borrowed portal's relay ends when its last portal here is
+/// closed, and tells the lender so.
+pub(super) async fn relay_loop(
+    shared: Weak<Shared>,
+    subject: Arc<str>,
+    label: Arc<str>,
+    holder: ServiceRef,
+) {
     let service = holder.service().clone();
-    let subject: Arc<str> = wire::call_subject(&name).into();
-    let name: Arc<str> = name.into();
     while let Ok((slot, seq)) = std::future::poll_fn(|cx| service.poll_next(cx)).await {
         let call = CallRef::new(slot, seq);
         let Some(s) = shared.upgrade() else { return };
         let tokio = s.tokio.clone();
-        tokio.spawn(s.forward(subject.clone(), name.clone(), call));
+        tokio.spawn(s.forward(subject.clone(), label.clone(), call));
+    }
+    if let Some(s) = shared.upgrade() {
+        let release = wire::encode_release();
+        let _ = s.client.publish(subject.to_string(), release.into()).await;
     }
 }

@@ -1,4 +1,5 @@
-//! The serving side: this node's exported names, offered to the others.
+//! The serving side: this node's exported names (and the portals it lent,
+//! see [`super::portal`]), offered to the others.
 //!
 //! Every live exported name has a queue-group subscription on its call
 //! subject, so that the broker gives each call to one of the nodes
@@ -11,7 +12,7 @@
 
 use super::wire;
 use super::Shared;
-use crate::ipc::service::Origin;
+use crate::ipc::service::{Origin, PortalRef};
 use crate::ipc::Errno;
 use futures_util::StreamExt;
 use std::collections::HashMap;
@@ -23,6 +24,14 @@ pub const MAX_IN_FLIGHT: usize = 1024;
 
 /// The queue group every node serving a name joins.
 const QUEUE: &str = "warden";
+
+/// What a call from another node is for.
+pub(super) enum Target {
+    /// The service registered here under an exported name.
+    Name(Arc<str>),
+    /// A portal this node lent.
+    Portal(PortalRef),
+}
 
 /// This node's subscriptions, by exported name.
 #[derive(Default)]
@@ -68,8 +77,14 @@ impl Shared {
         offered.0.keys().cloned().collect()
     }
 
-    /// Serves one call from another node and sends its answer.
-    async fn serve_call(self: Arc<Self>, name: Arc<str>, msg: async_nats::Message) {
+    /// Serves one call from another node and sends its answer; `label`
+    /// names it in the counts.
+    pub(super) async fn serve_call(
+        self: Arc<Self>,
+        label: Arc<str>,
+        target: Target,
+        msg: async_nats::Message,
+    ) {
         let Some(reply_to) = msg.reply.clone() else {
             self.stats.drop_frame();
             return;
@@ -83,7 +98,19 @@ impl Shared {
             task: call.task,
         });
         let _permit = self.in_flight.acquire().await;
-        let work = self.host.call_as(origin, &name, call.request);
+        let objects = self.borrow_all(&call.portals);
+        let host = &self.host;
+        let work = async move {
+            let portal = match target {
+                Target::Name(name) => host
+                    .kernel()
+                    .names
+                    .lookup(&name)
+                    .ok_or(Errno::Denied)?,
+                Target::Portal(p) => p,
+            };
+            host.call_portal(origin, portal, call.request, objects).await
+        };
         tokio::pin!(work);
         // The first note is due after one period (a fresh interval's
         // immediate first tick would wait for the timer wheel's next
@@ -101,12 +128,17 @@ impl Shared {
         };
         // The name went away here since the broker chose this node: to
         // the caller, its server died.
-        let result = result.map_err(|e| match e {
-            Errno::Denied => Errno::PeerDied,
-            e => e,
-        });
-        self.stats.served(&name, result.is_ok());
-        let mut frame = wire::encode_reply(result.as_deref().map_err(|e| *e));
+        let result = match result {
+            Ok((bytes, objects)) => match self.lend_all(objects).await {
+                Ok(subjects) => Ok((bytes, subjects)),
+                Err(e) => Err(e),
+            },
+            Err(Errno::Denied) => Err(Errno::PeerDied),
+            Err(e) => Err(e),
+        };
+        self.stats.served(&label, result.is_ok());
+        let reply = result.as_ref().map(|(b, s)| (&b[..], &s[..])).map_err(|e| *e);
+        let mut frame = wire::encode_reply(reply);
         if frame.len() > self.client.server_info().max_payload {
             frame = wire::encode_reply(Err(Errno::Quota));
         }
@@ -118,8 +150,8 @@ impl Shared {
 async fn serve_name(shared: Arc<Shared>, name: String, mut sub: async_nats::Subscriber) {
     let name: Arc<str> = name.into();
     while let Some(msg) = sub.next().await {
-        shared
-            .tokio
-            .spawn(shared.clone().serve_call(name.clone(), msg));
+        let target = Target::Name(name.clone());
+        let s = shared.clone();
+        shared.tokio.spawn(s.serve_call(name.clone(), target, msg));
     }
 }

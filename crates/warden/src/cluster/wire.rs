@@ -6,10 +6,16 @@
 //! never trusted past its own bytes.
 //!
 //! ```text
-//! call:      [VERSION][CALL][node len: u8][node][task id: u64 LE][request bytes]
-//! reply:     [VERSION][REPLY][code: i32 LE][reply bytes]   code 0 or an Errno
-//! progress:  [VERSION][PROGRESS]                           "still working"
+//! call:      [VERSION][CALL][node len: u8][node][task id: u64 LE][portals][request bytes]
+//! reply:     [VERSION][REPLY][code: i32 LE][portals][reply bytes]   code 0 or an Errno
+//! progress:  [VERSION][PROGRESS]                                    "still working"
+//! release:   [VERSION][RELEASE]                     "nobody here holds the portal"
+//! portals:   [count: u8] then per portal [subject len: u8][subject]
 //! ```
+//!
+//! A portal crosses nodes as a subject its node serves it on
+//! (`warden.portal.<node>.<instance>.<n>`); an error reply has no portals
+//! and no bytes.
 //!
 //! Subjects: a name's calls go to `warden.call.<name>` when the name is
 //! made only of letters, digits, `-`, `_` and single inner dots, and to
@@ -24,6 +30,7 @@ pub const VERSION: u8 = 1;
 const CALL: u8 = 1;
 const REPLY: u8 = 2;
 const PROGRESS: u8 = 3;
+const RELEASE: u8 = 4;
 
 /// Subject prefix of every subject a node uses.
 pub const PREFIX: &str = "warden";
@@ -34,6 +41,9 @@ pub const MAX_NODE: usize = 64;
 /// Largest announcement accepted.
 pub const MAX_ANNOUNCE: usize = 64 << 10;
 
+/// Most portals one message may carry across nodes.
+pub const MAX_PORTALS: usize = 64;
+
 /// A call as it arrives at the serving node.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Call<'a> {
@@ -41,8 +51,19 @@ pub struct Call<'a> {
     pub node: &'a str,
     /// The calling task on that node.
     pub task: u64,
+    /// Subjects of the portals the request carries.
+    pub portals: Vec<&'a str>,
     /// The request's bytes.
     pub request: &'a [u8],
+}
+
+/// A reply's bytes and the subjects of the portals it carries.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Reply<'a> {
+    /// The reply's bytes.
+    pub bytes: &'a [u8],
+    /// Subjects of its portals.
+    pub portals: Vec<&'a str>,
 }
 
 /// A frame on a call's reply subject.
@@ -51,7 +72,16 @@ pub enum Answer<'a> {
     /// The serving node works on the call.
     Progress,
     /// The call's end: its reply, or the error it failed with.
-    Done(Result<&'a [u8], Errno>),
+    Done(Result<Reply<'a>, Errno>),
+}
+
+/// A frame on a lent portal's subject.
+#[derive(Debug, PartialEq, Eq)]
+pub enum PortalFrame<'a> {
+    /// A call through the portal.
+    Call(Call<'a>),
+    /// The borrowing node holds the portal no more.
+    Release,
 }
 
 /// A node's periodic announcement of itself.
@@ -91,18 +121,67 @@ pub fn call_subject(name: &str) -> String {
     }
 }
 
+/// The subject a lent portal is served on: the `n`th its node lent.
+pub fn portal_subject(node: &str, instance: u64, n: u64) -> String {
+    format!("{PREFIX}.portal.{node}.{instance:x}.{n}")
+}
+
+/// Whether `s` can be a lent portal's subject.
+pub fn valid_portal_subject(s: &str) -> bool {
+    let tokens: Vec<&str> = s.split('.').collect();
+    s.len() <= 128
+        && tokens.len() == 5
+        && tokens[0] == PREFIX
+        && tokens[1] == "portal"
+        && valid_node(tokens[2])
+        && tokens[3..]
+            .iter()
+            .all(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// Appends a portal list.
+fn encode_portals(out: &mut Vec<u8>, portals: &[String]) {
+    debug_assert!(portals.len() <= MAX_PORTALS);
+    out.push(portals.len() as u8);
+    for p in portals {
+        debug_assert!(valid_portal_subject(p));
+        out.push(p.len() as u8);
+        out.extend_from_slice(p.as_bytes());
+    }
+}
+
+/// Splits a portal list off the front of `bytes`.
+fn decode_portals(bytes: &[u8]) -> Option<(Vec<&str>, &[u8])> {
+    let (&n, mut rest) = bytes.split_first()?;
+    if n as usize > MAX_PORTALS {
+        return None;
+    }
+    let mut portals = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        let (&len, after) = rest.split_first()?;
+        let subject = std::str::from_utf8(after.get(..len as usize)?).ok()?;
+        if !valid_portal_subject(subject) {
+            return None;
+        }
+        portals.push(subject);
+        rest = &after[len as usize..];
+    }
+    Some((portals, rest))
+}
+
 /// The subject a node announces itself on.
 pub fn announce_subject(node: &str) -> String {
     format!("{PREFIX}.node.{node}")
 }
 
 /// Appends a call frame to `out`.
-pub fn encode_call(out: &mut Vec<u8>, node: &str, task: u64, request: &[u8]) {
+pub fn encode_call(out: &mut Vec<u8>, node: &str, task: u64, portals: &[String], request: &[u8]) {
     debug_assert!(valid_node(node));
-    out.reserve(11 + node.len() + request.len());
+    out.reserve(12 + node.len() + request.len());
     out.extend_from_slice(&[VERSION, CALL, node.len() as u8]);
     out.extend_from_slice(node.as_bytes());
     out.extend_from_slice(&task.to_le_bytes());
+    encode_portals(out, portals);
     out.extend_from_slice(request);
 }
 
@@ -117,22 +196,39 @@ pub fn decode_call(frame: &[u8]) -> Option<Call<'_>> {
         return None;
     }
     let task = u64::from_le_bytes(rest.get(n..n + 8)?.try_into().ok()?);
+    let (portals, request) = decode_portals(&rest[n + 8..])?;
     Some(Call {
         node,
         task,
-        request: &rest[n + 8..],
+        portals,
+        request,
     })
 }
 
-/// A reply frame: the reply's bytes, or the error the call failed with.
-pub fn encode_reply(result: Result<&[u8], Errno>) -> Vec<u8> {
-    let (code, bytes) = match result {
-        Ok(b) => (0, b),
-        Err(e) => (e.code(), &[][..]),
+/// Decodes a frame on a lent portal's subject.
+pub fn decode_portal_frame(frame: &[u8]) -> Option<PortalFrame<'_>> {
+    match frame {
+        [VERSION, RELEASE] => Some(PortalFrame::Release),
+        _ => decode_call(frame).map(PortalFrame::Call),
+    }
+}
+
+/// A release frame.
+pub fn encode_release() -> Vec<u8> {
+    vec![VERSION, RELEASE]
+}
+
+/// A reply frame: the reply's bytes and portals, or the error the call
+/// failed with.
+pub fn encode_reply(result: Result<(&[u8], &[String]), Errno>) -> Vec<u8> {
+    let (code, bytes, portals) = match result {
+        Ok((b, p)) => (0, b, p),
+        Err(e) => (e.code(), &[][..], &[][..]),
     };
-    let mut out = Vec::with_capacity(6 + bytes.len());
+    let mut out = Vec::with_capacity(7 + bytes.len());
     out.extend_from_slice(&[VERSION, REPLY]);
     out.extend_from_slice(&code.to_le_bytes());
+    encode_portals(&mut out, portals);
     out.extend_from_slice(bytes);
     out
 }
@@ -147,10 +243,11 @@ pub fn encode_progress() -> Vec<u8> {
 pub fn decode_answer(frame: &[u8]) -> Option<Answer<'_>> {
     match frame {
         [VERSION, PROGRESS] => Some(Answer::Progress),
-        [VERSION, REPLY, c0, c1, c2, c3, bytes @ ..] => {
+        [VERSION, REPLY, c0, c1, c2, c3, rest @ ..] => {
+            let (portals, bytes) = decode_portals(rest)?;
             match i32::from_le_bytes([*c0, *c1, *c2, *c3]) {
-                0 => Some(Answer::Done(Ok(bytes))),
-                code if bytes.is_empty() => Errno::ALL
+                0 => Some(Answer::Done(Ok(Reply { bytes, portals }))),
+                code if bytes.is_empty() && portals.is_empty() => Errno::ALL
                     .into_iter()
                     .find(|e| e.code() == code)
                     .map(|e| Answer::Done(Err(e))),
@@ -181,12 +278,13 @@ mod tests {
     #[test]
     fn call_round_trip_and_refusals() {
         let mut f = Vec::new();
-        encode_call(&mut f, "node-b", 42, b"hello");
+        encode_call(&mut f, "node-b", 42, &[], b"hello");
         assert_eq!(
             decode_call(&f),
             Some(Call {
                 node: "node-b",
                 task: 42,
+                portals: vec![],
                 request: b"hello"
             })
         );
@@ -206,9 +304,42 @@ mod tests {
     }
 
     #[test]
+    fn portals_travel_as_subjects() {
+        let p = vec![portal_subject("a", 0xbeef, 7), portal_subject("a", 0xbeef, 8)];
+        assert_eq!(p[0], "warden.portal.a.beef.7");
+        let mut f = Vec::new();
+        encode_call(&mut f, "b", 1, &p, b"req");
+        let c = decode_call(&f).unwrap();
+        assert_eq!((c.portals.len(), c.portals[1], c.request), (2, p[1].as_str(), &b"req"[..]));
+        let r = encode_reply(Ok((b"rep", &p[..1])));
+        let Some(Answer::Done(Ok(reply))) = decode_answer(&r) else {
+            panic!()
+        };
+        assert_eq!((reply.bytes, reply.portals), (&b"rep"[..], vec![p[0].as_str()]));
+        assert_eq!(decode_portal_frame(&encode_release()), Some(PortalFrame::Release));
+        assert!(matches!(decode_portal_frame(&f), Some(PortalFrame::Call(_))));
+        for bad in ["warden.call.kv", "warden.portal.a.b.>", "warden.portal.a.1", "x.portal.a.1.2"] {
+            assert!(!valid_portal_subject(bad), "{bad}");
+            let mut f = Vec::new();
+            f.extend_from_slice(&[VERSION, CALL, 1, b'b']);
+            f.extend_from_slice(&1u64.to_le_bytes());
+            f.push(1);
+            f.push(bad.len() as u8);
+            f.extend_from_slice(bad.as_bytes());
+            assert_eq!(decode_call(&f), None, "{bad} refused");
+        }
+        let mut too_many = Vec::new();
+        too_many.extend_from_slice(&[VERSION, REPLY, 0, 0, 0, 0, (MAX_PORTALS + 1) as u8]);
+        assert_eq!(decode_answer(&too_many), None);
+    }
+
+    #[test]
     fn answers() {
-        let ok = encode_reply(Ok(b"r"));
-        assert_eq!(decode_answer(&ok), Some(Answer::Done(Ok(&b"r"[..]))));
+        let ok = encode_reply(Ok((b"r", &[])));
+        let Some(Answer::Done(Ok(r))) = decode_answer(&ok) else {
+            panic!()
+        };
+        assert_eq!((r.bytes, r.portals.len()), (&b"r"[..], 0));
         let err = encode_reply(Err(Errno::PeerDied));
         assert_eq!(
             decode_answer(&err),

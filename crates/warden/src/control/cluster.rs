@@ -27,6 +27,12 @@ pub(super) fn metrics(rt: &Runtime, out: &mut String) {
     );
     let _ = writeln!(
         out,
+        "# HELP warden_cluster_lent_portals Portals lent to other nodes and not yet released.\n\
+         # TYPE warden_cluster_lent_portals gauge\nwarden_cluster_lent_portals {}",
+        cluster.lent_portals()
+    );
+    let _ = writeln!(
+        out,
         "# HELP warden_cluster_dropped_frames_total Frames from the broker dropped as malformed or oversized.\n\
          # TYPE warden_cluster_dropped_frames_total counter\nwarden_cluster_dropped_frames_total {dropped}"
     );

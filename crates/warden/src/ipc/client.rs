@@ -7,8 +7,9 @@
 //! semantics of a task's portal call: the request is copied into the
 //! kernel, queued FIFO on the service, and the reply copied out; if the
 //! caller gives up (its future is dropped, e.g. on a timeout) the call is
-//! abandoned and the server's late reply gets `PeerDied`. Handles cannot
-//! be sent, and handles in a reply are dropped. The host lends no
+//! abandoned and the server's late reply gets `PeerDied`. [`HostClient::call`]
+//! sends bytes only and drops handles in the reply; [`HostClient::call_portal`]
+//! (the cluster's relays) carries objects both ways. The host lends no
 //! scheduling context: the server runs on its own.
 
 use super::service::{CallSlot, Origin, Phase};
@@ -74,6 +75,11 @@ impl HostClient {
         self.owner.id
     }
 
+    /// The kernel whose services it calls.
+    pub fn kernel(&self) -> &Kernel {
+        &self.kernel
+    }
+
     /// Calls the service registered under `name` with `request` and
     /// returns its reply. `Denied` if no live task provides the name;
     /// `PeerDied` if the server dies or closes the service first.
@@ -90,15 +96,35 @@ impl HostClient {
         request: &[u8],
     ) -> Result<Vec<u8>, Errno> {
         let portal = self.kernel.names.lookup(name).ok_or(Errno::Denied)?;
+        let (reply, _objects) = self
+            .call_portal(origin, portal, request, Vec::new())
+            .await?;
+        Ok(reply)
+    }
+
+    /// Calls through `portal` with `request` and its `objects`, on behalf
+    /// of `origin`; the reply's bytes and objects. A direct service takes
+    /// bytes only (`Inval` for objects).
+    pub async fn call_portal(
+        &self,
+        origin: Option<Origin>,
+        portal: super::service::PortalRef,
+        request: &[u8],
+        objects: Vec<super::Object>,
+    ) -> Result<(Vec<u8>, Vec<super::Object>), Errno> {
         if let Some(handler) = portal.service().direct_handler().cloned() {
             drop(portal);
-            return (self.direct)(&handler, &self.owner, request).await;
+            if !objects.is_empty() {
+                return Err(Errno::Inval);
+            }
+            let reply = (self.direct)(&handler, &self.owner, request).await?;
+            return Ok((reply, Vec::new()));
         }
         let slot = self.slot();
         let seq = {
             let mut st = slot.lock();
             st.set_request_with(&self.owner, request.len(), |b| b.copy_from_slice(request))?;
-            st.request_objects.clear();
+            st.request_objects = objects;
             st.reply_objects.clear();
             st.origin = origin;
             st.seq += 1;
@@ -111,7 +137,9 @@ impl HostClient {
         };
         portal.service().enqueue(&slot, seq).inspect_err(|_| {
             waiting.answered = true;
-            slot.lock().phase = Phase::Idle;
+            let mut st = slot.lock();
+            st.phase = Phase::Idle;
+            st.request_objects.clear();
         })?;
         drop(portal);
         let code = std::future::poll_fn(|cx| slot.poll_done(cx)).await;
@@ -120,8 +148,9 @@ impl HostClient {
         let reply = {
             let mut st = slot.lock();
             st.phase = Phase::Idle;
-            st.reply_objects.clear();
-            (code >= 0).then(|| st.reply.clone())
+            st.request_objects.clear();
+            let objects = std::mem::take(&mut st.reply_objects);
+            (code >= 0).then(|| (st.reply.clone(), objects))
         };
         self.give_back(slot);
         reply.ok_or(Errno::from_code(code))

@@ -416,3 +416,37 @@ fn ps_cluster_lists_every_node_with_its_tasks() {
     let text = String::from_utf8_lossy(&table.stdout);
     assert!(text.contains("NODE a (1 tasks)") && text.contains("NODE c (1 tasks)"), "{text}");
 }
+
+#[test]
+fn portals_cross_nodes_both_ways_and_are_given_back() {
+    let d = tempfile::tempdir().unwrap();
+    let broker = Broker::start();
+    let a = Node::start(d.path(), "a", &broker.url(), &server("kv", "a"));
+    // On b: a local service "back", a task that sends a portal to it in a
+    // call to a's kv (a calls back through it), and one that gets a
+    // portal to kv's service in a reply and calls through it.
+    let back = "[[task]]\nname = \"back\"\nmodule = \"cluster.wasm\"\n\
+                args = [\"serve\", \"back\", \"b\"]\nprovides = [\"back\"]\n";
+    let b = Node::start(
+        d.path(),
+        "b",
+        &broker.url(),
+        &(back.to_string()
+            + &client("callback", &["callback", "kv", "back"], &["kv", "back"])
+            + &client("give", &["give", "kv"], &["kv"])),
+    );
+    b.wait_for("[callback] callback: b:ping");
+    b.wait_for("[give] given: a:hello");
+    // Both loans come back once their borrowers closed the portals.
+    let t = Instant::now();
+    loop {
+        let lent = (a.metric("warden_cluster_lent_portals"), b.metric("warden_cluster_lent_portals"));
+        if lent == (0.0, 0.0) {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "still lent (a, b): {lent:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(b.metric("warden_cluster_served_total{name=\"(portal)\"}") >= 1.0);
+    assert!(a.metric("warden_cluster_served_total{name=\"(portal)\"}") >= 1.0);
+}

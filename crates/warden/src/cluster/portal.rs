@@ -1,0 +1,121 @@
+//! Portals that cross nodes.
+//!
+//! A portal in a message to another node is *lent*: this node subscribes
+//! to a fresh subject ([`wire::portal_subject`]) and serves the calls
+//! arriving there through the portal, as [`super::serve`] serves an
+//! exported name's. The message carries the subject; the receiving node
+//! *borrows* it as a relay service of its own (see [`super::remote`]), and
+//! hands its task a portal to that. When the borrowing node's last portal
+//! to the relay is closed, it sends a release frame and the lender drops
+//! the subject and its reference. A node lends at most [`MAX_LENT`]
+//! portals at once (`Quota` past that); a borrower that dies without
+//! releasing keeps its loans until the lender's end.
+//!
+//! Only portals cross: any other object in a message is `Inval`.
+
+use super::wire::{self, PortalFrame};
+use super::Shared;
+use crate::ipc::service::{PortalRef, Service, ServiceRef};
+use crate::ipc::{Errno, Object};
+use futures_util::StreamExt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+/// Most portals one node lends at once.
+pub const MAX_LENT: usize = 4096;
+
+impl Shared {
+    /// Lends every object of a message; their subjects. `Inval` if one is
+    /// not a portal, `Quota` past [`MAX_LENT`]. (Boxed: serving a lent
+    /// portal's call may lend again, and the future's type cannot hold
+    /// itself.)
+    pub(super) fn lend_all(
+        self: &Arc<Self>,
+        objects: Vec<Object>,
+    ) -> Pin<Box<dyn Future<Output = Result<Vec<String>, Errno>> + Send + 'static>> {
+        let me = self.clone();
+        Box::pin(async move {
+            if objects.len() > wire::MAX_PORTALS {
+                return Err(Errno::Quota);
+            }
+            let mut portals = Vec::with_capacity(objects.len());
+            for o in objects {
+                match o {
+                    Object::Portal(p) => portals.push(p),
+                    _ => return Err(Errno::Inval),
+                }
+            }
+            let mut subjects = Vec::with_capacity(portals.len());
+            for p in portals {
+                subjects.push(me.lend(p).await?);
+            }
+            Ok(subjects)
+        })
+    }
+
+    /// Serves `portal` on a fresh subject; the subject.
+    async fn lend(self: &Arc<Self>, portal: PortalRef) -> Result<String, Errno> {
+        let n = {
+            let lent = self.lock_lent();
+            if lent.len() >= MAX_LENT {
+                return Err(Errno::Quota);
+            }
+            self.next_call.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        };
+        let subject = wire::portal_subject(&self.node, self.instance, n);
+        let sub = self
+            .client
+            .subscribe(subject.clone())
+            .await
+            .map_err(|_| Errno::PeerDied)?;
+        let task = self.tokio.spawn(serve_lent(self.clone(), n, portal, sub));
+        self.lock_lent().insert(n, task.abort_handle());
+        Ok(subject)
+    }
+
+    /// Portals, as objects for a local task, to the subjects another node
+    /// lent.
+    pub(super) fn borrow_all(&self, subjects: &[&str]) -> Vec<Object> {
+        subjects
+            .iter()
+            .map(|s| Object::Portal(self.borrow(s)))
+            .collect()
+    }
+
+    fn borrow(&self, subject: &str) -> PortalRef {
+        let service = Service::hosted(self.host.id());
+        let holder = ServiceRef::new(&service);
+        let portal = PortalRef::new(&service);
+        let task = self.tokio.spawn(super::remote::relay_loop(
+            self.me.clone(),
+            subject.into(),
+            super::remote::LENT.into(),
+            holder,
+        ));
+        self.tasks.push(task.abort_handle());
+        portal
+    }
+
+    /// Portals lent now.
+    pub(super) fn lent(&self) -> usize {
+        self.lock_lent().len()
+    }
+}
+
+/// Serves the calls through one lent portal until it is released.
+async fn serve_lent(shared: Arc<Shared>, n: u64, portal: PortalRef, mut sub: async_nats::Subscriber) {
+    let label: Arc<str> = super::remote::LENT.into();
+    while let Some(msg) = sub.next().await {
+        match wire::decode_portal_frame(&msg.payload) {
+            Some(PortalFrame::Release) => break,
+            Some(PortalFrame::Call(_)) => {
+                let target = super::serve::Target::Portal(portal.clone());
+                let s = shared.clone();
+                shared.tokio.spawn(s.serve_call(label.clone(), target, msg));
+            }
+            None => shared.stats.drop_frame(),
+        }
+    }
+    shared.lock_lent().remove(&n);
+}
