@@ -126,13 +126,14 @@ impl Shared {
                 }
             }
         };
-        // The name went away here since the broker chose this node: to
-        // the caller, its server died.
         let result = match result {
+            // Portals in the reply are lent to the caller's node.
             Ok((bytes, objects)) => match self.lend_all(objects).await {
                 Ok(subjects) => Ok((bytes, subjects)),
                 Err(e) => Err(e),
             },
+            // The name went away here since the broker chose this node:
+            // to the caller, its server died.
             Err(Errno::Denied) => Err(Errno::PeerDied),
             Err(e) => Err(e),
         };
