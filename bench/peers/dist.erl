@@ -12,17 +12,18 @@
 %%                node i mod K); calls per second over all of them
 %% Each measure runs twice and reports the second run.
 -module(dist).
--export([main/1, scale/1, serve/0]).
+-export([main/1, scale/1]).
+%% The server, the timing and the call loop are ipc.erl's.
 
 main([NArg, Peer]) ->
     N = list_to_integer(NArg),
     [_, Host] = string:split(atom_to_list(node()), "@"),
     PeerNode = list_to_atom(Peer ++ "@" ++ Host),
     pong = wait_for(PeerNode, 400),
-    Server = spawn(PeerNode, dist, serve, []),
+    Server = spawn(PeerNode, ipc, serve, []),
     Str = lists:duplicate(100, $x),
-    time(dist_null, N, fun(K) -> call_loop(Server, ping, K) end),
-    time(dist_str100, N, fun(K) -> call_loop(Server, Str, K) end),
+    ipc:time(dist_null, N, fun(K) -> ipc:call_loop(Server, ping, K) end),
+    ipc:time(dist_str100, N, fun(K) -> ipc:call_loop(Server, Str, K) end),
     exit(Server, kill).
 
 scale([NArg, CArg | Peers]) ->
@@ -31,12 +32,12 @@ scale([NArg, CArg | Peers]) ->
     [_, Host] = string:split(atom_to_list(node()), "@"),
     Nodes = [list_to_atom(P ++ "@" ++ Host) || P <- Peers],
     [pong = wait_for(Node, 400) || Node <- Nodes],
-    Servers = list_to_tuple([spawn(Node, dist, serve, []) || Node <- Nodes]),
+    Servers = list_to_tuple([spawn(Node, ipc, serve, []) || Node <- Nodes]),
     Run = fun() ->
         Self = self(),
         T0 = erlang:monotonic_time(nanosecond),
         [spawn(fun() ->
-             call_loop(element(I rem tuple_size(Servers) + 1, Servers), ping, N),
+             ipc:call_loop(element(I rem tuple_size(Servers) + 1, Servers), ping, N),
              Self ! done
          end) || I <- lists:seq(0, C - 1)],
         [receive done -> ok end || _ <- lists:seq(1, C)],
@@ -53,23 +54,3 @@ wait_for(Node, K) ->
         pong -> pong;
         pang -> timer:sleep(50), wait_for(Node, K - 1)
     end.
-
-time(Name, N, F) ->
-    F(N),
-    T0 = erlang:monotonic_time(nanosecond),
-    F(N),
-    T1 = erlang:monotonic_time(nanosecond),
-    io:format("~s ~.2f~n", [Name, (T1 - T0) / N]).
-
-call_loop(_, _, 0) -> ok;
-call_loop(Server, Msg, K) ->
-    Server ! {self(), Msg},
-    receive {reply, _} -> ok end,
-    call_loop(Server, Msg, K - 1).
-
-serve() ->
-    receive
-        {From, ping} -> From ! {reply, pong};
-        {From, S} when is_list(S) -> From ! {reply, length(S)}
-    end,
-    serve().

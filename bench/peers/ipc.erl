@@ -12,7 +12,8 @@
 %%              returns its length)
 %% Each measure runs twice and reports the second run.
 -module(ipc).
--export([main/1]).
+%% time/3, call_loop/3 and serve/0 are shared with dist.erl.
+-export([main/1, time/3, call_loop/3, serve/0]).
 
 main([NArg]) ->
     N = list_to_integer(NArg),
