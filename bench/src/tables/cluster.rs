@@ -59,15 +59,27 @@ fn latency(ctx: &Ctx, broker: &Broker) -> Table {
         vec![
             contestant(REMOTE, |s| {
                 let f = nodes.call(calls, &kinds)?;
-                s.push(&format!("{REMOTE}/{}", COLUMNS[0]), figure(&f, "null")? / 1e3);
-                s.push(&format!("{REMOTE}/{}", COLUMNS[1]), figure(&f, "str100")? / 1e3);
+                s.push(
+                    &format!("{REMOTE}/{}", COLUMNS[0]),
+                    figure(&f, "null")? / 1e3,
+                );
+                s.push(
+                    &format!("{REMOTE}/{}", COLUMNS[1]),
+                    figure(&f, "str100")? / 1e3,
+                );
                 Ok(())
             }),
             contestant(ERLANG, |s| {
                 let peer = erl_peer.as_ref().map_err(Clone::clone)?;
                 let f = figures(&mut peer.caller(calls)?)?;
-                s.push(&format!("{ERLANG}/{}", COLUMNS[0]), figure(&f, "dist_null")? / 1e3);
-                s.push(&format!("{ERLANG}/{}", COLUMNS[1]), figure(&f, "dist_str100")? / 1e3);
+                s.push(
+                    &format!("{ERLANG}/{}", COLUMNS[0]),
+                    figure(&f, "dist_null")? / 1e3,
+                );
+                s.push(
+                    &format!("{ERLANG}/{}", COLUMNS[1]),
+                    figure(&f, "dist_str100")? / 1e3,
+                );
                 Ok(())
             }),
             contestant(NATS, |s| {
@@ -78,8 +90,14 @@ fn latency(ctx: &Ctx, broker: &Broker) -> Table {
             }),
             contestant(LOCAL, |s| {
                 let f = inproc::ipc(1, calls * 10, &kinds)?;
-                s.push(&format!("{LOCAL}/{}", COLUMNS[0]), figure(&f, "null")? / 1e3);
-                s.push(&format!("{LOCAL}/{}", COLUMNS[1]), figure(&f, "str100")? / 1e3);
+                s.push(
+                    &format!("{LOCAL}/{}", COLUMNS[0]),
+                    figure(&f, "null")? / 1e3,
+                );
+                s.push(
+                    &format!("{LOCAL}/{}", COLUMNS[1]),
+                    figure(&f, "str100")? / 1e3,
+                );
                 Ok(())
             }),
         ],
@@ -193,13 +211,18 @@ fn nats_alone(url: &str, calls: u64) -> Result<(f64, f64), String> {
         let answering = tokio::spawn(async move {
             while let Some(m) = requests.next().await {
                 if let Some(reply) = m.reply {
-                    let _ = s.publish(reply, bytes::Bytes::from_static(b"\0\0\0\0")).await;
+                    let _ = s
+                        .publish(reply, bytes::Bytes::from_static(b"\0\0\0\0"))
+                        .await;
                 }
             }
         });
         server.flush().await.map_err(|e| err(&e))?;
         let inbox = client.new_inbox();
-        let mut answers = client.subscribe(format!("{inbox}.*")).await.map_err(|e| err(&e))?;
+        let mut answers = client
+            .subscribe(format!("{inbox}.*"))
+            .await
+            .map_err(|e| err(&e))?;
         client.flush().await.map_err(|e| err(&e))?;
         let mut per_call = Vec::new();
         for size in [0usize, 100] {
@@ -228,7 +251,9 @@ fn scale_sample(broker: &Broker, k: usize, clients: usize, calls: u64) -> Result
     let client = Node::join(broker, "c")?;
     client.wait_for_exporters(k)?;
     let mut spec = quiet("client", guests::IPC_BENCH);
-    spec.args = ["client", &calls.to_string(), "null", "bench"].map(String::from).into();
+    spec.args = ["client", &calls.to_string(), "null", "bench"]
+        .map(String::from)
+        .into();
     spec.uses = vec!["bench".into()];
     let t = Instant::now();
     let ids = (0..clients)
@@ -371,9 +396,18 @@ impl Pair {
         })
     }
 
-    fn call(&self, calls: u64, kinds: &[&str]) -> Result<std::collections::BTreeMap<String, f64>, String> {
+    fn call(
+        &self,
+        calls: u64,
+        kinds: &[&str],
+    ) -> Result<std::collections::BTreeMap<String, f64>, String> {
         let mut spec = TaskSpec::new("client", guests::IPC_BENCH);
-        spec.args = vec!["client".into(), calls.to_string(), kinds.join(","), "bench".into()];
+        spec.args = vec![
+            "client".into(),
+            calls.to_string(),
+            kinds.join(","),
+            "bench".into(),
+        ];
         spec.uses = vec!["bench".into()];
         inproc::guest_figures(&self.client.rt, spec)
     }
@@ -406,7 +440,10 @@ impl ErlNode {
 
     /// The calling node's command: `calls` round trips of each kind.
     fn caller(&self, calls: u64) -> Result<Command, String> {
-        Ok(calling(&self.dir, &["main", &calls.to_string(), &self.name]))
+        Ok(calling(
+            &self.dir,
+            &["main", &calls.to_string(), &self.name],
+        ))
     }
 }
 

@@ -69,7 +69,8 @@ impl Directory {
 
     /// Whether some live node serves `name`.
     pub fn serves(&self, name: &str, now_ms: u64) -> bool {
-        self.live(now_ms).any(|(_, i)| i.exports.iter().any(|e| e == name))
+        self.live(now_ms)
+            .any(|(_, i)| i.exports.iter().any(|e| e == name))
     }
 
     #[cfg(test)]
@@ -114,7 +115,10 @@ mod tests {
         let mut d = Directory::new(1500);
         assert!(!d.serves("kv", 0));
         assert!(d.heard(announce("a", 1, &["kv"]), 0), "kv is new");
-        assert!(!d.heard(announce("b", 2, &["kv"]), 100), "kv already served");
+        assert!(
+            !d.heard(announce("b", 2, &["kv"]), 100),
+            "kv already served"
+        );
         assert!(d.heard(announce("b", 2, &["kv", "log"]), 200), "log is new");
         assert!(d.serves("kv", 1500) && d.serves("log", 1700));
         // a falls silent: at 1501 it is past its ttl, b is not.

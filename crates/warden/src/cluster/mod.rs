@@ -338,7 +338,8 @@ impl Shared {
     async fn start(self: Arc<Self>) -> Result<(), String> {
         let c = &self.client;
         let hello = format!("{}.hello.{}", wire::PREFIX, self.node);
-        match tokio::time::timeout(Duration::from_secs(1), c.request(hello.clone(), "".into())).await
+        match tokio::time::timeout(Duration::from_secs(1), c.request(hello.clone(), "".into()))
+            .await
         {
             Ok(Ok(_)) => {
                 return Err(format!(

@@ -61,7 +61,8 @@ impl Shared {
             if lent.len() >= MAX_LENT {
                 return Err(Errno::Quota);
             }
-            self.next_call.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            self.next_call
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         };
         let subject = wire::portal_subject(&self.node, self.instance, n);
         let sub = self
@@ -104,7 +105,12 @@ impl Shared {
 }
 
 /// Serves the calls through one lent portal until it is released.
-async fn serve_lent(shared: Arc<Shared>, n: u64, portal: PortalRef, mut sub: async_nats::Subscriber) {
+async fn serve_lent(
+    shared: Arc<Shared>,
+    n: u64,
+    portal: PortalRef,
+    mut sub: async_nats::Subscriber,
+) {
     let label: Arc<str> = super::remote::LENT.into();
     while let Some(msg) = sub.next().await {
         match wire::decode_portal_frame(&msg.payload) {

@@ -91,7 +91,12 @@ impl Shared {
             holder,
         ));
         self.tasks.push(task.abort_handle());
-        relays.insert(name.to_string(), Relay { portal: portal.clone() });
+        relays.insert(
+            name.to_string(),
+            Relay {
+                portal: portal.clone(),
+            },
+        );
         portal
     }
 
@@ -132,7 +137,9 @@ impl Shared {
         if frame.len() > self.client.server_info().max_payload {
             return Err(Errno::Quota);
         }
-        let id = self.next_call.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = self
+            .next_call
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (tx, mut rx) = mpsc::channel(4);
         self.lock_pending().insert(id, tx);
         let _forget = Forget(self, id);

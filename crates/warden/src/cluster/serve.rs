@@ -67,7 +67,9 @@ impl Shared {
             let subject = wire::call_subject(name);
             match self.client.queue_subscribe(subject, QUEUE.into()).await {
                 Ok(sub) => {
-                    let task = self.tokio.spawn(serve_name(self.clone(), name.clone(), sub));
+                    let task = self
+                        .tokio
+                        .spawn(serve_name(self.clone(), name.clone(), sub));
                     offered.0.insert(name.clone(), task.abort_handle());
                 }
                 // Cut off from the broker: the next round tries again.
@@ -102,14 +104,11 @@ impl Shared {
         let host = &self.host;
         let work = async move {
             let portal = match target {
-                Target::Name(name) => host
-                    .kernel()
-                    .names
-                    .lookup(&name)
-                    .ok_or(Errno::Denied)?,
+                Target::Name(name) => host.kernel().names.lookup(&name).ok_or(Errno::Denied)?,
                 Target::Portal(p) => p,
             };
-            host.call_portal(origin, portal, call.request, objects).await
+            host.call_portal(origin, portal, call.request, objects)
+                .await
         };
         tokio::pin!(work);
         // The first note is due after one period (a fresh interval's
@@ -138,7 +137,10 @@ impl Shared {
             Err(e) => Err(e),
         };
         self.stats.served(&label, result.is_ok());
-        let reply = result.as_ref().map(|(b, s)| (&b[..], &s[..])).map_err(|e| *e);
+        let reply = result
+            .as_ref()
+            .map(|(b, s)| (&b[..], &s[..]))
+            .map_err(|e| *e);
         let mut frame = wire::encode_reply(reply);
         if frame.len() > self.client.server_info().max_payload {
             frame = wire::encode_reply(Err(Errno::Quota));

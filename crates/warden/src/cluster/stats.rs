@@ -89,7 +89,10 @@ mod tests {
         let names = s.names();
         assert_eq!(names[0].0, "kv");
         let kv = names[0].1;
-        assert_eq!((kv.calls, kv.failures, kv.bytes_out, kv.bytes_in), (2, 1, 13, 4));
+        assert_eq!(
+            (kv.calls, kv.failures, kv.bytes_out, kv.bytes_in),
+            (2, 1, 13, 4)
+        );
         assert_eq!((kv.served, kv.served_failures), (1, 0));
         assert_eq!((names[1].1.served, names[1].1.served_failures), (1, 1));
         assert_eq!(s.dropped(), 1);

@@ -305,20 +305,40 @@ mod tests {
 
     #[test]
     fn portals_travel_as_subjects() {
-        let p = vec![portal_subject("a", 0xbeef, 7), portal_subject("a", 0xbeef, 8)];
+        let p = vec![
+            portal_subject("a", 0xbeef, 7),
+            portal_subject("a", 0xbeef, 8),
+        ];
         assert_eq!(p[0], "warden.portal.a.beef.7");
         let mut f = Vec::new();
         encode_call(&mut f, "b", 1, &p, b"req");
         let c = decode_call(&f).unwrap();
-        assert_eq!((c.portals.len(), c.portals[1], c.request), (2, p[1].as_str(), &b"req"[..]));
+        assert_eq!(
+            (c.portals.len(), c.portals[1], c.request),
+            (2, p[1].as_str(), &b"req"[..])
+        );
         let r = encode_reply(Ok((b"rep", &p[..1])));
         let Some(Answer::Done(Ok(reply))) = decode_answer(&r) else {
             panic!()
         };
-        assert_eq!((reply.bytes, reply.portals), (&b"rep"[..], vec![p[0].as_str()]));
-        assert_eq!(decode_portal_frame(&encode_release()), Some(PortalFrame::Release));
-        assert!(matches!(decode_portal_frame(&f), Some(PortalFrame::Call(_))));
-        for bad in ["warden.call.kv", "warden.portal.a.b.>", "warden.portal.a.1", "x.portal.a.1.2"] {
+        assert_eq!(
+            (reply.bytes, reply.portals),
+            (&b"rep"[..], vec![p[0].as_str()])
+        );
+        assert_eq!(
+            decode_portal_frame(&encode_release()),
+            Some(PortalFrame::Release)
+        );
+        assert!(matches!(
+            decode_portal_frame(&f),
+            Some(PortalFrame::Call(_))
+        ));
+        for bad in [
+            "warden.call.kv",
+            "warden.portal.a.b.>",
+            "warden.portal.a.1",
+            "x.portal.a.1.2",
+        ] {
             assert!(!valid_portal_subject(bad), "{bad}");
             let mut f = Vec::new();
             f.extend_from_slice(&[VERSION, CALL, 1, b'b']);

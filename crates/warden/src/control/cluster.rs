@@ -12,7 +12,9 @@ pub(super) fn nodes(rt: &Runtime) -> Option<serde_json::Value> {
 }
 
 fn label(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// The cluster's counters, in the Prometheus text format.
@@ -38,12 +40,36 @@ pub(super) fn metrics(rt: &Runtime, out: &mut String) {
     );
     type Field = fn(&crate::NameCounts) -> u64;
     let series: [(&str, &str, Field); 6] = [
-        ("warden_cluster_calls_total", "Calls this node's tasks made to other nodes, by name.", |c| c.calls),
-        ("warden_cluster_call_failures_total", "Of those, calls that failed.", |c| c.failures),
-        ("warden_cluster_sent_bytes_total", "Request bytes sent to other nodes, by name.", |c| c.bytes_out),
-        ("warden_cluster_received_bytes_total", "Reply bytes received from other nodes, by name.", |c| c.bytes_in),
-        ("warden_cluster_served_total", "Calls from other nodes served here, by name.", |c| c.served),
-        ("warden_cluster_served_failures_total", "Of those, calls that ended in an error.", |c| c.served_failures),
+        (
+            "warden_cluster_calls_total",
+            "Calls this node's tasks made to other nodes, by name.",
+            |c| c.calls,
+        ),
+        (
+            "warden_cluster_call_failures_total",
+            "Of those, calls that failed.",
+            |c| c.failures,
+        ),
+        (
+            "warden_cluster_sent_bytes_total",
+            "Request bytes sent to other nodes, by name.",
+            |c| c.bytes_out,
+        ),
+        (
+            "warden_cluster_received_bytes_total",
+            "Reply bytes received from other nodes, by name.",
+            |c| c.bytes_in,
+        ),
+        (
+            "warden_cluster_served_total",
+            "Calls from other nodes served here, by name.",
+            |c| c.served,
+        ),
+        (
+            "warden_cluster_served_failures_total",
+            "Of those, calls that ended in an error.",
+            |c| c.served_failures,
+        ),
     ];
     for (metric, help, field) in series {
         let _ = writeln!(out, "# HELP {metric} {help}\n# TYPE {metric} counter");

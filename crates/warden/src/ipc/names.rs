@@ -216,7 +216,9 @@ mod tests {
         let w = Waker::from(flag.clone());
         let mut cx = Context::from_waker(&w);
         assert!(names.poll_lookup("kv", &mut cx).is_pending());
-        names.register("kv", PortalRef::new(&s), &t1, false).unwrap();
+        names
+            .register("kv", PortalRef::new(&s), &t1, false)
+            .unwrap();
         assert!(
             flag.0.load(std::sync::atomic::Ordering::SeqCst),
             "waiter woken"
@@ -234,11 +236,15 @@ mod tests {
         assert_eq!(s.portals(), 0);
         assert_eq!(t1.memory.current(), 0, "refunded");
         // A closed service's name can be taken over.
-        names.register("kv", PortalRef::new(&s), &t1, false).unwrap();
+        names
+            .register("kv", PortalRef::new(&s), &t1, false)
+            .unwrap();
         drop(holder);
         let s2 = Service::new(TaskId(3));
         let _h2 = ServiceRef::new(&s2);
-        names.register("kv", PortalRef::new(&s2), &t3, false).unwrap();
+        names
+            .register("kv", PortalRef::new(&s2), &t3, false)
+            .unwrap();
         assert_eq!(t1.memory.current(), 0, "the old entry's charge returned");
         assert_eq!(t3.memory.current(), ENTRY_BYTES + 2);
     }
@@ -284,8 +290,13 @@ mod tests {
             panic!("remote name not found")
         };
         assert!(Arc::ptr_eq(p.service(), &far));
-        assert!(names.lookup("far").is_none(), "lookup without waiting is local");
-        names.register("far", PortalRef::new(&near), &t, false).unwrap();
+        assert!(
+            names.lookup("far").is_none(),
+            "lookup without waiting is local"
+        );
+        names
+            .register("far", PortalRef::new(&near), &t, false)
+            .unwrap();
         let Poll::Ready(p) = names.poll_lookup("far", &mut cx) else {
             panic!()
         };
@@ -293,7 +304,9 @@ mod tests {
         assert!(names.poll_lookup("nowhere", &mut cx).is_pending());
         names.cancel_wait("nowhere", &w);
         assert_eq!(*fake.cancelled.lock().unwrap(), ["nowhere"]);
-        names.register("kv", PortalRef::new(&near), &t, true).unwrap();
+        names
+            .register("kv", PortalRef::new(&near), &t, true)
+            .unwrap();
         assert_eq!(*fake.offered.lock().unwrap(), ["kv"], "only exported names");
         assert_eq!(names.exported(), ["kv"]);
     }

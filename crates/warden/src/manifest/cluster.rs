@@ -56,7 +56,10 @@ mod tests {
 
     #[test]
     fn cluster_section() {
-        let m = parse(&format!("[cluster]\nnats='nats://127.0.0.1:4222'\nnode='a'\n{TASK}")).unwrap();
+        let m = parse(&format!(
+            "[cluster]\nnats='nats://127.0.0.1:4222'\nnode='a'\n{TASK}"
+        ))
+        .unwrap();
         let c = m.cluster.unwrap();
         assert_eq!((c.nats.len(), c.node.as_str()), (1, "a"));
         let m = parse(&format!(
@@ -82,7 +85,10 @@ mod tests {
         assert_eq!(m.tasks[0].export, ["kv", "log.*", "log.err"]);
         for bad in ["'kv2'", "'*'", "'k*'"] {
             let e = parse(&format!("{TASK}export=[{bad}]")).unwrap_err();
-            assert!(e.contains("not among the names the task provides"), "{bad}: {e}");
+            assert!(
+                e.contains("not among the names the task provides"),
+                "{bad}: {e}"
+            );
         }
     }
 }

@@ -18,18 +18,12 @@ impl Runtime {
         }
         let weak = Arc::downgrade(inner);
         let task_list = Box::new(move || match weak.upgrade() {
-            Some(inner) => serde_json::to_value(Runtime { inner }.task_views())
-                .unwrap_or_default(),
+            Some(inner) => serde_json::to_value(Runtime { inner }.task_views()).unwrap_or_default(),
             None => serde_json::Value::Array(Vec::new()),
         });
         let host = self.host_client(format!("cluster:{}", spec.node));
-        let cluster = Cluster::join(
-            spec,
-            &inner.kernel,
-            host,
-            task_list,
-        )
-        .map_err(Error::Cluster)?;
+        let cluster =
+            Cluster::join(spec, &inner.kernel, host, task_list).map_err(Error::Cluster)?;
         inner
             .cluster
             .set(cluster)

@@ -33,7 +33,10 @@ impl Broker {
             .expect("nats-server (scripts/test installs it: apt-get install nats-server)");
         let t = Instant::now();
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(t.elapsed() < Duration::from_secs(20), "nats-server never came up");
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "nats-server never came up"
+            );
             std::thread::sleep(Duration::from_millis(10));
         }
         Broker { child, port }
@@ -107,7 +110,11 @@ impl Node {
 
     /// Waits for the node's `warden run` to end; its exit code.
     fn finish(&mut self) -> i32 {
-        let status = wait_child(&mut self.child, Duration::from_secs(60), "node still running");
+        let status = wait_child(
+            &mut self.child,
+            Duration::from_secs(60),
+            "node still running",
+        );
         status.code().unwrap_or(-1)
     }
 
@@ -197,12 +204,7 @@ fn grants_and_exports_still_apply_across_nodes() {
     // "kv" is exported; "private" is provided but not exported.
     let private = "[[task]]\nname = \"private\"\nmodule = \"cluster.wasm\"\n\
                    args = [\"serve\", \"private\", \"a\"]\nprovides = [\"private\"]\n";
-    let a = Node::start(
-        d.path(),
-        "a",
-        &broker.url(),
-        &(server("kv", "a") + private),
-    );
+    let a = Node::start(d.path(), "a", &broker.url(), &(server("kv", "a") + private));
     a.wait_for("[server] server: ready");
     a.wait_for("[private] server: ready");
     let mut b = Node::start(
@@ -211,7 +213,11 @@ fn grants_and_exports_still_apply_across_nodes() {
         &broker.url(),
         &(client("granted", &["call", "kv", "1", "x"], &["kv"])
             + &client("ungranted", &["call", "kv", "1", "x"], &[])
-            + &client("unexported", &["call", "private", "1", "x", "1500"], &["private"])
+            + &client(
+                "unexported",
+                &["call", "private", "1", "x", "1500"],
+                &["private"],
+            )
             + "[[task]]\nname = \"handles\"\nmodule = \"echo.wasm\"\n\
                args = [\"client\", \"kv\", \"1\", \"handles\"]\nuses = [\"kv\"]\n"),
     );
@@ -219,9 +225,15 @@ fn grants_and_exports_still_apply_across_nodes() {
     let out = b.out();
     assert!(out.contains("[granted] client: from a 1"), "{out}");
     assert!(out.contains("[ungranted] client: lookup: denied"), "{out}");
-    assert!(out.contains("[unexported] client: lookup: timed out"), "{out}");
+    assert!(
+        out.contains("[unexported] client: lookup: timed out"),
+        "{out}"
+    );
     // Only bytes cross nodes: a memory object in the request is refused.
-    assert!(out.contains("[handles] client: call: invalid argument"), "{out}");
+    assert!(
+        out.contains("[handles] client: call: invalid argument"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -277,7 +289,10 @@ fn a_node_killed_mid_call_is_peer_death_within_two_seconds() {
     b.wait_for("client: call:");
     let after = killed.elapsed();
     assert!(b.out().contains("client: call: peer died"), "{}", b.out());
-    assert!(after < Duration::from_secs(2), "peer death seen after {after:?}");
+    assert!(
+        after < Duration::from_secs(2),
+        "peer death seen after {after:?}"
+    );
     // A task of the system failed: `warden run` says so.
     assert_eq!(b.finish(), 1);
 }
@@ -295,7 +310,10 @@ fn an_unreachable_broker_is_one_clear_line_and_exit_2() {
     assert_eq!(n.finish(), 2);
     let err = n.err();
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("cannot reach the cluster's broker at nats://127.0.0.1:"), "{err}");
+    assert!(
+        err.contains("cannot reach the cluster's broker at nats://127.0.0.1:"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -306,7 +324,11 @@ fn a_taken_node_name_is_refused() {
     a.wait_for("server: ready");
     let mut again = Node::start(&d.path().join("2"), "a", &broker.url(), &server("kv", "a"));
     assert_eq!(again.finish(), 2);
-    assert!(again.err().contains("another live node is named \"a\""), "{}", again.err());
+    assert!(
+        again.err().contains("another live node is named \"a\""),
+        "{}",
+        again.err()
+    );
 }
 
 #[test]
@@ -363,7 +385,10 @@ fn malformed_frames_are_dropped_and_counted() {
     let frames: [(&str, &[u8]); 4] = [
         ("warden.call.kv reply.1", b"\x01\x01\xffgarbage"),
         ("warden.call.kv reply.2", b""),
-        ("warden.node.x", b"{\"node\":\"y\",\"instance\":1,\"exports\":[]}"),
+        (
+            "warden.node.x",
+            b"{\"node\":\"y\",\"instance\":1,\"exports\":[]}",
+        ),
         ("warden.node.z", b"not json"),
     ];
     let mut text = b"CONNECT {\"verbose\":false}\r\n".to_vec();
@@ -376,7 +401,10 @@ fn malformed_frames_are_dropped_and_counted() {
     s.write_all(&text).unwrap();
     let t = Instant::now();
     while a.metric("warden_cluster_dropped_frames_total") < 4.0 {
-        assert!(t.elapsed() < Duration::from_secs(30), "dropped frames never counted");
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "dropped frames never counted"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     // The node still serves, and served only real calls.
@@ -399,7 +427,11 @@ fn ps_cluster_lists_every_node_with_its_tasks() {
             .args(["ps", "--cluster", "--json", "--control", &a.control])
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         if v.as_array().unwrap().len() == 2 {
             break v;
@@ -414,7 +446,10 @@ fn ps_cluster_lists_every_node_with_its_tasks() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&table.stdout);
-    assert!(text.contains("NODE a (1 tasks)") && text.contains("NODE c (1 tasks)"), "{text}");
+    assert!(
+        text.contains("NODE a (1 tasks)") && text.contains("NODE c (1 tasks)"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -440,11 +475,17 @@ fn portals_cross_nodes_both_ways_and_are_given_back() {
     // Both loans come back once their borrowers closed the portals.
     let t = Instant::now();
     loop {
-        let lent = (a.metric("warden_cluster_lent_portals"), b.metric("warden_cluster_lent_portals"));
+        let lent = (
+            a.metric("warden_cluster_lent_portals"),
+            b.metric("warden_cluster_lent_portals"),
+        );
         if lent == (0.0, 0.0) {
             break;
         }
-        assert!(t.elapsed() < Duration::from_secs(30), "still lent (a, b): {lent:?}");
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "still lent (a, b): {lent:?}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(b.metric("warden_cluster_served_total{name=\"(portal)\"}") >= 1.0);

@@ -289,5 +289,8 @@ fn cluster_example() {
         let line = format!("[{node}] 200 keys written, 100 left after deleting every other one");
         assert!(stdout.contains(&line), "{stdout}");
     }
-    assert!(stdout.contains("[a] 1402 operations, 200 entries left"), "{stdout}");
+    assert!(
+        stdout.contains("[a] 1402 operations, 200 entries left"),
+        "{stdout}"
+    );
 }

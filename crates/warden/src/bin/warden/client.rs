@@ -106,7 +106,10 @@ pub fn ps_cluster(addr: &str, as_json: bool, all: bool) -> Result<(), String> {
     for (i, node) in nodes.as_array().into_iter().flatten().enumerate() {
         let tasks = node["tasks"].as_array().map_or(0, Vec::len);
         let sep = if i > 0 { "\n" } else { "" };
-        println!("{sep}NODE {} ({tasks} tasks)", node["node"].as_str().unwrap_or("?"));
+        println!(
+            "{sep}NODE {} ({tasks} tasks)",
+            node["node"].as_str().unwrap_or("?")
+        );
         print!("{}", table(&node["tasks"], None));
     }
     Ok(())

@@ -41,7 +41,11 @@ pub fn run(args: RunArgs) -> Result<ExitCode, String> {
     compile_all(&rt, &specs)?;
     if let Some(spec) = &cluster {
         rt.join_cluster(spec).map_err(|e| e.to_string())?;
-        eprintln!("warden: node {:?} joined the cluster at {}", spec.node, spec.nats.join(", "));
+        eprintln!(
+            "warden: node {:?} joined the cluster at {}",
+            spec.node,
+            spec.nats.join(", ")
+        );
     }
     let control = serve_control(&rt, control);
     let ends = on_stop_signal(signals);
