@@ -338,16 +338,14 @@ impl Shared {
     async fn start(self: Arc<Self>) -> Result<(), String> {
         let c = &self.client;
         let hello = format!("{}.hello.{}", wire::PREFIX, self.node);
-        match tokio::time::timeout(Duration::from_secs(1), c.request(hello.clone(), "".into()))
-            .await
-        {
-            Ok(Ok(_)) => {
-                return Err(format!(
-                    "cluster.node: another live node is named {:?}",
-                    self.node
-                ))
-            }
-            Ok(Err(_)) | Err(_) => {}
+        // An answer means the name is taken; no responders (or silence)
+        // means it is free.
+        let asked = c.request(hello.clone(), "".into());
+        if let Ok(Ok(_)) = tokio::time::timeout(Duration::from_secs(1), asked).await {
+            return Err(format!(
+                "cluster.node: another live node is named {:?}",
+                self.node
+            ));
         }
         let subscribe = |subject: String| async move {
             c.subscribe(subject)

@@ -24,7 +24,7 @@
 //! service = "kv"               # servlet: portal calls to the task providing "kv"
 //! ```
 
-use super::{task_template, RawTask};
+use super::task::{task_template, RawTask};
 use crate::http::config::{
     check_path, defaults, Handler, HttpSpec, RouteSpec, DEFAULT_MAX_CONNECTIONS,
 };

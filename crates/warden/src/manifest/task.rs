@@ -1,0 +1,331 @@
+//! A `[[task]]` entry: its keys, checked, as one or more task specs.
+
+use super::*;
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTask {
+    pub(super) name: String,
+    pub(super) module: String,
+    #[serde(default)]
+    pub(super) args: Vec<String>,
+    #[serde(default)]
+    pub(super) env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub(super) dirs: BTreeMap<String, String>,
+    pub(super) memory_limit: Option<String>,
+    pub(super) on_memory_limit: Option<String>,
+    pub(super) cpu_limit: Option<String>,
+    pub(super) on_cpu_limit: Option<String>,
+    pub(super) count: Option<u32>,
+    pub(super) stdout: Option<String>,
+    pub(super) stderr: Option<String>,
+    pub(super) stdin: Option<String>,
+    #[serde(default)]
+    pub(super) provides: Vec<String>,
+    #[serde(default)]
+    pub(super) uses: Vec<String>,
+    #[serde(default)]
+    pub(super) export: Vec<String>,
+    pub(super) max_handles: Option<usize>,
+    pub(super) max_message_bytes: Option<String>,
+    pub(super) max_message_handles: Option<u64>,
+    pub(super) group: Option<String>,
+    pub(super) share: Option<u32>,
+    pub(super) tickets: Option<u32>,
+    pub(super) priority: Option<i32>,
+    pub(super) cap: Option<f64>,
+    pub(super) inheritance: Option<bool>,
+    #[serde(default)]
+    pub(super) modules: BTreeMap<String, String>,
+    #[serde(default)]
+    pub(super) listen: Vec<String>,
+    #[serde(default)]
+    pub(super) connect: Vec<String>,
+    #[serde(default)]
+    pub(super) preopen_listeners: Vec<String>,
+    pub(super) bandwidth_share: Option<u32>,
+    pub(super) bandwidth_limit: Option<String>,
+    pub(super) receive_limit: Option<String>,
+    pub(super) max_sockets: Option<u32>,
+    pub(super) socket_buffer: Option<String>,
+    pub(super) passive: Option<bool>,
+    pub(super) call_cpu_limit: Option<String>,
+}
+
+/// Network grants, preopened listeners and bandwidth.
+fn task_net(t: &RawTask, spec: &mut TaskSpec) -> Result<(), String> {
+    for (key, list) in [
+        ("listen", &t.listen),
+        ("connect", &t.connect),
+        ("preopen_listeners", &t.preopen_listeners),
+    ] {
+        for g in list {
+            crate::net::Grant::parse(g).map_err(|e| format!("{key}: {e}"))?;
+        }
+    }
+    for a in &t.preopen_listeners {
+        a.parse::<std::net::SocketAddr>().map_err(|_| {
+            format!("preopen_listeners: {a:?} is not an address such as \"127.0.0.1:8080\"")
+        })?;
+    }
+    let max_sockets = match t.max_sockets {
+        Some(n) if (n as usize) < t.preopen_listeners.len() => {
+            return Err(format!(
+                "max_sockets: {n} is fewer than its {} preopened listeners",
+                t.preopen_listeners.len()
+            ))
+        }
+        n => n.unwrap_or(crate::task::net::DEFAULT_MAX_SOCKETS),
+    };
+    spec.net = crate::task::NetSpec {
+        listen: t.listen.clone(),
+        connect: t.connect.clone(),
+        preopen_listeners: t.preopen_listeners.clone(),
+        bandwidth_share: share("bandwidth_share", t.bandwidth_share)?,
+        bandwidth_limit: rate("bandwidth_limit", t.bandwidth_limit.as_deref())?,
+        receive_limit: rate("receive_limit", t.receive_limit.as_deref())?,
+        max_sockets,
+        socket_buffer: match t.socket_buffer.as_deref() {
+            None => crate::net::socket::BUFFER,
+            Some(text) => {
+                let n = parse_size(text).map_err(|e| format!("socket_buffer: {e}"))?;
+                let range = crate::net::socket::BUFFER_RANGE;
+                if !range.contains(&(n as usize)) {
+                    return Err(format!("socket_buffer: {text:?} is not from 4KiB to 16MiB"));
+                }
+                n as usize
+            }
+        },
+    };
+    Ok(())
+}
+
+pub(super) fn task_specs(t: RawTask, base: &Path) -> Result<Vec<TaskSpec>, String> {
+    let template = task_template(&t, base)?;
+    let fixed = template
+        .net
+        .preopen_listeners
+        .iter()
+        .find(|a| !a.ends_with(":0"));
+    if let (Some(n), Some(a)) = (t.count.filter(|&n| n > 1), fixed) {
+        return Err(format!(
+            "count: {n} copies cannot all listen on {a} (preopen_listeners); use port 0"
+        ));
+    }
+    let names: Vec<String> = match t.count {
+        None => vec![t.name.clone()],
+        Some(0) => return Err("count: must be at least 1".into()),
+        Some(n) if n > MAX_COUNT => return Err(format!("count: at most {MAX_COUNT}")),
+        Some(n) => (0..n).map(|i| format!("{}.{i}", t.name)).collect(),
+    };
+    Ok(names
+        .into_iter()
+        .enumerate()
+        .map(|(index, name)| {
+            let fill = |v: &String| {
+                v.replace("{name}", &name)
+                    .replace("{index}", &index.to_string())
+            };
+            TaskSpec {
+                args: t.args.iter().map(fill).collect(),
+                env: t.env.iter().map(|(k, v)| (k.clone(), fill(v))).collect(),
+                name: name.clone(),
+                ..template.clone()
+            }
+        })
+        .collect())
+}
+
+/// Everything of a `[[task]]` entry but its copies' names, args and env.
+pub(super) fn task_template(t: &RawTask, base: &Path) -> Result<TaskSpec, String> {
+    if t.name.is_empty() || t.name.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err("name: must be non-empty, without spaces or control characters".into());
+    }
+    let module = base.join(&t.module);
+    if !module.is_file() {
+        return Err(format!("module: file not found: {}", module.display()));
+    }
+    let mut spec = TaskSpec::new(t.name.clone(), module);
+    spec.dirs = task_dirs(&t.dirs, base)?;
+    for (name, file) in &t.modules {
+        let path = base.join(file);
+        if !path.is_file() {
+            return Err(format!(
+                "modules.{name}: file not found: {}",
+                path.display()
+            ));
+        }
+        spec.modules.push((name.clone(), path));
+    }
+    task_limits(t, &mut spec)?;
+    spec.stdout = output(t.stdout.as_deref(), base).map_err(|e| format!("stdout: {e}"))?;
+    spec.stderr = output(t.stderr.as_deref(), base).map_err(|e| format!("stderr: {e}"))?;
+    spec.stdin_inherit = choice(
+        "stdin",
+        t.stdin.as_deref(),
+        &[("null", false), ("inherit", true)],
+    )?;
+    task_ipc(t, &mut spec)?;
+    task_net(t, &mut spec)?;
+    spec.sched = params(t.share, t.tickets, t.priority)?;
+    spec.cap = cap(t.cap)?;
+    spec.group = t.group.clone();
+    spec.inheritance = t.inheritance.unwrap_or(true);
+    task_passive(t, &mut spec)?;
+    Ok(spec)
+}
+
+/// `passive` and `call_cpu_limit`.
+fn task_passive(t: &RawTask, spec: &mut TaskSpec) -> Result<(), String> {
+    spec.passive = t.passive.unwrap_or(false);
+    if let Some(limit) = &t.call_cpu_limit {
+        if !spec.passive {
+            return Err("call_cpu_limit: only a passive task (passive = true) has one".into());
+        }
+        spec.call_cpu_limit = parse_duration(limit).map_err(|e| format!("call_cpu_limit: {e}"))?;
+        if spec.call_cpu_limit.is_zero() {
+            return Err("call_cpu_limit: must be more than 0".into());
+        }
+    }
+    if spec.passive {
+        if t.count.is_some_and(|n| n > 1) {
+            return Err("passive: a passive service runs as one task (count must be 1)".into());
+        }
+        crate::runtime::check_passive(spec)?;
+    }
+    Ok(())
+}
+
+/// One of a key's allowed values (the first is the default).
+fn choice<T: Copy>(key: &str, value: Option<&str>, options: &[(&str, T)]) -> Result<T, String> {
+    let Some(value) = value else {
+        return Ok(options[0].1);
+    };
+    options
+        .iter()
+        .find(|(name, _)| *name == value)
+        .map(|(_, v)| *v)
+        .ok_or_else(|| {
+            let names: Vec<String> = options.iter().map(|(n, _)| format!("{n:?}")).collect();
+            format!("{key}: {value:?} is not one of {}", names.join(", "))
+        })
+}
+
+fn task_dirs(
+    dirs: &std::collections::BTreeMap<String, String>,
+    base: &Path,
+) -> Result<Vec<(String, PathBuf)>, String> {
+    dirs.iter()
+        .map(|(guest, host)| {
+            if guest.is_empty() || guest.contains('\0') {
+                return Err(format!("dirs: bad guest path {guest:?}"));
+            }
+            let host_path = base.join(host);
+            if !host_path.is_dir() {
+                return Err(format!(
+                    "dirs.{guest:?}: directory not found: {}",
+                    host_path.display()
+                ));
+            }
+            Ok((guest.clone(), host_path))
+        })
+        .collect()
+}
+
+/// Memory and CPU limits and what happens at them.
+fn task_limits(t: &RawTask, spec: &mut TaskSpec) -> Result<(), String> {
+    spec.memory_limit = t
+        .memory_limit
+        .as_deref()
+        .map(parse_size)
+        .transpose()
+        .map_err(|e| format!("memory_limit: {e}"))?;
+    spec.on_memory_limit = choice(
+        "on_memory_limit",
+        t.on_memory_limit.as_deref(),
+        &[
+            ("deny", MemoryPolicy::Deny),
+            ("kill", MemoryPolicy::Kill),
+            ("notify", MemoryPolicy::Notify),
+        ],
+    )?;
+    spec.cpu_limit = t
+        .cpu_limit
+        .as_deref()
+        .map(parse_duration)
+        .transpose()
+        .map_err(|e| format!("cpu_limit: {e}"))?;
+    spec.on_cpu_limit_notify = choice(
+        "on_cpu_limit",
+        t.on_cpu_limit.as_deref(),
+        &[("kill", false), ("notify", true)],
+    )?;
+    Ok(())
+}
+
+/// Handle and message quotas, and the names it may register and look up.
+fn task_ipc(t: &RawTask, spec: &mut TaskSpec) -> Result<(), String> {
+    spec.max_handles = match t.max_handles {
+        None => DEFAULT_MAX_HANDLES,
+        Some(n) if n == 0 || n > MAX_HANDLES => {
+            return Err(format!("max_handles: must be between 1 and {MAX_HANDLES}"))
+        }
+        Some(n) => n,
+    };
+    spec.max_message_bytes = match t.max_message_bytes.as_deref().map(parse_size).transpose() {
+        Err(e) => return Err(format!("max_message_bytes: {e}")),
+        Ok(Some(n)) if n > MAX_MESSAGE_BYTES => {
+            return Err(format!(
+                "max_message_bytes: at most {MAX_MESSAGE_BYTES} bytes"
+            ))
+        }
+        Ok(n) => n.unwrap_or(DEFAULT_MAX_MESSAGE_BYTES),
+    };
+    spec.max_message_handles = t.max_message_handles.unwrap_or(DEFAULT_MAX_MESSAGE_HANDLES);
+    for (key, list) in [
+        ("provides", &t.provides),
+        ("uses", &t.uses),
+        ("export", &t.export),
+    ] {
+        if let Some(bad) = list.iter().find(|n| n.is_empty() || n.len() > 256) {
+            return Err(format!("{key}: bad name {bad:?} (1 to 256 bytes)"));
+        }
+    }
+    if let Some(bad) = t.export.iter().find(|n| !within(&t.provides, n)) {
+        return Err(format!(
+            "export: {bad:?} is not among the names the task provides"
+        ));
+    }
+    spec.provides = t.provides.clone();
+    spec.uses = t.uses.clone();
+    spec.export = t.export.clone();
+    Ok(())
+}
+
+/// Whether every name `pattern` matches is matched by `patterns` too.
+fn within(patterns: &[String], pattern: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        None => crate::ipc::name_allowed(patterns, pattern),
+        Some(prefix) => patterns
+            .iter()
+            .any(|p| p.strip_suffix('*').is_some_and(|q| prefix.starts_with(q))),
+    }
+}
+
+fn output(value: Option<&str>, base: &Path) -> Result<Output, String> {
+    Ok(match value {
+        None | Some("inherit") => Output::Inherit,
+        Some("null") => Output::Null,
+        Some("") => return Err("empty path".into()),
+        Some(path) => {
+            let p: PathBuf = base.join(path);
+            match p.parent() {
+                Some(dir) if !dir.as_os_str().is_empty() && !dir.is_dir() => {
+                    return Err(format!("directory not found: {}", dir.display()))
+                }
+                _ => Output::File(p),
+            }
+        }
+    })
+}
