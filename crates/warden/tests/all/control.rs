@@ -46,7 +46,15 @@ pub fn start(dir: &std::path::Path) -> System {
             guests::HELLO
         ),
     );
-    start_system(&m)
+    let sys = start_system(&m);
+    // The control API comes up before the sleeper reaches its poll: wait
+    // for that, so tests that check it stays blocked see it blocked first.
+    let t = Instant::now();
+    while task(&ps(&sys.addr), "sleeper").is_none_or(|s| s["state"] != "blocked") {
+        assert!(t.elapsed() < Duration::from_secs(20), "sleeper never blocked");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    sys
 }
 
 #[test]
