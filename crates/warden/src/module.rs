@@ -8,7 +8,11 @@ use std::path::{Path, PathBuf};
 use wasmtime::{Engine, ExternType, InstancePre, Linker, Module, Precompiled};
 
 /// Import modules Warden provides to guests.
-pub const PROVIDED_IMPORT_MODULES: &[&str] = &["wasi_snapshot_preview1", crate::host::MODULE];
+pub const PROVIDED_IMPORT_MODULES: &[&str] = &[
+    "wasi_snapshot_preview1",
+    crate::host::MODULE,
+    crate::host::TEAVM_MODULE,
+];
 
 /// A module ready to be instantiated as tasks; shared by all its tasks.
 pub struct LoadedModule {
@@ -68,6 +72,10 @@ pub(crate) fn load(
         .map_err(|e| format!("{shown}: invalid module: {e:#}"))?
     };
     for import in module.imports() {
+        let teavm = import.module() == crate::host::TEAVM_MODULE;
+        if let Some(why) = crate::host::teavm_refusal(import.name()).filter(|_| teavm) {
+            return Err(format!("{shown}: imports `teavm::{}`: {why}", import.name()));
+        }
         if !PROVIDED_IMPORT_MODULES.contains(&import.module()) {
             return Err(format!(
                 "{shown}: imports `{}::{}`, which Warden does not provide \

@@ -1,6 +1,7 @@
 //! How a task's run ended, from the error Wasmtime returned.
 
 use crate::task::{KillSignal, TaskShared, TaskStatus};
+use crate::units::format_size;
 use wasmtime::{Trap, WasmBacktrace};
 use wasmtime_wasi::I32Exit;
 
@@ -28,6 +29,15 @@ pub(crate) fn classify(e: &wasmtime::Error, shared: &TaskShared, context: &str) 
             Some(name) => reason.push_str(&format!(" (in {name})")),
             None => reason.push_str(&format!(" (in function {})", frame.func_index())),
         }
+    }
+    if let Some(wanted) = shared.memory.last_refused() {
+        // Programs that do not check `memory.grow` (TeaVM's Java runtime,
+        // AssemblyScript) trap just after a refusal: say so.
+        reason.push_str(&format!(
+            ", after its memory budget of {} refused to grow to {}",
+            format_size(shared.memory.limit()),
+            format_size(wanted)
+        ));
     }
     TaskStatus::Trapped(reason)
 }

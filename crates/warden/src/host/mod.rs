@@ -47,6 +47,7 @@ mod passive;
 mod permit;
 mod poll;
 mod task;
+mod teavm;
 mod wasi;
 mod wasi_net;
 
@@ -56,6 +57,8 @@ pub use direct::{HostCall, HostHandler};
 pub(crate) use ending::classify;
 pub(crate) use net::{ChildNet, TaskNet};
 pub(crate) use passive::{add_to_passive_linker, on_tick as passive_on_tick, Passive, Server};
+pub(crate) use teavm::add_to_linker as add_teavm_to_linker;
+pub use teavm::{refusal as teavm_refusal, MODULE as TEAVM_MODULE};
 pub(crate) use wasi::add_to_linker as add_wasi_bounds;
 pub use wasi::{MAX_OPEN_FILES, MAX_POLL_SUBSCRIPTIONS};
 pub(crate) use wasi_net::Sockets;

@@ -42,8 +42,10 @@ pub(super) fn engine(
         .map_err(start)?;
     crate::host::add_wasi_bounds(&mut linker).map_err(start)?;
     crate::host::add_to_linker(&mut linker).map_err(start)?;
+    crate::host::add_teavm_to_linker(&mut linker).map_err(start)?;
     let mut passive = Linker::new(&engine);
     crate::host::add_to_passive_linker(&mut passive).map_err(start)?;
+    crate::host::add_teavm_to_linker(&mut passive).map_err(start)?;
     Ok((engine, linker, passive))
 }
 

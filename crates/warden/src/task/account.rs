@@ -16,6 +16,8 @@ pub struct MemoryAccount {
     current: AtomicU64,
     peak: AtomicU64,
     denials: AtomicU64,
+    /// What the latest refused charge would have brought the account to.
+    last_refused: AtomicU64,
 }
 
 /// What a refused charge was, for the event the caller may write.
@@ -37,6 +39,7 @@ impl MemoryAccount {
             current: AtomicU64::new(0),
             peak: AtomicU64::new(0),
             denials: AtomicU64::new(0),
+            last_refused: AtomicU64::new(0),
         }
     }
 
@@ -65,16 +68,25 @@ impl MemoryAccount {
         self.denials.load(Ordering::Relaxed)
     }
 
+    /// The latest refusal, if there was one: what that charge would have
+    /// brought the account to (a trap right after it most likely comes
+    /// from a program that did not check for failure).
+    pub fn last_refused(&self) -> Option<u64> {
+        Some(self.last_refused.load(Ordering::Relaxed)).filter(|_| self.denials() > 0)
+    }
+
     /// Charges `bytes` if they fit under the limit. Any thread may charge.
     pub fn try_charge(&self, bytes: u64) -> Result<(), Refused> {
         let mut cur = self.current.load(Ordering::Relaxed);
         loop {
             let limit = self.limit();
             let Some(next) = cur.checked_add(bytes).filter(|&n| n <= limit) else {
+                let wanted = cur.saturating_add(bytes);
+                self.last_refused.store(wanted, Ordering::Relaxed);
                 let first = self.denials.fetch_add(1, Ordering::Relaxed) == 0;
                 return Err(Refused {
                     limit,
-                    wanted: cur.saturating_add(bytes),
+                    wanted,
                     first,
                 });
             };
@@ -219,6 +231,7 @@ mod tests {
     fn memory_charges_are_exact_and_refunds_never_wrap() {
         let m = MemoryAccount::new(Some(100));
         assert!(m.try_charge(60).is_ok());
+        assert_eq!(m.last_refused(), None);
         let refused = m.try_charge(41).unwrap_err();
         assert_eq!(
             (refused.limit, refused.wanted, refused.first),
@@ -227,6 +240,7 @@ mod tests {
         assert!(!m.try_charge(u64::MAX).unwrap_err().first);
         assert!(m.try_charge(40).is_ok());
         assert_eq!((m.current(), m.peak(), m.denials()), (100, 100, 2));
+        assert_eq!(m.last_refused(), Some(u64::MAX));
         m.refund(100);
         assert_eq!(m.current(), 0);
     }

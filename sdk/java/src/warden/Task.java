@@ -1,0 +1,80 @@
+package warden;
+
+import org.teavm.interop.Address;
+
+/**
+ * A child task: spawned from a module the manifest granted this task
+ * ({@code modules = { worker = "worker.wasm" }}), with a memory and CPU
+ * budget carved from this task's own.
+ */
+public final class Task {
+    /** {@link #await} of a child that trapped. */
+    public static final int TRAPPED = -1;
+    /** {@link #await} of a child that was killed. */
+    public static final int KILLED = -2;
+
+    private final int handle;
+
+    private Task(int handle) {
+        this.handle = handle;
+    }
+
+    /**
+     * Starts the granted module {@code module} with {@code args}, a memory
+     * limit in bytes (taken from this task's budget while the child lives)
+     * and a CPU limit in nanoseconds (0: none of its own).
+     */
+    public static Task spawn(String module, String[] args, long memoryLimit, long cpuLimitNanos) {
+        byte[] name = Abi.utf8(module);
+        int m = Abi.check(Abi.moduleLookup(Abi.data(name), name.length));
+        try {
+            byte[][] words = new byte[args.length][];
+            int[] argv = new int[Math.max(args.length, 1)];
+            for (int i = 0; i < args.length; i++) {
+                byte[] w = Abi.utf8(args[i]);
+                words[i] = new byte[w.length + 1];
+                System.arraycopy(w, 0, words[i], 0, w.length);
+                argv[i] = Address.ofData(words[i]).toInt();
+            }
+            // warden_budget: memory_limit, cpu_limit_ns, cpu_share (1), padding.
+            long[] budget = {memoryLimit, cpuLimitNanos, 1};
+            return new Task(Abi.check(Abi.taskSpawn(m, Address.ofData(argv), args.length,
+                    Address.ofData(budget), Abi.null_(), 0)));
+        } finally {
+            Abi.close(m);
+        }
+    }
+
+    /**
+     * Waits up to {@code timeoutNanos} (negative: for ever) for the child to
+     * end: its exit code, or {@link #TRAPPED} or {@link #KILLED}. Throws
+     * {@link WardenException#TIMEOUT} if it is still running.
+     */
+    public int await(long timeoutNanos) {
+        int[] status = new int[1];
+        Abi.check(Abi.taskWait(handle, timeoutNanos, Address.ofData(status)));
+        return status[0];
+    }
+
+    /** Kills the child and its own children; every resource they held returns. */
+    public void kill() {
+        Abi.check(Abi.taskKill(handle));
+    }
+
+    /**
+     * Blocks this task for {@code nanos} without using CPU. (TeaVM's
+     * {@code Thread.sleep} needs its coroutine runtime, which a WASI module
+     * does not have.)
+     */
+    public static void sleep(long nanos) {
+        // One relative monotonic-clock subscription (48 bytes); its event
+        // (32 bytes) and the count are written after it.
+        long[] sub = new long[6];
+        sub[1] = 0; // tag 0: clock
+        sub[2] = 1; // clock id: monotonic
+        sub[3] = nanos;
+        long[] event = new long[4];
+        int[] count = new int[1];
+        Abi.pollOneoff(Address.ofData(sub), Address.ofData(event), 1, Address.ofData(count));
+    }
+}
