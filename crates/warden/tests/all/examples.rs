@@ -4,18 +4,23 @@ use crate::util::*;
 use std::path::Path;
 
 /// The repository's root, after `scripts/build-examples` built the
-/// examples.
+/// examples (once per test run).
 fn built_examples() -> std::path::PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let built = std::process::Command::new(root.join("scripts/build-examples"))
-        .output()
-        .unwrap();
-    assert!(
-        built.status.success(),
-        "{}",
-        String::from_utf8_lossy(&built.stderr)
-    );
-    root
+    static BUILT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+            let built = std::process::Command::new(root.join("scripts/build-examples"))
+                .output()
+                .unwrap();
+            assert!(
+                built.status.success(),
+                "{}",
+                String::from_utf8_lossy(&built.stderr)
+            );
+            root
+        })
+        .clone()
 }
 
 /// Runs a manifest with `warden run`, which must exit 0; its stdout.
@@ -61,6 +66,22 @@ fn echo_kv_and_pipeline_examples() {
     ] {
         assert!(pipeline.contains(want), "{want:?} missing from {pipeline}");
     }
+}
+
+/// One echo server in C, and clients in Java (TeaVM), Zig, Rust and
+/// AssemblyScript, built by their own toolchains with their SDKs, in one
+/// system.
+#[test]
+fn polyglot_example() {
+    let root = built_examples();
+    let out = run(&root.join("examples/polyglot/polyglot.toml"));
+    for lang in ["java", "zig", "rust", "assemblyscript"] {
+        assert!(
+            out.contains(&format!("[{lang}] {lang}: 500 echoes checked")),
+            "{lang} missing from {out}"
+        );
+    }
+    assert!(out.contains("[server] served 2004 calls"), "{out}");
 }
 
 /// The network examples: TCP echo, three tenants sharing a link, and the

@@ -102,6 +102,9 @@ final class Abi {
     @Import(module = "wasi_snapshot_preview1", name = "poll_oneoff")
     static native int pollOneoff(Address subscriptions, Address events, int n, Address nevents);
 
+    @Import(module = "wasi_snapshot_preview1", name = "proc_exit")
+    static native void procExit(int code);
+
     /** {@code r} if it is not an error code; else throws. */
     static long check(long r) {
         if (r < 0) {

@@ -62,6 +62,14 @@ public final class Task {
     }
 
     /**
+     * Ends this task with exit code {@code code} (TeaVM's WASI runtime has
+     * no {@code System.exit}).
+     */
+    public static void exit(int code) {
+        Abi.procExit(code);
+    }
+
+    /**
      * Blocks this task for {@code nanos} without using CPU. (TeaVM's
      * {@code Thread.sleep} needs its coroutine runtime, which a WASI module
      * does not have.)

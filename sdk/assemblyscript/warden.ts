@@ -1,0 +1,135 @@
+// AssemblyScript bindings for Warden guests: import what you need,
+//
+//   import { Portal, WardenError } from "../../sdk/assemblyscript/warden";
+//
+// and build with the WASI shim (scripts/build-examples shows how). Kernel
+// errors are negative codes, as in sdk/c/warden.h; AssemblyScript has no
+// exceptions to catch, so the functions return the code, or abort with
+// its description where a value is expected (see `check`).
+
+@external("warden", "close")
+declare function __close(h: i32): i32;
+@external("warden", "service_create")
+declare function __service_create(): i32;
+@external("warden", "portal_create")
+declare function __portal_create(service: i32): i32;
+@external("warden", "call")
+declare function __call(portal: i32, req: usize, reqLen: u32, reqH: usize, reqNh: u32,
+  resp: usize, respCap: u32, respH: usize, respNh: usize): i64;
+@external("warden", "call_fast")
+declare function __call_fast(portal: i32, req: usize, reqLen: u32, reqH: usize, reqNh: u32,
+  resp: usize, respCap: u32, respH: usize, respNh: usize): i64;
+@external("warden", "recv")
+declare function __recv(service: i32, callId: usize, buf: usize, cap: u32, h: usize, nh: usize): i64;
+@external("warden", "reply")
+declare function __reply(callId: u64, resp: usize, len: u32, h: usize, nh: u32): i32;
+@external("warden", "name_register")
+declare function __name_register(name: usize, len: u32, portal: i32): i32;
+@external("warden", "name_lookup")
+declare function __name_lookup(name: usize, len: u32, timeoutNs: i64): i32;
+
+/** Bytes a receive or a call's reply takes at most by default. */
+export const DEFAULT_CAPACITY: i32 = 64 * 1024;
+const EAGAIN: i64 = -15;
+
+/** What a negative code means (the text of warden_strerror). */
+export function describe(code: i64): string {
+  switch (<i32>code) {
+    case -1: return "bad handle";
+    case -2: return "revoked";
+    case -3: return "peer died";
+    case -4: return "no clients";
+    case -5: return "denied";
+    case -6: return "quota exceeded";
+    case -7: return "out of memory";
+    case -8: return "bad pointer";
+    case -9: return "timed out";
+    case -10: return "invalid argument";
+    case -11: return "already exists";
+    case -12: return "would deadlock";
+    case -13: return "out of range";
+    case -14: return "no reply";
+    default: return code >= 0 ? "success" : "unknown error";
+  }
+}
+
+/** A capability to call a service. `handle` is negative (a code) if the lookup failed. */
+export class Portal {
+  private reply: Uint8Array = new Uint8Array(DEFAULT_CAPACITY);
+  private count: Uint32Array = new Uint32Array(1);
+  constructor(public handle: i32) {}
+
+  /** The portal registered under `name`, waiting up to timeoutNs (negative: for ever). */
+  static lookup(name: string, timeoutNs: i64): Portal {
+    const n = String.UTF8.encode(name);
+    return new Portal(__name_lookup(changetype<usize>(n), <u32>n.byteLength, timeoutNs));
+  }
+
+  /** Calls the service: the reply's length, or a negative code. The reply is `lastReply(len)`. */
+  call(request: Uint8Array): i64 {
+    const req = request.dataStart, len = <u32>request.length;
+    const resp = this.reply.dataStart, cap = <u32>this.reply.length;
+    const nh = this.count.dataStart;
+    this.count[0] = 0;
+    let r = __call_fast(this.handle, req, len, 0, 0, resp, cap, 0, nh);
+    if (r == EAGAIN) r = __call(this.handle, req, len, 0, 0, resp, cap, 0, nh);
+    return r;
+  }
+
+  /** The first `len` bytes of the last reply. */
+  lastReply(len: i64): Uint8Array {
+    return this.reply.slice(0, <i32>len);
+  }
+
+  close(): void {
+    __close(this.handle);
+  }
+}
+
+/** A received call. */
+export class Request {
+  constructor(public id: u64, public data: Uint8Array) {}
+
+  /** Answers the call: 0 or a negative code. */
+  reply(response: Uint8Array): i32 {
+    return __reply(this.id, response.dataStart, <u32>response.length, 0, 0);
+  }
+}
+
+/** A service this task serves. */
+export class Service {
+  private buffer: Uint8Array = new Uint8Array(DEFAULT_CAPACITY);
+  private id: Uint64Array = new Uint64Array(1);
+  private count: Uint32Array = new Uint32Array(1);
+  constructor(public handle: i32) {}
+
+  static create(): Service {
+    return new Service(check(__service_create()));
+  }
+
+  /** Publishes a portal to the service under `name`: 0 or a negative code. */
+  register(name: string): i32 {
+    const portal = __portal_create(this.handle);
+    if (portal < 0) return portal;
+    const n = String.UTF8.encode(name);
+    const r = __name_register(changetype<usize>(n), <u32>n.byteLength, portal);
+    __close(portal);
+    return r;
+  }
+
+  /** The next call; aborts with the code's description if none can come. */
+  receive(): Request {
+    this.count[0] = 0;
+    const r = __recv(this.handle, this.id.dataStart, this.buffer.dataStart,
+      <u32>this.buffer.length, 0, this.count.dataStart);
+    check(<i32>r);
+    const n = r < <i64>this.buffer.length ? <i32>r : this.buffer.length;
+    return new Request(this.id[0], this.buffer.slice(0, n));
+  }
+}
+
+/** `code` if it is not an error; else aborts the task with its description. */
+export function check(code: i32): i32 {
+  if (code < 0) abort(describe(code));
+  return code;
+}

@@ -1,0 +1,273 @@
+//! Rust bindings for Warden guests: the `warden` host functions as safe
+//! types. Builds with Rust 1.63 for `wasm32-wasi`, with no dependencies:
+//!
+//! ```text
+//! rustc --edition 2021 --crate-type rlib --target wasm32-wasi -O src/lib.rs
+//! rustc --edition 2021 --target wasm32-wasi -O --extern warden_guest=libwarden_guest.rlib client.rs
+//! ```
+//!
+//! ```no_run
+//! let echo = warden_guest::Portal::lookup("echo", -1)?;
+//! let reply = echo.call(b"hello")?;
+//! assert_eq!(reply, b"hello");
+//! # Ok::<(), warden_guest::Error>(())
+//! ```
+//!
+//! Every function returns [`Error`] for a negative code from the kernel;
+//! none of them panics on the kernel's account.
+
+#![warn(missing_docs)]
+
+mod raw;
+
+use std::fmt;
+
+/// Bytes taken at most by a receive or a reply, unless set otherwise (a
+/// task's default `max_message_bytes`).
+pub const DEFAULT_CAPACITY: usize = 64 * 1024;
+
+/// A kernel error code (negative, as `WARDEN_E*` in `warden.h`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Error(pub i32);
+
+impl Error {
+    /// A handle that is not this task's, or of the wrong kind.
+    pub const BAD_HANDLE: Error = Error(-1);
+    /// The object was revoked.
+    pub const REVOKED: Error = Error(-2);
+    /// The other task died or closed the service.
+    pub const PEER_DIED: Error = Error(-3);
+    /// No portal to the service is left.
+    pub const NO_CLIENTS: Error = Error(-4);
+    /// Not permitted by the manifest.
+    pub const DENIED: Error = Error(-5);
+    /// Over a quota.
+    pub const QUOTA: Error = Error(-6);
+    /// Over the task's memory budget.
+    pub const NO_MEMORY: Error = Error(-7);
+    /// The wait timed out.
+    pub const TIMEOUT: Error = Error(-9);
+    /// An invalid argument.
+    pub const INVALID: Error = Error(-10);
+
+    /// What the code means (the text of `warden_strerror`).
+    pub fn describe(self) -> &'static str {
+        match self.0 {
+            -1 => "bad handle",
+            -2 => "revoked",
+            -3 => "peer died",
+            -4 => "no clients",
+            -5 => "denied",
+            -6 => "quota exceeded",
+            -7 => "out of memory",
+            -8 => "bad pointer",
+            -9 => "timed out",
+            -10 => "invalid argument",
+            -11 => "already exists",
+            -12 => "would deadlock",
+            -13 => "out of range",
+            -14 => "no reply",
+            -15 => "would wait",
+            _ => "unknown error",
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.describe(), self.0)
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// The result of a host function.
+pub type Result<T> = std::result::Result<T, Error>;
+
+fn check(r: i64) -> Result<i64> {
+    if r < 0 {
+        Err(Error(r as i32))
+    } else {
+        Ok(r)
+    }
+}
+
+/// A handle, closed when dropped.
+#[derive(Debug)]
+struct Handle(i32);
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        unsafe { raw::close(self.0) };
+    }
+}
+
+/// A capability to call a service.
+#[derive(Debug)]
+pub struct Portal(Handle);
+
+impl Portal {
+    /// The portal registered under `name`, waiting up to `timeout_ns` for
+    /// it (negative: for ever; 0: not at all).
+    pub fn lookup(name: &str, timeout_ns: i64) -> Result<Portal> {
+        let h = unsafe { raw::name_lookup(name.as_ptr(), name.len() as u32, timeout_ns) };
+        Ok(Portal(Handle(check(h as i64)? as i32)))
+    }
+
+    /// Calls the service and waits for its reply (at most
+    /// [`DEFAULT_CAPACITY`] bytes; see [`Portal::call_into`]).
+    pub fn call(&self, request: &[u8]) -> Result<Vec<u8>> {
+        let mut reply = vec![0; DEFAULT_CAPACITY];
+        let n = self.call_into(request, &mut reply)?;
+        reply.truncate(n);
+        Ok(reply)
+    }
+
+    /// Calls the service with the reply written into `reply`: its length.
+    /// A reply longer than `reply` is [`Error::QUOTA`].
+    pub fn call_into(&self, request: &[u8], reply: &mut [u8]) -> Result<usize> {
+        let mut nh = 0u32;
+        let (req, cap) = (request.as_ptr(), reply.len() as u32);
+        let mut n = unsafe {
+            raw::call_fast(self.0 .0, req, request.len() as u32, std::ptr::null(), 0,
+                reply.as_mut_ptr(), cap, std::ptr::null_mut(), &mut nh)
+        };
+        if n == -15 {
+            n = unsafe {
+                raw::call(self.0 .0, req, request.len() as u32, std::ptr::null(), 0,
+                    reply.as_mut_ptr(), cap, std::ptr::null_mut(), &mut nh)
+            };
+        }
+        let n = check(n)? as usize;
+        if n > reply.len() {
+            return Err(Error::QUOTA);
+        }
+        Ok(n)
+    }
+}
+
+/// A service this task serves.
+#[derive(Debug)]
+pub struct Service {
+    handle: Handle,
+    buffer: Vec<u8>,
+}
+
+/// A received call, answered with [`Request::reply`].
+#[derive(Debug)]
+pub struct Request {
+    id: u64,
+    /// The request's bytes.
+    pub data: Vec<u8>,
+}
+
+impl Service {
+    /// A new service.
+    pub fn create() -> Result<Service> {
+        let h = check(unsafe { raw::service_create() } as i64)? as i32;
+        Ok(Service { handle: Handle(h), buffer: vec![0; DEFAULT_CAPACITY] })
+    }
+
+    /// Publishes a portal to the service under `name`.
+    pub fn register(&self, name: &str) -> Result<()> {
+        let portal = Handle(check(unsafe { raw::portal_create(self.handle.0) } as i64)? as i32);
+        let r = unsafe { raw::name_register(name.as_ptr(), name.len() as u32, portal.0) };
+        check(r as i64).map(|_| ())
+    }
+
+    /// Waits for the next call ([`Error::NO_CLIENTS`] once no portal is
+    /// left). A request longer than the buffer arrives cut short.
+    pub fn receive(&mut self) -> Result<Request> {
+        let (mut id, mut nh) = (0u64, 0u32);
+        let n = unsafe {
+            raw::recv(self.handle.0, &mut id, self.buffer.as_mut_ptr(), self.buffer.len() as u32,
+                std::ptr::null_mut(), &mut nh)
+        };
+        let n = (check(n)? as usize).min(self.buffer.len());
+        Ok(Request { id, data: self.buffer[..n].to_vec() })
+    }
+}
+
+impl Request {
+    /// Answers the call.
+    pub fn reply(self, response: &[u8]) -> Result<()> {
+        let r = unsafe {
+            raw::reply(self.id, response.as_ptr(), response.len() as u32, std::ptr::null(), 0)
+        };
+        check(r as i64).map(|_| ())
+    }
+}
+
+/// A child task.
+#[derive(Debug)]
+pub struct Task(Handle);
+
+/// How a child ended: its exit code, or trapped or killed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// It exited with this code.
+    Code(i32),
+    /// It trapped.
+    Trapped,
+    /// It was killed.
+    Killed,
+}
+
+impl Task {
+    /// Starts the granted module `module` with `args`, a memory limit and a
+    /// CPU limit (0: none of its own).
+    pub fn spawn(module: &str, args: &[&str], memory_limit: u64, cpu_limit_ns: u64) -> Result<Task> {
+        let m = Handle(check(unsafe { raw::module_lookup(module.as_ptr(), module.len() as u32) } as i64)? as i32);
+        let words: Vec<Vec<u8>> = args.iter().map(|a| a.bytes().chain(Some(0)).collect()).collect();
+        let argv: Vec<*const u8> = words.iter().map(|w| w.as_ptr()).collect();
+        let budget = raw::Budget { memory_limit, cpu_limit_ns, cpu_share: 1 };
+        let h = unsafe {
+            raw::task_spawn(m.0, argv.as_ptr(), argv.len() as u32, &budget, std::ptr::null(), 0)
+        };
+        Ok(Task(Handle(check(h as i64)? as i32)))
+    }
+
+    /// Waits up to `timeout_ns` (negative: for ever) for the child to end.
+    pub fn wait(&self, timeout_ns: i64) -> Result<Exit> {
+        let mut status = 0i32;
+        check(unsafe { raw::task_wait(self.0 .0, timeout_ns, &mut status) } as i64)?;
+        Ok(match status {
+            -1 => Exit::Trapped,
+            -2 => Exit::Killed,
+            code => Exit::Code(code),
+        })
+    }
+
+    /// Kills the child and its children.
+    pub fn kill(&self) -> Result<()> {
+        check(unsafe { raw::task_kill(self.0 .0) } as i64).map(|_| ())
+    }
+}
+
+/// Bytes outside every task's memory, shared by handle.
+#[derive(Debug)]
+pub struct MemoryObject(Handle);
+
+impl MemoryObject {
+    /// A zeroed object of `size` bytes, charged to this task's budget.
+    pub fn create(size: u64) -> Result<MemoryObject> {
+        Ok(MemoryObject(Handle(check(unsafe { raw::mem_create(size) } as i64)? as i32)))
+    }
+
+    /// Reads into `buf` from `offset`: the bytes read.
+    pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let n = unsafe { raw::mem_read(self.0 .0, offset, buf.as_mut_ptr(), buf.len() as u32) };
+        Ok(check(n)? as usize)
+    }
+
+    /// Writes `data` at `offset`.
+    pub fn write(&self, offset: u64, data: &[u8]) -> Result<usize> {
+        let n = unsafe { raw::mem_write(self.0 .0, offset, data.as_ptr(), data.len() as u32) };
+        Ok(check(n)? as usize)
+    }
+
+    /// The object's size.
+    pub fn size(&self) -> Result<u64> {
+        Ok(check(unsafe { raw::mem_size(self.0 .0) })? as u64)
+    }
+}

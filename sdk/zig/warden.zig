@@ -1,0 +1,68 @@
+//! Zig bindings for Warden guests: `warden.h` through @cImport, plus a few
+//! wrappers that turn error codes into Zig errors. Build with the C SDK
+//! (its definitions carry the import attributes Zig's translate-c drops):
+//!
+//!   zig build-exe -target wasm32-wasi -O ReleaseSmall -lc -I sdk/c \
+//!       --dep warden -Mroot=prog.zig -Mwarden=sdk/zig/warden.zig sdk/c/warden.c
+//!
+//! (or `@import("warden.zig")` from a copy beside the program).
+
+/// Everything `warden.h` declares, under its C names.
+pub const c = @cImport({
+    @cDefine("WARDEN_NO_DEFINITIONS", "1");
+    @cInclude("warden.h");
+});
+
+/// A kernel error code, as a Zig error.
+pub const Error = error{
+    BadHandle,
+    Revoked,
+    PeerDied,
+    NoClients,
+    Denied,
+    Quota,
+    NoMemory,
+    BadPointer,
+    Timeout,
+    Invalid,
+    Exists,
+    Deadlock,
+    Range,
+    NoReply,
+    Unknown,
+};
+
+/// `r` if it is not an error code.
+pub fn check(r: i64) Error!i64 {
+    if (r >= 0) return r;
+    return switch (r) {
+        -1 => Error.BadHandle,
+        -2 => Error.Revoked,
+        -3 => Error.PeerDied,
+        -4 => Error.NoClients,
+        -5 => Error.Denied,
+        -6 => Error.Quota,
+        -7 => Error.NoMemory,
+        -8 => Error.BadPointer,
+        -9 => Error.Timeout,
+        -10 => Error.Invalid,
+        -11 => Error.Exists,
+        -12 => Error.Deadlock,
+        -13 => Error.Range,
+        -14 => Error.NoReply,
+        else => Error.Unknown,
+    };
+}
+
+/// The portal registered under `name`, waiting up to `timeout_ns`
+/// (negative: for ever).
+pub fn lookup(name: [*:0]const u8, timeout_ns: i64) Error!c.warden_handle {
+    return @intCast(try check(c.warden_name_lookup(name, timeout_ns)));
+}
+
+/// Calls `portal` with `request`; the reply is the first bytes of `reply`.
+pub fn call(portal: c.warden_handle, request: []const u8, reply: []u8) Error![]u8 {
+    const n: usize = @intCast(try check(c.warden_call(portal, request.ptr, request.len, null, 0, reply.ptr, reply.len, null, null)));
+    if (n > reply.len) return Error.Quota;
+    return reply[0..n];
+}
