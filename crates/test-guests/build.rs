@@ -1,7 +1,12 @@
 //! Compiles every guest program under `guests/` into `$OUT_DIR`:
 //! `.wat` files with the `wat` crate, `.c` files with clang for
 //! `wasm32-wasi` (install: `apt-get install clang lld wasi-libc
-//! libclang-rt-dev-wasm32`). Generates one `pub const` path per guest.
+//! libclang-rt-dev-wasm32`), and each Java class with a `main` under
+//! `guests/java/` with `scripts/guest-build java` (javac and TeaVM).
+//! Generates one `pub const` path per guest. A Java guest that cannot be
+//! built (no JDK) becomes an empty path and a reason in
+//! `UNBUILT`: the tests that need it fail with that reason, and the rest
+//! still build and run.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -62,5 +67,62 @@ fn main() {
             dest.to_str().unwrap()
         ));
     }
+    java(&out, &mut consts);
     std::fs::write(out.join("guests.rs"), consts).unwrap();
+}
+
+/// Builds each class with a `main` under `guests/java` (all the directory's
+/// sources together, with the Java SDK) into `java_<name>.wasm`.
+fn java(out: &Path, consts: &mut String) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    println!("cargo:rerun-if-changed=../../sdk/java");
+    println!("cargo:rerun-if-changed=../../scripts/guest-build");
+    let dir = Path::new("guests/java");
+    let mut unbuilt = String::new();
+    let mut classes: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| std::fs::read_to_string(p).is_ok_and(|t| t.contains("static void main")))
+        .collect();
+    classes.sort();
+    for path in classes {
+        let class = path.file_stem().unwrap().to_str().unwrap();
+        let name = snake(class);
+        let dest = out.join(format!("{name}.wasm"));
+        let built = Command::new(root.join("scripts/guest-build"))
+            .args(["java", dir.to_str().unwrap(), class])
+            .arg(&dest)
+            .output();
+        let path_text = match built {
+            Ok(o) if o.status.success() => dest.to_str().unwrap().to_string(),
+            Ok(o) => {
+                let why = String::from_utf8_lossy(&o.stderr).trim().to_string();
+                println!("cargo:warning=cannot build {class}: {why}");
+                unbuilt.push_str(&format!("({:?}, {:?}),\n", name.to_uppercase(), why));
+                String::new()
+            }
+            Err(e) => panic!("scripts/guest-build: {e}"),
+        };
+        consts.push_str(&format!(
+            "/// `guests/java/{class}.java` compiled by TeaVM.\npub const {}: &str = {:?};\n",
+            name.to_uppercase(),
+            path_text
+        ));
+    }
+    consts.push_str(&format!(
+        "/// Guests that could not be built, with the reason.\n\
+         pub const UNBUILT: &[(&str, &str)] = &[{unbuilt}];\n"
+    ));
+}
+
+/// `JavaKit` as `java_kit`.
+fn snake(class: &str) -> String {
+    let mut s = String::new();
+    for (i, c) in class.chars().enumerate() {
+        if c.is_uppercase() && i > 0 {
+            s.push('_');
+        }
+        s.push(c.to_ascii_lowercase());
+    }
+    s
 }

@@ -74,7 +74,10 @@ pub(crate) fn load(
     for import in module.imports() {
         let teavm = import.module() == crate::host::TEAVM_MODULE;
         if let Some(why) = crate::host::teavm_refusal(import.name()).filter(|_| teavm) {
-            return Err(format!("{shown}: imports `teavm::{}`: {why}", import.name()));
+            return Err(format!(
+                "{shown}: imports `teavm::{}`: {why}",
+                import.name()
+            ));
         }
         if !PROVIDED_IMPORT_MODULES.contains(&import.module()) {
             return Err(format!(

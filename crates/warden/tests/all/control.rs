@@ -51,7 +51,10 @@ pub fn start(dir: &std::path::Path) -> System {
     // for that, so tests that check it stays blocked see it blocked first.
     let t = Instant::now();
     while task(&ps(&sys.addr), "sleeper").is_none_or(|s| s["state"] != "blocked") {
-        assert!(t.elapsed() < Duration::from_secs(20), "sleeper never blocked");
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "sleeper never blocked"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     sys

@@ -23,6 +23,7 @@ mod ipc_memory;
 mod ipc_stress;
 mod ipc_termination;
 mod isolation;
+mod java;
 mod kill;
 mod limits_cpu;
 mod limits_memory;

@@ -1,0 +1,119 @@
+//! Java programs, compiled by TeaVM with the Java SDK (`sdk/java`), run
+//! as tasks under the same limits as any other, and use services, portals,
+//! child tasks and memory objects through the `warden` package.
+
+use crate::util::*;
+use std::time::Duration;
+
+fn kit() -> &'static str {
+    guests::built(guests::JAVA_KIT)
+}
+
+/// Prints, reads its arguments, computes, allocates and catches its own
+/// exceptions (a checked one, a cast, an index out of bounds).
+#[test]
+fn a_java_program_runs_as_a_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(1);
+    let mut s = spec(dir.path(), "kit", kit());
+    s.args = vec!["basics".into(), "one".into(), "two".into()];
+    s.memory_limit = Some(32 << 20);
+    let r = run_one(&rt, &s, Duration::from_secs(30));
+    let out = stdout_of(dir.path(), "kit");
+    assert_eq!((r.status, r.exit_code), ("exited", Some(0)), "{out} {r:?}");
+    for want in [
+        "args: basics one two",
+        "primes below 100000: 9592",
+        "allocated 64 arrays, sum 2016",
+        "caught 11025",
+    ] {
+        assert!(out.contains(want), "{want:?} missing from {out}");
+    }
+}
+
+/// Java's heap lives in the task's linear memory, so the task's budget
+/// bounds it: past it the program ends, and the reason names the budget
+/// (TeaVM traps on a refused grow instead of throwing OutOfMemoryError).
+/// The CPU limit holds too.
+#[test]
+fn java_runs_out_of_its_budgets_with_a_clear_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(2);
+    let mut hog = spec(dir.path(), "hog", kit());
+    hog.args = vec!["hog".into()];
+    hog.memory_limit = Some(24 << 20);
+    let mut spin = spec(dir.path(), "spin", kit());
+    spin.args = vec!["spin".into()];
+    spin.cpu_limit = Some(Duration::from_millis(100));
+    let (h, s) = (rt.spawn(&hog).unwrap(), rt.spawn(&spin).unwrap());
+    let (h, s) = (
+        wait(&rt, h, Duration::from_secs(30)),
+        wait(&rt, s, Duration::from_secs(30)),
+    );
+    let reason = h.reason.clone().unwrap_or_default();
+    assert_eq!(h.status, "trapped", "{h:?}");
+    assert!(
+        reason.contains("after its memory budget of 24.0 MiB refused to grow"),
+        "{reason}"
+    );
+    assert!(h.peak_memory_bytes <= 24 << 20, "{h:?}");
+    assert!(stdout_of(dir.path(), "hog").contains("holding 8 MiB"));
+    assert_eq!(s.status, "killed", "{s:?}");
+    assert!(
+        s.reason
+            .clone()
+            .unwrap_or_default()
+            .contains("cpu limit exceeded"),
+        "{s:?}"
+    );
+}
+
+/// A system of Java tasks: a service and its client (errors as
+/// WardenException with the kernel's code), a parent spawning, awaiting
+/// and killing children, and a memory object.
+#[test]
+fn java_services_tasks_and_memory_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    let kit = kit();
+    let m = manifest(
+        dir.path(),
+        &format!(
+            "[[task]]\nname = 'server'\nmodule = '{kit}'\nargs = ['serve', 'rev', '1']\n\
+             provides = ['rev']\n\
+             [[task]]\nname = 'client'\nmodule = '{kit}'\nargs = ['call', 'rev', 'hello java']\n\
+             uses = ['rev']\n\
+             [[task]]\nname = 'family'\nmodule = '{kit}'\nargs = ['family']\n\
+             memory_limit = '96MiB'\nmodules = {{ self = '{kit}' }}\n\
+             [[task]]\nname = 'memobj'\nmodule = '{kit}'\nargs = ['memobj']\n"
+        ),
+    );
+    let out = warden()
+        .args(["run", "--no-cache"])
+        .arg(&m)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for want in [
+        "[server] serving rev",
+        "[server] served 1",
+        "[client] reply: avaj olleh",
+        "[client] lookup not-granted: denied (-5)",
+        "[client] call after close: bad handle (-1)",
+        "[family] child exited 0",
+        "[family] over its cpu limit: -2",
+        "[family] await: timed out (-9)",
+        "[family] killed: -2",
+        "[family] spawn over budget: out of memory (-7)",
+        "[family] spawn unknown: denied (-5)",
+        "[memobj] memory object of 4096 bytes: shared bytes",
+        "[memobj] read past the end: out of range (-13)",
+    ] {
+        assert!(text.contains(want), "{want:?} missing from {text}");
+    }
+}
