@@ -60,7 +60,9 @@ impl Peers {
                         .arg("-d")
                         .arg(&java_dir)
                         .arg(src.join("Hello.java"))
-                        .arg(src.join("Prims.java")),
+                        .arg(src.join("Prims.java"))
+                        // The Java guest's primitives, for HotSpot.
+                        .arg(src.join("../../crates/test-guests/guests/java/JavaPrims.java")),
                 )
             })
             .map(|_| java_dir);

@@ -1,6 +1,7 @@
 //! Seed 003 (MVM), Figures 3 and 4: what N copies of one program cost in
 //! memory and start-up when they are N tasks in one Warden process, N
-//! wasmtime processes, or N JVM processes.
+//! wasmtime processes, or N JVM processes; and, as in MVM itself, N copies
+//! of one Java program as N Warden tasks (compiled by TeaVM) against N JVMs.
 //!
 //! The program prints "ready" and sleeps. Footprint is the proportional set
 //! size (PSS: shared pages divided among their sharers) summed over every
@@ -25,6 +26,7 @@ use std::time::Instant;
 use warden_test_guests as guests;
 
 const WARDEN: &str = "Warden: N tasks in one process";
+const WARDEN_JAVA: &str = "Warden: N Java tasks (TeaVM) in one process";
 const WASMTIME: &str = "wasmtime: N processes";
 const JVM: &str = "JVM: N java processes";
 
@@ -71,16 +73,21 @@ pub fn run(ctx: &Ctx) -> Vec<Table> {
         std::cell::RefCell::new(std::collections::BTreeMap::<(&str, usize), String>::new());
     let (samples, errors) = {
         let mut contestants = vec![];
-        for &n in &ns {
-            let exe = &exe;
-            contestants.push(contestant(&format!("{WARDEN} {n}"), move |s| {
-                let mut c = Command::new(exe);
-                c.args(["child-copies", &n.to_string(), ready, "--cache"]);
-                c.arg(ctx.peers.dir().join("warden-cache"));
-                let (bytes, ms, _) = measure(vec![c])?;
-                push(s, WARDEN, n, bytes, ms);
-                Ok(())
-            }));
+        for (system, module) in [(WARDEN, ready), (WARDEN_JAVA, guests::JAVA_READY)] {
+            for &n in &ns {
+                let exe = &exe;
+                contestants.push(contestant(&format!("{system} {n}"), move |s| {
+                    if module.is_empty() {
+                        return Err(format!("Java guest not built: {:?}", guests::UNBUILT));
+                    }
+                    let mut c = Command::new(exe);
+                    c.args(["child-copies", &n.to_string(), module, "--cache"]);
+                    c.arg(ctx.peers.dir().join("warden-cache"));
+                    let (bytes, ms, _) = measure(vec![c])?;
+                    push(s, system, n, bytes, ms);
+                    Ok(())
+                }));
+            }
         }
         for (i, system) in [WASMTIME, JVM].into_iter().enumerate() {
             for &n in &ns {
@@ -132,19 +139,25 @@ pub fn run(ctx: &Ctx) -> Vec<Table> {
     };
     let skipped = skipped.into_inner();
     let (first, last) = (ns[0], ns[ns.len() - 1]);
-    if let (Some(a), Some(b)) = (
-        samples.cell(&format!("{WARDEN}/MiB/{first}")),
-        samples.cell(&format!("{WARDEN}/MiB/{last}")),
-    ) {
-        foot.notes.push(format!(
-            "Each Warden task beyond the first adds {:.1} KiB ((PSS at N = {last} less PSS at N = {first}) / {}).",
-            (b.median - a.median) * 1024.0 / (last - first) as f64,
-            last - first
-        ));
+    for (system, what) in [
+        (WARDEN, "Warden task"),
+        (WARDEN_JAVA, "Java task in Warden"),
+    ] {
+        if let (Some(a), Some(b)) = (
+            samples.cell(&format!("{system}/MiB/{first}")),
+            samples.cell(&format!("{system}/MiB/{last}")),
+        ) {
+            foot.notes.push(format!(
+                "Each {what} beyond the first adds {:.1} KiB ((PSS at N = {last} less PSS at N = {first}) / {}).",
+                (b.median - a.median) * 1024.0 / (last - first) as f64,
+                last - first
+            ));
+        }
     }
     for (table, metric) in [(&mut foot, "MiB"), (&mut time, "ms")] {
         for (system, kind) in [
             (WARDEN, Kind::Warden),
+            (WARDEN_JAVA, Kind::Warden),
             (WASMTIME, Kind::Peer),
             (JVM, Kind::Peer),
         ] {
@@ -164,7 +177,9 @@ pub fn run(ctx: &Ctx) -> Vec<Table> {
                     .collect();
             }
         }
-        table.method = "Each copy prints \"ready\" and sleeps. Footprint: PSS from /proc/PID/smaps_rollup \
+        table.method = "Each copy prints \"ready\" and sleeps: a WebAssembly text module for Warden and \
+                        wasmtime, a Java class for the JVM (Thread.sleep) and the same program for \
+                        Warden's Java row, compiled by TeaVM 0.13.1 (warden.Task.sleep). Footprint: PSS from /proc/PID/smaps_rollup \
                         summed over the processes once all N are ready. Time: from starting the first to \
                         reading the last \"ready\"; every contestant starts a copy only once the one \
                         before has printed \"ready\" (processes on a pipe each; Warden's tasks, in one \

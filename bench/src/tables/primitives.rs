@@ -1,6 +1,8 @@
 //! Seed 000, Table 1: the basic costs a process model must not disturb —
 //! a null method call, an allocation, a null thread, an exception — as
-//! Warden, raw Wasmtime, the JVM and native code pay them.
+//! Warden, raw Wasmtime, the JVM and native code pay them; and one Java
+//! program's call, allocation and exception compiled by TeaVM into a task
+//! against the same program on HotSpot.
 
 use super::finish;
 use crate::harness::{contestant, interleave, Ctx};
@@ -13,6 +15,8 @@ const WARDEN: &str = "Warden task";
 const RAW: &str = "raw Wasmtime (in-process)";
 const JVM: &str = "JVM (HotSpot)";
 const NATIVE: &str = "native C (Linux)";
+const WARDEN_JAVA: &str = "Java in a Warden task (TeaVM)";
+const HOTSPOT_JAVA: &str = "the same Java program on HotSpot";
 
 /// Null threads started all at once, then waited for.
 const BATCHED: &str = "null thread, batched";
@@ -41,7 +45,12 @@ pub fn run(ctx: &Ctx) -> Table {
          {tasks} started, then all waited for (Warden tasks; Threads; pthreads). Trap, one at a \
          time: a program whose first instruction traps, spawn to report in \
          Warden and instantiate + call + error in Wasmtime; new Throwable() on the JVM; a SIGSEGV \
-         caught and siglongjmp'd natively."
+         caught and siglongjmp'd natively. The two Java rows run one program (JavaPrims.java), \
+         compiled by TeaVM 0.13.1 into a Warden task and by javac for HotSpot: an interface call to \
+         an empty method with two implementations in use (HotSpot told not to inline it), new \
+         Object() kept in a field, and in the trap column a new Exception thrown and caught \
+         ({ops} operations, the exception {ops}/100; each timed twice in one run, the second \
+         reported)."
     );
     let rt = inproc::runtime(1, tasks as u32 + 16);
     let raw = Raw::new();
@@ -101,6 +110,27 @@ pub fn run(ctx: &Ctx) -> Table {
                 s.push(&key(JVM, "trap"), figure(&f, "exception")? / 1e3);
                 Ok(())
             }),
+            contestant(WARDEN_JAVA, |s| {
+                if guests::JAVA_PRIMS.is_empty() {
+                    return Err(format!("Java guest not built: {:?}", guests::UNBUILT));
+                }
+                let mut spec = quiet("java-prims", guests::JAVA_PRIMS);
+                spec.args = vec![n.clone()];
+                push_java(s, WARDEN_JAVA, &inproc::guest_figures(&rt, spec)?)
+            }),
+            contestant(HOTSPOT_JAVA, |s| {
+                let f = figures(
+                    ctx.peers
+                        .java()?
+                        .args([
+                            "-XX:CompileCommand=quiet",
+                            "-XX:CompileCommand=dontinline,*::nop",
+                            "JavaPrims",
+                        ])
+                        .arg(&n),
+                )?;
+                push_java(s, HOTSPOT_JAVA, &f)
+            }),
             contestant(NATIVE, |s| {
                 let f = figures(std::process::Command::new(ctx.peers.native("prims")?).arg(&n))?;
                 push_ops(s, NATIVE, &f)?;
@@ -116,8 +146,17 @@ pub fn run(ctx: &Ctx) -> Table {
         (RAW, Kind::Peer),
         (JVM, Kind::Peer),
         (NATIVE, Kind::Peer),
+        (WARDEN_JAVA, Kind::Warden),
+        (HOTSPOT_JAVA, Kind::Peer),
     ] {
         t.row_from(system, kind, &samples, &format!("{system}/"));
+    }
+    for system in [WARDEN_JAVA, HOTSPOT_JAVA] {
+        t.absent(
+            system,
+            &["null thread", BATCHED],
+            "the Java rows time call, allocation and exception only",
+        );
     }
     t.absent(
         RAW,
@@ -162,5 +201,17 @@ fn push_ops(
 ) -> Result<(), String> {
     s.push(&key(system, "call"), figure(f, "call")?);
     s.push(&key(system, "allocation"), figure(f, "alloc")?);
+    Ok(())
+}
+
+/// The Java program's figures: call, allocation, and its exception in the
+/// trap column (µs).
+fn push_java(
+    s: &mut Samples,
+    system: &str,
+    f: &std::collections::BTreeMap<String, f64>,
+) -> Result<(), String> {
+    push_ops(s, system, f)?;
+    s.push(&key(system, "trap"), figure(f, "exception")? / 1e3);
     Ok(())
 }
