@@ -49,8 +49,9 @@ pub fn run(ctx: &Ctx) -> Table {
          compiled by TeaVM 0.13.1 into a Warden task and by javac for HotSpot: an interface call to \
          an empty method with two implementations in use (HotSpot told not to inline it), new \
          Object() kept in a field, and in the trap column a new Exception thrown and caught \
-         ({ops} operations, the exception {ops}/100; each timed twice in one run, the second \
-         reported)."
+         ({ops} operations, the exception {}; each timed twice in one run, the second \
+         reported).",
+        (ops / 100).max(1000)
     );
     let rt = inproc::runtime(1, tasks as u32 + 16);
     let raw = Raw::new();
