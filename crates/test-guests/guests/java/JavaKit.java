@@ -5,6 +5,7 @@ import warden.MemoryObject;
 import warden.Portal;
 import warden.Request;
 import warden.Service;
+import warden.Socket;
 import warden.Task;
 import warden.WardenException;
 
@@ -19,6 +20,8 @@ import warden.WardenException;
  *   family          spawns itself: a child that exits, one over its CPU
  *                   limit, one killed; waits with a timeout
  *   memobj          a memory object written and read back
+ *   tcp             a listener, a connection to it, bytes both ways; then
+ *                   a connection the manifest does not grant
  */
 public class JavaKit {
     static class Odd extends Exception {
@@ -40,6 +43,7 @@ public class JavaKit {
             case "call": call(args[1], args[2]); break;
             case "family": family(); break;
             case "memobj": memobj(); break;
+            case "tcp": tcp(); break;
             default:
                 System.out.println("unknown mode " + mode);
                 Task.exit(2);
@@ -175,6 +179,29 @@ public class JavaKit {
             System.out.println("short read allowed");
         } catch (WardenException e) {
             System.out.println("read past the end: " + e.getMessage() + " (" + e.code() + ")");
+        }
+    }
+
+    static void tcp() {
+        Socket listener = Socket.listen("127.0.0.1:0");
+        String address = listener.localAddress();
+        Socket client = Socket.connect(address, 5_000_000_000L);
+        Socket server = listener.accept(5_000_000_000L);
+        client.send("ping over tcp".getBytes(StandardCharsets.UTF_8));
+        client.shutdown();
+        StringBuilder got = new StringBuilder();
+        for (;;) {
+            byte[] part = server.receive(4, 5_000_000_000L);
+            if (part.length == 0) break;
+            got.append(new String(part, StandardCharsets.UTF_8));
+        }
+        server.send("pong".getBytes(StandardCharsets.UTF_8));
+        String back = new String(client.receive(16, 5_000_000_000L), StandardCharsets.UTF_8);
+        System.out.println("server got: " + got + "; client got: " + back);
+        try {
+            Socket.connect("127.0.0.2:9", 0);
+        } catch (WardenException e) {
+            System.out.println("connect outside the grant: " + e.getMessage() + " (" + e.code() + ")");
         }
     }
 }

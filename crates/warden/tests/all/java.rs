@@ -70,7 +70,7 @@ fn java_runs_out_of_its_budgets_with_a_clear_reason() {
 
 /// A system of Java tasks: a service and its client (errors as
 /// WardenException with the kernel's code), a parent spawning, awaiting
-/// and killing children, and a memory object.
+/// and killing children, a memory object, and TCP sockets.
 #[test]
 fn java_services_tasks_and_memory_objects() {
     let dir = tempfile::tempdir().unwrap();
@@ -84,7 +84,9 @@ fn java_services_tasks_and_memory_objects() {
              uses = ['rev']\n\
              [[task]]\nname = 'family'\nmodule = '{kit}'\nargs = ['family']\n\
              memory_limit = '96MiB'\nmodules = {{ self = '{kit}' }}\n\
-             [[task]]\nname = 'memobj'\nmodule = '{kit}'\nargs = ['memobj']\n"
+             [[task]]\nname = 'memobj'\nmodule = '{kit}'\nargs = ['memobj']\n\
+             [[task]]\nname = 'tcp'\nmodule = '{kit}'\nargs = ['tcp']\n\
+             listen = ['127.0.0.1:0']\nconnect = ['127.0.0.1:*']\n"
         ),
     );
     let out = warden()
@@ -113,6 +115,8 @@ fn java_services_tasks_and_memory_objects() {
         "[family] spawn unknown: denied (-5)",
         "[memobj] memory object of 4096 bytes: shared bytes",
         "[memobj] read past the end: out of range (-13)",
+        "[tcp] server got: ping over tcp; client got: pong",
+        "[tcp] connect outside the grant: denied (-5)",
     ] {
         assert!(text.contains(want), "{want:?} missing from {text}");
     }

@@ -99,6 +99,27 @@ final class Abi {
     @Import(module = "warden", name = "task_granted")
     static native int taskGranted(int index);
 
+    @Import(module = "warden", name = "tcp_listen")
+    static native int tcpListen(Address addr, int len);
+
+    @Import(module = "warden", name = "tcp_accept")
+    static native int tcpAccept(int listener, long timeoutNs);
+
+    @Import(module = "warden", name = "tcp_connect")
+    static native int tcpConnect(Address addr, int len, long timeoutNs);
+
+    @Import(module = "warden", name = "sock_send")
+    static native long sockSend(int sock, Address buf, int len, long timeoutNs);
+
+    @Import(module = "warden", name = "sock_recv")
+    static native long sockRecv(int sock, Address buf, int cap, long timeoutNs);
+
+    @Import(module = "warden", name = "sock_shutdown")
+    static native int sockShutdown(int sock);
+
+    @Import(module = "warden", name = "sock_addr")
+    static native int sockAddr(int sock, int peer, Address buf, int cap);
+
     @Import(module = "wasi_snapshot_preview1", name = "poll_oneoff")
     static native int pollOneoff(Address subscriptions, Address events, int n, Address nevents);
 
