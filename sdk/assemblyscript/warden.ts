@@ -65,7 +65,10 @@ export class Portal {
     return new Portal(__name_lookup(changetype<usize>(n), <u32>n.byteLength, timeoutNs));
   }
 
-  /** Calls the service: the reply's length, or a negative code. The reply is `lastReply(len)`. */
+  /**
+   * Calls the service: the reply's length, or a negative code (-6, quota,
+   * for a reply longer than DEFAULT_CAPACITY). The reply is `lastReply(len)`.
+   */
   call(request: Uint8Array): i64 {
     const req = request.dataStart, len = <u32>request.length;
     const resp = this.reply.dataStart, cap = <u32>this.reply.length;
@@ -73,7 +76,8 @@ export class Portal {
     this.count[0] = 0;
     let r = __call_fast(this.handle, req, len, 0, 0, resp, cap, 0, nh);
     if (r == EAGAIN) r = __call(this.handle, req, len, 0, 0, resp, cap, 0, nh);
-    return r;
+    // A reply longer than the buffer arrived cut short: refuse it.
+    return r > <i64>cap ? -6 : r;
   }
 
   /** The first `len` bytes of the last reply. */
