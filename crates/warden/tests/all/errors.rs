@@ -35,6 +35,37 @@ fn unknown_import_is_refused_naming_the_import() {
     assert!(err.contains("env::launch_missiles"), "{err}");
 }
 
+/// TeaVM's clock import loads; its threads import is refused with the
+/// reason and what to use instead.
+#[test]
+fn teavm_imports_load_or_are_refused_with_a_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = |name: &str, import: &str, ty: &str| {
+        let path = dir.path().join(format!("{name}.wat"));
+        std::fs::write(
+            &path,
+            format!(
+                "(module (import \"teavm\" \"{import}\" (func {ty}))\n\
+                 (memory (export \"memory\") 1) (func (export \"_start\")))"
+            ),
+        )
+        .unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let clock = module("clock", "nanoTime", "(result f64)");
+    let out = warden().args(["run", &clock]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = run_err(&["run", &module("threads", "teavm_interrupt", "")]);
+    assert!(
+        err.contains("teavm::teavm_interrupt") && err.contains("warden.Task.sleep"),
+        "{err}"
+    );
+}
+
 #[test]
 fn module_without_start_is_refused() {
     let err = run_err(&["run", guests::NO_START]);
