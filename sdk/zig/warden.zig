@@ -2,10 +2,11 @@
 //! wrappers that turn error codes into Zig errors. Build with the C SDK
 //! (its definitions carry the import attributes Zig's translate-c drops):
 //!
-//!   zig build-exe -target wasm32-wasi -O ReleaseSmall -lc -I sdk/c \
-//!       --dep warden -Mroot=prog.zig -Mwarden=sdk/zig/warden.zig sdk/c/warden.c
+//!   zig build-exe -target wasm32-wasi -O ReleaseSmall -lc -I sdk/c sdk/c/warden.c \
+//!       --dep warden -Mroot=prog.zig -I sdk/c -Mwarden=sdk/zig/warden.zig
 //!
-//! (or `@import("warden.zig")` from a copy beside the program).
+//! (as `scripts/guest-build zig prog.zig prog.wasm` does; the C file must
+//! come before the -M flags that close its module).
 
 /// Everything `warden.h` declares, under its C names.
 pub const c = @cImport({

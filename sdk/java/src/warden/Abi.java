@@ -15,7 +15,6 @@ final class Abi {
     private Abi() {}
 
     static final int EAGAIN = -15;
-    static final int NONE = 0;
 
     @Import(module = "warden", name = "close")
     static native int close(int h);

@@ -84,6 +84,9 @@ impl std::error::Error for Error {}
 /// The result of a host function.
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// `call_fast`'s answer when the call must wait (an active service).
+const WOULD_WAIT: i64 = -15;
+
 fn check(r: i64) -> Result<i64> {
     if r < 0 {
         Err(Error(r as i32))
@@ -132,7 +135,7 @@ impl Portal {
             raw::call_fast(self.0 .0, req, request.len() as u32, std::ptr::null(), 0,
                 reply.as_mut_ptr(), cap, std::ptr::null_mut(), &mut nh)
         };
-        if n == -15 {
+        if n == WOULD_WAIT {
             n = unsafe {
                 raw::call(self.0 .0, req, request.len() as u32, std::ptr::null(), 0,
                     reply.as_mut_ptr(), cap, std::ptr::null_mut(), &mut nh)
