@@ -321,24 +321,34 @@ pub fn child_copies(n: usize, module: &str, cache: Option<PathBuf>) -> Result<()
         .read(true)
         .write(true)
         .open(&fifo);
-    spec.stdout = warden::Output::File(fifo.clone());
-    let started = reader.map_err(|e| e.to_string()).and_then(|r| {
-        let mut lines = BufReader::new(r);
-        let mut line = String::new();
-        for _ in 0..n {
-            rt.spawn(&spec).map_err(|e| e.to_string())?;
-            line.clear();
-            lines.read_line(&mut line).map_err(|e| e.to_string())?;
-            if !line.starts_with("ready") {
-                return Err(format!("a copy printed {line:?}, not ready"));
-            }
-        }
-        Ok(lines)
-    });
     let _ = std::fs::remove_file(&fifo);
-    let _lines = started?;
-    println!("ready");
-    std::io::stdout().flush().ok();
+    let reader = reader.map_err(|e| e.to_string())?;
+    // The tasks write to this process's stdout, pointed at the FIFO: one
+    // descriptor for all of them, however many (a file each would run
+    // into the limit on open descriptors). "ready" goes to the real one.
+    use std::os::fd::{AsRawFd, FromRawFd};
+    // SAFETY: dup and dup2 of descriptors this process holds open.
+    let ready_out = unsafe {
+        let saved = libc::dup(1);
+        if saved < 0 || libc::dup2(reader.as_raw_fd(), 1) < 0 {
+            return Err(format!("dup: {}", std::io::Error::last_os_error()));
+        }
+        std::fs::File::from_raw_fd(saved)
+    };
+    spec.stdout = warden::Output::Inherit;
+    let mut lines = BufReader::new(reader);
+    let mut line = String::new();
+    for _ in 0..n {
+        rt.spawn(&spec).map_err(|e| e.to_string())?;
+        line.clear();
+        lines.read_line(&mut line).map_err(|e| e.to_string())?;
+        if !line.starts_with("ready") {
+            return Err(format!("a copy printed {line:?}, not ready"));
+        }
+    }
+    (&ready_out)
+        .write_all(b"ready\n")
+        .map_err(|e| e.to_string())?;
     loop {
         std::thread::park();
     }

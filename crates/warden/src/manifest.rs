@@ -6,7 +6,8 @@
 //! slice_ms = 4         # time slice (default 4)
 //! cache = true         # compiled-code cache on disk (default true)
 //! max_tasks = 10000    # most tasks alive at once (default: 10,000 or the
-//!                      # number of tasks in the manifest, if larger)
+//!                      # number of tasks in the manifest, if larger;
+//!                      # see RuntimeConfig::max_tasks past 24,000)
 //! control = "127.0.0.1:7474" # control API address, or "off"
 //! scheduler = "stride" # root policy: round-robin (default), priority,
 //!                      # stride, lottery

@@ -200,7 +200,7 @@ impl Route {
         spec.route = Some(self.name.clone());
         let (id, mut done) = match rt.spawn_watched(&spec) {
             Ok(x) => x,
-            Err(e @ Error::Full(_)) => return text(503, e),
+            Err(e @ (Error::Full(_) | Error::Mappings(_))) => return text(503, e),
             Err(e) => return text(500, e),
         };
         let (report, timed_out) = match tokio::time::timeout_at(deadline, &mut done).await {

@@ -77,8 +77,16 @@ pub struct RuntimeConfig {
     pub events: Option<PathBuf>,
     /// Most tasks alive at once (default 10,000). Instance, memory, table
     /// and stack slots for this many are reserved up front: 4 GiB of
-    /// address space (not memory) per task.
+    /// address space (not memory) per task, up to about 24,000 tasks; more
+    /// get less each (100,000: 512 MiB), which is then the most memory a
+    /// task can have, and its memory accesses are bounds-checked. Where
+    /// [`RuntimeConfig::max_map_count`] cannot hold `max_tasks` tasks, the
+    /// spawn past the last that fits is refused ([`Error::Mappings`]).
     pub max_tasks: u32,
+    /// The kernel's limit on one process's memory mappings; `None` reads
+    /// `/proc/sys/vm/max_map_count` (default). Each live task takes about
+    /// five mappings, so Linux's usual 65,530 holds about 12,700 tasks.
+    pub max_map_count: Option<u64>,
     /// Prefix each line a task writes to the host's stdout/stderr with
     /// `[name] ` (default false).
     pub prefix_output: bool,
@@ -115,6 +123,7 @@ impl Default for RuntimeConfig {
             cache_dir: CodeCache::default_dir(),
             prefix_output: false,
             max_tasks: 10_000,
+            max_map_count: None,
             max_reports: 10_000,
             on_report: None,
             scheduler: PolicyKind::RoundRobin,
@@ -183,6 +192,11 @@ pub enum Error {
     /// the runtime already runs its maximum number of tasks
     #[error("cannot spawn: {0} tasks are alive, the runtime's max_tasks")]
     Full(u32),
+    /// as many tasks are alive as the kernel's limit on memory mappings
+    /// (`vm.max_map_count`) lets the process hold; the message says how
+    /// to raise it
+    #[error("{0}")]
+    Mappings(String),
     /// the runtime could not start
     #[error("cannot start runtime: {0}")]
     Start(String),
@@ -212,6 +226,10 @@ pub(crate) struct Child {
 
 struct Inner {
     engine: Engine,
+    /// How many tasks may be alive at once.
+    room: setup::Room,
+    /// The most memory one task can have (its slot's reservation).
+    task_memory: u64,
     linker: Linker<TaskData>,
     /// The linker of passive tasks, and their modules linked with it.
     passive_linker: Linker<TaskData>,
@@ -256,8 +274,9 @@ pub struct Runtime {
 impl Runtime {
     /// Starts a runtime: engine, worker threads and epoch timer.
     pub fn new(config: RuntimeConfig) -> Result<Runtime, Error> {
-        setup::check_map_count(config.max_tasks)?;
-        let (engine, linker, passive_linker) = setup::engine(config.max_tasks)?;
+        let map_count = config.max_map_count.or_else(setup::read_map_count);
+        let mappable = setup::mappable_tasks(config.max_tasks, map_count)?;
+        let (engine, linker, passive_linker, task_memory) = setup::engine(mappable)?;
         let cache = match &config.cache_dir {
             Some(dir) => Some(
                 CodeCache::new(dir)
@@ -306,6 +325,12 @@ impl Runtime {
         let runtime = Runtime {
             inner: Arc::new(Inner {
                 engine,
+                room: setup::Room {
+                    max_tasks: config.max_tasks,
+                    mappable,
+                    map_count,
+                },
+                task_memory,
                 linker,
                 passive_linker,
                 passive_modules: Mutex::default(),
@@ -392,6 +417,18 @@ impl Runtime {
             }
         }
         let inner = &*self.inner;
+        if let Some(limit) = spec.memory_limit.filter(|l| *l > inner.task_memory) {
+            return Err(Error::Spawn {
+                name: spec.name.clone(),
+                message: format!(
+                    "memory_limit {} is more than the {} each task can address with \
+                     max_tasks = {} (fewer tasks get more)",
+                    crate::units::format_size(limit),
+                    crate::units::format_size(inner.task_memory),
+                    inner.config.max_tasks
+                ),
+            });
+        }
         let group = match &spec.group {
             None => None,
             Some(name) => Some(
@@ -419,7 +456,7 @@ impl Runtime {
         inner.tasks.enter(
             &shared,
             spec.memory_limit,
-            inner.config.max_tasks,
+            inner.room,
             watch,
             passive.clone(),
         )?;

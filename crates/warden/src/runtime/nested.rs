@@ -83,7 +83,7 @@ impl Spawner for Inner {
             Err(e) => {
                 p.refund(budget.memory_limit);
                 Err(match e {
-                    super::Error::Full(_) => Errno::Quota,
+                    super::Error::Full(_) | super::Error::Mappings(_) => Errno::Quota,
                     _ => Errno::Inval,
                 })
             }

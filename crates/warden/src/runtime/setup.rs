@@ -10,33 +10,41 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, Linker, PoolingAllocationConfig};
 
-/// The engine, with slots for `max_tasks` tasks; a linker holding WASI
-/// and the `warden` host functions; and the linker of passive tasks, whose
-/// functions never wait (see `host::direct`).
+/// The engine, with slots for `tasks` tasks; a linker holding WASI and
+/// the `warden` host functions; and the linker of passive tasks, whose
+/// functions never wait (see `host::direct`). Also the largest memory a
+/// task can have: the address space reserved for each (see
+/// [`reservations`]).
 pub(super) fn engine(
-    max_tasks: u32,
-) -> Result<(Engine, Linker<TaskData>, Linker<TaskData>), Error> {
+    tasks: u32,
+) -> Result<(Engine, Linker<TaskData>, Linker<TaskData>, u64), Error> {
     let start = |e: wasmtime::Error| Error::Start(format!("{e:#}"));
-    let mut wc = Config::new();
-    wc.epoch_interruption(true);
-    wc.memory_init_cow(true);
-    // Task memories stay where they are: permits address them directly.
-    wc.memory_may_move(false);
-    let mut pool = PoolingAllocationConfig::new();
     // Freed slots wait in batches of DECOMMIT_BATCH before they are
-    // reused, so the pools hold that many more than `max_tasks`.
-    let slots = max_tasks.saturating_add(DECOMMIT_BATCH as u32);
-    pool.total_core_instances(slots)
-        .total_memories(slots)
-        .total_tables(slots)
-        .total_stacks(slots)
-        .table_elements(MAX_TABLE_ELEMENTS)
-        .decommit_batch_size(DECOMMIT_BATCH);
-    // A dead task's native stack is returned to the system (in the
-    // decommit batches) rather than kept resident in its pool slot.
-    wc.async_stack_zeroing(true);
-    wc.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-    let engine = Engine::new(&wc).map_err(start)?;
+    // reused, so the pools hold that many more than `tasks`.
+    let slots = tasks.saturating_add(DECOMMIT_BATCH as u32);
+    let mut failed = None;
+    let mut built = None;
+    for reservation in reservations(slots) {
+        match Engine::new(&engine_config(slots, reservation)) {
+            Ok(engine) => {
+                built = Some((engine, reservation));
+                break;
+            }
+            // Most likely the pool's reservation did not fit the address
+            // space: try the next, smaller one.
+            Err(e) => failed = Some(e),
+        }
+    }
+    let (engine, reservation) = match (built, failed) {
+        (Some(b), _) => b,
+        (None, e) => {
+            return Err(Error::Start(format!(
+                "the slots of {tasks} tasks do not fit in this process's address space \
+                 (lower max_tasks): {}",
+                e.map_or_else(String::new, |e| format!("{e:#}"))
+            )))
+        }
+    };
     let mut linker: Linker<TaskData> = Linker::new(&engine);
     wasmtime_wasi::p1::add_to_linker_async(&mut linker, |d: &mut TaskData| &mut d.wasi)
         .map_err(start)?;
@@ -46,7 +54,61 @@ pub(super) fn engine(
     let mut passive = Linker::new(&engine);
     crate::host::add_to_passive_linker(&mut passive).map_err(start)?;
     crate::host::add_teavm_to_linker(&mut passive).map_err(start)?;
-    Ok((engine, linker, passive))
+    Ok((engine, linker, passive, reservation))
+}
+
+fn engine_config(slots: u32, reservation: u64) -> Config {
+    let mut wc = Config::new();
+    wc.epoch_interruption(true);
+    wc.memory_init_cow(true);
+    // Task memories stay where they are: permits address them directly.
+    wc.memory_may_move(false);
+    wc.memory_reservation(reservation);
+    let mut pool = PoolingAllocationConfig::new();
+    pool.total_core_instances(slots)
+        .total_memories(slots)
+        .total_tables(slots)
+        .total_stacks(slots)
+        .max_memory_size(reservation as usize)
+        .table_elements(MAX_TABLE_ELEMENTS)
+        .decommit_batch_size(DECOMMIT_BATCH);
+    // A dead task's native stack is returned to the system (in the
+    // decommit batches) rather than kept resident in its pool slot.
+    wc.async_stack_zeroing(true);
+    wc.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    wc
+}
+
+/// The most address space one task's memory gets: a 32-bit memory's
+/// whole range, so that Wasmtime needs no bounds checks.
+const FULL_RESERVATION: u64 = 4 << 30;
+/// The least: below this, shrinking the reservation further would not
+/// make room for a useful number of tasks more.
+const LEAST_RESERVATION: u64 = 64 << 20;
+/// Address space the memory pool may take: 96 TiB of x86-64's 128 TiB
+/// user half (the rest is for stacks, tables, code and the heap).
+const MEMORY_ADDRESS_SPACE: u64 = 96 << 40;
+
+/// The memory reservations to try for `slots` slots, largest first.
+///
+/// Each memory slot is its reservation plus Wasmtime's guard region
+/// (32 MiB). Up to about 24,000 slots fit 4 GiB each in
+/// [`MEMORY_ADDRESS_SPACE`]; more slots get the largest power of two that
+/// fits, down to [`LEAST_RESERVATION`] (100,000 tasks: 512 MiB each).
+/// Below 4 GiB Wasmtime bounds-checks memory accesses, which costs some
+/// speed, and a task's memory can grow only to its reservation. Should
+/// the pool still not map (a smaller address space, a `ulimit -v`), each
+/// half is tried in turn.
+fn reservations(slots: u32) -> impl Iterator<Item = u64> {
+    const GUARD: u64 = 32 << 20;
+    let per_slot = (MEMORY_ADDRESS_SPACE / u64::from(slots.max(1))).saturating_sub(GUARD);
+    let first = if per_slot >= FULL_RESERVATION {
+        FULL_RESERVATION
+    } else {
+        // The largest power of two not above `per_slot`.
+        (per_slot.max(LEAST_RESERVATION) + 1).next_power_of_two() / 2
+    };
+    std::iter::successors(Some(first), |r| Some(r / 2)).take_while(|r| *r >= LEAST_RESERVATION)
 }
 
 /// The scheduling tree with the configured groups, and the groups by name.
@@ -87,16 +149,33 @@ pub(super) fn groups(
     Ok((tree, groups))
 }
 
-/// Raises the process's soft limit on open descriptors to the hard one,
-/// as servers do: tasks together may hold half of it in files (see
+/// Raises the process's limit on open descriptors as far as it may, as
+/// servers do: to the kernel's `fs.nr_open` where the process is allowed
+/// to raise its hard limit (as root), else the soft limit to the hard one.
+/// Tasks together may hold half of it in files (see
 /// [`crate::MAX_OPEN_FILES`]), and every socket a task holds is one. The
 /// `warden` command does this at start; a program embedding many sockets'
 /// worth of tasks may call it too.
 pub fn raise_descriptor_limit() {
+    let nr_open: Option<libc::rlim_t> = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|s| s.trim().parse().ok());
     // SAFETY: getrlimit and setrlimit read and write the struct given.
     unsafe {
         let mut l: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 && l.rlim_cur < l.rlim_max {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) != 0 {
+            return;
+        }
+        if let Some(n) = nr_open.filter(|n| *n > l.rlim_max) {
+            let raised = libc::rlimit {
+                rlim_cur: n,
+                rlim_max: n,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                return;
+            }
+        }
+        if l.rlim_cur < l.rlim_max {
             l.rlim_cur = l.rlim_max;
             libc::setrlimit(libc::RLIMIT_NOFILE, &l);
         }
@@ -136,32 +215,76 @@ fn mappings_needed(max_tasks: u64) -> u64 {
         + MAPPINGS_BASE
 }
 
-/// The largest `max_tasks` that `limit` mappings can hold.
+/// The largest number of live tasks that `limit` mappings can hold.
 fn most_tasks(limit: u64) -> u64 {
     limit.saturating_sub(MAPPINGS_BASE + DECOMMIT_BATCH as u64 * MAPPINGS_PER_SLOT)
         / (MAPPINGS_PER_SLOT + MAPPINGS_PER_LIVE_TASK)
 }
 
-/// Refuses a `max_tasks` the kernel's per-process mapping limit cannot
-/// hold: past `vm.max_map_count`, mapping a task's memory would fail.
-pub(super) fn check_map_count(max_tasks: u32) -> Result<(), Error> {
-    let Ok(text) = std::fs::read_to_string("/proc/sys/vm/max_map_count") else {
-        return Ok(());
+/// The kernel's limit on one process's memory mappings, if it says.
+pub(super) fn read_map_count() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// How many tasks can be alive at once: `max_tasks`, or fewer where the
+/// mapping limit `limit` (`vm.max_map_count`) cannot hold that many.
+/// Past `vm.max_map_count`, mapping a task's memory or stack would fail;
+/// the pools are sized to what fits, and the spawn after the last that
+/// fits is refused with [`mappings_error`].
+pub(super) fn mappable_tasks(max_tasks: u32, limit: Option<u64>) -> Result<u32, Error> {
+    let Some(limit) = limit else {
+        return Ok(max_tasks);
     };
-    let Ok(limit) = text.trim().parse::<u64>() else {
-        return Ok(());
-    };
-    let needed = mappings_needed(u64::from(max_tasks));
-    if needed > limit {
+    let most = most_tasks(limit).min(u64::from(max_tasks)) as u32;
+    if most == 0 {
         return Err(Error::Start(format!(
-            "max_tasks = {max_tasks} needs about {needed} memory mappings, but \
-             vm.max_map_count is {limit}: lower max_tasks to at most {}, or raise the \
-             limit (sysctl -w vm.max_map_count={})",
-            most_tasks(limit),
-            needed.next_power_of_two()
+            "vm.max_map_count is {limit}, too few memory mappings for even one task; \
+             raise it (sysctl -w vm.max_map_count={})",
+            mappings_needed(u64::from(max_tasks)).next_power_of_two()
         )));
     }
-    Ok(())
+    Ok(most)
+}
+
+/// How many tasks may be alive at once, and why no more.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Room {
+    /// The configured most.
+    pub(super) max_tasks: u32,
+    /// What the mapping limit holds (at most `max_tasks`).
+    pub(super) mappable: u32,
+    /// The mapping limit, if known.
+    pub(super) map_count: Option<u64>,
+}
+
+impl Room {
+    /// Ok if one more task fits beside `alive` live ones.
+    pub(super) fn check(&self, alive: usize) -> Result<(), Error> {
+        if alive >= self.max_tasks as usize {
+            return Err(Error::Full(self.max_tasks));
+        }
+        match self.map_count {
+            Some(limit) if alive >= self.mappable as usize => {
+                Err(mappings_error(alive as u32, self.max_tasks, limit))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The refusal of a spawn past what `limit` mappings hold.
+fn mappings_error(alive: u32, max_tasks: u32, limit: u64) -> Error {
+    Error::Mappings(format!(
+        "cannot spawn: {alive} tasks are alive, as many as vm.max_map_count = {limit} lets \
+         one process map (each task takes about {} memory mappings); to run up to \
+         max_tasks = {max_tasks}, raise it (sysctl -w vm.max_map_count={}) and restart",
+        MAPPINGS_PER_SLOT + MAPPINGS_PER_LIVE_TASK,
+        mappings_needed(u64::from(max_tasks)).next_power_of_two()
+    ))
 }
 
 #[cfg(test)]
@@ -170,14 +293,46 @@ mod tests {
 
     /// The guard's arithmetic: what it admits fits, one more does not, and
     /// the count that once started tasks that could not map (15,850 at the
-    /// default limit of 65,530) is refused.
+    /// default limit of 65,530) is cut to what fits.
     #[test]
     fn the_mapping_guard_admits_only_what_fits() {
         let limit = 65_530;
         let most = most_tasks(limit);
         assert!(mappings_needed(most) <= limit);
         assert!(mappings_needed(most + 1) > limit);
-        assert!(mappings_needed(15_850) > limit);
-        assert!(mappings_needed(10_000) <= limit, "the default fits");
+        assert_eq!(mappable_tasks(15_850, Some(limit)).unwrap() as u64, most);
+        assert_eq!(
+            mappable_tasks(10_000, Some(limit)).unwrap(),
+            10_000,
+            "the default fits"
+        );
+        assert_eq!(mappable_tasks(100_000, None).unwrap(), 100_000);
+        assert!(mappable_tasks(10, Some(100)).is_err());
+        let room = Room {
+            max_tasks: 100_000,
+            mappable: most as u32,
+            map_count: Some(limit),
+        };
+        assert!(room.check(most as usize - 1).is_ok());
+        assert!(matches!(room.check(100_000), Err(Error::Full(100_000))));
+        let refusal = room.check(most as usize).unwrap_err().to_string();
+        assert!(refusal.contains("vm.max_map_count = 65530"), "{refusal}");
+        assert!(
+            refusal.contains("sysctl -w vm.max_map_count=524288"),
+            "{refusal}"
+        );
+    }
+
+    /// Reservations: 4 GiB (no bounds checks) while they fit, then the
+    /// largest power of two that does, each smaller one after it.
+    #[test]
+    fn reservations_shrink_with_the_slot_count() {
+        let first = |slots| reservations(slots).next().unwrap();
+        assert_eq!(first(10_032), FULL_RESERVATION);
+        assert_eq!(first(100_032), 512 << 20);
+        assert_eq!(first(u32::MAX), LEAST_RESERVATION);
+        let all: Vec<u64> = reservations(10_032).collect();
+        assert_eq!(all.len(), 7, "4 GiB down to 64 MiB");
+        assert!(all.windows(2).all(|w| w[1] * 2 == w[0]));
     }
 }

@@ -138,20 +138,18 @@ impl Tasks {
         }
     }
 
-    /// Enters a new task in the table, unless `max_tasks` are alive.
+    /// Enters a new task in the table, unless `room` says it is full.
     /// (Also keeps `peak_live`.)
     pub(super) fn enter(
         &self,
         shared: &Arc<TaskShared>,
         memory_limit: Option<u64>,
-        max_tasks: u32,
+        room: super::setup::Room,
         watch: Option<Watch>,
         passive: Option<Arc<crate::host::Passive>>,
     ) -> Result<(), Error> {
         let mut t = self.lock();
-        if t.live.len() >= max_tasks as usize {
-            return Err(Error::Full(max_tasks));
-        }
+        room.check(t.live.len())?;
         t.passive_live += usize::from(passive.is_some());
         t.peak_live = t.peak_live.max(t.live.len() + 1);
         let parent = shared.parent().map(|p| p.id);

@@ -143,12 +143,14 @@ fn module_with_two_memories_is_refused() {
     );
 }
 
-/// A `max_tasks` the kernel's mapping limit cannot hold is refused at
-/// start, with the way out in the message.
+/// A `max_tasks` whose task slots cannot fit in the address space, even
+/// with the least memory each, is refused at start, with the way out in
+/// the message.
 #[test]
-fn max_tasks_beyond_the_mapping_limit_is_refused() {
+fn max_tasks_beyond_the_address_space_is_refused() {
     let err = warden::Runtime::new(warden::RuntimeConfig {
         max_tasks: 4_000_000,
+        max_map_count: Some(1 << 40),
         cache_dir: None,
         ..Default::default()
     })
@@ -156,7 +158,7 @@ fn max_tasks_beyond_the_mapping_limit_is_refused() {
     .expect("refused");
     let msg = err.to_string();
     assert!(
-        msg.contains("vm.max_map_count") && msg.contains("lower max_tasks"),
+        msg.contains("address space") && msg.contains("lower max_tasks"),
         "{msg}"
     );
 }

@@ -44,3 +44,44 @@ fn max_tasks_is_enforced() {
     assert_eq!(wait(&rt, c, Duration::from_secs(10)).exit_code, Some(0));
     rt.kill_all("done");
 }
+
+/// Where the kernel's limit on memory mappings holds fewer tasks than
+/// `max_tasks`, the runtime still starts, and the spawn past the last that
+/// fits is refused with the limit named and how to raise it; the live
+/// tasks are untouched, and a spawn works again once one has ended.
+#[test]
+fn the_mapping_limit_refuses_the_next_spawn_with_how_to_raise_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // 2,000 for the process, 64 for the pools' decommit batch, then five
+    // a task: room for 40.
+    let limit = 2_000 + 64 + 5 * 40;
+    let rt = warden::Runtime::new(warden::RuntimeConfig {
+        workers: 1,
+        cache_dir: None,
+        max_tasks: 100_000,
+        max_map_count: Some(limit),
+        ..Default::default()
+    })
+    .unwrap();
+    let mut ids = vec![];
+    let err = loop {
+        match rt.spawn(&spec(dir.path(), "s", guests::SLEEP)) {
+            Ok(id) => ids.push(id),
+            Err(e) => break e,
+        }
+        assert!(ids.len() <= 40, "more tasks than the mappings hold");
+    };
+    assert_eq!(ids.len(), 40);
+    assert!(matches!(err, warden::Error::Mappings(_)), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!("vm.max_map_count = {limit}")),
+        "{text}"
+    );
+    assert!(text.contains("sysctl -w vm.max_map_count="), "{text}");
+    assert_eq!(rt.stats().live, 40, "the live tasks are untouched");
+    rt.kill(ids[0], "make room").unwrap();
+    let h = rt.spawn(&spec(dir.path(), "h", guests::HELLO)).unwrap();
+    assert_eq!(wait(&rt, h, Duration::from_secs(10)).exit_code, Some(0));
+    rt.kill_all("done");
+}
