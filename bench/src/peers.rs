@@ -73,7 +73,8 @@ impl Peers {
                 .arg("-o")
                 .arg(&erl_dir)
                 .arg(src.join("ipc.erl"))
-                .arg(src.join("dist.erl")),
+                .arg(src.join("dist.erl"))
+                .arg(src.join("copies.erl")),
         )
         .map(|_| erl_dir)
         .map_err(|e| format!("{e} (install erlang-base)"));
@@ -157,6 +158,20 @@ impl Peers {
             .arg(dir)
             .args(["-run", "ipc", "main"]);
         c.args(args).args(["-s", "init", "stop"]);
+        Ok(c)
+    }
+
+    /// `erl` set to start `n` idle processes (`copies:main`), print
+    /// "ready" and wait; room for a million processes.
+    pub fn erlang_copies(&self, n: usize) -> Result<Command, String> {
+        let dir = self.erlang.as_ref().map_err(Clone::clone)?;
+        let mut c = Command::new("erl");
+        c.args(["-noshell", "+P", "1048576", "-pa"]).arg(dir).args([
+            "-run",
+            "copies",
+            "main",
+            &n.to_string(),
+        ]);
         Ok(c)
     }
 

@@ -19,7 +19,7 @@ use crate::harness::{contestant, interleave, Ctx};
 use crate::inproc::{self, quiet};
 use crate::machine::{mem_available, pss_bytes};
 use crate::model::{Kind, Plot, Samples, Table};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Seek, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Instant;
@@ -29,6 +29,7 @@ const WARDEN: &str = "Warden: N tasks in one process";
 const WARDEN_JAVA: &str = "Warden: N Java tasks (TeaVM) in one process";
 const WASMTIME: &str = "wasmtime: N processes";
 const JVM: &str = "JVM: N java processes";
+const ERLANG: &str = "Erlang: N processes in one BEAM";
 
 /// What one copy of a peer was seen to cost at `n` copies, for judging
 /// whether a larger N fits on the machine.
@@ -40,7 +41,10 @@ struct Each {
 }
 
 pub fn run(ctx: &Ctx) -> Vec<Table> {
-    let ns: Vec<usize> = ctx.pick(vec![1, 10, 100, 1000, 10_000], vec![1, 10, 100, 1000]);
+    let ns: Vec<usize> = ctx.pick(
+        vec![1, 10, 100, 1000, 10_000, 100_000],
+        vec![1, 10, 100, 1000],
+    );
     // Quick mode keeps the process peers small; a full run goes as far as
     // the machine can hold (see `fits`).
     let quick_cap = ctx.pick(usize::MAX, 10);
@@ -75,7 +79,7 @@ pub fn run(ctx: &Ctx) -> Vec<Table> {
         let mut contestants = vec![];
         for (system, module) in [(WARDEN, ready), (WARDEN_JAVA, guests::JAVA_READY)] {
             for &n in &ns {
-                let exe = &exe;
+                let (exe, skipped) = (&exe, &skipped);
                 contestants.push(contestant(&format!("{system} {n}"), move |s| {
                     if module.is_empty() {
                         return Err(format!("Java guest not built: {:?}", guests::UNBUILT));
@@ -83,11 +87,25 @@ pub fn run(ctx: &Ctx) -> Vec<Table> {
                     let mut c = Command::new(exe);
                     c.args(["child-copies", &n.to_string(), module, "--cache"]);
                     c.arg(ctx.peers.dir().join("warden-cache"));
-                    let (bytes, ms, _) = measure(vec![c])?;
-                    push(s, system, n, bytes, ms);
+                    match measure(vec![c]) {
+                        Ok((bytes, ms, _)) => push(s, system, n, bytes, ms),
+                        // The machine's limit on mappings, not Warden, stops
+                        // it: say so instead of failing the row.
+                        Err(e) if e.contains("vm.max_map_count") => {
+                            skipped.borrow_mut().insert((system, n), mapping_limit());
+                        }
+                        Err(e) => return Err(e),
+                    }
                     Ok(())
                 }));
             }
+        }
+        for &n in &ns {
+            contestants.push(contestant(&format!("{ERLANG} {n}"), move |s| {
+                let (bytes, ms, _) = measure(vec![ctx.peers.erlang_copies(n)?])?;
+                push(s, ERLANG, n, bytes, ms);
+                Ok(())
+            }));
         }
         for (i, system) in [WASMTIME, JVM].into_iter().enumerate() {
             for &n in &ns {
@@ -158,6 +176,7 @@ pub fn run(ctx: &Ctx) -> Vec<Table> {
         for (system, kind) in [
             (WARDEN, Kind::Warden),
             (WARDEN_JAVA, Kind::Warden),
+            (ERLANG, Kind::Peer),
             (WASMTIME, Kind::Peer),
             (JVM, Kind::Peer),
         ] {
@@ -179,7 +198,9 @@ pub fn run(ctx: &Ctx) -> Vec<Table> {
         }
         table.method = "Each copy prints \"ready\" and sleeps: a WebAssembly text module for Warden and \
                         wasmtime, a Java class for the JVM (Thread.sleep) and the same program for \
-                        Warden's Java row, compiled by TeaVM 0.13.1 (warden.Task.sleep). Footprint: PSS from /proc/PID/smaps_rollup \
+                        Warden's Java row, compiled by TeaVM 0.13.1 (warden.Task.sleep); for Erlang, N \
+                        processes spawned in one BEAM (erl +P 1048576), each sending the spawner a \
+                        message and waiting for one that never comes, then \"ready\" once all are. Footprint: PSS from /proc/PID/smaps_rollup \
                         summed over the processes once all N are ready. Time: from starting the first to \
                         reading the last \"ready\"; every contestant starts a copy only once the one \
                         before has printed \"ready\" (processes on a pipe each; Warden's tasks, in one \
@@ -225,6 +246,17 @@ fn fits(n: usize, e: Each) -> Result<(), String> {
 
 const GIB: f64 = (1u64 << 30) as f64;
 
+/// Why Warden's N did not run: its runtime refused the spawn past what the
+/// kernel's limit on memory mappings holds.
+fn mapping_limit() -> String {
+    let limit = std::fs::read_to_string("/proc/sys/vm/max_map_count").unwrap_or_default();
+    format!(
+        "vm.max_map_count is {}, too few mappings (about five a task; \
+         scripts/bench raises it to 524288 where it may)",
+        limit.trim()
+    )
+}
+
 /// The kernel's limit on processes and threads: the smaller of `pid_max`
 /// and `threads-max`.
 fn task_limit() -> u64 {
@@ -248,10 +280,12 @@ fn measure(cmds: Vec<Command>) -> Result<(f64, f64, u64), String> {
     let result = (|| {
         let t = Instant::now();
         for mut c in cmds {
+            // What a copy says on stderr goes to a file, read if it fails.
+            let err = tempfile::tempfile().map_err(|e| e.to_string())?;
             let mut child = c
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
-                .stderr(Stdio::null())
+                .stderr(err.try_clone().map_err(|e| e.to_string())?)
                 .spawn()
                 .map_err(|e| format!("start {}: {e}", c.get_program().to_string_lossy()))?;
             let mut line = String::new();
@@ -261,9 +295,14 @@ fn measure(cmds: Vec<Command>) -> Result<(f64, f64, u64), String> {
                 .read_line(&mut line)
                 .map_err(|e| e.to_string())?;
             if !line.starts_with("ready") {
+                let mut said = String::new();
+                let mut err = err;
+                let _ = err.seek(std::io::SeekFrom::Start(0));
+                let _ = err.take(4096).read_to_string(&mut said);
                 return Err(format!(
-                    "{} printed {line:?}, not ready",
-                    c.get_program().to_string_lossy()
+                    "{} printed {line:?}, not ready: {}",
+                    c.get_program().to_string_lossy(),
+                    said.trim()
                 ));
             }
         }
@@ -345,6 +384,14 @@ pub fn child_copies(n: usize, module: &str, cache: Option<PathBuf>) -> Result<()
         if !line.starts_with("ready") {
             return Err(format!("a copy printed {line:?}, not ready"));
         }
+    }
+    // A copy that ended after "ready" would make the footprint a lie.
+    let live = rt.stats().live;
+    if live != n {
+        let ended: Vec<_> = rt.reports().into_iter().take(1).collect();
+        return Err(format!(
+            "only {live} of {n} copies are still running; the first to end: {ended:?}"
+        ));
     }
     (&ready_out)
         .write_all(b"ready\n")

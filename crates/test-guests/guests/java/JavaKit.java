@@ -72,6 +72,15 @@ public class JavaKit {
         }
         for (int[] a : kept) sum += a[a.length - 1];
         System.out.println("allocated " + kept.size() + " arrays, sum " + sum);
+        // Sleeps, with the heap moved on by a small array before each, so
+        // that the sleep's buffers land at differently aligned addresses.
+        long t0 = System.nanoTime();
+        for (int i = 0; i < 4; i++) {
+            kept.add(new int[i + 1]);
+            Task.sleep(5_000_000L);
+        }
+        long sleptMs = (System.nanoTime() - t0) / 1_000_000;
+        System.out.println("slept " + (sleptMs >= 20 ? "at least" : "less than") + " 20 ms");
         int caught = 0;
         for (int i = 0; i < 10; i++) {
             try {

@@ -9,8 +9,8 @@ fn kit() -> &'static str {
     guests::built(guests::JAVA_KIT)
 }
 
-/// Prints, reads its arguments, computes, allocates and catches its own
-/// exceptions (a checked one, a cast, an index out of bounds).
+/// Prints, reads its arguments, computes, allocates, sleeps and catches
+/// its own exceptions (a checked one, a cast, an index out of bounds).
 #[test]
 fn a_java_program_runs_as_a_task() {
     let dir = tempfile::tempdir().unwrap();
@@ -25,6 +25,7 @@ fn a_java_program_runs_as_a_task() {
         "args: basics one two",
         "primes below 100000: 9592",
         "allocated 64 arrays, sum 2016",
+        "slept at least 20 ms",
         "caught 11025",
     ] {
         assert!(out.contains(want), "{want:?} missing from {out}");

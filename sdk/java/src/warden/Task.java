@@ -75,14 +75,16 @@ public final class Task {
      * does not have.)
      */
     public static void sleep(long nanos) {
-        // One relative monotonic-clock subscription (48 bytes); its event
-        // (32 bytes) and the count are written after it.
-        long[] sub = new long[6];
-        sub[1] = 0; // tag 0: clock
-        sub[2] = 1; // clock id: monotonic
-        sub[3] = nanos;
-        long[] event = new long[4];
-        int[] count = new int[1];
-        Abi.pollOneoff(Address.ofData(sub), Address.ofData(event), 1, Address.ofData(count));
+        // One relative monotonic-clock subscription (48 bytes), then its
+        // event (32 bytes) and the count, at an 8-aligned address: WASI
+        // checks the alignment, and TeaVM's arrays are only 4-aligned.
+        long[] buffer = new long[13];
+        Address sub = Address.align(Address.ofData(buffer), 8);
+        sub.add(8).putLong(0); // tag 0: clock
+        sub.add(16).putLong(1); // clock id: monotonic
+        sub.add(24).putLong(nanos);
+        Address event = sub.add(48);
+        Address count = sub.add(80);
+        Abi.pollOneoff(sub, event, 1, count);
     }
 }
