@@ -49,6 +49,32 @@ pub const TICK: Duration = Duration::from_millis(1);
 /// Consecutive hand-offs a worker takes before it serves the run queue.
 pub const HANDOFF_LIMIT: u32 = 64;
 
+/// How long a thread about to sleep for want of work (an idle worker, a
+/// host thread waiting for a report) first looks for it awake. A futex
+/// sleep and wake-up cost tens of microseconds on some machines (virtual
+/// ones above all), more than a whole task's spawn; work that comes within
+/// this window is taken without either.
+pub const IDLE_SPIN: Duration = Duration::from_micros(50);
+
+/// Polls `done` until it holds or [`IDLE_SPIN`] has passed; whether it
+/// held. Between polls the thread yields, so that on a machine with more
+/// runnable threads than cores the spinning takes no core from them.
+pub(crate) fn spin_until(mut done: impl FnMut() -> bool) -> bool {
+    let start = std::time::Instant::now();
+    loop {
+        for _ in 0..32 {
+            if done() {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        if start.elapsed() >= IDLE_SPIN {
+            return false;
+        }
+        std::thread::yield_now();
+    }
+}
+
 thread_local! {
     /// When this worker's last poll ended (0: it has idled since).
     static LAST_POLL_END: Cell<u64> = const { Cell::new(0) };
@@ -96,6 +122,9 @@ struct Shared {
     finish: Box<FinishFn>,
     tokio: tokio::runtime::Handle,
     stop_timer: AtomicBool,
+    /// Bumped (under the queue lock) by every push into the run queue, so
+    /// that an idle worker can watch for work without the lock.
+    pushes: AtomicU64,
     /// Completed slices (polls), for statistics.
     polls: AtomicU64,
     /// Whether the run queue wants CPU charges after each poll.
@@ -146,6 +175,7 @@ impl Executor {
             finish,
             tokio,
             stop_timer: AtomicBool::new(false),
+            pushes: AtomicU64::new(0),
             polls: AtomicU64::new(0),
             charges: AtomicBool::new(true),
             switches: AtomicU64::new(0),
@@ -197,6 +227,7 @@ impl Executor {
         self.shared.charges.store(charges, Ordering::Relaxed);
         q.push(&cell.shared);
         q.cells.insert(id, cell);
+        self.shared.pushes.fetch_add(1, Ordering::Release);
         let wake = q.idle > 0;
         drop(q);
         if wake {
@@ -295,6 +326,7 @@ impl Shared {
     fn enqueue(&self, cell: &TaskCell) {
         let mut q = self.lock();
         q.push(&cell.shared);
+        self.pushes.fetch_add(1, Ordering::Release);
         let wake = q.idle > 0;
         drop(q);
         if wake {

@@ -49,6 +49,7 @@ pub(super) fn run(exec: &Arc<Shared>) {
 /// The next task from the run queue, waiting for one; `None` at shutdown.
 fn next_queued(exec: &Arc<Shared>) -> Option<Arc<TaskCell>> {
     let mut q = exec.lock();
+    let mut spun = false;
     loop {
         if q.shutdown {
             return None;
@@ -56,11 +57,22 @@ fn next_queued(exec: &Arc<Shared>) -> Option<Arc<TaskCell>> {
         if let Some(cell) = q.pop(cpu::now()) {
             return Some(cell);
         }
+        // Pushes bump this under the lock: a change means work came.
+        let seen = exec.pushes.load(Ordering::Acquire);
         // Idle: bring CPU figures up to date before sleeping.
         drop(q);
         LAST_POLL_END.with(|l| l.set(0));
         cpu::reconcile();
         charge_policy(exec, cpu::now());
+        // Look for work awake for a moment before sleeping (once per
+        // idle spell: a worker woken for throttled tasks does not spin).
+        if !spun {
+            spun = true;
+            if super::spin_until(|| exec.pushes.load(Ordering::Acquire) != seen) {
+                q = exec.lock();
+                continue;
+            }
+        }
         q = exec.lock();
         if q.shutdown || !q.policy.is_empty() {
             continue;

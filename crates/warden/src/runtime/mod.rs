@@ -309,6 +309,7 @@ impl Runtime {
             kernel: kernel.clone(),
             runtime: std::sync::OnceLock::new(),
             changed: Condvar::new(),
+            finished: std::sync::atomic::AtomicU64::new(0),
             empty: Condvar::new(),
             epoch: Instant::now(),
         });
@@ -482,7 +483,7 @@ impl Runtime {
         };
         shared.event(
             "spawn",
-            serde_json::json!({ "parent": shared.parent().map(|p| p.id), "module": module.path }),
+            || serde_json::json!({ "parent": shared.parent().map(|p| p.id), "module": module.path }),
         );
         let future: crate::executor::TaskFuture = match passive {
             Some(p) => Box::pin(passive::run(

@@ -53,6 +53,9 @@ pub(super) struct Tasks {
     /// The runtime, for ending a dead task's children.
     pub(super) runtime: std::sync::OnceLock<std::sync::Weak<Inner>>,
     pub(super) changed: Condvar,
+    /// Bumped (under the table lock) by every finish, so that a waiter can
+    /// watch for one without the lock.
+    pub(super) finished: std::sync::atomic::AtomicU64,
     /// Notified when the last live task finishes.
     pub(super) empty: Condvar,
     pub(super) epoch: Instant,
@@ -79,9 +82,13 @@ impl Tasks {
                 t.passive_live -= 1;
             }
             match &status {
-                TaskStatus::Exited(c) => shared.event("exit", serde_json::json!({ "code": c })),
-                TaskStatus::Trapped(r) => shared.event("trap", serde_json::json!({ "reason": r })),
-                TaskStatus::Killed(r) => shared.event("kill", serde_json::json!({ "reason": r })),
+                TaskStatus::Exited(c) => shared.event("exit", || serde_json::json!({ "code": c })),
+                TaskStatus::Trapped(r) => {
+                    shared.event("trap", || serde_json::json!({ "reason": r }))
+                }
+                TaskStatus::Killed(r) => {
+                    shared.event("kill", || serde_json::json!({ "reason": r }))
+                }
             }
             shared.family.set_exit(match &status {
                 TaskStatus::Exited(c) => *c,
@@ -117,6 +124,8 @@ impl Tasks {
                 siblings.retain(|&c| c != shared.id);
             }
         }
+        self.finished
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
         let wake = t.waiters > 0;
         let wake_empty = t.empty_waiters > 0 && t.live.len() <= t.passive_live;
         let live = t.live.len();
@@ -184,10 +193,21 @@ impl Tasks {
 
     /// Waits for a change (a task finishing), at most until `deadline`.
     pub(super) fn wait<'a>(
-        &self,
-        mut t: MutexGuard<'a, Table>,
+        &'a self,
+        t: MutexGuard<'a, Table>,
         deadline: Option<Instant>,
     ) -> MutexGuard<'a, Table> {
+        use std::sync::atomic::Ordering::Acquire;
+        // Watch for a finish awake for a moment before sleeping (see
+        // `executor::IDLE_SPIN`); finishes bump `finished` under the lock,
+        // so one after `seen` is either seen here or wakes the sleep.
+        let seen = self.finished.load(Acquire);
+        drop(t);
+        let came = crate::executor::spin_until(|| self.finished.load(Acquire) != seen);
+        let mut t = self.lock();
+        if came || self.finished.load(Acquire) != seen {
+            return t;
+        }
         t.waiters += 1;
         let mut t = match deadline {
             None => self.changed.wait(t).unwrap_or_else(|e| e.into_inner()),

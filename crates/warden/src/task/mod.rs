@@ -354,9 +354,9 @@ impl TaskShared {
     }
 
     /// Writes an event about this task to the event log, if there is one.
-    pub fn event(&self, event: &str, fields: serde_json::Value) {
+    pub fn event(&self, event: &str, fields: impl FnOnce() -> serde_json::Value) {
         if let Some(log) = &self.event_log {
-            log.emit(event, self.id.0, &self.name, fields);
+            log.emit(event, self.id.0, &self.name, fields());
         }
     }
 
@@ -409,7 +409,7 @@ impl TaskShared {
             ev.cpu_pending = true;
             self.event(
                 "limit",
-                serde_json::json!({ "limit": "cpu", "action": "suspended, parent notified" }),
+                || serde_json::json!({ "limit": "cpu", "action": "suspended, parent notified" }),
             );
             ev.queue.push_back((EVENT_CPU, self.cpu.subtree_ns()));
             for w in ev.waiters.drain(..) {
@@ -429,7 +429,7 @@ impl TaskShared {
                 if r.first {
                     self.event(
                         "limit",
-                        serde_json::json!({ "limit": "memory", "limit_bytes": r.limit, "requested_bytes": r.wanted }),
+                        || serde_json::json!({ "limit": "memory", "limit_bytes": r.limit, "requested_bytes": r.wanted }),
                     );
                 }
                 false
