@@ -85,3 +85,79 @@ fn the_mapping_limit_refuses_the_next_spawn_with_how_to_raise_it() {
     assert_eq!(wait(&rt, h, Duration::from_secs(10)).exit_code, Some(0));
     rt.kill_all("done");
 }
+
+/// A module that sleeps `us` microseconds in `poll_oneoff`.
+fn napper(us: u64) -> String {
+    format!(
+        r#"(module
+  (import "wasi_snapshot_preview1" "poll_oneoff"
+    (func $poll (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (func (export "_start")
+    (i32.store (i32.const 16) (i32.const 1))
+    (i64.store (i32.const 24) (i64.const {}))
+    (drop (call $poll (i32.const 0) (i32.const 64) (i32.const 1) (i32.const 128)))))"#,
+        us * 1000
+    )
+}
+
+/// Idle workers and waiting host threads look for work awake before they
+/// sleep (`executor::IDLE_SPIN`, 50 µs). Stress that hand-over: four
+/// threads each spawn and wait for tasks one at a time, tasks that end at
+/// once or sleep 30 or 120 µs, waited for at once or after a pause, so
+/// that workers and waiters keep going idle, spinning or asleep just as
+/// work comes; a wake-up lost on either side would leave a wait to time
+/// out.
+#[test]
+fn spawns_and_waits_from_many_threads_lose_no_wake_up() {
+    // One worker and one thread: nothing else comes along to cover for a
+    // lost wake-up. Two and four: the hand-over races between threads.
+    for (workers, threads, tasks) in [(1, 1, 4000), (2, 4, 900)] {
+        stress_spawn_and_wait(workers, threads, tasks);
+    }
+}
+
+/// Waits `d` awake (a sleep would take a timer slack longer).
+fn pause(d: Duration) {
+    let t = std::time::Instant::now();
+    while t.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
+fn stress_spawn_and_wait(workers: usize, threads: usize, tasks: usize) {
+    let rt = runtime(workers);
+    for us in [30, 120] {
+        rt.add_module(&format!("nap{us}.wat"), napper(us).as_bytes())
+            .unwrap();
+    }
+    let threads: Vec<_> = (0..threads)
+        .map(|t| {
+            let rt = rt.clone();
+            std::thread::spawn(move || {
+                let modules = [guests::NOOP, "nap30.wat", "nap120.wat"];
+                for i in 0..tasks {
+                    let mut s = warden::TaskSpec::new(&format!("t{t}.{i}"), modules[(i + t) % 3]);
+                    s.stdout = Output::Null;
+                    // Spawn after a pause spread over 0-100 µs, so that
+                    // the spawn lands anywhere in an idle worker's spin
+                    // and just after it.
+                    pause(Duration::from_nanos((i as u64 * 7_919) % 100_000));
+                    let id = rt.spawn(&s).unwrap();
+                    if i % 4 == 1 {
+                        pause(Duration::from_micros(80));
+                    }
+                    let r = rt
+                        .wait_timeout(id, Some(Duration::from_secs(30)))
+                        .unwrap()
+                        .unwrap_or_else(|| panic!("thread {t}: task {i} never reported"));
+                    assert_eq!(r.status, "exited", "{r:?}");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(rt.stats().live, 0);
+}
