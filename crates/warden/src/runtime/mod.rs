@@ -78,8 +78,9 @@ pub struct RuntimeConfig {
     /// Most tasks alive at once (default 10,000). Instance, memory, table
     /// and stack slots for this many are reserved up front: 4 GiB of
     /// address space (not memory) per task, up to about 24,000 tasks; more
-    /// get less each (100,000: 512 MiB), which is then the most memory a
-    /// task can have, and its memory accesses are bounds-checked. Where
+    /// get less each (100,000: 512 MiB), which is then the most its own
+    /// memory can grow to (its budget, which also covers its children, may
+    /// be larger), and its memory accesses are bounds-checked. Where
     /// [`RuntimeConfig::max_map_count`] cannot hold `max_tasks` tasks, the
     /// spawn past the last that fits is refused ([`Error::Mappings`]).
     pub max_tasks: u32,
@@ -228,8 +229,6 @@ struct Inner {
     engine: Engine,
     /// How many tasks may be alive at once.
     room: setup::Room,
-    /// The most memory one task can have (its slot's reservation).
-    task_memory: u64,
     linker: Linker<TaskData>,
     /// The linker of passive tasks, and their modules linked with it.
     passive_linker: Linker<TaskData>,
@@ -276,7 +275,7 @@ impl Runtime {
     pub fn new(config: RuntimeConfig) -> Result<Runtime, Error> {
         let map_count = config.max_map_count.or_else(setup::read_map_count);
         let mappable = setup::mappable_tasks(config.max_tasks, map_count)?;
-        let (engine, linker, passive_linker, task_memory) = setup::engine(mappable)?;
+        let (engine, linker, passive_linker) = setup::engine(mappable)?;
         let cache = match &config.cache_dir {
             Some(dir) => Some(
                 CodeCache::new(dir)
@@ -331,7 +330,6 @@ impl Runtime {
                     mappable,
                     map_count,
                 },
-                task_memory,
                 linker,
                 passive_linker,
                 passive_modules: Mutex::default(),
@@ -418,18 +416,6 @@ impl Runtime {
             }
         }
         let inner = &*self.inner;
-        if let Some(limit) = spec.memory_limit.filter(|l| *l > inner.task_memory) {
-            return Err(Error::Spawn {
-                name: spec.name.clone(),
-                message: format!(
-                    "memory_limit {} is more than the {} each task can address with \
-                     max_tasks = {} (fewer tasks get more)",
-                    crate::units::format_size(limit),
-                    crate::units::format_size(inner.task_memory),
-                    inner.config.max_tasks
-                ),
-            });
-        }
         let group = match &spec.group {
             None => None,
             Some(name) => Some(

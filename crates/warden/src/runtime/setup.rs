@@ -12,12 +12,9 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, Linker, PoolingAlloca
 
 /// The engine, with slots for `tasks` tasks; a linker holding WASI and
 /// the `warden` host functions; and the linker of passive tasks, whose
-/// functions never wait (see `host::direct`). Also the largest memory a
-/// task can have: the address space reserved for each (see
-/// [`reservations`]).
-pub(super) fn engine(
-    tasks: u32,
-) -> Result<(Engine, Linker<TaskData>, Linker<TaskData>, u64), Error> {
+/// functions never wait (see `host::direct`). Each task's memory gets
+/// the first of [`reservations`] whose pool maps.
+pub(super) fn engine(tasks: u32) -> Result<(Engine, Linker<TaskData>, Linker<TaskData>), Error> {
     let start = |e: wasmtime::Error| Error::Start(format!("{e:#}"));
     // Freed slots wait in batches of DECOMMIT_BATCH before they are
     // reused, so the pools hold that many more than `tasks`.
@@ -27,7 +24,7 @@ pub(super) fn engine(
     for reservation in reservations(slots) {
         match Engine::new(&engine_config(slots, reservation)) {
             Ok(engine) => {
-                built = Some((engine, reservation));
+                built = Some(engine);
                 break;
             }
             // Most likely the pool's reservation did not fit the address
@@ -35,7 +32,7 @@ pub(super) fn engine(
             Err(e) => failed = Some(e),
         }
     }
-    let (engine, reservation) = match (built, failed) {
+    let engine = match (built, failed) {
         (Some(b), _) => b,
         (None, e) => {
             return Err(Error::Start(format!(
@@ -54,7 +51,7 @@ pub(super) fn engine(
     let mut passive = Linker::new(&engine);
     crate::host::add_to_passive_linker(&mut passive).map_err(start)?;
     crate::host::add_teavm_to_linker(&mut passive).map_err(start)?;
-    Ok((engine, linker, passive, reservation))
+    Ok((engine, linker, passive))
 }
 
 fn engine_config(slots: u32, reservation: u64) -> Config {
