@@ -10,7 +10,7 @@
 //! binary (`child-copies`), so its figure includes the whole runtime.
 //! Every contestant starts its copies the same way: one after another, each
 //! once the one before has printed "ready" (a process's on a pipe, a
-//! task's on a FIFO its stdout is connected to). All start from machine
+//! task's on the pipe its stdout is connected to). All start from machine
 //! code compiled ahead of time: the wasmtime processes map a `.cwasm`,
 //! Warden reads its code cache (filled by the warm-up round).
 
@@ -204,7 +204,7 @@ pub fn run(ctx: &Ctx) -> Vec<Table> {
                         summed over the processes once all N are ready. Time: from starting the first to \
                         reading the last \"ready\"; every contestant starts a copy only once the one \
                         before has printed \"ready\" (processes on a pipe each; Warden's tasks, in one \
-                        process started for the purpose, on a FIFO their stdout goes to). The wasmtime processes run the module compiled ahead \
+                        process started for the purpose, on a pipe their stdout goes to). The wasmtime processes run the module compiled ahead \
                         of time; the JVM runs with default settings. A peer's N is run only if the \
                         per-copy PSS and thread count seen at the largest smaller N say that N copies \
                         fit in half the memory available and half of the kernel's limit on threads."
@@ -343,36 +343,27 @@ pub fn child_copies(n: usize, module: &str, cache: Option<PathBuf>) -> Result<()
     .map_err(|e| e.to_string())?;
     let mut spec = quiet("copy", module);
     rt.load_module(module.as_ref()).map_err(|e| e.to_string())?;
-    // Every task's stdout is the FIFO's write end; this reads its lines.
-    let fifo = std::env::temp_dir().join(format!("warden-copies-{}", std::process::id()));
-    let path =
-        std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).map_err(|e| e.to_string())?;
-    // SAFETY: mkfifo with a valid NUL-terminated path.
-    if unsafe { libc::mkfifo(path.as_ptr(), 0o600) } != 0 {
-        return Err(format!(
-            "mkfifo {}: {}",
-            fifo.display(),
-            std::io::Error::last_os_error()
-        ));
-    }
-    // Read and write, so opening it does not wait for a writer.
-    let reader = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&fifo);
-    let _ = std::fs::remove_file(&fifo);
-    let reader = reader.map_err(|e| e.to_string())?;
-    // The tasks write to this process's stdout, pointed at the FIFO: one
-    // descriptor for all of them, however many (a file each would run
-    // into the limit on open descriptors). "ready" goes to the real one.
-    use std::os::fd::{AsRawFd, FromRawFd};
-    // SAFETY: dup and dup2 of descriptors this process holds open.
-    let ready_out = unsafe {
+    // The tasks write to this process's stdout, pointed at a pipe this
+    // reads their lines from: one descriptor for all of them, however many
+    // (a file each would run into the limit on open descriptors). "ready"
+    // goes to the real stdout.
+    use std::os::fd::FromRawFd;
+    let mut ends = [0; 2];
+    // SAFETY: pipe fills the two descriptors it makes; dup and dup2 act on
+    // descriptors this process holds open, and each File takes one it owns.
+    let (reader, ready_out) = unsafe {
+        if libc::pipe(ends.as_mut_ptr()) != 0 {
+            return Err(format!("pipe: {}", std::io::Error::last_os_error()));
+        }
         let saved = libc::dup(1);
-        if saved < 0 || libc::dup2(reader.as_raw_fd(), 1) < 0 {
+        if saved < 0 || libc::dup2(ends[1], 1) < 0 {
             return Err(format!("dup: {}", std::io::Error::last_os_error()));
         }
-        std::fs::File::from_raw_fd(saved)
+        libc::close(ends[1]);
+        (
+            std::fs::File::from_raw_fd(ends[0]),
+            std::fs::File::from_raw_fd(saved),
+        )
     };
     spec.stdout = warden::Output::Inherit;
     let mut lines = BufReader::new(reader);

@@ -19,29 +19,23 @@ pub(super) fn engine(tasks: u32) -> Result<(Engine, Linker<TaskData>, Linker<Tas
     // Freed slots wait in batches of DECOMMIT_BATCH before they are
     // reused, so the pools hold that many more than `tasks`.
     let slots = tasks.saturating_add(DECOMMIT_BATCH as u32);
-    let mut failed = None;
-    let mut built = None;
-    for reservation in reservations(slots) {
-        match Engine::new(&engine_config(slots, reservation)) {
-            Ok(engine) => {
-                built = Some(engine);
-                break;
+    // Most likely a pool that fails did not fit the address space: the
+    // next, smaller reservation is tried.
+    let mut failure = String::new();
+    let engine = reservations(slots)
+        .find_map(|r| match Engine::new(&engine_config(slots, r)) {
+            Ok(engine) => Some(engine),
+            Err(e) => {
+                failure = format!("{e:#}");
+                None
             }
-            // Most likely the pool's reservation did not fit the address
-            // space: try the next, smaller one.
-            Err(e) => failed = Some(e),
-        }
-    }
-    let engine = match (built, failed) {
-        (Some(b), _) => b,
-        (None, e) => {
-            return Err(Error::Start(format!(
+        })
+        .ok_or_else(|| {
+            Error::Start(format!(
                 "the slots of {tasks} tasks do not fit in this process's address space \
-                 (lower max_tasks): {}",
-                e.map_or_else(String::new, |e| format!("{e:#}"))
-            )))
-        }
-    };
+                 (lower max_tasks): {failure}"
+            ))
+        })?;
     let mut linker: Linker<TaskData> = Linker::new(&engine);
     wasmtime_wasi::p1::add_to_linker_async(&mut linker, |d: &mut TaskData| &mut d.wasi)
         .map_err(start)?;
@@ -212,6 +206,11 @@ fn mappings_needed(max_tasks: u64) -> u64 {
         + MAPPINGS_BASE
 }
 
+/// The `vm.max_map_count` to suggest for `max_tasks` live tasks.
+fn map_count_for(max_tasks: u32) -> u64 {
+    mappings_needed(u64::from(max_tasks)).next_power_of_two()
+}
+
 /// The largest number of live tasks that `limit` mappings can hold.
 fn most_tasks(limit: u64) -> u64 {
     limit.saturating_sub(MAPPINGS_BASE + DECOMMIT_BATCH as u64 * MAPPINGS_PER_SLOT)
@@ -241,7 +240,7 @@ pub(super) fn mappable_tasks(max_tasks: u32, limit: Option<u64>) -> Result<u32, 
         return Err(Error::Start(format!(
             "vm.max_map_count is {limit}, too few memory mappings for even one task; \
              raise it (sysctl -w vm.max_map_count={})",
-            mappings_needed(u64::from(max_tasks)).next_power_of_two()
+            map_count_for(max_tasks)
         )));
     }
     Ok(most)
@@ -280,7 +279,7 @@ fn mappings_error(alive: u32, max_tasks: u32, limit: u64) -> Error {
          one process map (each task takes about {} memory mappings); to run up to \
          max_tasks = {max_tasks}, raise it (sysctl -w vm.max_map_count={}) and restart",
         MAPPINGS_PER_SLOT + MAPPINGS_PER_LIVE_TASK,
-        mappings_needed(u64::from(max_tasks)).next_power_of_two()
+        map_count_for(max_tasks)
     ))
 }
 

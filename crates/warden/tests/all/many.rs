@@ -137,7 +137,7 @@ fn stress_spawn_and_wait(workers: usize, threads: usize, tasks: usize) {
             std::thread::spawn(move || {
                 let modules = [guests::NOOP, "nap30.wat", "nap120.wat"];
                 for i in 0..tasks {
-                    let mut s = warden::TaskSpec::new(&format!("t{t}.{i}"), modules[(i + t) % 3]);
+                    let mut s = warden::TaskSpec::new(format!("t{t}.{i}"), modules[(i + t) % 3]);
                     s.stdout = Output::Null;
                     // Spawn after a pause spread over 0-100 µs, so that
                     // the spawn lands anywhere in an idle worker's spin
