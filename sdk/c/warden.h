@@ -208,8 +208,11 @@ WARDEN_IMPORT(portal_create)  int32_t __warden_portal_create(int32_t service);
 WARDEN_IMPORT(call)           int64_t __warden_call(int32_t portal, const void *req, uint32_t req_len,
                                                     const int32_t *req_h, uint32_t req_nh, void *resp,
                                                     uint32_t resp_cap, int32_t *resp_h, uint32_t *resp_nh);
-/* A passive or host service's call, made at once; WARDEN_EAGAIN if it must
- * wait (an active service, or a busy one): warden_call then calls `call`. */
+/* A call made at once: a passive or host service's runs here; an active
+ * service's is made here, and finished if its server answered at once.
+ * WARDEN_EAGAIN if it must wait: for a busy passive service (nothing was
+ * done), or for an active service's answer (the call is under way; `call`
+ * with the same arguments waits for it). warden_call then calls `call`. */
 WARDEN_IMPORT(call_fast)      int64_t __warden_call_fast(int32_t portal, const void *req, uint32_t req_len,
                                                          const int32_t *req_h, uint32_t req_nh, void *resp,
                                                          uint32_t resp_cap, int32_t *resp_h, uint32_t *resp_nh);

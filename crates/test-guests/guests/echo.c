@@ -7,6 +7,9 @@
  *                           "bye" (reply, then exit)
  *   echo client NAME N MSG  N calls of MSG, each reply checked; MSG
  *                           "handles" also sends two memory objects
+ *   echo stray NAME         starts a "slow" call with the raw call_fast
+ *                           twice (the second while the first is under
+ *                           way) and exits without waiting for either
  *
  * Both print one line per outcome; error codes are printed by name. */
 #include <stdio.h>
@@ -70,7 +73,20 @@ static int client(const char *name, long n, const char *msg) {
     return 0;
 }
 
+/* Not what the SDK does: a guest that leaves its call under way. */
+static int stray(const char *name) {
+    warden_handle p = warden_name_lookup(name, 10LL * 1000 * 1000 * 1000);
+    if (p < 0) { printf("stray: lookup: %s\n", warden_strerror(p)); return 1; }
+    static char resp[16];
+    uint32_t nh = 0;
+    int64_t a = __warden_call_fast(p, "slow", 4, NULL, 0, resp, sizeof resp, NULL, &nh);
+    int64_t b = __warden_call_fast(p, "slow", 4, NULL, 0, resp, sizeof resp, NULL, &nh);
+    printf("stray: %s, %s\n", warden_strerror((int32_t)a), warden_strerror((int32_t)b));
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc >= 3 && strcmp(argv[1], "stray") == 0) return stray(argv[2]);
     if (argc >= 3 && strcmp(argv[1], "server") == 0) return server(argv[2]);
     if (argc >= 5 && strcmp(argv[1], "client") == 0) return client(argv[2], atol(argv[3]), argv[4]);
     fprintf(stderr, "usage: echo server NAME | echo client NAME N MSG\n");

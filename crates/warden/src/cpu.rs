@@ -27,8 +27,7 @@
 
 use crate::task::TaskShared;
 use std::cell::RefCell;
-use std::sync::{Arc, OnceLock};
-use std::time::Instant;
+use std::sync::Arc;
 
 /// Wall time of polls after which the meter reads the CPU clock.
 pub const WINDOW: u64 = 1_000_000;
@@ -61,6 +60,10 @@ pub struct Meter {
     current: Option<(Poll, u64)>,
     /// CPU charged since the policy last took its charges: (key, ns).
     charges: Vec<(u64, u64)>,
+    /// The clock when the last poll ended, and when the next begins if
+    /// already read (see [`nest`]): one reading serves both sides.
+    last_end: u64,
+    next_start: Option<u64>,
 }
 
 /// Whose CPU a poll is: the account charged, and the runner if another
@@ -92,6 +95,8 @@ impl Meter {
             polls_wall: 0,
             current: None,
             charges: Vec::with_capacity(MAX_CHARGES),
+            last_end: 0,
+            next_start: None,
         }
     }
 
@@ -147,10 +152,17 @@ impl Meter {
     }
 }
 
-/// Nanoseconds on a process-wide monotonic clock (the scheduler's `now`).
+/// Nanoseconds on the system's monotonic clock (the scheduler's `now`;
+/// never 0). Read directly rather than through `Instant`, whose
+/// subtraction costs as much again as the (vDSO) reading itself.
 pub fn now() -> u64 {
-    static START: OnceLock<Instant> = OnceLock::new();
-    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; every Linux has the clock.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 fn with<R>(f: impl FnOnce(&mut Meter) -> R) -> R {
@@ -158,15 +170,46 @@ fn with<R>(f: impl FnOnce(&mut Meter) -> R) -> R {
 }
 
 /// A poll of `runner` starts on this thread, charged to `account`.
-pub fn begin(account: &Arc<TaskShared>, runner: &Arc<TaskShared>) {
+/// Returns the meter's clock (ns) at its start.
+pub fn begin(account: &Arc<TaskShared>, runner: &Arc<TaskShared>) -> u64 {
     let poll = Poll {
         account: account.clone(),
         runner: (!Arc::ptr_eq(account, runner)).then(|| runner.clone()),
     };
     with(|m| {
-        let now = m.now();
+        let now = m.next_start.take().unwrap_or_else(now);
         m.current = Some((poll, now));
+        now
+    })
+}
+
+/// Runs `f`, which polls another task on this thread, inside the poll in
+/// progress: the outer poll's time so far is set aside as one poll, `f`'s
+/// own polls are metered as theirs, and the outer poll goes on timing
+/// from when `f`'s last poll ended. (The clock read that ends the outer
+/// part also starts `f`'s first poll.)
+pub fn nest<R>(f: impl FnOnce() -> R) -> R {
+    let outer = with(|m| {
+        let (poll, start) = m.current.take()?;
+        let now = m.now();
+        let wall = now.saturating_sub(start);
+        m.polls_wall += wall;
+        m.polls.push((poll.clone(), wall));
+        if m.polls.len() >= MAX_POLLS {
+            m.reconcile();
+        }
+        m.next_start = Some(now);
+        m.last_end = now;
+        Some(poll)
     });
+    let result = f();
+    with(|m| {
+        m.next_start = None;
+        if let Some(poll) = outer {
+            m.current = Some((poll, m.last_end));
+        }
+    });
+    result
 }
 
 /// The poll in progress ended; with `exact`, the task's CPU figure is
@@ -184,6 +227,7 @@ pub fn end(exact: bool) -> (u64, u64) {
         if exact || m.polls_wall >= WINDOW || m.polls.len() >= MAX_POLLS {
             m.reconcile();
         }
+        m.last_end = now;
         (wall, now)
     })
 }
@@ -215,11 +259,49 @@ mod tests {
     use crate::task::TaskId;
 
     fn spin(ms: u64) {
-        let t = Instant::now();
+        let t = std::time::Instant::now();
         let mut x = 0u64;
         while t.elapsed().as_millis() < ms as u128 {
             x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
         }
+    }
+
+    fn burn(ns: u64) {
+        let t = thread_cpu_ns();
+        while thread_cpu_ns() - t < ns {
+            std::hint::black_box(t);
+        }
+    }
+
+    /// A poll nested in another (a direct hand-off) is metered as its
+    /// own: the server records only what ran inside it as served, the
+    /// client's account is charged for both, and the outer poll goes on
+    /// timing afterwards.
+    #[test]
+    fn a_nested_poll_is_metered_apart_from_the_one_around_it() {
+        std::thread::spawn(|| {
+            let client = Arc::new(TaskShared::new(TaskId(1), "c".into(), None, None));
+            let server = Arc::new(TaskShared::new(TaskId(2), "s".into(), None, None));
+            reconcile();
+            begin(&client, &client);
+            burn(2_000_000);
+            nest(|| {
+                begin(&client, &server);
+                burn(2_000_000);
+                end(false);
+            });
+            burn(2_000_000);
+            end(true);
+            let (charged, served) = (client.cpu.charged_ns(), server.cpu.served_ns());
+            assert!(charged >= 5_000_000, "client charged {charged}");
+            assert!(
+                (1_000_000..=4_000_000).contains(&served),
+                "server served {served} of {charged}"
+            );
+            assert_eq!(server.cpu.charged_ns(), 0);
+        })
+        .join()
+        .unwrap();
     }
 
     /// A server's poll on a client's lent context is charged to the

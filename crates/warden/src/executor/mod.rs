@@ -15,6 +15,13 @@
 //! before it turns to the run queue again, so a chatty pair of tasks
 //! cannot starve the rest.
 //!
+//! A call goes one step further (direct hand-off, [`hand_off_to`]): when
+//! queueing it puts the server into the slot, the server's slice runs at
+//! once, nested in the client's poll. A server waiting in `recv` then
+//! answers before the client's poll returns, and the client is never
+//! suspended or woken. Both tasks' time still falls within the client's
+//! slice, which bounds the pair as a whole.
+//!
 //! A timer thread advances a tick counter and the engine's epoch every
 //! [`TICK`]; tasks compare ticks against the start of their slice. CPU
 //! time is measured by each worker's `cpu` meter.
@@ -23,7 +30,11 @@
 //!
 //! Locks nest only in this order: a task's future lock (held by the
 //! worker polling it) → another task's future lock (taken only to finish a
-//! task that is idle or queued, never one that runs) → the queue lock.
+//! task that is idle or queued, never one that runs, or to poll a task
+//! nested in a direct hand-off, which the worker owns by its state word:
+//! nobody else takes that lock before the word says the task is done) →
+//! the queue lock. A nested poll takes no third future lock to poll: hand-
+//! offs do not nest.
 //! Nothing holding the queue lock takes a future lock, wakes a task or
 //! calls the finish callback, which runs with no queue lock held.
 
@@ -31,7 +42,7 @@ mod queue;
 mod worker;
 
 use crate::sched::{RunQueue, TaskSched};
-use crate::task::state::Kill;
+use crate::task::state::{Kill, Start};
 use crate::task::{TaskId, TaskShared, TaskStatus};
 use queue::Queue;
 use std::cell::{Cell, RefCell};
@@ -85,6 +96,9 @@ thread_local! {
     /// Finishes queued while this thread runs the finish callback (see
     /// `Shared::complete`); `None` when it runs none.
     static FINISHING: RefCell<Option<FinishQueue>> = const { RefCell::new(None) };
+    /// Whether this worker is running a slice handed off inside another
+    /// task's poll (see [`hand_off_to`]).
+    static NESTED: Cell<bool> = const { Cell::new(false) };
 }
 
 type FinishQueue = std::collections::VecDeque<(Arc<TaskShared>, TaskStatus)>;
@@ -398,6 +412,50 @@ impl Wake for TaskCell {
         if self.shared.state.wake() {
             self.exec.make_runnable(self);
         }
+    }
+}
+
+/// Direct hand-off: called by the task being polled right after it woke
+/// `server` (a call queued on the server's service). If that wake put the
+/// server into this worker's hand-off slot, the server's slice runs now,
+/// nested in the caller's poll, so that a server waiting in `recv`
+/// answers before the caller's poll has even returned: the caller neither
+/// suspends nor is woken, and no queue is touched. The server's slice is
+/// a slice like any other (its epoch deadline, limits and lifecycle rules
+/// apply), metered separately and charged as the CPU inheritance says.
+///
+/// Only one level nests: a server running nested that calls another
+/// service hands off through the slot, as usual, so the host stack never
+/// holds more than two polls. A caller that wants the server's answer
+/// within its own slice gets it; one whose server is busy, queued or on
+/// another worker waits as usual.
+pub(crate) fn hand_off_to(server: TaskId) {
+    if NESTED.with(Cell::get) {
+        return;
+    }
+    let cell = HANDOFF.with(|h| {
+        let mut h = h.borrow_mut();
+        match &*h {
+            Some(c) if c.shared.id == server => h.take(),
+            _ => None,
+        }
+    });
+    let Some(cell) = cell else { return };
+    // Restored however the slice ends.
+    struct Unnest(*const Shared);
+    impl Drop for Unnest {
+        fn drop(&mut self) {
+            POLLING.with(|p| p.set(self.0));
+            NESTED.with(|n| n.set(false));
+        }
+    }
+    let _unnest = Unnest(POLLING.with(Cell::get));
+    NESTED.with(|n| n.set(true));
+    // Not a switch from the last poll: the caller's guest ran between.
+    LAST_POLL_END.with(|l| l.set(0));
+    match cell.shared.state.start() {
+        Start::Run => crate::cpu::nest(|| worker::run_slice(&cell.exec, &cell)),
+        Start::Parked | Start::Done => {}
     }
 }
 

@@ -94,7 +94,7 @@ fn next_queued(exec: &Arc<Shared>) -> Option<Arc<TaskCell>> {
 }
 
 /// Polls a running task once and hands it on (lifecycle rules 4 and 5).
-fn run_slice(exec: &Arc<Shared>, cell: &Arc<TaskCell>) {
+pub(super) fn run_slice(exec: &Arc<Shared>, cell: &Arc<TaskCell>) {
     let shared = &cell.shared;
     let mut slot = cell.future.lock().unwrap_or_else(|e| e.into_inner());
     let result = match slot.as_mut() {
@@ -153,12 +153,12 @@ fn poll_once(
     shared
         .slice_start_tick
         .store(exec.clock.now(), Ordering::Relaxed);
-    cpu::begin(account, shared);
+    let start = cpu::begin(account, shared);
     let last = LAST_POLL_END.with(|l| l.get());
     if last != 0 {
         exec.switches.fetch_add(1, Ordering::Relaxed);
         exec.switch_ns
-            .fetch_add(cpu::now().saturating_sub(last), Ordering::Relaxed);
+            .fetch_add(start.saturating_sub(last), Ordering::Relaxed);
     }
     POLLING.with(|p| p.set(Arc::as_ptr(exec)));
     let result = catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx)));

@@ -57,6 +57,8 @@ pub(crate) struct TaskIpc {
     pub(crate) memory: Option<wasmtime::Memory>,
     /// The task's reusable call slot.
     pub(crate) call_slot: Arc<CallSlot>,
+    /// A call `call_fast` made and left for `call` to wait for.
+    pub(crate) in_flight: Option<super::ipc::InFlight>,
     pub(crate) grants: Grants,
     pub(crate) kernel: Arc<Kernel>,
     /// The runtime, for spawning and controlling children.

@@ -68,13 +68,22 @@ pub(super) async fn call(
     passive_call(&mut c, p, &mut server, args)
 }
 
-/// `call_fast`: a direct service's call made at once, without the async
-/// host-call machinery `call` needs to wait; `Again` when it must wait (an
-/// active service, a busy passive one, or waiting for a handler's lock).
+/// `call_fast`: a call made at once, without the async host-call
+/// machinery `call` needs to wait. A direct service's call runs here; an
+/// active service's is made here and, if its server answered within this
+/// poll (a direct hand-off), finished. `Again` when it must wait: for a
+/// busy passive service (nothing done yet), or for an active service's
+/// answer (the call is under way, and `call` waits for it).
 pub(super) fn call_fast(c: &mut Caller<'_, TaskData>, args: CallArgs) -> Result<i64, Errno> {
-    // Anything but a direct service's portal is the waiting call's to judge.
-    let Ok(Some(handler)) = direct_of(c, args.0) else {
-        return Err(Errno::Again);
+    let data = &c.data().ipc;
+    // Anything but a portal is the waiting call's to judge, and so is a
+    // call while another is under way.
+    let service = match data.handles.get(args.0) {
+        Ok(Object::Portal(p)) if data.in_flight.is_none() => p.service().clone(),
+        _ => return Err(Errno::Again),
+    };
+    let Some(handler) = service.direct_handler() else {
+        return super::ipc::call_at_once(c, &service, args);
     };
     check(c, args)?;
     if let Some(h) = handler.downcast_ref::<HostService>() {

@@ -126,17 +126,17 @@ fn origin(c: &mut Caller<'_, TaskData>, call_id: i64, buf: i32, cap: i32) -> Res
 use super::direct::CallArgs;
 type CallTimeoutArgs = (i32, i32, i32, i32, i32, i32, i32, i32, i32, i64);
 
-/// While a client waits: on any end of the wait — an answer, a timeout,
-/// or the client's death (its future dropped) — withdraws the context it
-/// lent the server; unless an answer came, also abandons the call, so the
-/// server's late reply gets `PeerDied`.
-struct Waiting<'a> {
-    slot: &'a CallSlot,
+/// An active call under way. On any end — an answer taken, a timeout,
+/// or the client's death (its future or its store dropped) — it
+/// withdraws the context the client lent the server; unless answered, it
+/// also abandons the call, so the server's late reply gets `PeerDied`.
+pub(crate) struct InFlight {
+    slot: Arc<CallSlot>,
     server: Option<Arc<TaskShared>>,
     answered: bool,
 }
 
-impl Drop for Waiting<'_> {
+impl Drop for InFlight {
     fn drop(&mut self) {
         if let Some(server) = &self.server {
             server.inherit.withdraw(self.slot.owner().id);
@@ -149,39 +149,92 @@ impl Drop for Waiting<'_> {
 
 /// A portal call: copy the request in, queue it, wait at most
 /// `timeout_ns` (negative: for ever) for the answer, copy the answer out.
+/// A call `call_fast` left under way is waited for here (the SDKs make
+/// this call, with the same arguments, right after).
 async fn call(mut c: Caller<'_, TaskData>, args: CallArgs, timeout_ns: i64) -> Result<i64, Errno> {
-    let service = match c.data().ipc.handles.get(args.0)? {
-        Object::Portal(p) => p.service().clone(),
-        _ => return Err(Errno::BadHandle),
+    let mut flight = match c.data_mut().ipc.in_flight.take() {
+        Some(flight) => flight,
+        None => {
+            let service = match c.data().ipc.handles.get(args.0)? {
+                Object::Portal(p) => p.service().clone(),
+                _ => return Err(Errno::BadHandle),
+            };
+            if let Some(handler) = service.direct_handler().cloned() {
+                return super::direct::call(c, handler, args, timeout_ns).await;
+            }
+            start(&mut c, &service, args)?
+        }
     };
-    if let Some(handler) = service.direct_handler().cloned() {
-        return super::direct::call(c, handler, args, timeout_ns).await;
+    let code = super::wait_for(timeout_ns, |cx| flight.slot.poll_done(cx)).await;
+    let code = code.ok_or(Errno::Timeout)?;
+    flight.answered = true;
+    take_reply(&mut c, &flight.slot, code, args)
+}
+
+/// `call_fast` on an active service: the call is made and, if the server
+/// answered within this poll (a direct hand-off), finished; otherwise it
+/// is left under way for `call` to wait for, and the answer is `Again`.
+pub(super) fn call_at_once(
+    c: &mut Caller<'_, TaskData>,
+    service: &Service,
+    args: CallArgs,
+) -> Result<i64, Errno> {
+    let mut flight = start(c, service, args)?;
+    let done = match flight.slot.lock().phase {
+        Phase::Done(code) => Some(code),
+        _ => None,
+    };
+    match done {
+        Some(code) => {
+            flight.answered = true;
+            take_reply(c, &flight.slot, code, args)
+        }
+        None => {
+            c.data_mut().ipc.in_flight = Some(flight);
+            Err(Errno::Again)
+        }
     }
-    let (slot, seq) = load_request(&mut c, &service, args)?;
-    // CPU inheritance: the server runs on this client's context while the
-    // client waits (and a higher-priority caller boosts it).
+}
+
+/// Starts an active call: the request copied into the client's call slot,
+/// the client's context lent to the server (CPU inheritance: the server
+/// runs on it while the client waits, and a higher-priority caller boosts
+/// it), the call queued and, if that woke the server on this worker,
+/// handed off to it at once (only to a server that runs on lent contexts).
+fn start(
+    c: &mut Caller<'_, TaskData>,
+    service: &Service,
+    args: CallArgs,
+) -> Result<InFlight, Errno> {
+    let (slot, seq) = load_request(c, service, args)?;
     let server = service.server().cloned();
-    let client = c.data().ipc.shared.clone();
     if let Some(server) = &server {
+        let client = &c.data().ipc.shared;
         server.inherit.lend(client.id, client.context());
     }
-    let mut waiting = Waiting {
-        slot: &slot,
+    let mut flight = InFlight {
+        slot,
         server,
         answered: false,
     };
-    if let Err(e) = service.enqueue(&slot, seq) {
-        waiting.answered = true;
-        let mut st = slot.lock();
+    if let Err(e) = service.enqueue(&flight.slot, seq) {
+        flight.answered = true;
+        let mut st = flight.slot.lock();
         st.phase = Phase::Idle;
         st.request_objects.clear();
         return Err(e);
     }
-    drop(service);
-    let code = super::wait_for(timeout_ns, |cx| slot.poll_done(cx)).await;
-    waiting.answered = code.is_some();
-    drop(waiting);
-    take_reply(&mut c, &slot, code.ok_or(Errno::Timeout)?, args)
+    // A server waiting in `recv` may answer right here (direct hand-off),
+    // if it runs on its callers' contexts: one that does not waits for its
+    // own turn in the run queue.
+    if flight
+        .server
+        .as_ref()
+        .is_some_and(|s| s.inherit.donor_id().is_some())
+    {
+        crate::executor::hand_off_to(service.owner);
+    }
+    Ok(flight)
 }
 
 /// Checks a call to `service` and copies its request (bytes and handles)

@@ -43,6 +43,7 @@ impl Runtime {
             handles,
             memory: None,
             call_slot: CallSlot::new(shared.clone()),
+            in_flight: None,
             grants: Grants::of(spec),
             kernel: inner.kernel.clone(),
             spawner: {

@@ -124,3 +124,63 @@ fn moved_portal_and_no_clients() {
          server: recv: no clients\n"
     );
 }
+
+/// Direct hand-off: a call to a server waiting in `recv` runs the server
+/// inside the caller's poll, so the caller is answered without being
+/// suspended and woken. On one worker, N round trips then take about N
+/// polls (the server's) rather than 2N (the server's and the caller's).
+#[test]
+fn a_call_to_a_waiting_server_is_answered_within_the_callers_poll() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(1);
+    let srv = rt.spawn(&server(dir.path(), "srv", "echo")).unwrap();
+    wait_for_output(dir.path(), "srv", "server: ready");
+    let calls = 2000;
+    let before = rt.stats().polls;
+    let c = rt
+        .spawn(&client(dir.path(), "c", "echo", calls, "ping"))
+        .unwrap();
+    let r = wait(&rt, c, Duration::from_secs(30));
+    let polls = rt.stats().polls - before;
+    assert_eq!(r.exit_code, Some(0), "{r:?}");
+    assert_eq!(stdout_of(dir.path(), "c"), format!("client: ok {calls}\n"));
+    assert!(
+        polls < calls as u64 * 3 / 2,
+        "{polls} polls for {calls} round trips"
+    );
+    rt.kill(srv, "done").unwrap();
+}
+
+/// `call_fast` leaves an active call it could not finish under way, for
+/// `call` to wait for. A guest that ignores that (calls `call_fast` again,
+/// then exits) starts no second call, and its call is abandoned when it
+/// ends: the server's late reply is refused, and the server goes on.
+#[test]
+fn a_call_left_under_way_is_abandoned_when_its_caller_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(2);
+    let srv = rt.spawn(&server(dir.path(), "srv", "echo")).unwrap();
+    wait_for_output(dir.path(), "srv", "server: ready");
+    let mut stray = spec(dir.path(), "stray", guests::ECHO);
+    stray.args = vec!["stray".into(), "echo".into()];
+    stray.uses = vec!["echo".into()];
+    let r = run_one(&rt, &stray, Duration::from_secs(30));
+    assert_eq!(r.exit_code, Some(0), "{r:?}");
+    assert_eq!(
+        stdout_of(dir.path(), "stray"),
+        "stray: would wait, would wait\n"
+    );
+    wait_for_output(dir.path(), "srv", "server: reply: peer died");
+    let c = rt
+        .spawn(&client(dir.path(), "c", "echo", 3, "after"))
+        .unwrap();
+    assert_eq!(wait(&rt, c, Duration::from_secs(30)).exit_code, Some(0));
+    assert_eq!(
+        stdout_of(dir.path(), "srv")
+            .matches("server: got slow")
+            .count(),
+        1,
+        "one call made"
+    );
+    rt.kill(srv, "done").unwrap();
+}
