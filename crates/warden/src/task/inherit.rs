@@ -97,7 +97,9 @@ impl Inheritance {
 
     /// `client`'s call ended: its donation (if any) is withdrawn.
     pub fn withdraw(&self, client: TaskId) {
-        if !self.enabled {
+        // No donor: nothing lent to withdraw (the server's reply usually
+        // withdrew it before the client's call ends).
+        if !self.enabled || self.donor_id().is_none() {
             return;
         }
         let mut d = self.lock();
