@@ -136,6 +136,10 @@ struct Shared {
     finish: Box<FinishFn>,
     tokio: tokio::runtime::Handle,
     stop_timer: AtomicBool,
+    /// Advances the engine's epoch (the timer's work each tick): called
+    /// at once for a kill, so a running task meets it at its next epoch
+    /// check rather than the next tick.
+    on_tick: Arc<dyn Fn() + Send + Sync>,
     /// Bumped (under the queue lock) by every push into the run queue, so
     /// that an idle worker can watch for work without the lock.
     pushes: AtomicU64,
@@ -173,13 +177,14 @@ pub struct Executor {
 
 impl Executor {
     /// Starts `workers` worker threads and the timer, which calls `on_tick`
-    /// (advancing the engine's epoch) every [`TICK`]. Worker threads enter
-    /// `tokio` so that host calls can use its timers and blocking pool.
+    /// (advancing the engine's epoch) every [`TICK`], as does a kill of a
+    /// running task. Worker threads enter `tokio` so that host calls can
+    /// use its timers and blocking pool.
     pub fn start(
         workers: usize,
         policy: Box<dyn RunQueue>,
         tokio: tokio::runtime::Handle,
-        on_tick: Box<dyn Fn() + Send>,
+        on_tick: Arc<dyn Fn() + Send + Sync>,
         finish: Box<FinishFn>,
     ) -> std::io::Result<Executor> {
         let shared = Arc::new(Shared {
@@ -189,6 +194,7 @@ impl Executor {
             finish,
             tokio,
             stop_timer: AtomicBool::new(false),
+            on_tick,
             pushes: AtomicU64::new(0),
             polls: AtomicU64::new(0),
             charges: AtomicBool::new(true),
@@ -211,7 +217,7 @@ impl Executor {
                 while !s.stop_timer.load(Ordering::Relaxed) {
                     std::thread::sleep(TICK);
                     s.clock.ticks.fetch_add(1, Ordering::Relaxed);
-                    on_tick();
+                    (s.on_tick)();
                 }
             })?;
         Ok(Executor {
@@ -250,7 +256,8 @@ impl Executor {
     }
 
     /// Requests that a task be killed. A queued or blocked task is finished
-    /// before this returns; a running one at its next epoch tick. Returns
+    /// before this returns; a running one at its next epoch check, which
+    /// the kill brings forward by advancing the epoch at once. Returns
     /// false if the task is unknown or already finished.
     pub fn kill(&self, id: TaskId, reason: &str) -> bool {
         let cell = match self.shared.lock().cells.get(&id.0) {
@@ -461,8 +468,11 @@ pub(crate) fn hand_off_to(server: TaskId) {
 
 /// Requests a task's kill; if it was idle or queued, finishes it now.
 fn kill(cell: &Arc<TaskCell>, reason: &str) {
-    if let Kill::Finish { queued } = cell.shared.request_kill(reason) {
-        finish_killed(cell, queued);
+    match cell.shared.request_kill(reason) {
+        Kill::Finish { queued } => finish_killed(cell, queued),
+        // Its deadline callback sees the kill at its next epoch check.
+        Kill::Running => (cell.exec.on_tick)(),
+        Kill::AlreadyDone => {}
     }
 }
 

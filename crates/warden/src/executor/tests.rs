@@ -53,7 +53,7 @@ fn stress_wake_yield_suspend_kill() {
         2,
         Box::new(Tree::new(PolicyKind::RoundRobin)),
         tokio.handle().clone(),
-        Box::new(|| {}),
+        Arc::new(|| {}),
         Box::new(move |shared, status| {
             let mut m = f.lock().unwrap();
             let e = m.entry(shared.id.0).or_default();
@@ -129,7 +129,7 @@ fn one_worker_runs_yielding_tasks_in_turn() {
         1,
         Box::new(Tree::new(PolicyKind::RoundRobin)),
         tokio.handle().clone(),
-        Box::new(|| {}),
+        Arc::new(|| {}),
         Box::new(move |_, _| {
             d.fetch_add(1, Ordering::SeqCst);
         }),
@@ -169,4 +169,69 @@ fn one_worker_runs_yielding_tasks_in_turn() {
         std::thread::sleep(Duration::from_millis(1));
     }
     assert_eq!(*order.lock().unwrap(), [0, 1, 2, 0, 1, 2, 0, 1, 2]);
+}
+
+/// A kill of a running task advances the epoch at once, on the killer's
+/// thread, so the task meets it at its next epoch check instead of at the
+/// timer's next tick; a kill of a queued or blocked task needs no epoch.
+#[test]
+fn killing_a_running_task_advances_the_epoch_at_once() {
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    let killer = std::thread::current().id();
+    let by_killer = Arc::new(AtomicUsize::new(0));
+    let b = by_killer.clone();
+    let done = Arc::new(AtomicUsize::new(0));
+    let d = done.clone();
+    let exec = Executor::start(
+        1,
+        Box::new(Tree::new(PolicyKind::RoundRobin)),
+        tokio.handle().clone(),
+        Arc::new(move || {
+            if std::thread::current().id() == killer {
+                b.fetch_add(1, Ordering::SeqCst);
+            }
+        }),
+        Box::new(move |_, _| {
+            d.fetch_add(1, Ordering::SeqCst);
+        }),
+    )
+    .unwrap();
+    let running = Arc::new(AtomicBool::new(false));
+    let shared = Arc::new(TaskShared::new(TaskId(1), "spin".into(), None, None));
+    let (r, s) = (running.clone(), shared.clone());
+    exec.spawn(
+        shared,
+        Box::pin(std::future::poll_fn(move |_| {
+            r.store(true, Ordering::SeqCst);
+            while !s.kill_requested() {
+                std::hint::spin_loop();
+            }
+            Poll::Pending
+        })),
+        &TaskSched::default(),
+    );
+    while !running.load(Ordering::SeqCst) {
+        std::thread::yield_now();
+    }
+    assert!(exec.kill(TaskId(1), "test"));
+    assert_eq!(
+        by_killer.load(Ordering::SeqCst),
+        1,
+        "epoch advanced by the kill"
+    );
+    while done.load(Ordering::SeqCst) < 1 {
+        std::thread::yield_now();
+    }
+    // Blocked: finished by the killer itself, with no epoch needed.
+    exec.spawn(
+        Arc::new(TaskShared::new(TaskId(2), "idle".into(), None, None)),
+        Box::pin(std::future::pending()),
+        &TaskSched::default(),
+    );
+    while exec.task_state(TaskId(2)) != Some("blocked") {
+        std::thread::yield_now();
+    }
+    assert!(exec.kill(TaskId(2), "test"));
+    assert_eq!(done.load(Ordering::SeqCst), 2);
+    assert_eq!(by_killer.load(Ordering::SeqCst), 1);
 }

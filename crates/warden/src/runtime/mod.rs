@@ -318,7 +318,7 @@ impl Runtime {
             config.workers,
             Box::new(tree),
             tokio.handle().clone(),
-            Box::new(move || e.increment_epoch()),
+            Arc::new(move || e.increment_epoch()),
             Box::new(move |shared, status| t.finish(shared, status)),
         )
         .map_err(|e| Error::Start(e.to_string()))?;
@@ -512,7 +512,8 @@ impl Runtime {
     }
 
     /// Kills a live task (see the task lifecycle): a queued or blocked task
-    /// is gone when this returns, a running one within one epoch tick.
+    /// is gone when this returns, a running one at its next epoch check
+    /// (a function entry or loop header of its code).
     pub fn kill(&self, id: TaskId, reason: &str) -> Result<(), Error> {
         if self.inner.exec.kill(id, reason) {
             Ok(())
