@@ -3,7 +3,7 @@
 
 use super::{
     finish_killed, kill_group, kill_id, Shared, TaskCell, HANDOFF, HANDOFF_LIMIT, LAST_POLL_END,
-    POLLING,
+    NESTED, POLLING,
 };
 use crate::cpu;
 use crate::task::state::{AfterPoll, Start};
@@ -117,7 +117,7 @@ pub(super) fn run_slice(exec: &Arc<Shared>, cell: &Arc<TaskCell>) {
             enforce_cpu_limits(exec, shared, &account);
             match shared.state.end_poll() {
                 AfterPoll::Idle | AfterPoll::Parked => {}
-                AfterPoll::Requeue => exec.enqueue(cell),
+                AfterPoll::Requeue => requeue(exec, cell),
                 AfterPoll::Finish => finish_killed(cell, false),
             }
         }
@@ -134,6 +134,21 @@ pub(super) fn run_slice(exec: &Arc<Shared>, cell: &Arc<TaskCell>) {
             shared.state.complete();
             exec.complete(cell, future, status);
         }
+    }
+}
+
+/// Queues a task that must run again. One that ran nested in a hand-off
+/// goes back to the hand-off slot instead: its caller's poll is still in
+/// progress, and by the time the worker takes the slot the caller waits
+/// for it, so it runs (or, bumped, is queued under the caller's context)
+/// as the caller's CPU inheritance says. Queued now, it would be filed
+/// under its own context, as if nobody waited for it.
+fn requeue(exec: &Arc<Shared>, cell: &Arc<TaskCell>) {
+    if !NESTED.with(|n| n.get()) {
+        return exec.enqueue(cell);
+    }
+    if let Some(bumped) = HANDOFF.with(|h| h.borrow_mut().replace(cell.clone())) {
+        exec.enqueue(&bumped);
     }
 }
 

@@ -323,6 +323,44 @@ fn inheritance_prevents_priority_inversion() {
     }
 }
 
+/// The same when each call outlasts the server's time slice: the server,
+/// handed the call directly, runs out its slice inside the client's call
+/// and must then still run on the client's context, not its own.
+#[test]
+fn inheritance_holds_when_a_call_outlasts_the_servers_slice() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = rt_with(PolicyKind::Priority, vec![]);
+    let mut server = work_server(dir.path(), 1, true);
+    // About 30 ms of work per call here: several 4 ms slices.
+    server.args[1] = "200000000".into();
+    let server = rt.spawn(&server).unwrap();
+    // The hog would starve it before it registers: wait for it in `recv`.
+    while rt
+        .live_tasks()
+        .iter()
+        .find(|t| t.id == server)
+        .unwrap()
+        .state
+        != "blocked"
+    {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let _hog = rt.spawn(&spinner(dir.path(), "hog", 1, 5)).unwrap();
+    let client = rt.spawn(&work_client(dir.path(), 5, 9)).unwrap();
+    let r = rt
+        .wait_timeout(client, Some(Duration::from_secs(20)))
+        .unwrap()
+        .unwrap_or_else(|| panic!("client did not finish: {:?}", rt.live_tasks()));
+    assert_eq!(r.exit_code, Some(0));
+    let server_cpu = cpu_of(&rt, &[server])[0];
+    assert!(
+        r.cpu_ms > 5.0 * server_cpu.max(0.1),
+        "client {} ms, server {server_cpu} ms",
+        r.cpu_ms
+    );
+    rt.kill_all("done");
+}
+
 /// Stride at equal shares: a client calling a busy server, against a CPU
 /// hog. With inheritance the pair is one scheduling context and the
 /// server's CPU is on the client's account; the figures are printed.
