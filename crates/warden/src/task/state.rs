@@ -39,7 +39,8 @@
 //! 6. **Kill** ([`State::kill`]). Sets `KILLED`. From idle or `QUEUED` the
 //!    killer also moves it to `DONE` and finishes it (removing it from the
 //!    queue if it was queued); a running task is finished by its worker at
-//!    rule 4 (its deadline callback ends the poll within a tick).
+//!    rule 4 (its deadline callback ends the poll at the next epoch
+//!    check, which the killer brings forward by advancing the epoch).
 //! 7. **Suspend** ([`State::suspend`]). Sets `SUSPENDED`; a running task
 //!    yields at its next tick and parks at rule 4, a queued one parks at
 //!    rule 3, an idle one parks when woken (rule 2).
