@@ -319,10 +319,7 @@ mod tests {
             ));
             reconcile();
             begin(&client, &server);
-            let t = thread_cpu_ns();
-            while thread_cpu_ns() - t < 3_000_000 {
-                std::hint::black_box(t);
-            }
+            burn(3_000_000);
             end(true);
             let (charged, served) = (client.cpu.charged_ns(), server.cpu.served_ns());
             assert!(charged >= 2_000_000, "client charged {charged}");

@@ -10,11 +10,12 @@
 //!
 //! A passive call is described in [`super::passive`].
 
+use super::ipc::service_of;
 use super::passive::{invoke, invoke_nested_ok, passive_bytes, Passive, Server};
 use super::{len32, memory, range, write_u32, TaskData};
 use crate::ipc::permit::copy_racy;
 use crate::ipc::service::Direct;
-use crate::ipc::{Errno, Object};
+use crate::ipc::Errno;
 use crate::task::{TaskId, TaskShared};
 use std::future::Future;
 use wasmtime::Caller;
@@ -75,13 +76,12 @@ pub(super) async fn call(
 /// busy passive service (nothing done yet), or for an active service's
 /// answer (the call is under way, and `call` waits for it).
 pub(super) fn call_fast(c: &mut Caller<'_, TaskData>, args: CallArgs) -> Result<i64, Errno> {
-    let data = &c.data().ipc;
     // Anything but a portal is the waiting call's to judge, and so is a
     // call while another is under way.
-    let service = match data.handles.get(args.0) {
-        Ok(Object::Portal(p)) if data.in_flight.is_none() => p.service().clone(),
-        _ => return Err(Errno::Again),
-    };
+    if c.data().ipc.in_flight.is_some() {
+        return Err(Errno::Again);
+    }
+    let service = service_of(c.data(), args.0).map_err(|_| Errno::Again)?;
     let Some(handler) = service.direct_handler() else {
         return super::ipc::call_at_once(c, &service, args);
     };
@@ -127,10 +127,7 @@ pub(super) fn call_nested(c: &mut Caller<'_, TaskData>, args: CallArgs) -> Resul
 /// The handler behind `portal` if it is a direct service's portal
 /// (`None`: an active service's).
 fn direct_of(c: &Caller<'_, TaskData>, portal: i32) -> Result<Option<Direct>, Errno> {
-    match c.data().ipc.handles.get(portal)? {
-        Object::Portal(p) => Ok(p.service().direct_handler().cloned()),
-        _ => Err(Errno::BadHandle),
-    }
+    Ok(service_of(c.data(), portal)?.direct_handler().cloned())
 }
 
 /// Checks a direct call's arguments against the caller's quotas and

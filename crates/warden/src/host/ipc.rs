@@ -155,10 +155,7 @@ async fn call(mut c: Caller<'_, TaskData>, args: CallArgs, timeout_ns: i64) -> R
     let mut flight = match c.data_mut().ipc.in_flight.take() {
         Some(flight) => flight,
         None => {
-            let service = match c.data().ipc.handles.get(args.0)? {
-                Object::Portal(p) => p.service().clone(),
-                _ => return Err(Errno::BadHandle),
-            };
+            let service = service_of(c.data(), args.0)?;
             if let Some(handler) = service.direct_handler().cloned() {
                 return super::direct::call(c, handler, args, timeout_ns).await;
             }
@@ -169,6 +166,14 @@ async fn call(mut c: Caller<'_, TaskData>, args: CallArgs, timeout_ns: i64) -> R
     let code = code.ok_or(Errno::Timeout)?;
     flight.answered = true;
     take_reply(&mut c, &flight.slot, code, args)
+}
+
+/// The service `portal` calls; `BadHandle` if it is not a portal.
+pub(super) fn service_of(data: &TaskData, portal: i32) -> Result<Arc<Service>, Errno> {
+    match data.ipc.handles.get(portal)? {
+        Object::Portal(p) => Ok(p.service().clone()),
+        _ => Err(Errno::BadHandle),
+    }
 }
 
 /// `call_fast` on an active service: the call is made and, if the server

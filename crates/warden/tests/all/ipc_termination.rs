@@ -17,22 +17,6 @@ fn client(dir: &std::path::Path, name: &str, msg: &str) -> warden::TaskSpec {
     s
 }
 
-/// Waits until task `id` is blocked (for a client here: in its call).
-fn wait_blocked(rt: &warden::Runtime, id: warden::TaskId) {
-    let t = Instant::now();
-    while !rt
-        .task_views()
-        .iter()
-        .any(|v| v.id == id && v.state == "blocked")
-    {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "task {id} never blocked"
-        );
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
-
 /// The server is killed while one client is being served and others are
 /// queued: every one of them gets "peer died" at once.
 #[test]

@@ -266,3 +266,20 @@ pub fn serve(args: &[&str], manifest: &Path) -> Served {
         stderr,
     }
 }
+
+/// Waits until task `id` is blocked (a client in its call, a server in
+/// `recv`).
+pub fn wait_blocked(rt: &warden::Runtime, id: warden::TaskId) {
+    let t = Instant::now();
+    while !rt
+        .task_views()
+        .iter()
+        .any(|v| v.id == id && v.state == "blocked")
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "task {id} never blocked"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
