@@ -59,7 +59,8 @@ struct Server {
 }
 
 impl HttpServer {
-    /// Binds `spec.listen` and starts serving on a thread of its own.
+    /// Binds `spec.listen` and starts serving on threads of its own, as
+    /// many as the runtime has workers.
     pub fn start(rt: &Runtime, spec: &HttpSpec) -> Result<HttpServer, String> {
         let listener = std::net::TcpListener::bind(&spec.listen)
             .map_err(|e| format!("http server on {}: {e}", spec.listen))?;
@@ -81,9 +82,10 @@ impl HttpServer {
             connection_life: Duration::from_secs(600),
         };
         let (stop, stopped) = tokio::sync::oneshot::channel();
+        let threads = rt.config().workers.max(1);
         let thread = std::thread::Builder::new()
             .name("warden-http".into())
-            .spawn(move || serve(server, listener, limits, stopped))
+            .spawn(move || serve(server, listener, limits, threads, stopped))
             .map_err(|e| e.to_string())?;
         Ok(HttpServer {
             addr,
@@ -113,9 +115,15 @@ fn serve(
     server: Arc<Server>,
     listener: std::net::TcpListener,
     limits: conn::Limits,
+    threads: usize,
     stop: tokio::sync::oneshot::Receiver<()>,
 ) {
-    let Ok(tokio) = tokio::runtime::Builder::new_current_thread()
+    // As many threads as the runtime has workers: the kernel's side of
+    // the connections' sockets and starting per-request tasks are work
+    // enough to keep one thread busy under load.
+    let Ok(tokio) = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name("warden-http")
         .enable_all()
         .build()
     else {
