@@ -24,6 +24,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
+/// The allocator of the `warden` command, so that Warden runs here as it
+/// does there (the in-process peers, raw Wasmtime and hyper, share it).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "warden-bench",
@@ -62,6 +67,9 @@ enum Child {
     /// N null portal round trips on one worker.
     #[command(hide = true)]
     ChildIpc { n: u64 },
+    /// N null tasks spawned and waited for one at a time, on one worker.
+    #[command(hide = true)]
+    ChildSpawn { n: usize },
 }
 
 fn main() -> ExitCode {
@@ -73,6 +81,7 @@ fn main() -> ExitCode {
             Some(tables::child_copies(n, &module, cache))
         }
         Some(Child::ChildIpc { n }) => Some(tables::child_ipc(n)),
+        Some(Child::ChildSpawn { n }) => Some(tables::child_spawn(n)),
         None => None,
     };
     if let Some(result) = child {

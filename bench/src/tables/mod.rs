@@ -7,6 +7,7 @@ mod compute;
 mod copies;
 pub use copies::child_copies;
 pub use cycles::child_ipc;
+pub use primitives::child_spawn;
 mod cycles;
 mod network;
 mod primitives;

@@ -216,3 +216,13 @@ fn push_java(
     s.push(&key(system, "trap"), figure(f, "exception")? / 1e3);
     Ok(())
 }
+
+/// A profiling role (`warden-bench child-spawn N`): the null thread
+/// column's Warden loop alone, `n` tasks.
+pub fn child_spawn(n: usize) -> Result<(), String> {
+    let rt = inproc::runtime(1, 64);
+    let noop = quiet("noop", guests::NOOP);
+    let ns = inproc::spawn_serial(&rt, &noop, n, "exited")?;
+    println!("{:.2} µs per task", ns / 1e3);
+    Ok(())
+}

@@ -253,6 +253,20 @@ pub fn reconcile() {
     with(Meter::reconcile);
 }
 
+/// Charges the polls not yet charged, reading the CPU clock only if there
+/// are any (a worker about to look for work: after a task's end, which
+/// read it, there are none). The CPU the thread uses until its next
+/// reading goes to the polls before that reading: a worker that finds
+/// work while it spins charges the spin to that work, one that goes to
+/// sleep reads the clock first ([`reconcile`]) and charges it to nobody.
+pub fn settle() {
+    with(|m| {
+        if !m.polls.is_empty() || m.current.is_some() {
+            m.reconcile();
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

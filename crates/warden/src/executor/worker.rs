@@ -62,7 +62,7 @@ fn next_queued(exec: &Arc<Shared>) -> Option<Arc<TaskCell>> {
         // Idle: bring CPU figures up to date before sleeping.
         drop(q);
         LAST_POLL_END.with(|l| l.set(0));
-        cpu::reconcile();
+        cpu::settle();
         charge_policy(exec, cpu::now());
         // Look for work awake for a moment before sleeping (once per
         // idle spell: a worker woken for throttled tasks does not spin).
@@ -73,6 +73,8 @@ fn next_queued(exec: &Arc<Shared>) -> Option<Arc<TaskCell>> {
                 continue;
             }
         }
+        // About to sleep: what the spin used is nobody's (see `cpu::settle`).
+        cpu::reconcile();
         q = exec.lock();
         if q.shutdown || !q.policy.is_empty() {
             continue;

@@ -25,7 +25,10 @@ pub(crate) type Watch = tokio::sync::oneshot::Sender<TaskReport>;
 #[derive(Default)]
 pub(super) struct Table {
     pub(super) live: HashMap<TaskId, Live>,
-    pub(super) done: HashMap<TaskId, TaskReport>,
+    /// Reports kept, by id. Ordered rather than hashed: a full table
+    /// drops one report for every one it takes, and a hash table's
+    /// tombstones then made it rehash all of them every few thousand.
+    pub(super) done: std::collections::BTreeMap<TaskId, TaskReport>,
     /// Ids in `done`, oldest first, for dropping beyond `max_reports`.
     pub(super) done_order: std::collections::VecDeque<TaskId>,
     /// Live children of each task that has any.
