@@ -52,8 +52,10 @@ struct Cli {
     child: Option<Child>,
 }
 
-/// Roles this binary plays as a child of a run.
+/// Roles this binary plays as a child of a run (or for profiling); the
+/// names are the subcommands' (`child-ipc`, …).
 #[derive(Subcommand)]
+#[allow(clippy::enum_variant_names)]
 enum Child {
     /// N tasks of MODULE asleep in one runtime; "ready", then sleep until killed.
     #[command(hide = true)]
