@@ -302,8 +302,8 @@ fn table(ctx: &Ctx, connections: usize) -> Table {
          harness's process on a runtime with 2 workers. (a) a C task that is the whole server: \
          one warden_poll loop over Warden sockets, parsing each request's head and answering \
          itself. (b) the same task, forwarding each request's bytes by portal call to a servlet \
-         task that replies with the body. (c) Warden's [[http]] server (hyper on a tokio runtime with as many threads as workers, 2) with \
-         a route that runs a fresh task per request from a compiled C module (WAGI: CGI \
+         task that replies with the body. (c) Warden's [[http]] server (hyper on a tokio \
+         runtime with as many threads as workers, 2) with a route that runs a fresh task per request from a compiled C module (WAGI: CGI \
          environment, body from stdout). (d) the same server with a servlet route: one portal \
          call per request to a C task replying with a CGI response. (e) hyper with no Warden, \
          on a 2-worker tokio runtime, answering from memory. (f) the server of (d) with its \

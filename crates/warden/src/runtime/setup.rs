@@ -67,8 +67,8 @@ fn engine_config(slots: u32, reservation: u64) -> Config {
         .table_keep_resident(KEEP_TABLE)
         .async_stack_keep_resident(KEEP_STACK)
         .pagemap_scan(wasmtime::Enabled::Auto);
-    // A dead task's native stack is returned to the system (in the
-    // decommit batches) rather than kept resident in its pool slot.
+    // A dead task's native stack is zeroed: its top KEEP_STACK bytes in
+    // place, the rest returned to the system (in the decommit batches).
     wc.async_stack_zeroing(true);
     wc.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     wc
