@@ -24,8 +24,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
-/// The allocator of the `warden` command, so that Warden runs here as it
-/// does there (the in-process peers, raw Wasmtime and hyper, share it).
+/// mimalloc, as a program embedding Warden may choose: a task's spawn and
+/// end allocate and free on different threads, where glibc's arenas took
+/// a quarter of a per-request web route's time (the in-process peers, raw
+/// Wasmtime and hyper, share it; the report's method says so).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

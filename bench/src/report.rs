@@ -137,7 +137,9 @@ pub fn render(run: &Run, json_name: &str, plots: &Path) -> String {
          of its median.\n\
          - Ratios are Warden's median over the peer's, per column.\n\
          - Warden and raw Wasmtime run in this process; every other peer is a child process, built \
-         or installed by the harness (C with the host's cc, Java with javac, Erlang with erlc).",
+         or installed by the harness (C with the host's cc, Java with javac, Erlang with erlc). \
+         This process allocates with mimalloc, as a program embedding Warden may choose to \
+         (the in-process peers, raw Wasmtime and hyper, share it).",
         run.rounds,
         if run.quick { " (quick mode: fewer iterations and smaller N; figures are rougher)" } else { "" }
     );

@@ -14,14 +14,6 @@ use clap::Parser;
 use cli::{Cli, Command};
 use std::process::ExitCode;
 
-/// mimalloc rather than the C library's allocator: a task's spawn and end
-/// allocate and free on different threads (a web route's server threads
-/// and the workers), where glibc's arenas spent a quarter of a
-/// per-request route's time (at 64 connections: 53,000 requests/s with
-/// it, 69,000 with mimalloc).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
