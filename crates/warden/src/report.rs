@@ -48,6 +48,13 @@ pub struct TaskReport {
     /// The HTTP route whose request it handled, if it was a per-request
     /// handler.
     pub route: Option<String>,
+    /// Time the kernel spent creating the task, ms: its spawn call (with
+    /// its module's compilation, the first time the module is used) and
+    /// the instantiation.
+    pub create_ms: f64,
+    /// Time the kernel spent releasing its store and pool slot once it
+    /// ended, ms.
+    pub teardown_ms: f64,
     /// When the task was spawned, ms since the runtime started.
     pub start_ms: f64,
     /// When it finished, ms since the runtime started.
@@ -87,8 +94,20 @@ impl TaskReport {
             connections: shared.net.connections.load(Ordering::Relaxed),
             group: shared.groups.first().map(|g| g.name.clone()),
             route: shared.route.as_deref().map(str::to_string),
+            create_ms: shared.create_ns.load(Ordering::Relaxed) as f64 / 1e6,
+            teardown_ms: shared.teardown_ns.load(Ordering::Relaxed) as f64 / 1e6,
             start_ms,
             end_ms,
+        }
+    }
+
+    /// How the task ended, as a status.
+    pub fn ending(&self) -> TaskStatus {
+        let reason = || self.reason.clone().unwrap_or_default();
+        match self.status {
+            "exited" => TaskStatus::Exited(self.exit_code.unwrap_or(-1)),
+            "trapped" => TaskStatus::Trapped(reason()),
+            _ => TaskStatus::Killed(reason()),
         }
     }
 

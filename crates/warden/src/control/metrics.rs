@@ -142,6 +142,19 @@ pub fn metrics(rt: &Runtime) -> String {
             count(state)
         );
     }
+    let setup = rt.setup_stats();
+    for (phase, secs) in [
+        ("create", setup.create_seconds),
+        ("teardown", setup.teardown_seconds),
+    ] {
+        let name = format!("warden_task_{phase}_seconds");
+        let _ = writeln!(
+            out,
+            "# HELP {name} Time the kernel spent {} finished tasks.\n# TYPE {name} summary\n{name}_sum {secs}\n{name}_count {}",
+            if phase == "create" { "creating (spawn call and instantiation)" } else { "releasing the stores and pool slots of" },
+            setup.tasks
+        );
+    }
     let stats = rt.stats();
     let _ = writeln!(
         out,

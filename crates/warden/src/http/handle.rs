@@ -10,7 +10,7 @@ use crate::ipc::client::HostClient;
 use crate::ipc::Errno;
 use crate::output::Capture;
 use crate::runtime::{Error, Runtime};
-use crate::task::Output;
+use crate::task::{Output, TaskStatus};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
@@ -198,27 +198,35 @@ impl Route {
         let capture = Capture::new(self.spec.max_response);
         spec.stdout = Output::Capture(capture.clone());
         spec.route = Some(self.name.clone());
-        let (id, mut done) = match rt.spawn_watched(&spec) {
+        let (id, mut ended, mut done) = match rt.spawn_ending(&spec) {
             Ok(x) => x,
             Err(e @ (Error::Full(_) | Error::Mappings(_))) => return text(503, e),
             Err(e) => return text(500, e),
         };
-        let (report, timed_out) = match tokio::time::timeout_at(deadline, &mut done).await {
-            Ok(r) => (r, false),
-            Err(_) => {
-                let _ = rt.kill(id, "over its route's timeout");
-                (done.await, true)
+        // The answer goes out as soon as the task's code has returned; its
+        // store is released after (or, if it never ran that far, from its
+        // report).
+        let ending = async {
+            tokio::select! {
+                biased;
+                Ok(status) = &mut ended => Some(status),
+                report = &mut done => report.ok().map(|r| r.ending()),
             }
         };
-        let Ok(report) = report else {
-            return text(503, "the runtime is stopping");
+        let status = match tokio::time::timeout_at(deadline, ending).await {
+            Ok(Some(status)) => status,
+            Ok(None) => return text(503, "the runtime is stopping"),
+            Err(_) => {
+                let _ = rt.kill(id, "over its route's timeout");
+                let _ = done.await;
+                return text(
+                    504,
+                    format!("handler over its {:?} timeout", self.spec.timeout),
+                );
+            }
         };
-        match (report.status, report.exit_code, report.reason.as_deref()) {
-            _ if timed_out => text(
-                504,
-                format!("handler over its {:?} timeout", self.spec.timeout),
-            ),
-            ("exited", Some(0), _) => {
+        match status {
+            TaskStatus::Exited(0) => {
                 let (out, overflowed) = capture.take();
                 if overflowed {
                     return text(
@@ -228,15 +236,12 @@ impl Route {
                 }
                 from_cgi(out)
             }
-            ("exited", code, _) => text(
-                500,
-                format!("handler exited with code {}", code.unwrap_or(-1)),
-            ),
-            ("killed", _, Some(r)) if r.contains("memory limit") => {
+            TaskStatus::Exited(code) => text(500, format!("handler exited with code {code}")),
+            TaskStatus::Killed(r) if r.contains("memory limit") => {
                 text(500, format!("handler killed: {r}"))
             }
-            ("killed", _, r) => text(503, format!("handler killed: {}", r.unwrap_or("?"))),
-            (_, _, r) => text(500, format!("handler failed: {}", r.unwrap_or("trapped"))),
+            TaskStatus::Killed(r) => text(503, format!("handler killed: {r}")),
+            TaskStatus::Trapped(r) => text(500, format!("handler failed: {r}")),
         }
     }
 

@@ -29,6 +29,7 @@ pub use views::TaskView;
 
 use heap::{mass_death, return_free_heap};
 use run::{on_tick, run};
+pub use tasks::SetupStats;
 pub(crate) use tasks::Watch;
 use tasks::{Live, Table, Tasks};
 
@@ -380,8 +381,29 @@ impl Runtime {
         spec: &TaskSpec,
     ) -> Result<(TaskId, tokio::sync::oneshot::Receiver<TaskReport>), Error> {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let shared = self.spawn_inner(spec, None, Some(tx))?;
+        let shared = self.spawn_inner(spec, None, Some(tx), None)?;
         Ok((shared.id, rx))
+    }
+
+    /// [`Runtime::spawn_watched`], and a receiver of how the task ended
+    /// as soon as its code returns or traps, before its store is released
+    /// (an HTTP handler's answer need not wait for that). A task killed
+    /// before it ran or while blocked sends only its report.
+    pub(crate) fn spawn_ending(
+        &self,
+        spec: &TaskSpec,
+    ) -> Result<
+        (
+            TaskId,
+            tokio::sync::oneshot::Receiver<TaskStatus>,
+            tokio::sync::oneshot::Receiver<TaskReport>,
+        ),
+        Error,
+    > {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (end_tx, end_rx) = tokio::sync::oneshot::channel();
+        let shared = self.spawn_inner(spec, None, Some(tx), Some(end_tx))?;
+        Ok((shared.id, end_rx, rx))
     }
 
     /// Spawns a task, as a child of another if `child` says so.
@@ -390,7 +412,7 @@ impl Runtime {
         spec: &TaskSpec,
         child: Option<Child>,
     ) -> Result<Arc<TaskShared>, Error> {
-        self.spawn_inner(spec, child, None)
+        self.spawn_inner(spec, child, None, None)
     }
 
     fn spawn_inner(
@@ -398,7 +420,9 @@ impl Runtime {
         spec: &TaskSpec,
         child: Option<Child>,
         watch: Option<Watch>,
+        ended: Option<tokio::sync::oneshot::Sender<TaskStatus>>,
     ) -> Result<Arc<TaskShared>, Error> {
+        let began = std::time::Instant::now();
         let module = if spec.passive {
             passive::check_spec(spec).map_err(|message| Error::Spawn {
                 name: spec.name.clone(),
@@ -482,8 +506,11 @@ impl Runtime {
                     crate::ipc::name_allowed(&spec.export, &spec.provides[0]),
                 ),
             )),
-            None => Box::pin(run(module.pre.clone(), store, shared.clone())),
+            None => Box::pin(run(module.pre.clone(), store, shared.clone(), ended)),
         };
+        shared
+            .create_ns
+            .fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
         inner.exec.spawn(shared.clone(), future, &sched);
         Ok(shared)
     }
@@ -655,5 +682,10 @@ impl Runtime {
     /// The executor's load figures.
     pub fn stats(&self) -> ExecutorStats {
         self.inner.exec.stats()
+    }
+
+    /// What creating and tearing down the tasks finished so far took.
+    pub fn setup_stats(&self) -> SetupStats {
+        self.inner.tasks.lock().setup
     }
 }

@@ -4,8 +4,10 @@ use crate::executor::Clock;
 use crate::host::classify;
 use crate::host::TaskData;
 use crate::task::{KillSignal, TaskShared, TaskStatus};
+use std::mem::ManuallyDrop;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Instant;
 use wasmtime::{InstancePre, Store, UpdateDeadline};
 
 /// The deadline callback, run every epoch tick while the task runs: ends
@@ -52,14 +54,23 @@ pub(super) fn on_tick(
 }
 
 /// A task's whole life as a future: instantiate, run `_start`, classify
-/// the ending. The store is dropped when the future completes or is dropped.
+/// the ending (sent to `ended` at once, if given). The store is dropped
+/// when the future completes or is dropped.
 pub(super) async fn run(
     pre: InstancePre<TaskData>,
     store: Store<TaskData>,
     shared: Arc<TaskShared>,
+    ended: Option<tokio::sync::oneshot::Sender<TaskStatus>>,
 ) -> TaskStatus {
-    let mut store = ReleaseOnDrop(store);
-    start(pre, &mut store.0, &shared).await
+    let mut store = ReleaseOnDrop {
+        store: ManuallyDrop::new(store),
+        shared: shared.clone(),
+    };
+    let status = start(pre, &mut store.store, &shared).await;
+    if let Some(tx) = ended {
+        let _ = tx.send(status.clone());
+    }
+    status
 }
 
 /// Linear memories at least this large go back to the system as soon as
@@ -72,27 +83,38 @@ const EAGER_RELEASE_BYTES: usize = 1 << 20;
 /// system at once. The pooling allocator would decommit them only
 /// with the next batch of freed slots (see `DECOMMIT_BATCH`), which on a
 /// quiet system may be never; small memories still wait for the batch,
-/// where one `madvise` serves many tasks.
+/// where one `madvise` serves many tasks. The time all this takes is
+/// the task's `teardown_ns`.
 ///
 /// It is dropped whether the task ended or its future was dropped by a
 /// kill, so the revocation happens on every path.
-struct ReleaseOnDrop(Store<TaskData>);
+struct ReleaseOnDrop {
+    store: ManuallyDrop<Store<TaskData>>,
+    shared: Arc<TaskShared>,
+}
 
 impl Drop for ReleaseOnDrop {
     fn drop(&mut self) {
-        self.0.data_mut().ipc.owned.revoke_all();
-        let Some(memory) = self.0.data().ipc.memory else {
-            return;
-        };
-        let (ptr, len) = (memory.data_ptr(&self.0), memory.data_size(&self.0));
-        if len >= EAGER_RELEASE_BYTES {
-            // SAFETY: the range is this store's linear memory, which stays
-            // mapped until the store is dropped just after; nothing uses it
-            // any more (see above). MADV_DONTNEED only drops page contents:
-            // the pages read back as the module's image or zeros, the state
-            // the pooling allocator resets the slot to anyway.
-            unsafe { libc::madvise(ptr.cast(), len, libc::MADV_DONTNEED) };
+        let began = Instant::now();
+        let store = &mut *self.store;
+        store.data_mut().ipc.owned.revoke_all();
+        if let Some(memory) = store.data().ipc.memory {
+            let (ptr, len) = (memory.data_ptr(&*store), memory.data_size(&*store));
+            if len >= EAGER_RELEASE_BYTES {
+                // SAFETY: the range is this store's linear memory, which
+                // stays mapped until the store is dropped just below;
+                // nothing uses it any more (see above). MADV_DONTNEED only
+                // drops page contents: the pages read back as the module's
+                // image or zeros, the state the pooling allocator resets
+                // the slot to anyway.
+                unsafe { libc::madvise(ptr.cast(), len, libc::MADV_DONTNEED) };
+            }
         }
+        // SAFETY: dropped once, here, and never used after.
+        unsafe { ManuallyDrop::drop(&mut self.store) };
+        self.shared
+            .teardown_ns
+            .fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
     }
 }
 
@@ -101,10 +123,15 @@ async fn start(
     store: &mut Store<TaskData>,
     shared: &TaskShared,
 ) -> TaskStatus {
+    let began = Instant::now();
     let instance = match pre.instantiate_async(&mut *store).await {
         Ok(i) => i,
         Err(e) => return classify(&e, shared, "cannot start: "),
     };
+    shared
+        .create_ns
+        .fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
+
     let memory = instance.get_memory(&mut *store, "memory");
     store.data_mut().ipc.memory = memory;
     let start = match instance.get_typed_func::<(), ()>(&mut *store, "_start") {

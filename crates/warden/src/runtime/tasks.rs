@@ -43,6 +43,21 @@ pub(super) struct Table {
     pub(super) empty_waiters: usize,
     /// Live passive tasks (the system ends when only these are left).
     pub(super) passive_live: usize,
+    /// What creating and tearing down the finished tasks took.
+    pub(super) setup: SetupStats,
+}
+
+/// What the kernel spent creating and tearing down tasks, summed over
+/// every task that has finished (its report's `create_ms` and
+/// `teardown_ms`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SetupStats {
+    /// Tasks finished.
+    pub tasks: u64,
+    /// Their spawn calls and instantiations, seconds.
+    pub create_seconds: f64,
+    /// The release of their stores and pool slots, seconds.
+    pub teardown_seconds: f64,
 }
 
 /// The task table, its settings, and the condition variables its
@@ -101,6 +116,9 @@ impl Tasks {
             let mut report =
                 TaskReport::new(shared, status, live.memory_limit, live.start_ms, end_ms);
             report.parent = live.parent;
+            t.setup.tasks += 1;
+            t.setup.create_seconds += report.create_ms / 1e3;
+            t.setup.teardown_seconds += report.teardown_ms / 1e3;
             if let Some(sink) = &self.on_report {
                 (sink.0)(&report);
             }

@@ -306,6 +306,12 @@ pub struct TaskShared {
     pub event_log: Option<Arc<crate::events::EventLog>>,
     /// The HTTP route it handles a request of, if any.
     pub route: Option<Arc<str>>,
+    /// Time the kernel spent creating the task, ns: its spawn call and
+    /// the instantiation of its module.
+    pub create_ns: AtomicU64,
+    /// Time the kernel spent releasing its store and pool slot once it
+    /// ended, ns.
+    pub teardown_ns: AtomicU64,
 }
 
 impl TaskShared {
@@ -333,6 +339,8 @@ impl TaskShared {
             log: Arc::default(),
             event_log: None,
             route: None,
+            create_ns: AtomicU64::new(0),
+            teardown_ns: AtomicU64::new(0),
         }
     }
 

@@ -24,6 +24,12 @@ fn hello_args_env_and_exit_code() {
     );
     assert!(r.peak_memory_bytes > 0);
     assert!(r.end_ms >= r.start_ms);
+    // The kernel times its own work on the task, and sums it.
+    assert!(r.create_ms > 0.0 && r.teardown_ms > 0.0, "{r:?}");
+    let setup = rt.setup_stats();
+    assert_eq!(setup.tasks, 1);
+    assert!((setup.create_seconds * 1e3 - r.create_ms).abs() < 1e-6);
+    assert!((setup.teardown_seconds * 1e3 - r.teardown_ms).abs() < 1e-6);
 
     let mut s = spec(dir.path(), "hello3", guests::HELLO);
     s.args = vec!["exit=3".into()];

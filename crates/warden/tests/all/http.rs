@@ -227,6 +227,18 @@ timeout = "300ms"
         m.contains("warden_http_in_flight{route=\"/hello\"} 0"),
         "{m}"
     );
+    // Every per-request task's creation and teardown is timed (the
+    // two 413s started none).
+    for phase in ["create", "teardown"] {
+        let count = |suffix: &str| -> f64 {
+            let key = format!("warden_task_{phase}_seconds_{suffix} ");
+            m.lines()
+                .find_map(|l| l.strip_prefix(&key))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("{key} missing from\n{m}"))
+        };
+        assert!(count("count") >= 7.0 && count("sum") > 0.0, "{m}");
+    }
 }
 
 #[test]
