@@ -50,10 +50,10 @@ pub struct TaskReport {
     pub route: Option<String>,
     /// Time the kernel spent creating the task, ms: its spawn call (with
     /// its module's compilation, the first time the module is used) and
-    /// the instantiation.
+    /// the instantiation (a passive service's: the spawn call only).
     pub create_ms: f64,
     /// Time the kernel spent releasing its store and pool slot once it
-    /// ended, ms.
+    /// ended, ms (0 for a passive service).
     pub teardown_ms: f64,
     /// When the task was spawned, ms since the runtime started.
     pub start_ms: f64,
