@@ -143,15 +143,21 @@ pub fn metrics(rt: &Runtime) -> String {
         );
     }
     let setup = rt.setup_stats();
-    for (phase, secs) in [
-        ("create", setup.create_seconds),
-        ("teardown", setup.teardown_seconds),
+    for (name, secs, what) in [
+        (
+            "warden_task_create_seconds",
+            setup.create_seconds,
+            "creating (spawn call and instantiation)",
+        ),
+        (
+            "warden_task_teardown_seconds",
+            setup.teardown_seconds,
+            "releasing the stores and pool slots of",
+        ),
     ] {
-        let name = format!("warden_task_{phase}_seconds");
         let _ = writeln!(
             out,
-            "# HELP {name} Time the kernel spent {} finished tasks.\n# TYPE {name} summary\n{name}_sum {secs}\n{name}_count {}",
-            if phase == "create" { "creating (spawn call and instantiation)" } else { "releasing the stores and pool slots of" },
+            "# HELP {name} Time the kernel spent {what} finished tasks.\n# TYPE {name} summary\n{name}_sum {secs}\n{name}_count {}",
             setup.tasks
         );
     }

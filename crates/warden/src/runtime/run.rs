@@ -62,11 +62,11 @@ pub(super) async fn run(
     shared: Arc<TaskShared>,
     ended: Option<tokio::sync::oneshot::Sender<TaskStatus>>,
 ) -> TaskStatus {
-    let mut store = ReleaseOnDrop {
+    let mut task = ReleaseOnDrop {
         store: ManuallyDrop::new(store),
-        shared: shared.clone(),
+        shared,
     };
-    let status = start(pre, &mut store.store, &shared).await;
+    let status = start(pre, &mut task.store, &task.shared).await;
     if let Some(tx) = ended {
         let _ = tx.send(status.clone());
     }
@@ -131,7 +131,6 @@ async fn start(
     shared
         .create_ns
         .fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
-
     let memory = instance.get_memory(&mut *store, "memory");
     store.data_mut().ipc.memory = memory;
     let start = match instance.get_typed_func::<(), ()>(&mut *store, "_start") {
