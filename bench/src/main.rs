@@ -68,9 +68,14 @@ enum Child {
         #[arg(long)]
         cache: Option<PathBuf>,
     },
-    /// N null portal round trips on one worker.
+    /// N null portal round trips on one worker, to an active task's
+    /// service, a passive one's, or a host service.
     #[command(hide = true)]
-    ChildIpc { n: u64 },
+    ChildIpc {
+        n: u64,
+        #[arg(long, default_value = "active")]
+        server: String,
+    },
     /// N null tasks spawned and waited for one at a time, on one worker.
     #[command(hide = true)]
     ChildSpawn { n: usize },
@@ -84,7 +89,7 @@ fn main() -> ExitCode {
         Some(Child::ChildCopies { n, module, cache }) => {
             Some(tables::child_copies(n, &module, cache))
         }
-        Some(Child::ChildIpc { n }) => Some(tables::child_ipc(n)),
+        Some(Child::ChildIpc { n, server }) => Some(tables::child_ipc(n, &server)),
         Some(Child::ChildSpawn { n }) => Some(tables::child_spawn(n)),
         None => None,
     };

@@ -117,6 +117,14 @@ fn counted(ctx: &Ctx) -> Result<BTreeMap<&'static str, Cell>, String> {
 }
 
 /// The child side of [`counted`]: `n` null round trips on one worker.
-pub fn child_ipc(n: u64) -> Result<(), String> {
-    inproc::ipc(1, n, &["null"]).map(|_| ())
+pub fn child_ipc(n: u64, server: &str) -> Result<(), String> {
+    let server = match server {
+        "active" => inproc::Server::Active,
+        "passive" => inproc::Server::Passive,
+        "host" => inproc::Server::Host,
+        other => return Err(format!("unknown server {other:?}: active, passive or host")),
+    };
+    let f = inproc::ipc_to(server, 1, n, &["null"])?;
+    println!("{f:?}");
+    Ok(())
 }

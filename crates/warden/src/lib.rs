@@ -107,6 +107,7 @@ mod report;
 mod runtime;
 pub mod sched;
 mod task;
+mod ticks;
 pub mod units;
 
 pub use cache::{CacheOutcome, CodeCache};

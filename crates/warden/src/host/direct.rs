@@ -10,14 +10,16 @@
 //!
 //! A passive call is described in [`super::passive`].
 
-use super::ipc::service_of;
+use super::guest::GuestMem;
 use super::passive::{invoke, invoke_nested_ok, passive_bytes, Passive, Server};
 use super::{len32, memory, range, write_u32, TaskData};
+use crate::ipc::handle::Object;
 use crate::ipc::permit::copy_racy;
-use crate::ipc::service::Direct;
+use crate::ipc::service::{Direct, Service};
 use crate::ipc::Errno;
 use crate::task::{TaskId, TaskShared};
 use std::future::Future;
+use std::sync::Arc;
 use wasmtime::Caller;
 
 /// The arguments of `warden_call`: portal, request, its length, its
@@ -50,9 +52,12 @@ pub(super) async fn call(
     args: CallArgs,
     timeout_ns: i64,
 ) -> Result<i64, Errno> {
-    check(&mut c, args)?;
-    if let Some(h) = handler.downcast_ref::<HostService>() {
-        return host_call(&mut c, h, args);
+    {
+        let (mem, data) = memory(&mut c)?;
+        check(mem, data, args)?;
+        if let Some(h) = handler.downcast_ref::<HostService>() {
+            return host_call(mem, data, h, args);
+        }
     }
     let Some(p) = handler.downcast_ref::<Passive>() else {
         return Err(Errno::BadHandle);
@@ -66,7 +71,8 @@ pub(super) async fn call(
                 .ok_or(Errno::Timeout)?
         }
     };
-    passive_call(&mut c, p, &mut server, args)
+    let (mem, data) = memory(&mut c)?;
+    passive_call(mem, data, p, &mut server, args)
 }
 
 /// `call_fast`: a call made at once, without the async host-call
@@ -81,28 +87,48 @@ pub(super) fn call_fast(c: &mut Caller<'_, TaskData>, args: CallArgs) -> Result<
     if c.data().ipc.in_flight.is_some() {
         return Err(Errno::Again);
     }
-    let service = service_of(c.data(), args.0).map_err(|_| Errno::Again)?;
-    let Some(handler) = service.direct_handler() else {
+    let service = portal_service(c.data(), args.0).map_err(|_| Errno::Again)?;
+    if service.direct_handler().is_none() {
+        let service = service.clone();
         return super::ipc::call_at_once(c, &service, args);
-    };
-    check(c, args)?;
+    }
+    // A direct call borrows its handler from the caller's handle table
+    // (which nothing changes while the call runs) instead of cloning it.
+    let (mem, data) = memory(c)?;
+    let data = &*data;
+    let handler = portal_service(data, args.0)?
+        .direct_handler()
+        .ok_or(Errno::BadHandle)?;
+    check(mem, data, args)?;
     if let Some(h) = handler.downcast_ref::<HostService>() {
-        return host_call(c, h, args);
+        return host_call(mem, data, h, args);
     }
     let p = handler.downcast_ref::<Passive>().ok_or(Errno::Again)?;
     let Ok(mut server) = p.server.try_lock() else {
         return Err(Errno::Again);
     };
-    passive_call(c, p, &mut server, args)
+    passive_call(mem, data, p, &mut server, args)
+}
+
+/// The service behind the portal `portal` of the caller.
+fn portal_service(data: &TaskData, portal: i32) -> Result<&Arc<Service>, Errno> {
+    match data.ipc.handles.get(portal)? {
+        Object::Portal(p) => Ok(p.service()),
+        _ => Err(Errno::BadHandle),
+    }
 }
 
 /// `warden_call` from inside a passive handler (a synchronous store): a
 /// direct service is called at once; an active one cannot be waited for.
 pub(super) fn call_nested(c: &mut Caller<'_, TaskData>, args: CallArgs) -> Result<i64, Errno> {
-    let handler = direct_of(c, args.0)?.ok_or(Errno::Deadlock)?;
-    check(c, args)?;
+    let (mem, data) = memory(c)?;
+    let data = &*data;
+    let handler = portal_service(data, args.0)?
+        .direct_handler()
+        .ok_or(Errno::Deadlock)?;
+    check(mem, data, args)?;
     if let Some(h) = handler.downcast_ref::<HostService>() {
-        return host_call(c, h, args);
+        return host_call(mem, data, h, args);
     }
     let p = handler.downcast_ref::<Passive>().ok_or(Errno::BadHandle)?;
     if !invoke_nested_ok(p) {
@@ -121,22 +147,16 @@ pub(super) fn call_nested(c: &mut Caller<'_, TaskData>, args: CallArgs) -> Resul
         }
         std::thread::yield_now();
     };
-    passive_call(c, p, &mut server, args)
-}
-
-/// The handler behind `portal` if it is a direct service's portal
-/// (`None`: an active service's).
-fn direct_of(c: &Caller<'_, TaskData>, portal: i32) -> Result<Option<Direct>, Errno> {
-    Ok(service_of(c.data(), portal)?.direct_handler().cloned())
+    passive_call(mem, data, p, &mut server, args)
 }
 
 /// Checks a direct call's arguments against the caller's quotas and
 /// memory; direct calls carry no handles.
 fn check(
-    c: &mut Caller<'_, TaskData>,
+    mem: GuestMem,
+    data: &TaskData,
     (_, req, req_len, _, req_nh, resp, resp_cap, _, resp_nh): CallArgs,
 ) -> Result<(), Errno> {
-    let (mem, data) = memory(c)?;
     let grants = &data.ipc.grants;
     if len32(req_len) > grants.max_message_bytes {
         return Err(Errno::Quota);
@@ -152,18 +172,21 @@ fn check(
 
 /// Runs a host service's handler on the caller's request, copied into the
 /// caller's call slot (whose buffers are charged to the caller).
-fn host_call(c: &mut Caller<'_, TaskData>, h: &HostService, args: CallArgs) -> Result<i64, Errno> {
+fn host_call(
+    mem: GuestMem,
+    data: &TaskData,
+    h: &HostService,
+    args: CallArgs,
+) -> Result<i64, Errno> {
     let (_, req, req_len, _, _, resp, resp_cap, _, resp_nh) = args;
-    let (mem, data) = memory(c)?;
-    let shared = data.ipc.shared.clone();
-    let slot = data.ipc.call_slot.clone();
-    let mut st = slot.lock();
+    let shared = &data.ipc.shared;
+    let mut st = data.ipc.call_slot.lock();
     let r = range(mem.len(), req, len32(req_len))?;
-    st.set_request_with(&shared, r.len(), |b| mem.read(r, b))?;
+    st.set_request_with(shared, r.len(), |b| mem.read(r, b))?;
     let st = &mut *st;
     let before = st.reply.capacity();
     st.reply.clear();
-    let result = run_host(h, &shared, &st.request, &mut st.reply);
+    let result = run_host(h, shared, &st.request, &mut st.reply);
     let grown = st.reply.capacity().saturating_sub(before) as u64;
     if grown > 0 && !shared.try_charge(grown) {
         st.reply = Vec::with_capacity(before);
@@ -199,12 +222,12 @@ fn run_host(
 /// (`server`): the request is copied from the caller's memory into the
 /// server's, the reply straight back.
 fn passive_call(
-    c: &mut Caller<'_, TaskData>,
+    mem: GuestMem,
+    data: &TaskData,
     p: &Passive,
     server: &mut Option<Server>,
     (_, req, req_len, _, _, resp, resp_cap, _, resp_nh): CallArgs,
 ) -> Result<i64, Errno> {
-    let (mem, data) = memory(c)?;
     let req = range(mem.len(), req, len32(req_len))?;
     let cap = len32(resp_cap).min(data.ipc.grants.max_message_bytes) as u32;
     let n = invoke(

@@ -101,7 +101,7 @@ impl Drop for Server {
 
 /// One call's running time: wall time from its start until the first
 /// epoch tick that sees it, then the thread's CPU clock. A call shorter
-/// than a tick (most) costs two reads of the monotonic clock; a longer one
+/// than a tick (most) costs two readings of [`crate::ticks`]; a longer one
 /// is measured in CPU time, so a preempted thread does not overcharge.
 #[derive(Default)]
 pub(crate) struct CallClock {
@@ -113,15 +113,17 @@ pub(crate) struct CallClock {
 impl CallClock {
     fn begin(&self) {
         self.cpu_base.store(0, Ordering::Relaxed);
-        self.start
-            .store(crate::cpu::now().max(1), Ordering::Relaxed);
+        self.start.store(crate::ticks::now(), Ordering::Relaxed);
     }
 
     /// Ends the call: the CPU it used, ns (see [`CallClock::used`]).
     fn end(&self) -> u64 {
-        let start = self.start.swap(0, Ordering::Relaxed);
+        // Only the calling thread, which holds the service, writes the
+        // clock: a plain store suffices (a swap is a locked instruction).
+        let start = self.start.load(Ordering::Relaxed);
+        self.start.store(0, Ordering::Relaxed);
         match self.cpu_base.load(Ordering::Relaxed) {
-            0 => crate::cpu::now().saturating_sub(start),
+            0 => crate::ticks::to_ns(crate::ticks::now().saturating_sub(start)),
             base => {
                 self.wall_before.load(Ordering::Relaxed)
                     + crate::cpu::thread_cpu_ns().saturating_sub(base)
@@ -138,7 +140,7 @@ impl CallClock {
         }
         let base = self.cpu_base.load(Ordering::Relaxed);
         if base == 0 {
-            let before = crate::cpu::now().saturating_sub(start);
+            let before = crate::ticks::to_ns(crate::ticks::now().saturating_sub(start));
             self.wall_before.store(before, Ordering::Relaxed);
             self.cpu_base
                 .store(crate::cpu::thread_cpu_ns().max(1), Ordering::Relaxed);
@@ -151,6 +153,8 @@ impl CallClock {
 impl Passive {
     /// A passive task not yet started.
     pub(crate) fn new(shared: Arc<TaskShared>, call_limit_ns: u64) -> Arc<Passive> {
+        // Once per process, here rather than in the first call.
+        crate::ticks::calibrate();
         Arc::new(Passive {
             shared,
             server: tokio::sync::Mutex::new(None),
