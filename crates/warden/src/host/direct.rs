@@ -11,15 +11,14 @@
 //! A passive call is described in [`super::passive`].
 
 use super::guest::GuestMem;
+use super::ipc::service_of;
 use super::passive::{invoke, invoke_nested_ok, passive_bytes, Passive, Server};
 use super::{len32, memory, range, write_u32, TaskData};
-use crate::ipc::handle::Object;
 use crate::ipc::permit::copy_racy;
-use crate::ipc::service::{Direct, Service};
+use crate::ipc::service::Direct;
 use crate::ipc::Errno;
 use crate::task::{TaskId, TaskShared};
 use std::future::Future;
-use std::sync::Arc;
 use wasmtime::Caller;
 
 /// The arguments of `warden_call`: portal, request, its length, its
@@ -87,19 +86,12 @@ pub(super) fn call_fast(c: &mut Caller<'_, TaskData>, args: CallArgs) -> Result<
     if c.data().ipc.in_flight.is_some() {
         return Err(Errno::Again);
     }
-    let service = portal_service(c.data(), args.0).map_err(|_| Errno::Again)?;
+    let service = service_of(c.data(), args.0).map_err(|_| Errno::Again)?;
     if service.direct_handler().is_none() {
         let service = service.clone();
         return super::ipc::call_at_once(c, &service, args);
     }
-    // A direct call borrows its handler from the caller's handle table
-    // (which nothing changes while the call runs) instead of cloning it.
-    let (mem, data) = memory(c)?;
-    let data = &*data;
-    let handler = portal_service(data, args.0)?
-        .direct_handler()
-        .ok_or(Errno::BadHandle)?;
-    check(mem, data, args)?;
+    let (mem, data, handler) = direct_target(c, args, Errno::BadHandle)?;
     if let Some(h) = handler.downcast_ref::<HostService>() {
         return host_call(mem, data, h, args);
     }
@@ -110,23 +102,29 @@ pub(super) fn call_fast(c: &mut Caller<'_, TaskData>, args: CallArgs) -> Result<
     passive_call(mem, data, p, &mut server, args)
 }
 
-/// The service behind the portal `portal` of the caller.
-fn portal_service(data: &TaskData, portal: i32) -> Result<&Arc<Service>, Errno> {
-    match data.ipc.handles.get(portal)? {
-        Object::Portal(p) => Ok(p.service()),
-        _ => Err(Errno::BadHandle),
-    }
+/// The caller's memory and data and the direct service its call's portal
+/// leads to (`not_direct` if the service is an active task's), with the
+/// call's arguments checked. The handler is borrowed from the caller's
+/// handle table, which nothing changes while the call runs, rather than
+/// cloned (a locked instruction each way).
+fn direct_target<'a>(
+    c: &'a mut Caller<'_, TaskData>,
+    args: CallArgs,
+    not_direct: Errno,
+) -> Result<(GuestMem<'a>, &'a TaskData, &'a Direct), Errno> {
+    let (mem, data) = memory(c)?;
+    let data = &*data;
+    let handler = service_of(data, args.0)?
+        .direct_handler()
+        .ok_or(not_direct)?;
+    check(mem, data, args)?;
+    Ok((mem, data, handler))
 }
 
 /// `warden_call` from inside a passive handler (a synchronous store): a
 /// direct service is called at once; an active one cannot be waited for.
 pub(super) fn call_nested(c: &mut Caller<'_, TaskData>, args: CallArgs) -> Result<i64, Errno> {
-    let (mem, data) = memory(c)?;
-    let data = &*data;
-    let handler = portal_service(data, args.0)?
-        .direct_handler()
-        .ok_or(Errno::Deadlock)?;
-    check(mem, data, args)?;
+    let (mem, data, handler) = direct_target(c, args, Errno::Deadlock)?;
     if let Some(h) = handler.downcast_ref::<HostService>() {
         return host_call(mem, data, h, args);
     }

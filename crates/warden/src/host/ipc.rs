@@ -155,7 +155,7 @@ async fn call(mut c: Caller<'_, TaskData>, args: CallArgs, timeout_ns: i64) -> R
     let mut flight = match c.data_mut().ipc.in_flight.take() {
         Some(flight) => flight,
         None => {
-            let service = service_of(c.data(), args.0)?;
+            let service = service_of(c.data(), args.0)?.clone();
             if let Some(handler) = service.direct_handler().cloned() {
                 return super::direct::call(c, handler, args, timeout_ns).await;
             }
@@ -168,10 +168,11 @@ async fn call(mut c: Caller<'_, TaskData>, args: CallArgs, timeout_ns: i64) -> R
     take_reply(&mut c, &flight.slot, code, args)
 }
 
-/// The service `portal` calls; `BadHandle` if it is not a portal.
-pub(super) fn service_of(data: &TaskData, portal: i32) -> Result<Arc<Service>, Errno> {
+/// The service `portal` calls, borrowed from the caller's handle table;
+/// `BadHandle` if it is not a portal.
+pub(super) fn service_of(data: &TaskData, portal: i32) -> Result<&Arc<Service>, Errno> {
     match data.ipc.handles.get(portal)? {
-        Object::Portal(p) => Ok(p.service().clone()),
+        Object::Portal(p) => Ok(p.service()),
         _ => Err(Errno::BadHandle),
     }
 }
