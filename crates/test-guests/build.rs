@@ -36,12 +36,19 @@ fn main() {
                 std::fs::write(&dest, wasm).unwrap();
             }
             "c" => {
-                // A passive service is a reactor: no main, entered by its exports.
+                // A passive service is a reactor: no main, entered by its
+                // exports. Its handler copies every reply into the buffer
+                // the kernel lends it; bulk memory makes that copy one
+                // `memory.copy` (a native memmove), not a loop in Wasm.
                 let text = std::fs::read_to_string(&path).unwrap();
                 let reactor = text.contains("WARDEN_PASSIVE_SERVICE(");
                 let status = Command::new(&clang)
                     .args(["--target=wasm32-wasi", "-O2", "-Wall", "-Werror"])
-                    .args(reactor.then_some("-mexec-model=reactor"))
+                    .args(if reactor {
+                        &["-mexec-model=reactor", "-mbulk-memory"][..]
+                    } else {
+                        &[]
+                    })
                     .arg("-I")
                     .arg(&sdk)
                     .arg(&path)

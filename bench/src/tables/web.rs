@@ -17,10 +17,23 @@ use warden_test_guests as guests;
 
 const ONE_TASK: &str = "(a) one task is the web server";
 const FORWARD: &str = "(b) server task + servlet task (portal call)";
+const FORWARD_PASSIVE: &str = "(b′) server task + passive servlet task (portal call on its thread)";
 const WAGI: &str = "(c) Warden server, per-request task (WAGI)";
 const SERVLET: &str = "(d) Warden server, servlet route";
 const HYPER: &str = "(e) native hyper hello-world";
 const PASSIVE: &str = "(f) Warden server, servlet route to a passive service";
+
+/// Who answers the one-task server's requests (Luna's Figure 5).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    /// The server task itself.
+    Itself,
+    /// A servlet task waiting in `recv`, by portal call.
+    Servlet,
+    /// A passive servlet task, by portal call on the server's thread
+    /// (Luna's remote calls run there).
+    Passive,
+}
 
 /// What a Warden server's routes run.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -93,25 +106,30 @@ fn ready(url: &str) -> Result<(), String> {
     }
 }
 
-fn one_task(forward: bool) -> Result<Site, String> {
+fn one_task(answer: Answer) -> Result<Site, String> {
     let mut tasks = String::new();
     let mut urls = vec![];
     for (i, (_, size)) in SIZES.iter().enumerate() {
         let addr = format!("127.0.0.1:{}", free_port());
-        let (mode, last) = if forward {
-            ("forward", format!("page{i}"))
-        } else {
-            ("self", size.to_string())
+        let (mode, last) = match answer {
+            Answer::Itself => ("self", size.to_string()),
+            _ => ("forward", format!("page{i}")),
         };
         tasks += &format!(
             "[[task]]\nname = \"web{i}\"\nmodule = \"{}\"\nargs = [\"{mode}\", \"{addr}\", \"{last}\"]\n\
              listen = [\"{addr}\"]\nmax_sockets = 1100\nmax_handles = 2048\nuses = [\"page{i}\"]\n",
             guests::WEB
         );
-        if forward {
+        if answer == Answer::Servlet {
             tasks += &format!(
                 "[[task]]\nname = \"page{i}\"\nmodule = \"{}\"\nargs = [\"page\", \"page{i}\", \"{size}\"]\nprovides = [\"page{i}\"]\n",
                 guests::WEB
+            );
+        } else if answer == Answer::Passive {
+            tasks += &format!(
+                "[[task]]\nname = \"page{i}\"\nmodule = \"{}\"\nenv = {{ SIZE = \"{size}\", RAW = \"1\" }}\n\
+                 passive = true\nprovides = [\"page{i}\"]\n",
+                guests::PASSIVE_PAGE
             );
         }
         urls.push(format!("http://{addr}/"));
@@ -324,7 +342,9 @@ fn table(ctx: &Ctx, connections: usize) -> Table {
          harness's process on a runtime with 2 workers. (a) a C task that is the whole server: \
          one warden_poll loop over Warden sockets, parsing each request's head and answering \
          itself. (b) the same task, forwarding each request's bytes by portal call to a servlet \
-         task that replies with the body. (c) Warden's [[http]] server (hyper on a tokio \
+         task that replies with the body from its recv loop. (b′) the same, the servlet a \
+         passive task: its handler runs on the server task's thread inside its call, as Luna's \
+         remote calls do. (c) Warden's [[http]] server (hyper on a tokio \
          runtime with as many threads as workers, 2) with a route that runs a fresh task per request from a compiled C module (WAGI: CGI \
          environment, body from stdout). (d) the same server with a servlet route: one portal \
          call per request to a C task replying with a CGI response. (e) hyper with no Warden, \
@@ -338,10 +358,19 @@ fn table(ctx: &Ctx, connections: usize) -> Table {
         ctx.rounds,
         vec![
             contestant(ONE_TASK, |s: &mut Samples| {
-                round(s, ONE_TASK, one_task(false), connections, secs)
+                round(s, ONE_TASK, one_task(Answer::Itself), connections, secs)
             }),
             contestant(FORWARD, |s: &mut Samples| {
-                round(s, FORWARD, one_task(true), connections, secs)
+                round(s, FORWARD, one_task(Answer::Servlet), connections, secs)
+            }),
+            contestant(FORWARD_PASSIVE, |s: &mut Samples| {
+                round(
+                    s,
+                    FORWARD_PASSIVE,
+                    one_task(Answer::Passive),
+                    connections,
+                    secs,
+                )
             }),
             contestant(WAGI, |s: &mut Samples| {
                 round(s, WAGI, warden_server(Route::Wagi), connections, secs)
@@ -360,6 +389,7 @@ fn table(ctx: &Ctx, connections: usize) -> Table {
     for (name, kind) in [
         (ONE_TASK, Kind::Warden),
         (FORWARD, Kind::Warden),
+        (FORWARD_PASSIVE, Kind::Warden),
         (WAGI, Kind::Warden),
         (SERVLET, Kind::Warden),
         (PASSIVE, Kind::Warden),
@@ -367,22 +397,31 @@ fn table(ctx: &Ctx, connections: usize) -> Table {
     ] {
         t.row_from(name, kind, &samples, &format!("{name}/"));
     }
-    notes(&mut t, &samples);
+    notes(&mut t, &samples, connections);
     finish(t, &errors)
 }
 
 /// The issue's targets, computed from the medians.
-fn notes(t: &mut Table, s: &Samples) {
+fn notes(t: &mut Table, s: &Samples, connections: usize) {
     let m = |system: &str, col: &str| s.cell(&format!("{system}/{col}")).map(|c| c.median);
     for (label, _) in SIZES {
-        if let (Some(a), Some(b)) = (
-            m(ONE_TASK, &format!("{label} p50")),
-            m(FORWARD, &format!("{label} p50")),
-        ) {
-            t.notes.push(format!(
-                "{label}: forwarding to a servlet task adds {:+.1}% to the one-task server's p50 response time (target ≤ +5%; Luna: +14% at 100 B, +7% at 10 KB).",
-                100.0 * (b - a) / a
-            ));
+        // Luna's figure is a response time; with a closed loop of
+        // `connections` clients the mean one is connections / req/s.
+        let time = |sys: &str| {
+            let p50 = m(sys, &format!("{label} p50"))?;
+            Some((p50, connections as f64 / m(sys, &format!("{label} req/s"))?))
+        };
+        for (sys, what) in [
+            (FORWARD, "a servlet task"),
+            (FORWARD_PASSIVE, "a passive servlet task"),
+        ] {
+            if let (Some(a), Some(b)) = (time(ONE_TASK), time(sys)) {
+                t.notes.push(format!(
+                    "{label}: forwarding to {what} adds {:+.1}% to the one-task server's p50 response time and {:+.1}% to its mean (connections / req/s) (target ≤ +5%; Luna: +14% at 100 B, +7% at 10 KB).",
+                    100.0 * (b.0 - a.0) / a.0,
+                    100.0 * (b.1 - a.1) / a.1
+                ));
+            }
         }
         let rps = |sys| m(sys, &format!("{label} req/s"));
         if let (Some(c), Some(d), Some(e)) = (rps(WAGI), rps(SERVLET), rps(HYPER)) {

@@ -1,6 +1,7 @@
 /* page_servlet as a passive service: every request is answered with a CGI
  * response whose body is SIZE (environment) bytes of 'x', on the caller's
- * thread. */
+ * thread. With RAW set (environment), the reply is the body alone: the
+ * servlet of web.c's forward mode. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,7 @@ static int64_t serve(const void *req, size_t len, void *resp, size_t cap) {
         const char *s = getenv("SIZE");
         long size = s ? atol(s) : 100;
         if (size < 0 || size > (1 << 17)) size = 100;
-        int head = snprintf(page, 64, "Content-Type: text/plain\r\n\r\n");
+        int head = getenv("RAW") ? 0 : snprintf(page, 64, "Content-Type: text/plain\r\n\r\n");
         memset(page + head, 'x', (size_t)size);
         page_len = (size_t)head + (size_t)size;
     }

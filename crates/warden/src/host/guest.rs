@@ -6,12 +6,12 @@
 //! memory (either would claim that nobody else writes those bytes
 //! meanwhile, a data race in Rust's memory model). It keeps a base pointer
 //! and a length, as Wasmtime does for shared memories, and every access is
-//! a relaxed atomic copy ([`copy_racy`]). A guest racing its own host call
+//! a relaxed atomic copy ([`copy_from_racy`], [`copy_to_racy`]). A guest racing its own host call
 //! through a permit sees a mixture of old and new bytes, never a host
 //! fault; the host reads each value it acts on exactly once.
 
 use super::{range, TaskData};
-use crate::ipc::permit::copy_racy;
+use crate::ipc::permit::{copy_from_racy, copy_to_racy};
 use crate::ipc::Errno;
 use std::marker::PhantomData;
 use std::ops::Range;
@@ -66,15 +66,16 @@ impl GuestMem<'_> {
     pub(super) fn read(&self, r: Range<usize>, dst: &mut [u8]) {
         assert!(r.end <= self.len && r.len() == dst.len());
         // SAFETY: `r` lies inside the memory, which stays mapped for the
-        // whole host call (memories never move or shrink); `dst` is ours.
-        unsafe { copy_racy(self.at(r.start), dst.as_mut_ptr(), dst.len()) }
+        // whole host call (memories never move or shrink); `dst` is ours,
+        // so not inside it.
+        unsafe { copy_from_racy(self.at(r.start), dst) }
     }
 
     /// Copies `src` to the checked offset `at`.
     pub(super) fn write(&self, at: usize, src: &[u8]) {
         assert!(at.checked_add(src.len()).is_some_and(|end| end <= self.len));
         // SAFETY: as in `read`, for the destination range.
-        unsafe { copy_racy(src.as_ptr(), self.at(at), src.len()) }
+        unsafe { copy_to_racy(src, self.at(at)) }
     }
 
     /// The checked range `r` as a new vector.

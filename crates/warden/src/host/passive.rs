@@ -342,13 +342,16 @@ pub(super) fn invoke(
         return Err(Errno::PeerDied);
     }
     let s = server.as_mut().ok_or(Errno::PeerDied)?;
-    let need = len.checked_add(cap).ok_or(Errno::Quota)?;
+    // The reply starts on a 16-byte boundary after the request, so that
+    // copying it out to an aligned buffer goes a word at a time.
+    let at = len.checked_next_multiple_of(16).ok_or(Errno::Quota)?;
+    let need = at.checked_add(cap).ok_or(Errno::Quota)?;
     let result = enter(p, || {
         let buf = buffer(s, need)?;
         range(server_mem(s).len(), buf as i32, need as u64).map_err(|_| Ok(Errno::Inval))?;
         fill(server_mem(s), buf as usize);
         p.clock.begin();
-        let r = s.handler.call(&mut s.store, (buf, len, buf + len, cap));
+        let r = s.handler.call(&mut s.store, (buf, len, buf + at, cap));
         p.shared.charge_served(p.clock.end());
         let n = r.map_err(Err)?;
         // A reply longer than the buffer, or a code that is not an error
@@ -363,7 +366,7 @@ pub(super) fn invoke(
             return Err(Ok(Errno::Inval));
         }
         if n > 0 {
-            take(server_mem(s), (buf + len) as usize, n as usize).map_err(Ok)?;
+            take(server_mem(s), (buf + at) as usize, n as usize).map_err(Ok)?;
         }
         Ok(n)
     });

@@ -118,9 +118,9 @@ const WORD: usize = std::mem::size_of::<usize>();
 /// Copies `len` bytes from `src` to `dst` (which may overlap, as
 /// `memmove`) when other threads may read or write either range at the
 /// same time: every access is a relaxed atomic load or store, word-sized
-/// where both sides are equally aligned, so no byte is accessed
-/// non-atomically and the copy is still a word at a time for the usual
-/// case.
+/// from each side's first word boundary, so no byte is accessed
+/// non-atomically and the copy is still a word at a time whatever the
+/// two alignments.
 ///
 /// # Safety
 ///
@@ -133,12 +133,12 @@ pub unsafe fn copy_racy(src: *const u8, dst: *mut u8, len: usize) {
         // SAFETY: the caller's contract, passed on.
         return unsafe { copy_racy_backwards(src, dst, len) };
     }
-    // Bytes up to the first word boundary of both, if they share one.
-    let head = if s % WORD == d % WORD {
-        ((WORD - s % WORD) % WORD).min(len)
-    } else {
-        len
-    };
+    if s % WORD != d % WORD {
+        // SAFETY: the caller's contract, passed on.
+        return unsafe { copy_racy_unaligned(src, dst, len) };
+    }
+    // Bytes up to the first word boundary of both.
+    let head = ((WORD - s % WORD) % WORD).min(len);
     let words = (len - head) / WORD;
     // SAFETY (all three loops): every offset is inside both ranges (the
     // caller's contract); the word loop's addresses are word-aligned.
@@ -159,6 +159,94 @@ pub unsafe fn copy_racy(src: *const u8, dst: *mut u8, len: usize) {
         for i in head + words * WORD..len {
             copy_byte(src, dst, i);
         }
+    }
+}
+
+/// Copies `dst.len()` bytes from `src`, which other threads may write
+/// meanwhile, into `dst`, which nobody else touches: relaxed atomic loads
+/// on the shared side, a word at a time from its first word boundary
+/// whatever the alignment of `dst` (plain writes there). A guest's buffer
+/// at an odd offset is thus still copied a word at a time.
+///
+/// # Safety
+///
+/// `src` must be valid for reads of `dst.len()` bytes for the whole call
+/// (its contents may change meanwhile) and must not overlap `dst`.
+pub unsafe fn copy_from_racy(src: *const u8, dst: &mut [u8]) {
+    let len = dst.len();
+    let head = ((WORD - src as usize % WORD) % WORD).min(len);
+    let words = (len - head) / WORD;
+    let d = dst.as_mut_ptr();
+    // SAFETY: every offset is below `len`, inside both ranges; the word
+    // loads are at word-aligned addresses; `dst` is exclusively ours.
+    unsafe {
+        let byte = |i: usize| (*(src.add(i) as *const AtomicU8)).load(Ordering::Relaxed);
+        for i in 0..head {
+            *d.add(i) = byte(i);
+        }
+        let ws = src.add(head) as *const AtomicUsize;
+        for i in 0..words {
+            let v = (*ws.add(i)).load(Ordering::Relaxed);
+            (d.add(head + i * WORD) as *mut usize).write_unaligned(v);
+        }
+        for i in head + words * WORD..len {
+            *d.add(i) = byte(i);
+        }
+    }
+}
+
+/// Copies `src`, which nobody else writes, to `dst`, which other threads
+/// may read or write meanwhile: relaxed atomic stores on the shared side,
+/// a word at a time from its first word boundary whatever the alignment
+/// of `src` (plain reads there).
+///
+/// # Safety
+///
+/// `dst` must be valid for writes of `src.len()` bytes for the whole call
+/// and must not overlap `src`.
+pub unsafe fn copy_to_racy(src: &[u8], dst: *mut u8) {
+    let len = src.len();
+    let head = ((WORD - dst as usize % WORD) % WORD).min(len);
+    let words = (len - head) / WORD;
+    let s = src.as_ptr();
+    // SAFETY: as in `copy_from_racy`, with the sides swapped.
+    unsafe {
+        let byte =
+            |i: usize| (*(dst.add(i) as *const AtomicU8)).store(*s.add(i), Ordering::Relaxed);
+        for i in 0..head {
+            byte(i);
+        }
+        let wd = dst.add(head) as *const AtomicUsize;
+        for i in 0..words {
+            let v = (s.add(head + i * WORD) as *const usize).read_unaligned();
+            (*wd.add(i)).store(v, Ordering::Relaxed);
+        }
+        for i in head + words * WORD..len {
+            byte(i);
+        }
+    }
+}
+
+/// `copy_racy` for ranges whose word boundaries differ, forward: through
+/// a buffer on the stack, a chunk at a time, each side still copied a
+/// word at a time from its own boundary ([`copy_from_racy`] then
+/// [`copy_to_racy`]). A chunk is read whole before it is written, so a
+/// source that starts inside the destination is still copied right.
+///
+/// # Safety
+///
+/// As for [`copy_racy`].
+unsafe fn copy_racy_unaligned(src: *const u8, dst: *mut u8, len: usize) {
+    let mut buf = [0u8; 1024];
+    let mut done = 0;
+    while done < len {
+        let n = (len - done).min(buf.len());
+        // SAFETY: `done..done + n` lies inside both ranges; `buf` is ours.
+        unsafe {
+            copy_from_racy(src.add(done), &mut buf[..n]);
+            copy_to_racy(&buf[..n], dst.add(done));
+        }
+        done += n;
     }
 }
 
@@ -220,6 +308,53 @@ mod tests {
                     assert_eq!(buf, want, "within: {src_off} -> {dst_off}, {len}");
                 }
             }
+        }
+    }
+
+    /// The one-sided copies give what `copy_from_slice` gives for every
+    /// alignment of either side and every length.
+    #[test]
+    fn one_sided_copies_are_memcpy() {
+        let pattern: Vec<u8> = (0..200u8).collect();
+        for src_off in 0..9 {
+            for dst_off in 0..9 {
+                for len in [0, 1, 7, 8, 9, 15, 16, 17, 40, 101] {
+                    let src = &pattern[src_off..src_off + len];
+                    let mut want = vec![0xAAu8; 128];
+                    want[dst_off..dst_off + len].copy_from_slice(src);
+                    let mut got = vec![0xAAu8; 128];
+                    unsafe { copy_from_racy(src.as_ptr(), &mut got[dst_off..dst_off + len]) };
+                    assert_eq!(got, want, "from: {src_off} -> {dst_off}, {len}");
+                    let mut got = vec![0xAAu8; 128];
+                    unsafe { copy_to_racy(src, got[dst_off..].as_mut_ptr()) };
+                    assert_eq!(got, want, "to: {src_off} -> {dst_off}, {len}");
+                }
+            }
+        }
+    }
+
+    /// Copies longer than the bounce buffer between unequal alignments,
+    /// apart and overlapping, give what `memmove` gives.
+    #[test]
+    fn long_unaligned_copies_are_memmove() {
+        let pattern: Vec<u8> = (0..5000u32).map(|i| (i * 7 % 251) as u8).collect();
+        for (src_off, dst_off) in [(3, 0), (0, 5), (11, 2), (1, 1000)] {
+            let len = 3900;
+            let mut dst = vec![0u8; 5000];
+            unsafe {
+                copy_racy(
+                    pattern[src_off..].as_ptr(),
+                    dst[dst_off..].as_mut_ptr(),
+                    len,
+                )
+            };
+            assert_eq!(dst[dst_off..dst_off + len], pattern[src_off..src_off + len]);
+            let mut buf = pattern.clone();
+            let mut want = pattern.clone();
+            want.copy_within(src_off..src_off + len, dst_off);
+            let base = buf.as_mut_ptr();
+            unsafe { copy_racy(base.add(src_off), base.add(dst_off), len) };
+            assert!(buf == want, "within: {src_off} -> {dst_off}");
         }
     }
 
