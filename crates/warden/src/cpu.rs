@@ -35,6 +35,9 @@ pub const WINDOW: u64 = 1_000_000;
 /// Most polls remembered between readings.
 const MAX_POLLS: usize = 256;
 
+/// How many of the latest polls a new one may be merged into.
+const MERGE: usize = 4;
+
 /// Most policy charges kept until the worker takes them.
 const MAX_CHARGES: usize = 1024;
 
@@ -121,6 +124,29 @@ impl Meter {
         charges.push((key, ns));
     }
 
+    /// Adds a finished poll (or part of one) of `wall` ns to those since
+    /// the last reading. Shares are proportional to wall time, so a poll
+    /// on the same account by the same runner as one of the last few is
+    /// added to its entry: a client and its server taking turns (a round
+    /// trip is two polls) keep two entries however many turns they take,
+    /// and the reading waits for its window instead of for a full list.
+    fn record(&mut self, poll: &Poll, wall: u64) {
+        self.polls_wall += wall;
+        let same = |p: &Poll| {
+            Arc::ptr_eq(&p.account, &poll.account)
+                && match (&p.runner, &poll.runner) {
+                    (None, None) => true,
+                    (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                    _ => false,
+                }
+        };
+        let recent = self.polls.iter_mut().rev().take(MERGE);
+        match recent.into_iter().find(|(p, _)| same(p)) {
+            Some((_, w)) => *w += wall,
+            None => self.polls.push((poll.clone(), wall)),
+        }
+    }
+
     /// Reads the CPU clock and charges what was used since the last
     /// reading to the polls since then (and the one in progress).
     fn reconcile(&mut self) {
@@ -192,9 +218,7 @@ pub fn nest<R>(f: impl FnOnce() -> R) -> R {
     let outer = with(|m| {
         let (poll, start) = m.current.take()?;
         let now = m.now();
-        let wall = now.saturating_sub(start);
-        m.polls_wall += wall;
-        m.polls.push((poll.clone(), wall));
+        m.record(&poll, now.saturating_sub(start));
         if m.polls.len() >= MAX_POLLS {
             m.reconcile();
         }
@@ -221,8 +245,7 @@ pub fn end(exact: bool) -> (u64, u64) {
         let mut wall = 0;
         if let Some((task, start)) = m.current.take() {
             wall = now.saturating_sub(start);
-            m.polls_wall += wall;
-            m.polls.push((task, wall));
+            m.record(&task, wall);
         }
         if exact || m.polls_wall >= WINDOW || m.polls.len() >= MAX_POLLS {
             m.reconcile();
@@ -313,6 +336,37 @@ mod tests {
                 "server served {served} of {charged}"
             );
             assert_eq!(server.cpu.charged_ns(), 0);
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// A client and its server taking turns on the client's account keep
+    /// one entry each until the meter reads the clock, and the reading
+    /// still splits the CPU between them as their wall times say.
+    #[test]
+    fn turns_of_a_client_and_its_server_keep_two_entries() {
+        std::thread::spawn(|| {
+            let client = Arc::new(TaskShared::new(TaskId(1), "c".into(), None, None));
+            let server = Arc::new(TaskShared::new(TaskId(2), "s".into(), None, None));
+            reconcile();
+            begin(&client, &client);
+            for _ in 0..20 {
+                burn(20_000);
+                nest(|| {
+                    begin(&client, &server);
+                    burn(20_000);
+                    end(false);
+                });
+            }
+            assert_eq!(with(|m| m.polls.len()), 2);
+            end(true);
+            let (charged, served) = (client.cpu.charged_ns(), server.cpu.served_ns());
+            assert!(charged >= 800_000, "client charged {charged}");
+            assert!(
+                (100_000..=700_000).contains(&served),
+                "server served {served} of {charged}"
+            );
         })
         .join()
         .unwrap();
