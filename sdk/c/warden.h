@@ -77,7 +77,8 @@ int32_t warden_reply(uint64_t call_id, const void *resp, size_t len, const warde
 int32_t warden_call_origin(uint64_t call_id, char *buf, size_t cap);
 
 /* Passive services. A task declared `passive = true` in the manifest is a
- * reactor module (clang -mexec-model=reactor: no main) that defines its
+ * reactor module (clang -mexec-model=reactor: no main; -mbulk-memory makes
+ * the handler's memcpy into resp one native copy) that defines its
  * handler with WARDEN_PASSIVE_SERVICE. The kernel registers its service
  * under the task's first `provides` name, and clients call it with
  * warden_name_lookup and warden_call as any other service; but the handler

@@ -35,7 +35,7 @@ pub const WINDOW: u64 = 1_000_000;
 /// Most polls remembered between readings.
 const MAX_POLLS: usize = 256;
 
-/// How many of the latest polls a new one may be merged into.
+/// A poll is merged into an entry among this many of the latest.
 const MERGE: usize = 4;
 
 /// Most policy charges kept until the worker takes them.
@@ -140,8 +140,13 @@ impl Meter {
                     _ => false,
                 }
         };
-        let recent = self.polls.iter_mut().rev().take(MERGE);
-        match recent.into_iter().find(|(p, _)| same(p)) {
+        match self
+            .polls
+            .iter_mut()
+            .rev()
+            .take(MERGE)
+            .find(|(p, _)| same(p))
+        {
             Some((_, w)) => *w += wall,
             None => self.polls.push((poll.clone(), wall)),
         }
@@ -358,8 +363,9 @@ mod tests {
                     burn(20_000);
                     end(false);
                 });
+                // Fewer after a reading (once a window, whatever the load).
+                assert!(with(|m| m.polls.len()) <= 2);
             }
-            assert_eq!(with(|m| m.polls.len()), 2);
             end(true);
             let (charged, served) = (client.cpu.charged_ns(), server.cpu.served_ns());
             assert!(charged >= 800_000, "client charged {charged}");
