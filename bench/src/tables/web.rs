@@ -120,17 +120,21 @@ fn one_task(answer: Answer) -> Result<Site, String> {
              listen = [\"{addr}\"]\nmax_sockets = 1100\nmax_handles = 2048\nuses = [\"page{i}\"]\n",
             guests::WEB
         );
-        if answer == Answer::Servlet {
-            tasks += &format!(
-                "[[task]]\nname = \"page{i}\"\nmodule = \"{}\"\nargs = [\"page\", \"page{i}\", \"{size}\"]\nprovides = [\"page{i}\"]\n",
-                guests::WEB
-            );
-        } else if answer == Answer::Passive {
-            tasks += &format!(
-                "[[task]]\nname = \"page{i}\"\nmodule = \"{}\"\nenv = {{ SIZE = \"{size}\", RAW = \"1\" }}\n\
-                 passive = true\nprovides = [\"page{i}\"]\n",
-                guests::PASSIVE_PAGE
-            );
+        match answer {
+            Answer::Itself => {}
+            Answer::Servlet => {
+                tasks += &format!(
+                    "[[task]]\nname = \"page{i}\"\nmodule = \"{}\"\nargs = [\"page\", \"page{i}\", \"{size}\"]\nprovides = [\"page{i}\"]\n",
+                    guests::WEB
+                )
+            }
+            Answer::Passive => {
+                tasks += &format!(
+                    "[[task]]\nname = \"page{i}\"\nmodule = \"{}\"\nenv = {{ SIZE = \"{size}\", RAW = \"1\" }}\n\
+                     passive = true\nprovides = [\"page{i}\"]\n",
+                    guests::PASSIVE_PAGE
+                )
+            }
         }
         urls.push(format!("http://{addr}/"));
     }

@@ -78,6 +78,12 @@ struct Poll {
 }
 
 impl Poll {
+    /// Whether `other` is on the same account by the same runner.
+    fn same_as(&self, other: &Poll) -> bool {
+        let ptr = |r: &Option<Arc<TaskShared>>| r.as_ref().map(Arc::as_ptr);
+        Arc::ptr_eq(&self.account, &other.account) && ptr(&self.runner) == ptr(&other.runner)
+    }
+
     fn charge(&self, ns: u64) {
         self.account.charge_cpu(ns);
         if let Some(runner) = &self.runner {
@@ -132,21 +138,8 @@ impl Meter {
     /// and the reading waits for its window instead of for a full list.
     fn record(&mut self, poll: &Poll, wall: u64) {
         self.polls_wall += wall;
-        let same = |p: &Poll| {
-            Arc::ptr_eq(&p.account, &poll.account)
-                && match (&p.runner, &poll.runner) {
-                    (None, None) => true,
-                    (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-                    _ => false,
-                }
-        };
-        match self
-            .polls
-            .iter_mut()
-            .rev()
-            .take(MERGE)
-            .find(|(p, _)| same(p))
-        {
+        let mut recent = self.polls.iter_mut().rev().take(MERGE);
+        match recent.find(|(p, _)| p.same_as(poll)) {
             Some((_, w)) => *w += wall,
             None => self.polls.push((poll.clone(), wall)),
         }
@@ -308,6 +301,11 @@ mod tests {
         }
     }
 
+    /// A task with no limits, parent or groups.
+    fn task(id: u64, name: &str) -> Arc<TaskShared> {
+        Arc::new(TaskShared::new(TaskId(id), name.into(), None, None))
+    }
+
     fn burn(ns: u64) {
         let t = thread_cpu_ns();
         while thread_cpu_ns() - t < ns {
@@ -322,8 +320,7 @@ mod tests {
     #[test]
     fn a_nested_poll_is_metered_apart_from_the_one_around_it() {
         std::thread::spawn(|| {
-            let client = Arc::new(TaskShared::new(TaskId(1), "c".into(), None, None));
-            let server = Arc::new(TaskShared::new(TaskId(2), "s".into(), None, None));
+            let (client, server) = (task(1, "c"), task(2, "s"));
             reconcile();
             begin(&client, &client);
             burn(2_000_000);
@@ -352,8 +349,7 @@ mod tests {
     #[test]
     fn turns_of_a_client_and_its_server_keep_two_entries() {
         std::thread::spawn(|| {
-            let client = Arc::new(TaskShared::new(TaskId(1), "c".into(), None, None));
-            let server = Arc::new(TaskShared::new(TaskId(2), "s".into(), None, None));
+            let (client, server) = (task(1, "c"), task(2, "s"));
             reconcile();
             begin(&client, &client);
             for _ in 0..20 {
@@ -386,7 +382,7 @@ mod tests {
     #[test]
     fn lent_cpu_is_charged_to_the_account_and_served_by_the_runner() {
         std::thread::spawn(|| {
-            let client = Arc::new(TaskShared::new(TaskId(1), "c".into(), None, None));
+            let client = task(1, "c");
             let server = Arc::new(TaskShared::new(
                 TaskId(2),
                 "s".into(),
@@ -425,8 +421,7 @@ mod tests {
     #[test]
     fn charges_follow_the_cpu_each_poll_was_given() {
         std::thread::spawn(|| {
-            let a = Arc::new(TaskShared::new(TaskId(1), "a".into(), None, None));
-            let b = Arc::new(TaskShared::new(TaskId(2), "b".into(), None, None));
+            let (a, b) = (task(1, "a"), task(2, "b"));
             reconcile();
             let start = thread_cpu_ns();
             let mut given = [0u64; 2];
