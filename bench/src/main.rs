@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
-/// mimalloc, as a program embedding Warden may choose: a task's spawn and
+/// mimalloc, as the `warden` command: a task's spawn and
 /// end allocate and free on different threads, where glibc's arenas took
 /// a quarter of a per-request web route's time (the in-process peers, raw
 /// Wasmtime and hyper, share it; the report's method says so).
@@ -85,6 +85,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // The network table holds 2,000 sockets in this process.
     warden::raise_descriptor_limit();
+    // As the `warden` command does (see `warden::disable_huge_pages`).
+    warden::disable_huge_pages();
     let child = match cli.child {
         Some(Child::ChildCopies { n, module, cache }) => {
             Some(tables::child_copies(n, &module, cache))

@@ -138,8 +138,8 @@ pub fn render(run: &Run, json_name: &str, plots: &Path) -> String {
          - Ratios are Warden's median over the peer's, per column.\n\
          - Warden and raw Wasmtime run in this process; every other peer is a child process, built \
          or installed by the harness (C with the host's cc, Java with javac, Erlang with erlc). \
-         This process allocates with mimalloc, as a program embedding Warden may choose to \
-         (the in-process peers, raw Wasmtime and hyper, share it).",
+         This process allocates with mimalloc with transparent huge pages off, as the `warden` \
+         command does (the in-process peers, raw Wasmtime and hyper, share both).",
         run.rounds,
         if run.quick { " (quick mode: fewer iterations and smaller N; figures are rougher)" } else { "" }
     );

@@ -123,8 +123,8 @@ pub use module::{LoadedModule, PROVIDED_IMPORT_MODULES};
 pub use output::{Capture, Output};
 pub use report::TaskReport;
 pub use runtime::{
-    raise_descriptor_limit, Error, GroupSpec, ReportSink, Runtime, RuntimeConfig, SetupStats,
-    TaskView,
+    disable_huge_pages, raise_descriptor_limit, Error, GroupSpec, ReportSink, Runtime,
+    RuntimeConfig, SetupStats, TaskView,
 };
 pub use sched::{Params, PolicyKind, RunQueue, TaskSched, Tree};
 pub use task::{TaskId, TaskSpec, TaskStatus};

@@ -24,7 +24,7 @@ mod tasks;
 mod views;
 
 pub(crate) use passive::check_spec as check_passive;
-pub use setup::raise_descriptor_limit;
+pub use setup::{disable_huge_pages, raise_descriptor_limit};
 pub use views::TaskView;
 
 use heap::{mass_death, return_free_heap};

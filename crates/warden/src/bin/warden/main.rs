@@ -17,13 +17,14 @@ use std::process::ExitCode;
 /// A task's spawn and end allocate and free on different threads (the
 /// HTTP server's, a worker's): glibc's arenas took a fifth of a
 /// per-request web route's time in this process, mimalloc's thread-local
-/// heaps a small part of it. See [`no_huge_pages`] for what it needs.
+/// heaps a small part of it. It needs huge pages off (see
+/// `warden::disable_huge_pages`).
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    no_huge_pages();
+    warden::disable_huge_pages();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
@@ -107,17 +108,4 @@ fn usage_error(e: clap::Error) -> ExitCode {
         None => eprintln!("warden: {first}; see --help"),
     }
     ExitCode::from(2)
-}
-
-/// Turns transparent huge pages off for this process. mimalloc asks for
-/// them on its arenas, and each thread's heap then holds whole 2 MiB
-/// pages of which it uses a few KiB: compiling two modules peaked at
-/// 100 MiB of RSS instead of 28. Where the system gives huge pages to
-/// every mapping, a task's linear memory would also be backed 2 MiB at
-/// a time, where the pooling allocator counts, keeps and returns 4 KiB
-/// pages. Best effort: a kernel without the setting keeps its default.
-fn no_huge_pages() {
-    // SAFETY: prctl with integer arguments only; it changes this
-    // process's memory policy and touches no memory of ours.
-    unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
 }
