@@ -4,7 +4,7 @@
 //! Reading a thread's CPU clock is a system call (about half a microsecond
 //! on a virtual machine), too slow to make twice around every poll when a
 //! portal round trip is a handful of polls. So each worker keeps a
-//! [`Meter`]: it times every poll with the cheap monotonic clock and, once
+//! [`Meter`]: it times every poll with a cheap clock ([`crate::ticks`]) and, once
 //! the polls since the last reading add up to [`WINDOW`] (or a task ends,
 //! or the worker goes idle, or a deadline callback asks), reads the thread
 //! CPU clock once and divides the CPU time consumed since the last reading
@@ -54,13 +54,15 @@ pub fn thread_cpu_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// A worker thread's CPU meter.
+/// A worker thread's CPU meter. Its wall times are in the cheap clock's
+/// counts ([`crate::ticks`]), converted to nanoseconds only where they
+/// are added up.
 pub struct Meter {
     last_cpu: u64,
     polls: Vec<(Poll, u64)>,
     polls_wall: u64,
-    /// The poll in progress and the monotonic time it (re)started.
-    current: Option<(Poll, u64)>,
+    /// The poll in progress and the clock (counts) when it (re)started.
+    current: Option<(PollRef, u64)>,
     /// CPU charged since the policy last took its charges: (key, ns).
     charges: Vec<(u64, u64)>,
     /// The clock when the last poll ended, and when the next begins if
@@ -77,13 +79,44 @@ struct Poll {
     runner: Option<Arc<TaskShared>>,
 }
 
-impl Poll {
-    /// Whether `other` is on the same account by the same runner.
-    fn same_as(&self, other: &Poll) -> bool {
-        let ptr = |r: &Option<Arc<TaskShared>>| r.as_ref().map(Arc::as_ptr);
-        Arc::ptr_eq(&self.account, &other.account) && ptr(&self.runner) == ptr(&other.runner)
+/// A poll in progress, by address: its caller holds both tasks for the
+/// whole poll, so the meter takes no reference of its own until it keeps
+/// the poll past its end ([`PollRef::to_owned`]). A round trip is two
+/// polls; counting references on both tasks for each cost a tenth of it.
+#[derive(Clone, Copy)]
+struct PollRef {
+    account: *const TaskShared,
+    /// Null when the account's own task runs.
+    runner: *const TaskShared,
+}
+
+impl PollRef {
+    fn is(&self, poll: &Poll) -> bool {
+        let runner = poll.runner.as_ref().map_or(std::ptr::null(), Arc::as_ptr);
+        std::ptr::eq(self.account, Arc::as_ptr(&poll.account)) && std::ptr::eq(self.runner, runner)
     }
 
+    /// An owned copy.
+    ///
+    /// # Safety
+    ///
+    /// The poll is still in progress: its caller's references keep both
+    /// tasks alive.
+    unsafe fn to_owned(self) -> Poll {
+        // SAFETY: both pointers come from `Arc::as_ptr` of tasks the
+        // caller still holds (see above).
+        let own = |p: *const TaskShared| unsafe {
+            Arc::increment_strong_count(p);
+            Arc::from_raw(p)
+        };
+        Poll {
+            account: own(self.account),
+            runner: (!self.runner.is_null()).then(|| own(self.runner)),
+        }
+    }
+}
+
+impl Poll {
     fn charge(&self, ns: u64) {
         self.account.charge_cpu(ns);
         if let Some(runner) = &self.runner {
@@ -109,10 +142,6 @@ impl Meter {
         }
     }
 
-    fn now(&self) -> u64 {
-        now()
-    }
-
     /// Queues a policy charge, merged with the last one if it is the same
     /// key's (a client and its server on one account, back to back).
     fn queue_charge(charges: &mut Vec<(u64, u64)>, key: u64, ns: u64) {
@@ -130,18 +159,25 @@ impl Meter {
         charges.push((key, ns));
     }
 
-    /// Adds a finished poll (or part of one) of `wall` ns to those since
-    /// the last reading. Shares are proportional to wall time, so a poll
-    /// on the same account by the same runner as one of the last few is
-    /// added to its entry: a client and its server taking turns (a round
-    /// trip is two polls) keep two entries however many turns they take,
-    /// and the reading waits for its window instead of for a full list.
-    fn record(&mut self, poll: &Poll, wall: u64) {
+    /// Adds a finished poll (or part of one) of `wall` counts to those
+    /// since the last reading. Shares are proportional to wall time, so a
+    /// poll on the same account by the same runner as one of the last few
+    /// is added to its entry: a client and its server taking turns (a
+    /// round trip is two polls) keep two entries however many turns they
+    /// take, and the reading waits for its window instead of for a full
+    /// list.
+    ///
+    /// # Safety
+    ///
+    /// `poll` is in progress (see [`PollRef::to_owned`]).
+    unsafe fn record(&mut self, poll: PollRef, wall: u64) {
+        let wall = crate::ticks::to_ns(wall);
         self.polls_wall += wall;
         let mut recent = self.polls.iter_mut().rev().take(MERGE);
-        match recent.find(|(p, _)| p.same_as(poll)) {
+        match recent.find(|(p, _)| poll.is(p)) {
             Some((_, w)) => *w += wall,
-            None => self.polls.push((poll.clone(), wall)),
+            // SAFETY: as the caller promises.
+            None => self.polls.push((unsafe { poll.to_owned() }, wall)),
         }
     }
 
@@ -151,11 +187,13 @@ impl Meter {
         let cpu = thread_cpu_ns();
         let delta = cpu.saturating_sub(self.last_cpu);
         self.last_cpu = cpu;
-        let now = self.now();
+        let now = crate::ticks::now();
         let current = self.current.as_mut().map(|(t, start)| {
-            let wall = now.saturating_sub(*start);
+            let wall = crate::ticks::to_ns(now.saturating_sub(*start));
             *start = now;
-            (t.clone(), wall)
+            // SAFETY: `current` is a poll in progress: its caller (the
+            // worker, or a deadline callback inside the poll) holds it.
+            (unsafe { t.to_owned() }, wall)
         });
         let total = self.polls_wall + current.as_ref().map_or(0, |c| c.1);
         let mut left = delta;
@@ -193,15 +231,20 @@ fn with<R>(f: impl FnOnce(&mut Meter) -> R) -> R {
     METER.with(|m| f(m.borrow_mut().get_or_insert_with(Meter::new)))
 }
 
-/// A poll of `runner` starts on this thread, charged to `account`.
-/// Returns the meter's clock (ns) at its start.
+/// A poll of `runner` starts on this thread, charged to `account`; both
+/// must stay alive until its [`end`]. Returns the meter's clock at its
+/// start, in [`crate::ticks`] counts.
 pub fn begin(account: &Arc<TaskShared>, runner: &Arc<TaskShared>) -> u64 {
-    let poll = Poll {
-        account: account.clone(),
-        runner: (!Arc::ptr_eq(account, runner)).then(|| runner.clone()),
+    let poll = PollRef {
+        account: Arc::as_ptr(account),
+        runner: if Arc::ptr_eq(account, runner) {
+            std::ptr::null()
+        } else {
+            Arc::as_ptr(runner)
+        },
     };
     with(|m| {
-        let now = m.next_start.take().unwrap_or_else(now);
+        let now = m.next_start.take().unwrap_or_else(crate::ticks::now);
         m.current = Some((poll, now));
         now
     })
@@ -215,8 +258,9 @@ pub fn begin(account: &Arc<TaskShared>, runner: &Arc<TaskShared>) -> u64 {
 pub fn nest<R>(f: impl FnOnce() -> R) -> R {
     let outer = with(|m| {
         let (poll, start) = m.current.take()?;
-        let now = m.now();
-        m.record(&poll, now.saturating_sub(start));
+        let now = crate::ticks::now();
+        // SAFETY: the outer poll is in progress (its worker is in it).
+        unsafe { m.record(poll, now.saturating_sub(start)) };
         if m.polls.len() >= MAX_POLLS {
             m.reconcile();
         }
@@ -236,20 +280,22 @@ pub fn nest<R>(f: impl FnOnce() -> R) -> R {
 
 /// The poll in progress ended; with `exact`, the task's CPU figure is
 /// brought up to date now (the task ended, or a limit must be checked).
-/// Returns the poll's wall time and the meter's clock (ns) at its end.
+/// Returns the poll's wall time in nanoseconds and the meter's clock at
+/// its end, in [`crate::ticks`] counts.
 pub fn end(exact: bool) -> (u64, u64) {
     with(|m| {
-        let now = m.now();
+        let now = crate::ticks::now();
         let mut wall = 0;
-        if let Some((task, start)) = m.current.take() {
+        if let Some((poll, start)) = m.current.take() {
             wall = now.saturating_sub(start);
-            m.record(&task, wall);
+            // SAFETY: the poll ends only now: its caller still holds it.
+            unsafe { m.record(poll, wall) };
         }
         if exact || m.polls_wall >= WINDOW || m.polls.len() >= MAX_POLLS {
             m.reconcile();
         }
         m.last_end = now;
-        (wall, now)
+        (crate::ticks::to_ns(wall), now)
     })
 }
 

@@ -2,8 +2,9 @@
 //! where the kernel itself keeps time by it, otherwise the monotonic clock.
 //!
 //! A passive call is timed from start to end so its server can be held to
-//! its CPU limits; two vDSO `clock_gettime` readings were a quarter of the
-//! whole call. One `rdtsc` costs about half of one. Readings are raw
+//! its CPU limits, and the CPU meter times every poll; two vDSO
+//! `clock_gettime` readings were a quarter of a whole passive call. One
+//! `rdtsc` costs about half of one. Readings are raw
 //! counts ([`now`]); only their differences become nanoseconds
 //! ([`to_ns`]), so the conversion factor need not be exact to the last
 //! part per million, and a reading never has to agree with another clock.

@@ -87,7 +87,8 @@ pub(crate) fn spin_until(mut done: impl FnMut() -> bool) -> bool {
 }
 
 thread_local! {
-    /// When this worker's last poll ended (0: it has idled since).
+    /// When this worker's last poll ended, in [`crate::ticks`] counts (0:
+    /// it has idled since).
     static LAST_POLL_END: Cell<u64> = const { Cell::new(0) };
     /// The executor whose worker this thread is, while it polls a task.
     static POLLING: Cell<*const Shared> = const { Cell::new(std::ptr::null()) };
@@ -187,6 +188,9 @@ impl Executor {
         on_tick: Arc<dyn Fn() + Send + Sync>,
         finish: Box<FinishFn>,
     ) -> std::io::Result<Executor> {
+        // The CPU meter times polls by it (once per process, here rather
+        // than in the first poll).
+        crate::ticks::calibrate();
         let shared = Arc::new(Shared {
             queue: Mutex::new(Queue::new(policy)),
             ready: Condvar::new(),
@@ -422,6 +426,37 @@ impl Wake for TaskCell {
     }
 }
 
+/// The waker a task is polled with: the task's own, borrowed from the
+/// worker's reference for the poll rather than counted (two locked
+/// instructions per poll). Clones, which outlive the poll, are counted.
+fn waker_ref(cell: &Arc<TaskCell>) -> std::mem::ManuallyDrop<std::task::Waker> {
+    use std::task::{RawWaker, RawWakerVTable};
+    // A static, not a const: one address, so that `will_wake` knows its own.
+    static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, wake, wake_by_ref, drop_waker);
+    // SAFETY (all four): `data` comes from `Arc::as_ptr` of a task cell,
+    // and every waker made from it but the borrowed one holds a counted
+    // reference of its own, given up by `wake` or `drop_waker`.
+    unsafe fn clone(data: *const ()) -> RawWaker {
+        unsafe { Arc::increment_strong_count(data.cast::<TaskCell>()) };
+        RawWaker::new(data, &VTABLE)
+    }
+    unsafe fn wake(data: *const ()) {
+        Wake::wake(unsafe { Arc::from_raw(data.cast::<TaskCell>()) })
+    }
+    unsafe fn wake_by_ref(data: *const ()) {
+        let cell = std::mem::ManuallyDrop::new(unsafe { Arc::from_raw(data.cast::<TaskCell>()) });
+        Wake::wake_by_ref(&*cell)
+    }
+    unsafe fn drop_waker(data: *const ()) {
+        drop(unsafe { Arc::from_raw(data.cast::<TaskCell>()) })
+    }
+    let raw = RawWaker::new(Arc::as_ptr(cell).cast(), &VTABLE);
+    // SAFETY: the vtable's contract holds (above); the borrowed waker is
+    // never dropped (ManuallyDrop) and lives no longer than `cell`'s
+    // reference, which the caller holds for the poll.
+    std::mem::ManuallyDrop::new(unsafe { std::task::Waker::from_raw(raw) })
+}
+
 /// Direct hand-off: called by the task being polled right after it woke
 /// `server` (a call queued on the server's service). If that wake put the
 /// server into this worker's hand-off slot, the server's slice runs now,
@@ -430,13 +465,16 @@ impl Wake for TaskCell {
 /// suspends nor is woken, and no queue is touched. The server's slice is
 /// a slice like any other (its epoch deadline, limits and lifecycle rules
 /// apply), metered separately and charged as the CPU inheritance says.
+/// `lent` is the caller's own task if that is the context it lent the
+/// server (it runs on no donor itself): the slice then need not look the
+/// context up.
 ///
 /// Only one level nests: a server running nested that calls another
 /// service hands off through the slot, as usual, so the host stack never
 /// holds more than two polls. A caller that wants the server's answer
 /// within its own slice gets it; one whose server is busy, queued or on
 /// another worker waits as usual.
-pub(crate) fn hand_off_to(server: TaskId) {
+pub(crate) fn hand_off_to(server: TaskId, lent: Option<&Arc<TaskShared>>) {
     if NESTED.with(Cell::get) {
         return;
     }
@@ -461,7 +499,7 @@ pub(crate) fn hand_off_to(server: TaskId) {
     // Not a switch from the last poll: the caller's guest ran between.
     LAST_POLL_END.with(|l| l.set(0));
     match cell.shared.state.start() {
-        Start::Run => crate::cpu::nest(|| worker::run_slice(&cell.exec, &cell)),
+        Start::Run => crate::cpu::nest(|| worker::run_slice(&cell.exec, &cell, lent)),
         Start::Parked | Start::Done => {}
     }
 }

@@ -11,7 +11,7 @@ use crate::task::{TaskShared, TaskStatus};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 /// The worker's loop, until the executor shuts down.
@@ -39,7 +39,7 @@ pub(super) fn run(exec: &Arc<Shared>) {
             }
         };
         match cell.shared.state.start() {
-            Start::Run => run_slice(exec, &cell),
+            Start::Run => run_slice(exec, &cell, None),
             // Parked (suspended) or finished while queued: nothing to do.
             Start::Parked | Start::Done => {}
         }
@@ -63,7 +63,7 @@ fn next_queued(exec: &Arc<Shared>) -> Option<Arc<TaskCell>> {
         drop(q);
         LAST_POLL_END.with(|l| l.set(0));
         cpu::settle();
-        charge_policy(exec, cpu::now());
+        charge_policy(exec);
         // Look for work awake for a moment before sleeping (once per
         // idle spell: a worker woken for throttled tasks does not spin).
         if !spun {
@@ -96,19 +96,27 @@ fn next_queued(exec: &Arc<Shared>) -> Option<Arc<TaskCell>> {
 }
 
 /// Polls a running task once and hands it on (lifecycle rules 4 and 5).
-pub(super) fn run_slice(exec: &Arc<Shared>, cell: &Arc<TaskCell>) {
+/// `lent` is the context the task is known to run on, if its caller knows
+/// (a direct hand-off: the client that just lent it); it is used if it
+/// is still the task's donor.
+pub(super) fn run_slice(exec: &Arc<Shared>, cell: &Arc<TaskCell>, lent: Option<&Arc<TaskShared>>) {
     let shared = &cell.shared;
     let mut slot = cell.future.lock().unwrap_or_else(|e| e.into_inner());
+    let donor;
     let result = match slot.as_mut() {
         Some(future) if !shared.kill_requested() => {
             // CPU inheritance: a server running for a blocked client is
             // scheduled and charged as that client.
-            let account = shared
-                .inherit
-                .donor()
-                .map_or_else(|| shared.clone(), |c| c.task);
-            let result = poll_once(exec, cell, future, &account);
-            enforce_group_quotas(exec, shared, &account);
+            let account = match (lent, shared.inherit.donor_id()) {
+                (Some(lent), Some(id)) if lent.id.0 == id => lent,
+                (_, None) => shared,
+                _ => {
+                    donor = shared.inherit.donor().map(|c| c.task);
+                    donor.as_ref().unwrap_or(shared)
+                }
+            };
+            let result = poll_once(exec, cell, future, account);
+            enforce_group_quotas(exec, shared, account);
             Some((result, account))
         }
         _ => None,
@@ -116,7 +124,7 @@ pub(super) fn run_slice(exec: &Arc<Shared>, cell: &Arc<TaskCell>) {
     match result {
         Some((Ok(Poll::Pending), account)) => {
             drop(slot);
-            enforce_cpu_limits(exec, shared, &account);
+            enforce_cpu_limits(exec, shared, account);
             match shared.state.end_poll() {
                 AfterPoll::Idle | AfterPoll::Parked => {}
                 AfterPoll::Requeue => requeue(exec, cell),
@@ -165,7 +173,7 @@ fn poll_once(
     account: &Arc<TaskShared>,
 ) -> PollResult {
     let shared = &cell.shared;
-    let waker = Waker::from(cell.clone());
+    let waker = super::waker_ref(cell);
     let mut cx = Context::from_waker(&waker);
     shared
         .slice_start_tick
@@ -174,8 +182,8 @@ fn poll_once(
     let last = LAST_POLL_END.with(|l| l.get());
     if last != 0 {
         exec.switches.fetch_add(1, Ordering::Relaxed);
-        exec.switch_ns
-            .fetch_add(start.saturating_sub(last), Ordering::Relaxed);
+        let ns = crate::ticks::to_ns(start.saturating_sub(last));
+        exec.switch_ns.fetch_add(ns, Ordering::Relaxed);
     }
     POLLING.with(|p| p.set(Arc::as_ptr(exec)));
     let result = catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx)));
@@ -188,10 +196,10 @@ fn poll_once(
         || account.cpu.limited
         || !shared.groups.is_empty()
         || !account.groups.is_empty();
-    let (_, now) = cpu::end(exact);
-    LAST_POLL_END.with(|l| l.set(now));
+    let (_, end) = cpu::end(exact);
+    LAST_POLL_END.with(|l| l.set(end));
     exec.polls.fetch_add(1, Ordering::Relaxed);
-    charge_policy(exec, now);
+    charge_policy(exec);
     result.map_err(|panic| {
         panic
             .downcast_ref::<&str>()
@@ -204,11 +212,12 @@ fn poll_once(
 /// Hands the CPU the meter charged to the run queue, if its policy uses
 /// charges (stride, lottery, caps): at most once a window, or after a
 /// poll of a task whose figures are exact.
-fn charge_policy(exec: &Shared, now: u64) {
+fn charge_policy(exec: &Shared) {
     if !cpu::has_charges() {
         return;
     }
     if exec.charges.load(Ordering::Relaxed) {
+        let now = cpu::now();
         let mut q = exec.lock();
         cpu::take_charges(|key, ns| q.policy.charge(key, ns, now));
     } else {

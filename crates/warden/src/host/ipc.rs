@@ -10,10 +10,11 @@
 
 use super::{deliver, len32, memory, range, read_u32, ret32, ret64, take_objects, write_u64};
 use crate::host::TaskData;
-use crate::ipc::service::{CallRef, CallSlot, Phase, PortalRef, Service, ServiceRef};
+use crate::ipc::service::{CallRef, CallSlot, CallState, Phase, PortalRef, Service, ServiceRef};
 use crate::ipc::{Errno, Object};
 use crate::task::TaskShared;
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
+use std::task::Poll;
 use wasmtime::{Caller, Linker};
 
 pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
@@ -165,7 +166,16 @@ async fn call(mut c: Caller<'_, TaskData>, args: CallArgs, timeout_ns: i64) -> R
     let code = super::wait_for(timeout_ns, |cx| flight.slot.poll_done(cx)).await;
     let code = code.ok_or(Errno::Timeout)?;
     flight.answered = true;
-    take_reply(&mut c, &flight.slot, code, args)
+    take_reply(&mut c, flight.slot.lock(), code, args)
+}
+
+/// The service the handle `service` holds (to receive on), borrowed from
+/// the task's handle table; `BadHandle` if it holds none.
+fn service_in(data: &TaskData, service: i32) -> Result<&Arc<Service>, Errno> {
+    match data.ipc.handles.get(service)? {
+        Object::Service(s) => Ok(s.service()),
+        _ => Err(Errno::BadHandle),
+    }
 }
 
 /// The service `portal` calls, borrowed from the caller's handle table;
@@ -186,16 +196,14 @@ pub(super) fn call_at_once(
     args: CallArgs,
 ) -> Result<i64, Errno> {
     let mut flight = start(c, service, args)?;
-    let done = match flight.slot.lock().phase {
-        Phase::Done(code) => Some(code),
-        _ => None,
-    };
-    match done {
-        Some(code) => {
+    let st = flight.slot.lock();
+    match st.phase {
+        Phase::Done(code) => {
             flight.answered = true;
-            take_reply(c, &flight.slot, code, args)
+            take_reply(c, st, code, args)
         }
-        None => {
+        _ => {
+            drop(st);
             c.data_mut().ipc.in_flight = Some(flight);
             Err(Errno::Again)
         }
@@ -214,8 +222,8 @@ fn start(
 ) -> Result<InFlight, Errno> {
     let (slot, seq) = load_request(c, service, args)?;
     let server = service.server().cloned();
+    let client = &c.data().ipc.shared;
     if let Some(server) = &server {
-        let client = &c.data().ipc.shared;
         server.inherit.lend(client.id, client.context());
     }
     let mut flight = InFlight {
@@ -238,7 +246,8 @@ fn start(
         .as_ref()
         .is_some_and(|s| s.inherit.donor_id().is_some())
     {
-        crate::executor::hand_off_to(service.owner);
+        let own = client.inherit.donor_id().is_none();
+        crate::executor::hand_off_to(service.owner, own.then_some(client));
     }
     Ok(flight)
 }
@@ -286,14 +295,14 @@ fn load_request(
 }
 
 /// The call ended with `code`: an error, or the reply, which is copied
-/// (bytes and handles) into the client's memory.
+/// (bytes and handles) into the client's memory. `st` is its slot's state,
+/// locked.
 fn take_reply(
     c: &mut Caller<'_, TaskData>,
-    slot: &CallSlot,
+    mut st: MutexGuard<'_, CallState>,
     code: i32,
     (_, _, req_len, _, _, resp, resp_cap, resp_h, resp_nh): CallArgs,
 ) -> Result<i64, Errno> {
-    let mut st = slot.lock();
     st.phase = Phase::Idle;
     if code < 0 {
         st.reply_objects.clear();
@@ -321,12 +330,9 @@ async fn recv(
     mut c: Caller<'_, TaskData>,
     (service, call_id, buf, cap, h, nh): (i32, i32, i32, i32, i32, i32),
 ) -> Result<i64, Errno> {
-    let service: Arc<Service> = {
+    {
         let (mem, data) = memory(&mut c)?;
-        let s = match data.ipc.handles.get(service)? {
-            Object::Service(s) => s.service().clone(),
-            _ => return Err(Errno::BadHandle),
-        };
+        service_in(data, service)?;
         range(mem.len(), call_id, 8)?;
         range(mem.len(), buf, len32(cap))?;
         let cap_nh = read_u32(mem, nh)? as u64;
@@ -335,9 +341,16 @@ async fn recv(
         if (data.ipc.handles.room() as u64) < 1 + cap_nh.min(data.ipc.grants.max_message_handles) {
             return Err(Errno::Quota);
         }
-        s
-    };
-    let (slot, seq) = std::future::poll_fn(|cx| service.poll_next(cx)).await?;
+    }
+    // Looked up at each poll rather than held: nothing but this task's
+    // own host calls changes its handle table, and it is in this one.
+    // (Through `data_mut`: a shared borrow held across the wait would
+    // need the task's data to be `Sync`.)
+    let (slot, seq) = std::future::poll_fn(|cx| match service_in(c.data_mut(), service) {
+        Ok(s) => s.poll_next(cx),
+        Err(e) => Poll::Ready(Err(e)),
+    })
+    .await?;
     // From here to the end no await: a kill cannot split the delivery.
     let (mem, data) = memory(&mut c)?;
     let mut st = slot.lock();

@@ -97,7 +97,11 @@ impl MemoryAccount {
                 Ordering::Relaxed,
             ) {
                 Ok(_) => {
-                    self.peak.fetch_max(next, Ordering::Relaxed);
+                    // Read first: most charges stay below the peak, and a
+                    // plain load is no locked instruction.
+                    if next > self.peak.load(Ordering::Relaxed) {
+                        self.peak.fetch_max(next, Ordering::Relaxed);
+                    }
                     return Ok(());
                 }
                 Err(actual) => cur = actual,

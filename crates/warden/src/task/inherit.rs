@@ -11,9 +11,10 @@
 //! A donation lives exactly as long as its client waits: the client
 //! withdraws it when its call ends in any way (reply, error, timeout, its
 //! own death), and the server withdraws it when it answers. Both are
-//! idempotent. The current donor and its priority are read and written
-//! together under one lock, so no reader sees one caller's id with
-//! another's priority.
+//! idempotent. The current donor's context (its task and priority) is
+//! read whole under the donations' lock, so no reader sees one caller's
+//! id with another's priority; its id alone is also kept in an atomic,
+//! for readers that only ask whether, or to whom, the task is lent.
 
 use super::{TaskId, TaskShared};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -45,7 +46,7 @@ pub struct Inheritance {
     /// The current donor's id, 0 for none: the lock-free fast path for
     /// "does this task run on its own context?".
     lent: AtomicU64,
-    donations: Mutex<(Vec<Donation>, Option<Context>)>,
+    donations: Mutex<Vec<Donation>>,
 }
 
 impl Inheritance {
@@ -58,7 +59,7 @@ impl Inheritance {
             enabled,
             priority,
             lent: AtomicU64::new(0),
-            donations: Mutex::new((Vec::new(), None)),
+            donations: Mutex::new(Vec::new()),
         }
     }
 
@@ -67,7 +68,7 @@ impl Inheritance {
         self.priority
     }
 
-    fn lock(&self) -> MutexGuard<'_, (Vec<Donation>, Option<Context>)> {
+    fn lock(&self) -> MutexGuard<'_, Vec<Donation>> {
         self.donations.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -82,7 +83,7 @@ impl Inheritance {
     /// The context it runs on, if not its own.
     pub fn donor(&self) -> Option<Context> {
         self.donor_id()?;
-        self.lock().1.clone()
+        best(&self.lock()).map(|d| d.context.clone())
     }
 
     /// `client`, blocked in a call to this task, lends it `context`.
@@ -91,8 +92,8 @@ impl Inheritance {
             return;
         }
         let mut d = self.lock();
-        d.0.push(Donation { client, context });
-        self.choose(&mut d);
+        d.push(Donation { client, context });
+        self.choose(&d);
     }
 
     /// `client`'s call ended: its donation (if any) is withdrawn.
@@ -103,29 +104,29 @@ impl Inheritance {
             return;
         }
         let mut d = self.lock();
-        let before = d.0.len();
-        d.0.retain(|x| x.client != client);
-        if d.0.len() != before {
-            self.choose(&mut d);
+        let before = d.len();
+        d.retain(|x| x.client != client);
+        if d.len() != before {
+            self.choose(&d);
         }
     }
 
-    /// Picks the highest-priority donation, the earliest among equals.
-    fn choose(&self, d: &mut (Vec<Donation>, Option<Context>)) {
-        let best =
-            d.0.iter()
-                .reduce(|a, b| {
-                    if b.context.priority > a.context.priority {
-                        b
-                    } else {
-                        a
-                    }
-                })
-                .map(|x| x.context.clone());
-        self.lent
-            .store(best.as_ref().map_or(0, |c| c.task.id.0), Ordering::Release);
-        d.1 = best;
+    /// Publishes the best donation's task as the donor.
+    fn choose(&self, d: &[Donation]) {
+        let id = best(d).map_or(0, |x| x.context.task.id.0);
+        self.lent.store(id, Ordering::Release);
     }
+}
+
+/// The highest-priority donation, the earliest among equals.
+fn best(d: &[Donation]) -> Option<&Donation> {
+    d.iter().reduce(|a, b| {
+        if b.context.priority > a.context.priority {
+            b
+        } else {
+            a
+        }
+    })
 }
 
 impl TaskShared {
