@@ -147,3 +147,55 @@ fn kill_races_suspend_and_wake() {
         assert!(s.load().is_done());
     });
 }
+
+/// A blocked task claimed by a worker for a direct hand-off while another
+/// party wakes it and an operator suspends and resumes it: it runs once
+/// (polled by the claimer, or queued by whoever queues it), never twice.
+#[test]
+fn claim_races_wake_suspend_and_resume() {
+    loom::model(|| {
+        let s = Arc::new(running());
+        assert_eq!(s.end_poll(), AfterPoll::Idle);
+        let fx = Arc::new(Effects::default());
+        let (s1, fx1) = (s.clone(), fx.clone());
+        let claimer = thread::spawn(move || {
+            if s1.claim() {
+                fx1.queue(true); // polled now: counts as its run
+                fx1.queue(s1.end_poll() == AfterPoll::Requeue);
+            }
+        });
+        let (s2, fx2) = (s.clone(), fx.clone());
+        let operator = thread::spawn(move || {
+            s2.suspend();
+            fx2.queue(s2.resume());
+        });
+        fx.queue(s.wake());
+        claimer.join().unwrap();
+        operator.join().unwrap();
+        let runs = fx.counts().0;
+        assert!((1..=2).contains(&runs), "ran {runs} times");
+        // Once more only if the second wake came while it ran: then it is
+        // queued now, never left idle while woken.
+        assert!(runs == 1 || s.load().is_queued());
+    });
+}
+
+/// A kill racing a claim: exactly one party finishes the task.
+#[test]
+fn kill_races_claim() {
+    loom::model(|| {
+        let s = Arc::new(running());
+        assert_eq!(s.end_poll(), AfterPoll::Idle);
+        let fx = Arc::new(Effects::default());
+        let (s1, fx1) = (s.clone(), fx.clone());
+        let claimer = thread::spawn(move || {
+            if s1.claim() {
+                fx1.finish(s1.end_poll() == AfterPoll::Finish);
+            }
+        });
+        fx.finish(matches!(s.kill(), Kill::Finish { .. }));
+        claimer.join().unwrap();
+        assert_eq!(fx.counts().1, 1, "finished by exactly one party");
+        assert!(s.load().is_done());
+    });
+}

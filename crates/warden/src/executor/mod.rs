@@ -42,7 +42,7 @@ mod queue;
 mod worker;
 
 use crate::sched::{RunQueue, TaskSched};
-use crate::task::state::{Kill, Start};
+use crate::task::state::Kill;
 use crate::task::{TaskId, TaskShared, TaskStatus};
 use queue::Queue;
 use std::cell::{Cell, RefCell};
@@ -50,7 +50,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::task::Wake;
+use std::task::{RawWaker, RawWakerVTable, Wake, Waker};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -429,63 +429,64 @@ impl Wake for TaskCell {
 /// The waker a task is polled with: the task's own, borrowed from the
 /// worker's reference for the poll rather than counted (two locked
 /// instructions per poll). Clones, which outlive the poll, are counted.
-fn waker_ref(cell: &Arc<TaskCell>) -> std::mem::ManuallyDrop<std::task::Waker> {
-    use std::task::{RawWaker, RawWakerVTable};
-    // A static, not a const: one address, so that `will_wake` knows its own.
-    static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, wake, wake_by_ref, drop_waker);
-    // SAFETY (all four): `data` comes from `Arc::as_ptr` of a task cell,
-    // and every waker made from it but the borrowed one holds a counted
-    // reference of its own, given up by `wake` or `drop_waker`.
-    unsafe fn clone(data: *const ()) -> RawWaker {
-        unsafe { Arc::increment_strong_count(data.cast::<TaskCell>()) };
-        RawWaker::new(data, &VTABLE)
-    }
-    unsafe fn wake(data: *const ()) {
-        Wake::wake(unsafe { Arc::from_raw(data.cast::<TaskCell>()) })
-    }
-    unsafe fn wake_by_ref(data: *const ()) {
-        let cell = std::mem::ManuallyDrop::new(unsafe { Arc::from_raw(data.cast::<TaskCell>()) });
-        Wake::wake_by_ref(&*cell)
-    }
-    unsafe fn drop_waker(data: *const ()) {
-        drop(unsafe { Arc::from_raw(data.cast::<TaskCell>()) })
-    }
+fn waker_ref(cell: &Arc<TaskCell>) -> std::mem::ManuallyDrop<Waker> {
     let raw = RawWaker::new(Arc::as_ptr(cell).cast(), &VTABLE);
-    // SAFETY: the vtable's contract holds (above); the borrowed waker is
-    // never dropped (ManuallyDrop) and lives no longer than `cell`'s
-    // reference, which the caller holds for the poll.
-    std::mem::ManuallyDrop::new(unsafe { std::task::Waker::from_raw(raw) })
+    // SAFETY: the vtable's contract holds (see `VTABLE`); the borrowed
+    // waker is never dropped (ManuallyDrop) and lives no longer than
+    // `cell`'s reference, which the caller holds for the poll.
+    std::mem::ManuallyDrop::new(unsafe { Waker::from_raw(raw) })
 }
 
-/// Direct hand-off: called by the task being polled right after it woke
-/// `server` (a call queued on the server's service). If that wake put the
-/// server into this worker's hand-off slot, the server's slice runs now,
-/// nested in the caller's poll, so that a server waiting in `recv`
-/// answers before the caller's poll has even returned: the caller neither
-/// suspends nor is woken, and no queue is touched. The server's slice is
-/// a slice like any other (its epoch deadline, limits and lifecycle rules
-/// apply), metered separately and charged as the CPU inheritance says.
-/// `lent` is the caller's own task if that is the context it lent the
-/// server (it runs on no donor itself): the slice then need not look the
-/// context up.
+/// Every task's waker: its data is `Arc::as_ptr` of the task's cell, and
+/// every waker but the borrowed one of [`waker_ref`] holds a counted
+/// reference of its own, given up by `wake` or `drop`. A static, not a
+/// const: one address, so that `will_wake` and [`hand_off`] know it.
+static VTABLE: RawWakerVTable = RawWakerVTable::new(
+    |data| {
+        // SAFETY (all four): as the vtable's doc says.
+        unsafe { Arc::increment_strong_count(data.cast::<TaskCell>()) };
+        RawWaker::new(data, &VTABLE)
+    },
+    |data| Wake::wake(unsafe { Arc::from_raw(data.cast::<TaskCell>()) }),
+    |data| {
+        let cell = std::mem::ManuallyDrop::new(unsafe { Arc::from_raw(data.cast::<TaskCell>()) });
+        Wake::wake_by_ref(&*cell)
+    },
+    |data| drop(unsafe { Arc::from_raw(data.cast::<TaskCell>()) }),
+);
+
+/// Direct hand-off: called by the task being polled with the waker of a
+/// server it just gave a call. If the waker is a task of the executor
+/// this worker polls for, the worker claims it (lifecycle rule 2, claim)
+/// and runs its slice now, nested in the caller's poll, so that a server
+/// waiting in `recv` answers before the caller's poll has even returned:
+/// the caller neither suspends nor is woken, and no queue or hand-off
+/// slot is touched. The server's slice is a slice like any other (its
+/// epoch deadline, limits and lifecycle rules apply), metered separately
+/// and charged as the CPU inheritance says. `lent` is the caller's own
+/// task if that is the context it lent the server (it runs on no donor
+/// itself): the slice then need not look the context up.
 ///
 /// Only one level nests: a server running nested that calls another
-/// service hands off through the slot, as usual, so the host stack never
-/// holds more than two polls. A caller that wants the server's answer
-/// within its own slice gets it; one whose server is busy, queued or on
-/// another worker waits as usual.
-pub(crate) fn hand_off_to(server: TaskId, lent: Option<&Arc<TaskShared>>) {
-    if NESTED.with(Cell::get) {
+/// service hands off through the slot, as usual (a plain wake), so the
+/// host stack never holds more than two polls. A caller that wants the
+/// server's answer within its own slice gets it; one whose server is
+/// busy, suspended or another executor's task, or that is not itself
+/// polled by a worker, wakes it as usual.
+pub(crate) fn hand_off(waker: Waker, lent: Option<&Arc<TaskShared>>) {
+    if NESTED.with(Cell::get) || !std::ptr::eq(waker.vtable(), &VTABLE) {
+        return waker.wake();
+    }
+    // SAFETY: a waker with this vtable holds a counted reference to a
+    // task cell (see `VTABLE`), which we take over from it.
+    let cell = unsafe { Arc::from_raw(waker.data().cast::<TaskCell>()) };
+    std::mem::forget(waker);
+    if POLLING.with(Cell::get) != Arc::as_ptr(&cell.exec) {
+        return cell.wake_by_ref();
+    }
+    if !cell.shared.state.claim() {
         return;
     }
-    let cell = HANDOFF.with(|h| {
-        let mut h = h.borrow_mut();
-        match &*h {
-            Some(c) if c.shared.id == server => h.take(),
-            _ => None,
-        }
-    });
-    let Some(cell) = cell else { return };
     // Restored however the slice ends.
     struct Unnest(*const Shared);
     impl Drop for Unnest {
@@ -498,10 +499,7 @@ pub(crate) fn hand_off_to(server: TaskId, lent: Option<&Arc<TaskShared>>) {
     NESTED.with(|n| n.set(true));
     // Not a switch from the last poll: the caller's guest ran between.
     LAST_POLL_END.with(|l| l.set(0));
-    match cell.shared.state.start() {
-        Start::Run => crate::cpu::nest(|| worker::run_slice(&cell.exec, &cell, lent)),
-        Start::Parked | Start::Done => {}
-    }
+    crate::cpu::nest(|| worker::run_slice(&cell.exec, &cell, lent));
 }
 
 /// Requests a task's kill; if it was idle or queued, finishes it now.

@@ -231,23 +231,27 @@ fn start(
         server,
         answered: false,
     };
-    if let Err(e) = service.enqueue(&flight.slot, seq) {
-        flight.answered = true;
-        let mut st = flight.slot.lock();
-        st.phase = Phase::Idle;
-        st.request_objects.clear();
-        return Err(e);
-    }
+    let receiver = match service.enqueue(&flight.slot, seq) {
+        Ok(receiver) => receiver,
+        Err(e) => {
+            flight.answered = true;
+            let mut st = flight.slot.lock();
+            st.phase = Phase::Idle;
+            st.request_objects.clear();
+            return Err(e);
+        }
+    };
     // A server waiting in `recv` may answer right here (direct hand-off),
     // if it runs on its callers' contexts: one that does not waits for its
     // own turn in the run queue.
-    if flight
-        .server
-        .as_ref()
-        .is_some_and(|s| s.inherit.donor_id().is_some())
-    {
-        let own = client.inherit.donor_id().is_none();
-        crate::executor::hand_off_to(service.owner, own.then_some(client));
+    if let Some(receiver) = receiver {
+        let lent = flight.server.as_ref().and_then(|s| s.inherit.donor_id());
+        if lent.is_some() {
+            let own = client.inherit.donor_id().is_none();
+            crate::executor::hand_off(receiver, own.then_some(client));
+        } else {
+            receiver.wake();
+        }
     }
     Ok(flight)
 }

@@ -135,12 +135,15 @@ impl HostClient {
             slot: &slot,
             answered: false,
         };
-        portal.service().enqueue(&slot, seq).inspect_err(|_| {
+        let receiver = portal.service().enqueue(&slot, seq).inspect_err(|_| {
             waiting.answered = true;
             let mut st = slot.lock();
             st.phase = Phase::Idle;
             st.request_objects.clear();
         })?;
+        if let Some(receiver) = receiver {
+            receiver.wake();
+        }
         drop(portal);
         let code = std::future::poll_fn(|cx| slot.poll_done(cx)).await;
         waiting.answered = true;

@@ -282,20 +282,18 @@ impl Service {
         })
     }
 
-    /// Queues the slot's current call (FIFO). Fails with `PeerDied` if the
-    /// service is closed.
-    pub fn enqueue(&self, slot: &Arc<CallSlot>, seq: u64) -> Result<(), Errno> {
+    /// Queues the slot's current call (FIFO) and returns the waker of the
+    /// server waiting for one, if it waits: the caller must wake it (or
+    /// run it: a direct hand-off). Fails with `PeerDied` if the service is
+    /// closed.
+    #[must_use = "a waiting server must be woken"]
+    pub fn enqueue(&self, slot: &Arc<CallSlot>, seq: u64) -> Result<Option<Waker>, Errno> {
         let mut st = lock(&self.state);
         if st.closed {
             return Err(Errno::PeerDied);
         }
         st.queue.push_back((slot.clone(), seq));
-        let w = st.receiver.take();
-        drop(st);
-        if let Some(w) = w {
-            w.wake();
-        }
-        Ok(())
+        Ok(st.receiver.take())
     }
 
     /// For the server: the next live call, marked received; `NoClients`
@@ -560,7 +558,9 @@ mod tests {
             st.set_request(&slot.owner, bytes).unwrap();
             st.seq
         };
-        s.enqueue(slot, seq).unwrap();
+        if let Some(w) = s.enqueue(slot, seq).unwrap() {
+            w.wake();
+        }
         seq
     }
 
@@ -610,7 +610,7 @@ mod tests {
         assert_eq!(a.poll_done(&mut cx), Poll::Ready(Errno::PeerDied.code()));
         let c = slot();
         c.lock().seq = 1;
-        assert_eq!(s.enqueue(&c, 1), Err(Errno::PeerDied));
+        assert!(matches!(s.enqueue(&c, 1), Err(Errno::PeerDied)));
     }
 
     #[test]

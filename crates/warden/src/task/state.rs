@@ -26,6 +26,10 @@
 //!    waker must queue it. Idle and suspended → `NOTIFIED` only (parked).
 //!    Running → `NOTIFIED` (the worker requeues it after the poll). Queued
 //!    or done → nothing.
+//!    **Claim** ([`State::claim`]) is a wake by a worker that will poll the
+//!    task itself at once (a direct hand-off): idle and not suspended →
+//!    `RUNNING`, and the claimer polls it (rule 3 without the queue);
+//!    otherwise exactly as a wake, which never leaves anything to queue.
 //! 3. **Start** ([`State::start`]). A worker that takes a task from the
 //!    queue moves `QUEUED` → `RUNNING` and polls it; if it is suspended it
 //!    moves it to parked instead and does not poll it; if it is done (killed
@@ -192,6 +196,18 @@ impl State {
         before & (POSITION | SUSPENDED) == 0
     }
 
+    /// Rule 2, claimed: true if the caller now runs the task (it was idle
+    /// and not suspended); otherwise the wake was recorded as rule 2 says.
+    pub fn claim(&self) -> bool {
+        let before = self.transition(|s| match s & POSITION {
+            0 if s & SUSPENDED != 0 => (s & NOTIFIED == 0).then_some(s | NOTIFIED),
+            0 => Some(s | RUNNING),
+            RUNNING => (s & NOTIFIED == 0).then_some(s | NOTIFIED),
+            _ => None,
+        });
+        before & (POSITION | SUSPENDED) == 0
+    }
+
     /// Rule 3.
     pub fn start(&self) -> Start {
         let before = self.transition(|s| {
@@ -292,6 +308,23 @@ mod tests {
         assert!(s.wake());
         assert!(!s.wake(), "queued twice");
         assert!(s.load().is_queued());
+    }
+
+    #[test]
+    fn a_claim_runs_a_blocked_task_and_is_a_wake_otherwise() {
+        let s = State::new();
+        s.start();
+        assert!(!s.claim(), "running: only notified");
+        assert_eq!(s.end_poll(), AfterPoll::Requeue);
+        assert!(!s.claim(), "queued: nothing");
+        s.start();
+        assert_eq!(s.end_poll(), AfterPoll::Idle);
+        assert!(s.claim());
+        assert!(s.load().is_running() && !s.load().is_queued());
+        assert_eq!(s.end_poll(), AfterPoll::Idle);
+        s.suspend();
+        assert!(!s.claim(), "suspended: parked");
+        assert!(s.resume(), "the parked claim is queued by the resume");
     }
 
     #[test]
