@@ -15,12 +15,13 @@
 //! before it turns to the run queue again, so a chatty pair of tasks
 //! cannot starve the rest.
 //!
-//! A call goes one step further (direct hand-off, [`hand_off_to`]): when
-//! queueing it puts the server into the slot, the server's slice runs at
-//! once, nested in the client's poll. A server waiting in `recv` then
-//! answers before the client's poll returns, and the client is never
-//! suspended or woken. Both tasks' time still falls within the client's
-//! slice, which bounds the pair as a whole.
+//! A call goes one step further (direct hand-off, [`hand_off`]): when it
+//! finds its server waiting, the worker claims the server and runs its
+//! slice at once, nested in the client's poll, with no slot or queue in
+//! between. A server waiting in `recv` then answers before the client's
+//! poll returns, and the client is never suspended or woken. Both tasks'
+//! time still falls within the client's slice, which bounds the pair as a
+//! whole.
 //!
 //! A timer thread advances a tick counter and the engine's epoch every
 //! [`TICK`]; tasks compare ticks against the start of their slice. CPU
@@ -98,7 +99,7 @@ thread_local! {
     /// `Shared::complete`); `None` when it runs none.
     static FINISHING: RefCell<Option<FinishQueue>> = const { RefCell::new(None) };
     /// Whether this worker is running a slice handed off inside another
-    /// task's poll (see [`hand_off_to`]).
+    /// task's poll (see [`hand_off`]).
     static NESTED: Cell<bool> = const { Cell::new(false) };
 }
 

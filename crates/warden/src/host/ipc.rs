@@ -8,10 +8,12 @@
 //! into the client's memory. Longer messages than the receiver's buffer
 //! are truncated: the return value is always the full length.
 
+use super::guest::GuestMem;
 use super::{deliver, len32, memory, range, read_u32, ret32, ret64, take_objects, write_u64};
+use crate::host::data::TaskIpc;
 use crate::host::TaskData;
 use crate::ipc::service::{CallRef, CallSlot, CallState, Phase, PortalRef, Service, ServiceRef};
-use crate::ipc::{Errno, Object};
+use crate::ipc::{Errno, HandleTable, Object};
 use crate::task::TaskShared;
 use std::sync::{Arc, MutexGuard};
 use std::task::Poll;
@@ -131,19 +133,44 @@ type CallTimeoutArgs = (i32, i32, i32, i32, i32, i32, i32, i32, i32, i64);
 /// or the client's death (its future or its store dropped) — it
 /// withdraws the context the client lent the server; unless answered, it
 /// also abandons the call, so the server's late reply gets `PeerDied`.
-pub(crate) struct InFlight {
-    slot: Arc<CallSlot>,
-    server: Option<Arc<TaskShared>>,
+///
+/// It borrows the client's slot and the server while the host call that
+/// made it runs ([`Made`]) and owns them ([`InFlight::into_owned`]) only
+/// once it is kept past that call: a call answered at once (a direct
+/// hand-off) counts no references.
+pub(crate) struct InFlight<S = Arc<CallSlot>, T = Arc<TaskShared>>
+where
+    S: AsRef<CallSlot>,
+    T: AsRef<TaskShared>,
+{
+    slot: S,
+    server: Option<T>,
     answered: bool,
 }
 
-impl Drop for InFlight {
+/// A call under way, borrowed from the host call that made it.
+type Made<'a> = InFlight<&'a Arc<CallSlot>, &'a Arc<TaskShared>>;
+
+impl<S: AsRef<CallSlot>, T: AsRef<TaskShared>> Drop for InFlight<S, T> {
     fn drop(&mut self) {
+        let slot = self.slot.as_ref();
         if let Some(server) = &self.server {
-            server.inherit.withdraw(self.slot.owner().id);
+            server.as_ref().inherit.withdraw(slot.owner().id);
         }
         if !self.answered {
-            self.slot.abandon();
+            slot.abandon();
+        }
+    }
+}
+
+impl Made<'_> {
+    /// The same call, kept past the host call that made it.
+    fn into_owned(self) -> InFlight {
+        let made = std::mem::ManuallyDrop::new(self);
+        InFlight {
+            slot: made.slot.clone(),
+            server: made.server.cloned(),
+            answered: made.answered,
         }
     }
 }
@@ -160,13 +187,26 @@ async fn call(mut c: Caller<'_, TaskData>, args: CallArgs, timeout_ns: i64) -> R
             if let Some(handler) = service.direct_handler().cloned() {
                 return super::direct::call(c, handler, args, timeout_ns).await;
             }
-            start(&mut c, &service, args)?
+            let (mem, data) = memory(&mut c)?;
+            let ipc = &mut data.ipc;
+            let seq = load_request(mem, ipc, &service, args)?;
+            let made = start(&ipc.call_slot, &ipc.shared, &service, seq)?;
+            made.into_owned()
         }
     };
     let code = super::wait_for(timeout_ns, |cx| flight.slot.poll_done(cx)).await;
     let code = code.ok_or(Errno::Timeout)?;
     flight.answered = true;
-    take_reply(&mut c, flight.slot.lock(), code, args)
+    let (mem, data) = memory(&mut c)?;
+    let ipc = &mut data.ipc;
+    take_reply(
+        mem,
+        &mut ipc.handles,
+        &ipc.shared,
+        flight.slot.lock(),
+        code,
+        args,
+    )
 }
 
 /// The service the handle `service` holds (to receive on), borrowed from
@@ -195,35 +235,38 @@ pub(super) fn call_at_once(
     service: &Service,
     args: CallArgs,
 ) -> Result<i64, Errno> {
-    let mut flight = start(c, service, args)?;
-    let st = flight.slot.lock();
+    let (mem, data) = memory(c)?;
+    let ipc = &mut data.ipc;
+    let seq = load_request(mem, ipc, service, args)?;
+    let mut flight = start(&ipc.call_slot, &ipc.shared, service, seq)?;
+    let st = ipc.call_slot.lock();
     match st.phase {
         Phase::Done(code) => {
             flight.answered = true;
-            take_reply(c, st, code, args)
+            take_reply(mem, &mut ipc.handles, &ipc.shared, st, code, args)
         }
         _ => {
             drop(st);
-            c.data_mut().ipc.in_flight = Some(flight);
+            ipc.in_flight = Some(flight.into_owned());
             Err(Errno::Again)
         }
     }
 }
 
-/// Starts an active call: the request copied into the client's call slot,
-/// the client's context lent to the server (CPU inheritance: the server
-/// runs on it while the client waits, and a higher-priority caller boosts
-/// it), the call queued and, if that woke the server on this worker,
-/// handed off to it at once (only to a server that runs on lent contexts).
-fn start(
-    c: &mut Caller<'_, TaskData>,
-    service: &Service,
-    args: CallArgs,
-) -> Result<InFlight, Errno> {
-    let (slot, seq) = load_request(c, service, args)?;
-    let server = service.server().cloned();
-    let client = &c.data().ipc.shared;
-    if let Some(server) = &server {
+/// Starts an active call whose request `load_request` put in `slot` as
+/// call number `seq`: the client's context lent to the server (CPU
+/// inheritance: the server runs on it while the client waits, and a
+/// higher-priority caller boosts it), the call queued and, if its server
+/// waits for it on this worker, handed off to it at once (only to a
+/// server that runs on lent contexts).
+fn start<'a>(
+    slot: &'a Arc<CallSlot>,
+    client: &'a Arc<TaskShared>,
+    service: &'a Service,
+    seq: u64,
+) -> Result<Made<'a>, Errno> {
+    let server = service.server();
+    if let Some(server) = server {
         server.inherit.lend(client.id, client.context());
     }
     let mut flight = InFlight {
@@ -231,11 +274,11 @@ fn start(
         server,
         answered: false,
     };
-    let receiver = match service.enqueue(&flight.slot, seq) {
+    let receiver = match service.enqueue(slot, seq) {
         Ok(receiver) => receiver,
         Err(e) => {
             flight.answered = true;
-            let mut st = flight.slot.lock();
+            let mut st = slot.lock();
             st.phase = Phase::Idle;
             st.request_objects.clear();
             return Err(e);
@@ -245,8 +288,7 @@ fn start(
     // if it runs on its callers' contexts: one that does not waits for its
     // own turn in the run queue.
     if let Some(receiver) = receiver {
-        let lent = flight.server.as_ref().and_then(|s| s.inherit.donor_id());
-        if lent.is_some() {
+        if server.is_some_and(|s| s.inherit.donor_id().is_some()) {
             let own = client.inherit.donor_id().is_none();
             crate::executor::hand_off(receiver, own.then_some(client));
         } else {
@@ -257,14 +299,13 @@ fn start(
 }
 
 /// Checks a call to `service` and copies its request (bytes and handles)
-/// into the client's call slot, ready to queue as call number `seq`.
+/// into the client's call slot; returns the call's number.
 fn load_request(
-    c: &mut Caller<'_, TaskData>,
+    mem: GuestMem,
+    ipc: &mut TaskIpc,
     service: &Service,
     (_, req, req_len, req_h, req_nh, resp, resp_cap, resp_h, resp_nh): CallArgs,
-) -> Result<(Arc<CallSlot>, u64), Errno> {
-    let (mem, data) = memory(c)?;
-    let ipc = &mut data.ipc;
+) -> Result<u64, Errno> {
     if service.owner == ipc.shared.id {
         return Err(Errno::Deadlock);
     }
@@ -276,7 +317,7 @@ fn load_request(
     range(mem.len(), resp, len32(resp_cap))?;
     let cap_nh = read_u32(mem, resp_nh)? as u64;
     range(mem.len(), resp_h, cap_nh * 4)?;
-    let slot = ipc.call_slot.clone();
+    let slot = &ipc.call_slot;
     let mut st = slot.lock();
     st.set_request_with(slot.owner(), req.len(), |b| mem.read(req, b))?;
     st.request_objects.clear();
@@ -293,16 +334,16 @@ fn load_request(
     }
     st.seq += 1;
     st.phase = Phase::Queued;
-    let seq = st.seq;
-    drop(st);
-    Ok((slot, seq))
+    Ok(st.seq)
 }
 
 /// The call ended with `code`: an error, or the reply, which is copied
-/// (bytes and handles) into the client's memory. `st` is its slot's state,
-/// locked.
+/// (bytes and handles) into the client's memory and handle table. `st`
+/// is its slot's state, locked.
 fn take_reply(
-    c: &mut Caller<'_, TaskData>,
+    mem: GuestMem,
+    handles: &mut HandleTable,
+    client: &TaskShared,
     mut st: MutexGuard<'_, CallState>,
     code: i32,
     (_, _, req_len, _, _, resp, resp_cap, resp_h, resp_nh): CallArgs,
@@ -312,21 +353,13 @@ fn take_reply(
         st.reply_objects.clear();
         return Err(Errno::from_code(code));
     }
-    let (mem, data) = memory(c)?;
     let st = &mut *st;
     let (reply, objects) = (&st.reply, &mut st.reply_objects);
     deliver(
-        &mut data.ipc.handles,
-        mem,
-        reply,
-        resp,
-        resp_cap,
-        objects,
-        resp_h,
-        resp_nh,
+        handles, mem, reply, resp, resp_cap, objects, resp_h, resp_nh,
     )?;
     let len = st.reply.len();
-    data.ipc.shared.ipc.count(1, len32(req_len) as usize, len);
+    client.ipc.count(1, len32(req_len) as usize, len);
     Ok(len as i64)
 }
 
