@@ -347,8 +347,12 @@ mod tests {
         }
     }
 
-    /// A task with no limits, parent or groups.
+    /// A task with no limits, parent or groups. (Also calibrates the
+    /// meter's clock, as a runtime does before its first poll: a thread
+    /// whose poll waited for another's calibration would be timed a longer
+    /// poll than it ran.)
     fn task(id: u64, name: &str) -> Arc<TaskShared> {
+        crate::ticks::calibrate();
         Arc::new(TaskShared::new(TaskId(id), name.into(), None, None))
     }
 
