@@ -124,7 +124,9 @@ pub fn child_ipc(n: u64, server: &str) -> Result<(), String> {
         "host" => inproc::Server::Host,
         other => return Err(format!("unknown server {other:?}: active, passive or host")),
     };
-    let f = inproc::ipc_to(server, 1, n, &["null"])?;
+    let kinds = std::env::var("WARDEN_BENCH_KINDS").unwrap_or_else(|_| "null".into());
+    let kinds: Vec<&str> = kinds.split(',').collect();
+    let f = inproc::ipc_to(server, 1, n, &kinds)?;
     println!("{f:?}");
     Ok(())
 }

@@ -95,6 +95,7 @@ pub mod control;
 mod cpu;
 mod events;
 mod executor;
+mod fifo;
 mod host;
 pub mod http;
 mod ipc;

@@ -62,8 +62,8 @@ pub(super) async fn call(
         return Err(Errno::BadHandle);
     };
     let mut server = match p.server.try_lock() {
-        Ok(server) => server,
-        Err(_) => {
+        Some(server) => server,
+        None => {
             let mut lock = std::pin::pin!(p.server.lock());
             super::wait_for(timeout_ns, |cx| lock.as_mut().poll(cx))
                 .await
@@ -96,7 +96,7 @@ pub(super) fn call_fast(c: &mut Caller<'_, TaskData>, args: CallArgs) -> Result<
         return host_call(mem, data, h, args);
     }
     let p = handler.downcast_ref::<Passive>().ok_or(Errno::Again)?;
-    let Ok(mut server) = p.server.try_lock() else {
+    let Some(mut server) = p.server.try_lock() else {
         return Err(Errno::Again);
     };
     passive_call(mem, data, p, &mut server, args)
@@ -137,7 +137,7 @@ pub(super) fn call_nested(c: &mut Caller<'_, TaskData>, args: CallArgs) -> Resul
     // other ends at this call's own bound.
     let deadline = std::time::Instant::now() + std::time::Duration::from_nanos(p.call_limit_ns);
     let mut server = loop {
-        if let Ok(g) = p.server.try_lock() {
+        if let Some(g) = p.server.try_lock() {
             break g;
         }
         if std::time::Instant::now() > deadline {

@@ -7,8 +7,8 @@
 //! 1. The request is checked in the caller (quotas, pointers; direct calls
 //!    carry bytes only, so a request with handles is `Inval`).
 //! 2. The caller waits for the service: one call runs in it at a time,
-//!    the others wait in FIFO order (Tokio's fair mutex). This is an
-//!    ordinary wait: a caller killed here is gone at once.
+//!    the others wait in FIFO order ([`FifoLock`]). This is an ordinary
+//!    wait: a caller killed here is gone at once.
 //! 3. From here to the end nothing awaits. The request is copied into a
 //!    buffer the server's `warden_passive_alloc` export keeps, the handler
 //!    runs on this thread, and the reply is copied back. The caller's
@@ -29,6 +29,7 @@
 use super::direct::call_nested;
 use super::guest::GuestMem;
 use super::{range, TaskData};
+use crate::fifo::FifoLock;
 use crate::ipc::service::ServiceRef;
 use crate::ipc::Errno;
 use crate::task::{KillSignal, TaskShared, TaskStatus};
@@ -53,7 +54,7 @@ pub(crate) struct Passive {
     /// The server task.
     pub(crate) shared: Arc<TaskShared>,
     /// The server's store; `None` once it has ended.
-    pub(super) server: tokio::sync::Mutex<Option<Server>>,
+    pub(super) server: FifoLock<Option<Server>>,
     /// CPU one call may use, ns.
     pub(crate) call_limit_ns: u64,
     /// The call in progress, as its deadline callback measures it.
@@ -157,7 +158,7 @@ impl Passive {
         crate::ticks::calibrate();
         Arc::new(Passive {
             shared,
-            server: tokio::sync::Mutex::new(None),
+            server: FifoLock::new(None),
             call_limit_ns,
             clock: CallClock::default(),
             ending: Mutex::new((None, None)),
@@ -204,7 +205,7 @@ impl Passive {
     pub(crate) fn shut_down(&self) {
         drop(lock(&self.holder).take());
         lock(&self.ending).1 = None;
-        if let Ok(mut server) = self.server.try_lock() {
+        if let Some(mut server) = self.server.try_lock() {
             drop(server.take());
         }
     }
@@ -348,8 +349,9 @@ pub(super) fn invoke(
     let need = at.checked_add(cap).ok_or(Errno::Quota)?;
     let result = enter(p, || {
         let buf = buffer(s, need)?;
-        range(server_mem(s).len(), buf as i32, need as u64).map_err(|_| Ok(Errno::Inval))?;
-        fill(server_mem(s), buf as usize);
+        let mem = server_mem(s);
+        range(mem.len(), buf as i32, need as u64).map_err(|_| Ok(Errno::Inval))?;
+        fill(mem, buf as usize);
         p.clock.begin();
         let r = s.handler.call(&mut s.store, (buf, len, buf + at, cap));
         p.shared.charge_served(p.clock.end());
