@@ -68,13 +68,17 @@ enum Child {
         #[arg(long)]
         cache: Option<PathBuf>,
     },
-    /// N null portal round trips on one worker, to an active task's
-    /// service, a passive one's, or a host service.
+    /// N portal round trips on one worker, to an active task's service, a
+    /// passive one's, or a host service.
     #[command(hide = true)]
     ChildIpc {
         n: u64,
         #[arg(long, default_value = "active")]
         server: String,
+        /// Which requests, comma-separated (ipc_bench's kinds: null, int3,
+        /// str100, ...).
+        #[arg(long, default_value = "null")]
+        kinds: String,
     },
     /// N null tasks spawned and waited for one at a time, on one worker.
     #[command(hide = true)]
@@ -91,7 +95,7 @@ fn main() -> ExitCode {
         Some(Child::ChildCopies { n, module, cache }) => {
             Some(tables::child_copies(n, &module, cache))
         }
-        Some(Child::ChildIpc { n, server }) => Some(tables::child_ipc(n, &server)),
+        Some(Child::ChildIpc { n, server, kinds }) => Some(tables::child_ipc(n, &server, &kinds)),
         Some(Child::ChildSpawn { n }) => Some(tables::child_spawn(n)),
         None => None,
     };

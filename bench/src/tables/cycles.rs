@@ -116,15 +116,15 @@ fn counted(ctx: &Ctx) -> Result<BTreeMap<&'static str, Cell>, String> {
     Ok(out)
 }
 
-/// The child side of [`counted`]: `n` null round trips on one worker.
-pub fn child_ipc(n: u64, server: &str) -> Result<(), String> {
+/// The child side of [`counted`]: `n` round trips of each of `kinds`
+/// (comma-separated) on one worker.
+pub fn child_ipc(n: u64, server: &str, kinds: &str) -> Result<(), String> {
     let server = match server {
         "active" => inproc::Server::Active,
         "passive" => inproc::Server::Passive,
         "host" => inproc::Server::Host,
         other => return Err(format!("unknown server {other:?}: active, passive or host")),
     };
-    let kinds = std::env::var("WARDEN_BENCH_KINDS").unwrap_or_else(|_| "null".into());
     let kinds: Vec<&str> = kinds.split(',').collect();
     let f = inproc::ipc_to(server, 1, n, &kinds)?;
     println!("{f:?}");
