@@ -46,7 +46,8 @@ pub fn spawn_serial(rt: &Runtime, spec: &TaskSpec, n: usize, status: &str) -> Re
     Ok(t.elapsed().as_nanos() as f64 / n as f64)
 }
 
-fn check_status(spec: &TaskSpec, r: &warden::TaskReport, status: &str) -> Result<(), String> {
+/// Fails unless the task ended with `status`.
+pub fn check_status(spec: &TaskSpec, r: &warden::TaskReport, status: &str) -> Result<(), String> {
     if r.status != status {
         return Err(format!(
             "{} ended {} ({:?}), expected {status}",

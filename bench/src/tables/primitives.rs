@@ -6,9 +6,10 @@
 
 use super::finish;
 use crate::harness::{contestant, interleave, Ctx};
-use crate::inproc::{self, quiet, Raw};
+use crate::inproc::{self, check_status, quiet, Raw};
 use crate::model::{key, Kind, Samples, Table};
 use crate::peers::{figure, figures};
+use std::time::{Duration, Instant};
 use warden_test_guests as guests;
 
 const WARDEN: &str = "Warden task";
@@ -218,11 +219,29 @@ fn push_java(
 }
 
 /// A profiling role (`warden-bench child-spawn N`): the null thread
-/// column's Warden loop alone, `n` tasks.
+/// column's Warden loop alone, `n` tasks; prints the time per task, the
+/// spawn call's share of it, and the kernel's own creation (spawn call and
+/// instantiation) and teardown times.
 pub fn child_spawn(n: usize) -> Result<(), String> {
     let rt = inproc::runtime(1, 64);
     let noop = quiet("noop", guests::NOOP);
-    let ns = inproc::spawn_serial(&rt, &noop, n, "exited")?;
-    println!("{:.2} µs per task", ns / 1e3);
+    let t = Instant::now();
+    let mut spawning = Duration::ZERO;
+    for _ in 0..n {
+        let s = Instant::now();
+        let id = rt.spawn(&noop).map_err(|e| e.to_string())?;
+        spawning += s.elapsed();
+        check_status(&noop, &rt.wait(id).map_err(|e| e.to_string())?, "exited")?;
+    }
+    let us = |d: Duration| d.as_secs_f64() * 1e6 / n as f64;
+    let st = rt.setup_stats();
+    let per = |secs: f64| secs * 1e6 / st.tasks.max(1) as f64;
+    println!(
+        "{:.2} µs per task; spawn call {:.2} µs; created in {:.2} µs, released in {:.2} µs",
+        us(t.elapsed()),
+        us(spawning),
+        per(st.create_seconds),
+        per(st.teardown_seconds)
+    );
     Ok(())
 }
