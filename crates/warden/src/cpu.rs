@@ -4,13 +4,13 @@
 //! Reading a thread's CPU clock is a system call (about half a microsecond
 //! on a virtual machine), too slow to make twice around every poll when a
 //! portal round trip is a handful of polls. So each worker keeps a
-//! [`Meter`]: it times every poll with a cheap clock ([`crate::ticks`]) and, once
-//! the polls since the last reading add up to [`WINDOW`] (or a task ends,
-//! or the worker goes idle, or a deadline callback asks), reads the thread
-//! CPU clock once and divides the CPU time consumed since the last reading
-//! among those polls in proportion to their wall time. Every nanosecond of
-//! the worker's CPU time is charged to some task, and a task that runs for
-//! a whole slice is charged exactly its slice's CPU time.
+//! [`Meter`]: it times every poll with a cheap clock ([`crate::ticks`])
+//! and, once the polls since the last reading add up to [`WINDOW`] (or a
+//! task ends, or the worker goes idle, or a deadline callback asks), reads
+//! the thread CPU clock once and divides the CPU time consumed since the
+//! last reading among those polls in proportion to their wall time. Every
+//! nanosecond of the worker's CPU time is charged to some task, and a task
+//! that runs for a whole slice is charged exactly its slice's CPU time.
 //!
 //! The same figures feed the scheduling policy: every share charged to a
 //! task is also queued as a policy charge (under the account's key), which
@@ -231,10 +231,14 @@ fn with<R>(f: impl FnOnce(&mut Meter) -> R) -> R {
     METER.with(|m| f(m.borrow_mut().get_or_insert_with(Meter::new)))
 }
 
-/// A poll of `runner` starts on this thread, charged to `account`; both
-/// must stay alive until its [`end`]. Returns the meter's clock at its
-/// start, in [`crate::ticks`] counts.
-pub fn begin(account: &Arc<TaskShared>, runner: &Arc<TaskShared>) -> u64 {
+/// A poll of `runner` starts on this thread, charged to `account`.
+/// Returns the meter's clock at its start, in [`crate::ticks`] counts.
+///
+/// # Safety
+///
+/// Both tasks stay alive until the poll's [`end`]: the meter keeps their
+/// addresses, not references, until then.
+pub unsafe fn begin(account: &Arc<TaskShared>, runner: &Arc<TaskShared>) -> u64 {
     let poll = PollRef {
         account: Arc::as_ptr(account),
         runner: if Arc::ptr_eq(account, runner) {
@@ -372,10 +376,12 @@ mod tests {
         std::thread::spawn(|| {
             let (client, server) = (task(1, "c"), task(2, "s"));
             reconcile();
-            begin(&client, &client);
+            // SAFETY: both tasks outlive the poll.
+            unsafe { begin(&client, &client) };
             burn(2_000_000);
             nest(|| {
-                begin(&client, &server);
+                // SAFETY: both tasks outlive the poll.
+                unsafe { begin(&client, &server) };
                 burn(2_000_000);
                 end(false);
             });
@@ -401,11 +407,13 @@ mod tests {
         std::thread::spawn(|| {
             let (client, server) = (task(1, "c"), task(2, "s"));
             reconcile();
-            begin(&client, &client);
+            // SAFETY: both tasks outlive the poll.
+            unsafe { begin(&client, &client) };
             for _ in 0..20 {
                 burn(20_000);
                 nest(|| {
-                    begin(&client, &server);
+                    // SAFETY: both tasks outlive the poll.
+                    unsafe { begin(&client, &server) };
                     burn(20_000);
                     end(false);
                 });
@@ -440,7 +448,8 @@ mod tests {
                 None,
             ));
             reconcile();
-            begin(&client, &server);
+            // SAFETY: both tasks outlive the poll.
+            unsafe { begin(&client, &server) };
             burn(3_000_000);
             end(true);
             let (charged, served) = (client.cpu.charged_ns(), server.cpu.served_ns());
@@ -477,7 +486,8 @@ mod tests {
             let mut given = [0u64; 2];
             for _ in 0..20 {
                 for (i, task, ms) in [(0, &a, 1), (1, &b, 3)] {
-                    begin(task, task);
+                    // SAFETY: both tasks outlive the poll.
+                    unsafe { begin(task, task) };
                     let before = thread_cpu_ns();
                     spin(ms);
                     given[i] += thread_cpu_ns() - before;

@@ -178,7 +178,9 @@ fn poll_once(
     shared
         .slice_start_tick
         .store(exec.clock.now(), Ordering::Relaxed);
-    let start = cpu::begin(account, shared);
+    // SAFETY: the caller holds the account and this task's cell (and so
+    // the task) until the poll has ended, below.
+    let start = unsafe { cpu::begin(account, shared) };
     let last = LAST_POLL_END.with(|l| l.get());
     if last != 0 {
         exec.switches.fetch_add(1, Ordering::Relaxed);
