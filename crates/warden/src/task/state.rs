@@ -187,21 +187,21 @@ impl State {
 
     /// Rule 2. Returns true if the caller must queue the task.
     pub fn wake(&self) -> bool {
-        let before = self.transition(|s| match s & POSITION {
-            0 if s & SUSPENDED != 0 => (s & NOTIFIED == 0).then_some(s | NOTIFIED),
-            0 => Some(s | QUEUED),
-            RUNNING => (s & NOTIFIED == 0).then_some(s | NOTIFIED),
-            _ => None,
-        });
-        before & (POSITION | SUSPENDED) == 0
+        self.wake_into(QUEUED)
     }
 
     /// Rule 2, claimed: true if the caller now runs the task (it was idle
     /// and not suspended); otherwise the wake was recorded as rule 2 says.
     pub fn claim(&self) -> bool {
+        self.wake_into(RUNNING)
+    }
+
+    /// Rule 2, an idle task that is not suspended moving to `position`
+    /// (`QUEUED` for a wake, `RUNNING` for a claim); whether it did.
+    fn wake_into(&self, position: u32) -> bool {
         let before = self.transition(|s| match s & POSITION {
             0 if s & SUSPENDED != 0 => (s & NOTIFIED == 0).then_some(s | NOTIFIED),
-            0 => Some(s | RUNNING),
+            0 => Some(s | position),
             RUNNING => (s & NOTIFIED == 0).then_some(s | NOTIFIED),
             _ => None,
         });
