@@ -34,7 +34,7 @@ impl Effects {
     }
 }
 
-/// A running task, polled to its end of slice, woken once meanwhile.
+/// A task a worker took from the queue and is polling.
 fn running() -> State {
     let s = State::new();
     assert_eq!(s.start(), Start::Run);
@@ -61,6 +61,23 @@ fn park_races_resume() {
     });
 }
 
+/// A task that ran and is now blocked: idle, waiting for a wake.
+fn blocked() -> Arc<State> {
+    let s = running();
+    assert_eq!(s.end_poll(), AfterPoll::Idle);
+    Arc::new(s)
+}
+
+/// An operator suspending the task and then resuming it, on a thread of
+/// its own; the resume's queueing is counted.
+fn suspend_and_resume(s: &Arc<State>, fx: &Arc<Effects>) -> thread::JoinHandle<()> {
+    let (s, fx) = (s.clone(), fx.clone());
+    thread::spawn(move || {
+        s.suspend();
+        fx.queue(s.resume());
+    })
+}
+
 /// A running task is suspended, woken by its wait ending, and resumed,
 /// while its worker ends the poll: it must end up queued exactly once.
 #[test]
@@ -72,11 +89,7 @@ fn end_of_poll_races_wake_suspend_and_resume() {
         let worker = thread::spawn(move || {
             fx1.queue(s1.end_poll() == AfterPoll::Requeue);
         });
-        let (s2, fx2) = (s.clone(), fx.clone());
-        let operator = thread::spawn(move || {
-            s2.suspend();
-            fx2.queue(s2.resume());
-        });
+        let operator = suspend_and_resume(&s, &fx);
         fx.queue(s.wake());
         worker.join().unwrap();
         operator.join().unwrap();
@@ -125,8 +138,7 @@ fn kill_races_start_and_poll() {
 #[test]
 fn kill_races_suspend_and_wake() {
     loom::model(|| {
-        let s = Arc::new(running());
-        assert_eq!(s.end_poll(), AfterPoll::Idle);
+        let s = blocked();
         let fx = Arc::new(Effects::default());
         let (s1, fx1) = (s.clone(), fx.clone());
         let a = thread::spawn(move || {
@@ -154,8 +166,7 @@ fn kill_races_suspend_and_wake() {
 #[test]
 fn claim_races_wake_suspend_and_resume() {
     loom::model(|| {
-        let s = Arc::new(running());
-        assert_eq!(s.end_poll(), AfterPoll::Idle);
+        let s = blocked();
         let fx = Arc::new(Effects::default());
         let (s1, fx1) = (s.clone(), fx.clone());
         let claimer = thread::spawn(move || {
@@ -164,11 +175,7 @@ fn claim_races_wake_suspend_and_resume() {
                 fx1.queue(s1.end_poll() == AfterPoll::Requeue);
             }
         });
-        let (s2, fx2) = (s.clone(), fx.clone());
-        let operator = thread::spawn(move || {
-            s2.suspend();
-            fx2.queue(s2.resume());
-        });
+        let operator = suspend_and_resume(&s, &fx);
         fx.queue(s.wake());
         claimer.join().unwrap();
         operator.join().unwrap();
@@ -184,8 +191,7 @@ fn claim_races_wake_suspend_and_resume() {
 #[test]
 fn kill_races_claim() {
     loom::model(|| {
-        let s = Arc::new(running());
-        assert_eq!(s.end_poll(), AfterPoll::Idle);
+        let s = blocked();
         let fx = Arc::new(Effects::default());
         let (s1, fx1) = (s.clone(), fx.clone());
         let claimer = thread::spawn(move || {
