@@ -475,14 +475,8 @@ impl Runtime {
             Some(c) => c.net.link_parent,
             None => group.map(|g| g.link_node),
         };
-        let store = match self.store(spec, &module.path, &shared, child, link_parent) {
-            Ok(mut store) => {
-                if let Some(p) = &passive {
-                    let p = p.clone();
-                    store.epoch_deadline_callback(move |_| crate::host::passive_on_tick(&p));
-                }
-                store
-            }
+        let seed = match self.store_seed(spec, &module.path, &shared, child, link_parent) {
+            Ok(seed) => seed,
             Err(message) => {
                 inner.tasks.leave(&shared);
                 return Err(Error::Spawn {
@@ -498,7 +492,12 @@ impl Runtime {
         let future: crate::executor::TaskFuture = match passive {
             Some(p) => Box::pin(passive::run(
                 module.pre.clone(),
-                store,
+                {
+                    let mut store = seed.grow();
+                    let p = p.clone();
+                    store.epoch_deadline_callback(move |_| crate::host::passive_on_tick(&p));
+                    store
+                },
                 p,
                 inner.kernel.clone(),
                 (
@@ -506,7 +505,7 @@ impl Runtime {
                     crate::ipc::name_allowed(&spec.export, &spec.provides[0]),
                 ),
             )),
-            None => Box::pin(run(module.pre.clone(), store, shared.clone(), ended)),
+            None => Box::pin(run(module.pre.clone(), seed, shared.clone(), ended)),
         };
         shared
             .create_ns

@@ -53,19 +53,25 @@ pub(super) fn on_tick(
     })
 }
 
-/// A task's whole life as a future: instantiate, run `_start`, classify
-/// the ending (sent to `ended` at once, if given). The store is dropped
-/// when the future completes or is dropped.
+/// A task's whole life as a future: make its store (on the worker that
+/// first polls it, see [`super::store::StoreSeed`]), instantiate, run
+/// `_start`, classify the ending (sent to `ended` at once, if given). The
+/// store is dropped when the future completes or is dropped; a task
+/// killed before its first poll never has one.
 pub(super) async fn run(
     pre: InstancePre<TaskData>,
-    store: Store<TaskData>,
+    seed: super::store::StoreSeed,
     shared: Arc<TaskShared>,
     ended: Option<tokio::sync::oneshot::Sender<TaskStatus>>,
 ) -> TaskStatus {
+    let began = Instant::now();
     let mut task = ReleaseOnDrop {
-        store: ManuallyDrop::new(store),
+        store: ManuallyDrop::new(seed.grow()),
         shared,
     };
+    task.shared
+        .create_ns
+        .fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
     let status = start(pre, &mut task.store, &task.shared).await;
     if let Some(tx) = ended {
         let _ = tx.send(status.clone());

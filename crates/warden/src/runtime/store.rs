@@ -1,20 +1,48 @@
 //! A task's store: its WASI context (with preopened directories and the
 //! placeholders of its preopened listeners), output sinks, memory budget,
-//! handle table, network state and deadline callback.
+//! handle table, network state and deadline callback. The spawner builds
+//! its parts (a [`StoreSeed`]); the worker that first runs the task makes
+//! the store from them.
 
 use super::*;
 
+/// What a task's store is made from: everything that can fail, done by
+/// the spawner (so a bad spec is the spawn call's error); the store
+/// itself is made by [`StoreSeed::grow`] on the worker that first runs
+/// the task, the thread that will also free it (an allocator frees
+/// fastest on the thread that allocated).
+pub(super) struct StoreSeed {
+    engine: wasmtime::Engine,
+    data: TaskData,
+    shared: Arc<TaskShared>,
+    clock: Arc<crate::executor::Clock>,
+    slice_ticks: u64,
+}
+
+impl StoreSeed {
+    /// The store: its memory budget as limiter, and the deadline
+    /// callback that preempts it each slice.
+    pub(super) fn grow(self) -> Store<TaskData> {
+        let mut store = Store::new(&self.engine, self.data);
+        store.limiter(|d| &mut d.budget);
+        store.set_epoch_deadline(1);
+        let (sh, clock, slice_ticks) = (self.shared, self.clock, self.slice_ticks);
+        store.epoch_deadline_callback(move |_| on_tick(&sh, &clock, slice_ticks));
+        store
+    }
+}
+
 impl Runtime {
-    /// A task's store: WASI context, memory budget, handle table and
-    /// deadline callback.
-    pub(super) fn store(
+    /// What a task's store is made from: WASI context, memory budget,
+    /// handle table and the deadline callback's settings.
+    pub(super) fn store_seed(
         &self,
         spec: &TaskSpec,
         module: &Path,
         shared: &Arc<TaskShared>,
         child: Option<Child>,
         link_parent: Option<crate::net::fair::NodeId>,
-    ) -> Result<Store<TaskData>, String> {
+    ) -> Result<StoreSeed, String> {
         let inner = &*self.inner;
         let net = self.task_net(spec, shared, link_parent, child.as_ref().map(|c| &c.net))?;
         let sinks = match &child {
@@ -58,22 +86,19 @@ impl Runtime {
             child_names: crate::host::Bindings::new(shared.clone()),
             sinks,
         };
-        let mut store = Store::new(
-            &inner.engine,
-            TaskData {
+        Ok(StoreSeed {
+            engine: inner.engine.clone(),
+            data: TaskData {
                 wasi,
                 budget,
                 ipc,
                 files: Default::default(),
                 net,
             },
-        );
-        store.limiter(|d| &mut d.budget);
-        store.set_epoch_deadline(1);
-        let (sh, clock) = (shared.clone(), inner.clock.clone());
-        let slice_ticks = (inner.config.slice.as_nanos() / TICK.as_nanos()).max(1) as u64;
-        store.epoch_deadline_callback(move |_| on_tick(&sh, &clock, slice_ticks));
-        Ok(store)
+            shared: shared.clone(),
+            clock: inner.clock.clone(),
+            slice_ticks: (inner.config.slice.as_nanos() / TICK.as_nanos()).max(1) as u64,
+        })
     }
 
     fn sinks(
