@@ -45,7 +45,9 @@ pub const MAX_DEPTH: usize = 2;
 thread_local! {
     /// The passive services whose handlers this thread is running,
     /// innermost last (to refuse re-entry and bound nesting).
-    static RUNNING: Cell<[usize; MAX_DEPTH]> = const { Cell::new([0; MAX_DEPTH]) };
+    // One cell per level: entering a level is one store, not a copy of
+    // the whole array patched and written back.
+    static RUNNING: [Cell<usize>; MAX_DEPTH] = const { [const { Cell::new(0) }; MAX_DEPTH] };
     static DEPTH: Cell<usize> = const { Cell::new(0) };
 }
 
@@ -399,7 +401,7 @@ type Step<T> = Result<T, Result<Errno, wasmtime::Error>>;
 /// itself).
 pub(super) fn invoke_nested_ok(p: &Passive) -> bool {
     let me = p as *const Passive as usize;
-    !RUNNING.with(|r| r.get()[..DEPTH.with(Cell::get)].contains(&me))
+    !RUNNING.with(|r| r[..DEPTH.with(Cell::get)].iter().any(|c| c.get() == me))
 }
 
 /// Runs `f` as the handler of `p` on this thread, refusing to nest deeper
@@ -409,11 +411,7 @@ fn enter<T>(p: &Passive, f: impl FnOnce() -> Step<T>) -> Step<T> {
     if depth >= MAX_DEPTH {
         return Err(Ok(Errno::Deadlock));
     }
-    RUNNING.with(|r| {
-        let mut v = r.get();
-        v[depth] = p as *const Passive as usize;
-        r.set(v);
-    });
+    RUNNING.with(|r| r[depth].set(p as *const Passive as usize));
     DEPTH.with(|d| d.set(depth + 1));
     struct Leave(usize);
     impl Drop for Leave {
