@@ -16,6 +16,7 @@ use crate::ipc::permit::{copy_from_racy, copy_to_racy};
 use crate::ipc::Errno;
 use std::marker::PhantomData;
 use std::ops::Range;
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering::Relaxed};
 use wasmtime::Caller;
 
 /// The calling task's memory for the duration of one host call.
@@ -86,11 +87,24 @@ impl GuestMem<'_> {
         v
     }
 
-    /// The little-endian word at `ptr`.
+    /// The little-endian word at `ptr`: one relaxed atomic load where it
+    /// is aligned (as a guest's words are), else four byte loads combined
+    /// in a register (a byte-wise copy into an array read back as a word
+    /// would make the word's load wait for the four byte stores).
     pub(super) fn read_u32(&self, ptr: i32) -> Result<u32, Errno> {
-        let mut b = [0; 4];
-        self.read(range(self.len, ptr, 4)?, &mut b);
-        Ok(u32::from_le_bytes(b))
+        let p = self.at(range(self.len, ptr, 4)?.start);
+        // SAFETY: the four bytes at `p` lie inside the memory (checked
+        // just above), which stays mapped for the whole host call; the
+        // word load is aligned; relaxed atomic loads may race with any
+        // other thread's accesses (see the module doc).
+        unsafe {
+            if (p as usize) % 4 == 0 {
+                return Ok(u32::from_le((*(p as *const AtomicU32)).load(Relaxed)));
+            }
+            Ok((0..4).fold(0, |v, i| {
+                v | u32::from((*(p.add(i) as *const AtomicU8)).load(Relaxed)) << (8 * i)
+            }))
+        }
     }
 
     /// Writes `bytes` at `ptr`, checked.
@@ -98,5 +112,40 @@ impl GuestMem<'_> {
         let r = range(self.len, ptr, bytes.len() as u64)?;
         self.write(r.start, bytes);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mem(bytes: &mut [u8]) -> GuestMem<'_> {
+        GuestMem {
+            base: bytes.as_mut_ptr(),
+            len: bytes.len(),
+            _call: PhantomData,
+        }
+    }
+
+    #[test]
+    fn words_are_read_little_endian_at_any_alignment() {
+        // A u32 array makes offset 0 word-aligned whatever the allocator does.
+        let mut words = [0u32; 3];
+        // SAFETY: the array's 12 bytes, viewed as bytes.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), 12) };
+        for (i, b) in bytes.iter_mut().enumerate() {
+            *b = i as u8 + 1;
+        }
+        let m = mem(bytes);
+        assert_eq!(m.read_u32(0), Ok(0x0403_0201));
+        assert_eq!(m.read_u32(4), Ok(0x0807_0605));
+        for at in [1, 2, 3, 5, 7] {
+            let b = at as u32 + 1;
+            let want = b | (b + 1) << 8 | (b + 2) << 16 | (b + 3) << 24;
+            assert_eq!(m.read_u32(at), Ok(want), "offset {at}");
+        }
+        assert_eq!(m.read_u32(8), Ok(0x0c0b_0a09));
+        assert!(m.read_u32(9).is_err());
+        assert!(m.read_u32(-1).is_err());
     }
 }
