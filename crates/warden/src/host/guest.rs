@@ -6,10 +6,10 @@
 //! memory (either would claim that nobody else writes those bytes
 //! meanwhile, a data race in Rust's memory model). It keeps a base pointer
 //! and a length, as Wasmtime does for shared memories, and every access is
-//! a relaxed atomic copy ([`copy_from_racy`], [`copy_to_racy`]). A guest
-//! racing its own host call through a permit sees a mixture of old and
-//! new bytes, never a host fault; the host reads each value it acts on
-//! exactly once.
+//! relaxed atomic: a copy ([`copy_from_racy`], [`copy_to_racy`]) or, for
+//! one word, a load ([`GuestMem::read_u32`]). A guest racing its own host
+//! call through a permit sees a mixture of old and new bytes, never a
+//! host fault; the host reads each value it acts on exactly once.
 
 use super::{range, TaskData};
 use crate::ipc::permit::{copy_from_racy, copy_to_racy};

@@ -14,7 +14,6 @@ use super::*;
 pub(super) struct StoreSeed {
     engine: wasmtime::Engine,
     data: TaskData,
-    shared: Arc<TaskShared>,
     clock: Arc<crate::executor::Clock>,
     slice_ticks: u64,
 }
@@ -23,10 +22,11 @@ impl StoreSeed {
     /// The store: its memory budget as limiter, and the deadline
     /// callback that preempts it each slice.
     pub(super) fn grow(self) -> Store<TaskData> {
+        let sh = self.data.ipc.shared.clone();
         let mut store = Store::new(&self.engine, self.data);
         store.limiter(|d| &mut d.budget);
         store.set_epoch_deadline(1);
-        let (sh, clock, slice_ticks) = (self.shared, self.clock, self.slice_ticks);
+        let (clock, slice_ticks) = (self.clock, self.slice_ticks);
         store.epoch_deadline_callback(move |_| on_tick(&sh, &clock, slice_ticks));
         store
     }
@@ -95,7 +95,6 @@ impl Runtime {
                 files: Default::default(),
                 net,
             },
-            shared: shared.clone(),
             clock: inner.clock.clone(),
             slice_ticks: (inner.config.slice.as_nanos() / TICK.as_nanos()).max(1) as u64,
         })
