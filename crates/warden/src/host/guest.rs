@@ -98,7 +98,7 @@ impl GuestMem<'_> {
         // word load is aligned; relaxed atomic loads may race with any
         // other thread's accesses (see the module doc).
         unsafe {
-            if (p as usize) % 4 == 0 {
+            if (p as usize).is_multiple_of(4) {
                 return Ok(u32::from_le((*(p as *const AtomicU32)).load(Relaxed)));
             }
             Ok((0..4).fold(0, |v, i| {
