@@ -31,10 +31,7 @@ pub struct Meta<'a> {
 pub fn environment(m: &Meta) -> Vec<(String, String)> {
     let p = m.parts;
     let path = p.uri.path();
-    let host = p
-        .headers
-        .get(hyper::header::HOST)
-        .and_then(|h| h.to_str().ok());
+    let host = host(p);
     let server_name = host
         .map(|h| h.rsplit_once(':').map_or(h, |(name, _)| name).to_string())
         .unwrap_or_else(|| m.local.ip().to_string());
@@ -87,7 +84,20 @@ pub fn environment(m: &Meta) -> Vec<(String, String)> {
             None => env.push((key, value.into())),
         }
     }
+    // An HTTP/2 request names its host in its URI, not in a header.
+    if let (Some(h), None) = (host, p.headers.get(hyper::header::HOST)) {
+        env.push(("HTTP_HOST".into(), h.into()));
+    }
     env
+}
+
+/// The host a request is for: its `Host` header, or (HTTP/2) its URI's
+/// authority.
+pub fn host(p: &Parts) -> Option<&str> {
+    match p.headers.get(hyper::header::HOST) {
+        Some(h) => h.to_str().ok(),
+        None => p.uri.authority().map(|a| a.as_str()),
+    }
 }
 
 /// `%XX` escapes decoded, when the result is UTF-8; else `path` as given.
@@ -287,5 +297,27 @@ mod tests {
         assert_eq!(get("HTTP_HOST"), Some("example.org:8080"));
         assert_eq!(get("SCRIPT_NAME"), Some("/api"));
         assert_eq!(get("HTTP_PROXY"), None);
+    }
+
+    #[test]
+    fn an_http2_request_has_its_host_from_its_uri() {
+        let req = hyper::Request::builder()
+            .uri("http://example.org:8080/a?b")
+            .version(hyper::Version::HTTP_2)
+            .body(())
+            .unwrap();
+        let (parts, ()) = req.into_parts();
+        let env = environment(&Meta {
+            parts: &parts,
+            route: "/a",
+            body_len: 0,
+            local: "127.0.0.1:8080".parse().unwrap(),
+            remote: "127.0.0.1:5000".parse().unwrap(),
+        });
+        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("HTTP_HOST"), Some("example.org:8080"));
+        assert_eq!(get("SERVER_NAME"), Some("example.org"));
+        assert_eq!(get("SERVER_PROTOCOL"), Some("HTTP/2.0"));
+        assert_eq!(get("REQUEST_URI"), Some("/a?b"));
     }
 }

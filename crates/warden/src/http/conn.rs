@@ -1,24 +1,28 @@
-//! Serving HTTP/1.1 connections within bounds: the part the web server
-//! and the control API share (one stack: hyper on tokio).
+//! Serving HTTP/1.1 and HTTP/2 (cleartext, prior knowledge) connections
+//! within bounds: the part the web server and the control API share (one
+//! stack: hyper on tokio).
 //!
 //! | what | bound |
 //! |---|---|
 //! | connections open at once | [`Limits::max_connections`]; more are closed at accept |
-//! | request head (line + headers) | [`MAX_HEAD`], at most [`MAX_HEADERS`] headers, read within [`HEAD_TIMEOUT`] |
-//! | one connection's life | [`Limits::connection_life`]; then it closes after the request in flight |
+//! | first bytes (which protocol) | within [`HEAD_TIMEOUT`] |
+//! | request head (line + headers) | [`MAX_HEAD`], at most [`MAX_HEADERS`] headers (HTTP/1.1), read within [`HEAD_TIMEOUT`] (HTTP/1.1) |
+//! | HTTP/2 requests at once | [`MAX_STREAMS`] per connection; closed after [`IDLE`] without one |
+//! | one connection's life | [`Limits::connection_life`]; then it closes after the requests in flight |
 //!
 //! Bodies are the handler's business (each reads its own within its own
 //! size and time limits). A finished connection is closed gently
 //! ([`linger`]). When the gate closes, connections finish the request in
 //! flight and close.
 
+use super::preface::{self, Protocol, Rewind};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::{Request, Response};
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,6 +37,10 @@ const LINGER: Duration = Duration::from_secs(1);
 const LINGER_BYTES: usize = 1 << 20;
 /// How long a closing connection may take to finish its request.
 const FINISH: Duration = Duration::from_secs(10);
+/// Requests one HTTP/2 connection may have in flight at once.
+pub const MAX_STREAMS: u32 = 100;
+/// How long an HTTP/2 connection stays open without a request.
+pub const IDLE: Duration = Duration::from_secs(60);
 
 /// A server's bounds.
 #[derive(Debug, Clone, Copy)]
@@ -111,7 +119,8 @@ pub async fn accept_loop<F, Fut>(
     }
 }
 
-/// Serves one connection within its limits.
+/// Serves one connection within its limits, in the protocol its first
+/// bytes show.
 async fn connection<F, Fut>(
     gate: Arc<Gate>,
     limits: Limits,
@@ -129,6 +138,27 @@ async fn connection<F, Fut>(
         }
     }
     let _live = Live(&gate.live);
+    let Some((protocol, io)) = preface::sniff(stream, HEAD_TIMEOUT).await else {
+        return;
+    };
+    let closing = gate.closing.subscribe();
+    match protocol {
+        Protocol::Http1 => http1(io, limits, closing, remote, answer).await,
+        Protocol::Http2 => http2(io, limits, closing, remote, answer).await,
+    }
+}
+
+/// An HTTP/1.1 connection: requests one after the other (keep-alive).
+async fn http1<F, Fut>(
+    io: Rewind,
+    limits: Limits,
+    mut closing: tokio::sync::watch::Receiver<bool>,
+    remote: SocketAddr,
+    answer: F,
+) where
+    F: Fn(Request<Incoming>, SocketAddr) -> Fut + Send + Sync + Unpin + 'static,
+    Fut: Future<Output = Response<Full<Bytes>>> + Send + 'static,
+{
     let service = hyper::service::service_fn(move |req| {
         let reply = answer(req, remote);
         Box::pin(async move { Ok::<_, std::convert::Infallible>(reply.await) })
@@ -139,19 +169,101 @@ async fn connection<F, Fut>(
         .half_close(true)
         .max_header_size(MAX_HEAD)
         .max_headers(MAX_HEADERS)
-        .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-    let mut closing = gate.closing.subscribe();
+        .serve_connection(hyper_util::rt::TokioIo::new(io), service);
     let finished = tokio::select! {
         _ = std::future::poll_fn(|cx| conn.poll_without_shutdown(cx)) => true,
         _ = tokio::time::sleep(limits.connection_life) => false,
         _ = closing.wait_for(|&c| c) => false,
     };
     if finished {
-        linger(conn.into_parts().io.into_inner()).await;
+        linger(conn.into_parts().io.into_inner().into_inner()).await;
         return;
     }
     std::pin::Pin::new(&mut conn).graceful_shutdown();
     let _ = tokio::time::timeout(FINISH, conn).await;
+}
+
+/// An HTTP/2 connection (prior knowledge, no TLS): up to [`MAX_STREAMS`]
+/// requests at once, each answered as an HTTP/1.1 request would be. It
+/// is closed (GOAWAY, then the streams in flight finish) at the end of
+/// its life, when the server stops, or after [`IDLE`] without a request.
+async fn http2<F, Fut>(
+    io: Rewind,
+    limits: Limits,
+    mut closing: tokio::sync::watch::Receiver<bool>,
+    remote: SocketAddr,
+    answer: F,
+) where
+    F: Fn(Request<Incoming>, SocketAddr) -> Fut + Send + Sync + Unpin + 'static,
+    Fut: Future<Output = Response<Full<Bytes>>> + Send + 'static,
+{
+    let busy = Arc::new(Busy::default());
+    let seen = busy.clone();
+    let service = hyper::service::service_fn(move |req| {
+        let done = InFlight::begin(&seen);
+        let reply = answer(req, remote);
+        Box::pin(async move {
+            let r = reply.await;
+            drop(done);
+            Ok::<_, std::convert::Infallible>(r)
+        })
+    });
+    let conn = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+        .timer(hyper_util::rt::TokioTimer::new())
+        .max_header_list_size(MAX_HEAD as u32)
+        .max_concurrent_streams(MAX_STREAMS)
+        .serve_connection(hyper_util::rt::TokioIo::new(io), service);
+    tokio::pin!(conn);
+    let idle = async {
+        loop {
+            tokio::time::sleep(IDLE).await;
+            if busy.idle() {
+                return;
+            }
+        }
+    };
+    tokio::select! {
+        _ = conn.as_mut() => return,
+        _ = tokio::time::sleep(limits.connection_life) => {}
+        _ = closing.wait_for(|&c| c) => {}
+        _ = idle => {}
+    }
+    conn.as_mut().graceful_shutdown();
+    let _ = tokio::time::timeout(FINISH, conn).await;
+}
+
+/// An HTTP/2 connection's requests: how many are in flight, and whether
+/// one began since [`Busy::idle`] last looked.
+#[derive(Default)]
+struct Busy {
+    in_flight: AtomicUsize,
+    began: AtomicBool,
+}
+
+impl Busy {
+    /// Whether no request is in flight or began since the last look.
+    fn idle(&self) -> bool {
+        let began = self.began.swap(false, Ordering::Relaxed);
+        self.in_flight.load(Ordering::Relaxed) == 0 && !began
+    }
+}
+
+/// One HTTP/2 request in flight, until dropped (answered, or abandoned
+/// by its client).
+struct InFlight(Arc<Busy>);
+
+impl InFlight {
+    fn begin(busy: &Arc<Busy>) -> InFlight {
+        busy.began.store(true, Ordering::Relaxed);
+        busy.in_flight.fetch_add(1, Ordering::Relaxed);
+        InFlight(busy.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Closes a finished connection gently: sends the end of the stream, then
@@ -198,4 +310,23 @@ pub fn respond(
         );
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_http2_connection_is_idle_after_a_look_with_nothing_in_flight() {
+        let busy = Arc::new(Busy::default());
+        assert!(busy.idle());
+        let request = InFlight::begin(&busy);
+        assert!(!busy.idle(), "a request began since the last look");
+        assert!(!busy.idle(), "a request is in flight");
+        drop(request);
+        assert!(busy.idle());
+        drop(InFlight::begin(&busy));
+        assert!(!busy.idle(), "one began and ended since the last look");
+        assert!(busy.idle());
+    }
 }

@@ -265,12 +265,17 @@ impl Route {
 }
 
 /// A servlet's request: the head (request line, header lines, empty
-/// line; CRLF) and the body.
+/// line; CRLF) and the body. An HTTP/2 request's line says `HTTP/2.0`.
 fn servlet_request(parts: &Parts, body: &[u8]) -> Vec<u8> {
     use std::io::Write;
     let mut out = Vec::with_capacity(256 + body.len());
     let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
     let _ = write!(out, "{} {} {:?}\r\n", parts.method, target, parts.version);
+    // An HTTP/2 request's host is in its URI: it becomes the header an
+    // HTTP/1.1 request would have carried.
+    if let (None, Some(host)) = (parts.headers.get(hyper::header::HOST), cgi::host(parts)) {
+        let _ = write!(out, "host: {host}\r\n");
+    }
     for (name, value) in &parts.headers {
         out.extend_from_slice(name.as_str().as_bytes());
         out.extend_from_slice(b": ");
@@ -296,4 +301,40 @@ fn from_cgi(out: Vec<u8>) -> Answer {
         headers.append(name, value);
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::servlet_request;
+
+    fn head(req: hyper::Request<()>) -> String {
+        let (parts, ()) = req.into_parts();
+        String::from_utf8(servlet_request(&parts, b"body")).unwrap()
+    }
+
+    #[test]
+    fn a_servlet_gets_the_head_as_received_and_the_body() {
+        let req = hyper::Request::post("/kv/a?b=1")
+            .header("Host", "x:1")
+            .header("X-A", "1")
+            .body(())
+            .unwrap();
+        assert_eq!(
+            head(req),
+            "POST /kv/a?b=1 HTTP/1.1\r\nhost: x:1\r\nx-a: 1\r\n\r\nbody"
+        );
+    }
+
+    #[test]
+    fn an_http2_request_names_its_host_in_a_header() {
+        let req = hyper::Request::get("http://x:1/kv/a")
+            .version(hyper::Version::HTTP_2)
+            .header("X-A", "1")
+            .body(())
+            .unwrap();
+        assert_eq!(
+            head(req),
+            "GET /kv/a HTTP/2.0\r\nhost: x:1\r\nx-a: 1\r\n\r\nbody"
+        );
+    }
 }

@@ -1,5 +1,6 @@
 //! The web server: `[[http]]` sections of the manifest, each an HTTP/1.1
-//! server (keep-alive; hyper) whose routes are answered by tasks.
+//! server (keep-alive; hyper), which speaks HTTP/2 to clients with prior
+//! knowledge, whose routes are answered by tasks.
 //!
 //! - A **per-request** route (`module = …`) runs a fresh task for every
 //!   request, from a module compiled once (instances come from the
@@ -31,6 +32,7 @@ pub mod cgi;
 pub mod config;
 pub mod conn;
 mod handle;
+mod preface;
 pub mod stats;
 
 pub use config::{Handler, HttpSpec, RouteSpec};

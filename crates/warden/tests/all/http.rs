@@ -455,3 +455,77 @@ timeout = "5s"
         "answered at once, not at the timeout"
     );
 }
+
+/// HTTP/2 with prior knowledge (cleartext): a request answered as its
+/// HTTP/1.1 twin is, the host taken from the URI; a hundred requests at
+/// once on one connection (hyper's HTTP/2 client: curl 7.88 cannot reuse
+/// a prior-knowledge connection); a head over the limit refused, the
+/// server unharmed.
+#[test]
+fn http2_with_prior_knowledge() {
+    use http_body_util::BodyExt;
+    let dir = tempfile::tempdir().unwrap();
+    let web = Web::start(
+        dir.path(),
+        &site(dir.path(), "").replace("timeout = \"2s\"", "timeout = \"60s\"\nmax_concurrent = 16"),
+    );
+    let h2 = "--http2-prior-knowledge";
+    let r = curl(
+        &format!("{}/hello?x=1", web.base),
+        &[h2, "-H", "X-Test: yes", "--data-binary", "the body"],
+    );
+    assert!(r.head.starts_with("HTTP/2 200"), "{r:?}");
+    let port = web.base.rsplit(':').next().unwrap();
+    assert_eq!(
+        r.body,
+        format!(
+            "method=POST path=/hello query=x=1 test=yes server=127.0.0.1:{port} length=8\nthe body"
+        )
+    );
+    let addr = web.base.trim_start_matches("http://").to_string();
+    let url = format!("{}/hello?fresh", web.base);
+    let answers = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async move {
+            let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let (send, conn) = hyper::client::conn::http2::handshake(
+                hyper_util::rt::TokioExecutor::new(),
+                hyper_util::rt::TokioIo::new(stream),
+            )
+            .await
+            .unwrap();
+            tokio::spawn(conn);
+            let requests: Vec<_> = (0..100)
+                .map(|_| {
+                    let mut send = send.clone();
+                    let req = hyper::Request::get(&url)
+                        .body(http_body_util::Empty::<bytes::Bytes>::new())
+                        .unwrap();
+                    tokio::spawn(async move {
+                        let r = send.send_request(req).await.unwrap();
+                        let status = r.status().as_u16();
+                        let body = r.into_body().collect().await.unwrap().to_bytes();
+                        (status, String::from_utf8_lossy(&body).into_owned())
+                    })
+                })
+                .collect();
+            let mut answers = Vec::new();
+            for r in requests {
+                answers.push(r.await.unwrap());
+            }
+            answers
+        });
+    let ok = answers
+        .iter()
+        .filter(|(s, b)| *s == 200 && b == "seen 1\n")
+        .count();
+    assert_eq!(ok, 100, "{answers:?}");
+    let big = format!("X-Big: {}", "y".repeat(40 << 10));
+    let r = curl(&format!("{}/hello", web.base), &[h2, "-H", &big]);
+    assert_eq!(r.status, 431, "{r:?}");
+    assert_eq!(curl(&format!("{}/hello", web.base), &[h2]).status, 200);
+    let r = &routes(&web)[0];
+    assert_eq!(r["codes"]["200"], 102, "{r}");
+}
