@@ -53,8 +53,10 @@ pub(crate) struct TaskData {
 pub(crate) struct TaskIpc {
     pub(crate) shared: Arc<TaskShared>,
     pub(crate) handles: HandleTable,
-    /// The exported memory, once instantiated.
+    /// The exported memory, once instantiated (see [`TaskIpc::set_memory`]).
     pub(crate) memory: Option<wasmtime::Memory>,
+    /// Its base address.
+    pub(crate) memory_base: usize,
     /// The task's reusable call slot.
     pub(crate) call_slot: Arc<CallSlot>,
     /// A call `call_fast` made and left for `call` to wait for.
@@ -138,6 +140,16 @@ impl Drop for Bindings {
 }
 
 impl TaskIpc {
+    /// Records the task's exported memory and its base address. A task's
+    /// memory never moves (it lives in a fixed slot of the pooling
+    /// allocator, and the engine is configured with `memory_may_move`
+    /// off), so host calls take the address from here rather than look
+    /// it up in the store each time; only the length, which grows, is.
+    pub(crate) fn set_memory(&mut self, memory: Option<wasmtime::Memory>, base: *mut u8) {
+        self.memory = memory;
+        self.memory_base = if memory.is_some() { base as usize } else { 0 };
+    }
+
     /// The runtime, while it exists.
     pub(crate) fn spawner(&self) -> Result<Arc<dyn Spawner>, Errno> {
         self.spawner.upgrade().ok_or(Errno::PeerDied)

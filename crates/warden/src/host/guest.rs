@@ -32,9 +32,15 @@ pub(super) struct GuestMem<'a> {
 pub(super) fn memory<'a>(
     caller: &'a mut Caller<'_, TaskData>,
 ) -> Result<(GuestMem<'a>, &'a mut TaskData), Errno> {
-    let memory = caller.data().ipc.memory.ok_or(Errno::BadPtr)?;
+    let ipc = &caller.data().ipc;
+    let (memory, base) = (ipc.memory.ok_or(Errno::BadPtr)?, ipc.memory_base);
+    debug_assert_eq!(
+        base,
+        memory.data_ptr(&*caller) as usize,
+        "memories never move"
+    );
     let mem = GuestMem {
-        base: memory.data_ptr(&*caller),
+        base: base as *mut u8,
         len: memory.data_size(&*caller),
         _call: PhantomData,
     };
@@ -42,10 +48,16 @@ pub(super) fn memory<'a>(
 }
 
 impl<'a> GuestMem<'a> {
-    /// The memory `memory` of `store`, for as long as the store is borrowed.
-    pub(super) fn of(memory: wasmtime::Memory, store: &'a impl wasmtime::AsContext) -> Self {
+    /// `memory` of `store`, whose base address is `base` (see
+    /// `TaskIpc::set_memory`), for as long as the store is borrowed.
+    pub(super) fn at_base(
+        memory: wasmtime::Memory,
+        base: usize,
+        store: &'a impl wasmtime::AsContext,
+    ) -> Self {
+        debug_assert_eq!(base, memory.data_ptr(store) as usize, "memories never move");
         GuestMem {
-            base: memory.data_ptr(store),
+            base: base as *mut u8,
             len: memory.data_size(store),
             _call: PhantomData,
         }

@@ -438,5 +438,5 @@ fn buffer(s: &mut Server, need: u32) -> Step<u32> {
 }
 
 fn server_mem(s: &Server) -> GuestMem<'_> {
-    GuestMem::of(s.memory, &s.store)
+    GuestMem::at_base(s.memory, s.store.data().ipc.memory_base, &s.store)
 }

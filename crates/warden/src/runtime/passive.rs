@@ -95,7 +95,8 @@ fn start(
     let memory = instance
         .get_memory(&mut *store, "memory")
         .ok_or_else(|| TaskStatus::Trapped("cannot start: no memory exported".into()))?;
-    store.data_mut().ipc.memory = Some(memory);
+    let base = memory.data_ptr(&*store);
+    store.data_mut().ipc.set_memory(Some(memory), base);
     let alloc = instance
         .get_typed_func(&mut *store, "warden_passive_alloc")
         .map_err(fail)?;

@@ -138,7 +138,8 @@ async fn start(
         .create_ns
         .fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
     let memory = instance.get_memory(&mut *store, "memory");
-    store.data_mut().ipc.memory = memory;
+    let base = memory.map_or(std::ptr::null_mut(), |m| m.data_ptr(&*store));
+    store.data_mut().ipc.set_memory(memory, base);
     let start = match instance.get_typed_func::<(), ()>(&mut *store, "_start") {
         Ok(f) => f,
         Err(e) => return TaskStatus::Trapped(format!("cannot start: {e:#}")),

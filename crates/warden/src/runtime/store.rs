@@ -70,6 +70,7 @@ impl Runtime {
             shared: shared.clone(),
             handles,
             memory: None,
+            memory_base: 0,
             call_slot: CallSlot::new(shared.clone()),
             in_flight: None,
             grants: Grants::of(spec),
