@@ -34,26 +34,18 @@ pub(super) fn memory<'a>(
 ) -> Result<(GuestMem<'a>, &'a mut TaskData), Errno> {
     let ipc = &caller.data().ipc;
     let (memory, base) = (ipc.memory.ok_or(Errno::BadPtr)?, ipc.memory_base);
-    debug_assert_eq!(
-        base,
-        memory.data_ptr(&*caller) as usize,
-        "memories never move"
-    );
-    let mem = GuestMem {
-        base: base as *mut u8,
-        len: memory.data_size(&*caller),
-        _call: PhantomData,
-    };
+    let mem = GuestMem::at_base(memory, base, &*caller);
     Ok((mem, caller.data_mut()))
 }
 
 impl<'a> GuestMem<'a> {
     /// `memory` of `store`, whose base address is `base` (see
-    /// `TaskIpc::set_memory`), for as long as the store is borrowed.
+    /// `TaskIpc::set_memory`). The caller ties the result to its borrow
+    /// of the store (a host call's, or its server's).
     pub(super) fn at_base(
         memory: wasmtime::Memory,
         base: usize,
-        store: &'a impl wasmtime::AsContext,
+        store: &impl wasmtime::AsContext,
     ) -> Self {
         debug_assert_eq!(base, memory.data_ptr(store) as usize, "memories never move");
         GuestMem {

@@ -86,17 +86,35 @@ impl Gate {
     }
 }
 
+/// What answers a server's requests: the response to a request from the
+/// client at an address (a closure of that shape, in practice).
+pub trait Answer: Send + Sync + Unpin + 'static {
+    /// The response, once ready.
+    type Reply: Future<Output = Response<Full<Bytes>>> + Send + 'static;
+    /// Answers `req` from the client at `remote`.
+    fn answer(&self, req: Request<Incoming>, remote: SocketAddr) -> Self::Reply;
+}
+
+impl<F, Fut> Answer for F
+where
+    F: Fn(Request<Incoming>, SocketAddr) -> Fut + Send + Sync + Unpin + 'static,
+    Fut: Future<Output = Response<Full<Bytes>>> + Send + 'static,
+{
+    type Reply = Fut;
+
+    fn answer(&self, req: Request<Incoming>, remote: SocketAddr) -> Fut {
+        self(req, remote)
+    }
+}
+
 /// Accepts connections for ever, serving each with `answer` (given the
 /// request and the client's address).
-pub async fn accept_loop<F, Fut>(
+pub async fn accept_loop<F: Answer + Clone>(
     listener: tokio::net::TcpListener,
     gate: Arc<Gate>,
     limits: Limits,
     answer: F,
-) where
-    F: Fn(Request<Incoming>, SocketAddr) -> Fut + Clone + Send + Sync + Unpin + 'static,
-    Fut: Future<Output = Response<Full<Bytes>>> + Send + 'static,
-{
+) {
     loop {
         let Ok((stream, remote)) = listener.accept().await else {
             // Out of descriptors, most likely: wait rather than spin.
@@ -121,16 +139,13 @@ pub async fn accept_loop<F, Fut>(
 
 /// Serves one connection within its limits, in the protocol its first
 /// bytes show.
-async fn connection<F, Fut>(
+async fn connection<F: Answer>(
     gate: Arc<Gate>,
     limits: Limits,
     stream: tokio::net::TcpStream,
     remote: SocketAddr,
     answer: F,
-) where
-    F: Fn(Request<Incoming>, SocketAddr) -> Fut + Send + Sync + Unpin + 'static,
-    Fut: Future<Output = Response<Full<Bytes>>> + Send + 'static,
-{
+) {
     struct Live<'a>(&'a AtomicUsize);
     impl Drop for Live<'_> {
         fn drop(&mut self) {
@@ -149,18 +164,15 @@ async fn connection<F, Fut>(
 }
 
 /// An HTTP/1.1 connection: requests one after the other (keep-alive).
-async fn http1<F, Fut>(
+async fn http1<F: Answer>(
     io: Rewind,
     limits: Limits,
     mut closing: tokio::sync::watch::Receiver<bool>,
     remote: SocketAddr,
     answer: F,
-) where
-    F: Fn(Request<Incoming>, SocketAddr) -> Fut + Send + Sync + Unpin + 'static,
-    Fut: Future<Output = Response<Full<Bytes>>> + Send + 'static,
-{
+) {
     let service = hyper::service::service_fn(move |req| {
-        let reply = answer(req, remote);
+        let reply = answer.answer(req, remote);
         Box::pin(async move { Ok::<_, std::convert::Infallible>(reply.await) })
     });
     let mut conn = hyper::server::conn::http1::Builder::new()
@@ -187,21 +199,18 @@ async fn http1<F, Fut>(
 /// requests at once, each answered as an HTTP/1.1 request would be. It
 /// is closed (GOAWAY, then the streams in flight finish) at the end of
 /// its life, when the server stops, or after [`IDLE`] without a request.
-async fn http2<F, Fut>(
+async fn http2<F: Answer>(
     io: Rewind,
     limits: Limits,
     mut closing: tokio::sync::watch::Receiver<bool>,
     remote: SocketAddr,
     answer: F,
-) where
-    F: Fn(Request<Incoming>, SocketAddr) -> Fut + Send + Sync + Unpin + 'static,
-    Fut: Future<Output = Response<Full<Bytes>>> + Send + 'static,
-{
+) {
     let busy = Arc::new(Busy::default());
     let seen = busy.clone();
     let service = hyper::service::service_fn(move |req| {
         let done = InFlight::begin(&seen);
-        let reply = answer(req, remote);
+        let reply = answer.answer(req, remote);
         Box::pin(async move {
             let r = reply.await;
             drop(done);
