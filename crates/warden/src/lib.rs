@@ -115,7 +115,7 @@ pub use cache::{CacheOutcome, CodeCache};
 pub use cluster::{Cluster, ClusterSpec, NameCounts};
 pub use executor::ExecutorStats;
 pub use host::FUNCTIONS as HOST_FUNCTIONS;
-pub use host::{HostCall, HostHandler};
+pub use host::{HostCall, HostHandler, Strings};
 pub use host::{MAX_OPEN_FILES, MAX_POLL_SUBSCRIPTIONS};
 pub use ipc::Errno;
 pub use limiter::{MemoryPolicy, TABLE_ELEMENT_BYTES};

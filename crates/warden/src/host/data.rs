@@ -41,6 +41,8 @@ impl Grants {
 /// The data of a task's store.
 pub(crate) struct TaskData {
     pub(crate) wasi: wasmtime_wasi::p1::WasiP1Ctx,
+    /// Its arguments and environment (see `cli`).
+    pub(crate) cli: super::Cli,
     pub(crate) budget: MemoryBudget,
     pub(crate) ipc: TaskIpc,
     /// Its open files, bounded.

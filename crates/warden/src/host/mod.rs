@@ -34,6 +34,7 @@ macro_rules! delegate {
     }};
 }
 
+mod cli;
 mod data;
 mod direct;
 mod ending;
@@ -51,6 +52,8 @@ mod teavm;
 mod wasi;
 mod wasi_net;
 
+pub use cli::Strings;
+pub(crate) use cli::{add_to_linker as add_cli_to_linker, Cli};
 pub(crate) use data::{Bindings, Grants, NameMap, Spawner, TaskData, TaskIpc};
 pub(crate) use direct::{call_bytes, HostService};
 pub use direct::{HostCall, HostHandler};

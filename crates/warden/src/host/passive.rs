@@ -255,6 +255,7 @@ pub(crate) fn on_tick(p: &Passive) -> wasmtime::Result<wasmtime::UpdateDeadline>
 /// so the store never needs a fiber and runs on its caller's.
 pub(crate) fn add_to_passive_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
     wasmtime_wasi::p1::add_to_linker_sync(linker, |d: &mut TaskData| &mut d.wasi)?;
+    super::cli::add_to_linker(linker)?;
     super::handles::add_to_linker(linker)?;
     super::mem::add_to_linker(linker)?;
     super::permit::add_to_linker(linker)?;

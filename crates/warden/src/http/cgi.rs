@@ -9,9 +9,12 @@
 //! line, a line without a colon, a bad name, value or status — makes the
 //! response malformed, which the server answers with 502.
 
+use crate::host::Strings;
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::http::request::Parts;
 use hyper::StatusCode;
+use std::borrow::Cow;
+use std::io::Write as _;
 
 /// The request as CGI meta-variables.
 pub struct Meta<'a> {
@@ -27,68 +30,95 @@ pub struct Meta<'a> {
     pub remote: std::net::SocketAddr,
 }
 
-/// The CGI environment of a request.
-pub fn environment(m: &Meta) -> Vec<(String, String)> {
+/// The CGI environment of a request, after `base` (the route's own
+/// variables): one buffer, written without a string per variable.
+pub fn environment(m: &Meta, base: &[(String, String)]) -> Strings {
     let p = m.parts;
     let path = p.uri.path();
     let host = host(p);
-    let server_name = host
-        .map(|h| h.rsplit_once(':').map_or(h, |(name, _)| name).to_string())
-        .unwrap_or_else(|| m.local.ip().to_string());
-    let mut env = vec![
-        ("GATEWAY_INTERFACE".into(), "CGI/1.1".into()),
-        (
-            "SERVER_SOFTWARE".into(),
-            concat!("warden/", env!("CARGO_PKG_VERSION")).into(),
-        ),
-        ("SERVER_PROTOCOL".into(), format!("{:?}", p.version)),
-        ("SERVER_NAME".into(), server_name),
-        ("SERVER_PORT".into(), m.local.port().to_string()),
-        ("REMOTE_ADDR".into(), m.remote.ip().to_string()),
-        ("REMOTE_PORT".into(), m.remote.port().to_string()),
-        ("REQUEST_METHOD".into(), p.method.to_string()),
-        (
-            "REQUEST_URI".into(),
-            p.uri.path_and_query().map_or(path, |pq| pq.as_str()).into(),
-        ),
-        ("SCRIPT_NAME".into(), m.route.to_string()),
-        ("X_MATCHED_ROUTE".into(), m.route.to_string()),
-        ("PATH_INFO".into(), decode(path)),
-        ("X_RAW_PATH_INFO".into(), path.to_string()),
-        (
-            "QUERY_STRING".into(),
-            p.uri.query().unwrap_or("").to_string(),
-        ),
-        ("CONTENT_LENGTH".into(), m.body_len.to_string()),
-    ];
-    for (name, value) in &p.headers {
-        let Ok(value) = value.to_str() else { continue };
-        if name == hyper::header::CONTENT_TYPE {
-            env.push(("CONTENT_TYPE".into(), value.into()));
-            continue;
-        }
+    let server_name = match host {
+        Some(h) => Cow::Borrowed(h.rsplit_once(':').map_or(h, |(name, _)| name)),
+        None => Cow::Owned(m.local.ip().to_string()),
+    };
+    let mut env = Strings::with_capacity(1024);
+    for (k, v) in base {
+        env.push_var(k, v);
+    }
+    let num = |env: &mut Strings, name: &str, n: &dyn std::fmt::Display| {
+        env.push(|b| {
+            let _ = write!(b, "{name}={n}");
+        })
+    };
+    env.push_var("GATEWAY_INTERFACE", "CGI/1.1");
+    env.push_var(
+        "SERVER_SOFTWARE",
+        concat!("warden/", env!("CARGO_PKG_VERSION")),
+    );
+    num(&mut env, "SERVER_PROTOCOL", &Protocol(p.version));
+    env.push_var("SERVER_NAME", &server_name);
+    num(&mut env, "SERVER_PORT", &m.local.port());
+    num(&mut env, "REMOTE_ADDR", &m.remote.ip());
+    num(&mut env, "REMOTE_PORT", &m.remote.port());
+    env.push_var("REQUEST_METHOD", p.method.as_str());
+    env.push_var(
+        "REQUEST_URI",
+        p.uri.path_and_query().map_or(path, |pq| pq.as_str()),
+    );
+    env.push_var("SCRIPT_NAME", m.route);
+    env.push_var("X_MATCHED_ROUTE", m.route);
+    env.push_var("PATH_INFO", &decode(path));
+    env.push_var("X_RAW_PATH_INFO", path);
+    env.push_var("QUERY_STRING", p.uri.query().unwrap_or(""));
+    num(&mut env, "CONTENT_LENGTH", &m.body_len);
+    for name in p.headers.keys() {
         // No HTTP_PROXY from a client's `Proxy` header ("httpoxy"): a
         // handler's HTTP library may take it for its proxy setting.
         if name == hyper::header::CONTENT_LENGTH || name.as_str() == "proxy" {
             continue;
         }
-        let key = format!(
-            "HTTP_{}",
-            name.as_str().to_ascii_uppercase().replace('-', "_")
-        );
-        match env.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, v)) => {
-                v.push_str(", ");
-                v.push_str(value);
-            }
-            None => env.push((key, value.into())),
+        let values = || {
+            p.headers
+                .get_all(name)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+        };
+        if values().next().is_none() {
+            continue;
         }
+        env.push(|b| {
+            if name == hyper::header::CONTENT_TYPE {
+                b.extend_from_slice(b"CONTENT_TYPE");
+            } else {
+                b.extend_from_slice(b"HTTP_");
+                b.extend(name.as_str().bytes().map(|c| match c {
+                    b'-' => b'_',
+                    c => c.to_ascii_uppercase(),
+                }));
+            }
+            b.push(b'=');
+            // Repeated headers are one variable, their values joined.
+            for (i, v) in values().enumerate() {
+                if i > 0 {
+                    b.extend_from_slice(b", ");
+                }
+                b.extend_from_slice(v.as_bytes());
+            }
+        });
     }
     // An HTTP/2 request names its host in its URI, not in a header.
     if let (Some(h), None) = (host, p.headers.get(hyper::header::HOST)) {
-        env.push(("HTTP_HOST".into(), h.into()));
+        env.push_var("HTTP_HOST", h);
     }
     env
+}
+
+/// A version as CGI's `SERVER_PROTOCOL` gives it (`HTTP/1.1`).
+struct Protocol(hyper::Version);
+
+impl std::fmt::Display for Protocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.0)
+    }
 }
 
 /// The host a request is for: its `Host` header, or (HTTP/2) its URI's
@@ -277,14 +307,22 @@ mod tests {
             .body(())
             .unwrap();
         let (parts, ()) = req.into_parts();
-        let env = environment(&Meta {
-            parts: &parts,
-            route: "/api",
-            body_len: 5,
-            local: "127.0.0.1:8080".parse().unwrap(),
-            remote: "127.0.0.1:5000".parse().unwrap(),
-        });
-        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        let env = environment(
+            &Meta {
+                parts: &parts,
+                route: "/api",
+                body_len: 5,
+                local: "127.0.0.1:8080".parse().unwrap(),
+                remote: "127.0.0.1:5000".parse().unwrap(),
+            },
+            &[("GREETING".into(), "hi".into())],
+        );
+        let get = |k: &str| env.var(k).map(|v| std::str::from_utf8(v).unwrap());
+        assert_eq!(
+            env.iter().next(),
+            Some(&b"GREETING=hi"[..]),
+            "the route's own first"
+        );
         assert_eq!(get("REQUEST_METHOD"), Some("POST"));
         assert_eq!(get("PATH_INFO"), Some("/api/a b"));
         assert_eq!(get("X_RAW_PATH_INFO"), Some("/api/a%20b"));
@@ -307,14 +345,17 @@ mod tests {
             .body(())
             .unwrap();
         let (parts, ()) = req.into_parts();
-        let env = environment(&Meta {
-            parts: &parts,
-            route: "/a",
-            body_len: 0,
-            local: "127.0.0.1:8080".parse().unwrap(),
-            remote: "127.0.0.1:5000".parse().unwrap(),
-        });
-        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        let env = environment(
+            &Meta {
+                parts: &parts,
+                route: "/a",
+                body_len: 0,
+                local: "127.0.0.1:8080".parse().unwrap(),
+                remote: "127.0.0.1:5000".parse().unwrap(),
+            },
+            &[],
+        );
+        let get = |k: &str| env.var(k).map(|v| std::str::from_utf8(v).unwrap());
         assert_eq!(get("HTTP_HOST"), Some("example.org:8080"));
         assert_eq!(get("SERVER_NAME"), Some("example.org"));
         assert_eq!(get("SERVER_PROTOCOL"), Some("HTTP/2.0"));

@@ -138,8 +138,11 @@ impl Route {
                     local,
                     remote,
                 };
-                self.per_request(rt, cgi::environment(&meta), body, deadline)
-                    .await
+                let Handler::Module(template) = &self.spec.handler else {
+                    unreachable!()
+                };
+                let env = cgi::environment(&meta, &template.env);
+                self.per_request(rt, env, body, deadline).await
             }
             Handler::Service(name) => self.servlet(name, &parts, &body, deadline).await,
         }
@@ -180,7 +183,7 @@ impl Route {
     async fn per_request(
         &self,
         rt: &Runtime,
-        env: Vec<(String, String)>,
+        env: crate::host::Strings,
         body: Bytes,
         deadline: Instant,
     ) -> Answer {
@@ -193,12 +196,11 @@ impl Route {
             self.name,
             self.seq.fetch_add(1, Ordering::Relaxed) + 1
         );
-        spec.env.extend(env);
         spec.stdin_bytes = Some(body);
         let capture = Capture::new(self.spec.max_response);
         spec.stdout = Output::Capture(capture.clone());
         spec.route = Some(self.name.clone());
-        let (id, mut ended, mut done) = match rt.spawn_ending(&spec) {
+        let (id, mut ended, mut done) = match rt.spawn_ending(&spec, env) {
             Ok(x) => x,
             Err(e @ (Error::Full(_) | Error::Mappings(_))) => return text(503, e),
             Err(e) => return text(500, e),

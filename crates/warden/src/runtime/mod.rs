@@ -61,6 +61,17 @@ const MAX_TABLE_ELEMENTS: usize = 100_000;
 /// 1 MiB or more do not wait for the batch (`run::ReleaseOnDrop`).
 const DECOMMIT_BATCH: usize = 32;
 
+/// What a spawner asks for besides the spec.
+#[derive(Default)]
+struct Launch {
+    /// Gets the task's report when it finishes.
+    watch: Option<Watch>,
+    /// Gets how it ended as soon as its code returns (see `run::run`).
+    ended: Option<tokio::sync::oneshot::Sender<TaskStatus>>,
+    /// Its environment, instead of the spec's.
+    env: Option<crate::host::Strings>,
+}
+
 /// Runtime-wide settings.
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
@@ -381,17 +392,23 @@ impl Runtime {
         spec: &TaskSpec,
     ) -> Result<(TaskId, tokio::sync::oneshot::Receiver<TaskReport>), Error> {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let shared = self.spawn_inner(spec, None, Some(tx), None)?;
+        let launch = Launch {
+            watch: Some(tx),
+            ..Launch::default()
+        };
+        let shared = self.spawn_inner(spec, None, launch)?;
         Ok((shared.id, rx))
     }
 
     /// [`Runtime::spawn_watched`], and a receiver of how the task ended
     /// as soon as its code returns or traps, before its store is released
     /// (an HTTP handler's answer need not wait for that). A task killed
-    /// before it ran or while blocked sends only its report.
+    /// before it ran or while blocked sends only its report. The task's
+    /// environment is `env`, not the spec's.
     pub(crate) fn spawn_ending(
         &self,
         spec: &TaskSpec,
+        env: crate::host::Strings,
     ) -> Result<
         (
             TaskId,
@@ -402,7 +419,12 @@ impl Runtime {
     > {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let (end_tx, end_rx) = tokio::sync::oneshot::channel();
-        let shared = self.spawn_inner(spec, None, Some(tx), Some(end_tx))?;
+        let launch = Launch {
+            watch: Some(tx),
+            ended: Some(end_tx),
+            env: Some(env),
+        };
+        let shared = self.spawn_inner(spec, None, launch)?;
         Ok((shared.id, end_rx, rx))
     }
 
@@ -412,16 +434,16 @@ impl Runtime {
         spec: &TaskSpec,
         child: Option<Child>,
     ) -> Result<Arc<TaskShared>, Error> {
-        self.spawn_inner(spec, child, None, None)
+        self.spawn_inner(spec, child, Launch::default())
     }
 
     fn spawn_inner(
         &self,
         spec: &TaskSpec,
         child: Option<Child>,
-        watch: Option<Watch>,
-        ended: Option<tokio::sync::oneshot::Sender<TaskStatus>>,
+        launch: Launch,
     ) -> Result<Arc<TaskShared>, Error> {
+        let Launch { watch, ended, env } = launch;
         let began = std::time::Instant::now();
         let module = if spec.passive {
             passive::check_spec(spec).map_err(|message| Error::Spawn {
@@ -475,7 +497,7 @@ impl Runtime {
             Some(c) => c.net.link_parent,
             None => group.map(|g| g.link_node),
         };
-        let seed = match self.store_seed(spec, &module.path, &shared, child, link_parent) {
+        let seed = match self.store_seed(spec, &module.path, &shared, child, link_parent, env) {
             Ok(seed) => seed,
             Err(message) => {
                 inner.tasks.leave(&shared);

@@ -40,6 +40,7 @@ pub(super) fn engine(tasks: u32) -> Result<(Engine, Linker<TaskData>, Linker<Tas
     wasmtime_wasi::p1::add_to_linker_async(&mut linker, |d: &mut TaskData| &mut d.wasi)
         .map_err(start)?;
     crate::host::add_wasi_bounds(&mut linker).map_err(start)?;
+    crate::host::add_cli_to_linker(&mut linker).map_err(start)?;
     crate::host::add_to_linker(&mut linker).map_err(start)?;
     crate::host::add_teavm_to_linker(&mut linker).map_err(start)?;
     let mut passive = Linker::new(&engine);

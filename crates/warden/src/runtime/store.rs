@@ -5,6 +5,7 @@
 //! the store from them.
 
 use super::*;
+use crate::host::{Cli, Strings};
 
 /// What a task's store is made from: everything that can fail, done by
 /// the spawner (so a bad spec is the spawn call's error); the store
@@ -42,6 +43,7 @@ impl Runtime {
         shared: &Arc<TaskShared>,
         child: Option<Child>,
         link_parent: Option<crate::net::fair::NodeId>,
+        env: Option<Strings>,
     ) -> Result<StoreSeed, String> {
         let inner = &*self.inner;
         let net = self.task_net(spec, shared, link_parent, child.as_ref().map(|c| &c.net))?;
@@ -49,7 +51,8 @@ impl Runtime {
             Some(c) => c.sinks.clone(),
             None => self.sinks(spec, &shared.log)?,
         };
-        let wasi = self.wasi_ctx(spec, module, &sinks)?;
+        let wasi = self.wasi_ctx(spec, &sinks)?;
+        let cli = cli(spec, module, env);
         let budget = MemoryBudget::new(spec.on_memory_limit, shared.clone());
         let mut handles = HandleTable::new(spec.max_handles, shared.clone());
         let (granted, names) = match child {
@@ -91,6 +94,7 @@ impl Runtime {
             engine: inner.engine.clone(),
             data: TaskData {
                 wasi,
+                cli,
                 budget,
                 ipc,
                 files: Default::default(),
@@ -123,17 +127,10 @@ impl Runtime {
     fn wasi_ctx(
         &self,
         spec: &TaskSpec,
-        module: &Path,
         sinks: &(Sink, Sink),
     ) -> Result<wasmtime_wasi::p1::WasiP1Ctx, String> {
+        // Arguments and environment are the task's `Cli`, not Wasmtime's.
         let mut b = WasiCtxBuilder::new();
-        let argv0 = module
-            .file_name()
-            .map_or_else(|| spec.name.clone(), |n| n.to_string_lossy().into_owned());
-        b.arg(argv0).args(&spec.args);
-        for (k, v) in &spec.env {
-            b.env(k, v);
-        }
         for (guest, host) in &spec.dirs {
             b.preopened_dir(host, guest, FsPerms::ReadWrite)
                 .map_err(|e| format!("cannot open directory {}: {e:#}", host.display()))?;
@@ -156,5 +153,18 @@ impl Runtime {
             b.inherit_stdin();
         }
         Ok(b.build_p1())
+    }
+}
+
+/// A task's arguments (argv\[0\] its module's file name) and
+/// environment (`env`, or else its spec's).
+fn cli(spec: &TaskSpec, module: &Path, env: Option<Strings>) -> Cli {
+    let file = module.file_name().map(|n| n.to_string_lossy());
+    Cli {
+        args: Arc::new(Strings::args(
+            file.as_deref().unwrap_or(&spec.name),
+            &spec.args,
+        )),
+        env: Arc::new(env.unwrap_or_else(|| Strings::env(&spec.env))),
     }
 }

@@ -12,6 +12,12 @@ fn traps_end_only_the_faulting_task() {
         ("oob", guests::OOB, "out of bounds memory access"),
         ("div0", guests::DIV0, "integer divide by zero"),
         ("recurse", guests::RECURSE, "call stack exhausted"),
+        ("wild-args", guests::WASI_WILD_ARGS, "pointer out of bounds"),
+        (
+            "misaligned-env",
+            guests::WASI_MISALIGNED_ENVIRON,
+            "misaligned",
+        ),
     ];
     let mut healthy = vec![];
     for i in 0..4 {

@@ -1,0 +1,206 @@
+//! WASI's `args_get`, `args_sizes_get`, `environ_get` and
+//! `environ_sizes_get`, answered from the task's own [`Strings`]. They
+//! shadow Wasmtime's definitions, which keep each argument and variable
+//! as its own string, copy the whole list on every call, and so cost a
+//! per-request handler some sixty allocations for its CGI environment
+//! alone. Here a list is one buffer, built once (an HTTP route's
+//! arguments are shared by all its requests) and copied into the guest
+//! as it is.
+//!
+//! As WASI preview 1 says and Wasmtime does, a pointer outside the
+//! caller's memory or a misaligned one traps.
+
+use super::guest::GuestMem;
+use super::TaskData;
+use std::sync::Arc;
+use wasmtime::{Caller, Extern, Linker};
+
+/// A list of strings as WASI hands them to a program: one buffer, each
+/// string ended by a NUL byte.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Strings {
+    bytes: Vec<u8>,
+    count: u32,
+}
+
+impl Strings {
+    /// An empty list with room for `bytes` bytes.
+    pub fn with_capacity(bytes: usize) -> Strings {
+        Strings {
+            bytes: Vec::with_capacity(bytes),
+            count: 0,
+        }
+    }
+
+    /// A program's arguments: `argv0`, then `args`.
+    pub fn args(argv0: &str, args: &[String]) -> Strings {
+        let len = argv0.len() + 1 + args.iter().map(|a| a.len() + 1).sum::<usize>();
+        let mut s = Strings::with_capacity(len);
+        s.push(|b| b.extend_from_slice(argv0.as_bytes()));
+        for a in args {
+            s.push(|b| b.extend_from_slice(a.as_bytes()));
+        }
+        s
+    }
+
+    /// An environment: each variable as `name=value`.
+    pub fn env(vars: &[(String, String)]) -> Strings {
+        let len = vars.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
+        let mut s = Strings::with_capacity(len);
+        for (k, v) in vars {
+            s.push_var(k, v);
+        }
+        s
+    }
+
+    /// Appends one string, written by `write` (which must not write NUL:
+    /// the program would see the string end there).
+    pub fn push(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+        write(&mut self.bytes);
+        self.bytes.push(0);
+        self.count += 1;
+    }
+
+    /// Appends `name=value`.
+    pub fn push_var(&mut self, name: &str, value: &str) {
+        self.push(|b| {
+            b.extend_from_slice(name.as_bytes());
+            b.push(b'=');
+            b.extend_from_slice(value.as_bytes());
+        });
+    }
+
+    /// How many strings.
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The strings, without their NULs.
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        let end = self.bytes.len().saturating_sub(1);
+        self.bytes[..end].split(|&b| b == 0).take(self.len())
+    }
+
+    /// The `name=value` string whose name is `name`, its value.
+    pub fn var(&self, name: &str) -> Option<&[u8]> {
+        self.iter()
+            .find_map(|s| s.strip_prefix(name.as_bytes())?.strip_prefix(b"="))
+    }
+
+    /// The whole buffer.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// Writes the list for `*_get`: the strings at `buf`, a pointer to
+    /// each at `ptrs` (little-endian words).
+    fn write_to(&self, mem: GuestMem, ptrs: i32, buf: i32) -> wasmtime::Result<()> {
+        if ptrs % 4 != 0 {
+            wasmtime::bail!("misaligned pointer passed to a WASI call");
+        }
+        let out_of_bounds = || wasmtime::format_err!("pointer out of bounds in a WASI call");
+        let words = super::range(mem.len(), ptrs, 4 * u64::from(self.count))
+            .map_err(|_| out_of_bounds())?;
+        let text =
+            super::range(mem.len(), buf, self.bytes.len() as u64).map_err(|_| out_of_bounds())?;
+        mem.write(text.start, &self.bytes);
+        let mut at = text.start as u32;
+        let mut word = words.start;
+        for s in self.bytes.split_inclusive(|&b| b == 0) {
+            mem.write(word, &at.to_le_bytes());
+            word += 4;
+            at += s.len() as u32;
+        }
+        Ok(())
+    }
+
+    /// Writes `*_sizes_get`'s two results: the count and the bytes.
+    fn write_sizes(&self, mem: GuestMem, count: i32, bytes: i32) -> wasmtime::Result<()> {
+        if count % 4 != 0 || bytes % 4 != 0 {
+            wasmtime::bail!("misaligned pointer passed to a WASI call");
+        }
+        let put = |ptr: i32, v: u32| {
+            mem.put(ptr, &v.to_le_bytes())
+                .map_err(|_| wasmtime::format_err!("pointer out of bounds in a WASI call"))
+        };
+        put(count, self.count)?;
+        put(bytes, self.bytes.len() as u32)
+    }
+}
+
+/// A task's arguments and environment.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Cli {
+    pub(crate) args: Arc<Strings>,
+    pub(crate) env: Arc<Strings>,
+}
+
+/// The caller's exported memory (WASI's calls need one).
+fn guest_memory<'a>(caller: &'a mut Caller<'_, TaskData>) -> wasmtime::Result<GuestMem<'a>> {
+    let Some(Extern::Memory(memory)) = caller.get_export("memory") else {
+        wasmtime::bail!("missing required memory export");
+    };
+    let base = memory.data_ptr(&*caller) as usize;
+    Ok(GuestMem::at_base(memory, base, &*caller))
+}
+
+/// Shadows the four calls in `linker` (which must already hold
+/// Wasmtime's WASI definitions).
+pub(crate) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
+    const WASI: &str = "wasi_snapshot_preview1";
+    type List = fn(&Cli) -> &Strings;
+    let lists: [(&str, &str, List); 2] = [
+        ("args_get", "args_sizes_get", |c| &c.args),
+        ("environ_get", "environ_sizes_get", |c| &c.env),
+    ];
+    linker.allow_shadowing(true);
+    let r = lists.into_iter().try_for_each(|(get, sizes, list)| {
+        linker.func_wrap(
+            WASI,
+            get,
+            move |mut c: Caller<'_, TaskData>, ptrs: i32, buf: i32| {
+                let strings = list(&c.data().cli).clone();
+                strings.write_to(guest_memory(&mut c)?, ptrs, buf)?;
+                Ok(0i32)
+            },
+        )?;
+        linker.func_wrap(
+            WASI,
+            sizes,
+            move |mut c: Caller<'_, TaskData>, count: i32, bytes: i32| {
+                let strings = list(&c.data().cli).clone();
+                strings.write_sizes(guest_memory(&mut c)?, count, bytes)?;
+                Ok(0i32)
+            },
+        )?;
+        Ok::<_, wasmtime::Error>(())
+    });
+    linker.allow_shadowing(false);
+    r.map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_list_is_its_strings_each_ended_by_nul() {
+        let args = Strings::args("prog.wasm", &["a".into(), "".into(), "bc".into()]);
+        assert_eq!(args.as_bytes(), b"prog.wasm\0a\0\0bc\0");
+        assert_eq!(args.len(), 4);
+        let all: Vec<&[u8]> = args.iter().collect();
+        assert_eq!(all, [&b"prog.wasm"[..], b"a", b"", b"bc"]);
+        let env = Strings::env(&[("A".into(), "1".into()), ("AB".into(), "x=y".into())]);
+        assert_eq!(env.as_bytes(), b"A=1\0AB=x=y\0");
+        assert_eq!(env.var("AB"), Some(&b"x=y"[..]));
+        assert_eq!(env.var("A"), Some(&b"1"[..]));
+        assert_eq!(env.var("B"), None);
+        assert!(Strings::default().is_empty());
+        assert_eq!(Strings::default().iter().count(), 0);
+    }
+}
