@@ -109,12 +109,15 @@ impl Strings {
         let text =
             super::range(mem.len(), buf, self.bytes.len() as u64).map_err(|_| out_of_bounds())?;
         mem.write(text.start, &self.bytes);
-        let mut at = text.start as u32;
-        let mut word = words.start;
-        for s in self.bytes.split_inclusive(|&b| b == 0) {
-            mem.write(word, &at.to_le_bytes());
-            word += 4;
-            at += s.len() as u32;
+        // Each string's address: below 4 GiB, as it is in the memory.
+        let mut at = text.start;
+        for (s, word) in self
+            .bytes
+            .split_inclusive(|&b| b == 0)
+            .zip(words.step_by(4))
+        {
+            mem.write(word, &(at as u32).to_le_bytes());
+            at += s.len();
         }
         Ok(())
     }
@@ -201,6 +204,42 @@ mod tests {
         assert_eq!(env.var("A"), Some(&b"1"[..]));
         assert_eq!(env.var("B"), None);
         assert!(Strings::default().is_empty());
+    }
+
+    #[test]
+    fn a_list_is_written_as_wasi_lays_it_out() {
+        let args = Strings::args("p", &["ab".into(), "".into()]);
+        let mut bytes = [0xffu8; 64];
+        let mem = GuestMem::of_test_buffer(&mut bytes);
+        args.write_sizes(mem, 0, 4).unwrap();
+        args.write_to(mem, 8, 40).unwrap();
+        let word = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+        assert_eq!((word(0), word(4)), (3, 6), "three strings, six bytes");
+        assert_eq!(
+            (word(8), word(12), word(16)),
+            (40, 42, 45),
+            "each one's address"
+        );
+        assert_eq!(&bytes[40..46], b"p\0ab\0\0");
+        assert_eq!(bytes[46], 0xff, "nothing written past the strings");
+    }
+
+    #[test]
+    fn wild_and_misaligned_pointers_are_refused() {
+        let env = Strings::env(&[("A".into(), "1".into())]);
+        let mut bytes = [0u8; 64];
+        let mem = GuestMem::of_test_buffer(&mut bytes);
+        assert!(env.write_to(mem, 64, 0).is_err(), "array past the end");
+        assert!(env.write_to(mem, 0, 61).is_err(), "buffer past the end");
+        assert!(env.write_to(mem, 0, -4).is_err(), "a wrapped pointer");
+        assert!(env.write_to(mem, 2, 8).is_err(), "misaligned array");
+        assert!(env.write_sizes(mem, 62, 0).is_err());
+        assert!(env.write_sizes(mem, 0, 1).is_err());
+        assert!(
+            env.write_to(mem, 56, 60).is_ok(),
+            "the last bytes are in bounds"
+        );
+        assert_eq!(&bytes[60..64], b"A=1\0");
         assert_eq!(Strings::default().iter().count(), 0);
     }
 }

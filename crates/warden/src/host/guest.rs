@@ -57,6 +57,16 @@ impl<'a> GuestMem<'a> {
 }
 
 impl GuestMem<'_> {
+    /// A host buffer standing in for a task's memory, in unit tests.
+    #[cfg(test)]
+    pub(super) fn of_test_buffer(bytes: &mut [u8]) -> GuestMem<'_> {
+        GuestMem {
+            base: bytes.as_mut_ptr(),
+            len: bytes.len(),
+            _call: PhantomData,
+        }
+    }
+
     /// Bytes of memory.
     pub(super) fn len(&self) -> usize {
         self.len
@@ -124,11 +134,7 @@ mod tests {
     use super::*;
 
     fn mem(bytes: &mut [u8]) -> GuestMem<'_> {
-        GuestMem {
-            base: bytes.as_mut_ptr(),
-            len: bytes.len(),
-            _call: PhantomData,
-        }
+        GuestMem::of_test_buffer(bytes)
     }
 
     #[test]
