@@ -171,7 +171,8 @@ impl Sink {
         ))
     }
 
-    fn write_bytes(&self, bytes: &[u8]) -> std::io::Result<()> {
+    /// Writes `bytes` to the sink's target (and its log).
+    pub(crate) fn write_bytes(&self, bytes: &[u8]) -> std::io::Result<()> {
         let mut inner = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if let Target::Capture(c) = &inner.target {
             return c.write(bytes);

@@ -9,7 +9,10 @@
 //!   [`MAX_OPEN_FILES`] open at once (`EMFILE` past it), and all tasks of
 //!   the process together half of its descriptor limit (`ENFILE`), so no
 //!   task can leave the host, or another task, without descriptors.
-//!   `fd_close` and `fd_renumber` keep the count.
+//!   `fd_close` and `fd_renumber` keep the count, and note when stdout or
+//!   stderr moves.
+//! - `fd_write` to stdout or stderr, while neither has moved, goes
+//!   straight to the task's output sinks (see `stdio`).
 
 use super::wasi_net;
 use super::TaskData;
@@ -48,14 +51,19 @@ fn process_file_limit() -> usize {
 }
 
 /// The files a task opened (its descriptors), counted in [`OPEN_FILES`]
-/// until they are closed or the task ends.
+/// until they are closed or the task ends; and whether its stdout or
+/// stderr descriptor was ever closed or renumbered (then its writes are
+/// no longer known to reach its output sinks: see `stdio`).
 #[derive(Default)]
-pub(crate) struct OpenFiles(HashSet<u32>);
+pub(crate) struct OpenFiles {
+    open: HashSet<u32>,
+    stdio_moved: bool,
+}
 
 impl OpenFiles {
     /// Room for one more? Reserves it in the process-wide count.
     fn reserve(&self) -> Result<(), i32> {
-        if self.0.len() >= MAX_OPEN_FILES as usize {
+        if self.open.len() >= MAX_OPEN_FILES as usize {
             return Err(EMFILE);
         }
         let limit = process_file_limit();
@@ -72,15 +80,25 @@ impl OpenFiles {
     }
 
     fn closed(&mut self, fd: u32) {
-        if self.0.remove(&fd) {
+        if self.open.remove(&fd) {
             Self::unreserve();
         }
+    }
+
+    /// Notes a close or renumbering of `fd`.
+    fn touched(&mut self, fd: i32) {
+        self.stdio_moved |= super::stdio::is_output(fd);
+    }
+
+    /// Whether descriptors 1 and 2 are still the task's stdout and stderr.
+    pub(super) fn stdio_in_place(&self) -> bool {
+        !self.stdio_moved
     }
 }
 
 impl Drop for OpenFiles {
     fn drop(&mut self) {
-        OPEN_FILES.fetch_sub(self.0.len(), Ordering::AcqRel);
+        OPEN_FILES.fetch_sub(self.open.len(), Ordering::AcqRel);
     }
 }
 
@@ -131,7 +149,7 @@ fn add_file_counting(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
                 );
                 match (&r, read_u32(&mut caller, out)) {
                     (Ok(0), Some(fd)) => {
-                        caller.data_mut().files.0.insert(fd);
+                        caller.data_mut().files.open.insert(fd);
                     }
                     _ => OpenFiles::unreserve(),
                 }
@@ -144,6 +162,7 @@ fn add_file_counting(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         "fd_close",
         |mut caller: Caller<'_, TaskData>, (fd,): (i32,)| {
             Box::new(async move {
+                caller.data_mut().files.touched(fd);
                 match caller.data_mut().net.wasi.close(fd) {
                     None => {}
                     Some(false) => return Ok(0),
@@ -163,6 +182,9 @@ fn add_file_counting(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         "fd_renumber",
         |mut caller: Caller<'_, TaskData>, (from, to): (i32, i32)| {
             Box::new(async move {
+                let files = &mut caller.data_mut().files;
+                files.touched(from);
+                files.touched(to);
                 let sockets = &caller.data().net.wasi;
                 if sockets.has(from) || sockets.has(to) {
                     return Ok(wasi_net::errno::NOTSUP);
@@ -171,8 +193,8 @@ fn add_file_counting(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
                 if let Ok(0) = r {
                     let files = &mut caller.data_mut().files;
                     files.closed(to as u32);
-                    if files.0.remove(&(from as u32)) {
-                        files.0.insert(to as u32);
+                    if files.open.remove(&(from as u32)) {
+                        files.open.insert(to as u32);
                     }
                 }
                 r
@@ -261,6 +283,9 @@ fn add_sockets(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         |mut c: Caller<'_, TaskData>, (fd, iovs, n, nw): (i32, i32, i32, i32)| {
             Box::new(async move {
                 if !c.data().net.wasi.has(fd) {
+                    if let Some(r) = super::stdio::write(&mut c, fd, iovs, n, nw) {
+                        return r;
+                    }
                     return delegate!(c, fd_write(fd, iovs, n, nw));
                 }
                 Ok(wasi_net::write(&mut c, fd, iovs, n, nw).await)

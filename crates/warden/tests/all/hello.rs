@@ -70,3 +70,19 @@ fn compiled_code_cache_persists_between_runtimes() {
     );
     assert_eq!(r.exit_code, Some(0));
 }
+
+/// Output written through a renumbered descriptor goes where the
+/// descriptor now points: stdout moved onto 2 is still stdout, and 1 is
+/// closed.
+#[test]
+fn stdout_follows_its_descriptor() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(1);
+    let mut s = spec(dir.path(), "moved", guests::STDOUT_RENUMBERED);
+    s.stderr = warden::Output::File(dir.path().join("moved.err"));
+    let r = run_one(&rt, &s, Duration::from_secs(20));
+    assert_eq!((r.status, r.exit_code), ("exited", Some(8)), "EBADF on 1");
+    assert_eq!(stdout_of(dir.path(), "moved"), "moved\n");
+    let err = std::fs::read_to_string(dir.path().join("moved.err")).unwrap();
+    assert_eq!(err, "", "stderr was closed by the move");
+}

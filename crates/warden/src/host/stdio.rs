@@ -1,0 +1,146 @@
+//! `fd_write` to a task's stdout and stderr, straight into its output
+//! sinks. Wasmtime's own `fd_write` writes only the first non-empty
+//! buffer of a gather list, in pieces of at most 4 KiB each copied into a
+//! new vector and passed through its stream machinery: a per-request
+//! handler's 10 KB answer cost a dozen host calls' worth of allocation.
+//! Here one call writes every buffer of the list, up to [`MAX_WRITE`]
+//! bytes (a partial write past it, which a guest's libc continues).
+//!
+//! Only while descriptors 1 and 2 are where the task started with them:
+//! once the task closes or renumbers either, Wasmtime's table decides
+//! what they are and its `fd_write` answers. As WASI preview 1 says and
+//! Wasmtime does, a gather list or a buffer outside the caller's memory
+//! traps.
+
+use super::{memory, range, TaskData};
+use wasmtime::Caller;
+
+/// Most bytes one call writes.
+const MAX_WRITE: usize = 64 * 1024;
+
+/// Most buffers one gather list may hold (Linux's `IOV_MAX`).
+const MAX_BUFFERS: u32 = 1024;
+
+/// WASI's `EINVAL` and `EIO`.
+const EINVAL: i32 = 28;
+const EIO: i32 = 29;
+
+/// Whether `fd` is stdout's or stderr's descriptor.
+pub(super) fn is_output(fd: i32) -> bool {
+    fd == 1 || fd == 2
+}
+
+/// `fd_write(fd, iovs, n, nwritten)` answered here, or `None` if `fd` is
+/// not (or may no longer be) the task's stdout or stderr.
+pub(super) fn write(
+    c: &mut Caller<'_, TaskData>,
+    fd: i32,
+    iovs: i32,
+    n: i32,
+    nwritten: i32,
+) -> Option<wasmtime::Result<i32>> {
+    if !is_output(fd) || !c.data().files.stdio_in_place() {
+        return None;
+    }
+    if n as u32 > MAX_BUFFERS {
+        return Some(Ok(EINVAL));
+    }
+    let (mem, data) = memory(c).ok()?;
+    let written = match (nwritten % 4, range(mem.len(), nwritten, 4)) {
+        (0, Ok(r)) => r.start,
+        (0, Err(_)) => return Some(Err(out_of_bounds())),
+        _ => return Some(Err(misaligned())),
+    };
+    let bytes = match gather(mem, iovs, n as u32) {
+        Ok(bytes) => bytes,
+        Err(e) => return Some(Err(e)),
+    };
+    let sink = if fd == 1 {
+        &data.ipc.sinks.0
+    } else {
+        &data.ipc.sinks.1
+    };
+    if sink.write_bytes(&bytes).is_err() {
+        return Some(Ok(EIO));
+    }
+    mem.write(written, &(bytes.len() as u32).to_le_bytes());
+    Some(Ok(0))
+}
+
+/// The bytes of the `n` buffers listed at `iovs` (a pointer and a length
+/// each), up to [`MAX_WRITE`] of them. Each word is read once.
+fn gather(mem: super::GuestMem, iovs: i32, n: u32) -> wasmtime::Result<Vec<u8>> {
+    if iovs % 4 != 0 {
+        return Err(misaligned());
+    }
+    let list = range(mem.len(), iovs, 8 * u64::from(n)).map_err(|_| out_of_bounds())?;
+    let mut bytes = Vec::new();
+    for entry in list.step_by(8) {
+        let room = MAX_WRITE - bytes.len();
+        if room == 0 {
+            break;
+        }
+        let ptr = mem.read_u32(entry as i32).map_err(|_| out_of_bounds())?;
+        let len = mem
+            .read_u32((entry + 4) as i32)
+            .map_err(|_| out_of_bounds())?;
+        let r = range(mem.len(), ptr as i32, u64::from(len)).map_err(|_| out_of_bounds())?;
+        let take = r.len().min(room);
+        let at = bytes.len();
+        bytes.resize(at + take, 0);
+        mem.read(r.start..r.start + take, &mut bytes[at..]);
+    }
+    Ok(bytes)
+}
+
+fn misaligned() -> wasmtime::Error {
+    wasmtime::format_err!("misaligned pointer passed to a WASI call")
+}
+
+fn out_of_bounds() -> wasmtime::Error {
+    wasmtime::format_err!("pointer out of bounds in a WASI call")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::GuestMem;
+
+    /// A memory holding a gather list at 0 of `bufs` (offset, length).
+    fn memory_with(bufs: &[(u32, u32)], bytes: &mut [u8]) {
+        for (i, (p, l)) in bufs.iter().enumerate() {
+            bytes[8 * i..8 * i + 4].copy_from_slice(&p.to_le_bytes());
+            bytes[8 * i + 4..8 * i + 8].copy_from_slice(&l.to_le_bytes());
+        }
+    }
+
+    #[test]
+    fn every_buffer_is_written_in_order() {
+        let mut bytes = vec![0u8; 256];
+        memory_with(&[(100, 3), (200, 0), (150, 2)], &mut bytes);
+        bytes[100..103].copy_from_slice(b"abc");
+        bytes[150..152].copy_from_slice(b"de");
+        let mem = GuestMem::of_test_buffer(&mut bytes);
+        assert_eq!(gather(mem, 0, 3).unwrap(), b"abcde");
+        assert_eq!(gather(mem, 0, 0).unwrap(), b"");
+    }
+
+    #[test]
+    fn a_write_stops_at_its_bound() {
+        let mut bytes = vec![b'x'; 3 * MAX_WRITE];
+        memory_with(&[(64, MAX_WRITE as u32 - 10), (64, 100)], &mut bytes);
+        let mem = GuestMem::of_test_buffer(&mut bytes);
+        assert_eq!(gather(mem, 0, 2).unwrap().len(), MAX_WRITE);
+    }
+
+    #[test]
+    fn wild_lists_and_buffers_trap() {
+        let mut bytes = vec![0u8; 64];
+        memory_with(&[(60, 8)], &mut bytes);
+        let mem = GuestMem::of_test_buffer(&mut bytes);
+        assert!(gather(mem, 0, 1).is_err(), "a buffer past the end");
+        assert!(gather(mem, 56, 2).is_err(), "a list past the end");
+        assert!(gather(mem, -8, 1).is_err(), "a wrapped list");
+        assert!(gather(mem, 2, 1).is_err(), "a misaligned list");
+    }
+}
