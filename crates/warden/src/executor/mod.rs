@@ -142,6 +142,8 @@ struct Shared {
     /// at once for a kill, so a running task meets it at its next epoch
     /// check rather than the next tick.
     on_tick: Arc<dyn Fn() + Send + Sync>,
+    /// Servers stranded under their own keys (see `queue`'s protocol).
+    stranded: Arc<std::sync::atomic::AtomicUsize>,
     /// Bumped (under the queue lock) by every push into the run queue, so
     /// that an idle worker can watch for work without the lock.
     pushes: AtomicU64,
@@ -192,8 +194,10 @@ impl Executor {
         // The CPU meter times polls by it (once per process, here rather
         // than in the first poll).
         crate::ticks::calibrate();
+        let stranded = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let shared = Arc::new(Shared {
-            queue: Mutex::new(Queue::new(policy)),
+            queue: Mutex::new(Queue::new(policy, stranded.clone())),
+            stranded,
             ready: Condvar::new(),
             clock: Arc::new(Clock::default()),
             finish,

@@ -6,11 +6,31 @@
 //! the policy is free): it competes for CPU with the client's share and
 //! priority, and its CPU is charged there. `proxy` maps the client's key
 //! to the server queued under it, `proxied` the other way.
+//!
+//! A server queued while its client is not blocked (the client ran out
+//! its own slice between handing the server its call and waiting for the
+//! answer, or was woken while the server was queued under its key) goes
+//! under its own key, and is *stranded* there: at its own share and
+//! priority it could starve while the client waits for it. The client's
+//! next block refiles it ([`Queue::refile`]). The protocol, with
+//! `stranded` the count of stranded servers (an atomic, read without the
+//! queue's lock):
+//!
+//! 1. `push` of a server lent a context: increment `stranded`, full
+//!    fence, then read the client's state. Idle: queue under its key and
+//!    decrement `stranded`. Else: record (client, server), keep the count.
+//! 2. A client whose poll ends with it blocked: full fence, read
+//!    `stranded`; if not zero, take the lock and `refile` itself.
+//!
+//! The fences order 1's increment before its read and 2's block before
+//! its read: either `push` sees the client blocked, or the client sees
+//! the count (and, taking the lock after `push` released it, the record).
 
 use super::TaskCell;
 use crate::sched::RunQueue;
 use crate::task::TaskShared;
 use std::collections::HashMap;
+use std::sync::atomic::{fence, AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 
 pub(super) struct Queue {
@@ -23,10 +43,16 @@ pub(super) struct Queue {
     proxy: HashMap<u64, u64>,
     /// The server → the client whose key it is queued under.
     proxied: HashMap<u64, u64>,
+    /// Stranded servers: (client, server).
+    strands: Vec<(u64, u64)>,
+    /// How many, plus pushes deciding (see the protocol above).
+    stranded: Arc<AtomicUsize>,
 }
 
 impl Queue {
-    pub(super) fn new(policy: Box<dyn RunQueue>) -> Self {
+    /// A queue with `policy`; `stranded` is read by workers without the
+    /// lock (see the protocol above).
+    pub(super) fn new(policy: Box<dyn RunQueue>, stranded: Arc<AtomicUsize>) -> Self {
         Queue {
             policy,
             cells: HashMap::new(),
@@ -34,6 +60,8 @@ impl Queue {
             idle: 0,
             proxy: HashMap::new(),
             proxied: HashMap::new(),
+            strands: Vec::new(),
+            stranded,
         }
     }
 
@@ -46,20 +74,67 @@ impl Queue {
             self.proxied.remove(&t);
             self.policy.remove(id);
             self.policy.push(t);
+            // It waits for this client's next block (id is not idle).
+            self.stranded.fetch_add(1, SeqCst);
+            self.strand(id, t);
         }
         if let Some(donor) = shared.inherit.donor_id() {
+            // Protocol step 1.
+            self.stranded.fetch_add(1, SeqCst);
+            fence(SeqCst);
             let blocked = self
                 .cells
                 .get(&donor)
                 .is_some_and(|c| c.shared.state.load().is_idle());
             if blocked && !self.proxy.contains_key(&donor) {
+                self.stranded.fetch_sub(1, SeqCst);
                 self.proxy.insert(donor, id);
                 self.proxied.insert(id, donor);
                 self.policy.push(donor);
                 return;
             }
+            self.strand(donor, id);
         }
         self.policy.push(id);
+    }
+
+    /// Records a stranded server, counted already (once per pair).
+    fn strand(&mut self, client: u64, server: u64) {
+        if self.strands.contains(&(client, server)) {
+            self.stranded.fetch_sub(1, SeqCst);
+        } else {
+            self.strands.push((client, server));
+        }
+    }
+
+    /// `client` has blocked: the servers stranded while it was not go
+    /// under its key, those it still lends its context to and that are
+    /// still queued under their own.
+    pub(super) fn refile(&mut self, client: u64) {
+        let mut mine = vec![];
+        self.strands.retain(|&(c, server)| {
+            let is = c == client;
+            if is {
+                mine.push(server);
+            }
+            !is
+        });
+        self.stranded.fetch_sub(mine.len(), SeqCst);
+        for server in mine {
+            self.refile_server(server, client);
+        }
+    }
+
+    /// `client` has blocked: `server`, if it still runs on the client's
+    /// context and is queued under its own key, goes under the client's.
+    pub(super) fn refile_server(&mut self, server: u64, client: u64) {
+        let Some(cell) = self.cells.get(&server).cloned() else {
+            return;
+        };
+        let still_lent = cell.shared.inherit.donor_id() == Some(client);
+        if still_lent && !self.proxied.contains_key(&server) && self.policy.remove(server) {
+            self.push(&cell.shared);
+        }
     }
 
     /// The next task to run.
@@ -94,6 +169,9 @@ impl Queue {
     /// their own.
     pub(super) fn forget(&mut self, task: u64) {
         self.cells.remove(&task);
+        let before = self.strands.len();
+        self.strands.retain(|&(c, s)| c != task && s != task);
+        self.stranded.fetch_sub(before - self.strands.len(), SeqCst);
         if let Some(t) = self.proxy.remove(&task) {
             self.proxied.remove(&t);
             self.policy.remove(task);

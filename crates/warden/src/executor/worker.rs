@@ -126,7 +126,8 @@ pub(super) fn run_slice(exec: &Arc<Shared>, cell: &Arc<TaskCell>, lent: Option<&
             drop(slot);
             enforce_cpu_limits(exec, shared, account);
             match shared.state.end_poll() {
-                AfterPoll::Idle | AfterPoll::Parked => {}
+                AfterPoll::Idle => refile_stranded(exec, shared),
+                AfterPoll::Parked => {}
                 AfterPoll::Requeue => requeue(exec, cell),
                 AfterPoll::Finish => finish_killed(cell, false),
             }
@@ -144,6 +145,22 @@ pub(super) fn run_slice(exec: &Arc<Shared>, cell: &Arc<TaskCell>, lent: Option<&
             shared.state.complete();
             exec.complete(cell, future, status);
         }
+    }
+}
+
+/// Step 2 of the run queue's stranding protocol (see `queue`): a task
+/// that just blocked takes back, under its key, the servers it lends its
+/// context to that were queued under their own while it was runnable.
+/// So does one whose call found its server already queued under its own
+/// key (`TaskShared::lent_while_queued`).
+fn refile_stranded(exec: &Shared, shared: &TaskShared) {
+    let queued = shared.lent_while_queued.swap(0, Ordering::Relaxed);
+    if queued != 0 {
+        exec.lock().refile_server(queued, shared.id.0);
+    }
+    std::sync::atomic::fence(Ordering::SeqCst);
+    if exec.stranded.load(Ordering::SeqCst) != 0 {
+        exec.lock().refile(shared.id.0);
     }
 }
 

@@ -287,13 +287,23 @@ fn start<'a>(
     // A server waiting in `recv` may answer right here (direct hand-off),
     // if it runs on its callers' contexts: one that does not waits for its
     // own turn in the run queue.
-    if let Some(receiver) = receiver {
-        if server.is_some_and(|s| s.inherit.donor_id().is_some()) {
-            let own = client.inherit.donor_id().is_none();
-            crate::executor::hand_off(receiver, own.then_some(client));
-        } else {
-            receiver.wake();
+    match (receiver, server) {
+        (Some(receiver), _) => {
+            if server.is_some_and(|s| s.inherit.donor_id().is_some()) {
+                let own = client.inherit.donor_id().is_none();
+                crate::executor::hand_off(receiver, own.then_some(client));
+            } else {
+                receiver.wake();
+            }
         }
+        // Queued under its own key before it was lent this context: moved
+        // under the client's once the client blocks.
+        (None, Some(s)) if s.state.load().is_queued() => {
+            client
+                .lent_while_queued
+                .store(s.id.0, std::sync::atomic::Ordering::Relaxed);
+        }
+        (None, _) => {}
     }
     Ok(flight)
 }

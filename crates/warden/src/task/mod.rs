@@ -306,6 +306,11 @@ pub struct TaskShared {
     pub event_log: Option<Arc<crate::events::EventLog>>,
     /// The HTTP route it handles a request of, if any.
     pub route: Option<Arc<str>>,
+    /// A server this task lent its context to (by a call) while the
+    /// server sat in the run queue under its own key, 0 for none: when
+    /// this task blocks, its worker files the server under this task's
+    /// key instead (see `executor::queue`).
+    pub lent_while_queued: AtomicU64,
     /// Time the kernel spent creating the task, ns: its spawn call and
     /// the instantiation of its module.
     pub create_ns: AtomicU64,
@@ -339,6 +344,7 @@ impl TaskShared {
             log: Arc::default(),
             event_log: None,
             route: None,
+            lent_while_queued: AtomicU64::new(0),
             create_ns: AtomicU64::new(0),
             teardown_ns: AtomicU64::new(0),
         }
