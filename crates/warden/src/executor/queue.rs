@@ -86,14 +86,19 @@ impl Queue {
                 .cells
                 .get(&donor)
                 .is_some_and(|c| c.shared.state.load().is_idle());
-            if blocked && !self.proxy.contains_key(&donor) {
+            if blocked {
+                // Its key taken by another server (a chain of calls on
+                // one context): this one waits under its own, as before.
                 self.stranded.fetch_sub(1, SeqCst);
-                self.proxy.insert(donor, id);
-                self.proxied.insert(id, donor);
-                self.policy.push(donor);
-                return;
+                if !self.proxy.contains_key(&donor) {
+                    self.proxy.insert(donor, id);
+                    self.proxied.insert(id, donor);
+                    self.policy.push(donor);
+                    return;
+                }
+            } else {
+                self.strand(donor, id);
             }
-            self.strand(donor, id);
         }
         self.policy.push(id);
     }
@@ -110,16 +115,23 @@ impl Queue {
     /// `client` has blocked: the servers stranded while it was not go
     /// under its key, those it still lends its context to and that are
     /// still queued under their own.
+    ///
+    /// Records whose server no longer runs on its client's context (the
+    /// call ended) are dropped too, so that the count falls back to zero
+    /// and blocking tasks stop taking the lock for this.
     pub(super) fn refile(&mut self, client: u64) {
+        let (cells, before) = (&self.cells, self.strands.len());
         let mut mine = vec![];
         self.strands.retain(|&(c, server)| {
-            let is = c == client;
-            if is {
+            let lent = cells
+                .get(&server)
+                .is_some_and(|s| s.shared.inherit.donor_id() == Some(c));
+            if lent && c == client {
                 mine.push(server);
             }
-            !is
+            lent && c != client
         });
-        self.stranded.fetch_sub(mine.len(), SeqCst);
+        self.stranded.fetch_sub(before - self.strands.len(), SeqCst);
         for server in mine {
             self.refile_server(server, client);
         }
