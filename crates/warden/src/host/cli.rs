@@ -101,9 +101,8 @@ impl Strings {
     /// each at `ptrs` (little-endian words).
     fn write_to(&self, mem: GuestMem, ptrs: i32, buf: i32) -> wasmtime::Result<()> {
         if ptrs % 4 != 0 {
-            wasmtime::bail!("misaligned pointer passed to a WASI call");
+            return Err(misaligned());
         }
-        let out_of_bounds = || wasmtime::format_err!("pointer out of bounds in a WASI call");
         let words = super::range(mem.len(), ptrs, 4 * u64::from(self.count))
             .map_err(|_| out_of_bounds())?;
         let text =
@@ -125,12 +124,9 @@ impl Strings {
     /// Writes `*_sizes_get`'s two results: the count and the bytes.
     fn write_sizes(&self, mem: GuestMem, count: i32, bytes: i32) -> wasmtime::Result<()> {
         if count % 4 != 0 || bytes % 4 != 0 {
-            wasmtime::bail!("misaligned pointer passed to a WASI call");
+            return Err(misaligned());
         }
-        let put = |ptr: i32, v: u32| {
-            mem.put(ptr, &v.to_le_bytes())
-                .map_err(|_| wasmtime::format_err!("pointer out of bounds in a WASI call"))
-        };
+        let put = |ptr: i32, v: u32| mem.put(ptr, &v.to_le_bytes()).map_err(|_| out_of_bounds());
         put(count, self.count)?;
         put(bytes, self.bytes.len() as u32)
     }
@@ -141,6 +137,16 @@ impl Strings {
 pub(crate) struct Cli {
     pub(crate) args: Arc<Strings>,
     pub(crate) env: Arc<Strings>,
+}
+
+/// The trap of a WASI call handed a misaligned pointer.
+pub(super) fn misaligned() -> wasmtime::Error {
+    wasmtime::format_err!("misaligned pointer passed to a WASI call")
+}
+
+/// The trap of a WASI call handed a pointer outside the caller's memory.
+pub(super) fn out_of_bounds() -> wasmtime::Error {
+    wasmtime::format_err!("pointer out of bounds in a WASI call")
 }
 
 /// The caller's exported memory (WASI's calls need one).
@@ -156,7 +162,7 @@ fn guest_memory<'a>(caller: &'a mut Caller<'_, TaskData>) -> wasmtime::Result<Gu
 /// Wasmtime's WASI definitions).
 pub(crate) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
     const WASI: &str = "wasi_snapshot_preview1";
-    type List = fn(&Cli) -> &Strings;
+    type List = fn(&Cli) -> &Arc<Strings>;
     let lists: [(&str, &str, List); 2] = [
         ("args_get", "args_sizes_get", |c| &c.args),
         ("environ_get", "environ_sizes_get", |c| &c.env),
@@ -167,7 +173,8 @@ pub(crate) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
             WASI,
             get,
             move |mut c: Caller<'_, TaskData>, ptrs: i32, buf: i32| {
-                let strings = list(&c.data().cli).clone();
+                // The list's Arc, so the guest's memory can be borrowed.
+                let strings = Arc::clone(list(&c.data().cli));
                 strings.write_to(guest_memory(&mut c)?, ptrs, buf)?;
                 Ok(0i32)
             },
@@ -176,7 +183,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
             WASI,
             sizes,
             move |mut c: Caller<'_, TaskData>, count: i32, bytes: i32| {
-                let strings = list(&c.data().cli).clone();
+                let strings = Arc::clone(list(&c.data().cli));
                 strings.write_sizes(guest_memory(&mut c)?, count, bytes)?;
                 Ok(0i32)
             },

@@ -12,6 +12,7 @@
 //! Wasmtime does, a gather list or a buffer outside the caller's memory
 //! traps.
 
+use super::cli::{misaligned, out_of_bounds};
 use super::{memory, range, TaskData};
 use wasmtime::Caller;
 
@@ -91,14 +92,6 @@ fn gather(mem: super::GuestMem, iovs: i32, n: u32) -> wasmtime::Result<Vec<u8>> 
         mem.read(r.start..r.start + take, &mut bytes[at..]);
     }
     Ok(bytes)
-}
-
-fn misaligned() -> wasmtime::Error {
-    wasmtime::format_err!("misaligned pointer passed to a WASI call")
-}
-
-fn out_of_bounds() -> wasmtime::Error {
-    wasmtime::format_err!("pointer out of bounds in a WASI call")
 }
 
 #[cfg(test)]
