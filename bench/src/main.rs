@@ -83,6 +83,10 @@ enum Child {
     /// N null tasks spawned and waited for one at a time, on one worker.
     #[command(hide = true)]
     ChildSpawn { n: usize },
+    /// The web table's native hyper server, alone: prints its two URLs,
+    /// then serves until killed (to profile it beside `warden run`).
+    #[command(hide = true)]
+    ChildHyper,
 }
 
 fn main() -> ExitCode {
@@ -97,6 +101,7 @@ fn main() -> ExitCode {
         }
         Some(Child::ChildIpc { n, server, kinds }) => Some(tables::child_ipc(n, &server, &kinds)),
         Some(Child::ChildSpawn { n }) => Some(tables::child_spawn(n)),
+        Some(Child::ChildHyper) => Some(tables::child_hyper()),
         None => None,
     };
     if let Some(result) = child {

@@ -8,6 +8,7 @@ mod copies;
 pub use copies::child_copies;
 pub use cycles::child_ipc;
 pub use primitives::child_spawn;
+pub use web::child_hyper;
 mod cycles;
 mod network;
 mod primitives;

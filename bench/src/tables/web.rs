@@ -250,6 +250,18 @@ fn hyper_hello() -> Result<Site, String> {
     })
 }
 
+/// `warden-bench child-hyper`: [`hyper_hello`] alone, its URLs printed,
+/// serving until the process is killed.
+pub fn child_hyper() -> Result<(), String> {
+    let site = hyper_hello()?;
+    for u in &site.urls {
+        println!("{u}");
+    }
+    loop {
+        std::thread::park();
+    }
+}
+
 /// wrk's requests per second and its p50 and p99 latency (ms).
 fn wrk(url: &str, connections: usize, secs: u64) -> Result<(f64, f64, f64), String> {
     let out = Command::new("wrk")
