@@ -29,6 +29,9 @@ pub struct MemoryBudget {
     policy: MemoryPolicy,
     /// The last approved growth, refunded if the host then fails to grow.
     last_grant: u64,
+    /// Memory growth requests seen, approved or not (see
+    /// [`MemoryBudget::memory_grows`]).
+    memory_grows: u64,
     shared: Arc<TaskShared>,
 }
 
@@ -38,8 +41,17 @@ impl MemoryBudget {
         Self {
             policy,
             last_grant: 0,
+            memory_grows: 0,
             shared,
         }
+    }
+
+    /// How many times one of the store's memories has asked to grow.
+    /// Every growth passes through the limiter first, so while this count
+    /// stands still, no memory of the store has changed size: host calls
+    /// keep a memory's length from one call to the next on that promise.
+    pub fn memory_grows(&self) -> u64 {
+        self.memory_grows
     }
 
     /// Charges `delta` more bytes; `Ok(false)` denies, `Err` kills.
@@ -81,6 +93,7 @@ impl wasmtime::ResourceLimiter for MemoryBudget {
         desired: usize,
         maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
+        self.memory_grows += 1;
         if maximum.is_some_and(|max| desired > max) {
             return Ok(false);
         }

@@ -29,7 +29,7 @@
 use super::TaskCell;
 use crate::sched::RunQueue;
 use crate::task::TaskShared;
-use std::collections::HashMap;
+use std::collections::hash_map::{Entry, HashMap};
 use std::sync::atomic::{fence, AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 
@@ -90,8 +90,8 @@ impl Queue {
                 // Its key taken by another server (a chain of calls on
                 // one context): this one waits under its own, as before.
                 self.stranded.fetch_sub(1, SeqCst);
-                if !self.proxy.contains_key(&donor) {
-                    self.proxy.insert(donor, id);
+                if let Entry::Vacant(e) = self.proxy.entry(donor) {
+                    e.insert(id);
                     self.proxied.insert(id, donor);
                     self.policy.push(donor);
                     return;

@@ -149,13 +149,16 @@ pub(super) fn out_of_bounds() -> wasmtime::Error {
     wasmtime::format_err!("pointer out of bounds in a WASI call")
 }
 
-/// The caller's exported memory (WASI's calls need one).
+/// The caller's exported memory (WASI's calls need one): the one the
+/// task recorded when it started, or before that its export.
 fn guest_memory<'a>(caller: &'a mut Caller<'_, TaskData>) -> wasmtime::Result<GuestMem<'a>> {
+    if let Some(mem) = GuestMem::of(&mut *caller) {
+        return Ok(mem);
+    }
     let Some(Extern::Memory(memory)) = caller.get_export("memory") else {
         wasmtime::bail!("missing required memory export");
     };
-    let base = memory.data_ptr(&*caller) as usize;
-    Ok(GuestMem::at_base(memory, base, &*caller))
+    Ok(GuestMem::looked_up(memory, &*caller))
 }
 
 /// Shadows the four calls in `linker` (which must already hold

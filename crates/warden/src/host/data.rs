@@ -59,6 +59,9 @@ pub(crate) struct TaskIpc {
     pub(crate) memory: Option<wasmtime::Memory>,
     /// Its base address.
     pub(crate) memory_base: usize,
+    /// Its length, and the budget's growth count when it was read (see
+    /// `host::guest::memory_len`).
+    pub(crate) memory_len: (usize, u64),
     /// The task's reusable call slot.
     pub(crate) call_slot: Arc<CallSlot>,
     /// A call `call_fast` made and left for `call` to wait for.
@@ -146,10 +149,12 @@ impl TaskIpc {
     /// memory never moves (it lives in a fixed slot of the pooling
     /// allocator, and the engine is configured with `memory_may_move`
     /// off), so host calls take the address from here rather than look
-    /// it up in the store each time; only the length, which grows, is.
+    /// it up in the store each time; the length, which grows, is looked up
+    /// again only after a growth (see `host::guest::memory_len`).
     pub(crate) fn set_memory(&mut self, memory: Option<wasmtime::Memory>, base: *mut u8) {
         self.memory = memory;
         self.memory_base = if memory.is_some() { base as usize } else { 0 };
+        self.memory_len = (0, u64::MAX);
     }
 
     /// The runtime, while it exists.

@@ -17,7 +17,7 @@ use crate::ipc::Errno;
 use std::marker::PhantomData;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering::Relaxed};
-use wasmtime::Caller;
+use wasmtime::{AsContextMut, Caller};
 
 /// The calling task's memory for the duration of one host call.
 #[derive(Clone, Copy)]
@@ -32,24 +32,60 @@ pub(super) struct GuestMem<'a> {
 pub(super) fn memory<'a>(
     caller: &'a mut Caller<'_, TaskData>,
 ) -> Result<(GuestMem<'a>, &'a mut TaskData), Errno> {
-    let ipc = &caller.data().ipc;
-    let (memory, base) = (ipc.memory.ok_or(Errno::BadPtr)?, ipc.memory_base);
-    let mem = GuestMem::at_base(memory, base, &*caller);
+    let mem = GuestMem::of(&mut *caller).ok_or(Errno::BadPtr)?;
     Ok((mem, caller.data_mut()))
 }
 
+/// The length of the task's exported memory `memory`: the one recorded
+/// in its data while the store's limiter has seen no memory ask to grow
+/// since it was read, otherwise read from the store again (and
+/// recorded). Every growth asks the limiter first and a memory never
+/// shrinks, so the recorded length is never more than the memory has.
+fn memory_len(mut store: impl AsContextMut<Data = TaskData>, memory: wasmtime::Memory) -> usize {
+    let mut cx = store.as_context_mut();
+    let grows = cx.data().budget.memory_grows();
+    match cx.data().ipc.memory_len {
+        (len, at) if at == grows => len,
+        _ => {
+            let len = memory.data_size(&cx);
+            cx.data_mut().ipc.memory_len = (len, grows);
+            len
+        }
+    }
+}
+
 impl<'a> GuestMem<'a> {
-    /// `memory` of `store`, whose base address is `base` (see
-    /// `TaskIpc::set_memory`). The caller ties the result to its borrow
-    /// of the store (a host call's, or its server's).
-    pub(super) fn at_base(
-        memory: wasmtime::Memory,
-        base: usize,
-        store: &impl wasmtime::AsContext,
-    ) -> Self {
-        debug_assert_eq!(base, memory.data_ptr(store) as usize, "memories never move");
-        GuestMem {
+    /// The exported memory of the task whose store this is (a host
+    /// call's, or a passive server's), if it has one. Its address is the
+    /// one recorded when the task started (see `TaskIpc::set_memory`),
+    /// its length [`memory_len`]'s. The caller ties the result to its
+    /// borrow of the store.
+    pub(super) fn of(mut store: impl AsContextMut<Data = TaskData>) -> Option<Self> {
+        let ipc = &store.as_context().data().ipc;
+        let (memory, base) = (ipc.memory?, ipc.memory_base);
+        debug_assert_eq!(
+            base,
+            memory.data_ptr(&store) as usize,
+            "memories never move"
+        );
+        let len = memory_len(&mut store, memory);
+        debug_assert_eq!(
+            len,
+            memory.data_size(&store),
+            "every growth passes the limiter"
+        );
+        Some(GuestMem {
             base: base as *mut u8,
+            len,
+            _call: PhantomData,
+        })
+    }
+
+    /// `memory` of `store`, looked up there (a module's start function
+    /// runs before the task's memory is recorded).
+    pub(super) fn looked_up(memory: wasmtime::Memory, store: &impl wasmtime::AsContext) -> Self {
+        GuestMem {
+            base: memory.data_ptr(store),
             len: memory.data_size(store),
             _call: PhantomData,
         }

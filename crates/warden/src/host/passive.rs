@@ -37,7 +37,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
-use wasmtime::{Caller, Linker, Memory, Store, TypedFunc};
+use wasmtime::{Caller, Linker, Store, TypedFunc};
 
 /// Direct calls nested on one thread, at most.
 pub const MAX_DEPTH: usize = 2;
@@ -69,8 +69,8 @@ pub(crate) struct Passive {
 
 /// An instantiated passive module.
 pub(crate) struct Server {
+    /// Its store, whose data records its memory (`TaskIpc::set_memory`).
     pub(crate) store: Store<TaskData>,
-    pub(crate) memory: Memory,
     pub(crate) alloc: TypedFunc<u32, u32>,
     pub(crate) handler: TypedFunc<(u32, u32, u32, u32), i64>,
     /// The request-and-reply buffer `alloc` gave, and its size.
@@ -81,13 +81,11 @@ impl Server {
     /// A server ready for calls.
     pub(crate) fn new(
         store: Store<TaskData>,
-        memory: Memory,
         alloc: TypedFunc<u32, u32>,
         handler: TypedFunc<(u32, u32, u32, u32), i64>,
     ) -> Server {
         Server {
             store,
-            memory,
             alloc,
             handler,
             buf: (0, 0),
@@ -438,6 +436,6 @@ fn buffer(s: &mut Server, need: u32) -> Step<u32> {
     Ok(at)
 }
 
-fn server_mem(s: &Server) -> GuestMem<'_> {
-    GuestMem::at_base(s.memory, s.store.data().ipc.memory_base, &s.store)
+fn server_mem(s: &mut Server) -> GuestMem<'_> {
+    GuestMem::of(&mut s.store).expect("a passive server has a memory")
 }

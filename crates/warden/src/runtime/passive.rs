@@ -68,7 +68,7 @@ pub(super) async fn run(
     };
     let service = Service::direct(p.shared.id, p.clone());
     let holder = ServiceRef::new(&service);
-    p.install(Server::new(store, server.0, server.1, server.2), holder);
+    p.install(Server::new(store, server.0, server.1), holder);
     if let Err(e) = kernel
         .names
         .register(&name, PortalRef::new(&service), &p.shared, exported)
@@ -79,7 +79,6 @@ pub(super) async fn run(
 }
 
 type Exports = (
-    wasmtime::Memory,
     wasmtime::TypedFunc<u32, u32>,
     wasmtime::TypedFunc<(u32, u32, u32, u32), i64>,
 );
@@ -106,7 +105,7 @@ fn start(
     if let Ok(init) = instance.get_typed_func::<(), ()>(&mut *store, "_initialize") {
         init.call(&mut *store, ()).map_err(fail)?;
     }
-    Ok((memory, alloc, handler))
+    Ok((alloc, handler))
 }
 
 impl Runtime {

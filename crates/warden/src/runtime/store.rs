@@ -74,6 +74,7 @@ impl Runtime {
             handles,
             memory: None,
             memory_base: 0,
+            memory_len: (0, u64::MAX),
             call_slot: CallSlot::new(shared.clone()),
             in_flight: None,
             grants: Grants::of(spec),

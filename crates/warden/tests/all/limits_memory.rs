@@ -86,3 +86,16 @@ fn initial_memory_over_limit_fails_to_start() {
         "{r:?}"
     );
 }
+
+/// Host calls keep a task's memory length from one call to the next
+/// until the memory grows: one made after a `memory.grow` reaches the new
+/// page (a copy into a memory object and a print from it).
+#[test]
+fn host_calls_see_memory_grown_since_the_last() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(1);
+    let s = spec(dir.path(), "grow", guests::GROW_THEN_COPY);
+    let r = run_one(&rt, &s, Duration::from_secs(20));
+    assert_eq!((r.status, r.exit_code), ("exited", Some(0)), "{r:?}");
+    assert_eq!(stdout_of(dir.path(), "grow"), "grown\n");
+}
