@@ -36,8 +36,8 @@ fn latency(ctx: &Ctx, broker: &Broker) -> Table {
         &COLUMNS.map(|c| (c, "µs")),
     );
     t.method = format!(
-        "{calls} calls per sample, timed inside the calling program (Erlang's: the second of two \
-         runs; the harness's warm-up round readies Warden's). Warden: two runtimes in the harness process, nodes \"a\" and \"b\", each \
+        "{calls} calls per sample, timed inside the calling program (Warden's and Erlang's alike: \
+         the second of two runs). Warden: two runtimes in the harness process, nodes \"a\" and \"b\", each \
          with its own connection to one nats-server on loopback; a task on b looks up the name \
          task on a exports and calls it (ipc_bench: empty request and reply; a 100-byte string \
          in, its length out), so every call crosses the broker twice. Erlang: two `erl -sname` \

@@ -43,7 +43,8 @@ pub fn run(ctx: &Ctx, process: &Samples) -> Table {
     } else {
         format!(
             "Warden (1 worker) and the pipes are counted with perf stat: the cycles of a run of 2N \
-             round trips less those of a run of N, over N. The other rows convert the process table's \
+             round trips less those of a run of N, over N (Warden's client makes each run's calls \
+             twice, the first to warm up, so its difference is over 2N). The other rows convert the process table's \
              round trips with the core clock, {:.0} MHz ({}).",
             ctx.clock.hz / 1e6,
             ctx.clock.how
@@ -92,19 +93,22 @@ fn counted(ctx: &Ctx) -> Result<BTreeMap<&'static str, Cell>, String> {
     let n: u64 = ctx.pick(100_000, 10_000);
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let pipe = ctx.peers.native("pipe_pingpong")?.to_path_buf();
-    let per_trip = |make: &dyn Fn(u64) -> Command| -> Result<f64, String> {
+    // `made` round trips are made per `k` asked for: Warden's client
+    // makes each kind's calls twice (the first run warms up), the pipe
+    // ping-pong once.
+    let per_trip = |made: f64, make: &dyn Fn(u64) -> Command| -> Result<f64, String> {
         let a = perf_cycles(make(n)).ok_or("perf stat gave no cycles")?;
         let b = perf_cycles(make(2 * n)).ok_or("perf stat gave no cycles")?;
-        Ok((b - a) / n as f64)
+        Ok((b - a) / (made * n as f64))
     };
     let (mut w, mut p) = (vec![], vec![]);
     for _ in 0..ctx.rounds {
-        w.push(per_trip(&|k| {
+        w.push(per_trip(2.0, &|k| {
             let mut c = Command::new(&exe);
             c.args(["child-ipc", &k.to_string()]);
             c
         })?);
-        p.push(per_trip(&|k| {
+        p.push(per_trip(1.0, &|k| {
             let mut c = Command::new(&pipe);
             c.args([&k.to_string(), "1"]);
             c

@@ -53,7 +53,8 @@ pub fn run(ctx: &Ctx) -> (Table, Samples) {
          C program, {runner_n} of the wasmtime-crate runner with the same module compiled ahead of \
          time, {jvm_n} of `java Hello`, and an Erlang spawn until the new process runs. IPC: \
          round trips, {calls} per Warden sample (portal calls between two tasks; the 3 integers are \
-         summed and the string's length returned by the server), {peer_calls} per sample over a pair of \
+         summed and the string's length returned by the server; made twice, the second run \
+         timed, as Erlang's are), {peer_calls} per sample over a pair of \
          pipes between two processes and through a mutex and condition variable between two threads \
          (the request's bytes copied in and out), each once left to the kernel's placement and once \
          with both sides pinned to one core (no cross-core wake-ups, as in Warden's one-worker \
