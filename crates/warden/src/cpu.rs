@@ -370,30 +370,38 @@ mod tests {
     /// A poll nested in another (a direct hand-off) is metered as its
     /// own: the server records only what ran inside it as served, the
     /// client's account is charged for both, and the outer poll goes on
-    /// timing afterwards.
+    /// timing afterwards. The split follows wall time, which a busy
+    /// machine stretches unevenly (a preempted outer part takes share from
+    /// the inner one), so the split is asked of the best of a few tries;
+    /// with nesting broken, none comes near (the server is given nothing,
+    /// or everything).
     #[test]
     fn a_nested_poll_is_metered_apart_from_the_one_around_it() {
         std::thread::spawn(|| {
-            let (client, server) = (task(1, "c"), task(2, "s"));
-            reconcile();
-            // SAFETY: both tasks outlive the poll.
-            unsafe { begin(&client, &client) };
-            burn(2_000_000);
-            nest(|| {
+            let mut splits = Vec::new();
+            for id in 0..5 {
+                let (client, server) = (task(2 * id + 1, "c"), task(2 * id + 2, "s"));
+                reconcile();
                 // SAFETY: both tasks outlive the poll.
-                unsafe { begin(&client, &server) };
+                unsafe { begin(&client, &client) };
                 burn(2_000_000);
-                end(false);
-            });
-            burn(2_000_000);
-            end(true);
-            let (charged, served) = (client.cpu.charged_ns(), server.cpu.served_ns());
-            assert!(charged >= 5_000_000, "client charged {charged}");
-            assert!(
-                (1_000_000..=4_000_000).contains(&served),
-                "server served {served} of {charged}"
-            );
-            assert_eq!(server.cpu.charged_ns(), 0);
+                nest(|| {
+                    // SAFETY: both tasks outlive the poll.
+                    unsafe { begin(&client, &server) };
+                    burn(2_000_000);
+                    end(false);
+                });
+                burn(2_000_000);
+                end(true);
+                let (charged, served) = (client.cpu.charged_ns(), server.cpu.served_ns());
+                assert!(charged >= 5_000_000, "client charged {charged}");
+                assert_eq!(server.cpu.charged_ns(), 0);
+                if (1_000_000..=4_000_000).contains(&served) {
+                    return;
+                }
+                splits.push((served, charged));
+            }
+            panic!("server served (ns, of ns): {splits:?}");
         })
         .join()
         .unwrap();
