@@ -34,7 +34,7 @@ pub enum Command {
     /// trapped, 137 if it was killed (at a limit, by an operator, by
     /// Ctrl-C). A manifest's system exits 0 when every task it started
     /// exited 0, else 1. Warden's own errors exit 2.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Compile modules into the compiled-code cache ahead of time, or into
     /// a precompiled file.
     Compile(CompileArgs),

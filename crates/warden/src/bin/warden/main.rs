@@ -31,7 +31,7 @@ fn main() -> ExitCode {
     };
     let done = |r: Result<(), String>| r.map(|()| ExitCode::SUCCESS);
     let result = match cli.command {
-        Command::Run(args) => run::run(args),
+        Command::Run(args) => run::run(*args),
         Command::Compile(args) => done(compile::compile(&args)),
         Command::Check(args) => check::check(&args),
         Command::Ps {
