@@ -47,6 +47,7 @@ mod net;
 mod passive;
 mod permit;
 mod poll;
+mod sleep;
 mod stdio;
 mod task;
 mod teavm;

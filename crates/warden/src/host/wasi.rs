@@ -13,8 +13,9 @@
 //!   stderr moves.
 //! - `fd_write` to stdout or stderr, while neither has moved, goes
 //!   straight to the task's output sinks (see `stdio`).
+//! - `poll_oneoff` that only sleeps is a timer (see `sleep`).
 
-use super::wasi_net;
+use super::{sleep, wasi_net};
 use super::TaskData;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -115,12 +116,17 @@ pub(crate) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
                     if n as u32 > MAX_POLL_SUBSCRIPTIONS {
                         return Ok(EINVAL);
                     }
-                    if wasi_net::names_a_socket(&mut caller, subs, n) {
-                        return Ok(
-                            wasi_net::poll_oneoff(&mut caller, subs, events, n, nevents).await
-                        );
+                    if let Some(s) = sleep::parse(&mut caller, subs, events, n, nevents) {
+                        return Ok(sleep::sleep(&mut caller, s, events, nevents).await);
                     }
-                    delegate!(caller, poll_oneoff(subs, events, n, nevents))
+                    // Both boxed, so that a sleeping task's future is no
+                    // larger than the sleep needs (see `sleep`).
+                    if wasi_net::names_a_socket(&mut caller, subs, n) {
+                        let poll = wasi_net::poll_oneoff(&mut caller, subs, events, n, nevents);
+                        return Ok(Box::pin(poll).await);
+                    }
+                    Box::pin(async { delegate!(caller, poll_oneoff(subs, events, n, nevents)) })
+                        .await
                 })
             },
         )

@@ -58,15 +58,27 @@ pub(super) fn on_tick(
 /// `_start`, classify the ending (sent to `ended` at once, if given). The
 /// store is dropped when the future completes or is dropped; a task
 /// killed before its first poll never has one.
+///
+/// The future lives as long as the task, sized for the largest state it
+/// passes through; what it needs only at the start is boxed so that a
+/// resident task does not carry it (see [`start`]). The seed, passed by
+/// value, took its 1.1 KiB twice over (an async function's argument and
+/// the local it moves into), in every live task.
 pub(super) async fn run(
     pre: InstancePre<TaskData>,
-    seed: super::store::StoreSeed,
+    seed: Box<super::store::StoreSeed>,
     shared: Arc<TaskShared>,
     ended: Option<tokio::sync::oneshot::Sender<TaskStatus>>,
 ) -> TaskStatus {
     let began = Instant::now();
+    // Moved into the block so that its box is freed at the block's end,
+    // not with the future.
+    let store = {
+        let seed = seed;
+        seed.grow()
+    };
     let mut task = ReleaseOnDrop {
-        store: ManuallyDrop::new(seed.grow()),
+        store: ManuallyDrop::new(store),
         shared,
     };
     task.shared
@@ -130,7 +142,10 @@ async fn start(
     shared: &TaskShared,
 ) -> TaskStatus {
     let began = Instant::now();
-    let instance = match pre.instantiate_async(&mut *store).await {
+    // Boxed: Wasmtime's instantiation future is about 1 KiB, five times
+    // the `_start` call's that follows it, and unboxed it would set the
+    // size of every task's future for the task's whole life.
+    let instance = match Box::pin(pre.instantiate_async(&mut *store)).await {
         Ok(i) => i,
         Err(e) => return classify(&e, shared, "cannot start: "),
     };

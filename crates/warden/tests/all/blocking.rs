@@ -74,3 +74,21 @@ fn stdin_read_does_not_block_the_worker() {
     assert_eq!(line, "[reader] read 5 bytes");
     assert!(child.wait().unwrap().success());
 }
+
+/// `poll_oneoff` on clocks: a relative sleep (served by the kernel's own
+/// timer) waits as long as asked and writes the clock's event, and what
+/// is left to Wasmtime (absolute times, other clocks, two clocks)
+/// answers as before; the guest checks each.
+#[test]
+fn clock_sleeps_wait_and_answer_as_wasi_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(1);
+    let r = run_one(
+        &rt,
+        &spec(dir.path(), "sleeps", guests::CLOCK_SLEEP),
+        Duration::from_secs(60),
+    );
+    let out = stdout_of(dir.path(), "sleeps");
+    assert_eq!((r.status, r.exit_code), ("exited", Some(0)), "{r:?}\n{out}");
+    assert!(out.contains("sleeps ok"), "{out}");
+}
