@@ -1,8 +1,8 @@
 /* poll_oneoff on clocks alone, as the kernel answers it: one relative
  * sleep on either clock (its event, count and duration), a zero timeout,
  * and what Wasmtime still answers (an absolute time, another clock, two
- * clocks). Prints "sleeps ok" and returns
- * 0, or prints each failed check and returns their number. */
+ * clocks). Prints "sleeps ok" and returns 0, or prints each failed check
+ * and returns their number. */
 #include "checks.h"
 #include <string.h>
 #include <wasi/api.h>
