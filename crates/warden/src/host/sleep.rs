@@ -74,7 +74,12 @@ fn parse_in(mem: GuestMem<'_>, subs: i32, events: i32, n: i32, nevents: i32) -> 
 /// Sleeps `s`, then writes its event and count: WASI's errno (0, or
 /// `EFAULT` should the memory be gone, which it cannot be while the task
 /// runs).
-pub(super) async fn sleep(c: &mut Caller<'_, TaskData>, s: Sleep, events: i32, nevents: i32) -> i32 {
+pub(super) async fn sleep(
+    c: &mut Caller<'_, TaskData>,
+    s: Sleep,
+    events: i32,
+    nevents: i32,
+) -> i32 {
     if s.timeout.is_zero() {
         tokio::task::yield_now().await;
     } else {

@@ -15,8 +15,8 @@
 //!   straight to the task's output sinks (see `stdio`).
 //! - `poll_oneoff` that only sleeps is a timer (see `sleep`).
 
-use super::{sleep, wasi_net};
 use super::TaskData;
+use super::{sleep, wasi_net};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use wasmtime::{Caller, Extern, Linker};

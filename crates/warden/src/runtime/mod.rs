@@ -527,7 +527,12 @@ impl Runtime {
                     crate::ipc::name_allowed(&spec.export, &spec.provides[0]),
                 ),
             )),
-            None => Box::pin(run(module.pre.clone(), Box::new(seed), shared.clone(), ended)),
+            None => Box::pin(run(
+                module.pre.clone(),
+                Box::new(seed),
+                shared.clone(),
+                ended,
+            )),
         };
         shared
             .create_ns
