@@ -23,6 +23,8 @@
  *                              huge lengths and forged handles
  *   hostile call-self          call a portal to its own service (nobody
  *                              could ever answer), with a deadline
+ *   hostile random-flood MIB   ask random_get for MIB MiB at address 16,
+ *                              far more than its memory holds
  *   hostile sleep              sleep for ever */
 #include <fcntl.h>
 #include <poll.h>
@@ -200,6 +202,11 @@ static int wild(void) {
     return refused != n;
 }
 
+static int random_flood(long mib) {
+    __wasi_errno_t e = __wasi_random_get((uint8_t *)16, (__wasi_size_t)(mib << 20));
+    return done("random-flood", mib, e);
+}
+
 static int call_self(void) {
     warden_handle p = warden_portal_create(warden_service_create());
     char buf[8];
@@ -231,6 +238,7 @@ int main(int argc, char **argv) {
     if (!strcmp(m, "fd-flood")) return fd_flood(arg(argc, argv, 100));
     if (!strcmp(m, "wild")) return wild();
     if (!strcmp(m, "call-self")) return call_self();
+    if (!strcmp(m, "random-flood")) return random_flood(arg(argc, argv, 60));
     if (!strcmp(m, "sleep")) for (;;) sleep(1000);
     fprintf(stderr, "hostile: unknown mode %s\n", m);
     return 2;

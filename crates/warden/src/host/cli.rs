@@ -151,7 +151,9 @@ pub(super) fn out_of_bounds() -> wasmtime::Error {
 
 /// The caller's exported memory (WASI's calls need one): the one the
 /// task recorded when it started, or before that its export.
-fn guest_memory<'a>(caller: &'a mut Caller<'_, TaskData>) -> wasmtime::Result<GuestMem<'a>> {
+pub(super) fn guest_memory<'a>(
+    caller: &'a mut Caller<'_, TaskData>,
+) -> wasmtime::Result<GuestMem<'a>> {
     if let Some(mem) = GuestMem::of(&mut *caller) {
         return Ok(mem);
     }

@@ -63,7 +63,7 @@ pub(crate) struct TaskIpc {
     /// `host::guest::memory_len`).
     pub(crate) memory_len: (usize, u64),
     /// The task's reusable call slot.
-    pub(crate) call_slot: Arc<CallSlot>,
+    pub(crate) call_slot: LazySlot,
     /// A call `call_fast` made and left for `call` to wait for.
     pub(crate) in_flight: Option<super::ipc::InFlight>,
     pub(crate) grants: Grants,
@@ -85,6 +85,18 @@ pub(crate) struct TaskIpc {
     pub(crate) child_names: Bindings,
     /// Its output streams, which its children share.
     pub(crate) sinks: (Sink, Sink),
+}
+
+/// A task's call slot, made at its first call: most tasks never call,
+/// and a slot is about 200 bytes of heap.
+#[derive(Default)]
+pub(crate) struct LazySlot(std::cell::OnceCell<Arc<CallSlot>>);
+
+impl LazySlot {
+    /// The slot, made now (owned by `owner`, the task) if it was not yet.
+    pub(crate) fn get(&self, owner: &Arc<TaskShared>) -> &Arc<CallSlot> {
+        self.0.get_or_init(|| CallSlot::new(owner.clone()))
+    }
 }
 
 /// Names bound for children: a portal, or `None` for a hidden name.

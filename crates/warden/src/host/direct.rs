@@ -178,7 +178,7 @@ fn host_call(
 ) -> Result<i64, Errno> {
     let (_, req, req_len, _, _, resp, resp_cap, _, resp_nh) = args;
     let shared = &data.ipc.shared;
-    let mut st = data.ipc.call_slot.lock();
+    let mut st = data.ipc.call_slot.get(shared).lock();
     let r = range(mem.len(), req, len32(req_len))?;
     st.set_request_with(shared, r.len(), |b| mem.read(r, b))?;
     let st = &mut *st;

@@ -190,7 +190,7 @@ async fn call(mut c: Caller<'_, TaskData>, args: CallArgs, timeout_ns: i64) -> R
             let (mem, data) = memory(&mut c)?;
             let ipc = &mut data.ipc;
             let seq = load_request(mem, ipc, &service, args)?;
-            let made = start(&ipc.call_slot, &ipc.shared, &service, seq)?;
+            let made = start(ipc.call_slot.get(&ipc.shared), &ipc.shared, &service, seq)?;
             made.into_owned()
         }
     };
@@ -238,8 +238,9 @@ pub(super) fn call_at_once(
     let (mem, data) = memory(c)?;
     let ipc = &mut data.ipc;
     let seq = load_request(mem, ipc, service, args)?;
-    let mut flight = start(&ipc.call_slot, &ipc.shared, service, seq)?;
-    let st = ipc.call_slot.lock();
+    let slot = ipc.call_slot.get(&ipc.shared);
+    let mut flight = start(slot, &ipc.shared, service, seq)?;
+    let st = slot.lock();
     match st.phase {
         Phase::Done(code) => {
             flight.answered = true;
@@ -327,7 +328,7 @@ fn load_request(
     range(mem.len(), resp, len32(resp_cap))?;
     let cap_nh = read_u32(mem, resp_nh)? as u64;
     range(mem.len(), resp_h, cap_nh * 4)?;
-    let slot = &ipc.call_slot;
+    let slot = ipc.call_slot.get(&ipc.shared);
     let mut st = slot.lock();
     st.set_request_with(slot.owner(), req.len(), |b| mem.read(req, b))?;
     st.request_objects.clear();

@@ -36,7 +36,6 @@ use tasks::{Live, Table, Tasks};
 use crate::cache::CodeCache;
 use crate::executor::{Clock, Executor, ExecutorStats, TICK};
 use crate::host::{Grants, TaskData, TaskIpc};
-use crate::ipc::service::CallSlot;
 use crate::ipc::Owned;
 use crate::ipc::{HandleTable, Kernel, Object};
 use crate::limiter::MemoryBudget;

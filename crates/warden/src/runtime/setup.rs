@@ -41,6 +41,7 @@ pub(super) fn engine(tasks: u32) -> Result<(Engine, Linker<TaskData>, Linker<Tas
         .map_err(start)?;
     crate::host::add_wasi_bounds(&mut linker).map_err(start)?;
     crate::host::add_cli_to_linker(&mut linker).map_err(start)?;
+    crate::host::add_random_to_linker(&mut linker).map_err(start)?;
     crate::host::add_to_linker(&mut linker).map_err(start)?;
     crate::host::add_teavm_to_linker(&mut linker).map_err(start)?;
     let mut passive = Linker::new(&engine);

@@ -75,7 +75,7 @@ impl Runtime {
             memory: None,
             memory_base: 0,
             memory_len: (0, u64::MAX),
-            call_slot: CallSlot::new(shared.clone()),
+            call_slot: Default::default(),
             in_flight: None,
             grants: Grants::of(spec),
             kernel: inner.kernel.clone(),
@@ -146,6 +146,8 @@ impl Runtime {
             )
             .map_err(|e| format!("preopened listener: {e:#}"))?;
         }
+        b.secure_random(crate::host::ThreadRandom);
+        b.insecure_random(crate::host::ThreadRandom);
         b.stdout(sinks.0.clone());
         b.stderr(sinks.1.clone());
         if let Some(bytes) = &spec.stdin_bytes {

@@ -72,3 +72,34 @@ fn env_is_not_shared() {
     assert!(out_b.contains("hello"), "b ran: {out_b}");
     assert!(!out_b.contains("env:"), "b sees env: {out_b}");
 }
+
+/// WASI's `random_get` fills what a task asks for (the guest checks 1 MiB
+/// of it, and that two draws differ), and two tasks draw different bytes.
+/// A range past the end of the task's memory, or 4 GiB long, traps it.
+#[test]
+fn random_bytes_fill_and_differ_between_tasks() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(2);
+    let mut draws = Vec::new();
+    for name in ["r1", "r2"] {
+        let r = run_one(
+            &rt,
+            &spec(dir.path(), name, guests::RANDOM),
+            Duration::from_secs(30),
+        );
+        let out = stdout_of(dir.path(), name);
+        assert_eq!((r.status, r.exit_code), ("exited", Some(0)), "{r:?}\n{out}");
+        assert!(out.contains("random ok"), "{out}");
+        draws.push(out.lines().next().unwrap_or_default().to_string());
+    }
+    assert_eq!(draws[0].len(), 32, "{draws:?}");
+    assert_ne!(draws[0], draws[1]);
+    for arg in ["wild", "huge"] {
+        let mut s = spec(dir.path(), arg, guests::RANDOM);
+        s.args = vec![arg.into()];
+        let r = run_one(&rt, &s, Duration::from_secs(30));
+        assert_eq!(r.status, "trapped", "{arg}: {r:?}");
+        let reason = r.reason.unwrap_or_default();
+        assert!(reason.contains("out of bounds"), "{arg}: {reason}");
+    }
+}

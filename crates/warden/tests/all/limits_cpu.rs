@@ -50,3 +50,22 @@ fn preempted_c_guest_finishes_beside_a_spinner() {
     assert_eq!(stdout_of(dir.path(), "busy").lines().count(), 3);
     rt.kill(spin, "done").unwrap();
 }
+
+/// One `random_get` filling 512 MiB (several hundred milliseconds of
+/// work in the host) is cut off at the task's CPU limit, as guest code
+/// is: the call lets its worker go between mebibytes.
+#[test]
+fn cpu_limit_cuts_a_long_host_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(1);
+    let mut s = spec(dir.path(), "fill", guests::RANDOM);
+    s.args = vec!["fill".into(), "512".into()];
+    s.cpu_limit = Some(Duration::from_millis(100));
+    let r = run_one(&rt, &s, Duration::from_secs(60));
+    assert_eq!(r.status, "killed", "{r:?}");
+    assert!(
+        r.reason.as_deref().unwrap().contains("cpu limit exceeded"),
+        "{r:?}"
+    );
+    assert!(r.cpu_ms >= 100.0 && r.cpu_ms < 160.0, "cpu_ms {}", r.cpu_ms);
+}

@@ -16,6 +16,7 @@ mod name_floods;
 mod output_floods;
 mod poll_flood;
 mod portal_flood;
+mod random_flood;
 mod spawn_bomb;
 mod stack_and_cpu;
 mod table_bomb;
