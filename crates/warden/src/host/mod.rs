@@ -50,6 +50,7 @@ mod poll;
 mod random;
 mod sleep;
 mod stdio;
+mod subscription;
 mod task;
 mod teavm;
 mod wasi;

@@ -13,23 +13,14 @@
 //! bounds or misaligned) is left to Wasmtime, which answers as before.
 
 use super::guest::{memory, GuestMem};
+use super::subscription::*;
 use super::{range, TaskData};
 use std::time::Duration;
 use wasmtime::Caller;
 
-/// WASI's subscription and event records: sizes and the offsets used.
-const SUBSCRIPTION_BYTES: u64 = 48;
-const EVENT_BYTES: u64 = 32;
-const TAG: usize = 8;
-const CLOCK_ID: usize = 16;
-const TIMEOUT: usize = 24;
-const FLAGS: usize = 40;
-/// `eventtype::clock`; `clockid::realtime`, `clockid::monotonic`.
-const EVENTTYPE_CLOCK: u8 = 0;
+/// `clockid::realtime`, `clockid::monotonic`.
 const REALTIME: u32 = 0;
 const MONOTONIC: u32 = 1;
-/// `subclockflags::subscription_clock_abstime`.
-const ABSTIME: u16 = 1;
 
 /// A sleep a `poll_oneoff` asks for.
 #[derive(Debug, PartialEq)]
@@ -66,7 +57,7 @@ fn parse_in(mem: GuestMem<'_>, subs: i32, events: i32, n: i32, nevents: i32) -> 
     let flags = u16::from_le_bytes([s[FLAGS], s[FLAGS + 1]]);
     let clock = matches!(word(CLOCK_ID), REALTIME | MONOTONIC);
     (s[TAG] == EVENTTYPE_CLOCK && clock && flags & ABSTIME == 0).then(|| Sleep {
-        userdata: long(0),
+        userdata: long(USERDATA),
         timeout: Duration::from_nanos(long(TIMEOUT)),
     })
 }
@@ -98,9 +89,9 @@ fn write_event(mem: GuestMem<'_>, s: &Sleep, events: i32, nevents: i32) -> i32 {
     // userdata (u64 at 0), error (u16 at 8) 0, type (u8 at 10) clock,
     // nbytes (u64 at 16) 0, flags (u16 at 24) 0: Wasmtime writes the
     // fields, not the padding between them.
-    let mut e = [0u8; 11];
+    let mut e = [0u8; EVENT_TYPE + 1];
     e[..8].copy_from_slice(&s.userdata.to_le_bytes());
-    e[10] = EVENTTYPE_CLOCK;
+    e[EVENT_TYPE] = EVENTTYPE_CLOCK;
     let r = mem
         .put(events, &e)
         .and_then(|()| mem.put(events.wrapping_add(16), &[0; 10]))

@@ -21,6 +21,7 @@
 //! charged its buffers.
 
 use super::net::{recv_on, return_wasi_socket, send_on, take_wasi_socket, Deadline};
+use super::subscription::*;
 use super::{memory, range, read_u32, write_u32, TaskData};
 use crate::ipc::Errno;
 use crate::net::socket::{Conn, Listener, LISTENER_BYTES};
@@ -417,26 +418,29 @@ fn parse_subscriptions(
     n: usize,
 ) -> Result<Vec<Subscription>, i32> {
     let (mem, _) = memory(c).map_err(wasi_errno)?;
-    range(mem.len(), subs, n as u64 * 48).map_err(|_| errno::FAULT)?;
-    range(mem.len(), events, n as u64 * 32).map_err(|_| errno::FAULT)?;
+    range(mem.len(), subs, n as u64 * SUBSCRIPTION_BYTES).map_err(|_| errno::FAULT)?;
+    range(mem.len(), events, n as u64 * EVENT_BYTES).map_err(|_| errno::FAULT)?;
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
-        let mut s = [0u8; 48];
-        let r =
-            range(mem.len(), subs.wrapping_add((i * 48) as i32), 48).map_err(|_| errno::FAULT)?;
+        let mut s = [0u8; SUBSCRIPTION_BYTES as usize];
+        let at = subs.wrapping_add((i as u64 * SUBSCRIPTION_BYTES) as i32);
+        let r = range(mem.len(), at, SUBSCRIPTION_BYTES).map_err(|_| errno::FAULT)?;
         mem.read(r, &mut s);
-        let userdata = u64::from_le_bytes(s[0..8].try_into().expect("8 bytes"));
-        let fd = i32::from_le_bytes(s[16..20].try_into().expect("4 bytes"));
-        let kind = match s[8] {
-            0 => {
-                let flags = u16::from_le_bytes(s[40..42].try_into().expect("2 bytes"));
-                if flags & 1 != 0 {
+        let field = |at: usize, n: usize| -> &[u8] { &s[at..at + n] };
+        let userdata = u64::from_le_bytes(field(USERDATA, 8).try_into().expect("8 bytes"));
+        let fd = i32::from_le_bytes(field(FD, 4).try_into().expect("4 bytes"));
+        let kind = match s[TAG] {
+            EVENTTYPE_CLOCK => {
+                let flags = u16::from_le_bytes(field(FLAGS, 2).try_into().expect("2 bytes"));
+                if flags & ABSTIME != 0 {
                     return Err(errno::NOTSUP); // absolute times: not with sockets
                 }
-                Sub::Clock(u64::from_le_bytes(s[24..32].try_into().expect("8 bytes")))
+                Sub::Clock(u64::from_le_bytes(
+                    field(TIMEOUT, 8).try_into().expect("8 bytes"),
+                ))
             }
-            1 => Sub::Read(fd),
-            2 => Sub::Write(fd),
+            EVENTTYPE_FD_READ => Sub::Read(fd),
+            EVENTTYPE_FD_WRITE => Sub::Write(fd),
             _ => return Err(errno::INVAL),
         };
         out.push(Subscription { userdata, kind });
@@ -469,10 +473,10 @@ fn ready_events(c: &mut Caller<'_, TaskData>, subs: &[Subscription]) -> Vec<(u64
     let mut out = Vec::new();
     for (s, p) in subs.iter().zip(&fds) {
         let (ty, fd) = match s.kind {
-            Sub::Read(fd) => (1u8, fd),
-            Sub::Write(fd) => (2u8, fd),
+            Sub::Read(fd) => (EVENTTYPE_FD_READ, fd),
+            Sub::Write(fd) => (EVENTTYPE_FD_WRITE, fd),
             Sub::Clock(0) => {
-                out.push((s.userdata, 0, 0));
+                out.push((s.userdata, EVENTTYPE_CLOCK, 0));
                 continue;
             }
             Sub::Clock(_) => continue,
@@ -481,7 +485,7 @@ fn ready_events(c: &mut Caller<'_, TaskData>, subs: &[Subscription]) -> Vec<(u64
             out.push((s.userdata, ty, 0)); // a file: always ready
         } else if p.revents != 0 {
             let hup = p.revents & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR) != 0;
-            out.push((s.userdata, ty, if hup { 1 } else { 0 }));
+            out.push((s.userdata, ty, u16::from(hup) * FD_READWRITE_HANGUP));
         }
     }
     out
@@ -541,11 +545,12 @@ fn write_events(
         return errno::FAULT;
     };
     for (i, (userdata, ty, flags)) in out.iter().enumerate() {
-        let mut e = [0u8; 32];
-        e[0..8].copy_from_slice(&userdata.to_le_bytes());
-        e[10] = *ty;
-        e[24..26].copy_from_slice(&flags.to_le_bytes());
-        if mem.put(events.wrapping_add((i * 32) as i32), &e).is_err() {
+        let mut e = [0u8; EVENT_BYTES as usize];
+        e[USERDATA..USERDATA + 8].copy_from_slice(&userdata.to_le_bytes());
+        e[EVENT_TYPE] = *ty;
+        e[EVENT_FLAGS..EVENT_FLAGS + 2].copy_from_slice(&flags.to_le_bytes());
+        let at = events.wrapping_add((i as u64 * EVENT_BYTES) as i32);
+        if mem.put(at, &e).is_err() {
             return errno::FAULT;
         }
     }
@@ -566,13 +571,14 @@ pub(super) fn names_a_socket(c: &mut Caller<'_, TaskData>, subs: i32, n: i32) ->
     };
     let n = (n as u32).min(super::MAX_POLL_SUBSCRIPTIONS);
     (0..n).any(|i| {
-        let at = subs.wrapping_add((i * 48) as i32);
+        let at = subs.wrapping_add((u64::from(i) * SUBSCRIPTION_BYTES) as i32);
         let mut tag = [0u8; 1];
-        let Ok(r) = range(mem.len(), at.wrapping_add(8), 1) else {
+        let Ok(r) = range(mem.len(), at.wrapping_add(TAG as i32), 1) else {
             return false;
         };
         mem.read(r, &mut tag);
-        tag[0] != 0
-            && read_u32(mem, at.wrapping_add(16)).is_ok_and(|fd| data.net.wasi.has(fd as i32))
+        tag[0] != EVENTTYPE_CLOCK
+            && read_u32(mem, at.wrapping_add(FD as i32))
+                .is_ok_and(|fd| data.net.wasi.has(fd as i32))
     })
 }
