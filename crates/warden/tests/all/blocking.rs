@@ -50,6 +50,7 @@ fn stdin_read_does_not_block_the_worker() {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
+        .map(Reaped)
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();

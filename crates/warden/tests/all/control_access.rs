@@ -148,6 +148,7 @@ fn non_loopback_needs_the_token_for_everything() {
         .arg(&m)
         .stdout(std::process::Stdio::null())
         .spawn()
+        .map(Reaped)
         .unwrap();
     let addr = format!("127.0.0.1:{port}");
     let t = Instant::now();

@@ -133,6 +133,7 @@ fn network_examples() {
         .arg(&m)
         .stdout(std::process::Stdio::piped())
         .spawn()
+        .map(Reaped)
         .unwrap();
     let mut out = std::io::BufReader::new(server.stdout.take().unwrap());
     let mut line = String::new();

@@ -121,6 +121,7 @@ uses = ["stuck"]
         .arg(&manifest)
         .stdout(std::process::Stdio::piped())
         .spawn()
+        .map(Reaped)
         .unwrap();
     let status = wait_child(
         &mut child,

@@ -108,6 +108,7 @@ fn stop_signal_kills_all_tasks(signal: i32, reason: &str) {
         .arg("--report")
         .arg(&report)
         .spawn()
+        .map(Reaped)
         .unwrap();
     // Every task has started once the last one has printed.
     let t = Instant::now();
