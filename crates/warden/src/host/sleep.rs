@@ -94,7 +94,7 @@ fn write_event(mem: GuestMem<'_>, s: &Sleep, events: i32, nevents: i32) -> i32 {
     e[EVENT_TYPE] = EVENTTYPE_CLOCK;
     let r = mem
         .put(events, &e)
-        .and_then(|()| mem.put(events.wrapping_add(16), &[0; 10]))
+        .and_then(|()| mem.put(events.wrapping_add(EVENT_NBYTES as i32), &[0; 10]))
         .and_then(|()| mem.put(nevents, &1u32.to_le_bytes()));
     match r {
         Ok(()) => 0,

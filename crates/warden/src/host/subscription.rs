@@ -20,6 +20,7 @@ pub(super) const FD: usize = 16;
 /// bytes available (u64 at 16) and flags (u16 at 24).
 pub(super) const EVENT_BYTES: u64 = 32;
 pub(super) const EVENT_TYPE: usize = 10;
+pub(super) const EVENT_NBYTES: usize = 16;
 pub(super) const EVENT_FLAGS: usize = 24;
 
 /// `eventtype`.
