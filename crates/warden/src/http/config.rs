@@ -9,7 +9,8 @@ use std::time::Duration;
 pub struct HttpSpec {
     /// The address it listens on, `host:port`.
     pub listen: String,
-    /// Most connections open at once; more are closed at accept.
+    /// Most connections serving at once; when full, the one idle longest
+    /// makes room for a new one (see `http::gate`).
     pub max_connections: usize,
     /// Its routes, matched in order: the first whose path matches wins.
     pub routes: Vec<RouteSpec>,

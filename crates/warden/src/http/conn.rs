@@ -4,7 +4,7 @@
 //!
 //! | what | bound |
 //! |---|---|
-//! | connections open at once | [`Limits::max_connections`]; more are closed at accept |
+//! | connections open at once | [`Limits::max_connections`]; when full, the one idle longest gives way (see the `gate` module), or the new one is closed at accept if all are busy |
 //! | first bytes (which protocol) | within [`HEAD_TIMEOUT`] |
 //! | request head (line + headers) | [`MAX_HEAD`], at most [`MAX_HEADERS`] headers (HTTP/1.1), read within [`HEAD_TIMEOUT`] (HTTP/1.1) |
 //! | HTTP/2 requests at once | [`MAX_STREAMS`] per connection; closed after [`IDLE`] without one |
@@ -15,14 +15,16 @@
 //! ([`linger`]). When the gate closes, connections finish the request in
 //! flight and close.
 
+pub use super::gate::Gate;
+use super::gate::{Ticket, Tracked, EVICT_GRACE};
 use super::preface::{self, Protocol, Rewind};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::{Request, Response};
+use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -49,41 +51,6 @@ pub struct Limits {
     pub max_connections: usize,
     /// One connection's life.
     pub connection_life: Duration,
-}
-
-/// Counts a server's connections and tells them when it stops.
-pub struct Gate {
-    live: AtomicUsize,
-    closing: tokio::sync::watch::Sender<bool>,
-}
-
-impl Default for Gate {
-    fn default() -> Self {
-        Gate {
-            live: AtomicUsize::new(0),
-            closing: tokio::sync::watch::Sender::new(false),
-        }
-    }
-}
-
-impl Gate {
-    /// Connections open now.
-    pub fn live(&self) -> usize {
-        self.live.load(Ordering::Acquire)
-    }
-
-    /// Stops the connections: each finishes its request in flight.
-    pub fn close(&self) {
-        self.closing.send_replace(true);
-    }
-
-    /// Waits at most `grace` for the open connections to finish.
-    pub async fn drain(&self, grace: Duration) {
-        let deadline = tokio::time::Instant::now() + grace;
-        while self.live() > 0 && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    }
 }
 
 /// What answers a server's requests: the response to a request from the
@@ -121,14 +88,15 @@ pub async fn accept_loop<F: Answer + Clone>(
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
-        if gate.live.fetch_add(1, Ordering::AcqRel) >= limits.max_connections {
-            gate.live.fetch_sub(1, Ordering::AcqRel);
+        let Some(ticket) = gate.admit(limits.max_connections) else {
             drop(stream);
             continue;
-        }
+        };
         let _ = stream.set_nodelay(true);
+        let closing = gate.closing();
         tokio::spawn(connection(
-            gate.clone(),
+            ticket,
+            closing,
             limits,
             stream,
             remote,
@@ -138,43 +106,49 @@ pub async fn accept_loop<F: Answer + Clone>(
 }
 
 /// Serves one connection within its limits, in the protocol its first
-/// bytes show.
+/// bytes show, until it ends, the server stops, or the gate tells it to
+/// give way to a new one.
 async fn connection<F: Answer>(
-    gate: Arc<Gate>,
+    ticket: Ticket,
+    closing: tokio::sync::watch::Receiver<bool>,
     limits: Limits,
     stream: tokio::net::TcpStream,
     remote: SocketAddr,
     answer: F,
 ) {
-    struct Live<'a>(&'a AtomicUsize);
-    impl Drop for Live<'_> {
-        fn drop(&mut self) {
-            self.0.fetch_sub(1, Ordering::AcqRel);
-        }
-    }
-    let _live = Live(&gate.live);
-    let Some((protocol, io)) = preface::sniff(stream, HEAD_TIMEOUT).await else {
+    let sniffed = tokio::select! {
+        sniffed = preface::sniff(stream, HEAD_TIMEOUT) => sniffed,
+        _ = ticket.evicted() => None,
+    };
+    let Some((protocol, io)) = sniffed else {
         return;
     };
-    let closing = gate.closing.subscribe();
+    let ticket = Arc::new(ticket);
     match protocol {
-        Protocol::Http1 => http1(io, limits, closing, remote, answer).await,
-        Protocol::Http2 => http2(io, limits, closing, remote, answer).await,
+        Protocol::Http1 => http1(io, ticket, limits, closing, remote, answer).await,
+        Protocol::Http2 => http2(io, ticket, limits, closing, remote, answer).await,
     }
+}
+
+/// Why a connection stops before its client ends it.
+enum Stop {
+    /// Its life is over or the server stops: requests in flight finish.
+    Finish,
+    /// It gives way to a new connection: it had no request in flight
+    /// when told, so it closes unless one began since.
+    GiveWay,
 }
 
 /// An HTTP/1.1 connection: requests one after the other (keep-alive).
 async fn http1<F: Answer>(
     io: Rewind,
+    ticket: Arc<Ticket>,
     limits: Limits,
     mut closing: tokio::sync::watch::Receiver<bool>,
     remote: SocketAddr,
     answer: F,
 ) {
-    let service = hyper::service::service_fn(move |req| {
-        let reply = answer.answer(req, remote);
-        Box::pin(async move { Ok::<_, std::convert::Infallible>(reply.await) })
-    });
+    let service = tracked(ticket.clone(), remote, answer);
     let mut conn = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(HEAD_TIMEOUT)
@@ -182,97 +156,87 @@ async fn http1<F: Answer>(
         .max_header_size(MAX_HEAD)
         .max_headers(MAX_HEADERS)
         .serve_connection(hyper_util::rt::TokioIo::new(io), service);
-    let finished = tokio::select! {
-        _ = std::future::poll_fn(|cx| conn.poll_without_shutdown(cx)) => true,
-        _ = tokio::time::sleep(limits.connection_life) => false,
-        _ = closing.wait_for(|&c| c) => false,
+    let stop = tokio::select! {
+        _ = std::future::poll_fn(|cx| conn.poll_without_shutdown(cx)) => None,
+        _ = tokio::time::sleep(limits.connection_life) => Some(Stop::Finish),
+        _ = closing.wait_for(|&c| c) => Some(Stop::Finish),
+        _ = ticket.evicted() => Some(Stop::GiveWay),
     };
-    if finished {
+    let Some(stop) = stop else {
         linger(conn.into_parts().io.into_inner().into_inner()).await;
         return;
-    }
+    };
     std::pin::Pin::new(&mut conn).graceful_shutdown();
+    stopping(conn, stop, &ticket).await;
+}
+
+/// A connection's requests, each answered by `answer`, and in flight for
+/// the gate until its response's body is taken.
+fn tracked<F: Answer>(
+    ticket: Arc<Ticket>,
+    remote: SocketAddr,
+    answer: F,
+) -> impl hyper::service::Service<
+    Request<Incoming>,
+    Response = Response<Tracked>,
+    Error = Infallible,
+    Future = impl Future<Output = Result<Response<Tracked>, Infallible>> + Send + Unpin,
+> {
+    hyper::service::service_fn(move |req| {
+        let busy = ticket.begin();
+        let reply = answer.answer(req, remote);
+        Box::pin(async move { Ok(reply.await.map(|body| Tracked::new(body, busy))) })
+    })
+}
+
+/// Lets a connection told to stop (its protocol's graceful shutdown
+/// begun) finish as `stop` says.
+async fn stopping(mut conn: impl Future + Unpin, stop: Stop, ticket: &Ticket) {
+    if let Stop::GiveWay = stop {
+        if tokio::time::timeout(EVICT_GRACE, &mut conn).await.is_ok() || !ticket.busy() {
+            return;
+        }
+    }
     let _ = tokio::time::timeout(FINISH, conn).await;
 }
 
 /// An HTTP/2 connection (prior knowledge, no TLS): up to [`MAX_STREAMS`]
 /// requests at once, each answered as an HTTP/1.1 request would be. It
 /// is closed (GOAWAY, then the streams in flight finish) at the end of
-/// its life, when the server stops, or after [`IDLE`] without a request.
+/// its life, when the server stops, after [`IDLE`] without a request, or
+/// when it gives way to a new connection.
 async fn http2<F: Answer>(
     io: Rewind,
+    ticket: Arc<Ticket>,
     limits: Limits,
     mut closing: tokio::sync::watch::Receiver<bool>,
     remote: SocketAddr,
     answer: F,
 ) {
-    let busy = Arc::new(Busy::default());
-    let seen = busy.clone();
-    let service = hyper::service::service_fn(move |req| {
-        let done = InFlight::begin(&seen);
-        let reply = answer.answer(req, remote);
-        Box::pin(async move {
-            let r = reply.await;
-            drop(done);
-            Ok::<_, std::convert::Infallible>(r)
-        })
-    });
+    let service = tracked(ticket.clone(), remote, answer);
     let conn = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
         .timer(hyper_util::rt::TokioTimer::new())
         .max_header_list_size(MAX_HEAD as u32)
         .max_concurrent_streams(MAX_STREAMS)
         .serve_connection(hyper_util::rt::TokioIo::new(io), service);
-    tokio::pin!(conn);
+    let mut conn = Box::pin(conn);
     let idle = async {
         loop {
             tokio::time::sleep(IDLE).await;
-            if busy.idle() {
+            if ticket.idle() {
                 return;
             }
         }
     };
-    tokio::select! {
+    let stop = tokio::select! {
         _ = conn.as_mut() => return,
-        _ = tokio::time::sleep(limits.connection_life) => {}
-        _ = closing.wait_for(|&c| c) => {}
-        _ = idle => {}
-    }
+        _ = tokio::time::sleep(limits.connection_life) => Stop::Finish,
+        _ = closing.wait_for(|&c| c) => Stop::Finish,
+        _ = idle => Stop::Finish,
+        _ = ticket.evicted() => Stop::GiveWay,
+    };
     conn.as_mut().graceful_shutdown();
-    let _ = tokio::time::timeout(FINISH, conn).await;
-}
-
-/// An HTTP/2 connection's requests: how many are in flight, and whether
-/// one began since [`Busy::idle`] last looked.
-#[derive(Default)]
-struct Busy {
-    in_flight: AtomicUsize,
-    began: AtomicBool,
-}
-
-impl Busy {
-    /// Whether no request is in flight or began since the last look.
-    fn idle(&self) -> bool {
-        let began = self.began.swap(false, Ordering::Relaxed);
-        self.in_flight.load(Ordering::Relaxed) == 0 && !began
-    }
-}
-
-/// One HTTP/2 request in flight, until dropped (answered, or abandoned
-/// by its client).
-struct InFlight(Arc<Busy>);
-
-impl InFlight {
-    fn begin(busy: &Arc<Busy>) -> InFlight {
-        busy.began.store(true, Ordering::Relaxed);
-        busy.in_flight.fetch_add(1, Ordering::Relaxed);
-        InFlight(busy.clone())
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
-    }
+    stopping(conn, stop, &ticket).await;
 }
 
 /// Closes a finished connection gently: sends the end of the stream, then
@@ -319,23 +283,4 @@ pub fn respond(
         );
     }
     r
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_http2_connection_is_idle_after_a_look_with_nothing_in_flight() {
-        let busy = Arc::new(Busy::default());
-        assert!(busy.idle());
-        let request = InFlight::begin(&busy);
-        assert!(!busy.idle(), "a request began since the last look");
-        assert!(!busy.idle(), "a request is in flight");
-        drop(request);
-        assert!(busy.idle());
-        drop(InFlight::begin(&busy));
-        assert!(!busy.idle(), "one began and ended since the last look");
-        assert!(busy.idle());
-    }
 }

@@ -31,6 +31,7 @@
 pub mod cgi;
 pub mod config;
 pub mod conn;
+mod gate;
 mod handle;
 mod preface;
 pub mod stats;

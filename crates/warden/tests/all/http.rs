@@ -414,6 +414,67 @@ fn slow_clients_hold_a_connection_not_a_handler() {
     let _ = slow_body;
 }
 
+/// A server full of connections that send no request (a slowloris) takes
+/// a new client at once: the connection idle longest gives way, one with
+/// a request in flight never does.
+#[test]
+fn a_full_server_makes_room_for_a_new_client() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let extra = r#"
+[[http.route]]
+path = "/hold"
+module = "WAGI"
+timeout = "3s"
+"#
+    .replace("WAGI", guests::WAGI);
+    let text = site(dir.path(), &extra).replace(
+        "listen = \"127.0.0.1:0\"",
+        "listen = \"127.0.0.1:0\"\nmax_connections = 3",
+    );
+    let web = Web::start(dir.path(), &text);
+    let addr = web.base.trim_start_matches("http://").to_string();
+    let connect = || {
+        let s = std::net::TcpStream::connect(&addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        s
+    };
+    // The oldest connection is busy: its request waits for its timeout.
+    let mut busy = connect();
+    busy.write_all(b"GET /hold?sleep HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let t = Instant::now();
+    while routes(&web)[1]["in_flight"].as_i64() != Some(1) {
+        assert!(t.elapsed() < Duration::from_secs(20), "{}", routes(&web));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Two heads that do not end fill the server.
+    let mut older = connect();
+    older.write_all(b"GET /hello?fresh HTTP/1.1\r\n").unwrap();
+    let mut newer = connect();
+    newer.write_all(b"GET /hello?fresh HTTP/1.1\r\n").unwrap();
+    // A new client is answered at once, not refused.
+    let t = Instant::now();
+    assert_eq!(get(&web, "/hello?fresh").status, 200);
+    // The older head gave way (well before the 5 s head timeout would
+    // have closed it) ...
+    let mut rest = Vec::new();
+    let _ = older.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
+    assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+    // ... while the newer one is still served once its head ends ...
+    newer
+        .write_all(b"Host: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    newer.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
+    // ... and the busy connection gets its answer.
+    let mut answer = String::new();
+    busy.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 504"), "{answer:?}");
+}
+
 /// A service route to a passive service: each request runs the handler on
 /// the web server's thread, its state kept; a trap is a 502, and the
 /// route then answers 503 (the service is gone) instead of hanging.

@@ -1,0 +1,341 @@
+//! Admitting a server's connections, and making room for a new one when
+//! it is full.
+//!
+//! A server serves at most `max` connections. When all are open and a
+//! new client arrives, the connection that has waited longest for a
+//! request gives way: one still reading its first head (a slowloris
+//! holds such connections), or one kept alive since its last answer. A
+//! connection with a request in flight (from its head's end until its
+//! response's body is handed to the protocol) never gives way for
+//! another; when every connection has one, the new client is closed at
+//! accept.
+//!
+//! A connection told to give way ([`Ticket::evicted`]) closes within
+//! [`EVICT_GRACE`] unless a request began in it meanwhile (that request
+//! is then finished). Those closing are not counted among the `max`, but
+//! no more than `max` close at once, so at most `2 × max` sockets are
+//! ever open.
+//!
+//! Lock order: the gate's list alone; nothing else is locked under it.
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::{Body, Frame, SizeHint};
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+/// How long a connection told to give way may take to close.
+pub const EVICT_GRACE: Duration = Duration::from_millis(200);
+
+/// A server's connections, and the signal that tells them it stops.
+pub struct Gate {
+    live: AtomicUsize,
+    closing: tokio::sync::watch::Sender<bool>,
+    /// Numbers the moments connections become idle, in order.
+    ticks: AtomicU64,
+    open: Mutex<Open>,
+}
+
+/// The connections open, each knowing its place in `conns`.
+#[derive(Default)]
+struct Open {
+    conns: Vec<Arc<Conn>>,
+    /// How many of them were told to give way.
+    evicting: usize,
+}
+
+/// One connection's requests, as the gate sees them.
+#[derive(Default)]
+struct Conn {
+    /// Its index in [`Open::conns`].
+    at: AtomicUsize,
+    in_flight: AtomicUsize,
+    /// Whether a request began since [`Ticket::idle`] last looked.
+    began: AtomicBool,
+    /// When the last request ended (or the connection opened), as the
+    /// gate's tick then: the smallest has been idle longest.
+    idle_since: AtomicU64,
+    /// Told to give way (set under the gate's lock).
+    evicted: AtomicBool,
+    give_way: tokio::sync::Notify,
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Gate {
+            live: AtomicUsize::new(0),
+            closing: tokio::sync::watch::Sender::new(false),
+            ticks: AtomicU64::new(0),
+            open: Mutex::default(),
+        }
+    }
+}
+
+impl Gate {
+    /// Connections open now.
+    pub fn live(&self) -> usize {
+        self.live.load(Ordering::Acquire)
+    }
+
+    /// Stops the connections: each finishes its request in flight.
+    pub fn close(&self) {
+        self.closing.send_replace(true);
+    }
+
+    /// Told when the server stops.
+    pub(super) fn closing(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.closing.subscribe()
+    }
+
+    /// Waits at most `grace` for the open connections to finish.
+    pub async fn drain(&self, grace: Duration) {
+        let deadline = tokio::time::Instant::now() + grace;
+        while self.live() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    fn tick(&self) -> u64 {
+        self.ticks.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Admits a new connection if fewer than `max` are open and not
+    /// giving way, telling the longest-idle one to give way if need be;
+    /// `None` if every one has a request in flight (or `max` are already
+    /// closing).
+    pub(super) fn admit(self: &Arc<Self>, max: usize) -> Option<Ticket> {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if open.conns.len() - open.evicting >= max {
+            if open.evicting >= max {
+                return None;
+            }
+            let victim = open
+                .conns
+                .iter()
+                .filter(|c| c.in_flight.load(Ordering::Acquire) == 0)
+                .filter(|c| !c.evicted.load(Ordering::Relaxed))
+                .min_by_key(|c| c.idle_since.load(Ordering::Relaxed))?;
+            victim.evicted.store(true, Ordering::Relaxed);
+            victim.give_way.notify_one();
+            open.evicting += 1;
+        }
+        let conn = Arc::new(Conn {
+            at: AtomicUsize::new(open.conns.len()),
+            idle_since: AtomicU64::new(self.tick()),
+            ..Conn::default()
+        });
+        open.conns.push(conn.clone());
+        self.live.fetch_add(1, Ordering::AcqRel);
+        Some(Ticket {
+            gate: self.clone(),
+            conn,
+        })
+    }
+}
+
+/// One admitted connection: counted until dropped.
+pub(super) struct Ticket {
+    gate: Arc<Gate>,
+    conn: Arc<Conn>,
+}
+
+impl Ticket {
+    /// Resolves when the gate tells this connection to give way.
+    pub(super) async fn evicted(&self) {
+        self.conn.give_way.notified().await
+    }
+
+    /// A request begins: in flight until the guard is dropped.
+    pub(super) fn begin(self: &Arc<Self>) -> Busy {
+        self.conn.began.store(true, Ordering::Relaxed);
+        self.conn.in_flight.fetch_add(1, Ordering::AcqRel);
+        Busy(self.clone())
+    }
+
+    /// Whether a request is in flight now.
+    pub(super) fn busy(&self) -> bool {
+        self.conn.in_flight.load(Ordering::Acquire) > 0
+    }
+
+    /// Whether no request is in flight or began since the last look.
+    pub(super) fn idle(&self) -> bool {
+        let began = self.conn.began.swap(false, Ordering::Relaxed);
+        !self.busy() && !began
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let mut open = self.gate.open.lock().unwrap_or_else(|e| e.into_inner());
+        let at = self.conn.at.load(Ordering::Relaxed);
+        open.conns.swap_remove(at);
+        if let Some(moved) = open.conns.get(at) {
+            moved.at.store(at, Ordering::Relaxed);
+        }
+        if self.conn.evicted.load(Ordering::Relaxed) {
+            open.evicting -= 1;
+        }
+        self.gate.live.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A request in flight, until dropped (answered, or abandoned).
+pub(super) struct Busy(Arc<Ticket>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let Ticket { gate, conn } = &*self.0;
+        conn.idle_since.store(gate.tick(), Ordering::Relaxed);
+        conn.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A response body that keeps its request in flight until the protocol
+/// has taken all of it (and drops it).
+pub(super) struct Tracked {
+    body: Full<Bytes>,
+    _busy: Busy,
+}
+
+impl Tracked {
+    pub(super) fn new(body: Full<Bytes>, busy: Busy) -> Tracked {
+        Tracked { body, _busy: busy }
+    }
+}
+
+impl Body for Tracked {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connection_is_idle_after_a_look_with_nothing_in_flight() {
+        let gate = Arc::new(Gate::default());
+        let t = Arc::new(gate.admit(1).unwrap());
+        assert!(t.idle());
+        let request = t.begin();
+        assert!(!t.idle(), "a request began since the last look");
+        assert!(!t.idle(), "a request is in flight");
+        drop(request);
+        assert!(t.idle());
+        drop(t.begin());
+        assert!(!t.idle(), "one began and ended since the last look");
+        assert!(t.idle());
+    }
+
+    /// Whether `t` was told to give way (without waiting).
+    fn told(t: &Ticket) -> bool {
+        t.conn.evicted.load(Ordering::Relaxed)
+    }
+
+    #[test]
+    fn the_longest_idle_connection_gives_way_and_a_busy_one_never() {
+        let gate = Arc::new(Gate::default());
+        let admit = || Arc::new(gate.admit(3).unwrap());
+        let (first, second, third) = (admit(), admit(), admit());
+        let _serving = first.begin();
+        // Idle the longest now: the second (the first is busy, the
+        // third's last request ended after the second opened).
+        drop(third.begin());
+        let fourth = admit();
+        assert!(told(&second) && !told(&first) && !told(&third));
+        assert_eq!(gate.live(), 4, "the one giving way is open until it closes");
+        // The next gives way in turn: the third, idle longer than the fourth.
+        let fifth = admit();
+        assert!(told(&third) && !told(&fourth));
+        // All left are busy: a new client is refused.
+        let _a = fourth.begin();
+        let _b = fifth.begin();
+        assert!(gate.admit(3).is_none());
+        // Once the evicted close, the count is back within the bound.
+        drop((second, third));
+        assert_eq!(gate.live(), 3);
+        assert!(gate.admit(3).is_none(), "still all busy");
+    }
+
+    #[test]
+    fn no_more_than_max_give_way_at_once() {
+        let gate = Arc::new(Gate::default());
+        let mut held: Vec<Ticket> = (0..2).map(|_| gate.admit(2).unwrap()).collect();
+        // Each newcomer evicts one idle connection, until two are closing.
+        held.push(gate.admit(2).unwrap());
+        held.push(gate.admit(2).unwrap());
+        assert!(gate.admit(2).is_none(), "two closing already");
+        assert_eq!(gate.live(), 4);
+        // One closes: room for one more eviction.
+        let evicted = held.iter().position(told).unwrap();
+        held.swap_remove(evicted);
+        assert!(gate.admit(2).is_some());
+    }
+
+    /// Threads admitting, serving and closing at once: never more than
+    /// `2 × max` open, never more than `max` not giving way, and the
+    /// books balance once all are closed.
+    #[test]
+    fn admissions_from_many_threads_keep_the_bounds() {
+        const MAX: usize = 4;
+        let gate = Arc::new(Gate::default());
+        std::thread::scope(|s| {
+            for id in 0..4 {
+                let gate = &gate;
+                s.spawn(move || {
+                    let mut mine: Vec<(Arc<Ticket>, Option<Busy>)> = vec![];
+                    for i in 0..20_000usize {
+                        if let Some(t) = gate.admit(MAX) {
+                            let t = Arc::new(t);
+                            let busy = (i % 3 == id % 3).then(|| t.begin());
+                            mine.push((t, busy));
+                        }
+                        assert!(gate.live() <= 2 * MAX);
+                        {
+                            let open = gate.open.lock().unwrap();
+                            assert!(open.conns.len() - open.evicting <= MAX);
+                            assert!(open.evicting <= MAX);
+                        }
+                        // Close those told to give way, and now and then another.
+                        mine.retain(|(t, _)| !told(t));
+                        if i % 7 == 0 && !mine.is_empty() {
+                            mine.swap_remove(i % mine.len());
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(gate.live(), 0);
+        let open = gate.open.lock().unwrap();
+        assert_eq!((open.conns.len(), open.evicting), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn the_told_connection_is_woken() {
+        let gate = Arc::new(Gate::default());
+        let idle = gate.admit(1).unwrap();
+        let _new = gate.admit(1).unwrap();
+        tokio::time::timeout(Duration::from_secs(5), idle.evicted())
+            .await
+            .expect("told to give way");
+    }
+}
