@@ -24,7 +24,6 @@ use crate::http::conn::{self, Gate, Limits};
 use crate::runtime::Runtime;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Incoming;
 use hyper::{Request, Response};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -110,7 +109,7 @@ async fn sample_every_250ms(shared: Arc<Shared>) {
 }
 
 /// Admits, reads and answers one request.
-async fn answer(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Full<Bytes>> {
+async fn answer(shared: Arc<Shared>, req: Request<conn::RequestBody>) -> Response<Full<Bytes>> {
     let (parts, body) = req.into_parts();
     let header = |name| parts.headers.get(name).and_then(|v| v.to_str().ok());
     let credentials = Credentials {

@@ -16,7 +16,7 @@
 //! flight and close.
 
 pub use super::gate::Gate;
-use super::gate::{Ticket, Tracked, EVICT_GRACE};
+use super::gate::{Ticket, Tracked, Watched, EVICT_GRACE};
 use super::preface::{self, Protocol, Rewind};
 use bytes::Bytes;
 use http_body_util::Full;
@@ -53,23 +53,27 @@ pub struct Limits {
     pub connection_life: Duration,
 }
 
+/// A request's body as the answer gets it (read like hyper's own; the
+/// server watches it to know when the request is at work).
+pub type RequestBody = Watched<Incoming>;
+
 /// What answers a server's requests: the response to a request from the
 /// client at an address (a closure of that shape, in practice).
 pub trait Answer: Send + Sync + Unpin + 'static {
     /// The response, once ready.
     type Reply: Future<Output = Response<Full<Bytes>>> + Send + 'static;
     /// Answers `req` from the client at `remote`.
-    fn answer(&self, req: Request<Incoming>, remote: SocketAddr) -> Self::Reply;
+    fn answer(&self, req: Request<RequestBody>, remote: SocketAddr) -> Self::Reply;
 }
 
 impl<F, Fut> Answer for F
 where
-    F: Fn(Request<Incoming>, SocketAddr) -> Fut + Send + Sync + Unpin + 'static,
+    F: Fn(Request<RequestBody>, SocketAddr) -> Fut + Send + Sync + Unpin + 'static,
     Fut: Future<Output = Response<Full<Bytes>>> + Send + 'static,
 {
     type Reply = Fut;
 
-    fn answer(&self, req: Request<Incoming>, remote: SocketAddr) -> Fut {
+    fn answer(&self, req: Request<RequestBody>, remote: SocketAddr) -> Fut {
         self(req, remote)
     }
 }
@@ -134,8 +138,8 @@ async fn connection<F: Answer>(
 enum Stop {
     /// Its life is over or the server stops: requests in flight finish.
     Finish,
-    /// It gives way to a new connection: it had no request in flight
-    /// when told, so it closes unless one began since.
+    /// It gives way to a new connection: it had no request at work when
+    /// told, so it closes unless one is by the end of its grace.
     GiveWay,
 }
 
@@ -182,9 +186,10 @@ fn tracked<F: Answer>(
     Error = Infallible,
     Future = impl Future<Output = Result<Response<Tracked>, Infallible>> + Send + Unpin,
 > {
-    hyper::service::service_fn(move |req| {
-        let busy = ticket.begin();
-        let reply = answer.answer(req, remote);
+    hyper::service::service_fn(move |req: Request<Incoming>| {
+        let (parts, body) = req.into_parts();
+        let (body, busy) = ticket.begin(body);
+        let reply = answer.answer(Request::from_parts(parts, body), remote);
         Box::pin(async move { Ok(reply.await.map(|body| Tracked::new(body, busy))) })
     })
 }
@@ -193,7 +198,7 @@ fn tracked<F: Answer>(
 /// begun) finish as `stop` says.
 async fn stopping(mut conn: impl Future + Unpin, stop: Stop, ticket: &Ticket) {
     if let Stop::GiveWay = stop {
-        if tokio::time::timeout(EVICT_GRACE, &mut conn).await.is_ok() || !ticket.busy() {
+        if tokio::time::timeout(EVICT_GRACE, &mut conn).await.is_ok() || !ticket.at_work() {
             return;
         }
     }

@@ -2,19 +2,21 @@
 //! it is full.
 //!
 //! A server serves at most `max` connections. When all are open and a
-//! new client arrives, the connection that has waited longest for a
-//! request gives way: one still reading its first head (a slowloris
-//! holds such connections), or one kept alive since its last answer. A
-//! connection with a request in flight (from its head's end until its
-//! response's body is handed to the protocol) never gives way for
-//! another; when every connection has one, the new client is closed at
-//! accept.
+//! new client arrives, one that has no request at work gives way: the
+//! one idle longest among those with no request at all (still reading
+//! their first head, as a slowloris's are, or kept alive since their last
+//! answer), else the one waiting longest for a request body (a slow body
+//! is the other slowloris). A request is at work from the moment its
+//! body has all arrived (or was put aside unread) until its response's
+//! body is handed to the protocol; a connection with a request at work
+//! never gives way. When every connection has one, the new client is
+//! closed at accept.
 //!
 //! A connection told to give way ([`Ticket::evicted`]) closes within
-//! [`EVICT_GRACE`] unless a request began in it meanwhile (that request
-//! is then finished). Those closing are not counted among the `max`, but
-//! no more than `max` close at once, so at most `2 × max` sockets are
-//! ever open.
+//! [`EVICT_GRACE`] unless a request is at work in it by then (that
+//! request is then finished). Those closing are not counted among the
+//! `max`, but no more than `max` close at once, so at most `2 × max`
+//! sockets are ever open.
 //!
 //! Lock order: the gate's list alone; nothing else is locked under it.
 
@@ -53,7 +55,10 @@ struct Open {
 struct Conn {
     /// Its index in [`Open::conns`].
     at: AtomicUsize,
+    /// Requests from their head's end until their response is taken.
     in_flight: AtomicUsize,
+    /// Of those, the ones whose body has not all arrived.
+    reading: AtomicUsize,
     /// Whether a request began since [`Ticket::idle`] last looked.
     began: AtomicBool,
     /// When the last request ended (or the connection opened), as the
@@ -116,9 +121,10 @@ impl Gate {
             let victim = open
                 .conns
                 .iter()
-                .filter(|c| c.in_flight.load(Ordering::Acquire) == 0)
                 .filter(|c| !c.evicted.load(Ordering::Relaxed))
-                .min_by_key(|c| c.idle_since.load(Ordering::Relaxed))?;
+                .filter_map(|c| Some((c.waiting()?, c.idle_since.load(Ordering::Relaxed), c)))
+                .min_by_key(|&(waiting, since, _)| (waiting, since))?
+                .2;
             victim.evicted.store(true, Ordering::Relaxed);
             victim.give_way.notify_one();
             open.evicting += 1;
@@ -137,6 +143,28 @@ impl Gate {
     }
 }
 
+/// What a connection with no request at work waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Waiting {
+    /// A request (no request in flight).
+    Request,
+    /// The rest of a request's body.
+    Body,
+}
+
+impl Conn {
+    /// What it waits for; `None` if a request is at work.
+    fn waiting(&self) -> Option<Waiting> {
+        let in_flight = self.in_flight.load(Ordering::Acquire);
+        let reading = self.reading.load(Ordering::Acquire);
+        match in_flight {
+            0 => Some(Waiting::Request),
+            n if n <= reading => Some(Waiting::Body),
+            _ => None,
+        }
+    }
+}
+
 /// One admitted connection: counted until dropped.
 pub(super) struct Ticket {
     gate: Arc<Gate>,
@@ -149,22 +177,32 @@ impl Ticket {
         self.conn.give_way.notified().await
     }
 
-    /// A request begins: in flight until the guard is dropped.
-    pub(super) fn begin(self: &Arc<Self>) -> Busy {
+    /// A request with `body` begins: in flight until the guard is
+    /// dropped, at work once its body (which it is given back, watched)
+    /// has all arrived or is dropped.
+    pub(super) fn begin<B: Body>(self: &Arc<Self>, body: B) -> (Watched<B>, Busy) {
         self.conn.began.store(true, Ordering::Relaxed);
+        let reading = !body.is_end_stream();
+        if reading {
+            self.conn.reading.fetch_add(1, Ordering::AcqRel);
+        }
         self.conn.in_flight.fetch_add(1, Ordering::AcqRel);
-        Busy(self.clone())
+        let watched = Watched {
+            body,
+            reading: reading.then(|| self.clone()),
+        };
+        (watched, Busy(self.clone()))
     }
 
-    /// Whether a request is in flight now.
-    pub(super) fn busy(&self) -> bool {
-        self.conn.in_flight.load(Ordering::Acquire) > 0
+    /// Whether a request is at work now.
+    pub(super) fn at_work(&self) -> bool {
+        self.conn.waiting().is_none()
     }
 
     /// Whether no request is in flight or began since the last look.
     pub(super) fn idle(&self) -> bool {
         let began = self.conn.began.swap(false, Ordering::Relaxed);
-        !self.busy() && !began
+        self.conn.in_flight.load(Ordering::Acquire) == 0 && !began
     }
 }
 
@@ -191,6 +229,52 @@ impl Drop for Busy {
         let Ticket { gate, conn } = &*self.0;
         conn.idle_since.store(gate.tick(), Ordering::Relaxed);
         conn.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A request's body, telling the gate when it has all arrived (or is
+/// dropped before).
+pub struct Watched<B> {
+    body: B,
+    /// The connection, while the body is still arriving.
+    reading: Option<Arc<Ticket>>,
+}
+
+impl<B> Watched<B> {
+    fn arrived(&mut self) {
+        if let Some(t) = self.reading.take() {
+            t.conn.reading.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+impl<B> Drop for Watched<B> {
+    fn drop(&mut self) {
+        self.arrived();
+    }
+}
+
+impl<B: Body + Unpin> Body for Watched<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+        let frame = Pin::new(&mut self.body).poll_frame(cx);
+        if matches!(frame, Poll::Ready(None | Some(Err(_)))) || self.body.is_end_stream() {
+            self.arrived();
+        }
+        frame
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
     }
 }
 
@@ -231,17 +315,22 @@ impl Body for Tracked {
 mod tests {
     use super::*;
 
+    /// A request with no body: at work at once.
+    fn work(t: &Arc<Ticket>) -> Busy {
+        t.begin(http_body_util::Empty::<Bytes>::new()).1
+    }
+
     #[test]
     fn a_connection_is_idle_after_a_look_with_nothing_in_flight() {
         let gate = Arc::new(Gate::default());
         let t = Arc::new(gate.admit(1).unwrap());
         assert!(t.idle());
-        let request = t.begin();
+        let request = work(&t);
         assert!(!t.idle(), "a request began since the last look");
         assert!(!t.idle(), "a request is in flight");
         drop(request);
         assert!(t.idle());
-        drop(t.begin());
+        drop(work(&t));
         assert!(!t.idle(), "one began and ended since the last look");
         assert!(t.idle());
     }
@@ -256,10 +345,10 @@ mod tests {
         let gate = Arc::new(Gate::default());
         let admit = || Arc::new(gate.admit(3).unwrap());
         let (first, second, third) = (admit(), admit(), admit());
-        let _serving = first.begin();
+        let _serving = work(&first);
         // Idle the longest now: the second (the first is busy, the
         // third's last request ended after the second opened).
-        drop(third.begin());
+        drop(work(&third));
         let fourth = admit();
         assert!(told(&second) && !told(&first) && !told(&third));
         assert_eq!(gate.live(), 4, "the one giving way is open until it closes");
@@ -267,8 +356,8 @@ mod tests {
         let fifth = admit();
         assert!(told(&third) && !told(&fourth));
         // All left are busy: a new client is refused.
-        let _a = fourth.begin();
-        let _b = fifth.begin();
+        let _a = work(&fourth);
+        let _b = work(&fifth);
         assert!(gate.admit(3).is_none());
         // Once the evicted close, the count is back within the bound.
         drop((second, third));
@@ -291,6 +380,39 @@ mod tests {
         assert!(gate.admit(2).is_some());
     }
 
+    #[test]
+    fn a_connection_waiting_for_a_body_gives_way_after_those_waiting_for_a_request() {
+        let gate = Arc::new(Gate::default());
+        let admit = || Arc::new(gate.admit(2).unwrap());
+        let (reading, waiting) = (admit(), admit());
+        // The older connection's request has a body still to come.
+        let (body, _request) = reading.begin(Full::new(Bytes::from_static(b"body")));
+        assert!(!reading.at_work() && !told(&reading));
+        let third = admit();
+        assert!(told(&waiting) && !told(&reading));
+        let _at_work = work(&third);
+        drop(waiting);
+        let _fourth = admit();
+        assert!(told(&reading), "the body's wait is next");
+        drop(body);
+        assert!(reading.at_work(), "the body was put aside: at work");
+    }
+
+    #[tokio::test]
+    async fn a_body_read_to_its_end_puts_its_request_at_work() {
+        use http_body_util::BodyExt;
+        let gate = Arc::new(Gate::default());
+        let t = Arc::new(gate.admit(1).unwrap());
+        let (body, _request) = t.begin(Full::new(Bytes::from_static(b"body")));
+        assert!(!t.at_work());
+        let mut body = std::pin::pin!(body);
+        assert_eq!(
+            body.frame().await.unwrap().unwrap().into_data().unwrap(),
+            "body"
+        );
+        assert!(t.at_work());
+    }
+
     /// Threads admitting, serving and closing at once: never more than
     /// `2 × max` open, never more than `max` not giving way, and the
     /// books balance once all are closed.
@@ -306,7 +428,7 @@ mod tests {
                     for i in 0..20_000usize {
                         if let Some(t) = gate.admit(MAX) {
                             let t = Arc::new(t);
-                            let busy = (i % 3 == id % 3).then(|| t.begin());
+                            let busy = (i % 3 == id % 3).then(|| work(&t));
                             mine.push((t, busy));
                         }
                         assert!(gate.live() <= 2 * MAX);

@@ -5,6 +5,7 @@
 use super::cgi;
 use super::config::{Handler, RouteSpec};
 use super::conn::respond;
+use super::conn::RequestBody;
 use super::stats::RouteStats;
 use crate::ipc::client::HostClient;
 use crate::ipc::Errno;
@@ -13,7 +14,6 @@ use crate::runtime::{Error, Runtime};
 use crate::task::{Output, TaskStatus};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Incoming;
 use hyper::http::request::Parts;
 use hyper::{Request, Response};
 use std::net::SocketAddr;
@@ -88,7 +88,7 @@ impl Route {
     pub async fn answer(
         &self,
         rt: &Runtime,
-        req: Request<Incoming>,
+        req: Request<RequestBody>,
         local: SocketAddr,
         remote: SocketAddr,
     ) -> Answer {
@@ -101,7 +101,7 @@ impl Route {
     async fn admit(
         &self,
         rt: &Runtime,
-        req: Request<Incoming>,
+        req: Request<RequestBody>,
         local: SocketAddr,
         remote: SocketAddr,
         start: Instant,
@@ -149,7 +149,7 @@ impl Route {
     }
 
     /// The request's body, within the route's size and time limits.
-    async fn body(&self, parts: &Parts, body: Incoming) -> Result<Bytes, Answer> {
+    async fn body(&self, parts: &Parts, body: RequestBody) -> Result<Bytes, Answer> {
         let max = self.spec.max_body;
         let too_large = || {
             respond(

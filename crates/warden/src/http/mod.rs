@@ -155,7 +155,7 @@ fn serve(
 impl Server {
     async fn answer(
         &self,
-        req: hyper::Request<hyper::body::Incoming>,
+        req: hyper::Request<conn::RequestBody>,
         remote: SocketAddr,
     ) -> hyper::Response<http_body_util::Full<bytes::Bytes>> {
         let path = req.uri().path();

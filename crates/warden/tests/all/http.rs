@@ -414,9 +414,10 @@ fn slow_clients_hold_a_connection_not_a_handler() {
     let _ = slow_body;
 }
 
-/// A server full of connections that send no request (a slowloris) takes
-/// a new client at once: the connection idle longest gives way, one with
-/// a request in flight never does.
+/// A server full of connections that send no request, or no whole body
+/// (slowloris), takes a new client at once: a connection waiting for a
+/// request gives way first, then one waiting for a body; one with a
+/// request at work never does.
 #[test]
 fn a_full_server_makes_room_for_a_new_client() {
     use std::io::{Read, Write};
@@ -434,45 +435,50 @@ timeout = "3s"
     );
     let web = Web::start(dir.path(), &text);
     let addr = web.base.trim_start_matches("http://").to_string();
-    let connect = || {
-        let s = std::net::TcpStream::connect(&addr).unwrap();
+    let connect = |first: &[u8]| {
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        s.write_all(first).unwrap();
         s
     };
-    // The oldest connection is busy: its request waits for its timeout.
-    let mut busy = connect();
-    busy.write_all(b"GET /hold?sleep HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let t = Instant::now();
-    while routes(&web)[1]["in_flight"].as_i64() != Some(1) {
-        assert!(t.elapsed() < Duration::from_secs(20), "{}", routes(&web));
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    // Two heads that do not end fill the server.
-    let mut older = connect();
-    older.write_all(b"GET /hello?fresh HTTP/1.1\r\n").unwrap();
-    let mut newer = connect();
-    newer.write_all(b"GET /hello?fresh HTTP/1.1\r\n").unwrap();
-    // A new client is answered at once, not refused.
+    let read = |s: &mut std::net::TcpStream| {
+        let mut text = Vec::new();
+        let _ = s.read_to_end(&mut text);
+        String::from_utf8_lossy(&text).into_owned()
+    };
+    // A request at work (it waits for its timeout): wait until it is.
+    let hold = |n| {
+        let s = connect(b"GET /hold?sleep HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let t = Instant::now();
+        while routes(&web)[1]["in_flight"].as_i64() != Some(n) {
+            assert!(t.elapsed() < Duration::from_secs(20), "{}", routes(&web));
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        s
+    };
+    let mut busy = hold(1);
+    // A body that does not end, then a head that does not.
+    let mut slow_body =
+        connect(b"POST /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc");
+    let mut slow_head = connect(b"GET /hello?fresh HTTP/1.1\r\n");
+    // A new client is answered at once, not refused: the head gave way
+    // (well before the 5 s head timeout would have closed it).
     let t = Instant::now();
     assert_eq!(get(&web, "/hello?fresh").status, 200);
-    // The older head gave way (well before the 5 s head timeout would
-    // have closed it) ...
-    let mut rest = Vec::new();
-    let _ = older.read_to_end(&mut rest);
-    assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
+    assert_eq!(read(&mut slow_head), "");
     assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
-    // ... while the newer one is still served once its head ends ...
-    newer
-        .write_all(b"Host: x\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut answer = String::new();
-    newer.read_to_string(&mut answer).unwrap();
-    assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
-    // ... and the busy connection gets its answer.
-    let mut answer = String::new();
-    busy.read_to_string(&mut answer).unwrap();
-    assert!(answer.starts_with("HTTP/1.1 504"), "{answer:?}");
+    // Full again, with a second request at work: now the body gives way
+    // (well before the 10 s body timeout would have closed it).
+    let mut busy2 = hold(2);
+    let t = Instant::now();
+    assert_eq!(get(&web, "/hello?fresh").status, 200);
+    assert_eq!(read(&mut slow_body), "");
+    assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+    // The requests at work get their answers.
+    for s in [&mut busy, &mut busy2] {
+        let answer = read(s);
+        assert!(answer.starts_with("HTTP/1.1 504"), "{answer:?}");
+    }
 }
 
 /// A service route to a passive service: each request runs the handler on
