@@ -18,7 +18,8 @@
 //! `max`, but no more than `max` close at once, so at most `2 × max`
 //! sockets are ever open.
 //!
-//! Lock order: the gate's list alone; nothing else is locked under it.
+//! Lock order: the gate's list, then (to tell a connection to give way)
+//! that connection's notifier; nothing else is locked under the list.
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -61,8 +62,9 @@ struct Conn {
     reading: AtomicUsize,
     /// Whether a request began since [`Ticket::idle`] last looked.
     began: AtomicBool,
-    /// When the last request ended (or the connection opened), as the
-    /// gate's tick then: the smallest has been idle longest.
+    /// When it began to wait (the connection opened, its last request
+    /// ended, or a request began to wait for its body), as the gate's
+    /// tick then: the smallest has waited longest.
     idle_since: AtomicU64,
     /// Told to give way (set under the gate's lock).
     evicted: AtomicBool,
@@ -109,9 +111,9 @@ impl Gate {
     }
 
     /// Admits a new connection if fewer than `max` are open and not
-    /// giving way, telling the longest-idle one to give way if need be;
-    /// `None` if every one has a request in flight (or `max` are already
-    /// closing).
+    /// giving way, telling one with no request at work to give way if
+    /// need be; `None` if every one has a request at work (or `max` are
+    /// already closing).
     pub(super) fn admit(self: &Arc<Self>, max: usize) -> Option<Ticket> {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         if open.conns.len() - open.evicting >= max {
@@ -185,6 +187,9 @@ impl Ticket {
         let reading = !body.is_end_stream();
         if reading {
             self.conn.reading.fetch_add(1, Ordering::AcqRel);
+            self.conn
+                .idle_since
+                .store(self.gate.tick(), Ordering::Relaxed);
         }
         self.conn.in_flight.fetch_add(1, Ordering::AcqRel);
         let watched = Watched {
