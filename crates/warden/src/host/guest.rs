@@ -6,8 +6,9 @@
 //! memory (either would claim that nobody else writes those bytes
 //! meanwhile, a data race in Rust's memory model). It keeps a base pointer
 //! and a length, as Wasmtime does for shared memories, and every access is
-//! relaxed atomic: a copy ([`copy_from_racy`], [`copy_to_racy`]) or, for
-//! one word, a load ([`GuestMem::read_u32`]). A guest racing its own host
+//! indivisible per byte or word: a copy ([`copy_from_racy`],
+//! [`copy_to_racy`]: relaxed atomic words, or one string move when long)
+//! or, for one word, a relaxed atomic load ([`GuestMem::read_u32`]). A guest racing its own host
 //! call through a permit sees a mixture of old and new bytes, never a
 //! host fault; the host reads each value it acts on exactly once.
 

@@ -20,8 +20,10 @@
 //! turned into a Rust `&[u8]` or `&mut [u8]` here (that would assert that
 //! nobody else writes it, a data race in Rust's memory model); it is
 //! copied the way Wasmtime treats shared linear memories, with relaxed
-//! atomic loads and stores ([`copy_racy`]). A racing guest sees a
-//! mixture of old and new bytes, exactly as two Wasm threads would.
+//! atomic loads and stores ([`copy_racy`]), or for long copies on x86_64
+//! with a string move, whose byte accesses are just as indivisible
+//! ([`forward`]). A racing guest sees a mixture of old and new bytes,
+//! exactly as two Wasm threads would.
 
 use super::Errno;
 use crate::task::TaskId;
@@ -163,7 +165,8 @@ unsafe fn forward(src: *const u8, dst: *mut u8, len: usize) -> bool {
 /// same time: every access is a relaxed atomic load or store, word-sized
 /// from each side's first word boundary, so no byte is accessed
 /// non-atomically and the copy is still a word at a time whatever the
-/// two alignments.
+/// two alignments (a long forward copy on x86_64: one string move,
+/// [`forward`]).
 ///
 /// # Safety
 ///
