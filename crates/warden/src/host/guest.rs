@@ -8,9 +8,10 @@
 //! and a length, as Wasmtime does for shared memories, and every access is
 //! indivisible per byte or word: a copy ([`copy_from_racy`],
 //! [`copy_to_racy`]: relaxed atomic words, or one string move when long)
-//! or, for one word, a relaxed atomic load ([`GuestMem::read_u32`]). A guest racing its own host
-//! call through a permit sees a mixture of old and new bytes, never a
-//! host fault; the host reads each value it acts on exactly once.
+//! or, for one word, a relaxed atomic load ([`GuestMem::read_u32`]). A
+//! guest racing its own host call through a permit sees a mixture of old
+//! and new bytes, never a host fault; the host reads each value it acts
+//! on exactly once.
 
 use super::{range, TaskData};
 use crate::ipc::permit::{copy_from_racy, copy_to_racy};
