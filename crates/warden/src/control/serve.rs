@@ -6,7 +6,7 @@
 //!
 //! | what | limit |
 //! |---|---|
-//! | connections open at once | [`MAX_CONNECTIONS`]; when full, the one idle longest makes room, or the new one is closed at accept if all are busy |
+//! | connections open at once | [`MAX_CONNECTIONS`]; when full, one with no request at work makes room, or the new one is closed at accept if all have one |
 //! | request head (line + headers) | 16 KiB, at most 64 headers, read within 5 s (`http::conn`) |
 //! | request body | [`MAX_BODY`] (413 if declared or sent larger), read within 10 s (408) |
 //! | one connection's life | 60 s; then it is closed after the request in flight |

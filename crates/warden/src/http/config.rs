@@ -9,8 +9,8 @@ use std::time::Duration;
 pub struct HttpSpec {
     /// The address it listens on, `host:port`.
     pub listen: String,
-    /// Most connections serving at once; when full, the one idle longest
-    /// makes room for a new one (see `http::gate`).
+    /// Most connections serving at once; when full, one with no request
+    /// at work makes room for a new one (see `http::gate`).
     pub max_connections: usize,
     /// Its routes, matched in order: the first whose path matches wins.
     pub routes: Vec<RouteSpec>,

@@ -4,7 +4,7 @@
 //!
 //! | what | bound |
 //! |---|---|
-//! | connections open at once | [`Limits::max_connections`]; when full, the one idle longest gives way (see the `gate` module), or the new one is closed at accept if all are busy |
+//! | connections open at once | [`Limits::max_connections`]; when full, one with no request at work gives way (see the `gate` module), or the new one is closed at accept if all have one |
 //! | first bytes (which protocol) | within [`HEAD_TIMEOUT`] |
 //! | request head (line + headers) | [`MAX_HEAD`], at most [`MAX_HEADERS`] headers (HTTP/1.1), read within [`HEAD_TIMEOUT`] (HTTP/1.1) |
 //! | HTTP/2 requests at once | [`MAX_STREAMS`] per connection; closed after [`IDLE`] without one |
