@@ -172,31 +172,30 @@ pub(crate) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
         ("args_get", "args_sizes_get", |c| &c.args),
         ("environ_get", "environ_sizes_get", |c| &c.env),
     ];
-    linker.allow_shadowing(true);
-    let r = lists.into_iter().try_for_each(|(get, sizes, list)| {
-        linker.func_wrap(
-            WASI,
-            get,
-            move |mut c: Caller<'_, TaskData>, ptrs: i32, buf: i32| {
-                // The list's Arc, so the guest's memory can be borrowed.
-                let strings = Arc::clone(list(&c.data().cli));
-                strings.write_to(guest_memory(&mut c)?, ptrs, buf)?;
-                Ok(0i32)
-            },
-        )?;
-        linker.func_wrap(
-            WASI,
-            sizes,
-            move |mut c: Caller<'_, TaskData>, count: i32, bytes: i32| {
-                let strings = Arc::clone(list(&c.data().cli));
-                strings.write_sizes(guest_memory(&mut c)?, count, bytes)?;
-                Ok(0i32)
-            },
-        )?;
-        Ok::<_, wasmtime::Error>(())
-    });
-    linker.allow_shadowing(false);
-    r.map(|_| ())
+    super::shadowing(linker, |linker| {
+        lists.into_iter().try_for_each(|(get, sizes, list)| {
+            linker.func_wrap(
+                WASI,
+                get,
+                move |mut c: Caller<'_, TaskData>, ptrs: i32, buf: i32| {
+                    // The list's Arc, so the guest's memory can be borrowed.
+                    let strings = Arc::clone(list(&c.data().cli));
+                    strings.write_to(guest_memory(&mut c)?, ptrs, buf)?;
+                    Ok(0i32)
+                },
+            )?;
+            linker.func_wrap(
+                WASI,
+                sizes,
+                move |mut c: Caller<'_, TaskData>, count: i32, bytes: i32| {
+                    let strings = Arc::clone(list(&c.data().cli));
+                    strings.write_sizes(guest_memory(&mut c)?, count, bytes)?;
+                    Ok(0i32)
+                },
+            )?;
+            Ok::<_, wasmtime::Error>(())
+        })
+    })
 }
 
 #[cfg(test)]

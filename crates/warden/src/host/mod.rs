@@ -171,6 +171,19 @@ async fn wait_for<T>(
     .await
 }
 
+/// Runs `define` with shadowing allowed in `linker`, to replace some of
+/// the WASI definitions it already holds, and forbids shadowing again
+/// however `define` ends.
+fn shadowing(
+    linker: &mut Linker<TaskData>,
+    define: impl FnOnce(&mut Linker<TaskData>) -> wasmtime::Result<()>,
+) -> wasmtime::Result<()> {
+    linker.allow_shadowing(true);
+    let r = define(linker);
+    linker.allow_shadowing(false);
+    r
+}
+
 /// A result as the guest sees it: the value, or the error code.
 fn ret32(r: Result<i32, Errno>) -> i32 {
     r.unwrap_or_else(Errno::code)

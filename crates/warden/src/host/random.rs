@@ -47,9 +47,8 @@ impl rand::TryRng for ThreadRandom {
 /// Shadows `random_get` in `linker` (which must already hold Wasmtime's
 /// WASI definitions).
 pub(crate) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
-    linker.allow_shadowing(true);
-    let r = linker
-        .func_wrap_async(
+    super::shadowing(linker, |linker| {
+        linker.func_wrap_async(
             "wasi_snapshot_preview1",
             "random_get",
             |mut c: Caller<'_, TaskData>, (buf, len): (i32, i32)| {
@@ -69,10 +68,9 @@ pub(crate) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
                     Ok(0i32)
                 })
             },
-        )
-        .map(|_| ());
-    linker.allow_shadowing(false);
-    r
+        )?;
+        Ok(())
+    })
 }
 
 /// Fills `mem[at..end]` (in bounds) with random bytes.

@@ -106,9 +106,8 @@ impl Drop for OpenFiles {
 /// Shadows the bounded WASI calls in `linker` (which must already hold
 /// Wasmtime's WASI definitions).
 pub(crate) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
-    linker.allow_shadowing(true);
-    let r = linker
-        .func_wrap_async(
+    super::shadowing(linker, |linker| {
+        linker.func_wrap_async(
             "wasi_snapshot_preview1",
             "poll_oneoff",
             |mut caller: Caller<'_, TaskData>, (subs, events, n, nevents): (i32, i32, i32, i32)| {
@@ -129,13 +128,10 @@ pub(crate) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
                         .await
                 })
             },
-        )
-        .map(|_| ());
-    let r = r
-        .and_then(|()| add_file_counting(linker))
-        .and_then(|()| add_sockets(linker));
-    linker.allow_shadowing(false);
-    r
+        )?;
+        add_file_counting(linker)?;
+        add_sockets(linker)
+    })
 }
 
 fn add_file_counting(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
