@@ -5,12 +5,12 @@
 use crate::util::*;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A `nats-server` on a free loopback port; killed on drop.
 struct Broker {
-    child: Child,
+    child: Reaped,
     port: u16,
 }
 
@@ -39,7 +39,10 @@ impl Broker {
             );
             std::thread::sleep(Duration::from_millis(10));
         }
-        Broker { child, port }
+        Broker {
+            child: Reaped(child),
+            port,
+        }
     }
 
     fn url(&self) -> String {
@@ -47,17 +50,10 @@ impl Broker {
     }
 }
 
-impl Drop for Broker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// A `warden run` node; its stdout (the tasks' lines) and stderr go to
 /// files in its directory. Killed on drop.
 struct Node {
-    child: Child,
+    child: Reaped,
     dir: PathBuf,
     control: String,
 }
@@ -80,7 +76,7 @@ impl Node {
             .spawn()
             .unwrap();
         Node {
-            child,
+            child: Reaped(child),
             dir,
             control,
         }
@@ -146,13 +142,6 @@ impl Node {
             .lines()
             .find_map(|l| l.strip_prefix(line_start)?.trim().parse().ok())
             .unwrap_or(0.0)
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -99,6 +99,15 @@ max_response = "64KiB"
     .replace("DIR", &dir.display().to_string())
 }
 
+/// One more per-request route at `path` to the WAGI guest, with its own
+/// `timeout`.
+fn wagi_route(path: &str, timeout: &str) -> String {
+    format!(
+        "\n[[http.route]]\npath = \"{path}\"\nmodule = \"{}\"\ntimeout = \"{timeout}\"\n",
+        guests::WAGI
+    )
+}
+
 #[test]
 fn a_per_request_task_gets_the_request_and_writes_the_response() {
     let dir = tempfile::tempdir().unwrap();
@@ -158,13 +167,7 @@ fn keep_alive_serves_many_requests_on_one_connection() {
 #[test]
 fn faults_become_http_answers_and_the_server_keeps_serving() {
     let dir = tempfile::tempdir().unwrap();
-    let extra = r#"
-[[http.route]]
-path = "/slow"
-module = "WAGI"
-timeout = "300ms"
-"#
-    .replace("WAGI", guests::WAGI);
+    let extra = wagi_route("/slow", "300ms");
     let web = Web::start(dir.path(), &site(dir.path(), &extra));
     for (query, status) in [
         ("trap", 500),
@@ -422,13 +425,7 @@ fn slow_clients_hold_a_connection_not_a_handler() {
 fn a_full_server_makes_room_for_a_new_client() {
     use std::io::{Read, Write};
     let dir = tempfile::tempdir().unwrap();
-    let extra = r#"
-[[http.route]]
-path = "/hold"
-module = "WAGI"
-timeout = "3s"
-"#
-    .replace("WAGI", guests::WAGI);
+    let extra = wagi_route("/hold", "3s");
     let text = site(dir.path(), &extra).replace(
         "listen = \"127.0.0.1:0\"",
         "listen = \"127.0.0.1:0\"\nmax_connections = 3",

@@ -158,7 +158,7 @@ pub fn free_port() -> u16 {
 
 /// A `warden run` child process with its control API; killed on drop.
 pub struct System {
-    child: std::process::Child,
+    child: Reaped,
     /// Its control address.
     pub addr: String,
 }
@@ -175,13 +175,6 @@ impl System {
     }
 }
 
-impl Drop for System {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Starts `warden run` on `manifest` with its control API on a free port,
 /// and waits until the API answers.
 pub fn start_system(manifest: &Path) -> System {
@@ -192,7 +185,10 @@ pub fn start_system(manifest: &Path) -> System {
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let system = System { child, addr };
+    let system = System {
+        child: Reaped(child),
+        addr,
+    };
     let t = std::time::Instant::now();
     while std::net::TcpStream::connect(&system.addr).is_err() {
         assert!(
@@ -243,18 +239,11 @@ pub fn discarding_sink() -> String {
 /// A `warden run` serving `[[http]]` routes, its stderr collected; killed
 /// on drop.
 pub struct Served {
-    pub child: std::process::Child,
+    pub child: Reaped,
     /// `http://ADDR` of its first server.
     pub base: String,
     /// Everything it wrote on stderr so far.
     pub stderr: std::sync::Arc<std::sync::Mutex<String>>,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// Runs `warden run ARGS MANIFEST` and waits for its "serving" line.
@@ -285,7 +274,7 @@ pub fn serve(args: &[&str], manifest: &Path) -> Served {
         .recv_timeout(Duration::from_secs(60))
         .unwrap_or_else(|_| panic!("no server came up: {}", stderr.lock().unwrap()));
     Served {
-        child,
+        child: Reaped(child),
         base: format!("http://{addr}"),
         stderr,
     }
