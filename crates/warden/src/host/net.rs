@@ -45,6 +45,8 @@ pub(crate) struct TaskNet {
     pub(crate) wasi: super::wasi_net::Sockets,
     /// Bytes of host buffer each way for its sockets.
     pub(crate) buffer: usize,
+    /// `poll`'s buffers, kept between calls (made at the first).
+    pub(crate) poll: Option<Box<super::poll::Scratch>>,
 }
 
 /// What a child takes of its parent's network state: its place on the

@@ -34,60 +34,106 @@ enum Waitable {
     Task(Arc<TaskShared>),
 }
 
+/// One `poll` entry: what it waits on, the events asked and those found.
+struct Entry {
+    on: Waitable,
+    events: u32,
+    revents: u32,
+}
+
+/// A task's `poll` buffers, kept between calls so that a poll of a few
+/// handles allocates nothing but its wait's futures (and none when
+/// something is ready at once). Buffers that grew past [`KEPT`] entries
+/// are not kept: a task that once polled thousands of handles does not
+/// hold their room for ever.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    entries: Vec<Entry>,
+    fds: Vec<libc::pollfd>,
+}
+
+/// Most entries a kept [`Scratch`] has room for.
+const KEPT: usize = 64;
+
 async fn poll(mut c: Caller<'_, TaskData>, fds: i32, n: i32, timeout: i64) -> Result<i32, Errno> {
+    let mut scratch = c.data_mut().net.poll.take().unwrap_or_default();
+    let result = poll_in(&mut c, &mut scratch, fds, n, timeout).await;
+    // Its handles' references go now, not at the next call.
+    scratch.entries.clear();
+    if scratch.entries.capacity() <= KEPT && scratch.fds.capacity() <= KEPT {
+        c.data_mut().net.poll = Some(scratch);
+    }
+    result
+}
+
+async fn poll_in(
+    c: &mut Caller<'_, TaskData>,
+    scratch: &mut Scratch,
+    fds: i32,
+    n: i32,
+    timeout: i64,
+) -> Result<i32, Errno> {
     let n = n as u32;
     if n > MAX_POLL_HANDLES {
         return Err(Errno::Inval);
     }
-    let mut entries = Vec::with_capacity(n as usize);
+    let Scratch {
+        entries,
+        fds: pollfds,
+    } = scratch;
     {
-        let (mem, data) = memory(&mut c)?;
+        let (mem, data) = memory(c)?;
         range(mem.len(), fds, n as u64 * 12)?;
         for i in 0..n {
             let at = fds.wrapping_add((i * 12) as i32);
             let h = read_u32(mem, at)? as i32;
             let events = read_u32(mem, at.wrapping_add(4))?;
-            let w = match data.ipc.handles.get(h)? {
+            let on = match data.ipc.handles.get(h)? {
                 Object::Conn(s) => Waitable::Conn(s.clone()),
                 Object::Listener(l) => Waitable::Listener(l.clone()),
                 Object::Service(s) => Waitable::Service(s.service().clone()),
                 Object::Task(t) => Waitable::Task(t.clone()),
                 _ => return Err(Errno::BadHandle),
             };
-            entries.push((w, events, 0u32));
+            entries.push(Entry {
+                on,
+                events,
+                revents: 0,
+            });
         }
     }
     let deadline = Deadline::new(timeout);
     loop {
-        let ready = check(&mut entries);
+        let ready = check(entries, pollfds);
         // A wake that readiness does not confirm loops, but never past the
         // deadline.
         let ended =
-            ready > 0 || deadline.passed() || deadline.wait(any_ready(&entries)).await.is_err();
+            ready > 0 || deadline.passed() || deadline.wait(any_ready(entries)).await.is_err();
         if ended {
-            let (mem, _) = memory(&mut c)?;
-            for (i, (_, _, revents)) in entries.iter().enumerate() {
-                write_u32(mem, fds.wrapping_add((i * 12 + 8) as i32), *revents)?;
+            let (mem, _) = memory(c)?;
+            for (i, e) in entries.iter().enumerate() {
+                write_u32(mem, fds.wrapping_add((i * 12 + 8) as i32), e.revents)?;
             }
             return Ok(ready);
         }
     }
 }
 
-/// Fills in each entry's events now; returns how many have any.
-fn check(entries: &mut [(Waitable, u32, u32)]) -> i32 {
-    let mut fds: Vec<libc::pollfd> = Vec::new();
-    for (w, events, _) in entries.iter() {
-        let fd = match w {
+/// Fills in each entry's events now (`fds` is room for the sockets'
+/// `poll(2)` entries); returns how many have any.
+fn check(entries: &mut [Entry], fds: &mut Vec<libc::pollfd>) -> i32 {
+    fds.clear();
+    for e in entries.iter() {
+        let fd = match &e.on {
             Waitable::Conn(s) => s.fd(),
             Waitable::Listener(l) => l.fd(),
             _ => -1,
         };
         let mut ev = libc::POLLRDHUP;
-        if events & POLL_IN != 0 {
+        if e.events & POLL_IN != 0 {
             ev |= libc::POLLIN;
         }
-        if events & POLL_OUT != 0 {
+        if e.events & POLL_OUT != 0 {
             ev |= libc::POLLOUT;
         }
         fds.push(libc::pollfd {
@@ -96,10 +142,11 @@ fn check(entries: &mut [(Waitable, u32, u32)]) -> i32 {
             revents: 0,
         });
     }
-    poll_now(&mut fds);
+    poll_now(fds);
     let mut ready = 0;
-    for ((w, events, revents), pfd) in entries.iter_mut().zip(&fds) {
-        *revents = match w {
+    for (e, pfd) in entries.iter_mut().zip(fds.iter()) {
+        let events = e.events;
+        e.revents = match &e.on {
             Waitable::Conn(_) | Waitable::Listener(_) => {
                 let r = pfd.revents;
                 let mut out = 0;
@@ -112,24 +159,24 @@ fn check(entries: &mut [(Waitable, u32, u32)]) -> i32 {
                 if r & (libc::POLLHUP | libc::POLLERR | libc::POLLRDHUP) != 0 {
                     out |= POLL_HUP;
                 }
-                out & (*events | POLL_HUP)
+                out & (events | POLL_HUP)
             }
             Waitable::Service(s) => {
                 if s.is_ready() {
-                    POLL_IN & *events
+                    POLL_IN & events
                 } else {
                     0
                 }
             }
             Waitable::Task(t) => {
                 if t.family.exit().status.is_some() {
-                    POLL_IN & *events
+                    POLL_IN & events
                 } else {
                     0
                 }
             }
         };
-        if *revents != 0 {
+        if e.revents != 0 {
             ready += 1;
         }
     }
@@ -137,10 +184,10 @@ fn check(entries: &mut [(Waitable, u32, u32)]) -> i32 {
 }
 
 /// Resolves when any entry may have become ready.
-async fn any_ready(entries: &[(Waitable, u32, u32)]) {
+async fn any_ready(entries: &[Entry]) {
     let mut waits: Vec<Pin<Box<dyn Future<Output = ()> + Send + '_>>> = Vec::new();
-    for (w, events, _) in entries {
-        match w {
+    for Entry { on, events, .. } in entries {
+        match on {
             Waitable::Conn(s) => {
                 if events & POLL_IN != 0 || events & POLL_OUT == 0 {
                     waits.push(Box::pin(async move {

@@ -58,6 +58,7 @@ impl Runtime {
             receive,
             wasi: crate::host::Sockets::new(shared.clone(), spec.dirs.len(), listeners)?,
             buffer: n.socket_buffer,
+            poll: None,
         })
     }
 }
