@@ -5,6 +5,7 @@
 //! | what | bound |
 //! |---|---|
 //! | connections open at once | [`Limits::max_connections`]; when full, one with no request at work gives way (see the `gate` module), or the new one is closed at accept if all have one |
+//! | a connection giving way | closed after 200 ms, or once its answers are written if one is at work or its client still reads one, within [`FINISH`] |
 //! | first bytes (which protocol) | within [`HEAD_TIMEOUT`] |
 //! | request head (line + headers) | [`MAX_HEAD`], at most [`MAX_HEADERS`] headers (HTTP/1.1), read within [`HEAD_TIMEOUT`] (HTTP/1.1) |
 //! | HTTP/2 requests at once | [`MAX_STREAMS`] per connection; closed after [`IDLE`] without one |
@@ -16,7 +17,7 @@
 //! flight and close.
 
 pub use super::gate::Gate;
-use super::gate::{Ticket, Tracked, Watched, EVICT_GRACE};
+use super::gate::{Sending, Ticket, Tracked, Watched, EVICT_GRACE};
 use super::preface::{self, Protocol, Rewind};
 use bytes::Bytes;
 use http_body_util::Full;
@@ -139,7 +140,8 @@ enum Stop {
     /// Its life is over or the server stops: requests in flight finish.
     Finish,
     /// It gives way to a new connection: it had no request at work when
-    /// told, so it closes unless one is by the end of its grace.
+    /// told, so it closes unless one is, or an answer is still being
+    /// written, by the end of its grace.
     GiveWay,
 }
 
@@ -159,7 +161,10 @@ async fn http1<F: Answer>(
         .half_close(true)
         .max_header_size(MAX_HEAD)
         .max_headers(MAX_HEADERS)
-        .serve_connection(hyper_util::rt::TokioIo::new(io), service);
+        .serve_connection(
+            hyper_util::rt::TokioIo::new(Sending::new(io, ticket.clone())),
+            service,
+        );
     let stop = tokio::select! {
         _ = std::future::poll_fn(|cx| conn.poll_without_shutdown(cx)) => None,
         _ = tokio::time::sleep(limits.connection_life) => Some(Stop::Finish),
@@ -167,7 +172,7 @@ async fn http1<F: Answer>(
         _ = ticket.evicted() => Some(Stop::GiveWay),
     };
     let Some(stop) = stop else {
-        linger(conn.into_parts().io.into_inner().into_inner()).await;
+        linger(conn.into_parts().io.into_inner().into_inner().into_inner()).await;
         return;
     };
     std::pin::Pin::new(&mut conn).graceful_shutdown();
@@ -195,10 +200,11 @@ fn tracked<F: Answer>(
 }
 
 /// Lets a connection told to stop (its protocol's graceful shutdown
-/// begun) finish as `stop` says.
+/// begun) finish as `stop` says: one giving way closes after its grace
+/// unless closing would cut off an answer.
 async fn stopping(mut conn: impl Future + Unpin, stop: Stop, ticket: &Ticket) {
     if let Stop::GiveWay = stop {
-        if tokio::time::timeout(EVICT_GRACE, &mut conn).await.is_ok() || !ticket.at_work() {
+        if tokio::time::timeout(EVICT_GRACE, &mut conn).await.is_ok() || !ticket.answering() {
             return;
         }
     }
@@ -223,7 +229,10 @@ async fn http2<F: Answer>(
         .timer(hyper_util::rt::TokioTimer::new())
         .max_header_list_size(MAX_HEAD as u32)
         .max_concurrent_streams(MAX_STREAMS)
-        .serve_connection(hyper_util::rt::TokioIo::new(io), service);
+        .serve_connection(
+            hyper_util::rt::TokioIo::new(Sending::new(io, ticket.clone())),
+            service,
+        );
     let mut conn = Box::pin(conn);
     let idle = async {
         loop {

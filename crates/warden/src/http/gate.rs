@@ -6,17 +6,19 @@
 //! one idle longest among those with no request at all (still reading
 //! their first head, as a slowloris's are, or kept alive since their last
 //! answer), else the one waiting longest for a request body (a slow body
-//! is the other slowloris). A request is at work from the moment its
-//! body has all arrived (or was put aside unread) until its response's
-//! body is handed to the protocol; a connection with a request at work
-//! never gives way. When every connection has one, the new client is
-//! closed at accept.
+//! is the other slowloris), else the one that has waited longest for its
+//! client to read an answer (a slow reader). A request is at work from the
+//! moment its body has all arrived (or was put aside unread) until its
+//! response's body is handed to the protocol; a connection with a request
+//! at work never gives way. When every connection has one, the new client
+//! is closed at accept.
 //!
 //! A connection told to give way ([`Ticket::evicted`]) closes within
-//! [`EVICT_GRACE`] unless a request is at work in it by then (that
-//! request is then finished). Those closing are not counted among the
-//! `max`, but no more than `max` close at once, so at most `2 × max`
-//! sockets are ever open.
+//! [`EVICT_GRACE`] unless by then a request is at work in it or an answer
+//! is still waiting to be written to its socket (its client reads slowly,
+//! see [`Sending`]); those are finished, within the connection's finishing
+//! time. Those closing are not counted among the `max`, but no more than
+//! `max` close at once, so at most `2 × max` sockets are ever open.
 //!
 //! Lock order: the gate's list, then (to tell a connection to give way)
 //! that connection's notifier; nothing else is locked under the list.
@@ -66,6 +68,9 @@ struct Conn {
     /// ended, or a request began to wait for its body), as the gate's
     /// tick then: the smallest has waited longest.
     idle_since: AtomicU64,
+    /// Whether the last write to its socket left bytes unwritten (see
+    /// [`Sending`]).
+    sending: AtomicBool,
     /// Told to give way (set under the gate's lock).
     evicted: AtomicBool,
     give_way: tokio::sync::Notify,
@@ -145,13 +150,16 @@ impl Gate {
     }
 }
 
-/// What a connection with no request at work waits for.
+/// What a connection with no request at work waits for, in the order
+/// they give way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Waiting {
     /// A request (no request in flight).
     Request,
     /// The rest of a request's body.
     Body,
+    /// Its client, to read what is left of an answer.
+    Reader,
 }
 
 impl Conn {
@@ -159,10 +167,14 @@ impl Conn {
     fn waiting(&self) -> Option<Waiting> {
         let in_flight = self.in_flight.load(Ordering::Acquire);
         let reading = self.reading.load(Ordering::Acquire);
-        match in_flight {
-            0 => Some(Waiting::Request),
-            n if n <= reading => Some(Waiting::Body),
-            _ => None,
+        if in_flight > reading {
+            None
+        } else if self.sending.load(Ordering::Relaxed) {
+            Some(Waiting::Reader)
+        } else if in_flight == 0 {
+            Some(Waiting::Request)
+        } else {
+            Some(Waiting::Body)
         }
     }
 }
@@ -200,8 +212,15 @@ impl Ticket {
     }
 
     /// Whether a request is at work now.
-    pub(super) fn at_work(&self) -> bool {
+    #[cfg(test)]
+    fn at_work(&self) -> bool {
         self.conn.waiting().is_none()
+    }
+
+    /// Whether closing now would cut off an answer: a request is at work,
+    /// or an answer is still to be written to the socket.
+    pub(super) fn answering(&self) -> bool {
+        !matches!(self.conn.waiting(), Some(Waiting::Request | Waiting::Body))
     }
 
     /// Whether no request is in flight or began since the last look.
@@ -316,6 +335,79 @@ impl Body for Tracked {
     }
 }
 
+/// A connection's socket, telling the gate whether its last write left
+/// bytes unwritten: the client is not reading as fast as the answer goes
+/// out, and closing now would cut the answer off.
+pub struct Sending<T> {
+    io: T,
+    ticket: Arc<Ticket>,
+}
+
+impl<T> Sending<T> {
+    pub(super) fn new(io: T, ticket: Arc<Ticket>) -> Self {
+        Sending { io, ticket }
+    }
+
+    /// The socket.
+    pub(super) fn into_inner(self) -> T {
+        self.io
+    }
+
+    /// Notes a write of `offered` bytes that ended as `result`.
+    fn wrote(&self, offered: usize, result: &Poll<std::io::Result<usize>>) {
+        let left = match result {
+            Poll::Ready(Ok(n)) => *n < offered,
+            Poll::Ready(Err(_)) => false,
+            Poll::Pending => true,
+        };
+        self.ticket.conn.sending.store(left, Ordering::Relaxed);
+    }
+}
+
+impl<T: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Sending<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Sending<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let result = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.wrote(buf.len(), &result);
+        result
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let result = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.wrote(bufs.iter().map(|b| b.len()).sum(), &result);
+        result
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -401,6 +493,43 @@ mod tests {
         assert!(told(&reading), "the body's wait is next");
         drop(body);
         assert!(reading.at_work(), "the body was put aside: at work");
+    }
+
+    #[tokio::test]
+    async fn a_slow_reader_gives_way_last_and_is_not_cut_off() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let gate = Arc::new(Gate::default());
+        let admit = || Arc::new(gate.admit(3).unwrap());
+        let (slow, body, idle) = (admit(), admit(), admit());
+        // The oldest connection's client reads slowly: its socket takes
+        // 64 bytes of a 100-byte answer, then no more.
+        drop(work(&slow));
+        let (server, mut client) = tokio::io::duplex(64);
+        let mut socket = Sending::new(server, slow.clone());
+        let answer = [b'x'; 100];
+        let wrote = socket.write(&answer).await.unwrap();
+        assert_eq!(wrote, 64);
+        assert!(slow.answering() && !slow.at_work());
+        let (_body, _request) = body.begin(Full::new(Bytes::from_static(b"body")));
+        assert!(!body.answering());
+        // Newcomers, each busy at once: the idle one gives way, then the
+        // one awaiting a body, and only then the slow reader.
+        let fourth = admit();
+        let _w4 = work(&fourth);
+        assert!(told(&idle) && !told(&body) && !told(&slow));
+        drop(idle);
+        let fifth = admit();
+        let _w5 = work(&fifth);
+        assert!(told(&body) && !told(&slow));
+        drop(body);
+        let _sixth = admit();
+        assert!(told(&slow));
+        // Once the client has read and the rest is written, closing cuts
+        // nothing off.
+        let mut got = vec![0; 64];
+        client.read_exact(&mut got).await.unwrap();
+        socket.write_all(&answer[wrote..]).await.unwrap();
+        assert!(!slow.answering());
     }
 
     #[tokio::test]

@@ -478,6 +478,49 @@ fn a_full_server_makes_room_for_a_new_client() {
     }
 }
 
+/// A client that reads its answer slowly is not cut off when a new client
+/// needs its connection: it gives way only when no connection is idle,
+/// and then finishes the answer first.
+#[test]
+fn a_slow_reader_giving_way_still_gets_its_whole_answer() {
+    use std::io::{Read, Write};
+    const SIZE: usize = 16 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let extra = wagi_route("/big", "30s") + "max_response = \"32MiB\"\n";
+    let text = site(dir.path(), &extra).replace(
+        "listen = \"127.0.0.1:0\"",
+        "listen = \"127.0.0.1:0\"\nmax_connections = 1",
+    );
+    let web = Web::start(dir.path(), &text);
+    let addr: std::net::SocketAddr = web.base.trim_start_matches("http://").parse().unwrap();
+    // A small receive window: the answer stays mostly in the server.
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.connect(&addr.into()).unwrap();
+    let mut slow: std::net::TcpStream = socket.into();
+    slow.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    write!(slow, "GET /big?big={SIZE} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    // Its answer is on its way: the head and the body's first byte.
+    let mut got = Vec::new();
+    let mut byte = [0u8];
+    while !got.ends_with(b"\r\n\r\nx") {
+        slow.read_exact(&mut byte).unwrap();
+        got.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&got).into_owned();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    // A new client gets the server's one connection...
+    assert_eq!(get(&web, "/hello?fresh").status, 200);
+    // ...and the reader, back well after the 200 ms a connection giving
+    // way has to close, still gets the rest, then the end of the stream.
+    std::thread::sleep(Duration::from_secs(1));
+    let mut rest = Vec::new();
+    let _ = slow.read_to_end(&mut rest);
+    assert_eq!(rest.len() + 1, SIZE, "the answer was cut off");
+    assert!(rest.iter().all(|&b| b == b'x'));
+}
+
 /// A service route to a passive service: each request runs the handler on
 /// the web server's thread, its state kept; a trap is a 502, and the
 /// route then answers 503 (the service is gone) instead of hanging.
