@@ -81,6 +81,7 @@ async fn poll_in(
         entries,
         fds: pollfds,
     } = scratch;
+    entries.reserve(n as usize);
     {
         let (mem, data) = memory(c)?;
         range(mem.len(), fds, n as u64 * 12)?;

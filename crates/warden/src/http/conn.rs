@@ -5,7 +5,7 @@
 //! | what | bound |
 //! |---|---|
 //! | connections open at once | [`Limits::max_connections`]; when full, one with no request at work gives way (see the `gate` module), or the new one is closed at accept if all have one |
-//! | a connection giving way | closed after 200 ms, or once its answers are written if one is at work or its client still reads one, within [`FINISH`] |
+//! | a connection giving way | closed after 200 ms, or, if a request is at work or its client still reads an answer, once its answers are written, within 10 s (`FINISH`) |
 //! | first bytes (which protocol) | within [`HEAD_TIMEOUT`] |
 //! | request head (line + headers) | [`MAX_HEAD`], at most [`MAX_HEADERS`] headers (HTTP/1.1), read within [`HEAD_TIMEOUT`] (HTTP/1.1) |
 //! | HTTP/2 requests at once | [`MAX_STREAMS`] per connection; closed after [`IDLE`] without one |

@@ -16,8 +16,8 @@
 //! A connection told to give way ([`Ticket::evicted`]) closes within
 //! [`EVICT_GRACE`] unless by then a request is at work in it or an answer
 //! is still waiting to be written to its socket (its client reads slowly,
-//! see [`Sending`]); those are finished, within the connection's finishing
-//! time. Those closing are not counted among the `max`, but no more than
+//! see [`Sending`]); those are finished, within the 10 s any closing
+//! connection has (see `conn`). Those closing are not counted among the `max`, but no more than
 //! `max` close at once, so at most `2 × max` sockets are ever open.
 //!
 //! Lock order: the gate's list, then (to tell a connection to give way)
@@ -338,7 +338,7 @@ impl Body for Tracked {
 /// A connection's socket, telling the gate whether its last write left
 /// bytes unwritten: the client is not reading as fast as the answer goes
 /// out, and closing now would cut the answer off.
-pub struct Sending<T> {
+pub(super) struct Sending<T> {
     io: T,
     ticket: Arc<Ticket>,
 }
