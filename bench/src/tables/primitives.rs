@@ -14,6 +14,7 @@ use warden_test_guests as guests;
 
 const WARDEN: &str = "Warden task";
 const RAW: &str = "raw Wasmtime (in-process)";
+const RAW_POOLED: &str = "raw Wasmtime, pooling allocator (in-process)";
 const JVM: &str = "JVM (HotSpot)";
 const NATIVE: &str = "native C (Linux)";
 const WARDEN_JAVA: &str = "Java in a Warden task (TeaVM)";
@@ -42,7 +43,9 @@ pub fn run(ctx: &Ctx) -> Table {
          call to an empty function, and malloc(16)+free in batches of 1,000 (new Object() on the JVM, \
          which frees by collection). Null thread: spawn to exit of the smallest program, one at a \
          time, {tasks} per sample: a Warden task (1 worker; spawn, then wait for its report), a raw \
-         Wasmtime instantiate + _start, Thread start + join, pthread_create + join. Batched: all \
+         Wasmtime instantiate + _start on the calling thread (its default settings, and again with \
+         the pooling allocator and copy-on-write memory images, as Warden's engine has them), \
+         Thread start + join, pthread_create + join. Batched: all \
          {tasks} started, then all waited for (Warden tasks; Threads; pthreads). Trap, one at a \
          time: a program whose first instruction traps, spawn to report in \
          Warden and instantiate + call + error in Wasmtime; new Throwable() on the JVM; a SIGSEGV \
@@ -61,6 +64,8 @@ pub fn run(ctx: &Ctx) -> Table {
         raw.pre(guests::NOOP),
         raw.pre(guests::UNREACHABLE),
     );
+    let pooled = Raw::pooled(64);
+    let (pooled_noop, pooled_trap) = (pooled.pre(guests::NOOP), pooled.pre(guests::UNREACHABLE));
     let noop = quiet("noop", guests::NOOP);
     let trap = quiet("trap", guests::UNREACHABLE);
     let n = ops.to_string();
@@ -93,6 +98,17 @@ pub fn run(ctx: &Ctx) -> Table {
                     raw.batch(&noop_pre, tasks, false)? / 1e3,
                 );
                 s.push(&key(RAW, "trap"), raw.batch(&trap_pre, tasks, true)? / 1e3);
+                Ok(())
+            }),
+            contestant(RAW_POOLED, |s| {
+                s.push(
+                    &key(RAW_POOLED, "null thread"),
+                    pooled.batch(&pooled_noop, tasks, false)? / 1e3,
+                );
+                s.push(
+                    &key(RAW_POOLED, "trap"),
+                    pooled.batch(&pooled_trap, tasks, true)? / 1e3,
+                );
                 Ok(())
             }),
             contestant(JVM, |s| {
@@ -146,6 +162,7 @@ pub fn run(ctx: &Ctx) -> Table {
     for (system, kind) in [
         (WARDEN, Kind::Warden),
         (RAW, Kind::Peer),
+        (RAW_POOLED, Kind::Peer),
         (JVM, Kind::Peer),
         (NATIVE, Kind::Peer),
         (WARDEN_JAVA, Kind::Warden),
@@ -164,6 +181,11 @@ pub fn run(ctx: &Ctx) -> Table {
         RAW,
         &[BATCHED],
         "instantiate + _start runs on the calling thread, with nothing to overlap",
+    );
+    t.absent(
+        RAW_POOLED,
+        &["call", "allocation", BATCHED],
+        "the same compiled code as the row above; only instantiation differs",
     );
     // The paper's figures (µs in the paper), PII 300 MHz, FreeBSD.
     t.paper(
