@@ -55,6 +55,7 @@ mod task;
 mod teavm;
 mod wasi;
 mod wasi_net;
+mod wasi_poll;
 
 pub use cli::Strings;
 pub(crate) use cli::{add_to_linker as add_cli_to_linker, Cli};

@@ -47,6 +47,8 @@ pub(crate) struct TaskNet {
     pub(crate) buffer: usize,
     /// `poll`'s buffers, kept between calls (made at the first).
     pub(crate) poll: Option<Box<super::poll::Scratch>>,
+    /// `poll_oneoff`'s buffers when it waits on sockets (see `wasi_poll`).
+    pub(crate) wasi_poll: Option<Box<super::wasi_poll::Scratch>>,
 }
 
 /// What a child takes of its parent's network state: its place on the

@@ -53,7 +53,7 @@ pub(crate) struct Scratch {
 }
 
 /// Most entries a kept [`Scratch`] has room for.
-const KEPT: usize = 64;
+pub(super) const KEPT: usize = 64;
 
 async fn poll(mut c: Caller<'_, TaskData>, fds: i32, n: i32, timeout: i64) -> Result<i32, Errno> {
     let mut scratch = c.data_mut().net.poll.take().unwrap_or_default();

@@ -16,7 +16,7 @@
 //! - `poll_oneoff` that only sleeps is a timer (see `sleep`).
 
 use super::TaskData;
-use super::{sleep, wasi_net};
+use super::{sleep, wasi_net, wasi_poll};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use wasmtime::{Caller, Extern, Linker};
@@ -120,8 +120,8 @@ pub(crate) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
                     }
                     // Both boxed, so that a sleeping task's future is no
                     // larger than the sleep needs (see `sleep`).
-                    if wasi_net::names_a_socket(&mut caller, subs, n) {
-                        let poll = wasi_net::poll_oneoff(&mut caller, subs, events, n, nevents);
+                    if wasi_poll::names_a_socket(&mut caller, subs, n) {
+                        let poll = wasi_poll::poll_oneoff(&mut caller, subs, events, n, nevents);
                         return Ok(Box::pin(poll).await);
                     }
                     Box::pin(async { delegate!(caller, poll_oneoff(subs, events, n, nevents)) })

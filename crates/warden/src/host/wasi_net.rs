@@ -10,7 +10,8 @@
 //! `sock_shutdown`, `fd_read`, `fd_write`, `fd_close`, `fd_fdstat_get`,
 //! `fd_fdstat_set_flags` (`O_NONBLOCK`), `fd_filestat_get`,
 //! `fd_prestat_get` (a socket is not a preopened directory, which also
-//! ends wasi-libc's scan of them), `fd_renumber` and `poll_oneoff`.
+//! ends wasi-libc's scan of them), `fd_renumber` and `poll_oneoff` (in
+//! `wasi_poll`).
 //!
 //! Accepted connections are numbered from [`Sockets::conn_base`] up: past
 //! every number Wasmtime can reach (its table never holds more than the
@@ -21,7 +22,6 @@
 //! charged its buffers.
 
 use super::net::{recv_on, return_wasi_socket, send_on, take_wasi_socket, Deadline};
-use super::subscription::*;
 use super::{memory, range, read_u32, write_u32, TaskData};
 use crate::ipc::Errno;
 use crate::net::socket::{Conn, Listener, LISTENER_BYTES};
@@ -112,7 +112,13 @@ impl Sockets {
         self.map.contains_key(&(fd as u32))
     }
 
-    fn get(&self, fd: i32) -> Option<(&Sock, bool)> {
+    /// Whether the task has no socket descriptor.
+    pub(super) fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// The socket `fd` names, and whether it is non-blocking.
+    pub(super) fn get(&self, fd: i32) -> Option<(&Sock, bool)> {
         self.map.get(&(fd as u32)).map(|e| (&e.sock, e.nonblocking))
     }
 
@@ -354,231 +360,4 @@ pub(super) fn filestat(c: &mut Caller<'_, TaskData>, out: i32) -> i32 {
         Ok(()) => 0,
         Err(_) => errno::FAULT,
     }
-}
-
-/// `poll_oneoff` when any subscription names a socket. Clock
-/// subscriptions (relative) bound the wait; other descriptors (files, the
-/// standard streams) are reported ready at once, as Wasmtime reports
-/// files.
-pub(super) async fn poll_oneoff(
-    c: &mut Caller<'_, TaskData>,
-    subs: i32,
-    events: i32,
-    n: i32,
-    nevents: i32,
-) -> i32 {
-    let n = n as u32 as usize;
-    let parsed = match parse_subscriptions(c, subs, events, n) {
-        Ok(p) => p,
-        Err(e) => return e,
-    };
-    let timeout = parsed
-        .iter()
-        .filter_map(|s| match s.kind {
-            Sub::Clock(ns) => Some(ns),
-            _ => None,
-        })
-        .min();
-    let deadline = Deadline::new(timeout.map_or(-1, |t| t.min(i64::MAX as u64) as i64));
-    loop {
-        let ready = ready_events(c, &parsed);
-        let expired = ready.is_empty()
-            && (deadline.passed() || deadline.wait(wait_any(c, &parsed)).await.is_err());
-        if !ready.is_empty() || expired {
-            let out: Vec<(u64, u8, u16)> = if ready.is_empty() {
-                parsed
-                    .iter()
-                    .filter(|s| matches!(s.kind, Sub::Clock(_)))
-                    .map(|s| (s.userdata, 0u8, 0u16))
-                    .collect()
-            } else {
-                ready
-            };
-            return write_events(c, events, nevents, &out);
-        }
-    }
-}
-
-#[derive(Clone, Copy)]
-enum Sub {
-    Clock(u64),
-    Read(i32),
-    Write(i32),
-}
-
-struct Subscription {
-    userdata: u64,
-    kind: Sub,
-}
-
-fn parse_subscriptions(
-    c: &mut Caller<'_, TaskData>,
-    subs: i32,
-    events: i32,
-    n: usize,
-) -> Result<Vec<Subscription>, i32> {
-    let (mem, _) = memory(c).map_err(wasi_errno)?;
-    range(mem.len(), subs, n as u64 * SUBSCRIPTION_BYTES).map_err(|_| errno::FAULT)?;
-    range(mem.len(), events, n as u64 * EVENT_BYTES).map_err(|_| errno::FAULT)?;
-    let mut out = Vec::with_capacity(n);
-    for i in 0..n {
-        let mut s = [0u8; SUBSCRIPTION_BYTES as usize];
-        let at = subs.wrapping_add((i as u64 * SUBSCRIPTION_BYTES) as i32);
-        let r = range(mem.len(), at, SUBSCRIPTION_BYTES).map_err(|_| errno::FAULT)?;
-        mem.read(r, &mut s);
-        let field = |at: usize, n: usize| -> &[u8] { &s[at..at + n] };
-        let userdata = u64::from_le_bytes(field(USERDATA, 8).try_into().expect("8 bytes"));
-        let fd = i32::from_le_bytes(field(FD, 4).try_into().expect("4 bytes"));
-        let kind = match s[TAG] {
-            EVENTTYPE_CLOCK => {
-                let flags = u16::from_le_bytes(field(FLAGS, 2).try_into().expect("2 bytes"));
-                if flags & ABSTIME != 0 {
-                    return Err(errno::NOTSUP); // absolute times: not with sockets
-                }
-                Sub::Clock(u64::from_le_bytes(
-                    field(TIMEOUT, 8).try_into().expect("8 bytes"),
-                ))
-            }
-            EVENTTYPE_FD_READ => Sub::Read(fd),
-            EVENTTYPE_FD_WRITE => Sub::Write(fd),
-            _ => return Err(errno::INVAL),
-        };
-        out.push(Subscription { userdata, kind });
-    }
-    Ok(out)
-}
-
-/// Events ready now: (userdata, type, flags).
-fn ready_events(c: &mut Caller<'_, TaskData>, subs: &[Subscription]) -> Vec<(u64, u8, u16)> {
-    let sockets = &c.data().net.wasi;
-    let mut fds = Vec::new();
-    for s in subs {
-        let (fd, ev) = match s.kind {
-            Sub::Read(fd) => (fd, libc::POLLIN),
-            Sub::Write(fd) => (fd, libc::POLLOUT),
-            Sub::Clock(_) => (-1, 0),
-        };
-        let raw = match sockets.get(fd) {
-            Some((Sock::Conn(s), _)) => s.fd(),
-            Some((Sock::Listener(l), _)) => l.fd(),
-            None => -1,
-        };
-        fds.push(libc::pollfd {
-            fd: raw,
-            events: ev | libc::POLLRDHUP,
-            revents: 0,
-        });
-    }
-    crate::net::socket::poll_now(&mut fds);
-    let mut out = Vec::new();
-    for (s, p) in subs.iter().zip(&fds) {
-        let (ty, fd) = match s.kind {
-            Sub::Read(fd) => (EVENTTYPE_FD_READ, fd),
-            Sub::Write(fd) => (EVENTTYPE_FD_WRITE, fd),
-            Sub::Clock(0) => {
-                out.push((s.userdata, EVENTTYPE_CLOCK, 0));
-                continue;
-            }
-            Sub::Clock(_) => continue,
-        };
-        if !sockets.has(fd) {
-            out.push((s.userdata, ty, 0)); // a file: always ready
-        } else if p.revents != 0 {
-            let hup = p.revents & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR) != 0;
-            out.push((s.userdata, ty, u16::from(hup) * FD_READWRITE_HANGUP));
-        }
-    }
-    out
-}
-
-async fn wait_any(c: &mut Caller<'_, TaskData>, subs: &[Subscription]) {
-    use std::future::Future;
-    use std::pin::Pin;
-    let mut waits: Vec<Pin<Box<dyn Future<Output = ()> + Send>>> = Vec::new();
-    for s in subs {
-        let (fd, write) = match s.kind {
-            Sub::Read(fd) => (fd, false),
-            Sub::Write(fd) => (fd, true),
-            Sub::Clock(_) => continue,
-        };
-        match c.data().net.wasi.get(fd) {
-            Some((Sock::Conn(s), _)) => {
-                let s = s.clone();
-                waits.push(Box::pin(async move {
-                    let _ = if write {
-                        s.writable().await
-                    } else {
-                        s.readable().await
-                    };
-                }));
-            }
-            Some((Sock::Listener(l), _)) => {
-                let l = l.clone();
-                waits.push(Box::pin(async move {
-                    let _ = l.ready().await;
-                }));
-            }
-            None => {}
-        }
-    }
-    if waits.is_empty() {
-        return std::future::pending().await;
-    }
-    std::future::poll_fn(|cx| {
-        for w in waits.iter_mut() {
-            if w.as_mut().poll(cx).is_ready() {
-                return std::task::Poll::Ready(());
-            }
-        }
-        std::task::Poll::Pending
-    })
-    .await
-}
-
-fn write_events(
-    c: &mut Caller<'_, TaskData>,
-    events: i32,
-    nevents: i32,
-    out: &[(u64, u8, u16)],
-) -> i32 {
-    let Ok((mem, _)) = memory(c) else {
-        return errno::FAULT;
-    };
-    for (i, (userdata, ty, flags)) in out.iter().enumerate() {
-        let mut e = [0u8; EVENT_BYTES as usize];
-        e[USERDATA..USERDATA + 8].copy_from_slice(&userdata.to_le_bytes());
-        e[EVENT_TYPE] = *ty;
-        e[EVENT_FLAGS..EVENT_FLAGS + 2].copy_from_slice(&flags.to_le_bytes());
-        let at = events.wrapping_add((i as u64 * EVENT_BYTES) as i32);
-        if mem.put(at, &e).is_err() {
-            return errno::FAULT;
-        }
-    }
-    match write_u32(mem, nevents, out.len() as u32) {
-        Ok(()) => 0,
-        Err(_) => errno::FAULT,
-    }
-}
-
-/// Whether any subscription names a socket of this task.
-pub(super) fn names_a_socket(c: &mut Caller<'_, TaskData>, subs: i32, n: i32) -> bool {
-    let sockets = &c.data().net.wasi;
-    if sockets.map.is_empty() {
-        return false;
-    }
-    let Ok((mem, data)) = memory(c) else {
-        return false;
-    };
-    let n = (n as u32).min(super::MAX_POLL_SUBSCRIPTIONS);
-    (0..n).any(|i| {
-        let at = subs.wrapping_add((u64::from(i) * SUBSCRIPTION_BYTES) as i32);
-        let mut tag = [0u8; 1];
-        let Ok(r) = range(mem.len(), at.wrapping_add(TAG as i32), 1) else {
-            return false;
-        };
-        mem.read(r, &mut tag);
-        tag[0] != EVENTTYPE_CLOCK
-            && read_u32(mem, at.wrapping_add(FD as i32))
-                .is_ok_and(|fd| data.net.wasi.has(fd as i32))
-    })
 }

@@ -59,6 +59,7 @@ impl Runtime {
             wasi: crate::host::Sockets::new(shared.clone(), spec.dirs.len(), listeners)?,
             buffer: n.socket_buffer,
             poll: None,
+            wasi_poll: None,
         })
     }
 }
