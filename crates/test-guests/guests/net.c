@@ -14,7 +14,9 @@
  *   child                echo on the connection granted at index 0
  *   grants               print what listen/connect answer for ungranted addresses
  *   bad ADDR             every bad argument gets its error code; prints "bad ok"
- *   pollmix ADDR         poll a service and a listener together; prints what woke it
+ *   pollmix ADDR         poll a service and a listener together; prints what woke it;
+ *                        then each alone: the listener, a connection, the service,
+ *                        printing "alone N" before each wait
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -242,6 +244,32 @@ static int bad(const char *addr) {
     return failures;
 }
 
+/* Prints "alone N", then polls `h` alone until it is ready to read. */
+static void poll_alone(int n, warden_handle h) {
+    printf("alone %d\n", n);
+    fflush(stdout);
+    warden_pollfd one = {h, WARDEN_POLL_IN, 0};
+    CHECK(warden_poll(&one, 1, -1), 1);
+    CHECK(one.revents & WARDEN_POLL_IN, WARDEN_POLL_IN);
+}
+
+/* pollmix's second half: one handle polled at a time. */
+static int pollmix_alone(warden_handle svc, warden_handle l) {
+    poll_alone(1, l);
+    warden_handle c = warden_tcp_accept(l, 0);
+    CHECK(c >= 0, 1);
+    poll_alone(2, c);
+    CHECK(warden_sock_recv(c, buf, sizeof buf, 0) > 0, 1);
+    CHECK(warden_sock_send(c, "ok", 2, -1), 2);
+    poll_alone(3, svc);
+    uint64_t call;
+    size_t nh = 0;
+    int64_t n = warden_recv(svc, &call, buf, sizeof buf, NULL, &nh);
+    CHECK(warden_reply(call, buf, n, NULL, 0), 0);
+    printf(failures ? "alone: %d failures\n" : "alone ok\n", failures);
+    return failures;
+}
+
 static int pollmix(const char *addr) {
     warden_handle svc = warden_service_create();
     warden_handle p = warden_portal_create(svc);
@@ -274,7 +302,7 @@ static int pollmix(const char *addr) {
         }
         fflush(stdout);
     }
-    return failures;
+    return pollmix_alone(svc, l);
 }
 
 int main(int argc, char **argv) {

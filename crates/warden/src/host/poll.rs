@@ -184,44 +184,19 @@ fn check(entries: &mut [Entry], fds: &mut Vec<libc::pollfd>) -> i32 {
     ready
 }
 
-/// Resolves when any entry may have become ready.
+/// Resolves when any entry may have become ready. One entry, the usual
+/// case, is waited on without a box.
 async fn any_ready(entries: &[Entry]) {
-    let mut waits: Vec<Pin<Box<dyn Future<Output = ()> + Send + '_>>> = Vec::new();
-    for Entry { on, events, .. } in entries {
-        match on {
-            Waitable::Conn(s) => {
-                if events & POLL_IN != 0 || events & POLL_OUT == 0 {
-                    waits.push(Box::pin(async move {
-                        let _ = s.readable().await;
-                    }));
-                }
-                if events & POLL_OUT != 0 {
-                    waits.push(Box::pin(async move {
-                        let _ = s.writable().await;
-                    }));
-                }
-            }
-            Waitable::Listener(l) => waits.push(Box::pin(async move {
-                let _ = l.ready().await;
-            })),
-            // A service or child can only be reported as POLL_IN: without
-            // it, waiting on one would wake for ever for nothing.
-            Waitable::Service(_) | Waitable::Task(_) if events & POLL_IN == 0 => {}
-            Waitable::Service(s) => {
-                waits.push(Box::pin(std::future::poll_fn(move |cx| s.poll_ready(cx))))
-            }
-            Waitable::Task(t) => waits.push(Box::pin(std::future::poll_fn(move |cx| {
-                let mut e = t.family.exit();
-                if e.status.is_some() {
-                    return Poll::Ready(());
-                }
-                if !e.waiters.iter().any(|w| w.will_wake(cx.waker())) {
-                    e.waiters.push(cx.waker().clone());
-                }
-                Poll::Pending
-            }))),
-        }
+    if let [e] = entries {
+        return wait_entry(&e.on, e.events).await;
     }
+    let mut waits: Vec<Pin<Box<dyn Future<Output = ()> + Send + '_>>> = entries
+        .iter()
+        .filter(|e| can_wake(&e.on, e.events))
+        .map(|e| -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+            Box::pin(wait_entry(&e.on, e.events))
+        })
+        .collect();
     if waits.is_empty() {
         return std::future::pending().await;
     }
@@ -234,4 +209,64 @@ async fn any_ready(entries: &[Entry]) {
         Poll::Pending
     })
     .await
+}
+
+/// Whether waiting on `on` for `events` may ever end: a service or child
+/// can only be reported as POLL_IN, so without it, waiting on one would
+/// wake for ever for nothing.
+fn can_wake(on: &Waitable, events: u32) -> bool {
+    matches!(on, Waitable::Conn(_) | Waitable::Listener(_)) || events & POLL_IN != 0
+}
+
+/// Resolves when `on` may have become ready for `events` (never, if it
+/// cannot be reported: see [`can_wake`]).
+async fn wait_entry(on: &Waitable, events: u32) {
+    if !can_wake(on, events) {
+        return std::future::pending().await;
+    }
+    match on {
+        Waitable::Conn(s) => {
+            let write = events & POLL_OUT != 0;
+            let read = events & POLL_IN != 0 || !write;
+            let mut readable = std::pin::pin!(async {
+                if read {
+                    let _ = s.readable().await;
+                } else {
+                    std::future::pending::<()>().await
+                }
+            });
+            let mut writable = std::pin::pin!(async {
+                if write {
+                    let _ = s.writable().await;
+                } else {
+                    std::future::pending::<()>().await
+                }
+            });
+            std::future::poll_fn(|cx| {
+                if readable.as_mut().poll(cx).is_ready() || writable.as_mut().poll(cx).is_ready() {
+                    Poll::Ready(())
+                } else {
+                    Poll::Pending
+                }
+            })
+            .await
+        }
+        Waitable::Listener(l) => {
+            let _ = l.ready().await;
+        }
+        Waitable::Service(s) => std::future::poll_fn(|cx| s.poll_ready(cx)).await,
+        Waitable::Task(t) => {
+            std::future::poll_fn(|cx| {
+                let mut e = t.family.exit();
+                if e.status.is_some() {
+                    return Poll::Ready(());
+                }
+                if !e.waiters.iter().any(|w| w.will_wake(cx.waker())) {
+                    e.waiters.push(cx.waker().clone());
+                }
+                Poll::Pending
+            })
+            .await
+        }
+    }
 }

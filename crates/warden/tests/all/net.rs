@@ -170,7 +170,9 @@ fn bad_arguments_get_error_codes() {
     assert!(r.succeeded());
 }
 
-/// One task serves portal calls and connections from one `poll`.
+/// One task serves portal calls and connections from one `poll`, and a
+/// `poll` of one handle alone (a listener, a connection, a service) waits
+/// until it is ready.
 #[test]
 fn poll_waits_on_services_and_sockets_together() {
     let dir = tempfile::tempdir().unwrap();
@@ -189,6 +191,22 @@ fn poll_waits_on_services_and_sockets_together() {
     caller.uses = vec!["mix".into()];
     let r = run_one(&rt, &caller, LIMIT);
     assert!(r.succeeded(), "{}", stdout_of(dir.path(), "caller"));
+    // Then each alone, woken only once it waits: the listener, the
+    // connection it accepts, the service.
+    wait_for_output(dir.path(), "mix", "alone 1");
+    wait_blocked(&rt, id);
+    let mut c = TcpStream::connect(&addr).unwrap();
+    c.set_read_timeout(Some(LIMIT)).unwrap();
+    wait_for_output(dir.path(), "mix", "alone 2");
+    wait_blocked(&rt, id);
+    c.write_all(b"x").unwrap();
+    let mut ok = [0u8; 2];
+    c.read_exact(&mut ok).unwrap();
+    assert_eq!(&ok, b"ok");
+    wait_for_output(dir.path(), "mix", "alone 3");
+    wait_blocked(&rt, id);
+    let r = run_one(&rt, &caller, LIMIT);
+    assert!(r.succeeded(), "{}", stdout_of(dir.path(), "caller"));
     let r = wait(&rt, id, LIMIT);
     let out = stdout_of(dir.path(), "mix");
     assert!(r.succeeded(), "{r:?}\n{out}");
@@ -196,6 +214,7 @@ fn poll_waits_on_services_and_sockets_together() {
         out.contains("woke: connection") && out.contains("woke: call"),
         "{out}"
     );
+    assert!(out.contains("alone ok"), "{out}");
 }
 
 /// Over `max_sockets`: quota; over the memory budget (each connection is
