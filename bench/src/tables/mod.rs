@@ -53,7 +53,18 @@ pub fn run_all(ctx: &Ctx, only: Option<&str>) -> Vec<Table> {
             continue;
         }
         eprintln!("== {name}");
-        out.extend(run(ctx));
+        let before = crate::machine::core_to_core_ns();
+        let mut tables = run(ctx);
+        let after = crate::machine::core_to_core_ns();
+        if let (Some(before), Some(after)) = (before, after) {
+            for t in &mut tables {
+                t.notes.push(format!(
+                    "A cache line's round trip between cores 0 and 1 (see the machine's \
+                     description): {before:.0} ns before this table, {after:.0} ns after it."
+                ));
+            }
+        }
+        out.extend(tables);
     }
     out
 }
