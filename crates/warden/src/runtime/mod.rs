@@ -514,7 +514,7 @@ impl Runtime {
             Some(p) => Box::pin(passive::run(
                 module.pre.clone(),
                 {
-                    let mut store = seed.grow();
+                    let mut store = seed.grow(module.pre.module().engine());
                     let p = p.clone();
                     store.epoch_deadline_callback(move |_| crate::host::passive_on_tick(&p));
                     store
@@ -526,12 +526,7 @@ impl Runtime {
                     crate::ipc::name_allowed(&spec.export, &spec.provides[0]),
                 ),
             )),
-            None => Box::pin(run(
-                module.pre.clone(),
-                Box::new(seed),
-                shared.clone(),
-                ended,
-            )),
+            None => Box::pin(run(module.clone(), Box::new(seed), shared.clone(), ended)),
         };
         shared
             .create_ns

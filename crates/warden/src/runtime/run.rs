@@ -65,7 +65,7 @@ pub(super) fn on_tick(
 /// value, took its 1.1 KiB twice over (an async function's argument and
 /// the local it moves into), in every live task.
 pub(super) async fn run(
-    pre: InstancePre<TaskData>,
+    module: Arc<crate::module::LoadedModule>,
     seed: Box<super::store::StoreSeed>,
     shared: Arc<TaskShared>,
     ended: Option<tokio::sync::oneshot::Sender<TaskStatus>>,
@@ -75,7 +75,7 @@ pub(super) async fn run(
     // not with the future.
     let store = {
         let seed = seed;
-        seed.grow()
+        seed.grow(module.pre.module().engine())
     };
     let mut task = ReleaseOnDrop {
         store: ManuallyDrop::new(store),
@@ -84,7 +84,7 @@ pub(super) async fn run(
     task.shared
         .create_ns
         .fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
-    let status = start(pre, &mut task.store, &task.shared).await;
+    let status = start(&module.pre, &mut task.store, &task.shared).await;
     if let Some(tx) = ended {
         let _ = tx.send(status.clone());
     }
@@ -137,7 +137,7 @@ impl Drop for ReleaseOnDrop {
 }
 
 async fn start(
-    pre: InstancePre<TaskData>,
+    pre: &InstancePre<TaskData>,
     store: &mut Store<TaskData>,
     shared: &TaskShared,
 ) -> TaskStatus {

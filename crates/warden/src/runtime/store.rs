@@ -13,18 +13,17 @@ use crate::host::{Cli, Strings};
 /// the task, the thread that will also free it (an allocator frees
 /// fastest on the thread that allocated).
 pub(super) struct StoreSeed {
-    engine: wasmtime::Engine,
     data: TaskData,
     clock: Arc<crate::executor::Clock>,
     slice_ticks: u64,
 }
 
 impl StoreSeed {
-    /// The store: its memory budget as limiter, and the deadline
-    /// callback that preempts it each slice.
-    pub(super) fn grow(self) -> Store<TaskData> {
+    /// The store, in `engine` (its module's): its memory budget as
+    /// limiter, and the deadline callback that preempts it each slice.
+    pub(super) fn grow(self, engine: &wasmtime::Engine) -> Store<TaskData> {
         let sh = self.data.ipc.shared.clone();
-        let mut store = Store::new(&self.engine, self.data);
+        let mut store = Store::new(engine, self.data);
         store.limiter(|d| &mut d.budget);
         store.set_epoch_deadline(1);
         let (clock, slice_ticks) = (self.clock, self.slice_ticks);
@@ -79,10 +78,9 @@ impl Runtime {
             in_flight: None,
             grants: Grants::of(spec),
             kernel: inner.kernel.clone(),
-            spawner: {
-                let inner: Arc<dyn crate::host::Spawner> = self.inner.clone();
-                Arc::downgrade(&inner)
-            },
+            // Not through a strong reference: every task's spawn would
+            // then write the runtime's reference counts three times.
+            spawner: Arc::downgrade(&self.inner) as std::sync::Weak<dyn crate::host::Spawner>,
             owned: Owned::default(),
             // Only a task that may spawn children needs its spec later.
             spec: (!spec.modules.is_empty()).then(|| Arc::new(spec.clone())),
@@ -92,7 +90,6 @@ impl Runtime {
             sinks,
         };
         Ok(StoreSeed {
-            engine: inner.engine.clone(),
             data: TaskData {
                 wasi,
                 cli,
