@@ -295,18 +295,20 @@ mod tests {
 
 /// The round trip of a cache line between the first two cores, in
 /// nanoseconds: two threads pinned to CPUs 0 and 1 pass an atomic back
-/// and forth 100,000 times, each spinning on it without a pause
-/// instruction (which alone takes tens of nanoseconds on some cores);
-/// the median of three runs. `None` on one core or where the threads
-/// cannot be pinned.
+/// and forth (100,000 times, or for 50 ms if that is shorter, as on a
+/// busy machine where a pinned thread waits for its core), each spinning
+/// on it without a pause instruction (which alone takes tens of
+/// nanoseconds on some cores); the median of three runs. `None` on one
+/// core or where the threads cannot be pinned.
 ///
 /// On a virtual machine this moves as the host places the virtual CPUs
 /// (measured here: about 80 ns on one part of the host's processor and
-/// 130–230 ns across parts), and every figure that hands work between
+/// 130–410 ns across parts), and every figure that hands work between
 /// threads moves with it, so the report gives it beside each table.
 pub fn core_to_core_ns() -> Option<f64> {
-    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
     const TRIPS: u32 = 100_000;
+    const LIMIT: std::time::Duration = std::time::Duration::from_millis(50);
     if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
         return None;
     }
@@ -320,31 +322,35 @@ pub fn core_to_core_ns() -> Option<f64> {
         }
     };
     let once = || -> Option<f64> {
+        // Odd values are the first thread's, even ones the answers.
         let flag = AtomicU32::new(0);
+        let stop = AtomicBool::new(false);
         std::thread::scope(|s| {
             let other = s.spawn(|| {
                 let pinned = pin(1);
-                for i in 0..TRIPS {
-                    while flag.load(Ordering::Acquire) != 2 * i + 1 {}
-                    flag.store(2 * i + 2, Ordering::Release);
+                let mut next = 1;
+                while !stop.load(Ordering::Acquire) {
+                    if flag.load(Ordering::Acquire) == next {
+                        flag.store(next + 1, Ordering::Release);
+                        next += 2;
+                    }
                 }
                 pinned
             });
+            // On a thread of its own: pinning the caller would pin the
+            // harness for the rest of the run.
             let ours = s.spawn(|| {
-                if !pin(0) {
-                    // Let the other side run through, then give up.
-                    for i in 0..TRIPS {
-                        flag.store(2 * i + 1, Ordering::Release);
-                        while flag.load(Ordering::Acquire) != 2 * i + 2 {}
-                    }
-                    return None;
-                }
+                let pinned = pin(0);
                 let t = Instant::now();
-                for i in 0..TRIPS {
-                    flag.store(2 * i + 1, Ordering::Release);
-                    while flag.load(Ordering::Acquire) != 2 * i + 2 {}
+                let mut trips = 0;
+                while trips < TRIPS && (trips % 1024 != 0 || t.elapsed() < LIMIT) {
+                    flag.store(2 * trips + 1, Ordering::Release);
+                    while flag.load(Ordering::Acquire) != 2 * trips + 2 {}
+                    trips += 1;
                 }
-                Some(t.elapsed().as_nanos() as f64 / f64::from(TRIPS))
+                let ns = t.elapsed().as_nanos() as f64 / f64::from(trips.max(1));
+                stop.store(true, Ordering::Release);
+                pinned.then_some(ns)
             });
             let ns = ours.join().ok()?;
             other.join().ok()?.then_some(())?;
