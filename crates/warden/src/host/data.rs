@@ -47,8 +47,10 @@ pub(crate) struct TaskData {
     pub(crate) ipc: TaskIpc,
     /// Its open files, bounded.
     pub(crate) files: super::wasi::OpenFiles,
-    /// Its network grants, flow and WASI sockets.
-    pub(crate) net: super::TaskNet,
+    /// Its network grants, flow and WASI sockets. Boxed: inline, they
+    /// would take the store past the allocator's 2 KiB size class, to
+    /// its 2.5 KiB one, for every task.
+    pub(crate) net: Box<super::TaskNet>,
 }
 
 /// A task's IPC state, used by the `warden` host functions.
@@ -79,8 +81,9 @@ pub(crate) struct TaskIpc {
     /// Handles its parent granted it at spawn, in order.
     pub(crate) granted: Vec<i32>,
     /// Names bound by its parent: a portal, or `None` for a hidden name.
-    /// Looked up before the name service.
-    pub(crate) names: Arc<NameMap>,
+    /// Looked up before the name service. `None` (no allocation) when it
+    /// bound none, as most parents do.
+    pub(crate) names: Option<Arc<NameMap>>,
     /// Names it binds for the children it spawns from now on.
     pub(crate) child_names: Bindings,
     /// Its output streams, which its children share.
@@ -110,7 +113,8 @@ const BINDING_BYTES: u64 = 64;
 /// every binding and for every copy a change after a spawn makes, until
 /// it ends (its children, which hold the copies, end with it).
 pub(crate) struct Bindings {
-    map: Arc<NameMap>,
+    /// `None` until the first binding.
+    map: Option<Arc<NameMap>>,
     bytes: u64,
     charged: u64,
     owner: Arc<TaskShared>,
@@ -120,7 +124,7 @@ impl Bindings {
     /// No bindings, charged to `owner`.
     pub(crate) fn new(owner: Arc<TaskShared>) -> Self {
         Bindings {
-            map: Arc::default(),
+            map: None,
             bytes: 0,
             charged: 0,
             owner,
@@ -130,7 +134,7 @@ impl Bindings {
     /// Binds `name`; `NoMem` if the owner's budget cannot pay for it.
     pub(crate) fn bind(&mut self, name: String, target: Option<PortalRef>) -> Result<(), Errno> {
         let entry = name.len() as u64 + BINDING_BYTES;
-        let copy = if Arc::strong_count(&self.map) > 1 {
+        let copy = if self.map.as_ref().is_some_and(|m| Arc::strong_count(m) > 1) {
             self.bytes
         } else {
             0
@@ -140,12 +144,12 @@ impl Bindings {
         }
         self.charged += entry + copy;
         self.bytes += entry;
-        Arc::make_mut(&mut self.map).insert(name, target);
+        Arc::make_mut(self.map.get_or_insert_with(Arc::default)).insert(name, target);
         Ok(())
     }
 
     /// The bindings as they are now, for a child.
-    pub(crate) fn snapshot(&self) -> Arc<NameMap> {
+    pub(crate) fn snapshot(&self) -> Option<Arc<NameMap>> {
         self.map.clone()
     }
 }
@@ -205,11 +209,12 @@ mod tests {
     fn bindings_are_charged_to_the_binder() {
         let owner = Arc::new(TaskShared::new(TaskId(1), "p".into(), None, Some(1000)));
         let mut b = Bindings::new(owner.clone());
+        assert!(b.snapshot().is_none(), "no map until the first binding");
         let entry = |name: &str| name.len() as u64 + BINDING_BYTES;
         b.bind("kv".into(), None).unwrap();
         b.bind("log".into(), None).unwrap();
         assert_eq!(owner.memory.current(), entry("kv") + entry("log"));
-        let child_view = b.snapshot();
+        let child_view = b.snapshot().unwrap();
         b.bind("db".into(), None).unwrap();
         let copied = entry("kv") + entry("log");
         assert_eq!(

@@ -87,7 +87,7 @@ enum Found {
 /// Names bound by the parent come first (interposition), and a name it
 /// hid is refused; others must be granted (`uses`).
 fn find(data: &TaskData, name: &str) -> Result<Found, Errno> {
-    match data.ipc.names.get(name) {
+    match data.ipc.names.as_ref().and_then(|m| m.get(name)) {
         Some(Some(portal)) => Ok(Found::Portal(portal.clone())),
         Some(None) => Err(Errno::Denied),
         None if name_allowed(&data.ipc.grants.uses, name) => Ok(Found::Registry),

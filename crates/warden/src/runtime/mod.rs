@@ -229,7 +229,7 @@ pub(crate) struct Child {
     /// Objects installed in the child's table (see `warden_task_granted`).
     pub(crate) grants: Vec<Object>,
     /// Names bound for the child.
-    pub(crate) names: Arc<crate::host::NameMap>,
+    pub(crate) names: Option<Arc<crate::host::NameMap>>,
     /// The parent's output streams.
     pub(crate) sinks: (Sink, Sink),
     /// The parent's place on the link and receive budget.

@@ -1,11 +1,13 @@
 //! A task's store: its WASI context (with preopened directories and the
 //! placeholders of its preopened listeners), output sinks, memory budget,
-//! handle table, network state and deadline callback. The spawner builds
-//! its parts (a [`StoreSeed`]); the worker that first runs the task makes
-//! the store from them.
+//! handle table, network state and deadline callback. The spawner makes
+//! the parts whose making can fail (a [`StoreSeed`]); the worker that
+//! first runs the task makes the store from them, and the WASI context
+//! too when it has nothing to open.
 
 use super::*;
 use crate::host::{Cli, Strings};
+use wasmtime_wasi::p1::WasiP1Ctx;
 
 /// What a task's store is made from: everything that can fail, done by
 /// the spawner (so a bad spec is the spawn call's error); the store
@@ -13,17 +15,52 @@ use crate::host::{Cli, Strings};
 /// the task, the thread that will also free it (an allocator frees
 /// fastest on the thread that allocated).
 pub(super) struct StoreSeed {
-    data: TaskData,
+    wasi: WasiSeed,
+    cli: Cli,
+    budget: MemoryBudget,
+    ipc: TaskIpc,
+    net: Box<crate::host::TaskNet>,
     clock: Arc<crate::executor::Clock>,
     slice_ticks: u64,
+}
+
+/// A task's WASI context, or what it is built from when building it
+/// cannot fail (no directory or listener to open): then the worker
+/// builds it, so that its dozen allocations are made, and later freed,
+/// by one thread, and the spawner's call is shorter.
+enum WasiSeed {
+    Built(Box<WasiP1Ctx>),
+    Later { stdin: Stdin },
+}
+
+/// Where a task's standard input comes from.
+#[derive(Clone)]
+enum Stdin {
+    Empty,
+    Bytes(bytes::Bytes),
+    Inherit,
 }
 
 impl StoreSeed {
     /// The store, in `engine` (its module's): its memory budget as
     /// limiter, and the deadline callback that preempts it each slice.
     pub(super) fn grow(self, engine: &wasmtime::Engine) -> Store<TaskData> {
-        let sh = self.data.ipc.shared.clone();
-        let mut store = Store::new(engine, self.data);
+        let sh = self.ipc.shared.clone();
+        let wasi = match self.wasi {
+            WasiSeed::Built(wasi) => *wasi,
+            WasiSeed::Later { stdin } => {
+                finish_wasi(WasiCtxBuilder::new(), &self.ipc.sinks, &stdin)
+            }
+        };
+        let data = TaskData {
+            wasi,
+            cli: self.cli,
+            budget: self.budget,
+            ipc: self.ipc,
+            files: Default::default(),
+            net: self.net,
+        };
+        let mut store = Store::new(engine, data);
         store.limiter(|d| &mut d.budget);
         store.set_epoch_deadline(1);
         let (clock, slice_ticks) = (self.clock, self.slice_ticks);
@@ -45,12 +82,13 @@ impl Runtime {
         env: Option<Strings>,
     ) -> Result<StoreSeed, String> {
         let inner = &*self.inner;
-        let net = self.task_net(spec, shared, link_parent, child.as_ref().map(|c| &c.net))?;
+        let net =
+            Box::new(self.task_net(spec, shared, link_parent, child.as_ref().map(|c| &c.net))?);
         let sinks = match &child {
             Some(c) => c.sinks.clone(),
             None => self.sinks(spec, &shared.log)?,
         };
-        let wasi = self.wasi_ctx(spec, &sinks)?;
+        let wasi = self.wasi_seed(spec, &sinks)?;
         let cli = cli(spec, module, env);
         let budget = MemoryBudget::new(spec.on_memory_limit, shared.clone());
         let mut handles = HandleTable::new(spec.max_handles, shared.clone());
@@ -66,7 +104,7 @@ impl Runtime {
                 }
                 (granted, c.names)
             }
-            None => (Vec::new(), Arc::default()),
+            None => (Vec::new(), None),
         };
         let ipc = TaskIpc {
             shared: shared.clone(),
@@ -90,14 +128,11 @@ impl Runtime {
             sinks,
         };
         Ok(StoreSeed {
-            data: TaskData {
-                wasi,
-                cli,
-                budget,
-                ipc,
-                files: Default::default(),
-                net,
-            },
+            wasi,
+            cli,
+            budget,
+            ipc,
+            net,
             clock: inner.clock.clone(),
             slice_ticks: (inner.config.slice.as_nanos() / TICK.as_nanos()).max(1) as u64,
         })
@@ -122,11 +157,17 @@ impl Runtime {
         ))
     }
 
-    fn wasi_ctx(
-        &self,
-        spec: &TaskSpec,
-        sinks: &(Sink, Sink),
-    ) -> Result<wasmtime_wasi::p1::WasiP1Ctx, String> {
+    /// The task's WASI context now if opening its directories or
+    /// listeners' placeholders may fail, else what to build it from.
+    fn wasi_seed(&self, spec: &TaskSpec, sinks: &(Sink, Sink)) -> Result<WasiSeed, String> {
+        let stdin = match &spec.stdin_bytes {
+            Some(bytes) => Stdin::Bytes(bytes.clone()),
+            None if spec.stdin_inherit => Stdin::Inherit,
+            None => Stdin::Empty,
+        };
+        if spec.dirs.is_empty() && spec.net.preopen_listeners.is_empty() {
+            return Ok(WasiSeed::Later { stdin });
+        }
         // Arguments and environment are the task's `Cli`, not Wasmtime's.
         let mut b = WasiCtxBuilder::new();
         for (guest, host) in &spec.dirs {
@@ -143,17 +184,27 @@ impl Runtime {
             )
             .map_err(|e| format!("preopened listener: {e:#}"))?;
         }
-        b.secure_random(crate::host::ThreadRandom);
-        b.insecure_random(crate::host::ThreadRandom);
-        b.stdout(sinks.0.clone());
-        b.stderr(sinks.1.clone());
-        if let Some(bytes) = &spec.stdin_bytes {
+        Ok(WasiSeed::Built(Box::new(finish_wasi(b, sinks, &stdin))))
+    }
+}
+
+/// The WASI context from a builder holding its directories: the task's
+/// random sources, output sinks and input.
+fn finish_wasi(mut b: WasiCtxBuilder, sinks: &(Sink, Sink), stdin: &Stdin) -> WasiP1Ctx {
+    b.secure_random(crate::host::ThreadRandom);
+    b.insecure_random(crate::host::ThreadRandom);
+    b.stdout(sinks.0.clone());
+    b.stderr(sinks.1.clone());
+    match stdin {
+        Stdin::Bytes(bytes) => {
             b.stdin(wasmtime_wasi::p2::pipe::MemoryInputPipe::new(bytes.clone()));
-        } else if spec.stdin_inherit {
+        }
+        Stdin::Inherit => {
             b.inherit_stdin();
         }
-        Ok(b.build_p1())
+        Stdin::Empty => {}
     }
+    b.build_p1()
 }
 
 /// A task's arguments (argv\[0\] its module's file name) and
