@@ -81,8 +81,8 @@ pub(crate) struct TaskIpc {
     /// Handles its parent granted it at spawn, in order.
     pub(crate) granted: Vec<i32>,
     /// Names bound by its parent: a portal, or `None` for a hidden name.
-    /// Looked up before the name service. `None` (no allocation) when it
-    /// bound none, as most parents do.
+    /// Looked up before the name service. `None` (no allocation) when the
+    /// parent bound none, as most do.
     pub(crate) names: Option<Arc<NameMap>>,
     /// Names it binds for the children it spawns from now on.
     pub(crate) child_names: Bindings,
