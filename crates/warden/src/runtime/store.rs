@@ -34,7 +34,6 @@ enum WasiSeed {
 }
 
 /// Where a task's standard input comes from.
-#[derive(Clone)]
 enum Stdin {
     Empty,
     Bytes(bytes::Bytes),
@@ -48,9 +47,7 @@ impl StoreSeed {
         let sh = self.ipc.shared.clone();
         let wasi = match self.wasi {
             WasiSeed::Built(wasi) => *wasi,
-            WasiSeed::Later { stdin } => {
-                finish_wasi(WasiCtxBuilder::new(), &self.ipc.sinks, &stdin)
-            }
+            WasiSeed::Later { stdin } => finish_wasi(WasiCtxBuilder::new(), &self.ipc.sinks, stdin),
         };
         let data = TaskData {
             wasi,
@@ -168,7 +165,6 @@ impl Runtime {
         if spec.dirs.is_empty() && spec.net.preopen_listeners.is_empty() {
             return Ok(WasiSeed::Later { stdin });
         }
-        // Arguments and environment are the task's `Cli`, not Wasmtime's.
         let mut b = WasiCtxBuilder::new();
         for (guest, host) in &spec.dirs {
             b.preopened_dir(host, guest, FsPerms::ReadWrite)
@@ -184,20 +180,21 @@ impl Runtime {
             )
             .map_err(|e| format!("preopened listener: {e:#}"))?;
         }
-        Ok(WasiSeed::Built(Box::new(finish_wasi(b, sinks, &stdin))))
+        Ok(WasiSeed::Built(Box::new(finish_wasi(b, sinks, stdin))))
     }
 }
 
 /// The WASI context from a builder holding its directories: the task's
-/// random sources, output sinks and input.
-fn finish_wasi(mut b: WasiCtxBuilder, sinks: &(Sink, Sink), stdin: &Stdin) -> WasiP1Ctx {
+/// random sources, output sinks and input. Arguments and environment are
+/// the task's `Cli`, not Wasmtime's.
+fn finish_wasi(mut b: WasiCtxBuilder, sinks: &(Sink, Sink), stdin: Stdin) -> WasiP1Ctx {
     b.secure_random(crate::host::ThreadRandom);
     b.insecure_random(crate::host::ThreadRandom);
     b.stdout(sinks.0.clone());
     b.stderr(sinks.1.clone());
     match stdin {
         Stdin::Bytes(bytes) => {
-            b.stdin(wasmtime_wasi::p2::pipe::MemoryInputPipe::new(bytes.clone()));
+            b.stdin(wasmtime_wasi::p2::pipe::MemoryInputPipe::new(bytes));
         }
         Stdin::Inherit => {
             b.inherit_stdin();
