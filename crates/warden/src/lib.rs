@@ -98,6 +98,7 @@ mod executor;
 mod fifo;
 mod host;
 pub mod http;
+mod idmap;
 mod ipc;
 mod limiter;
 mod manifest;

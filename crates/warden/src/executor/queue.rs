@@ -27,22 +27,23 @@
 //! the count (and, taking the lock after `push` released it, the record).
 
 use super::TaskCell;
+use crate::idmap::IdMap;
 use crate::sched::RunQueue;
 use crate::task::TaskShared;
-use std::collections::hash_map::{Entry, HashMap};
+use std::collections::hash_map::Entry;
 use std::sync::atomic::{fence, AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 
 pub(super) struct Queue {
     pub(super) policy: Box<dyn RunQueue>,
-    pub(super) cells: HashMap<u64, Arc<TaskCell>>,
+    pub(super) cells: IdMap<u64, Arc<TaskCell>>,
     pub(super) shutdown: bool,
     /// Workers waiting for work (only they need a notification).
     pub(super) idle: usize,
     /// A blocked client's key → the server queued under it.
-    proxy: HashMap<u64, u64>,
+    proxy: IdMap<u64, u64>,
     /// The server → the client whose key it is queued under.
-    proxied: HashMap<u64, u64>,
+    proxied: IdMap<u64, u64>,
     /// Stranded servers: (client, server).
     strands: Vec<(u64, u64)>,
     /// How many, plus pushes deciding (see the protocol above).
@@ -55,11 +56,11 @@ impl Queue {
     pub(super) fn new(policy: Box<dyn RunQueue>, stranded: Arc<AtomicUsize>) -> Self {
         Queue {
             policy,
-            cells: HashMap::new(),
+            cells: IdMap::default(),
             shutdown: false,
             idle: 0,
-            proxy: HashMap::new(),
-            proxied: HashMap::new(),
+            proxy: IdMap::default(),
+            proxied: IdMap::default(),
             strands: Vec::new(),
             stranded,
         }

@@ -24,7 +24,7 @@ pub(crate) type Watch = tokio::sync::oneshot::Sender<TaskReport>;
 /// What the table holds, under its one lock.
 #[derive(Default)]
 pub(super) struct Table {
-    pub(super) live: HashMap<TaskId, Live>,
+    pub(super) live: crate::idmap::IdMap<TaskId, Live>,
     /// Reports kept, by id. Ordered rather than hashed: a full table
     /// drops one report for every one it takes, and a hash table's
     /// tombstones then made it rehash all of them every few thousand.
@@ -32,7 +32,7 @@ pub(super) struct Table {
     /// Ids in `done`, oldest first, for dropping beyond `max_reports`.
     pub(super) done_order: std::collections::VecDeque<TaskId>,
     /// Live children of each task that has any.
-    pub(super) children: HashMap<TaskId, Vec<TaskId>>,
+    pub(super) children: crate::idmap::IdMap<TaskId, Vec<TaskId>>,
     /// Output of the most recently finished tasks.
     pub(super) done_logs: std::collections::VecDeque<(TaskId, Arc<crate::output::LogRing>)>,
     /// Most tasks alive at once since the heap was last trimmed.

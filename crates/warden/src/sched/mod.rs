@@ -31,7 +31,7 @@ pub mod policies;
 pub use cap::Cap;
 pub use policies::{FixedPriority, Lottery, RoundRobin, Stride};
 
-use std::collections::HashMap;
+use crate::idmap::IdMap;
 
 /// Identifies a task to the policy. The executor's task ids are used as is.
 pub type TaskKey = u64;
@@ -205,11 +205,11 @@ pub struct Tree {
     nodes: Vec<Node>,
     /// Indices of dissolved subtree groups, for reuse.
     free: Vec<usize>,
-    group_of: HashMap<TaskKey, usize>,
-    params: HashMap<TaskKey, Params>,
+    group_of: IdMap<TaskKey, usize>,
+    params: IdMap<TaskKey, Params>,
     /// A task with children → its subtree group.
-    subtree: HashMap<TaskKey, usize>,
-    caps: HashMap<u64, Cap>,
+    subtree: IdMap<TaskKey, usize>,
+    caps: IdMap<u64, Cap>,
     /// Entries over their cap: (eligible again at, node, key).
     throttled: Vec<(u64, usize, u64)>,
     queued: usize,
@@ -221,10 +221,10 @@ impl Tree {
         Tree {
             nodes: vec![Node::new(root.build(1), None, None)],
             free: Vec::new(),
-            group_of: HashMap::new(),
-            params: HashMap::new(),
-            subtree: HashMap::new(),
-            caps: HashMap::new(),
+            group_of: IdMap::default(),
+            params: IdMap::default(),
+            subtree: IdMap::default(),
+            caps: IdMap::default(),
             throttled: Vec::new(),
             queued: 0,
         }

@@ -2,8 +2,9 @@
 //! node of the scheduling tree (tasks or groups, named by `u64` keys).
 
 use super::{Params, Policy};
+use crate::idmap::{IdMap, IdSet};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Nominal CPU quantum: what a lottery winner is expected to use.
 pub const QUANTUM_NS: u64 = 4_000_000;
@@ -15,7 +16,7 @@ pub const QUANTUM_NS: u64 = 4_000_000;
 #[derive(Default)]
 pub struct RoundRobin {
     queue: VecDeque<u64>,
-    queued: HashSet<u64>,
+    queued: IdSet<u64>,
 }
 
 impl Policy for RoundRobin {
@@ -53,9 +54,9 @@ impl Policy for RoundRobin {
 /// runnable. Removal is O(1), as in [`RoundRobin`].
 #[derive(Default)]
 pub struct FixedPriority {
-    priority: HashMap<u64, i32>,
+    priority: IdMap<u64, i32>,
     levels: BTreeMap<Reverse<i32>, VecDeque<u64>>,
-    queued: HashSet<u64>,
+    queued: IdSet<u64>,
 }
 
 impl Policy for FixedPriority {
@@ -109,7 +110,7 @@ impl Policy for FixedPriority {
 /// the current virtual time, so sleeping banks no credit.
 #[derive(Default)]
 pub struct Stride {
-    children: HashMap<u64, StrideChild>,
+    children: IdMap<u64, StrideChild>,
     ready: BTreeSet<(u128, u64)>,
     virtual_time: u128,
 }
@@ -199,10 +200,10 @@ impl Policy for Stride {
 /// at the next draw (compensation tickets), so short runners are not
 /// shortchanged.
 pub struct Lottery {
-    tickets: HashMap<u64, (u32, u64)>, // tickets, ns used last time
+    tickets: IdMap<u64, (u32, u64)>, // tickets, ns used last time
     ready: Vec<u64>,
     /// Position of each ready child in `ready`.
-    index: HashMap<u64, usize>,
+    index: IdMap<u64, usize>,
     rng: u64,
 }
 
@@ -210,9 +211,9 @@ impl Lottery {
     /// A lottery with a fixed seed (draws are reproducible).
     pub fn new(seed: u64) -> Self {
         Lottery {
-            tickets: HashMap::new(),
+            tickets: IdMap::default(),
             ready: Vec::new(),
-            index: HashMap::new(),
+            index: IdMap::default(),
             rng: seed | 1,
         }
     }

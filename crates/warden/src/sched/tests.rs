@@ -2,6 +2,7 @@
 //! charged back, and the task is requeued if it is still runnable.
 
 use super::*;
+use std::collections::HashMap;
 
 const MS: u64 = 1_000_000;
 
