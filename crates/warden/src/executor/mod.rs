@@ -105,6 +105,19 @@ thread_local! {
 
 type FinishQueue = std::collections::VecDeque<(Arc<TaskShared>, TaskStatus)>;
 
+/// The tick count of the executor whose worker is polling a task on this
+/// thread, for that task's deadline callback; `None` outside a poll. The
+/// callback reads it here rather than through a reference of its own, so
+/// that spawning a task and ending it write no count shared by all tasks.
+pub(crate) fn ticks_now() -> Option<u64> {
+    let exec = POLLING.with(Cell::get);
+    // SAFETY: POLLING holds an executor's address only while a worker of
+    // it, holding a reference to it, polls a task on this thread (set just
+    // before the poll and cleared, or restored after a nested one, just
+    // after), so the executor is alive.
+    (!exec.is_null()).then(|| unsafe { (*exec).clock.now() })
+}
+
 /// A task's future: it owns the task's store and resolves to how it ended.
 pub type TaskFuture = Pin<Box<dyn Future<Output = TaskStatus> + Send>>;
 
@@ -112,7 +125,8 @@ pub type TaskFuture = Pin<Box<dyn Future<Output = TaskStatus> + Send>>;
 /// (and so its store) has been dropped.
 pub type FinishFn = dyn Fn(&Arc<TaskShared>, TaskStatus) + Send + Sync;
 
-/// The global tick counter, shared with deadline callbacks.
+/// The executor's tick counter, advanced by its timer thread; deadline
+/// callbacks read it through [`ticks_now`].
 #[derive(Debug, Default)]
 pub struct Clock {
     ticks: AtomicU64,
@@ -134,7 +148,7 @@ struct TaskCell {
 struct Shared {
     queue: Mutex<Queue>,
     ready: Condvar,
-    clock: Arc<Clock>,
+    clock: Clock,
     finish: Box<FinishFn>,
     tokio: tokio::runtime::Handle,
     stop_timer: AtomicBool,
@@ -199,7 +213,7 @@ impl Executor {
             queue: Mutex::new(Queue::new(policy, stranded.clone())),
             stranded,
             ready: Condvar::new(),
-            clock: Arc::new(Clock::default()),
+            clock: Clock::default(),
             finish,
             tokio,
             stop_timer: AtomicBool::new(false),
@@ -234,11 +248,6 @@ impl Executor {
             workers: handles,
             timer: Some(timer),
         })
-    }
-
-    /// The tick clock, for deadline callbacks.
-    pub fn clock(&self) -> Arc<Clock> {
-        self.shared.clock.clone()
     }
 
     /// Queues a new task, scheduled as `sched` says.

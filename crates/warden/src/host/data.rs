@@ -51,6 +51,10 @@ pub(crate) struct TaskData {
     /// would take the store past the allocator's 2 KiB size class, to
     /// its 2.5 KiB one, for every task.
     pub(crate) net: Box<super::TaskNet>,
+    /// Epoch ticks in its scheduling slice (the deadline callback's
+    /// setting, here so that the callback captures nothing: a closure
+    /// with no state is boxed without an allocation).
+    pub(crate) slice_ticks: u64,
 }
 
 /// A task's IPC state, used by the `warden` host functions.

@@ -34,7 +34,7 @@ pub(crate) use tasks::Watch;
 use tasks::{Live, Table, Tasks};
 
 use crate::cache::CodeCache;
-use crate::executor::{Clock, Executor, ExecutorStats, TICK};
+use crate::executor::{Executor, ExecutorStats, TICK};
 use crate::host::{Grants, TaskData, TaskIpc};
 use crate::ipc::Owned;
 use crate::ipc::{HandleTable, Kernel, Object};
@@ -252,7 +252,6 @@ struct Inner {
     tasks: Arc<Tasks>,
     kernel: Arc<Kernel>,
     next_id: AtomicU64,
-    clock: Arc<Clock>,
     groups: HashMap<String, Group>,
     exec: Executor,
     /// The outgoing link tasks share.
@@ -345,7 +344,6 @@ impl Runtime {
                 passive_linker,
                 passive_modules: Mutex::default(),
                 host_services: Mutex::default(),
-                clock: exec.clock(),
                 groups,
                 exec,
                 config,

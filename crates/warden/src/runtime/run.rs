@@ -1,6 +1,5 @@
 //! A task's life as a future, and its epoch deadline callback.
 
-use crate::executor::Clock;
 use crate::host::classify;
 use crate::host::TaskData;
 use crate::task::{KillSignal, TaskShared, TaskStatus};
@@ -15,11 +14,7 @@ use wasmtime::{InstancePre, Store, UpdateDeadline};
 /// suspended, if a limit elsewhere needs the worker's attention (an
 /// ancestor's, or the client's whose context it runs on) or at the end of
 /// its slice, and otherwise lets it continue for one more tick.
-pub(super) fn on_tick(
-    shared: &TaskShared,
-    clock: &Clock,
-    slice_ticks: u64,
-) -> wasmtime::Result<UpdateDeadline> {
+pub(super) fn on_tick(shared: &TaskShared, slice_ticks: u64) -> wasmtime::Result<UpdateDeadline> {
     let state = shared.state.load();
     if state.is_killed() {
         return Err(KillSignal(shared.kill_reason()).into());
@@ -43,9 +38,11 @@ pub(super) fn on_tick(
             return Ok(UpdateDeadline::Yield(1));
         }
     }
-    let ran = clock
-        .now()
-        .saturating_sub(shared.slice_start_tick.load(Ordering::Relaxed));
+    // Outside a worker's poll (where no task runs) it yields.
+    let Some(now) = crate::executor::ticks_now() else {
+        return Ok(UpdateDeadline::Yield(1));
+    };
+    let ran = now.saturating_sub(shared.slice_start_tick.load(Ordering::Relaxed));
     Ok(if ran >= slice_ticks {
         UpdateDeadline::Yield(1)
     } else {

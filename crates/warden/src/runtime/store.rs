@@ -20,7 +20,6 @@ pub(super) struct StoreSeed {
     budget: MemoryBudget,
     ipc: TaskIpc,
     net: Box<crate::host::TaskNet>,
-    clock: Arc<crate::executor::Clock>,
     slice_ticks: u64,
 }
 
@@ -44,7 +43,6 @@ impl StoreSeed {
     /// The store, in `engine` (its module's): its memory budget as
     /// limiter, and the deadline callback that preempts it each slice.
     pub(super) fn grow(self, engine: &wasmtime::Engine) -> Store<TaskData> {
-        let sh = self.ipc.shared.clone();
         let wasi = match self.wasi {
             WasiSeed::Built(wasi) => *wasi,
             WasiSeed::Later { stdin } => finish_wasi(WasiCtxBuilder::new(), &self.ipc.sinks, stdin),
@@ -56,12 +54,15 @@ impl StoreSeed {
             ipc: self.ipc,
             files: Default::default(),
             net: self.net,
+            slice_ticks: self.slice_ticks,
         };
         let mut store = Store::new(engine, data);
         store.limiter(|d| &mut d.budget);
         store.set_epoch_deadline(1);
-        let (clock, slice_ticks) = (self.clock, self.slice_ticks);
-        store.epoch_deadline_callback(move |_| on_tick(&sh, &clock, slice_ticks));
+        store.epoch_deadline_callback(|store| {
+            let data = store.data();
+            on_tick(&data.ipc.shared, data.slice_ticks)
+        });
         store
     }
 }
@@ -130,7 +131,6 @@ impl Runtime {
             budget,
             ipc,
             net,
-            clock: inner.clock.clone(),
             slice_ticks: (inner.config.slice.as_nanos() / TICK.as_nanos()).max(1) as u64,
         })
     }
