@@ -34,6 +34,7 @@ macro_rules! delegate {
     }};
 }
 
+mod any;
 mod cli;
 mod data;
 mod direct;

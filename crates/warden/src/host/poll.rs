@@ -10,7 +10,6 @@ use crate::ipc::{Errno, Object};
 use crate::net::socket::{poll_now, Conn, Listener};
 use crate::task::TaskShared;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
 use wasmtime::{Caller, Linker};
@@ -42,8 +41,8 @@ struct Entry {
 }
 
 /// A task's `poll` buffers, kept between calls so that a poll of a few
-/// handles allocates nothing but its wait's futures (and none when
-/// something is ready at once). Buffers that grew past [`KEPT`] entries
+/// handles allocates nothing but its wait's futures' vector (none for one
+/// handle, or when something is ready at once). Buffers that grew past [`KEPT`] entries
 /// are not kept: a task that once polled thousands of handles does not
 /// hold their room for ever.
 #[derive(Default)]
@@ -185,30 +184,16 @@ fn check(entries: &mut [Entry], fds: &mut Vec<libc::pollfd>) -> i32 {
 }
 
 /// Resolves when any entry may have become ready. One entry, the usual
-/// case, is waited on without a box.
+/// case, is waited on with no allocation; several share one vector.
 async fn any_ready(entries: &[Entry]) {
     if let [e] = entries {
         return wait_entry(&e.on, e.events).await;
     }
-    let mut waits: Vec<Pin<Box<dyn Future<Output = ()> + Send + '_>>> = entries
+    let waits = entries
         .iter()
         .filter(|e| can_wake(&e.on, e.events))
-        .map(|e| -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-            Box::pin(wait_entry(&e.on, e.events))
-        })
-        .collect();
-    if waits.is_empty() {
-        return std::future::pending().await;
-    }
-    std::future::poll_fn(|cx| {
-        for w in waits.iter_mut() {
-            if w.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(());
-            }
-        }
-        Poll::Pending
-    })
-    .await
+        .map(|e| wait_entry(&e.on, e.events));
+    super::any::any_of(waits).await
 }
 
 /// Whether waiting on `on` for `events` may ever end: a service or child

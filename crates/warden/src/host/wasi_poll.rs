@@ -11,8 +11,6 @@ use super::subscription::*;
 use super::wasi_net::{errno, wasi_errno, Sock, Sockets};
 use super::{memory, range, read_u32, write_u32, TaskData};
 use crate::net::socket::poll_now;
-use std::future::Future;
-use std::pin::Pin;
 use wasmtime::Caller;
 
 #[derive(Clone, Copy)]
@@ -227,27 +225,14 @@ async fn wait_any(c: &mut Caller<'_, TaskData>, subs: &[Subscription]) {
         return std::future::pending().await;
     };
     let Some(second) = socks.next() else {
-        // One socket, the usual case: waited on without a box.
+        // One socket, the usual case: waited on with no allocation.
         return wait_one(&first.0, first.1).await;
     };
-    let mut waits: Vec<Pin<Box<dyn Future<Output = ()> + Send>>> = [first, second]
+    let waits = [first, second]
         .into_iter()
         .chain(socks)
-        .map(
-            |(sock, write)| -> Pin<Box<dyn Future<Output = ()> + Send>> {
-                Box::pin(async move { wait_one(&sock, write).await })
-            },
-        )
-        .collect();
-    std::future::poll_fn(|cx| {
-        for w in waits.iter_mut() {
-            if w.as_mut().poll(cx).is_ready() {
-                return std::task::Poll::Ready(());
-            }
-        }
-        std::task::Poll::Pending
-    })
-    .await
+        .map(|(sock, write)| async move { wait_one(&sock, write).await });
+    super::any::any_of(waits).await
 }
 
 fn write_events(c: &mut Caller<'_, TaskData>, events: i32, nevents: i32, out: &[Event]) -> i32 {
