@@ -41,10 +41,10 @@ struct Entry {
 }
 
 /// A task's `poll` buffers, kept between calls so that a poll of a few
-/// handles allocates nothing but its wait's futures' vector (none for one
-/// handle, or when something is ready at once). Buffers that grew past [`KEPT`] entries
-/// are not kept: a task that once polled thousands of handles does not
-/// hold their room for ever.
+/// handles allocates nothing but the vector of its waits (nothing for one
+/// handle, or when something is ready at once). Buffers that grew past
+/// [`KEPT`] entries are not kept: a task that once polled thousands of
+/// handles does not hold their room for ever.
 #[derive(Default)]
 pub(crate) struct Scratch {
     entries: Vec<Entry>,
