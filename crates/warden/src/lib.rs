@@ -109,6 +109,8 @@ mod report;
 mod runtime;
 pub mod sched;
 mod task;
+#[cfg(test)]
+mod test_waker;
 mod ticks;
 pub mod units;
 

@@ -44,16 +44,7 @@ impl<F: Future<Output = ()>> Future for AnyOf<F> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Arc;
-    use std::task::Wake;
-
-    struct Count(AtomicUsize);
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
+    use crate::test_waker::counting_waker;
 
     #[test]
     fn resolves_with_the_first_ready_wait_and_not_before() {
@@ -63,12 +54,11 @@ mod tests {
         let mut any = std::pin::pin!(any_of([rx1, rx2, rx3].map(|rx| async move {
             let _ = rx.await;
         })));
-        let count = Arc::new(Count(AtomicUsize::new(0)));
-        let waker = count.clone().into();
+        let (count, waker) = counting_waker();
         let mut cx = Context::from_waker(&waker);
         assert!(any.as_mut().poll(&mut cx).is_pending());
         tx2.send(()).unwrap();
-        assert_eq!(count.0.load(Ordering::SeqCst), 1, "the second wait woke");
+        assert_eq!(count.get(), 1, "the second wait woke");
         assert!(any.as_mut().poll(&mut cx).is_ready());
         drop(tx1);
     }
@@ -76,7 +66,7 @@ mod tests {
     #[test]
     fn with_no_waits_it_never_resolves() {
         let mut any = std::pin::pin!(any_of(std::iter::empty::<std::future::Ready<()>>()));
-        let waker = Arc::new(Count(AtomicUsize::new(0))).into();
+        let (_, waker) = counting_waker();
         assert!(any
             .as_mut()
             .poll(&mut Context::from_waker(&waker))

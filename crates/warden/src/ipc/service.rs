@@ -531,20 +531,7 @@ impl Drop for CallRef {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::task::Wake;
-
-    struct Count(AtomicUsize);
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
-    fn waker() -> (Arc<Count>, Waker) {
-        let c = Arc::new(Count(AtomicUsize::new(0)));
-        (c.clone(), Waker::from(c))
-    }
+    use crate::test_waker::counting_waker as waker;
 
     fn slot() -> Arc<CallSlot> {
         CallSlot::new(Arc::new(TaskShared::new(TaskId(5), "c".into(), None, None)))
@@ -584,7 +571,7 @@ mod tests {
             .reply(b"ok", vec![])
             .map_err(|e| e.0)
             .unwrap();
-        assert_eq!(client.0.load(Ordering::SeqCst), 1, "client woken");
+        assert_eq!(client.get(), 1, "client woken");
         assert_eq!(a.poll_done(&mut cx), Poll::Ready(0));
         assert_eq!(a.lock().reply, b"ok");
         drop((holder, portal));
@@ -623,9 +610,9 @@ mod tests {
         let mut cx = Context::from_waker(&w);
         assert!(s.poll_next(&mut cx).is_pending());
         drop(portal);
-        assert_eq!(woken.0.load(Ordering::SeqCst), 0);
+        assert_eq!(woken.get(), 0);
         drop(second);
-        assert_eq!(woken.0.load(Ordering::SeqCst), 1);
+        assert_eq!(woken.get(), 1);
         assert!(matches!(
             s.poll_next(&mut cx),
             Poll::Ready(Err(Errno::NoClients))
