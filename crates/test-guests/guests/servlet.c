@@ -6,14 +6,22 @@
  *   .../bad     replies with no header block          -> 502
  *   .../slow    sleeps 2 s first                       -> 504 (shorter timeout)
  *   .../head    echoes the request it received
+ *   .../burn    spins for 2 ms first, then as below
  *   otherwise   "count N"
  */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "warden.h"
 
 static char req[1 << 16], resp[1 << 17];
+
+static long long now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
 
 int main(int argc, char **argv) {
     const char *name = argc > 1 ? argv[1] : "counter";
@@ -32,6 +40,10 @@ int main(int argc, char **argv) {
         int len;
         if (strstr(path, "/crash")) __builtin_trap();
         if (strstr(path, "/slow")) sleep(2);
+        if (strstr(path, "/burn")) {
+            long long start = now_ns();
+            while (now_ns() - start < 2000000LL) {}
+        }
         if (strstr(path, "/bad")) {
             len = snprintf(resp, sizeof resp, "no headers here");
         } else if (strstr(path, "/head")) {

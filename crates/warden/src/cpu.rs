@@ -24,6 +24,14 @@
 //! (CPU inheritance): the client's account is charged, and the server
 //! records the same CPU as served, so that its own limit still bounds
 //! everything it runs.
+//!
+//! A thread that is no worker can run a task's slice too (a host thread's
+//! call to a server waiting in `recv`, see `executor::host_hand_off`).
+//! Its CPU clock also counts the thread's own work between such slices,
+//! which is no task's; its meter is put in *wall mode* ([`wall_mode`]),
+//! which charges each poll its wall time as CPU. That is never less than
+//! the poll used (more if the system descheduled the thread during it),
+//! and needs no CPU clock reading.
 
 use crate::task::TaskShared;
 use std::cell::RefCell;
@@ -69,6 +77,9 @@ pub struct Meter {
     /// already read (see [`nest`]): one reading serves both sides.
     last_end: u64,
     next_start: Option<u64>,
+    /// Charges wall time as CPU (a thread that is no worker; see the
+    /// module docs).
+    wall: bool,
 }
 
 /// Whose CPU a poll is: the account charged, and the runner if another
@@ -139,6 +150,7 @@ impl Meter {
             charges: Vec::with_capacity(MAX_CHARGES),
             last_end: 0,
             next_start: None,
+            wall: false,
         }
     }
 
@@ -184,6 +196,9 @@ impl Meter {
     /// Reads the CPU clock and charges what was used since the last
     /// reading to the polls since then (and the one in progress).
     fn reconcile(&mut self) {
+        if self.wall {
+            return self.charge_wall(crate::ticks::now());
+        }
         let cpu = thread_cpu_ns();
         let delta = cpu.saturating_sub(self.last_cpu);
         self.last_cpu = cpu;
@@ -212,6 +227,27 @@ impl Meter {
         }
         self.polls_wall = 0;
     }
+}
+
+impl Meter {
+    /// Wall mode: charges the poll in progress its wall time until `now`,
+    /// and times it on from there.
+    fn charge_wall(&mut self, now: u64) {
+        if let Some((poll, start)) = self.current.as_mut() {
+            let ns = crate::ticks::to_ns(now.saturating_sub(*start));
+            *start = now;
+            // SAFETY: `current` is a poll in progress (as in `reconcile`).
+            let poll = unsafe { poll.to_owned() };
+            poll.charge(ns);
+            Self::queue_charge(&mut self.charges, poll.account.id.0, ns);
+        }
+    }
+}
+
+/// Puts this thread's meter in wall mode (or back): see the module docs.
+/// Only between polls.
+pub fn wall_mode(on: bool) {
+    with(|m| m.wall = on);
 }
 
 /// Nanoseconds on the system's monotonic clock (the scheduler's `now`;
@@ -290,6 +326,15 @@ pub fn end(exact: bool) -> (u64, u64) {
     with(|m| {
         let now = crate::ticks::now();
         let mut wall = 0;
+        if m.wall {
+            if let Some((_, start)) = m.current {
+                wall = now.saturating_sub(start);
+            }
+            m.charge_wall(now);
+            m.current = None;
+            m.last_end = now;
+            return (crate::ticks::to_ns(wall), now);
+        }
         if let Some((poll, start)) = m.current.take() {
             wall = now.saturating_sub(start);
             // SAFETY: the poll ends only now: its caller still holds it.

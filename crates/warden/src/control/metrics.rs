@@ -167,6 +167,11 @@ pub fn metrics(rt: &Runtime) -> String {
         "# HELP warden_polls_total Time slices run.\n# TYPE warden_polls_total counter\nwarden_polls_total {}",
         stats.polls
     );
+    let _ = writeln!(
+        out,
+        "# HELP warden_host_polls_total Time slices run by a host thread that called a waiting server (the web server's).\n# TYPE warden_host_polls_total counter\nwarden_host_polls_total {}",
+        stats.host_polls
+    );
     out
 }
 

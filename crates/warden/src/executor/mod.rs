@@ -23,6 +23,12 @@
 //! time still falls within the client's slice, which bounds the pair as a
 //! whole.
 //!
+//! A thread that is no worker can do the same for a call it makes (host
+//! hand-off, [`host_hand_off`]): the web server's thread giving a request
+//! to a servlet waiting in `recv` runs the servlet's slice itself, if a
+//! worker is idle (so the slice takes no worker's turn from anyone), and
+//! has its answer without waking a worker or being woken by one.
+//!
 //! A timer thread advances a tick counter and the engine's epoch every
 //! [`TICK`]; tasks compare ticks against the start of their slice. CPU
 //! time is measured by each worker's `cpu` meter.
@@ -43,7 +49,7 @@ mod queue;
 mod worker;
 
 use crate::sched::{RunQueue, TaskSched};
-use crate::task::state::Kill;
+use crate::task::state::{Kill, Start};
 use crate::task::{TaskId, TaskShared, TaskStatus};
 use queue::Queue;
 use std::cell::{Cell, RefCell};
@@ -161,8 +167,13 @@ struct Shared {
     /// Bumped (under the queue lock) by every push into the run queue, so
     /// that an idle worker can watch for work without the lock.
     pushes: AtomicU64,
+    /// Workers that found the run queue empty and have not taken a task
+    /// since (spinning or asleep): see [`host_hand_off`].
+    looking: std::sync::atomic::AtomicUsize,
     /// Completed slices (polls), for statistics.
     polls: AtomicU64,
+    /// Of those, slices a host thread ran (see [`host_hand_off`]).
+    host_polls: AtomicU64,
     /// Whether the run queue wants CPU charges after each poll.
     charges: AtomicBool,
     /// Back-to-back polls on a worker, and the time between them (the
@@ -180,6 +191,8 @@ pub struct ExecutorStats {
     pub queued: usize,
     /// Polls performed so far.
     pub polls: u64,
+    /// Of those, slices run by a host thread ([`host_hand_off`]).
+    pub host_polls: u64,
     /// Polls that followed another on the same worker without idling.
     pub switches: u64,
     /// Total time between those polls, ns.
@@ -219,7 +232,9 @@ impl Executor {
             stop_timer: AtomicBool::new(false),
             on_tick,
             pushes: AtomicU64::new(0),
+            looking: std::sync::atomic::AtomicUsize::new(0),
             polls: AtomicU64::new(0),
+            host_polls: AtomicU64::new(0),
             charges: AtomicBool::new(true),
             switches: AtomicU64::new(0),
             switch_ns: AtomicU64::new(0),
@@ -333,6 +348,7 @@ impl Executor {
             live: q.cells.len(),
             queued: q.policy.len(),
             polls: self.shared.polls.load(Ordering::Relaxed),
+            host_polls: self.shared.host_polls.load(Ordering::Relaxed),
             switches: self.shared.switches.load(Ordering::Relaxed),
             switch_ns: self.shared.switch_ns.load(Ordering::Relaxed),
         }
@@ -515,6 +531,91 @@ pub(crate) fn hand_off(waker: Waker, lent: Option<&Arc<TaskShared>>) {
     LAST_POLL_END.with(|l| l.set(0));
     crate::cpu::nest(|| worker::run_slice(&cell.exec, &cell, lent));
 }
+
+/// Host hand-off: called by a thread that is no worker (the web server's
+/// threads, an embedder's) with the waker of a server it just gave a
+/// call. If the server is a task of ours waiting to be woken and some
+/// worker has no task to run, this thread claims the server and runs its
+/// slice itself, as a worker would: a server waiting in `recv` answers
+/// before this returns, and no worker is woken, nor the caller's thread
+/// after it. Otherwise, or on a worker's thread, it wakes the server as
+/// usual.
+///
+/// An idle worker is the condition because then the scheduler would have
+/// run the server at once anyway: the slice takes no worker's turn from
+/// another task. It is a slice like any other (its epoch deadline, limits
+/// and lifecycle rules apply, the run queue's policy is charged for it),
+/// except that it is charged its wall time as CPU (see [`crate::cpu`]).
+/// Nothing nests in it: a call the server makes wakes its own server
+/// through the hand-off slot.
+///
+/// A task the slice leaves runnable (the server itself, woken by another
+/// client's call meanwhile, or one it woke) runs next on this thread too,
+/// as from a worker's hand-off slot, while a worker is still idle, for at
+/// most [`HOST_SLICES`] slices and [`HOST_BUDGET`] in all; then it goes
+/// to the run queue.
+pub fn host_hand_off(waker: Waker) {
+    if !POLLING.with(Cell::get).is_null() || !std::ptr::eq(waker.vtable(), &VTABLE) {
+        return waker.wake();
+    }
+    // SAFETY: a waker with this vtable holds a counted reference to a
+    // task cell (see `VTABLE`), which we take over from it.
+    let cell = unsafe { Arc::from_raw(waker.data().cast::<TaskCell>()) };
+    std::mem::forget(waker);
+    let exec = cell.exec.clone();
+    if exec.looking.load(Ordering::Acquire) == 0 {
+        return cell.wake_by_ref();
+    }
+    if !cell.shared.state.claim() {
+        return;
+    }
+    // Restored, and what the slices left in the hand-off slot queued,
+    // however they end.
+    struct Host<'a>(&'a Shared);
+    impl Drop for Host<'_> {
+        fn drop(&mut self) {
+            NESTED.with(|n| n.set(false));
+            LAST_POLL_END.with(|l| l.set(0));
+            crate::cpu::wall_mode(false);
+            if let Some(left) = HANDOFF.with(|h| h.borrow_mut().take()) {
+                self.0.enqueue(&left);
+            }
+        }
+    }
+    let _tokio = exec.tokio.enter();
+    let _host = Host(&exec);
+    NESTED.with(|n| n.set(true));
+    crate::cpu::wall_mode(true);
+    let start = crate::ticks::now();
+    let mut next = Some(cell);
+    let mut slices = 0;
+    while let Some(cell) = next.take() {
+        exec.host_polls.fetch_add(1, Ordering::Relaxed);
+        worker::run_slice(&exec, &cell, None);
+        slices += 1;
+        let Some(again) = HANDOFF.with(|h| h.borrow_mut().take()) else {
+            break;
+        };
+        let spent = crate::ticks::to_ns(crate::ticks::now().saturating_sub(start));
+        if slices >= HOST_SLICES
+            || spent >= HOST_BUDGET.as_nanos() as u64
+            || exec.looking.load(Ordering::Acquire) == 0
+        {
+            exec.enqueue(&again);
+            break;
+        }
+        if let Start::Run = again.shared.state.start() {
+            next = Some(again);
+        }
+    }
+}
+
+/// Most slices a host hand-off runs on the caller's thread.
+pub const HOST_SLICES: u32 = 4;
+
+/// Time after which a host hand-off leaves what is still runnable to the
+/// workers.
+pub const HOST_BUDGET: Duration = Duration::from_micros(100);
 
 /// Requests a task's kill; if it was idle or queued, finishes it now.
 fn kill(cell: &Arc<TaskCell>, reason: &str) {

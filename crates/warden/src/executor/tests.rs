@@ -235,3 +235,138 @@ fn killing_a_running_task_advances_the_epoch_at_once() {
     assert_eq!(done.load(Ordering::SeqCst), 2);
     assert_eq!(by_killer.load(Ordering::SeqCst), 1);
 }
+
+/// A task that waits for a message in a shared box, as a server waits in
+/// `recv`: it records the thread that polls it and spins `burn` on each
+/// message before waiting again.
+struct Server {
+    inbox: Arc<Mutex<(Option<u32>, Option<Waker>)>>,
+    threads: Arc<Mutex<Vec<std::thread::ThreadId>>>,
+    burn: Duration,
+}
+
+impl Future for Server {
+    type Output = TaskStatus;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<TaskStatus> {
+        let mut inbox = self.inbox.lock().unwrap();
+        match inbox.0.take() {
+            Some(0) => Poll::Ready(TaskStatus::Exited(0)),
+            Some(_) => {
+                self.threads
+                    .lock()
+                    .unwrap()
+                    .push(std::thread::current().id());
+                let t = std::time::Instant::now();
+                while t.elapsed() < self.burn {
+                    std::hint::spin_loop();
+                }
+                inbox.1 = Some(cx.waker().clone());
+                Poll::Pending
+            }
+            None => {
+                inbox.1 = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// Host hand-off: a thread that is no worker gives a message to a waiting
+/// server while a worker idles, and runs the server itself: on its own
+/// thread, counted as a host poll, the server charged the wall time it
+/// ran. With no worker idle (the only one held by another task), the
+/// server is woken as usual and runs on that worker once it is free.
+#[test]
+fn host_hand_off_runs_a_waiting_server_on_the_calling_thread() {
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    let done = Arc::new(AtomicUsize::new(0));
+    let d = done.clone();
+    let exec = Executor::start(
+        1,
+        Box::new(Tree::new(PolicyKind::RoundRobin)),
+        tokio.handle().clone(),
+        Arc::new(|| {}),
+        Box::new(move |_, _| {
+            d.fetch_add(1, Ordering::SeqCst);
+        }),
+    )
+    .unwrap();
+    let inbox = Arc::new(Mutex::new((None, None)));
+    let threads = Arc::new(Mutex::new(Vec::new()));
+    let shared = Arc::new(TaskShared::new(TaskId(1), "server".into(), None, None));
+    exec.spawn(
+        shared.clone(),
+        Box::pin(Server {
+            inbox: inbox.clone(),
+            threads: threads.clone(),
+            burn: Duration::from_millis(2),
+        }),
+        &TaskSched::default(),
+    );
+    let send = |msg: u32| {
+        let waker = {
+            let mut inbox = inbox.lock().unwrap();
+            inbox.0 = Some(msg);
+            inbox.1.take()
+        };
+        host_hand_off(waker.expect("the server waits"));
+    };
+    let wait_idle = || {
+        while exec.task_state(TaskId(1)) != Some("blocked")
+            || exec.shared.looking.load(Ordering::SeqCst) == 0
+        {
+            std::thread::yield_now();
+        }
+    };
+    wait_idle();
+    for _ in 0..3 {
+        // The thread's own work between the server's slices is not the
+        // server's.
+        let t = std::time::Instant::now();
+        while t.elapsed() < Duration::from_millis(20) {
+            std::hint::spin_loop();
+        }
+        send(1);
+        wait_idle();
+    }
+    let me = std::thread::current().id();
+    assert_eq!(*threads.lock().unwrap(), [me, me, me]);
+    assert_eq!(exec.stats().host_polls, 3);
+    let charged = shared.cpu.charged_ns();
+    assert!(
+        (6_000_000..20_000_000).contains(&charged),
+        "charged {charged} ns for 6 ms"
+    );
+
+    // The only worker is busy: the message wakes the server, which runs
+    // on the worker after the other task.
+    let release = Arc::new(AtomicBool::new(false));
+    let (r, started) = (release.clone(), Arc::new(AtomicBool::new(false)));
+    let s = started.clone();
+    exec.spawn(
+        Arc::new(TaskShared::new(TaskId(2), "hog".into(), None, None)),
+        Box::pin(std::future::poll_fn(move |_| {
+            s.store(true, Ordering::SeqCst);
+            while !r.load(Ordering::SeqCst) {
+                std::hint::spin_loop();
+            }
+            Poll::Ready(TaskStatus::Exited(0))
+        })),
+        &TaskSched::default(),
+    );
+    while !started.load(Ordering::SeqCst) {
+        std::thread::yield_now();
+    }
+    send(1);
+    assert_eq!(exec.stats().host_polls, 3, "no worker was idle");
+    release.store(true, Ordering::SeqCst);
+    wait_idle();
+    let threads = threads.lock().unwrap();
+    assert_eq!(threads.len(), 4);
+    assert_ne!(threads[3], me);
+    drop(threads);
+    send(0);
+    while done.load(Ordering::SeqCst) < 2 {
+        std::thread::yield_now();
+    }
+}

@@ -48,6 +48,17 @@ pub(super) fn run(exec: &Arc<Shared>) {
 
 /// The next task from the run queue, waiting for one; `None` at shutdown.
 fn next_queued(exec: &Arc<Shared>) -> Option<Arc<TaskCell>> {
+    // Counted among the workers looking for work from the moment it finds
+    // none until it returns (see `host_hand_off`).
+    struct Looking<'a>(Option<&'a Shared>);
+    impl Drop for Looking<'_> {
+        fn drop(&mut self) {
+            if let Some(exec) = self.0 {
+                exec.looking.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+    }
+    let mut looking = Looking(None);
     let mut q = exec.lock();
     let mut spun = false;
     loop {
@@ -56,6 +67,10 @@ fn next_queued(exec: &Arc<Shared>) -> Option<Arc<TaskCell>> {
         }
         if let Some(cell) = q.pop(cpu::now()) {
             return Some(cell);
+        }
+        if looking.0.is_none() {
+            exec.looking.fetch_add(1, Ordering::AcqRel);
+            looking.0 = Some(exec);
         }
         // Pushes bump this under the lock: a change means work came.
         let seen = exec.pushes.load(Ordering::Acquire);

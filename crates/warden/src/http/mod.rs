@@ -11,6 +11,9 @@
 //!   portal call to the task providing that name: the request's head and
 //!   body as the message, a CGI response as the reply. The servlet keeps
 //!   its state across requests, in its own budget and scheduling group.
+//!   Under load, a request that finds the servlet waiting runs it on the
+//!   server's own thread when a worker is idle (the host hand-off of the
+//!   executor), charged to the servlet as usual.
 //!
 //! Each route bounds its requests: `max_body` (413 before any task
 //! starts), `max_concurrent` handlers at once with at most `max_queue`

@@ -11,10 +11,23 @@
 //! sends bytes only and drops handles in the reply; [`HostClient::call_portal`]
 //! (the cluster's relays) carries objects both ways. The host lends no
 //! scheduling context: the server runs on its own.
+//!
+//! When a call finds its server waiting in `recv` while the client has
+//! other calls in progress (the web server under load), the calling
+//! thread runs the server's slice itself if a worker is idle
+//! ([`crate::executor::host_hand_off`]): the answer comes without two
+//! thread switches. A lone call wakes the server on a worker instead: a
+//! worker that is still awake from the last call (see
+//! [`crate::executor::IDLE_SPIN`]) answers it sooner than a thread that
+//! goes idle between requests, whose wake-up on a virtual machine costs
+//! tens of microseconds. (Measured with wrk on a 2-vCPU machine: at 64
+//! connections the hand-off gave 3-5% more requests per second; at one
+//! connection, always handing off gave about half.)
 
 use super::service::{CallSlot, Origin, Phase};
 use super::{Errno, Kernel};
 use crate::task::{TaskId, TaskShared};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Slots kept for reuse; more calls at once allocate their own.
@@ -37,6 +50,17 @@ pub struct HostClient {
     owner: Arc<TaskShared>,
     pool: Mutex<Vec<Arc<CallSlot>>>,
     direct: DirectCall,
+    /// Calls in progress (see [`HostClient::call_portal`]).
+    calls: AtomicUsize,
+}
+
+/// Counts a call in progress until dropped.
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Abandons the call unless it was answered (see the module docs).
@@ -67,6 +91,7 @@ impl HostClient {
             owner: Arc::new(TaskShared::new(id, name, None, None)),
             pool: Mutex::new(Vec::new()),
             direct,
+            calls: AtomicUsize::new(0),
         }
     }
 
@@ -120,6 +145,8 @@ impl HostClient {
             let reply = (self.direct)(&handler, &self.owner, request).await?;
             return Ok((reply, Vec::new()));
         }
+        let others = self.calls.fetch_add(1, Ordering::Relaxed);
+        let _in_flight = InFlight(&self.calls);
         let slot = self.slot();
         let seq = {
             let mut st = slot.lock();
@@ -141,8 +168,13 @@ impl HostClient {
             st.phase = Phase::Idle;
             st.request_objects.clear();
         })?;
-        if let Some(receiver) = receiver {
-            receiver.wake();
+        match receiver {
+            // Among other calls, a server waiting in `recv` may answer on
+            // this thread, now (a lone call is left to a worker, see the
+            // module docs).
+            Some(receiver) if others > 0 => crate::executor::host_hand_off(receiver),
+            Some(receiver) => receiver.wake(),
+            None => {}
         }
         drop(portal);
         let code = std::future::poll_fn(|cx| slot.poll_done(cx)).await;

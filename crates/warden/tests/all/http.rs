@@ -636,3 +636,114 @@ fn http2_with_prior_knowledge() {
     let r = &routes(&web)[0];
     assert_eq!(r["codes"]["200"], 102, "{r}");
 }
+
+/// `n` requests for `path`, at most `at_once` of them at a time (one
+/// curl, each transfer on a connection of its own or reused); their
+/// status codes.
+fn parallel(web: &Web, path: &str, n: usize, at_once: usize) -> Vec<u16> {
+    let url = format!("{}{path}", web.base);
+    let mut cmd = Command::new("curl");
+    cmd.args([
+        "-sS",
+        "--max-time",
+        "60",
+        "--parallel",
+        "--parallel-immediate",
+        "--parallel-max",
+    ])
+    .arg(at_once.to_string());
+    for _ in 0..n {
+        cmd.args(["-o", "/dev/null", "-w", "%{http_code}\n", &url]);
+    }
+    let out = cmd.output().unwrap();
+    let codes: Vec<u16> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    assert_eq!(codes.len(), n, "{}", String::from_utf8_lossy(&out.stderr));
+    codes
+}
+
+/// `warden_host_polls_total`: slices the web server's threads ran.
+fn host_polls(web: &Web) -> f64 {
+    let m = metrics(web);
+    let line = m
+        .lines()
+        .find(|l| l.starts_with("warden_host_polls_total "))
+        .unwrap_or_else(|| panic!("{m}"));
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+fn counter_site(limits: &str) -> String {
+    format!(
+        r#"
+[[task]]
+name = "counter"
+module = "{servlet}"
+provides = ["counter"]
+{limits}
+
+[[http]]
+listen = "127.0.0.1:0"
+
+[[http.route]]
+path = "/count/*"
+service = "counter"
+timeout = "20s"
+"#,
+        servlet = guests::SERVLET,
+    )
+}
+
+/// Requests at once to a servlet: every one is answered, and counted
+/// once. Under load (wrk, 16 connections) calls that find the servlet
+/// waiting in `recv` run it on the web server's own threads (no worker
+/// woken, no thread switch back), and all are still answered.
+#[test]
+fn concurrent_servlet_requests_run_on_the_servers_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let web = Web::start(dir.path(), &counter_site(""));
+    let t = Instant::now();
+    while get(&web, "/count/x").status != 200 {
+        assert!(t.elapsed() < Duration::from_secs(20), "no servlet");
+    }
+    let codes = parallel(&web, "/count/x", 400, 8);
+    assert!(codes.iter().all(|&c| c == 200), "{codes:?}");
+    assert_eq!(get(&web, "/count/x").body, "count 402\n");
+    let out = Command::new("wrk")
+        .args(["-t2", "-c16", "-d1s", &format!("{}/count/x", web.base)])
+        .output()
+        .expect("wrk is installed");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("requests in"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("Non-2xx") && !text.contains("Socket errors"),
+        "{text}"
+    );
+    assert!(host_polls(&web) > 0.0, "{}", metrics(&web));
+}
+
+/// A servlet kept busy by requests at once (each spins 2 ms; it runs on
+/// workers and, between them, on the web server's threads) is held to its
+/// CPU limit of 100 ms: it dies after about 50 requests, not after all
+/// 400, and the route then says nobody serves it.
+#[test]
+fn a_busy_servlet_is_held_to_its_cpu_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let web = Web::start(dir.path(), &counter_site("cpu_limit = \"100ms\""));
+    let t = Instant::now();
+    while get(&web, "/count/x").status != 200 {
+        assert!(t.elapsed() < Duration::from_secs(20), "no servlet");
+    }
+    let codes = parallel(&web, "/count/burn", 400, 8);
+    let ok = codes.iter().filter(|&&c| c == 200).count();
+    assert!((1..=100).contains(&ok), "{ok} answered: {codes:?}");
+    assert!(
+        codes.iter().all(|&c| matches!(c, 200 | 502 | 503)),
+        "{codes:?}"
+    );
+    assert_eq!(get(&web, "/count/x").status, 503, "the servlet is gone");
+}
