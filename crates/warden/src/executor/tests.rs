@@ -320,10 +320,10 @@ fn host_hand_off_runs_a_waiting_server_on_the_calling_thread() {
     };
     wait_idle();
     for _ in 0..3 {
-        // The thread's own work between the server's slices is not the
-        // server's.
-        let t = std::time::Instant::now();
-        while t.elapsed() < Duration::from_millis(20) {
+        // The thread's own work between the server's slices (50 ms of
+        // CPU) is not the server's.
+        let t = crate::cpu::thread_cpu_ns();
+        while crate::cpu::thread_cpu_ns() - t < 50_000_000 {
             std::hint::spin_loop();
         }
         send(1);
@@ -333,8 +333,10 @@ fn host_hand_off_runs_a_waiting_server_on_the_calling_thread() {
     assert_eq!(*threads.lock().unwrap(), [me, me, me]);
     assert_eq!(exec.stats().host_polls, 3);
     let charged = shared.cpu.charged_ns();
+    // Wall time: 6 ms, and whatever the system took from the polls (a
+    // loaded machine); not the thread's own 100 ms and more.
     assert!(
-        (6_000_000..20_000_000).contains(&charged),
+        (6_000_000..60_000_000).contains(&charged),
         "charged {charged} ns for 6 ms"
     );
 
