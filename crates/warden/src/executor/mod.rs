@@ -176,6 +176,9 @@ struct Shared {
     host_polls: AtomicU64,
     /// Whether the run queue wants CPU charges after each poll.
     charges: AtomicBool,
+    /// Whether the run queue may hold runnable tasks back (see
+    /// [`RunQueue::throttles`]): then there is no host hand-off.
+    throttles: AtomicBool,
     /// Back-to-back polls on a worker, and the time between them (the
     /// executor's own cost of switching from one task to the next).
     switches: AtomicU64,
@@ -236,6 +239,7 @@ impl Executor {
             polls: AtomicU64::new(0),
             host_polls: AtomicU64::new(0),
             charges: AtomicBool::new(true),
+            throttles: AtomicBool::new(true),
             switches: AtomicU64::new(0),
             switch_ns: AtomicU64::new(0),
         });
@@ -278,6 +282,8 @@ impl Executor {
         q.policy.add(id, sched);
         let charges = q.policy.needs_charges();
         self.shared.charges.store(charges, Ordering::Relaxed);
+        let throttles = q.policy.throttles();
+        self.shared.throttles.store(throttles, Ordering::Relaxed);
         q.push(&cell.shared);
         q.cells.insert(id, cell);
         self.shared.pushes.fetch_add(1, Ordering::Release);
@@ -543,7 +549,8 @@ pub(crate) fn hand_off(waker: Waker, lent: Option<&Arc<TaskShared>>) {
 ///
 /// An idle worker is the condition because then the scheduler would have
 /// run the server at once anyway: the slice takes no worker's turn from
-/// another task. It is a slice like any other (its epoch deadline, limits
+/// another task. (Not so if the run queue may hold tasks back while
+/// workers idle, as a CPU cap does: then there is no host hand-off.) It is a slice like any other (its epoch deadline, limits
 /// and lifecycle rules apply, the run queue's policy is charged for it),
 /// except that it is charged its wall time as CPU (see [`crate::cpu`]).
 /// Nothing nests in it: a call the server makes wakes its own server
@@ -563,7 +570,7 @@ pub fn host_hand_off(waker: Waker) {
     let cell = unsafe { Arc::from_raw(waker.data().cast::<TaskCell>()) };
     std::mem::forget(waker);
     let exec = cell.exec.clone();
-    if exec.looking.load(Ordering::Acquire) == 0 {
+    if exec.looking.load(Ordering::Acquire) == 0 || exec.throttles.load(Ordering::Relaxed) {
         return cell.wake_by_ref();
     }
     if !cell.shared.state.claim() {

@@ -372,3 +372,53 @@ fn host_hand_off_runs_a_waiting_server_on_the_calling_thread() {
         std::thread::yield_now();
     }
 }
+
+/// A capped task may be held back while workers idle, so a host thread
+/// never runs it: its call wakes it into the run queue, as usual.
+#[test]
+fn host_hand_off_leaves_a_capped_server_to_the_run_queue() {
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    let exec = Executor::start(
+        1,
+        Box::new(Tree::new(PolicyKind::RoundRobin)),
+        tokio.handle().clone(),
+        Arc::new(|| {}),
+        Box::new(|_, _| {}),
+    )
+    .unwrap();
+    let inbox = Arc::new(Mutex::new((None, None)));
+    let threads = Arc::new(Mutex::new(Vec::new()));
+    let sched = TaskSched {
+        cap: Some(crate::sched::Cap::new(0.5, 100_000_000)),
+        ..TaskSched::default()
+    };
+    exec.spawn(
+        Arc::new(TaskShared::new(TaskId(1), "capped".into(), None, None)),
+        Box::pin(Server {
+            inbox: inbox.clone(),
+            threads: threads.clone(),
+            burn: Duration::ZERO,
+        }),
+        &sched,
+    );
+    let waiting = || {
+        exec.task_state(TaskId(1)) == Some("blocked")
+            && exec.shared.looking.load(Ordering::SeqCst) > 0
+            && inbox.lock().unwrap().1.is_some()
+    };
+    while !waiting() {
+        std::thread::yield_now();
+    }
+    let waker = {
+        let mut inbox = inbox.lock().unwrap();
+        inbox.0 = Some(1);
+        inbox.1.take().unwrap()
+    };
+    host_hand_off(waker);
+    while threads.lock().unwrap().is_empty() {
+        std::thread::yield_now();
+    }
+    assert_ne!(threads.lock().unwrap()[0], std::thread::current().id());
+    assert_eq!(exec.stats().host_polls, 0);
+    exec.kill(TaskId(1), "done");
+}

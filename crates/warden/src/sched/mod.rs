@@ -158,6 +158,12 @@ pub trait RunQueue: Send {
     fn needs_charges(&self) -> bool {
         true
     }
+    /// Whether it may hold a runnable task back while a worker idles (a
+    /// CPU cap does): then the executor runs no task outside it, with no
+    /// host hand-off. Yes unless it says otherwise.
+    fn throttles(&self) -> bool {
+        true
+    }
 }
 
 /// How a task is scheduled.
@@ -458,6 +464,10 @@ impl RunQueue for Tree {
 
     fn needs_charges(&self) -> bool {
         !self.caps.is_empty() || self.nodes.iter().any(|n| n.policy.uses_charges())
+    }
+
+    fn throttles(&self) -> bool {
+        !self.caps.is_empty()
     }
 }
 
