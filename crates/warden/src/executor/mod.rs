@@ -550,18 +550,19 @@ pub(crate) fn hand_off(waker: Waker, lent: Option<&Arc<TaskShared>>) {
 /// An idle worker is the condition because then the scheduler would have
 /// run the server at once anyway: the slice takes no worker's turn from
 /// another task. (Not so if the run queue may hold tasks back while
-/// workers idle, as a CPU cap does: then there is no host hand-off.) It is a slice like any other (its epoch deadline, limits
-/// and lifecycle rules apply, the run queue's policy is charged for it),
-/// except that it is charged its wall time as CPU (see [`crate::cpu`]).
-/// Nothing nests in it: a call the server makes wakes its own server
-/// through the hand-off slot.
+/// workers idle, as a CPU cap does: then there is no host hand-off.) It
+/// is a slice like any other (its epoch deadline, limits and lifecycle
+/// rules apply, the run queue's policy is charged for it), except that it
+/// is charged its wall time as CPU (see [`crate::cpu`]). Nothing nests in
+/// it: a call the server makes wakes its own server through the hand-off
+/// slot.
 ///
 /// A task the slice leaves runnable (the server itself, woken by another
 /// client's call meanwhile, or one it woke) runs next on this thread too,
 /// as from a worker's hand-off slot, while a worker is still idle, for at
 /// most [`HOST_SLICES`] slices and [`HOST_BUDGET`] in all; then it goes
 /// to the run queue.
-pub fn host_hand_off(waker: Waker) {
+pub(crate) fn host_hand_off(waker: Waker) {
     if !POLLING.with(Cell::get).is_null() || !std::ptr::eq(waker.vtable(), &VTABLE) {
         return waker.wake();
     }

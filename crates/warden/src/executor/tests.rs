@@ -422,3 +422,188 @@ fn host_hand_off_leaves_a_capped_server_to_the_run_queue() {
     assert_eq!(exec.stats().host_polls, 0);
     exec.kill(TaskId(1), "done");
 }
+
+/// A server for the stress test: takes every message in its inbox per
+/// poll, counting them, and fails the test if polled twice at once.
+struct Inbox {
+    queue: Mutex<(std::collections::VecDeque<u32>, Option<Waker>)>,
+    taken: AtomicU64,
+    in_poll: AtomicBool,
+}
+
+struct Drain(Arc<Inbox>);
+
+impl Future for Drain {
+    type Output = TaskStatus;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<TaskStatus> {
+        assert!(
+            !self.0.in_poll.swap(true, Ordering::SeqCst),
+            "polled twice at once"
+        );
+        let mut q = self.0.queue.lock().unwrap();
+        let mut end = false;
+        while let Some(m) = q.0.pop_front() {
+            end |= m == 0;
+            if m != 0 {
+                self.0.taken.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        q.1 = Some(cx.waker().clone());
+        drop(q);
+        self.0.in_poll.store(false, Ordering::SeqCst);
+        if end {
+            Poll::Ready(TaskStatus::Exited(0))
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+/// Host threads giving messages to servers at random, half of them by
+/// host hand-off and half by a plain wake, racing each other and the
+/// workers: every message is taken exactly once (a lost wake-up would
+/// leave one untaken), no server is polled on two threads at once, and
+/// every server ends.
+#[test]
+fn stress_host_hand_offs_race_workers_and_each_other() {
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    let done = Arc::new(AtomicUsize::new(0));
+    let d = done.clone();
+    let exec = Arc::new(
+        Executor::start(
+            2,
+            Box::new(Tree::new(PolicyKind::RoundRobin)),
+            tokio.handle().clone(),
+            Arc::new(|| {}),
+            Box::new(move |_, status| {
+                assert!(matches!(status, TaskStatus::Exited(0)), "{status:?}");
+                d.fetch_add(1, Ordering::SeqCst);
+            }),
+        )
+        .unwrap(),
+    );
+    const SERVERS: u64 = 8;
+    const THREADS: u64 = 4;
+    const MESSAGES: u64 = 5_000;
+    let inboxes: Vec<Arc<Inbox>> = (0..SERVERS)
+        .map(|id| {
+            let inbox = Arc::new(Inbox {
+                queue: Mutex::new((Default::default(), None)),
+                taken: AtomicU64::new(0),
+                in_poll: AtomicBool::new(false),
+            });
+            exec.spawn(
+                Arc::new(TaskShared::new(TaskId(id), format!("s{id}"), None, None)),
+                Box::pin(Drain(inbox.clone())),
+                &TaskSched::default(),
+            );
+            inbox
+        })
+        .collect();
+    for id in 0..SERVERS {
+        while exec.task_state(TaskId(id)) != Some("blocked") {
+            std::thread::yield_now();
+        }
+    }
+    let send = |inbox: &Inbox, m: u32, by_hand_off: bool| {
+        let waker = {
+            let mut q = inbox.queue.lock().unwrap();
+            q.0.push_back(m);
+            q.1.take()
+        };
+        match waker {
+            Some(w) if by_hand_off => host_hand_off(w),
+            Some(w) => w.wake(),
+            None => {}
+        }
+    };
+    // Short tasks keep the workers busy part of the time, so that some
+    // hand-offs find no idle worker and wake the server instead.
+    let sending = AtomicBool::new(true);
+    let mut busy = 0u64;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while sending.load(Ordering::SeqCst) {
+                busy += 1;
+                exec.spawn(
+                    Arc::new(TaskShared::new(
+                        TaskId(1000 + busy),
+                        "busy".into(),
+                        None,
+                        None,
+                    )),
+                    Box::pin(std::future::poll_fn(|_| {
+                        let t = std::time::Instant::now();
+                        while t.elapsed() < Duration::from_micros(30) {
+                            std::hint::spin_loop();
+                        }
+                        Poll::Ready(TaskStatus::Exited(0))
+                    })),
+                    &TaskSched::default(),
+                );
+                let t = std::time::Instant::now();
+                while t.elapsed() < Duration::from_micros(60) {
+                    std::hint::spin_loop();
+                }
+            }
+        });
+        let senders: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let inboxes = &inboxes;
+                s.spawn(move || {
+                    let mut seed = 0x9E3779B97F4A7C15u64 ^ (t + 1);
+                    for _ in 0..MESSAGES {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        let inbox = &inboxes[(seed % SERVERS) as usize];
+                        send(inbox, 1, seed & 0x100 != 0);
+                        for _ in 0..(seed >> 60) * 64 {
+                            std::hint::spin_loop();
+                        }
+                    }
+                })
+            })
+            .collect();
+        for sender in senders {
+            sender.join().unwrap();
+        }
+        sending.store(false, Ordering::SeqCst);
+    });
+    let start = std::time::Instant::now();
+    let taken = || {
+        inboxes
+            .iter()
+            .map(|i| i.taken.load(Ordering::SeqCst))
+            .sum::<u64>()
+    };
+    while taken() < THREADS * MESSAGES {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{} of {} messages taken",
+            taken(),
+            THREADS * MESSAGES
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(taken(), THREADS * MESSAGES);
+    for inbox in &inboxes {
+        send(inbox, 0, true);
+    }
+    while done.load(Ordering::SeqCst) < (SERVERS + busy) as usize {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "servers never ended"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Both ways were taken: servers ran on the senders' threads, and on
+    // workers after their first poll.
+    let stats = exec.stats();
+    assert!(stats.host_polls > 0, "{stats:?}");
+    assert!(
+        stats.polls - stats.host_polls > SERVERS + busy,
+        "{stats:?}, {busy} busy tasks"
+    );
+    assert_eq!(stats.live, 0);
+}
