@@ -726,10 +726,13 @@ fn concurrent_servlet_requests_run_on_the_servers_threads() {
     assert!(host_polls(&web) > 0.0, "{}", metrics(&web));
 }
 
-/// A servlet kept busy by requests at once (each spins 2 ms; it runs on
-/// workers and, between them, on the web server's threads) is held to its
-/// CPU limit of 100 ms: it dies after about 50 requests, not after all
-/// 400, and the route then says nobody serves it.
+/// A servlet kept busy by requests at once (each spins 2 ms of wall
+/// time; it runs on workers, or on the web server's thread when a
+/// request finds it waiting while a worker idles) is held to its CPU
+/// limit of 100 ms: it dies after
+/// about 50 requests (more on a loaded machine, where 2 ms of wall time
+/// is less CPU), not after all 400, and the route then says nobody
+/// serves it.
 #[test]
 fn a_busy_servlet_is_held_to_its_cpu_limit() {
     let dir = tempfile::tempdir().unwrap();
@@ -740,7 +743,7 @@ fn a_busy_servlet_is_held_to_its_cpu_limit() {
     }
     let codes = parallel(&web, "/count/burn", 400, 8);
     let ok = codes.iter().filter(|&&c| c == 200).count();
-    assert!((1..=100).contains(&ok), "{ok} answered: {codes:?}");
+    assert!((1..=200).contains(&ok), "{ok} answered: {codes:?}");
     assert!(
         codes.iter().all(|&c| matches!(c, 200 | 502 | 503)),
         "{codes:?}"
