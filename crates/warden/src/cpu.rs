@@ -197,7 +197,8 @@ impl Meter {
     /// reading to the polls since then (and the one in progress).
     fn reconcile(&mut self) {
         if self.wall {
-            return self.charge_wall(crate::ticks::now());
+            self.charge_wall(crate::ticks::now());
+            return;
         }
         let cpu = thread_cpu_ns();
         let delta = cpu.saturating_sub(self.last_cpu);
@@ -227,20 +228,21 @@ impl Meter {
         }
         self.polls_wall = 0;
     }
-}
 
-impl Meter {
     /// Wall mode: charges the poll in progress its wall time until `now`,
-    /// and times it on from there.
-    fn charge_wall(&mut self, now: u64) {
-        if let Some((poll, start)) = self.current.as_mut() {
-            let ns = crate::ticks::to_ns(now.saturating_sub(*start));
-            *start = now;
-            // SAFETY: `current` is a poll in progress (as in `reconcile`).
-            let poll = unsafe { poll.to_owned() };
-            poll.charge(ns);
-            Self::queue_charge(&mut self.charges, poll.account.id.0, ns);
-        }
+    /// and times it on from there. Returns that time, in counts.
+    fn charge_wall(&mut self, now: u64) -> u64 {
+        let Some((poll, start)) = self.current.as_mut() else {
+            return 0;
+        };
+        let wall = now.saturating_sub(*start);
+        *start = now;
+        let ns = crate::ticks::to_ns(wall);
+        // SAFETY: `current` is a poll in progress (as in `reconcile`).
+        let poll = unsafe { poll.to_owned() };
+        poll.charge(ns);
+        Self::queue_charge(&mut self.charges, poll.account.id.0, ns);
+        wall
     }
 }
 
@@ -325,16 +327,13 @@ pub fn nest<R>(f: impl FnOnce() -> R) -> R {
 pub fn end(exact: bool) -> (u64, u64) {
     with(|m| {
         let now = crate::ticks::now();
-        let mut wall = 0;
         if m.wall {
-            if let Some((_, start)) = m.current {
-                wall = now.saturating_sub(start);
-            }
-            m.charge_wall(now);
+            let wall = m.charge_wall(now);
             m.current = None;
             m.last_end = now;
             return (crate::ticks::to_ns(wall), now);
         }
+        let mut wall = 0;
         if let Some((poll, start)) = m.current.take() {
             wall = now.saturating_sub(start);
             // SAFETY: the poll ends only now: its caller still holds it.

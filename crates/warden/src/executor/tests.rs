@@ -6,6 +6,35 @@ use std::collections::HashMap;
 use std::sync::atomic::AtomicUsize;
 use std::task::{Context, Poll};
 
+/// An executor of `workers` workers on a round-robin queue whose finish
+/// callback counts the tasks finished.
+fn counting_executor(
+    workers: usize,
+    tokio: &tokio::runtime::Runtime,
+) -> (Executor, Arc<AtomicUsize>) {
+    let done = Arc::new(AtomicUsize::new(0));
+    let d = done.clone();
+    let exec = Executor::start(
+        workers,
+        Box::new(Tree::new(PolicyKind::RoundRobin)),
+        tokio.handle().clone(),
+        Arc::new(|| {}),
+        Box::new(move |_, _| {
+            d.fetch_add(1, Ordering::SeqCst);
+        }),
+    )
+    .unwrap();
+    (exec, done)
+}
+
+/// Spins (holding the thread) for `d` of wall time.
+fn spin_for(d: Duration) {
+    let t = std::time::Instant::now();
+    while t.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
 /// A future that yields `yields` times, half of them by waking itself
 /// (a slice end) and half by having another thread wake it later (a
 /// blocking call), and fails the test if it is ever polled concurrently.
@@ -123,18 +152,7 @@ fn stress_wake_yield_suspend_kill() {
 fn one_worker_runs_yielding_tasks_in_turn() {
     let tokio = tokio::runtime::Runtime::new().unwrap();
     let order = Arc::new(Mutex::new(Vec::new()));
-    let done = Arc::new(AtomicUsize::new(0));
-    let d = done.clone();
-    let exec = Executor::start(
-        1,
-        Box::new(Tree::new(PolicyKind::RoundRobin)),
-        tokio.handle().clone(),
-        Arc::new(|| {}),
-        Box::new(move |_, _| {
-            d.fetch_add(1, Ordering::SeqCst);
-        }),
-    )
-    .unwrap();
+    let (exec, done) = counting_executor(1, &tokio);
     // Hold the single worker while queueing, so the order is known.
     let gate = Arc::new(Mutex::new(()));
     let g = gate.lock().unwrap();
@@ -256,10 +274,7 @@ impl Future for Server {
                     .lock()
                     .unwrap()
                     .push(std::thread::current().id());
-                let t = std::time::Instant::now();
-                while t.elapsed() < self.burn {
-                    std::hint::spin_loop();
-                }
+                spin_for(self.burn);
                 inbox.1 = Some(cx.waker().clone());
                 Poll::Pending
             }
@@ -279,18 +294,7 @@ impl Future for Server {
 #[test]
 fn host_hand_off_runs_a_waiting_server_on_the_calling_thread() {
     let tokio = tokio::runtime::Runtime::new().unwrap();
-    let done = Arc::new(AtomicUsize::new(0));
-    let d = done.clone();
-    let exec = Executor::start(
-        1,
-        Box::new(Tree::new(PolicyKind::RoundRobin)),
-        tokio.handle().clone(),
-        Arc::new(|| {}),
-        Box::new(move |_, _| {
-            d.fetch_add(1, Ordering::SeqCst);
-        }),
-    )
-    .unwrap();
+    let (exec, done) = counting_executor(1, &tokio);
     let inbox = Arc::new(Mutex::new((None, None)));
     let threads = Arc::new(Mutex::new(Vec::new()));
     let shared = Arc::new(TaskShared::new(TaskId(1), "server".into(), None, None));
@@ -378,14 +382,7 @@ fn host_hand_off_runs_a_waiting_server_on_the_calling_thread() {
 #[test]
 fn host_hand_off_leaves_a_capped_server_to_the_run_queue() {
     let tokio = tokio::runtime::Runtime::new().unwrap();
-    let exec = Executor::start(
-        1,
-        Box::new(Tree::new(PolicyKind::RoundRobin)),
-        tokio.handle().clone(),
-        Arc::new(|| {}),
-        Box::new(|_, _| {}),
-    )
-    .unwrap();
+    let (exec, _) = counting_executor(1, &tokio);
     let inbox = Arc::new(Mutex::new((None, None)));
     let threads = Arc::new(Mutex::new(Vec::new()));
     let sched = TaskSched {
@@ -533,18 +530,12 @@ fn stress_host_hand_offs_race_workers_and_each_other() {
                         None,
                     )),
                     Box::pin(std::future::poll_fn(|_| {
-                        let t = std::time::Instant::now();
-                        while t.elapsed() < Duration::from_micros(30) {
-                            std::hint::spin_loop();
-                        }
+                        spin_for(Duration::from_micros(30));
                         Poll::Ready(TaskStatus::Exited(0))
                     })),
                     &TaskSched::default(),
                 );
-                let t = std::time::Instant::now();
-                while t.elapsed() < Duration::from_micros(60) {
-                    std::hint::spin_loop();
-                }
+                spin_for(Duration::from_micros(60));
             }
         });
         let senders: Vec<_> = (0..THREADS)

@@ -251,22 +251,9 @@ fn two_hundred_requests_at_once_are_all_answered() {
         dir.path(),
         &site(dir.path(), "").replace("timeout = \"2s\"", "timeout = \"60s\"\nmax_concurrent = 16"),
     );
-    let url = format!("{}/hello?fresh", web.base);
-    let mut cmd = Command::new("curl");
-    cmd.args([
-        "-sS",
-        "--parallel",
-        "--parallel-immediate",
-        "--parallel-max",
-        "200",
-    ]);
-    for _ in 0..200 {
-        cmd.args(["-o", "/dev/null", "-w", "%{http_code}\n", &url]);
-    }
-    let out = cmd.output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    let ok = text.lines().filter(|l| *l == "200").count();
-    assert_eq!(ok, 200, "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    let codes = parallel(&web, "/hello?fresh", 200, 200);
+    let ok = codes.iter().filter(|&&c| c == 200).count();
+    assert_eq!(ok, 200, "{codes:?}");
     let r = &routes(&web)[0];
     assert_eq!(r["requests"], 200, "{r}");
     assert_eq!(r["codes"]["200"], 200, "{r}");
@@ -527,25 +514,10 @@ fn a_slow_reader_giving_way_still_gets_its_whole_answer() {
 #[test]
 fn a_service_route_to_a_passive_service() {
     let dir = tempfile::tempdir().unwrap();
-    let text = format!(
-        r#"
-[[task]]
-name = "counter"
-module = "{servlet}"
-passive = true
-provides = ["counter"]
-
-[[http]]
-listen = "127.0.0.1:0"
-
-[[http.route]]
-path = "/count/*"
-service = "counter"
-timeout = "5s"
-"#,
-        servlet = guests::PASSIVE_SERVLET,
+    let web = Web::start(
+        dir.path(),
+        &counter_site(guests::PASSIVE_SERVLET, "passive = true", "5s"),
     );
-    let web = Web::start(dir.path(), &text);
     for n in 1..=3 {
         let r = get(&web, "/count/x");
         assert_eq!(
@@ -674,14 +646,16 @@ fn host_polls(web: &Web) -> f64 {
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
-fn counter_site(limits: &str) -> String {
+/// A servlet task from `module` (with the task keys `keys`) providing
+/// "counter", and a route `/count/*` to it with `timeout`.
+fn counter_site(module: &str, keys: &str, timeout: &str) -> String {
     format!(
         r#"
 [[task]]
 name = "counter"
-module = "{servlet}"
+module = "{module}"
 provides = ["counter"]
-{limits}
+{keys}
 
 [[http]]
 listen = "127.0.0.1:0"
@@ -689,10 +663,17 @@ listen = "127.0.0.1:0"
 [[http.route]]
 path = "/count/*"
 service = "counter"
-timeout = "20s"
-"#,
-        servlet = guests::SERVLET,
+timeout = "{timeout}"
+"#
     )
+}
+
+/// Waits until the servlet answers `/count/x` (it has registered).
+fn wait_for_servlet(web: &Web) {
+    let t = Instant::now();
+    while get(web, "/count/x").status != 200 {
+        assert!(t.elapsed() < Duration::from_secs(20), "no servlet");
+    }
 }
 
 /// Requests at once to a servlet: every one is answered, and counted
@@ -702,11 +683,8 @@ timeout = "20s"
 #[test]
 fn concurrent_servlet_requests_run_on_the_servers_threads() {
     let dir = tempfile::tempdir().unwrap();
-    let web = Web::start(dir.path(), &counter_site(""));
-    let t = Instant::now();
-    while get(&web, "/count/x").status != 200 {
-        assert!(t.elapsed() < Duration::from_secs(20), "no servlet");
-    }
+    let web = Web::start(dir.path(), &counter_site(guests::SERVLET, "", "20s"));
+    wait_for_servlet(&web);
     let codes = parallel(&web, "/count/x", 400, 8);
     assert!(codes.iter().all(|&c| c == 200), "{codes:?}");
     assert_eq!(get(&web, "/count/x").body, "count 402\n");
@@ -736,11 +714,11 @@ fn concurrent_servlet_requests_run_on_the_servers_threads() {
 #[test]
 fn a_busy_servlet_is_held_to_its_cpu_limit() {
     let dir = tempfile::tempdir().unwrap();
-    let web = Web::start(dir.path(), &counter_site("cpu_limit = \"100ms\""));
-    let t = Instant::now();
-    while get(&web, "/count/x").status != 200 {
-        assert!(t.elapsed() < Duration::from_secs(20), "no servlet");
-    }
+    let web = Web::start(
+        dir.path(),
+        &counter_site(guests::SERVLET, "cpu_limit = \"100ms\"", "20s"),
+    );
+    wait_for_servlet(&web);
     let codes = parallel(&web, "/count/burn", 400, 8);
     let ok = codes.iter().filter(|&&c| c == 200).count();
     assert!((1..=200).contains(&ok), "{ok} answered: {codes:?}");
