@@ -173,11 +173,34 @@ fn bench_reply(
 pub struct Raw {
     pub engine: Engine,
     linker: Linker<WasiP1Ctx>,
+    /// Set when instances run async (see [`Raw::on_engine`]): the
+    /// single-threaded executor that drives them.
+    fibers: Option<tokio::runtime::Runtime>,
 }
 
 impl Raw {
     pub fn new() -> Raw {
         Raw::with_config(&wasmtime::Config::new())
+    }
+
+    /// Raw Wasmtime on `engine` (a Warden runtime's, see
+    /// `Runtime::engine`), run as a task is: WASI's async functions,
+    /// instantiation and `_start` on a fiber from the engine's pool,
+    /// polled to completion on the calling thread. What is left between
+    /// this and a Warden task is Warden's own: its host state, scheduling,
+    /// accounting and report.
+    pub fn on_engine(engine: &Engine) -> Raw {
+        let mut linker = Linker::new(engine);
+        wasmtime_wasi::p1::add_to_linker_async(&mut linker, |c| c).expect("WASI links");
+        let fibers = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a tokio runtime");
+        Raw {
+            engine: engine.clone(),
+            linker,
+            fibers: Some(fibers),
+        }
     }
 
     /// Raw Wasmtime set up for many short-lived instances, as Wasmtime
@@ -205,7 +228,11 @@ impl Raw {
         let engine = Engine::new(config).expect("a Wasmtime engine");
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |c| c).expect("WASI links");
-        Raw { engine, linker }
+        Raw {
+            engine,
+            linker,
+            fibers: None,
+        }
     }
 
     /// `module` compiled and linked; imports other than WASI (Warden's)
@@ -235,6 +262,13 @@ impl Raw {
         let mut store = Store::new(&self.engine, wasi.build_p1());
         // With epoch checks compiled in, never reach the deadline.
         store.set_epoch_deadline(u64::MAX / 2);
+        if let Some(fibers) = &self.fibers {
+            return fibers.block_on(async {
+                let instance = pre.instantiate_async(&mut store).await?;
+                let start = instance.get_typed_func::<(), ()>(&mut store, "_start")?;
+                start.call_async(&mut store, ()).await
+            });
+        }
         let instance = pre.instantiate(&mut store)?;
         let start = instance.get_typed_func::<(), ()>(&mut store, "_start")?;
         start.call(&mut store, ())

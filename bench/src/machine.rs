@@ -252,47 +252,6 @@ fn civil_date(days: u64) -> String {
     format!("{year:04}-{month:02}-{day:02}")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dates() {
-        assert_eq!(civil_date(0), "1970-01-01");
-        assert_eq!(civil_date(11_016), "2000-02-29");
-        assert_eq!(civil_date(20_513), "2026-03-01");
-        assert_eq!(civil_date(20_778), "2026-11-21");
-    }
-
-    #[test]
-    fn perf_output() {
-        assert_eq!(
-            parse_perf_cycles("123456,,cycles,1000,100.00,,\n"),
-            Some(123456.0)
-        );
-        assert_eq!(
-            parse_perf_cycles("<not supported>,,cycles,0,100.00,,\n"),
-            None
-        );
-        assert_eq!(parse_perf_cycles("42,,cycles:u,1,100.00,,\n"), Some(42.0));
-        assert_eq!(parse_perf_cycles(""), None);
-    }
-
-    #[test]
-    fn clock_is_plausible() {
-        let c = measure_clock();
-        assert!(c.hz > 2e8 && c.hz < 1e10, "{} Hz", c.hz);
-        assert!((c.cycles(1.0) * 1e9 - c.hz).abs() < 1.0);
-    }
-
-    #[test]
-    fn memory_readings() {
-        assert!(self_rss_bytes() > 0);
-        assert!(pss_bytes(std::process::id()).unwrap() > 0);
-        assert!(mem_available() > 0);
-    }
-}
-
 /// The round trip of a cache line between the first two cores, in
 /// nanoseconds: two threads pinned to CPUs 0 and 1 pass an atomic back
 /// and forth (100,000 times, or for 50 ms if that is shorter, as on a
@@ -360,4 +319,45 @@ pub fn core_to_core_ns() -> Option<f64> {
     let mut runs = [once()?, once()?, once()?];
     runs.sort_by(f64::total_cmp);
     Some(runs[1])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates() {
+        assert_eq!(civil_date(0), "1970-01-01");
+        assert_eq!(civil_date(11_016), "2000-02-29");
+        assert_eq!(civil_date(20_513), "2026-03-01");
+        assert_eq!(civil_date(20_778), "2026-11-21");
+    }
+
+    #[test]
+    fn perf_output() {
+        assert_eq!(
+            parse_perf_cycles("123456,,cycles,1000,100.00,,\n"),
+            Some(123456.0)
+        );
+        assert_eq!(
+            parse_perf_cycles("<not supported>,,cycles,0,100.00,,\n"),
+            None
+        );
+        assert_eq!(parse_perf_cycles("42,,cycles:u,1,100.00,,\n"), Some(42.0));
+        assert_eq!(parse_perf_cycles(""), None);
+    }
+
+    #[test]
+    fn clock_is_plausible() {
+        let c = measure_clock();
+        assert!(c.hz > 2e8 && c.hz < 1e10, "{} Hz", c.hz);
+        assert!((c.cycles(1.0) * 1e9 - c.hz).abs() < 1.0);
+    }
+
+    #[test]
+    fn memory_readings() {
+        assert!(self_rss_bytes() > 0);
+        assert!(pss_bytes(std::process::id()).unwrap() > 0);
+        assert!(mem_available() > 0);
+    }
 }

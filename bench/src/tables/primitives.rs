@@ -15,6 +15,7 @@ use warden_test_guests as guests;
 const WARDEN: &str = "Warden task";
 const RAW: &str = "raw Wasmtime (in-process)";
 const RAW_POOLED: &str = "raw Wasmtime, pooling allocator (in-process)";
+const RAW_WARDEN: &str = "raw Wasmtime on Warden's engine, async (in-process)";
 const JVM: &str = "JVM (HotSpot)";
 const NATIVE: &str = "native C (Linux)";
 const WARDEN_JAVA: &str = "Java in a Warden task (TeaVM)";
@@ -43,8 +44,10 @@ pub fn run(ctx: &Ctx) -> Table {
          call to an empty function, and malloc(16)+free in batches of 1,000 (new Object() on the JVM, \
          which frees by collection). Null thread: spawn to exit of the smallest program, one at a \
          time, {tasks} per sample: a Warden task (1 worker; spawn, then wait for its report), a raw \
-         Wasmtime instantiate + _start on the calling thread (its default settings, and again with \
-         the pooling allocator and copy-on-write memory images, as Warden's engine has them), \
+         Wasmtime instantiate + _start on the calling thread (its default settings; again with \
+         the pooling allocator and copy-on-write memory images, as Warden's engine has them; and \
+         a third time on a Warden runtime's own engine, with every one of its settings, \
+         instantiated and run async on a fiber from its pool, as a task is), \
          Thread start + join, pthread_create + join. Batched: all \
          {tasks} started, then all waited for (Warden tasks; Threads; pthreads). Trap, one at a \
          time: a program whose first instruction traps, spawn to report in \
@@ -66,6 +69,13 @@ pub fn run(ctx: &Ctx) -> Table {
     );
     let pooled = Raw::pooled(64);
     let (pooled_noop, pooled_trap) = (pooled.pre(guests::NOOP), pooled.pre(guests::UNREACHABLE));
+    // Its own runtime, so that its instances take none of `rt`'s slots.
+    let engine_rt = inproc::runtime(1, 64);
+    let on_engine = Raw::on_engine(engine_rt.engine());
+    let (engine_noop, engine_trap) = (
+        on_engine.pre(guests::NOOP),
+        on_engine.pre(guests::UNREACHABLE),
+    );
     let noop = quiet("noop", guests::NOOP);
     let trap = quiet("trap", guests::UNREACHABLE);
     let n = ops.to_string();
@@ -108,6 +118,17 @@ pub fn run(ctx: &Ctx) -> Table {
                 s.push(
                     &key(RAW_POOLED, "trap"),
                     pooled.batch(&pooled_trap, tasks, true)? / 1e3,
+                );
+                Ok(())
+            }),
+            contestant(RAW_WARDEN, |s| {
+                s.push(
+                    &key(RAW_WARDEN, "null thread"),
+                    on_engine.batch(&engine_noop, tasks, false)? / 1e3,
+                );
+                s.push(
+                    &key(RAW_WARDEN, "trap"),
+                    on_engine.batch(&engine_trap, tasks, true)? / 1e3,
                 );
                 Ok(())
             }),
@@ -163,6 +184,7 @@ pub fn run(ctx: &Ctx) -> Table {
         (WARDEN, Kind::Warden),
         (RAW, Kind::Peer),
         (RAW_POOLED, Kind::Peer),
+        (RAW_WARDEN, Kind::Peer),
         (JVM, Kind::Peer),
         (NATIVE, Kind::Peer),
         (WARDEN_JAVA, Kind::Warden),
@@ -186,6 +208,11 @@ pub fn run(ctx: &Ctx) -> Table {
         RAW_POOLED,
         &["call", "allocation", BATCHED],
         "the same compiled code as the row above; only instantiation differs",
+    );
+    t.absent(
+        RAW_WARDEN,
+        &["call", "allocation", BATCHED],
+        "the same compiled code as Warden's row; only instantiation differs",
     );
     // The paper's figures (µs in the paper), PII 300 MHz, FreeBSD.
     t.paper(

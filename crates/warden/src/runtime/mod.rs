@@ -372,6 +372,15 @@ impl Runtime {
         &self.inner.config
     }
 
+    /// The Wasmtime engine this runtime's tasks run on, with Warden's
+    /// settings (pooling allocator, copy-on-write memory images, epoch
+    /// interruption, async stacks zeroed when freed). For tools that time
+    /// Wasmtime alone on exactly these settings: a store made on it takes
+    /// one of the runtime's pool slots while it lives.
+    pub fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
     /// Milliseconds since the runtime started.
     pub fn now_ms(&self) -> f64 {
         self.inner.tasks.ms()
