@@ -11,6 +11,8 @@ use crate::model::{key, Kind, Samples, Table};
 use crate::peers::{figure, figures};
 use std::time::{Duration, Instant};
 use warden_test_guests as guests;
+use wasmtime::InstancePre;
+use wasmtime_wasi::p1::WasiP1Ctx;
 
 const WARDEN: &str = "Warden task";
 const RAW: &str = "raw Wasmtime (in-process)";
@@ -103,34 +105,19 @@ pub fn run(ctx: &Ctx) -> Table {
             }),
             contestant(RAW, |s| {
                 push_ops(s, RAW, &raw.figures(&prims_pre, &[&n, "local"])?)?;
-                s.push(
-                    &key(RAW, "null thread"),
-                    raw.batch(&noop_pre, tasks, false)? / 1e3,
-                );
-                s.push(&key(RAW, "trap"), raw.batch(&trap_pre, tasks, true)? / 1e3);
-                Ok(())
+                push_starts(s, RAW, &raw, (&noop_pre, &trap_pre), tasks)
             }),
             contestant(RAW_POOLED, |s| {
-                s.push(
-                    &key(RAW_POOLED, "null thread"),
-                    pooled.batch(&pooled_noop, tasks, false)? / 1e3,
-                );
-                s.push(
-                    &key(RAW_POOLED, "trap"),
-                    pooled.batch(&pooled_trap, tasks, true)? / 1e3,
-                );
-                Ok(())
+                push_starts(s, RAW_POOLED, &pooled, (&pooled_noop, &pooled_trap), tasks)
             }),
             contestant(RAW_WARDEN, |s| {
-                s.push(
-                    &key(RAW_WARDEN, "null thread"),
-                    on_engine.batch(&engine_noop, tasks, false)? / 1e3,
-                );
-                s.push(
-                    &key(RAW_WARDEN, "trap"),
-                    on_engine.batch(&engine_trap, tasks, true)? / 1e3,
-                );
-                Ok(())
+                push_starts(
+                    s,
+                    RAW_WARDEN,
+                    &on_engine,
+                    (&engine_noop, &engine_trap),
+                    tasks,
+                )
             }),
             contestant(JVM, |s| {
                 let f = figures(
@@ -252,6 +239,23 @@ fn push_ops(
 ) -> Result<(), String> {
     s.push(&key(system, "call"), figure(f, "call")?);
     s.push(&key(system, "allocation"), figure(f, "alloc")?);
+    Ok(())
+}
+
+/// A raw Wasmtime set-up's null thread and trap columns: `tasks`
+/// instances of the no-op and of the trapping module, one at a time (µs).
+fn push_starts(
+    s: &mut Samples,
+    system: &str,
+    raw: &Raw,
+    (noop, trap): (&InstancePre<WasiP1Ctx>, &InstancePre<WasiP1Ctx>),
+    tasks: usize,
+) -> Result<(), String> {
+    s.push(
+        &key(system, "null thread"),
+        raw.batch(noop, tasks, false)? / 1e3,
+    );
+    s.push(&key(system, "trap"), raw.batch(trap, tasks, true)? / 1e3);
     Ok(())
 }
 

@@ -258,9 +258,32 @@ fn killing_a_running_task_advances_the_epoch_at_once() {
 /// `recv`: it records the thread that polls it and spins `burn` on each
 /// message before waiting again.
 struct Server {
-    inbox: Arc<Mutex<(Option<u32>, Option<Waker>)>>,
-    threads: Arc<Mutex<Vec<std::thread::ThreadId>>>,
+    inbox: ServerInbox,
+    threads: ServerThreads,
     burn: Duration,
+}
+
+/// A [`Server`]'s next message (0 ends it) and its waker while it waits.
+type ServerInbox = Arc<Mutex<(Option<u32>, Option<Waker>)>>;
+/// The threads a [`Server`] was polled on, in order.
+type ServerThreads = Arc<Mutex<Vec<std::thread::ThreadId>>>;
+
+/// Spawns a [`Server`] as task `shared`, spinning `burn` per message.
+fn spawn_server(
+    exec: &Executor,
+    shared: Arc<TaskShared>,
+    burn: Duration,
+    sched: &TaskSched,
+) -> (ServerInbox, ServerThreads) {
+    let inbox = ServerInbox::default();
+    let threads = ServerThreads::default();
+    let server = Server {
+        inbox: inbox.clone(),
+        threads: threads.clone(),
+        burn,
+    };
+    exec.spawn(shared, Box::pin(server), sched);
+    (inbox, threads)
 }
 
 impl Future for Server {
@@ -295,16 +318,11 @@ impl Future for Server {
 fn host_hand_off_runs_a_waiting_server_on_the_calling_thread() {
     let tokio = tokio::runtime::Runtime::new().unwrap();
     let (exec, done) = counting_executor(1, &tokio);
-    let inbox = Arc::new(Mutex::new((None, None)));
-    let threads = Arc::new(Mutex::new(Vec::new()));
     let shared = Arc::new(TaskShared::new(TaskId(1), "server".into(), None, None));
-    exec.spawn(
+    let (inbox, threads) = spawn_server(
+        &exec,
         shared.clone(),
-        Box::pin(Server {
-            inbox: inbox.clone(),
-            threads: threads.clone(),
-            burn: Duration::from_millis(2),
-        }),
+        Duration::from_millis(2),
         &TaskSched::default(),
     );
     let send = |msg: u32| {
@@ -383,19 +401,14 @@ fn host_hand_off_runs_a_waiting_server_on_the_calling_thread() {
 fn host_hand_off_leaves_a_capped_server_to_the_run_queue() {
     let tokio = tokio::runtime::Runtime::new().unwrap();
     let (exec, _) = counting_executor(1, &tokio);
-    let inbox = Arc::new(Mutex::new((None, None)));
-    let threads = Arc::new(Mutex::new(Vec::new()));
     let sched = TaskSched {
         cap: Some(crate::sched::Cap::new(0.5, 100_000_000)),
         ..TaskSched::default()
     };
-    exec.spawn(
+    let (inbox, threads) = spawn_server(
+        &exec,
         Arc::new(TaskShared::new(TaskId(1), "capped".into(), None, None)),
-        Box::pin(Server {
-            inbox: inbox.clone(),
-            threads: threads.clone(),
-            burn: Duration::ZERO,
-        }),
+        Duration::ZERO,
         &sched,
     );
     let waiting = || {
