@@ -441,9 +441,18 @@ fn a_full_server_makes_room_for_a_new_client() {
         s
     };
     let mut busy = hold(1);
-    // A body that does not end, then a head that does not.
-    let mut slow_body =
-        connect(b"POST /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc");
+    // A body that does not end, then a head that does not. The body's
+    // client waits for the server's "100 Continue", the sign that its
+    // request is known to be waiting for a body: before that, it would
+    // look like a connection with no request yet, and give way first.
+    let mut slow_body = connect(
+        b"POST /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n",
+    );
+    let continued = b"HTTP/1.1 100 Continue\r\n\r\n";
+    let mut got = vec![0u8; continued.len()];
+    slow_body.read_exact(&mut got).unwrap();
+    assert_eq!(got, continued, "{}", String::from_utf8_lossy(&got));
+    slow_body.write_all(b"abc").unwrap();
     let mut slow_head = connect(b"GET /hello?fresh HTTP/1.1\r\n");
     // A new client is answered at once, not refused: the head gave way
     // (well before the 5 s head timeout would have closed it).
