@@ -5,7 +5,7 @@
 use crate::cache::{CacheOutcome, CodeCache};
 use crate::host::TaskData;
 use std::path::{Path, PathBuf};
-use wasmtime::{Engine, ExternType, InstancePre, Linker, Module, Precompiled};
+use wasmtime::{Engine, ExternType, InstancePre, Linker, Module, ModuleExport, Precompiled};
 
 /// Import modules Warden provides to guests.
 pub const PROVIDED_IMPORT_MODULES: &[&str] = &[
@@ -21,6 +21,31 @@ pub struct LoadedModule {
     /// Whether the compiled code came from the disk cache (`None`: no cache).
     pub cache: Option<CacheOutcome>,
     pub(crate) pre: InstancePre<TaskData>,
+    /// Where its `_start` and `memory` exports are, found once here rather
+    /// than by name (and type) in every task's instance.
+    pub(crate) exports: Exports,
+}
+
+/// A command module's exports a task's start needs, as indices into its
+/// instances' exports.
+pub(crate) struct Exports {
+    /// `_start`, a function taking and returning nothing (see
+    /// [`Entry::check`]); `None` in a passive module.
+    pub start: Option<ModuleExport>,
+    /// `memory`, if the module exports a memory by that name.
+    pub memory: Option<ModuleExport>,
+}
+
+impl Exports {
+    fn of(module: &Module, entry: Entry) -> Self {
+        let start = (entry == Entry::Command)
+            .then(|| module.get_export_index("_start"))
+            .flatten();
+        let memory = matches!(module.get_export("memory"), Some(ExternType::Memory(_)))
+            .then(|| module.get_export_index("memory"))
+            .flatten();
+        Exports { start, memory }
+    }
 }
 
 impl LoadedModule {
@@ -101,6 +126,7 @@ pub(crate) fn load(
     Ok(LoadedModule {
         path: path.to_path_buf(),
         cache: outcome,
+        exports: Exports::of(&module, entry),
         pre,
     })
 }

@@ -7,7 +7,7 @@ use std::mem::ManuallyDrop;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
-use wasmtime::{InstancePre, Store, UpdateDeadline};
+use wasmtime::{Extern, ModuleExport, Store, TypedFunc, UpdateDeadline};
 
 /// The deadline callback, run every epoch tick while the task runs: ends
 /// the task if it was killed or used up its CPU time, yields if it was
@@ -81,7 +81,7 @@ pub(super) async fn run(
     task.shared
         .create_ns
         .fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
-    let status = start(&module.pre, &mut task.store, &task.shared).await;
+    let status = start(&module, &mut task.store, &task.shared).await;
     if let Some(tx) = ended {
         let _ = tx.send(status.clone());
     }
@@ -134,10 +134,11 @@ impl Drop for ReleaseOnDrop {
 }
 
 async fn start(
-    pre: &InstancePre<TaskData>,
+    module: &crate::module::LoadedModule,
     store: &mut Store<TaskData>,
     shared: &TaskShared,
 ) -> TaskStatus {
+    let pre = &module.pre;
     let began = Instant::now();
     // Boxed: Wasmtime's instantiation future is about 1 KiB, five times
     // the `_start` call's that follows it, and unboxed it would set the
@@ -149,13 +150,21 @@ async fn start(
     shared
         .create_ns
         .fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
-    let memory = instance.get_memory(&mut *store, "memory");
+    let mut export = |e: &Option<ModuleExport>| {
+        e.as_ref()
+            .and_then(|e| instance.get_module_export(&mut *store, e))
+    };
+    let memory = export(&module.exports.memory).and_then(Extern::into_memory);
+    let start = export(&module.exports.start).and_then(Extern::into_func);
     let base = memory.map_or(std::ptr::null_mut(), |m| m.data_ptr(&*store));
     store.data_mut().ipc.set_memory(memory, base);
-    let start = match instance.get_typed_func::<(), ()>(&mut *store, "_start") {
-        Ok(f) => f,
-        Err(e) => return TaskStatus::Trapped(format!("cannot start: {e:#}")),
+    let Some(start) = start else {
+        return TaskStatus::Trapped("cannot start: no `_start` function".into());
     };
+    // SAFETY: loading the module checked that its `_start` takes and
+    // returns nothing (`module::Entry::check`), and `start` is that export
+    // of an instance of that module.
+    let start = unsafe { TypedFunc::<(), ()>::new_unchecked(&*store, start) };
     match start.call_async(&mut *store, ()).await {
         Ok(()) => TaskStatus::Exited(0),
         Err(e) => classify(&e, shared, ""),
