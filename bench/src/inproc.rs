@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use warden::{Output, Runtime, RuntimeConfig, TaskSpec};
 use warden_test_guests as guests;
-use wasmtime::{Engine, InstancePre, Linker, Module, Store};
+use wasmtime::{
+    Engine, Extern, Instance, InstancePre, Linker, Module, ModuleExport, Store, TypedFunc,
+};
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::WasiCtxBuilder;
@@ -178,6 +180,27 @@ pub struct Raw {
     fibers: Option<tokio::runtime::Runtime>,
 }
 
+/// A module compiled and linked for raw Wasmtime, with its `_start`
+/// export found once (as a Warden module's is, at load) rather than by
+/// name and type in every instance.
+pub struct RawPre {
+    pre: InstancePre<WasiP1Ctx>,
+    start: ModuleExport,
+}
+
+impl RawPre {
+    /// `instance`'s `_start`.
+    fn start(&self, instance: Instance, store: &mut Store<WasiP1Ctx>) -> TypedFunc<(), ()> {
+        let f = instance
+            .get_module_export(&mut *store, &self.start)
+            .and_then(Extern::into_func)
+            .expect("_start");
+        // SAFETY: `Raw::pre` checked that this module's `_start` takes
+        // and returns nothing; `instance` is an instance of it.
+        unsafe { TypedFunc::new_unchecked(&*store, f) }
+    }
+}
+
 impl Raw {
     pub fn new() -> Raw {
         Raw::with_config(&wasmtime::Config::new())
@@ -237,20 +260,31 @@ impl Raw {
 
     /// `module` compiled and linked; imports other than WASI (Warden's)
     /// trap if called.
-    pub fn pre(&self, module: &str) -> InstancePre<WasiP1Ctx> {
+    pub fn pre(&self, module: &str) -> RawPre {
         let m = Module::from_file(&self.engine, module).expect("guest compiles");
         let mut linker = self.linker.clone();
         linker
             .define_unknown_imports_as_traps(&m)
             .expect("stub imports");
-        linker.instantiate_pre(&m).expect("guest links")
+        let is_command = matches!(
+            m.get_export("_start"),
+            Some(wasmtime::ExternType::Func(f)) if f.params().len() == 0 && f.results().len() == 0
+        );
+        assert!(
+            is_command,
+            "{module}: no `_start` taking and returning nothing"
+        );
+        RawPre {
+            start: m.get_export_index("_start").expect("_start"),
+            pre: linker.instantiate_pre(&m).expect("guest links"),
+        }
     }
 
     /// Builds a WASI context and a store, instantiates and calls `_start`:
     /// what one task costs Wasmtime alone. Ok(()) if `_start` returned.
     pub fn run(
         &self,
-        pre: &InstancePre<WasiP1Ctx>,
+        pre: &RawPre,
         args: &[&str],
         stdout: Option<MemoryOutputPipe>,
     ) -> wasmtime::Result<()> {
@@ -264,19 +298,19 @@ impl Raw {
         store.set_epoch_deadline(u64::MAX / 2);
         if let Some(fibers) = &self.fibers {
             return fibers.block_on(async {
-                let instance = pre.instantiate_async(&mut store).await?;
-                let start = instance.get_typed_func::<(), ()>(&mut store, "_start")?;
-                start.call_async(&mut store, ()).await
+                let instance = pre.pre.instantiate_async(&mut store).await?;
+                pre.start(instance, &mut store)
+                    .call_async(&mut store, ())
+                    .await
             });
         }
-        let instance = pre.instantiate(&mut store)?;
-        let start = instance.get_typed_func::<(), ()>(&mut store, "_start")?;
-        start.call(&mut store, ())
+        let instance = pre.pre.instantiate(&mut store)?;
+        pre.start(instance, &mut store).call(&mut store, ())
     }
 
     /// Runs `n` instances; nanoseconds per instance. With `trap`, each call
     /// must fail (the time then includes creating and handling the trap).
-    pub fn batch(&self, pre: &InstancePre<WasiP1Ctx>, n: usize, trap: bool) -> Result<f64, String> {
+    pub fn batch(&self, pre: &RawPre, n: usize, trap: bool) -> Result<f64, String> {
         let t = Instant::now();
         for _ in 0..n {
             match (self.run(pre, &[], None), trap) {
@@ -289,11 +323,7 @@ impl Raw {
     }
 
     /// Runs one instance and returns the `<name> <number>` lines it printed.
-    pub fn figures(
-        &self,
-        pre: &InstancePre<WasiP1Ctx>,
-        args: &[&str],
-    ) -> Result<BTreeMap<String, f64>, String> {
+    pub fn figures(&self, pre: &RawPre, args: &[&str]) -> Result<BTreeMap<String, f64>, String> {
         let out = MemoryOutputPipe::new(1 << 16);
         self.run(pre, args, Some(out.clone()))
             .map_err(|e| format!("{e:#}"))?;

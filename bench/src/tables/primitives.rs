@@ -6,13 +6,11 @@
 
 use super::finish;
 use crate::harness::{contestant, interleave, Ctx};
-use crate::inproc::{self, check_status, quiet, Raw};
+use crate::inproc::{self, check_status, quiet, Raw, RawPre};
 use crate::model::{key, Kind, Samples, Table};
 use crate::peers::{figure, figures};
 use std::time::{Duration, Instant};
 use warden_test_guests as guests;
-use wasmtime::InstancePre;
-use wasmtime_wasi::p1::WasiP1Ctx;
 
 const WARDEN: &str = "Warden task";
 const RAW: &str = "raw Wasmtime (in-process)";
@@ -248,7 +246,7 @@ fn push_starts(
     s: &mut Samples,
     system: &str,
     raw: &Raw,
-    (noop, trap): (&InstancePre<WasiP1Ctx>, &InstancePre<WasiP1Ctx>),
+    (noop, trap): (&RawPre, &RawPre),
     tasks: usize,
 ) -> Result<(), String> {
     s.push(
