@@ -138,12 +138,11 @@ async fn start(
     store: &mut Store<TaskData>,
     shared: &TaskShared,
 ) -> TaskStatus {
-    let pre = &module.pre;
     let began = Instant::now();
     // Boxed: Wasmtime's instantiation future is about 1 KiB, five times
     // the `_start` call's that follows it, and unboxed it would set the
     // size of every task's future for the task's whole life.
-    let instance = match Box::pin(pre.instantiate_async(&mut *store)).await {
+    let instance = match Box::pin(module.pre.instantiate_async(&mut *store)).await {
         Ok(i) => i,
         Err(e) => return classify(&e, shared, "cannot start: "),
     };
