@@ -55,6 +55,8 @@ pub const SILENCE: Duration = Duration::from_millis(1500);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long `warden ps --cluster` waits for the other nodes.
 const GATHER: Duration = Duration::from_secs(1);
+/// How long [`Cluster::drain`] waits for the answers still being sent.
+const DRAIN: Duration = Duration::from_secs(2);
 
 /// The `[cluster]` section of a manifest.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -263,6 +265,16 @@ impl Cluster {
         self.shared.lent()
     }
 
+    /// Sends the answers to calls from other nodes that are still being
+    /// served here, then flushes the broker connection: call it once this
+    /// node's tasks have ended and before the process exits, or a caller
+    /// elsewhere whose call the last task answered hears `PeerDied`
+    /// instead of the answer. Waits at most 2 s for each of the two
+    /// steps.
+    pub fn drain(&self) {
+        self.reactor.run(self.shared.clone().drain());
+    }
+
     /// Every live node's tasks, this one's too, sorted by node:
     /// `[{"node", "tasks"}]`. Nodes that do not answer within a second
     /// are left out.
@@ -447,6 +459,15 @@ impl Shared {
             let bytes = serde_json::to_vec(&mine.unwrap_or_default()).unwrap_or_default();
             let _ = self.client.publish(reply, bytes.into()).await;
         }
+    }
+
+    /// See [`Cluster::drain`]. Each call being served holds a permit of
+    /// `in_flight` until its answer is published, so holding them all
+    /// means none is left.
+    async fn drain(self: Arc<Self>) {
+        let all = serve::MAX_IN_FLIGHT as u32;
+        let _ = tokio::time::timeout(DRAIN, self.in_flight.acquire_many(all)).await;
+        let _ = tokio::time::timeout(DRAIN, self.client.flush()).await;
     }
 
     /// Every live node's tasks (see [`Cluster::tasks`]).

@@ -74,6 +74,10 @@ pub fn run(args: RunArgs) -> Result<ExitCode, String> {
         rt.kill_all(why);
     }
     rt.wait_all();
+    // Answers to other nodes' calls that the last tasks gave still go out.
+    if let Some(cluster) = rt.cluster() {
+        cluster.drain();
+    }
     let shown = match (is_manifest, sys.verbose) {
         (_, true) | (true, false) => Shown::Summaries,
         (false, false) => Shown::Failure,
