@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use warden_test_guests as guests;
 
 const WARDEN: &str = "Warden task";
+const WARDEN_RUN: &str = "Warden task, run by its caller (Runtime::run)";
 const RAW: &str = "raw Wasmtime (in-process)";
 const RAW_POOLED: &str = "raw Wasmtime, pooling allocator (in-process)";
 const RAW_WARDEN: &str = "raw Wasmtime on Warden's engine, async (in-process)";
@@ -43,7 +44,9 @@ pub fn run(ctx: &Ctx) -> Table {
         "call and allocation are timed inside the program ({ops} operations per sample): an indirect \
          call to an empty function, and malloc(16)+free in batches of 1,000 (new Object() on the JVM, \
          which frees by collection). Null thread: spawn to exit of the smallest program, one at a \
-         time, {tasks} per sample: a Warden task (1 worker; spawn, then wait for its report), a raw \
+         time, {tasks} per sample: a Warden task (1 worker; spawn, then wait for its report; and \
+         Runtime::run, spawn and wait in one call, which runs the task on the calling thread \
+         while the worker is idle), a raw \
          Wasmtime instantiate + _start on the calling thread (its default settings; again with \
          the pooling allocator and copy-on-write memory images, as Warden's engine has them; and \
          a third time on a Warden runtime's own engine, with every one of its settings, \
@@ -98,6 +101,17 @@ pub fn run(ctx: &Ctx) -> Table {
                 s.push(
                     &key(WARDEN, "trap"),
                     inproc::spawn_serial(&rt, &trap, tasks, "trapped")? / 1e3,
+                );
+                Ok(())
+            }),
+            contestant(WARDEN_RUN, |s| {
+                s.push(
+                    &key(WARDEN_RUN, "null thread"),
+                    inproc::run_serial(&rt, &noop, tasks, "exited")? / 1e3,
+                );
+                s.push(
+                    &key(WARDEN_RUN, "trap"),
+                    inproc::run_serial(&rt, &trap, tasks, "trapped")? / 1e3,
                 );
                 Ok(())
             }),
@@ -167,6 +181,7 @@ pub fn run(ctx: &Ctx) -> Table {
     );
     for (system, kind) in [
         (WARDEN, Kind::Warden),
+        (WARDEN_RUN, Kind::Warden),
         (RAW, Kind::Peer),
         (RAW_POOLED, Kind::Peer),
         (RAW_WARDEN, Kind::Peer),
@@ -184,6 +199,12 @@ pub fn run(ctx: &Ctx) -> Table {
             "the Java rows time call, allocation and exception only",
         );
     }
+    t.absent(
+        WARDEN_RUN,
+        &["call", "allocation", BATCHED],
+        "the row above's program and tasks; only the null thread and trap are started differently",
+    );
+    run_ratios(&mut t, &samples);
     t.absent(
         RAW,
         &[BATCHED],
@@ -230,6 +251,30 @@ pub fn run(ctx: &Ctx) -> Table {
     finish(t, &errors)
 }
 
+/// Notes giving `Runtime::run`'s null thread and trap as ratios to each
+/// raw Wasmtime row's (the table's ratios are the first Warden row's).
+fn run_ratios(t: &mut Table, samples: &Samples) {
+    for column in ["null thread", "trap"] {
+        let Some(run) = samples.cell(&key(WARDEN_RUN, column)) else {
+            continue;
+        };
+        let ratios: Vec<String> = [RAW, RAW_POOLED, RAW_WARDEN]
+            .iter()
+            .filter_map(|peer| {
+                let p = samples.cell(&key(peer, column))?;
+                Some(format!("{:.2}× {peer}", run.median / p.median))
+            })
+            .collect();
+        if !ratios.is_empty() {
+            t.notes.push(format!(
+                "{WARDEN_RUN}, {column}: {:.3} µs, {}.",
+                run.median,
+                ratios.join(", ")
+            ));
+        }
+    }
+}
+
 fn push_ops(
     s: &mut Samples,
     system: &str,
@@ -272,7 +317,8 @@ fn push_java(
 /// A profiling role (`warden-bench child-spawn N`): the null thread
 /// column's Warden loop alone, `n` tasks; prints the time per task, the
 /// spawn call's share of it, and the kernel's own creation (spawn call and
-/// instantiation) and teardown times.
+/// instantiation) and teardown times; then the time per task of the same
+/// loop made with `Runtime::run`.
 pub fn child_spawn(n: usize) -> Result<(), String> {
     let rt = inproc::runtime(1, 64);
     let noop = quiet("noop", guests::NOOP);
@@ -294,5 +340,7 @@ pub fn child_spawn(n: usize) -> Result<(), String> {
         per(st.create_seconds),
         per(st.teardown_seconds)
     );
+    let run = inproc::run_serial(&rt, &noop, n, "exited")?;
+    println!("{:.2} µs per task with Runtime::run", run / 1e3);
     Ok(())
 }

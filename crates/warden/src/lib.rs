@@ -34,7 +34,9 @@
 //! spec.uses = vec!["double".into()];       // the names it may look up
 //! spec.memory_limit = Some(16 << 20);      // its exact budgets
 //! spec.cpu_limit = Some(std::time::Duration::from_secs(1));
-//! let report = rt.wait(rt.spawn(&spec)?)?;
+//! // Spawn and wait in one: while a worker is idle, the task runs on this
+//! // thread (rt.spawn returns at once; rt.wait(id) waits for its report).
+//! let report = rt.run(&spec)?;
 //! assert_eq!((report.status, report.exit_code), ("exited", Some(42)));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

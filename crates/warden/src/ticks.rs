@@ -50,6 +50,12 @@ pub fn to_ns(counts: u64) -> u64 {
     }
 }
 
+/// Nanoseconds since the reading `start`.
+#[inline]
+pub fn ns_since(start: u64) -> u64 {
+    to_ns(now().saturating_sub(start))
+}
+
 /// Calibrates the clock now rather than at its first reading.
 pub fn calibrate() {
     calibrated();

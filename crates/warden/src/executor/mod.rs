@@ -271,6 +271,41 @@ impl Executor {
 
     /// Queues a new task, scheduled as `sched` says.
     pub fn spawn(&self, shared: Arc<TaskShared>, future: TaskFuture, sched: &TaskSched) {
+        self.admit(shared, future, sched, false);
+    }
+
+    /// [`Executor::spawn`], except that a task spawned by a thread that is
+    /// no worker, while some worker has no task to run, starts at once on
+    /// the spawning thread: the thread takes it as a worker takes a task
+    /// from the queue (lifecycle rule 3) and runs its slices as a host
+    /// hand-off does ([`host_hand_off`]: at most [`HOST_SLICES`] of them
+    /// and [`HOST_BUDGET`] in all; what is still runnable then goes to the
+    /// queue). Returns once the task has ended, blocked or been queued.
+    ///
+    /// The condition is a host hand-off's, for the same reason: the idle
+    /// worker would have taken the task at once, so running it here takes
+    /// no worker's turn from another task. It saves the task two thread
+    /// switches (to the worker, and back to a thread waiting for its end)
+    /// and the caches its spawn has just filled.
+    pub fn spawn_here(&self, shared: Arc<TaskShared>, future: TaskFuture, sched: &TaskSched) {
+        let hold = host_may_run(&self.shared);
+        if let Some(cell) = self.admit(shared, future, sched, hold) {
+            if let Start::Run = cell.shared.state.start() {
+                run_on_host(&self.shared, cell);
+            }
+        }
+    }
+
+    /// Enters a new task in the run queue's table and queues it, unless
+    /// `hold` (and its policy may not hold tasks back): then the task,
+    /// `QUEUED` but in no queue, is returned for the caller to start.
+    fn admit(
+        &self,
+        shared: Arc<TaskShared>,
+        future: TaskFuture,
+        sched: &TaskSched,
+        hold: bool,
+    ) -> Option<Arc<TaskCell>> {
         let id = shared.id.0;
         debug_assert!(shared.state.load().is_queued(), "a new task starts queued");
         let cell = Arc::new(TaskCell {
@@ -284,6 +319,10 @@ impl Executor {
         self.shared.charges.store(charges, Ordering::Relaxed);
         let throttles = q.policy.throttles();
         self.shared.throttles.store(throttles, Ordering::Relaxed);
+        if hold && !throttles {
+            q.cells.insert(id, cell.clone());
+            return Some(cell);
+        }
         q.push(&cell.shared);
         q.cells.insert(id, cell);
         self.shared.pushes.fetch_add(1, Ordering::Release);
@@ -292,6 +331,7 @@ impl Executor {
         if wake {
             self.shared.ready.notify_one();
         }
+        None
     }
 
     /// Requests that a task be killed. A queued or blocked task is finished
@@ -571,12 +611,28 @@ pub(crate) fn host_hand_off(waker: Waker) {
     let cell = unsafe { Arc::from_raw(waker.data().cast::<TaskCell>()) };
     std::mem::forget(waker);
     let exec = cell.exec.clone();
-    if exec.looking.load(Ordering::Acquire) == 0 || exec.throttles.load(Ordering::Relaxed) {
+    if !host_may_run(&exec) {
         return cell.wake_by_ref();
     }
     if !cell.shared.state.claim() {
         return;
     }
+    run_on_host(&exec, cell);
+}
+
+/// Whether this thread may run a task's slices itself: it is no worker,
+/// and some worker has no task to run, nor may the run queue hold tasks
+/// back while workers idle (as a CPU cap does).
+fn host_may_run(exec: &Shared) -> bool {
+    POLLING.with(Cell::get).is_null()
+        && exec.looking.load(Ordering::Acquire) > 0
+        && !exec.throttles.load(Ordering::Relaxed)
+}
+
+/// Runs `cell`, which this thread (no worker) has taken (`RUNNING`), and
+/// what its slice leaves in the hand-off slot, as a worker would: see
+/// [`host_hand_off`].
+fn run_on_host(exec: &Arc<Shared>, cell: Arc<TaskCell>) {
     // Restored, and what the slices left in the hand-off slot queued,
     // however they end.
     struct Host<'a>(&'a Shared);
@@ -591,7 +647,7 @@ pub(crate) fn host_hand_off(waker: Waker) {
         }
     }
     let _tokio = exec.tokio.enter();
-    let _host = Host(&exec);
+    let _host = Host(exec);
     NESTED.with(|n| n.set(true));
     crate::cpu::wall_mode(true);
     let start = crate::ticks::now();
@@ -599,7 +655,7 @@ pub(crate) fn host_hand_off(waker: Waker) {
     let mut slices = 0;
     while let Some(cell) = next.take() {
         exec.host_polls.fetch_add(1, Ordering::Relaxed);
-        worker::run_slice(&exec, &cell, None);
+        worker::run_slice(exec, &cell, None);
         slices += 1;
         let Some(again) = HANDOFF.with(|h| h.borrow_mut().take()) else {
             break;

@@ -69,6 +69,9 @@ struct Launch {
     ended: Option<tokio::sync::oneshot::Sender<TaskStatus>>,
     /// Its environment, instead of the spec's.
     env: Option<crate::host::Strings>,
+    /// Started on the spawning thread if a worker is idle (see
+    /// [`crate::executor::Executor::spawn_here`]).
+    here: bool,
 }
 
 /// Runtime-wide settings.
@@ -391,6 +394,38 @@ impl Runtime {
         self.spawn_with(spec, None).map(|t| t.id)
     }
 
+    /// Runs a task to its end and returns its report: [`Runtime::spawn`]
+    /// and [`Runtime::wait`] in one, for a caller that would only wait.
+    /// While some worker has no task to run, the calling thread runs the
+    /// task itself, as that worker would have (its first slices, at most
+    /// 100 µs of them; the rest, if any, on the workers): a short task
+    /// then ends before this returns, with no thread switch at all.
+    /// Slices run on the caller's thread are charged their wall time as
+    /// CPU. The report is returned even if the runtime keeps none
+    /// (`max_reports = 0`).
+    pub fn run(&self, spec: &TaskSpec) -> Result<TaskReport, Error> {
+        let (tx, mut rx) = tokio::sync::oneshot::channel();
+        let launch = Launch {
+            watch: Some(tx),
+            here: true,
+            ..Launch::default()
+        };
+        let id = self.spawn_inner(spec, None, launch)?.id;
+        let tasks = &self.inner.tasks;
+        let mut t = tasks.lock();
+        loop {
+            // The report is sent under the table's lock, before waiters
+            // are woken: checked under it, none is missed.
+            match rx.try_recv() {
+                Ok(report) => return Ok(report),
+                Err(tokio::sync::oneshot::error::TryRecvError::Closed) => {
+                    return Err(Error::NoSuchTask(id))
+                }
+                Err(tokio::sync::oneshot::error::TryRecvError::Empty) => t = tasks.wait(t, None),
+            }
+        }
+    }
+
     /// Starts a task and returns, with its id, a receiver of its report
     /// for when it finishes (for awaiting it from async code).
     pub fn spawn_watched(
@@ -429,6 +464,10 @@ impl Runtime {
             watch: Some(tx),
             ended: Some(end_tx),
             env: Some(env),
+            // Not on the server's thread: its answer goes out as soon as
+            // the handler's code returns, while a worker releases the
+            // store (run here, the release came first).
+            here: false,
         };
         let shared = self.spawn_inner(spec, None, launch)?;
         Ok((shared.id, end_rx, rx))
@@ -449,8 +488,13 @@ impl Runtime {
         child: Option<Child>,
         launch: Launch,
     ) -> Result<Arc<TaskShared>, Error> {
-        let Launch { watch, ended, env } = launch;
-        let began = std::time::Instant::now();
+        let Launch {
+            watch,
+            ended,
+            env,
+            here,
+        } = launch;
+        let began = crate::ticks::now();
         let module = if spec.passive {
             passive::check_spec(spec).map_err(|message| Error::Spawn {
                 name: spec.name.clone(),
@@ -537,8 +581,12 @@ impl Runtime {
         };
         shared
             .create_ns
-            .fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        inner.exec.spawn(shared.clone(), future, &sched);
+            .fetch_add(crate::ticks::ns_since(began), Ordering::Relaxed);
+        if here {
+            inner.exec.spawn_here(shared.clone(), future, &sched);
+        } else {
+            inner.exec.spawn(shared.clone(), future, &sched);
+        }
         Ok(shared)
     }
 
@@ -623,7 +671,7 @@ impl Runtime {
         let mut t = tasks.lock();
         loop {
             if let Some(r) = t.done.get(&id) {
-                return Ok(Some(r.clone()));
+                return Ok(Some(TaskReport::clone(r)));
             }
             if !t.live.contains_key(&id) {
                 return Err(Error::NoSuchTask(id));
@@ -671,7 +719,9 @@ impl Runtime {
 
     /// Reports of every finished task so far, in spawn order.
     pub fn reports(&self) -> Vec<TaskReport> {
-        let mut v: Vec<TaskReport> = self.inner.tasks.lock().done.values().cloned().collect();
+        let t = self.inner.tasks.lock();
+        let mut v: Vec<TaskReport> = t.done.values().map(|r| TaskReport::clone(r)).collect();
+        drop(t);
         v.sort_by_key(|r| r.id);
         v
     }

@@ -9,7 +9,7 @@
 //! | bit | name | meaning |
 //! |---|---|---|
 //! | `RUNNING` | position | a worker owns the future and is polling it |
-//! | `QUEUED` | position | the task is in the run queue or a hand-off slot |
+//! | `QUEUED` | position | the task is in the run queue or a hand-off slot (or, new, held by its spawner) |
 //! | `DONE` | position | finished: whoever set it owns the future and finishes the task |
 //! | `NOTIFIED` | flag | woken while running, or while set aside suspended |
 //! | `KILLED` | flag | a kill was requested |
@@ -21,7 +21,11 @@
 //!
 //! # Protocol
 //!
-//! 1. **Spawn.** A task starts `QUEUED`; the spawner queues it.
+//! 1. **Spawn.** A task starts `QUEUED`; the spawner queues it, or keeps
+//!    it (a spawn that runs it on the spawner's thread while a worker is
+//!    idle) and takes it at once by rule 3, as a worker would from the
+//!    queue: a kill meanwhile finds it `QUEUED` and finishes it, and the
+//!    spawner's start then finds it done.
 //! 2. **Wake** ([`State::wake`]). Idle and not suspended → `QUEUED`, and the
 //!    waker must queue it. Idle and suspended → `NOTIFIED` only (parked).
 //!    Running → `NOTIFIED` (the worker requeues it after the poll). Queued

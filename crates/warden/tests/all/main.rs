@@ -35,6 +35,7 @@ mod net_bandwidth;
 mod net_operators;
 mod passive;
 mod reclaim;
+mod runtime_run;
 mod sched;
 mod traps;
 mod util;
