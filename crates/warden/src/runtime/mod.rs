@@ -397,12 +397,14 @@ impl Runtime {
     /// Runs a task to its end and returns its report: [`Runtime::spawn`]
     /// and [`Runtime::wait`] in one, for a caller that would only wait.
     /// While some worker has no task to run, the calling thread runs the
-    /// task itself, as that worker would have (its first slices, at most
-    /// 100 µs of them; the rest, if any, on the workers): a short task
-    /// then ends before this returns, with no thread switch at all.
-    /// Slices run on the caller's thread are charged their wall time as
-    /// CPU. The report is returned even if the runtime keeps none
-    /// (`max_reports = 0`).
+    /// task itself, as that worker would have: its first slice, and
+    /// further ones until 100 µs have passed (the rest, if any, on the
+    /// workers); a short task then ends before this returns, with no
+    /// thread switch at all. Slices run on the caller's thread are charged
+    /// their wall time as CPU. The report is returned even if the runtime
+    /// keeps none (`max_reports = 0`). Like [`Runtime::wait`], it blocks
+    /// the calling thread: not for async code, nor for a host service's
+    /// closure (which runs on a worker).
     pub fn run(&self, spec: &TaskSpec) -> Result<TaskReport, Error> {
         let (tx, mut rx) = tokio::sync::oneshot::channel();
         let launch = Launch {
