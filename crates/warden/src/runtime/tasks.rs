@@ -29,7 +29,7 @@ pub(super) struct Table {
     /// drops one report for every one it takes, and a hash table's
     /// tombstones then made it rehash all of them every few thousand.
     /// Boxed: dropping the oldest shifts its node's entries, and the
-    /// reports themselves took a third of a microsecond to move.
+    /// reports themselves took a quarter of a microsecond to move.
     pub(super) done: std::collections::BTreeMap<TaskId, Box<TaskReport>>,
     /// Ids in `done`, oldest first, for dropping beyond `max_reports`.
     pub(super) done_order: std::collections::VecDeque<TaskId>,

@@ -9,7 +9,7 @@
 //! | bit | name | meaning |
 //! |---|---|---|
 //! | `RUNNING` | position | a worker owns the future and is polling it |
-//! | `QUEUED` | position | the task is in the run queue or a hand-off slot (or, new, held by its spawner) |
+//! | `QUEUED` | position | the task is in the run queue or a hand-off slot, or just spawned and held by its spawner |
 //! | `DONE` | position | finished: whoever set it owns the future and finishes the task |
 //! | `NOTIFIED` | flag | woken while running, or while set aside suspended |
 //! | `KILLED` | flag | a kill was requested |
