@@ -660,7 +660,7 @@ fn run_on_host(exec: &Arc<Shared>, cell: Arc<TaskCell>) {
         let Some(again) = HANDOFF.with(|h| h.borrow_mut().take()) else {
             break;
         };
-        let spent = crate::ticks::to_ns(crate::ticks::now().saturating_sub(start));
+        let spent = crate::ticks::ns_since(start);
         if slices >= HOST_SLICES
             || spent >= HOST_BUDGET.as_nanos() as u64
             || exec.looking.load(Ordering::Acquire) == 0

@@ -124,7 +124,7 @@ impl CallClock {
         let start = self.start.load(Ordering::Relaxed);
         self.start.store(0, Ordering::Relaxed);
         match self.cpu_base.load(Ordering::Relaxed) {
-            0 => crate::ticks::to_ns(crate::ticks::now().saturating_sub(start)),
+            0 => crate::ticks::ns_since(start),
             base => {
                 self.wall_before.load(Ordering::Relaxed)
                     + crate::cpu::thread_cpu_ns().saturating_sub(base)
@@ -141,7 +141,7 @@ impl CallClock {
         }
         let base = self.cpu_base.load(Ordering::Relaxed);
         if base == 0 {
-            let before = crate::ticks::to_ns(crate::ticks::now().saturating_sub(start));
+            let before = crate::ticks::ns_since(start);
             self.wall_before.store(before, Ordering::Relaxed);
             self.cpu_base
                 .store(crate::cpu::thread_cpu_ns().max(1), Ordering::Relaxed);

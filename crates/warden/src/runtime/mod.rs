@@ -721,9 +721,9 @@ impl Runtime {
 
     /// Reports of every finished task so far, in spawn order.
     pub fn reports(&self) -> Vec<TaskReport> {
-        let t = self.inner.tasks.lock();
-        let mut v: Vec<TaskReport> = t.done.values().map(|r| TaskReport::clone(r)).collect();
-        drop(t);
+        let mut v: Vec<TaskReport> = (self.inner.tasks.lock().done.values())
+            .map(|r| TaskReport::clone(r))
+            .collect();
         v.sort_by_key(|r| r.id);
         v
     }
