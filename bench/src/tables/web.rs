@@ -8,6 +8,7 @@ use super::finish;
 use crate::harness::{contestant, interleave, Ctx};
 use crate::inproc;
 use crate::model::{Kind, Samples, Table};
+use std::collections::BTreeMap;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,6 +23,9 @@ const WAGI: &str = "(c) Warden server, per-request task (WAGI)";
 const SERVLET: &str = "(d) Warden server, servlet route";
 const HYPER: &str = "(e) native hyper hello-world";
 const PASSIVE: &str = "(f) Warden server, servlet route to a passive service";
+/// Luna's Figure 5: the systems measured side by side in bursts ([`luna`]).
+const LUNA: [&str; 3] = [ONE_TASK, FORWARD, FORWARD_PASSIVE];
+const LUNA_ANSWERS: [Answer; 3] = [Answer::Itself, Answer::Servlet, Answer::Passive];
 
 /// Who answers the one-task server's requests (Luna's Figure 5).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -106,47 +110,77 @@ fn ready(url: &str) -> Result<(), String> {
     }
 }
 
-fn one_task(answer: Answer) -> Result<Site, String> {
+/// Luna's three systems, (a), (b) and (b′), for every body size, in one
+/// runtime: a server task per system and size (and its servlet). The
+/// URLs per size, in the order of [`LUNA`].
+fn luna_system() -> Result<(Runtime, Vec<Vec<String>>), String> {
     let mut tasks = String::new();
     let mut urls = vec![];
     for (i, (_, size)) in SIZES.iter().enumerate() {
-        let addr = format!("127.0.0.1:{}", free_port());
-        let (mode, last) = match answer {
-            Answer::Itself => ("self", size.to_string()),
-            _ => ("forward", format!("page{i}")),
-        };
-        tasks += &format!(
-            "[[task]]\nname = \"web{i}\"\nmodule = \"{}\"\nargs = [\"{mode}\", \"{addr}\", \"{last}\"]\n\
-             listen = [\"{addr}\"]\nmax_sockets = 1100\nmax_handles = 2048\nuses = [\"page{i}\"]\n",
-            guests::WEB
-        );
-        match answer {
-            Answer::Itself => {}
-            Answer::Servlet => {
-                tasks += &format!(
-                    "[[task]]\nname = \"page{i}\"\nmodule = \"{}\"\nargs = [\"page\", \"page{i}\", \"{size}\"]\nprovides = [\"page{i}\"]\n",
-                    guests::WEB
-                )
+        let mut row = vec![];
+        for (tag, answer) in ["a", "b", "p"].into_iter().zip(LUNA_ANSWERS) {
+            let addr = format!("127.0.0.1:{}", free_port());
+            let name = format!("page{tag}{i}");
+            let (mode, last) = match answer {
+                Answer::Itself => ("self", size.to_string()),
+                _ => ("forward", name.clone()),
+            };
+            tasks += &format!(
+                "[[task]]\nname = \"web{tag}{i}\"\nmodule = \"{}\"\nargs = [\"{mode}\", \"{addr}\", \"{last}\"]\n\
+                 listen = [\"{addr}\"]\nmax_sockets = 1100\nmax_handles = 2048\nuses = [\"{name}\"]\n",
+                guests::WEB
+            );
+            match answer {
+                Answer::Itself => {}
+                Answer::Servlet => {
+                    tasks += &format!(
+                        "[[task]]\nname = \"{name}\"\nmodule = \"{}\"\nargs = [\"page\", \"{name}\", \"{size}\"]\nprovides = [\"{name}\"]\n",
+                        guests::WEB
+                    )
+                }
+                Answer::Passive => {
+                    tasks += &format!(
+                        "[[task]]\nname = \"{name}\"\nmodule = \"{}\"\nenv = {{ SIZE = \"{size}\", RAW = \"1\" }}\n\
+                         passive = true\nprovides = [\"{name}\"]\n",
+                        guests::PASSIVE_PAGE
+                    )
+                }
             }
-            Answer::Passive => {
-                tasks += &format!(
-                    "[[task]]\nname = \"page{i}\"\nmodule = \"{}\"\nenv = {{ SIZE = \"{size}\", RAW = \"1\" }}\n\
-                     passive = true\nprovides = [\"page{i}\"]\n",
-                    guests::PASSIVE_PAGE
-                )
-            }
+            row.push(format!("http://{addr}/"));
         }
-        urls.push(format!("http://{addr}/"));
+        urls.push(row);
     }
     let (rt, _) = system(&tasks)?;
-    for u in &urls {
+    for u in urls.iter().flatten() {
         ready(u)?;
     }
-    Ok(Site {
-        urls,
-        setup: None,
-        _keep: Box::new(rt),
-    })
+    Ok((rt, urls))
+}
+
+/// Measures Luna's three systems in bursts of one second that rotate
+/// among them (after a second's warm-up of each), `bursts` per body size.
+/// All three live in one runtime, so burst `k` of each ran moments apart
+/// on the same threads: drift in the machine and the placement of the
+/// runtime's threads, which move one burst by up to ±10% on a small
+/// machine, fall on the three alike, and [`paired`] compares them burst
+/// by burst.
+fn luna(s: &mut Samples, connections: usize, bursts: usize) -> Result<(), String> {
+    let (_rt, urls) = luna_system()?;
+    for ((label, _), row) in SIZES.iter().zip(&urls) {
+        for u in row {
+            wrk(u, connections, 1)?;
+        }
+        for k in 0..bursts {
+            for j in 0..LUNA.len() {
+                let i = (j + k) % LUNA.len();
+                let (rps, p50, p99) = wrk(&row[i], connections, 1)?;
+                s.push(&format!("{}/{label} req/s", LUNA[i]), rps);
+                s.push(&format!("{}/{label} p50", LUNA[i]), p50);
+                s.push(&format!("{}/{label} p99", LUNA[i]), p99);
+            }
+        }
+    }
+    Ok(())
 }
 
 fn warden_server(route: Route) -> Result<Site, String> {
@@ -338,6 +372,7 @@ fn round(
 
 fn table(ctx: &Ctx, connections: usize) -> Table {
     let secs = ctx.pick(3, 1);
+    let bursts = ctx.pick(24, 3);
     let mut cols = vec![];
     for (label, _) in SIZES {
         cols.push((format!("{label} req/s"), "req/s"));
@@ -352,44 +387,40 @@ fn table(ctx: &Ctx, connections: usize) -> Table {
         &cols,
     );
     t.method = format!(
-        "wrk (Debian's) with {connections} keep-alive connection{} ({} thread{}) runs {secs} s \
-         against each server after a 1 s warm-up, on loopback, for a 100-byte and a 10,000-byte \
-         body; requests/s and wrk's p50 and p99 latency. Every Warden system runs in the \
+        "wrk (Debian's) with {connections} keep-alive connection{} ({} thread{}) loads each \
+         server on loopback, for a 100-byte and a 10,000-byte body; requests/s and wrk's p50 and p99 latency. Every Warden system runs in the \
          harness's process on a runtime with 2 workers. (a) a C task that is the whole server: \
          one warden_poll loop over Warden sockets, parsing each request's head and answering \
          itself. (b) the same task, forwarding each request's bytes by portal call to a servlet \
          task that replies with the body from its recv loop. (b′) the same, the servlet a \
          passive task: its handler runs on the server task's thread inside its call, as Luna's \
-         remote calls do. (c) Warden's [[http]] server (hyper on a tokio \
-         runtime with as many threads as workers, 2) with a route that runs a fresh task per request from a compiled C module (WAGI: CGI \
-         environment, body from stdout). (d) the same server with a servlet route: one portal \
-         call per request to a C task replying with a CGI response. (e) hyper with no Warden, \
-         on a 2-worker tokio runtime, answering from memory. (f) the server of (d) with its \
-         servlet a passive service: the handler runs on the server's threads. What forwarding \
-         adds to (a) is given from the two systems' medians and paired round by round (the \
-         median of the rounds' ratios: every system runs once a round).",
+         remote calls do. (a), (b) and (b′) run side by side in one runtime and are measured \
+         in bursts of 1 s rotating among the three ({bursts} bursts each per size, after a 1 s \
+         warm-up): their figures are median (min–max) over the bursts, and what forwarding \
+         adds is also given as the median of the bursts' paired ratios, burst k of (b) over \
+         burst k of (a), which ran moments apart on the same threads. (c) Warden's [[http]] \
+         server (hyper on a tokio runtime with as many threads as workers, 2) with a route that \
+         runs a fresh task per request from a compiled C module (WAGI: CGI environment, body \
+         from stdout). (d) the same server with a servlet route: one portal call per request to \
+         a C task replying with a CGI response. (e) hyper with no Warden, on a 2-worker tokio \
+         runtime, answering from memory. (f) the server of (d) with its servlet a passive \
+         service: the handler runs on the server's threads. (c) to (f) run in the harness's \
+         interleaved rounds, {secs} s each after a 1 s warm-up, on a fresh runtime every round.",
         if connections > 1 { "s" } else { "" },
         if connections > 1 { 2 } else { 1 },
         if connections > 1 { "s" } else { "" },
     );
-    let (samples, errors) = interleave(
+    let mut samples = Samples::default();
+    let mut luna_errors = BTreeMap::new();
+    if let Err(e) = luna(&mut samples, connections, bursts) {
+        eprintln!("  Luna's systems: {e}");
+        for name in LUNA {
+            luna_errors.insert(name.to_string(), e.clone());
+        }
+    }
+    let (rest, mut errors) = interleave(
         ctx.rounds,
         vec![
-            contestant(ONE_TASK, |s: &mut Samples| {
-                round(s, ONE_TASK, one_task(Answer::Itself), connections, secs)
-            }),
-            contestant(FORWARD, |s: &mut Samples| {
-                round(s, FORWARD, one_task(Answer::Servlet), connections, secs)
-            }),
-            contestant(FORWARD_PASSIVE, |s: &mut Samples| {
-                round(
-                    s,
-                    FORWARD_PASSIVE,
-                    one_task(Answer::Passive),
-                    connections,
-                    secs,
-                )
-            }),
             contestant(WAGI, |s: &mut Samples| {
                 round(s, WAGI, warden_server(Route::Wagi), connections, secs)
             }),
@@ -404,6 +435,8 @@ fn table(ctx: &Ctx, connections: usize) -> Table {
             }),
         ],
     );
+    samples.0.extend(rest.0);
+    errors.extend(luna_errors);
     for (name, kind) in [
         (ONE_TASK, Kind::Warden),
         (FORWARD, Kind::Warden),
@@ -419,15 +452,15 @@ fn table(ctx: &Ctx, connections: usize) -> Table {
     finish(t, &errors)
 }
 
-/// The median over rounds of `system`'s `col` divided by the one-task
-/// server's in the same round. Both run once in every round, mostly
-/// near each other (the harness rotates the order of the systems), so a
-/// slow drift of the machine's speed, which moves both, mostly cancels;
-/// the medians of each system's rounds, compared beside it, keep it.
-fn paired_ratio(s: &Samples, system: &str, col: &str) -> Option<f64> {
+/// The median over bursts (or rounds) of `f(a, b)`, with `a` the
+/// one-task server's `col` and `b` `system`'s in the same burst. Burst
+/// `k` of each ran moments apart (see [`luna`]), so a drift of the
+/// machine's speed, which moves both, mostly cancels; the medians of each
+/// system's bursts, compared beside it, keep it.
+fn paired(s: &Samples, system: &str, col: &str, f: fn(f64, f64) -> f64) -> Option<f64> {
     let a = s.0.get(&format!("{ONE_TASK}/{col}"))?;
     let b = s.0.get(&format!("{system}/{col}"))?;
-    let ratios: Vec<f64> = a.iter().zip(b.iter()).map(|(a, b)| b / a).collect();
+    let ratios: Vec<f64> = a.iter().zip(b.iter()).map(|(a, b)| f(*a, *b)).collect();
     Some(crate::model::Cell::of(ratios)?.median)
 }
 
@@ -446,14 +479,20 @@ fn notes(t: &mut Table, s: &Samples, connections: usize) {
             (FORWARD_PASSIVE, "a passive servlet task"),
         ] {
             if let (Some(a), Some(b)) = (time(ONE_TASK), time(sys)) {
-                let paired = paired_ratio(s, sys, &format!("{label} p50"))
-                    .map_or(String::new(), |r| {
-                        format!(", {:+.1}% paired round by round", 100.0 * (r - 1.0))
-                    });
+                let col = format!("{label} req/s");
+                let n = s.0.get(&format!("{sys}/{col}")).map_or(0, Vec::len);
+                // Mean response time is connections / req/s: b's over a's
+                // is a's req/s over b's.
+                let paired = paired(s, sys, &col, |a, b| a / b).map_or(String::new(), |r| {
+                    format!(
+                        ", {:+.1}% as the median of the {n} bursts' paired ratios",
+                        100.0 * (r - 1.0)
+                    )
+                });
                 t.notes.push(format!(
-                    "{label}: forwarding to {what} adds {:+.1}% to the one-task server's p50 response time{paired} and {:+.1}% to its mean (connections / req/s) (target ≤ +5%; Luna: +14% at 100 B, +7% at 10 KB).",
+                    "{label}: forwarding to {what} adds {:+.1}% to the one-task server's mean response time (connections / req/s, from the medians){paired}, and {:+.1}% to its p50 (wrk gives it in whole µs) (target ≤ +5%; Luna: +14% at 100 B, +7% at 10 KB).",
+                    100.0 * (b.1 - a.1) / a.1,
                     100.0 * (b.0 - a.0) / a.0,
-                    100.0 * (b.1 - a.1) / a.1
                 ));
             }
         }
@@ -500,18 +539,22 @@ fn notes(t: &mut Table, s: &Samples, connections: usize) {
 mod tests {
     use super::*;
 
-    /// A system 10% slower than the one-task server in every round is
+    /// A system 10% slower than the one-task server in every burst is
     /// found 10% slower, however the machine's speed drifts between
-    /// rounds; a system missing from the samples has no ratio.
+    /// bursts; a system missing from the samples has no ratio.
     #[test]
-    fn paired_ratio_cancels_drift_between_rounds() {
+    fn paired_ratio_cancels_drift_between_bursts() {
         let mut s = Samples::default();
         for (a, b) in [(30.0, 33.0), (40.0, 44.0), (50.0, 55.0), (31.0, 34.1)] {
             s.push(&format!("{ONE_TASK}/p50"), a);
             s.push(&format!("{FORWARD}/p50"), b);
+            s.push(&format!("{ONE_TASK}/req/s"), 1.0 / a);
+            s.push(&format!("{FORWARD}/req/s"), 1.0 / b);
         }
-        let r = paired_ratio(&s, FORWARD, "p50").unwrap();
+        let r = paired(&s, FORWARD, "p50", |a, b| b / a).unwrap();
         assert!((r - 1.1).abs() < 1e-9, "{r}");
-        assert!(paired_ratio(&s, FORWARD_PASSIVE, "p50").is_none());
+        let r = paired(&s, FORWARD, "req/s", |a, b| a / b).unwrap();
+        assert!((r - 1.1).abs() < 1e-9, "{r}");
+        assert!(paired(&s, FORWARD_PASSIVE, "p50", |a, b| b / a).is_none());
     }
 }
