@@ -2,15 +2,17 @@
 //! servers): requests per second and latency under a real load generator
 //! (wrk), for a web server that is one task, the same server forwarding
 //! to a servlet task, Warden's own server with a per-request (WAGI) route
-//! and with a servlet route, and a native hyper hello-world.
+//! and with a servlet route, and a native hyper hello-world. All of them
+//! are up at once and measured in short bursts that rotate among them (see
+//! [`measure`]): the targets compare servers within a few percent, less
+//! than one run of a few seconds moves on a small machine.
 
 use super::finish;
-use crate::harness::{contestant, interleave, Ctx};
+use crate::harness::Ctx;
 use crate::inproc;
 use crate::model::{Kind, Samples, Table};
 use std::collections::BTreeMap;
 use std::process::Command;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use warden::http::HttpServer;
 use warden::{Manifest, Runtime, RuntimeConfig, SetupStats};
@@ -23,8 +25,18 @@ const WAGI: &str = "(c) Warden server, per-request task (WAGI)";
 const SERVLET: &str = "(d) Warden server, servlet route";
 const HYPER: &str = "(e) native hyper hello-world";
 const PASSIVE: &str = "(f) Warden server, servlet route to a passive service";
-/// Luna's Figure 5: the systems measured side by side in bursts ([`luna`]).
-const LUNA: [&str; 3] = [ONE_TASK, FORWARD, FORWARD_PASSIVE];
+/// Warden's systems, in the order [`warden_systems`] builds them.
+const WARDEN: [&str; 6] = [ONE_TASK, FORWARD, FORWARD_PASSIVE, WAGI, SERVLET, PASSIVE];
+/// Every system, in the order of the table's rows.
+const SYSTEMS: [&str; 7] = [
+    ONE_TASK,
+    FORWARD,
+    FORWARD_PASSIVE,
+    WAGI,
+    SERVLET,
+    PASSIVE,
+    HYPER,
+];
 const LUNA_ANSWERS: [Answer; 3] = [Answer::Itself, Answer::Servlet, Answer::Passive];
 
 /// Who answers the one-task server's requests (Luna's Figure 5).
@@ -39,16 +51,6 @@ enum Answer {
     Passive,
 }
 
-/// What a Warden server's routes run.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Route {
-    /// A task per request.
-    Wagi,
-    /// A portal call to a servlet task.
-    Servlet,
-    /// A call to a passive servlet, on the server's thread.
-    Passive,
-}
 const SIZES: [(&str, usize); 2] = [("100 B", 100), ("10 KB", 10_000)];
 
 pub fn run(ctx: &Ctx) -> Vec<Table> {
@@ -58,8 +60,6 @@ pub fn run(ctx: &Ctx) -> Vec<Table> {
 /// A server under test: its base URL per body size, and what keeps it up.
 struct Site {
     urls: Vec<String>,
-    /// For Warden's server, its runtime's task creation and teardown.
-    setup: Option<Box<dyn Fn() -> SetupStats>>,
     _keep: Box<dyn std::any::Any>,
 }
 
@@ -110,120 +110,138 @@ fn ready(url: &str) -> Result<(), String> {
     }
 }
 
-/// Luna's three systems, (a), (b) and (b′), for every body size, in one
-/// runtime: a server task per system and size (and its servlet). The
-/// URLs per size, in the order of [`LUNA`].
-fn luna_system() -> Result<(Runtime, Vec<Vec<String>>), String> {
-    let mut tasks = String::new();
-    let mut urls = vec![];
+/// Every Warden system under test, in one runtime, for every body size:
+/// Luna's three (a server task per system and size, and its servlet) and
+/// one `[[http]]` server with a WAGI, a servlet and a passive route per
+/// size. Its URLs per system, in the order of [`WARDEN`], then per size.
+fn warden_systems() -> Result<(Runtime, HttpServer, Vec<Vec<String>>), String> {
+    let mut text = String::new();
+    let mut routes = String::new();
+    let mut urls = vec![vec![]; WARDEN.len()];
     for (i, (_, size)) in SIZES.iter().enumerate() {
-        let mut row = vec![];
-        for (tag, answer) in ["a", "b", "p"].into_iter().zip(LUNA_ANSWERS) {
+        for (k, (tag, answer)) in ["a", "b", "p"].into_iter().zip(LUNA_ANSWERS).enumerate() {
             let addr = format!("127.0.0.1:{}", free_port());
-            let name = format!("page{tag}{i}");
-            let (mode, last) = match answer {
-                Answer::Itself => ("self", size.to_string()),
-                _ => ("forward", name.clone()),
-            };
-            tasks += &format!(
-                "[[task]]\nname = \"web{tag}{i}\"\nmodule = \"{}\"\nargs = [\"{mode}\", \"{addr}\", \"{last}\"]\n\
-                 listen = [\"{addr}\"]\nmax_sockets = 1100\nmax_handles = 2048\nuses = [\"{name}\"]\n",
-                guests::WEB
-            );
-            match answer {
-                Answer::Itself => {}
-                Answer::Servlet => {
-                    tasks += &format!(
-                        "[[task]]\nname = \"{name}\"\nmodule = \"{}\"\nargs = [\"page\", \"{name}\", \"{size}\"]\nprovides = [\"{name}\"]\n",
-                        guests::WEB
-                    )
-                }
-                Answer::Passive => {
-                    tasks += &format!(
-                        "[[task]]\nname = \"{name}\"\nmodule = \"{}\"\nenv = {{ SIZE = \"{size}\", RAW = \"1\" }}\n\
-                         passive = true\nprovides = [\"{name}\"]\n",
-                        guests::PASSIVE_PAGE
-                    )
-                }
-            }
-            row.push(format!("http://{addr}/"));
+            text += &luna_tasks(&format!("{tag}{i}"), answer, &addr, *size);
+            urls[k].push(format!("http://{addr}/"));
         }
-        urls.push(row);
+        text += &format!(
+            "[[task]]\nname = \"s{i}\"\nmodule = \"{}\"\nargs = [\"s{i}\", \"{size}\"]\nprovides = [\"s{i}\"]\n\
+             [[task]]\nname = \"ps{i}\"\nmodule = \"{}\"\nenv = {{ SIZE = \"{size}\" }}\n\
+             passive = true\nprovides = [\"ps{i}\"]\n",
+            guests::PAGE_SERVLET,
+            guests::PASSIVE_PAGE
+        );
+        routes += &format!(
+            "[[http.route]]\npath = \"/w{i}\"\nmodule = \"{}\"\nargs = [\"{size}\"]\nmemory_limit = \"16MiB\"\n\
+             cpu_limit = \"100ms\"\nstderr = \"null\"\n\
+             [[http.route]]\npath = \"/s{i}\"\nservice = \"s{i}\"\n\
+             [[http.route]]\npath = \"/p{i}\"\nservice = \"ps{i}\"\n",
+            guests::PAGE
+        );
     }
-    let (rt, _) = system(&tasks)?;
+    text += &format!("[[http]]\nlisten = \"127.0.0.1:0\"\n{routes}");
+    let (rt, server) = system(&text)?;
+    let server = server.ok_or("no server")?;
+    for i in 0..SIZES.len() {
+        for (k, path) in ["w", "s", "p"].into_iter().enumerate() {
+            urls[3 + k].push(format!("http://{}/{path}{i}", server.addr()));
+        }
+    }
     for u in urls.iter().flatten() {
         ready(u)?;
     }
-    Ok((rt, urls))
+    Ok((rt, server, urls))
 }
 
-/// Measures Luna's three systems in bursts of one second that rotate
-/// among them (after a second's warm-up of each), `bursts` per body size.
-/// All three live in one runtime, so burst `k` of each ran moments apart
-/// on the same threads: drift in the machine and the placement of the
-/// runtime's threads, which move one burst by up to ±10% on a small
-/// machine, fall on the three alike, and [`paired`] compares them burst
-/// by burst.
-fn luna(s: &mut Samples, connections: usize, bursts: usize) -> Result<(), String> {
-    let (_rt, urls) = luna_system()?;
-    for ((label, _), row) in SIZES.iter().zip(&urls) {
-        for u in row {
-            wrk(u, connections, 1)?;
-        }
-        for k in 0..bursts {
-            for j in 0..LUNA.len() {
-                let i = (j + k) % LUNA.len();
-                let (rps, p50, p99) = wrk(&row[i], connections, 1)?;
-                s.push(&format!("{}/{label} req/s", LUNA[i]), rps);
-                s.push(&format!("{}/{label} p50", LUNA[i]), p50);
-                s.push(&format!("{}/{label} p99", LUNA[i]), p99);
+/// The manifest text of one of Luna's servers (named `web{tag}`),
+/// listening on `addr`, and of its servlet (`page{tag}`), if any.
+fn luna_tasks(tag: &str, answer: Answer, addr: &str, size: usize) -> String {
+    let name = format!("page{tag}");
+    let (mode, last) = match answer {
+        Answer::Itself => ("self", size.to_string()),
+        _ => ("forward", name.clone()),
+    };
+    let server = format!(
+        "[[task]]\nname = \"web{tag}\"\nmodule = \"{}\"\nargs = [\"{mode}\", \"{addr}\", \"{last}\"]\n\
+         listen = [\"{addr}\"]\nmax_sockets = 1100\nmax_handles = 2048\nuses = [\"{name}\"]\n",
+        guests::WEB
+    );
+    let servlet = match answer {
+        Answer::Itself => String::new(),
+        Answer::Servlet => format!(
+            "[[task]]\nname = \"{name}\"\nmodule = \"{}\"\nargs = [\"page\", \"{name}\", \"{size}\"]\nprovides = [\"{name}\"]\n",
+            guests::WEB
+        ),
+        Answer::Passive => format!(
+            "[[task]]\nname = \"{name}\"\nmodule = \"{}\"\nenv = {{ SIZE = \"{size}\", RAW = \"1\" }}\n\
+             passive = true\nprovides = [\"{name}\"]\n",
+            guests::PASSIVE_PAGE
+        ),
+    };
+    server + &servlet
+}
+
+/// Measures every system in bursts of one second that rotate among them,
+/// a warm-up burst of each and then `bursts` per body size. All are up at
+/// once, so burst `k` of each ran moments apart: drift in the machine and
+/// where its scheduler puts the threads, which move a single burst by up
+/// to ±10% on a small machine, fall on all of them alike, and [`paired`]
+/// compares them burst by burst. A system that fails is dropped, with
+/// its error in `errors`.
+fn measure(
+    s: &mut Samples,
+    errors: &mut BTreeMap<String, String>,
+    connections: usize,
+    bursts: usize,
+) -> Result<(), String> {
+    let (rt, _server, mut urls) = warden_systems()?;
+    let hyper = hyper_hello()?;
+    urls.push(hyper.urls.clone());
+    for (z, (label, _)) in SIZES.iter().enumerate() {
+        for k in 0..=bursts {
+            for j in 0..SYSTEMS.len() {
+                let i = (j + k) % SYSTEMS.len();
+                let name = SYSTEMS[i];
+                if errors.contains_key(name) {
+                    continue;
+                }
+                let before = rt.setup_stats();
+                match wrk(&urls[i][z], connections, 1) {
+                    Err(e) => {
+                        eprintln!("  {name}: {e}");
+                        errors.insert(name.to_string(), e);
+                    }
+                    Ok(_) if k == 0 => {}
+                    Ok((rps, p50, p99)) => {
+                        s.push(&format!("{name}/{label} req/s"), rps);
+                        s.push(&format!("{name}/{label} p50"), p50);
+                        s.push(&format!("{name}/{label} p99"), p99);
+                        if name == WAGI {
+                            setup_costs(s, &format!("{name}/{label}"), &before, &rt.setup_stats());
+                        }
+                    }
+                }
             }
         }
     }
     Ok(())
 }
 
-fn warden_server(route: Route) -> Result<Site, String> {
-    let mut text = String::new();
-    let mut routes = String::new();
-    for (i, (_, size)) in SIZES.iter().enumerate() {
-        if route == Route::Passive {
-            text += &format!(
-                "[[task]]\nname = \"s{i}\"\nmodule = \"{}\"\nenv = {{ SIZE = \"{size}\" }}\n\
-                 passive = true\nprovides = [\"s{i}\"]\n",
-                guests::PASSIVE_PAGE
-            );
-            routes += &format!("[[http.route]]\npath = \"/p{i}\"\nservice = \"s{i}\"\n");
-        } else if route == Route::Servlet {
-            text += &format!(
-                "[[task]]\nname = \"s{i}\"\nmodule = \"{}\"\nargs = [\"s{i}\", \"{size}\"]\nprovides = [\"s{i}\"]\n",
-                guests::PAGE_SERVLET
-            );
-            routes += &format!("[[http.route]]\npath = \"/p{i}\"\nservice = \"s{i}\"\n");
-        } else {
-            routes += &format!(
-                "[[http.route]]\npath = \"/p{i}\"\nmodule = \"{}\"\nargs = [\"{size}\"]\nmemory_limit = \"16MiB\"\n\
-                 cpu_limit = \"100ms\"\nstderr = \"null\"\n",
-                guests::PAGE
-            );
-        }
+/// The kernel's own measure of the tasks created and torn down between
+/// `a` and `b` (only per-request tasks are), mean ms each.
+fn setup_costs(s: &mut Samples, key: &str, a: &SetupStats, b: &SetupStats) {
+    if b.tasks > a.tasks {
+        let n = (b.tasks - a.tasks) as f64;
+        let per = |x: f64, y: f64| 1e3 * (x - y) / n;
+        s.push(
+            &format!("{key} create"),
+            per(b.create_seconds, a.create_seconds),
+        );
+        s.push(
+            &format!("{key} teardown"),
+            per(b.teardown_seconds, a.teardown_seconds),
+        );
     }
-    text += &format!("[[http]]\nlisten = \"127.0.0.1:0\"\n{routes}");
-    let (rt, server) = system(&text)?;
-    let server = server.ok_or("no server")?;
-    let urls: Vec<String> = (0..SIZES.len())
-        .map(|i| format!("http://{}/p{i}", server.addr()))
-        .collect();
-    for u in &urls {
-        ready(u)?;
-    }
-    let rt = Arc::new(rt);
-    let stats = rt.clone();
-    Ok(Site {
-        urls,
-        setup: Some(Box::new(move || stats.setup_stats())),
-        _keep: Box::new((server, rt)),
-    })
 }
 
 /// A plain hyper HTTP/1.1 server on a 2-worker tokio runtime answering
@@ -279,7 +297,6 @@ fn hyper_hello() -> Result<Site, String> {
         .collect();
     Ok(Site {
         urls,
-        setup: None,
         _keep: Box::new(rt),
     })
 }
@@ -337,42 +354,8 @@ fn wrk(url: &str, connections: usize, secs: u64) -> Result<(f64, f64, f64), Stri
     }
 }
 
-fn round(
-    s: &mut Samples,
-    system: &str,
-    site: Result<Site, String>,
-    connections: usize,
-    secs: u64,
-) -> Result<(), String> {
-    let site = site?;
-    for ((label, _), url) in SIZES.iter().zip(&site.urls) {
-        // Warm-up: connections made, code paged in.
-        wrk(url, connections, 1)?;
-        let before = site.setup.as_ref().map(|f| f());
-        let (rps, p50, p99) = wrk(url, connections, secs)?;
-        s.push(&format!("{system}/{label} req/s"), rps);
-        s.push(&format!("{system}/{label} p50"), p50);
-        s.push(&format!("{system}/{label} p99"), p99);
-        // The kernel's own measure of the tasks created and torn down
-        // during the timed run (only per-request tasks are), mean ms each.
-        if let (Some(f), Some(a)) = (&site.setup, before) {
-            let b = f();
-            if b.tasks > a.tasks {
-                let n = (b.tasks - a.tasks) as f64;
-                let per = |x: f64, y: f64| 1e3 * (x - y) / n;
-                let create = per(b.create_seconds, a.create_seconds);
-                let teardown = per(b.teardown_seconds, a.teardown_seconds);
-                s.push(&format!("{system}/{label} create"), create);
-                s.push(&format!("{system}/{label} teardown"), teardown);
-            }
-        }
-    }
-    Ok(())
-}
-
 fn table(ctx: &Ctx, connections: usize) -> Table {
-    let secs = ctx.pick(3, 1);
-    let bursts = ctx.pick(24, 3);
+    let bursts = ctx.pick(20, 3);
     let mut cols = vec![];
     for (label, _) in SIZES {
         cols.push((format!("{label} req/s"), "req/s"));
@@ -380,85 +363,61 @@ fn table(ctx: &Ctx, connections: usize) -> Table {
         cols.push((format!("{label} p99"), "ms"));
     }
     let cols: Vec<(&str, &str)> = cols.iter().map(|(a, b)| (a.as_str(), *b)).collect();
+    let plural = if connections > 1 { "s" } else { "" };
     let mut t = Table::new(
         &format!("web_c{connections}"),
-        &format!("Web server, {connections} connection{}: requests/s and latency", if connections > 1 { "s" } else { "" }),
+        &format!("Web server, {connections} connection{plural}: requests/s and latency"),
         "seed 004, Figure 5 (Luna's servlets: +14% response time at 100 B, +7% at 10 KB); web server issue",
         &cols,
     );
     t.method = format!(
-        "wrk (Debian's) with {connections} keep-alive connection{} ({} thread{}) loads each \
-         server on loopback, for a 100-byte and a 10,000-byte body; requests/s and wrk's p50 and p99 latency. Every Warden system runs in the \
-         harness's process on a runtime with 2 workers. (a) a C task that is the whole server: \
-         one warden_poll loop over Warden sockets, parsing each request's head and answering \
-         itself. (b) the same task, forwarding each request's bytes by portal call to a servlet \
-         task that replies with the body from its recv loop. (b′) the same, the servlet a \
-         passive task: its handler runs on the server task's thread inside its call, as Luna's \
-         remote calls do. (a), (b) and (b′) run side by side in one runtime and are measured \
-         in bursts of 1 s rotating among the three ({bursts} bursts each per size, after a 1 s \
-         warm-up): their figures are median (min–max) over the bursts, and what forwarding \
-         adds is also given as the median of the bursts' paired ratios, burst k of (b) over \
-         burst k of (a), which ran moments apart on the same threads. (c) Warden's [[http]] \
-         server (hyper on a tokio runtime with as many threads as workers, 2) with a route that \
-         runs a fresh task per request from a compiled C module (WAGI: CGI environment, body \
-         from stdout). (d) the same server with a servlet route: one portal call per request to \
-         a C task replying with a CGI response. (e) hyper with no Warden, on a 2-worker tokio \
-         runtime, answering from memory. (f) the server of (d) with its servlet a passive \
-         service: the handler runs on the server's threads. (c) to (f) run in the harness's \
-         interleaved rounds, {secs} s each after a 1 s warm-up, on a fresh runtime every round.",
-        if connections > 1 { "s" } else { "" },
+        "wrk (Debian's) with {connections} keep-alive connection{plural} ({} thread{plural}) loads \
+         each server on loopback, for a 100-byte and a 10,000-byte body; requests/s and wrk's \
+         p50 and p99 latency. All the servers are up at once and are measured in bursts of 1 s \
+         that rotate among them: a warm-up burst of each, then {bursts} bursts of each per size. \
+         Every figure is the median (min–max) over a server's bursts; a ratio of two servers is \
+         also given as the median of the bursts' paired ratios (burst k of one over burst k of \
+         the other, run moments apart), which cancels drift in the machine. Every Warden system \
+         runs in one runtime with 2 workers in the harness's process. (a) a C task that is the \
+         whole server: one warden_poll loop over Warden sockets, parsing each request's head and \
+         answering itself. (b) the same task, forwarding each request's bytes by portal call to \
+         a servlet task that replies with the body from its recv loop. (b′) the same, the \
+         servlet a passive task: its handler runs on the server task's thread inside its call, \
+         as Luna's remote calls do. (c) Warden's [[http]] server (hyper on a tokio runtime with \
+         as many threads as workers, 2) with a route that runs a fresh task per request from a \
+         compiled C module (WAGI: CGI environment, body from stdout). (d) the same server's \
+         servlet route: one portal call per request to a C task replying with a CGI response. \
+         (f) its route to a passive servlet: the handler runs on the server's threads. (e) hyper \
+         with no Warden, on a 2-worker tokio runtime in the same process, answering from memory.",
         if connections > 1 { 2 } else { 1 },
-        if connections > 1 { "s" } else { "" },
     );
     let mut samples = Samples::default();
-    let mut luna_errors = BTreeMap::new();
-    if let Err(e) = luna(&mut samples, connections, bursts) {
-        eprintln!("  Luna's systems: {e}");
-        for name in LUNA {
-            luna_errors.insert(name.to_string(), e.clone());
+    let mut errors = BTreeMap::new();
+    if let Err(e) = measure(&mut samples, &mut errors, connections, bursts) {
+        eprintln!("  web servers: {e}");
+        for name in SYSTEMS {
+            errors.entry(name.to_string()).or_insert_with(|| e.clone());
         }
     }
-    let (rest, mut errors) = interleave(
-        ctx.rounds,
-        vec![
-            contestant(WAGI, |s: &mut Samples| {
-                round(s, WAGI, warden_server(Route::Wagi), connections, secs)
-            }),
-            contestant(SERVLET, |s: &mut Samples| {
-                round(s, SERVLET, warden_server(Route::Servlet), connections, secs)
-            }),
-            contestant(PASSIVE, |s: &mut Samples| {
-                round(s, PASSIVE, warden_server(Route::Passive), connections, secs)
-            }),
-            contestant(HYPER, |s: &mut Samples| {
-                round(s, HYPER, hyper_hello(), connections, secs)
-            }),
-        ],
-    );
-    samples.0.extend(rest.0);
-    errors.extend(luna_errors);
-    for (name, kind) in [
-        (ONE_TASK, Kind::Warden),
-        (FORWARD, Kind::Warden),
-        (FORWARD_PASSIVE, Kind::Warden),
-        (WAGI, Kind::Warden),
-        (SERVLET, Kind::Warden),
-        (PASSIVE, Kind::Warden),
-        (HYPER, Kind::Peer),
-    ] {
+    for name in SYSTEMS {
+        let kind = if name == HYPER {
+            Kind::Peer
+        } else {
+            Kind::Warden
+        };
         t.row_from(name, kind, &samples, &format!("{name}/"));
     }
     notes(&mut t, &samples, connections);
     finish(t, &errors)
 }
 
-/// The median over bursts (or rounds) of `f(a, b)`, with `a` the
-/// one-task server's `col` and `b` `system`'s in the same burst. Burst
-/// `k` of each ran moments apart (see [`luna`]), so a drift of the
-/// machine's speed, which moves both, mostly cancels; the medians of each
-/// system's bursts, compared beside it, keep it.
-fn paired(s: &Samples, system: &str, col: &str, f: fn(f64, f64) -> f64) -> Option<f64> {
-    let a = s.0.get(&format!("{ONE_TASK}/{col}"))?;
+/// The median over bursts of `f(a, b)`, with `a` `base`'s `col` and `b`
+/// `system`'s in the same burst. Burst `k` of each ran moments apart
+/// (see [`measure`]), so a drift of the machine's speed, which moves
+/// both, mostly cancels; the medians of each system's bursts, compared
+/// beside it, keep it.
+fn paired(s: &Samples, base: &str, system: &str, col: &str, f: fn(f64, f64) -> f64) -> Option<f64> {
+    let a = s.0.get(&format!("{base}/{col}"))?;
     let b = s.0.get(&format!("{system}/{col}"))?;
     let ratios: Vec<f64> = a.iter().zip(b.iter()).map(|(a, b)| f(*a, *b)).collect();
     Some(crate::model::Cell::of(ratios)?.median)
@@ -483,12 +442,13 @@ fn notes(t: &mut Table, s: &Samples, connections: usize) {
                 let n = s.0.get(&format!("{sys}/{col}")).map_or(0, Vec::len);
                 // Mean response time is connections / req/s: b's over a's
                 // is a's req/s over b's.
-                let paired = paired(s, sys, &col, |a, b| a / b).map_or(String::new(), |r| {
-                    format!(
-                        ", {:+.1}% as the median of the {n} bursts' paired ratios",
-                        100.0 * (r - 1.0)
-                    )
-                });
+                let paired =
+                    paired(s, ONE_TASK, sys, &col, |a, b| a / b).map_or(String::new(), |r| {
+                        format!(
+                            ", {:+.1}% as the median of the {n} bursts' paired ratios",
+                            100.0 * (r - 1.0)
+                        )
+                    });
                 t.notes.push(format!(
                     "{label}: forwarding to {what} adds {:+.1}% to the one-task server's mean response time (connections / req/s, from the medians){paired}, and {:+.1}% to its p50 (wrk gives it in whole µs) (target ≤ +5%; Luna: +14% at 100 B, +7% at 10 KB).",
                     100.0 * (b.1 - a.1) / a.1,
@@ -496,18 +456,20 @@ fn notes(t: &mut Table, s: &Samples, connections: usize) {
                 ));
             }
         }
-        let rps = |sys| m(sys, &format!("{label} req/s"));
-        if let (Some(c), Some(d), Some(e)) = (rps(WAGI), rps(SERVLET), rps(HYPER)) {
+        let col = format!("{label} req/s");
+        let of_hyper = |sys| {
+            let median = 100.0 * m(sys, &col)? / m(HYPER, &col)?;
+            let paired = 100.0 * paired(s, HYPER, sys, &col, |a, b| b / a)?;
+            Some(format!("{median:.0}% (paired by burst: {paired:.0}%)"))
+        };
+        if let (Some(c), Some(d)) = (of_hyper(WAGI), of_hyper(SERVLET)) {
             t.notes.push(format!(
-                "{label}: Warden's server does {:.0}% of native hyper's requests/s with a servlet route (target ≥ 70%) and {:.0}% with a per-request task (target ≥ 40%).",
-                100.0 * d / e,
-                100.0 * c / e
+                "{label}: Warden's server does {d} of native hyper's requests/s with a servlet route (target ≥ 70%) and {c} with a per-request task (target ≥ 40%)."
             ));
         }
-        if let (Some(f), Some(e)) = (rps(PASSIVE), rps(HYPER)) {
+        if let Some(f) = of_hyper(PASSIVE) {
             t.notes.push(format!(
-                "{label}: with the servlet a passive service, {:.0}% of native hyper's requests/s.",
-                100.0 * f / e
+                "{label}: with the servlet a passive service, {f} of native hyper's requests/s."
             ));
         }
     }
@@ -517,7 +479,7 @@ fn notes(t: &mut Table, s: &Samples, connections: usize) {
             (col("create"), col("teardown"), col("p50"))
         {
             t.notes.push(format!(
-                "{label}: per-request task creation (spawn call and instantiation, timed by the kernel, mean over the timed run): {:.1} µs, {:.1}% of the p50 latency of {:.3} ms (target < 10%); its teardown (store and slot released after the answer is sent): {:.1} µs.",
+                "{label}: per-request task creation (spawn call and instantiation, timed by the kernel; median over the bursts of their means): {:.1} µs, {:.1}% of the p50 latency of {:.3} ms (target < 10%); its teardown (store and slot released after the answer is sent): {:.1} µs.",
                 create * 1e3,
                 100.0 * create / p50,
                 p50,
@@ -551,10 +513,10 @@ mod tests {
             s.push(&format!("{ONE_TASK}/req/s"), 1.0 / a);
             s.push(&format!("{FORWARD}/req/s"), 1.0 / b);
         }
-        let r = paired(&s, FORWARD, "p50", |a, b| b / a).unwrap();
+        let r = paired(&s, ONE_TASK, FORWARD, "p50", |a, b| b / a).unwrap();
         assert!((r - 1.1).abs() < 1e-9, "{r}");
-        let r = paired(&s, FORWARD, "req/s", |a, b| a / b).unwrap();
+        let r = paired(&s, ONE_TASK, FORWARD, "req/s", |a, b| a / b).unwrap();
         assert!((r - 1.1).abs() < 1e-9, "{r}");
-        assert!(paired(&s, FORWARD_PASSIVE, "p50", |a, b| b / a).is_none());
+        assert!(paired(&s, ONE_TASK, FORWARD_PASSIVE, "p50", |a, b| b / a).is_none());
     }
 }
