@@ -134,7 +134,7 @@ pub fn render(run: &Run, json_name: &str, plots: &Path) -> String {
          round) so that drift in the machine falls on all of them alike.\n\
          - One warm-up round runs first and is discarded; then {} counted rounds{}. Each figure is \
          given as median (min–max) over the rounds; ⚠ marks a figure whose spread exceeds a quarter \
-         of its median.\n\
+         of its median. (The web server's tables measure in bursts instead: see their method.)\n\
          - Ratios are Warden's median over the peer's, per column.\n\
          - Warden and raw Wasmtime run in this process; every other peer is a child process, built \
          or installed by the harness (C with the host's cc, Java with javac, Erlang with erlc). \
