@@ -8,7 +8,7 @@
 //! than one run of a few seconds moves on a small machine.
 
 use super::finish;
-use crate::harness::Ctx;
+use crate::harness::{contestant, interleave, Ctx};
 use crate::inproc;
 use crate::model::{Kind, Samples, Table};
 use std::collections::BTreeMap;
@@ -181,13 +181,14 @@ fn luna_tasks(tag: &str, answer: Answer, addr: &str, size: usize) -> String {
     server + &servlet
 }
 
-/// Measures every system in bursts of one second that rotate among them,
-/// a warm-up burst of each and then `bursts` per body size. All are up at
-/// once, so burst `k` of each ran moments apart: drift in the machine and
-/// where its scheduler puts the threads, which move a single burst by up
-/// to ±10% on a small machine, fall on all of them alike, and [`paired`]
-/// compares them burst by burst. A system that fails is dropped, with
-/// its error in `errors`.
+/// Measures every system in bursts of one second that rotate among them
+/// (the harness's [`interleave`], a burst a round): a warm-up burst of
+/// each and then `bursts` per body size. All are up at once, so burst `k`
+/// of each ran moments apart: drift in the machine and where its
+/// scheduler puts the threads, which move a single burst by up to ±10% on
+/// a small machine, fall on all of them alike, and [`paired`] compares
+/// them burst by burst. A system that fails is dropped, with its error in
+/// `errors`.
 fn measure(
     s: &mut Samples,
     errors: &mut BTreeMap<String, String>,
@@ -197,32 +198,30 @@ fn measure(
     let (rt, _server, mut urls) = warden_systems()?;
     let hyper = hyper_hello()?;
     urls.push(hyper.urls.clone());
+    let rt = &rt;
     for (z, (label, _)) in SIZES.iter().enumerate() {
-        for k in 0..=bursts {
-            for j in 0..SYSTEMS.len() {
-                let i = (j + k) % SYSTEMS.len();
-                let name = SYSTEMS[i];
-                if errors.contains_key(name) {
-                    continue;
-                }
-                let before = rt.setup_stats();
-                match wrk(&urls[i][z], connections, 1) {
-                    Err(e) => {
-                        eprintln!("  {name}: {e}");
-                        errors.insert(name.to_string(), e);
+        let contestants = SYSTEMS
+            .iter()
+            .zip(&urls)
+            .filter(|(name, _)| !errors.contains_key(**name))
+            .map(|(&name, urls)| {
+                let url = &urls[z];
+                contestant(name, move |s: &mut Samples| {
+                    let before = rt.setup_stats();
+                    let (rps, p50, p99) = wrk(url, connections, 1)?;
+                    s.push(&format!("{name}/{label} req/s"), rps);
+                    s.push(&format!("{name}/{label} p50"), p50);
+                    s.push(&format!("{name}/{label} p99"), p99);
+                    if name == WAGI {
+                        setup_costs(s, &format!("{name}/{label}"), &before, &rt.setup_stats());
                     }
-                    Ok(_) if k == 0 => {}
-                    Ok((rps, p50, p99)) => {
-                        s.push(&format!("{name}/{label} req/s"), rps);
-                        s.push(&format!("{name}/{label} p50"), p50);
-                        s.push(&format!("{name}/{label} p99"), p99);
-                        if name == WAGI {
-                            setup_costs(s, &format!("{name}/{label}"), &before, &rt.setup_stats());
-                        }
-                    }
-                }
-            }
-        }
+                    Ok(())
+                })
+            })
+            .collect();
+        let (got, failed) = interleave(bursts, contestants);
+        s.0.extend(got.0);
+        errors.extend(failed);
     }
     Ok(())
 }
@@ -427,18 +426,18 @@ fn paired(s: &Samples, base: &str, system: &str, col: &str, f: fn(f64, f64) -> f
 fn notes(t: &mut Table, s: &Samples, connections: usize) {
     let m = |system: &str, col: &str| s.cell(&format!("{system}/{col}")).map(|c| c.median);
     for (label, _) in SIZES {
+        let col = format!("{label} req/s");
         // Luna's figure is a response time; with a closed loop of
         // `connections` clients the mean one is connections / req/s.
         let time = |sys: &str| {
             let p50 = m(sys, &format!("{label} p50"))?;
-            Some((p50, connections as f64 / m(sys, &format!("{label} req/s"))?))
+            Some((p50, connections as f64 / m(sys, &col)?))
         };
         for (sys, what) in [
             (FORWARD, "a servlet task"),
             (FORWARD_PASSIVE, "a passive servlet task"),
         ] {
             if let (Some(a), Some(b)) = (time(ONE_TASK), time(sys)) {
-                let col = format!("{label} req/s");
                 let n = s.0.get(&format!("{sys}/{col}")).map_or(0, Vec::len);
                 // Mean response time is connections / req/s: b's over a's
                 // is a's req/s over b's.
@@ -456,7 +455,6 @@ fn notes(t: &mut Table, s: &Samples, connections: usize) {
                 ));
             }
         }
-        let col = format!("{label} req/s");
         let of_hyper = |sys| {
             let median = 100.0 * m(sys, &col)? / m(HYPER, &col)?;
             let paired = 100.0 * paired(s, HYPER, sys, &col, |a, b| b / a)?;
