@@ -13,6 +13,11 @@
  *                        with it (moved) and wait for the child
  *   child                echo on the connection granted at index 0
  *   grants               print what listen/connect answer for ungranted addresses
+ *   reach ADDR...        connect to each, print "reach ADDR: ok" or the error
+ *   reach-when-told ADDR... listen on a loopback port (printing the marker), wait for one
+ *                        connection to it, then reach each ADDR
+ *   listeners N          listen on N loopback ports, print "listeners K: <error of the
+ *                        next>" (K opened), block
  *   bad ADDR             every bad argument gets its error code; prints "bad ok"
  *   pollmix ADDR         poll a service and a listener together; prints what woke it;
  *                        then each alone: the listener, a connection, the service,
@@ -324,6 +329,32 @@ int main(int argc, char **argv) {
         fflush(stdout);
         warden_sock_recv(c, buf, sizeof buf, -1);
         return 3;
+    }
+    if (!strcmp(mode, "reach") || !strcmp(mode, "reach-when-told")) {
+        if (!strcmp(mode, "reach-when-told")) {
+            warden_handle told = warden_tcp_accept(listen_or_die("127.0.0.1:0"), -1);
+            if (told < 0) return 2;
+        }
+        for (int i = 2; i < argc; i++) {
+            warden_handle c = warden_tcp_connect(argv[i], 5000000000LL);
+            printf("reach %s: %s\n", argv[i], c < 0 ? warden_strerror(c) : "ok");
+            fflush(stdout);
+            if (c >= 0) warden_close(c);
+        }
+        return 0;
+    }
+    if (!strcmp(mode, "listeners")) {
+        long n = atol(argv[2]), k = 0;
+        warden_handle l = 0;
+        for (; k < n; k++)
+            if ((l = warden_tcp_listen("127.0.0.1:0")) < 0) break;
+        printf("listeners %ld: %s\n", k, l < 0 ? warden_strerror(l) : "ok");
+        fflush(stdout);
+        warden_handle s = warden_service_create();
+        warden_handle keep = warden_portal_create(s); /* so that recv waits */
+        uint64_t call;
+        warden_recv(s, &call, buf, 1, NULL, NULL);
+        return keep < 0 ? 2 : 3;
     }
     if (!strcmp(mode, "hold")) {
         long n = atol(argv[3]);

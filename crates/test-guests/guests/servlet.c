@@ -6,10 +6,12 @@
  *   .../bad     replies with no header block          -> 502
  *   .../slow    sleeps 2 s first                       -> 504 (shorter timeout)
  *   .../head    echoes the request it received
+ *   .../big/N   a body of N MiB of 'x'                 -> 502 over max_response
  *   .../burn    spins for 2 ms first, then as below
  *   otherwise   "count N"
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -43,6 +45,18 @@ int main(int argc, char **argv) {
         if (strstr(path, "/burn")) {
             long long start = now_ns();
             while (now_ns() - start < 2000000LL) {}
+        }
+        if (strstr(path, "/big/")) {
+            size_t mib = (size_t)atol(strstr(path, "/big/") + 5);
+            static const char head[] = "Content-Type: application/octet-stream\r\n\r\n";
+            size_t total = sizeof head - 1 + (mib << 20);
+            char *big = malloc(total);
+            if (!big) return 1;
+            memcpy(big, head, sizeof head - 1);
+            memset(big + sizeof head - 1, 'x', mib << 20);
+            warden_reply(call, big, total, NULL, 0);
+            free(big);
+            continue;
         }
         if (strstr(path, "/bad")) {
             len = snprintf(resp, sizeof resp, "no headers here");

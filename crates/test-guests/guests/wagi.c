@@ -10,6 +10,10 @@
  *   spin        computes for ever            -> 503 (CPU limit) or 504
  *   sleep       sleeps for ever              -> 504 (timeout)
  *   bad         writes no header block       -> 502
+ *   headers=N   N header lines, then a body      -> 502 past the server's bound
+ *   xff         the X-Forwarded-For it was given (HTTP_X_FORWARDED_FOR)
+ *   fuzz=SEED   a random response: mostly CGI-shaped lines of random bytes,
+ *               random statuses and names, long lines, no end of headers
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +27,34 @@ static const char *env(const char *name) {
 
 static int seen;
 
+static unsigned long long rng;
+
+static unsigned next(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (unsigned)(rng >> 11);
+}
+
+/* One random piece of a CGI response. */
+static void fuzz_piece(void) {
+    static const char *names[] = {"Status", "Content-Type", "Location", "X-A", "Content-Length",
+                                  "Transfer-Encoding", "Connection", "Set-Cookie", "", "Bad Name",
+                                  "X\x01", ":"};
+    static const char *values[] = {"200 OK", "99", "1000 Big", "text/plain", "/x", "chunked",
+                                   "-1", "close", "", "\x7f", "a\rb", "  spaced  "};
+    switch (next() % 8) {
+    case 0: printf("%s: %s\n", names[next() % 12], values[next() % 12]); break;
+    case 1: printf("%s:%s\r\n", names[next() % 12], values[next() % 12]); break;
+    case 2: printf("\n"); break;
+    case 3: printf("\r\n"); break;
+    case 4: { unsigned n = next() % 300; for (unsigned i = 0; i < n; i++) putchar(next() % 256); break; }
+    case 5: { unsigned n = next() % 70000; printf("X-Long: "); for (unsigned i = 0; i < n; i++) putchar('a' + next() % 26); printf("\n"); break; }
+    case 6: { unsigned n = next() % 3000; for (unsigned i = 0; i < n; i++) printf("X-%u: %u\n", i, next()); break; }
+    default: printf("Status: %u %s\n", next() % 1200, names[next() % 12]); break;
+    }
+}
+
 int main(void) {
     const char *q = env("QUERY_STRING");
     seen++;
@@ -31,6 +63,23 @@ int main(void) {
     if (strcmp(q, "spin") == 0) { volatile unsigned long n = 0; for (;;) n++; }
     if (strcmp(q, "sleep") == 0) { for (;;) sleep(3600); }
     if (strcmp(q, "bad") == 0) { printf("this is not a CGI response"); return 0; }
+    if (strncmp(q, "headers=", 8) == 0) {
+        long n = atol(q + 8);
+        printf("Content-Type: text/plain\n");
+        for (long i = 0; i < n; i++) printf("X-Line-%ld: %ld\n", i, i);
+        printf("\nmany headers\n");
+        return 0;
+    }
+    if (strcmp(q, "xff") == 0) {
+        printf("Content-Type: text/plain\n\nxff=%s\n", env("HTTP_X_FORWARDED_FOR"));
+        return 0;
+    }
+    if (strncmp(q, "fuzz=", 5) == 0) {
+        rng = strtoull(q + 5, 0, 10) * 2654435761ULL + 1;
+        unsigned pieces = 1 + next() % 12;
+        for (unsigned i = 0; i < pieces; i++) fuzz_piece();
+        return 0;
+    }
     if (strcmp(q, "hog") == 0) {
         static char *keep[1 << 16];
         for (int i = 0; i < (1 << 16); i++) {

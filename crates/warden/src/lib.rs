@@ -95,6 +95,7 @@ mod cache;
 mod cluster;
 pub mod control;
 mod cpu;
+pub mod descriptors;
 mod events;
 mod executor;
 mod fifo;
@@ -125,7 +126,7 @@ pub use host::{MAX_OPEN_FILES, MAX_POLL_SUBSCRIPTIONS};
 pub use ipc::Errno;
 pub use limiter::{MemoryPolicy, TABLE_ELEMENT_BYTES};
 pub use manifest::{Manifest, RuntimeSection};
-pub use module::{LoadedModule, PROVIDED_IMPORT_MODULES};
+pub use module::{LoadedModule, DEFAULT_MAX_MODULE_BYTES, PROVIDED_IMPORT_MODULES};
 pub use output::{Capture, Output};
 pub use report::TaskReport;
 pub use runtime::{

@@ -9,6 +9,7 @@
 //!                      # number of tasks in the manifest, if larger;
 //!                      # see RuntimeConfig::max_tasks past 24,000)
 //! control = "127.0.0.1:7474" # control API address, or "off"
+//! max_module_size = "256MiB" # largest module file read (default 256MiB)
 //! scheduler = "stride" # root policy: round-robin (default), priority,
 //!                      # stride, lottery
 //!
@@ -122,6 +123,8 @@ pub struct RuntimeSection {
     /// The outgoing bandwidth tasks share, bytes per second (`None`:
     /// unlimited).
     pub link_rate: Option<u64>,
+    /// Largest module file read; `None` means the default.
+    pub max_module_bytes: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -163,6 +166,7 @@ struct RawRuntime {
     scheduler: Option<String>,
     control: Option<String>,
     link_rate: Option<String>,
+    max_module_size: Option<String>,
 }
 
 /// Largest `max_message_bytes` accepted.
@@ -231,6 +235,12 @@ impl Manifest {
                 .map(parse_rate)
                 .transpose()
                 .map_err(|e| format!("runtime.link_rate: {e}"))?,
+            max_module_bytes: match raw.runtime.max_module_size.as_deref().map(parse_size) {
+                Some(Ok(0)) => return Err("runtime.max_module_size: must be more than 0".into()),
+                Some(Err(e)) => return Err(format!("runtime.max_module_size: {e}")),
+                Some(Ok(n)) => Some(n),
+                None => None,
+            },
             scheduler: match raw.runtime.scheduler.as_deref() {
                 None => PolicyKind::RoundRobin,
                 Some(p) => PolicyKind::parse(p).map_err(|e| format!("runtime.scheduler: {e}"))?,

@@ -78,12 +78,13 @@ pub(crate) fn load(
     path: &Path,
     bytes: Option<Vec<u8>>,
     allow_precompiled: bool,
+    max_bytes: u64,
     entry: Entry,
 ) -> Result<LoadedModule, String> {
     let shown = path.display();
     let bytes = match bytes {
         Some(b) => b,
-        None => std::fs::read(path).map_err(|e| format!("cannot read module {shown}: {e}"))?,
+        None => read(path, max_bytes).map_err(|e| format!("cannot read module {shown}: {e}"))?,
     };
     let (module, outcome) = if let Some(kind) = Engine::detect_precompiled(&bytes) {
         let trusted = allow_precompiled || cache.is_some_and(|c| c.trusts(&bytes));
@@ -129,6 +130,40 @@ pub(crate) fn load(
         exports: Exports::of(&module, entry),
         pre,
     })
+}
+
+/// Default largest module file (see [`crate::RuntimeConfig::max_module_bytes`]).
+pub const DEFAULT_MAX_MODULE_BYTES: u64 = 256 << 20;
+
+/// The bytes of the module file at `path`: a regular file (after
+/// symlinks) of at most `max` bytes, its size known before anything is
+/// read. A device, a pipe, a directory or a file whose size the kernel
+/// does not tell (`/proc`, `/sys`: they say 0) is refused, and so is one
+/// that grows past its size while it is read.
+pub(crate) fn read(path: &Path, max: u64) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    let len = meta.len();
+    if len == 0 {
+        return Err("empty, or a file whose size is unknown (such as in /proc)".into());
+    }
+    if len > max {
+        return Err(format!(
+            "{len} bytes, over the largest module size of {max} bytes (max_module_size)"
+        ));
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    file.take(len + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    if bytes.len() as u64 != len {
+        return Err("it changed size while being read".into());
+    }
+    Ok(bytes)
 }
 
 /// How a module is entered.

@@ -75,6 +75,8 @@ pub type TaskList = Box<dyn Fn() -> serde_json::Value + Send + Sync>;
 pub struct Cluster {
     shared: Arc<Shared>,
     reactor: Reactor,
+    /// The broker's addresses, kept from tasks' grants (see `net::own`).
+    _broker: Vec<crate::net::own::OwnEndpoint>,
 }
 
 /// The node's own thread, driving its broker connection and loops on a
@@ -201,6 +203,7 @@ impl Cluster {
         if !valid_node(&spec.node) {
             return Err(format!("cluster.node: {:?} is not a node name", spec.node));
         }
+        let broker = broker_endpoints(spec);
         let reactor = Reactor::start()?;
         let tokio = reactor.handle.clone();
         let owned = spec.clone();
@@ -237,7 +240,11 @@ impl Cluster {
             .ok_or("cluster: the node's thread stopped")??;
         kernel.names.set_remote(shared.clone());
         let _ = kernel.node.set(spec.node.clone());
-        Ok(Cluster { shared, reactor })
+        Ok(Cluster {
+            shared,
+            reactor,
+            _broker: broker,
+        })
     }
 
     /// This node's name.
@@ -291,6 +298,18 @@ impl Drop for Cluster {
             h.abort();
         }
     }
+}
+
+/// The addresses `spec`'s brokers resolve to, registered as Warden's own.
+fn broker_endpoints(spec: &ClusterSpec) -> Vec<crate::net::own::OwnEndpoint> {
+    use std::net::ToSocketAddrs;
+    spec.nats
+        .iter()
+        .filter_map(|url| url.parse::<async_nats::ServerAddr>().ok())
+        .filter_map(|a| (a.host(), a.port()).to_socket_addrs().ok())
+        .flatten()
+        .map(crate::net::own::register)
+        .collect()
 }
 
 /// Connects to the first broker of `spec` that answers.

@@ -9,8 +9,10 @@
 //! 2. `Origin` (when sent) must be this server as named in `Host`: a page
 //!    from any other origin is refused, whatever it asks.
 //! 3. Every state-changing request (`POST`) carries the token in
-//!    `Authorization: Bearer <token>`. On a non-loopback address every
-//!    request but the dashboard's static files does.
+//!    `Authorization: Bearer <token>`, and so does every read of what a
+//!    task wrote (`/api/tasks/…/logs`). On a loopback address the other
+//!    reads (task lists, figures, metrics) are open; on any other address
+//!    every request but the dashboard's static files needs the token.
 //!
 //! The token is 32 random bytes in hex, made at start. `warden run`
 //! writes it to [`token_file`], readable by its user only, and removes
@@ -90,7 +92,8 @@ pub(super) fn admit(
             return Err((403, format!("refused: request from origin {origin:?}")));
         }
     }
-    let needs_token = method != hyper::Method::GET || (!loopback && !is_static(path));
+    let open = is_static(path) || (loopback && is_open_on_loopback(path));
+    let needs_token = method != hyper::Method::GET || !open;
     if needs_token && !token.accepts(c.authorization) {
         return Err((
             401,
@@ -100,6 +103,18 @@ pub(super) fn admit(
         ));
     }
     Ok(())
+}
+
+/// What a local user may read without the token: figures about tasks,
+/// never what tasks wrote (`/api/tasks/…/logs` needs it everywhere: a
+/// task granted a loopback connection must not read its neighbours'
+/// output). Paths are compared as sent, so an escaped spelling of an
+/// open path needs the token too.
+fn is_open_on_loopback(path: &str) -> bool {
+    matches!(
+        path,
+        "/api/tasks" | "/api/history" | "/api/groups" | "/api/routes" | "/api/cluster" | "/metrics"
+    )
 }
 
 /// The dashboard's files, which hold no data.
@@ -229,6 +244,25 @@ mod tests {
             judge(lo, POST, "/api/spawn", creds(host, None, Some("Bearer ab"))),
             401
         );
+        // What tasks wrote needs the token even on loopback, however
+        // the path is spelled.
+        for logs in [
+            "/api/tasks/victim/logs",
+            "/api/tasks/victim/%6cogs",
+            "/api/tasks/",
+        ] {
+            assert_eq!(judge(lo, GET, logs, creds(host, None, None)), 401, "{logs}");
+        }
+        assert_eq!(
+            judge(
+                lo,
+                GET,
+                "/api/tasks/victim/logs",
+                creds(host, None, Some(&good))
+            ),
+            200
+        );
+        assert_eq!(judge(lo, GET, "/metrics", creds(host, None, None)), 200);
         let any = "0.0.0.0:7474";
         let named = "box.example:7474";
         assert_eq!(judge(any, GET, "/", creds(named, None, None)), 200);

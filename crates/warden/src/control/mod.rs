@@ -58,6 +58,8 @@ pub struct ControlServer {
     token: Token,
     /// The address it listens on.
     pub addr: SocketAddr,
+    /// Kept from tasks' grants (see `net::own`).
+    _own: crate::net::own::OwnEndpoint,
 }
 
 impl ControlServer {
@@ -92,6 +94,7 @@ impl ControlServer {
             .ok()
             .and_then(|a| a.as_socket())
             .unwrap_or(addr);
+        let own = crate::net::own::register(addr);
         let token = Token::random().map_err(|e| format!("control token: {e}"))?;
         publish(addr, &token);
         socket.listen(1024).map_err(err)?;
@@ -104,6 +107,7 @@ impl ControlServer {
             .spawn(move || serve::run(shared, listener, stopped))
             .map_err(|e| format!("control API thread: {e}"))?;
         Ok(ControlServer {
+            _own: own,
             stop: Some(stop),
             thread: Some(thread),
             token,

@@ -35,6 +35,10 @@ pub const MAX_CONNECTIONS: usize = 256;
 pub const MAX_BODY: usize = 64 << 10;
 
 const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Bytes the API's requests and answers may hold at once (see
+/// `http::budget`): its largest answers, a busy system's metrics, are a
+/// few MiB.
+const MAX_BUFFERED: u64 = 256 << 20;
 const CONNECTION_LIFE: Duration = Duration::from_secs(60);
 /// How long a stopping server waits for the requests in flight.
 const GRACE: Duration = Duration::from_secs(2);
@@ -82,6 +86,8 @@ pub(super) fn run(
         let limits = Limits {
             max_connections: MAX_CONNECTIONS,
             connection_life: CONNECTION_LIFE,
+            max_buffered: MAX_BUFFERED,
+            max_buffered_per_connection: MAX_BUFFERED / 4,
         };
         let s = shared.clone();
         let serve = conn::accept_loop(listener, shared.gate.clone(), limits, move |req, _| {

@@ -11,7 +11,7 @@ use super::{len32, memory, range, ret32, ret64, TaskData};
 use crate::ipc::handle::{return_socket, take_socket};
 use crate::ipc::{Errno, Object};
 use crate::net::fair::Bucket;
-use crate::net::grant::{allowed, parse_addr, Grant};
+use crate::net::grant::{allowed, may_connect, parse_addr, Grant};
 use crate::net::link::{Flow, PACKET};
 use crate::net::socket::{Conn, Listener};
 use crate::task::TaskShared;
@@ -244,7 +244,7 @@ async fn connect(
     timeout: i64,
 ) -> Result<i32, Errno> {
     let addr = read_addr(&mut c, ptr, len)?;
-    if !allowed(&c.data().net.connect, &addr) {
+    if !may_connect(&c.data().net.connect, &addr) {
         return Err(Errno::Denied);
     }
     room_for_socket(c.data())?;

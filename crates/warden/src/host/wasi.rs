@@ -7,8 +7,9 @@
 //!   them used to cost the host about 300 MiB, outside any budget.
 //! - `path_open` holds a host descriptor per open file: a task may have
 //!   [`MAX_OPEN_FILES`] open at once (`EMFILE` past it), and all tasks of
-//!   the process together half of its descriptor limit (`ENFILE`), so no
-//!   task can leave the host, or another task, without descriptors.
+//!   the process together, files and sockets, half of its descriptor
+//!   limit (`ENFILE`; see `crate::descriptors`), so no task can leave the
+//!   host, or another task, without descriptors.
 //!   `fd_close` and `fd_renumber` keep the count, and note when stdout or
 //!   stderr moves.
 //! - `fd_write` to stdout or stderr, while neither has moved, goes
@@ -18,7 +19,6 @@
 use super::TaskData;
 use super::{sleep, wasi_net, wasi_poll};
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use wasmtime::{Caller, Extern, Linker};
 use wasmtime_wasi::p1::wasi_snapshot_preview1 as p1;
 
@@ -33,25 +33,7 @@ const EINVAL: i32 = 28;
 const EMFILE: i32 = 33;
 const ENFILE: i32 = 41;
 
-/// Files open in all tasks of this process.
-static OPEN_FILES: AtomicUsize = AtomicUsize::new(0);
-
-/// How many files all tasks together may hold open: half the process's
-/// descriptor limit, the other half left to the host.
-fn process_file_limit() -> usize {
-    static LIMIT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *LIMIT.get_or_init(|| {
-        // SAFETY: getrlimit writes the struct it is given.
-        let mut l: libc::rlimit = unsafe { std::mem::zeroed() };
-        let soft = match unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) } {
-            0 => l.rlim_cur as usize,
-            _ => 1024,
-        };
-        (soft / 2).max(16)
-    })
-}
-
-/// The files a task opened (its descriptors), counted in [`OPEN_FILES`]
+/// The files a task opened (its descriptors), counted in `descriptors`
 /// until they are closed or the task ends; and whether its stdout or
 /// stderr descriptor was ever closed or renumbered (then its writes are
 /// no longer known to reach its output sinks: see `stdio`).
@@ -67,17 +49,11 @@ impl OpenFiles {
         if self.open.len() >= MAX_OPEN_FILES as usize {
             return Err(EMFILE);
         }
-        let limit = process_file_limit();
-        OPEN_FILES
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < limit).then_some(n + 1)
-            })
-            .map(|_| ())
-            .map_err(|_| ENFILE)
+        crate::descriptors::take().then_some(()).ok_or(ENFILE)
     }
 
     fn unreserve() {
-        OPEN_FILES.fetch_sub(1, Ordering::AcqRel);
+        crate::descriptors::give(1);
     }
 
     fn closed(&mut self, fd: u32) {
@@ -99,7 +75,7 @@ impl OpenFiles {
 
 impl Drop for OpenFiles {
     fn drop(&mut self) {
-        OPEN_FILES.fetch_sub(self.open.len(), Ordering::AcqRel);
+        crate::descriptors::give(self.open.len());
     }
 }
 

@@ -6,8 +6,13 @@
 //! (default 200, or 302 when only a `Location` is given). At least one
 //! header is required. Hop-by-hop headers and `Content-Length` are
 //! dropped (the server frames the body itself). Anything else — no empty
-//! line, a line without a colon, a bad name, value or status — makes the
-//! response malformed, which the server answers with 502.
+//! line, a line without a colon, a bad name, value or status, more than
+//! [`MAX_RESPONSE_HEADERS`] lines or [`MAX_RESPONSE_HEAD`] bytes of them —
+//! makes the response malformed, which the server answers with 502.
+//!
+//! A client header whose name holds `_` is not passed on: CGI spells
+//! both `-` and `_` as `_`, so `X_Forwarded_For` would pose as a proxy's
+//! `X-Forwarded-For` (nginx and Apache drop them too).
 
 use crate::host::Strings;
 use hyper::header::{HeaderName, HeaderValue};
@@ -73,7 +78,10 @@ pub fn environment(m: &Meta, base: &[(String, String)]) -> Strings {
     for name in p.headers.keys() {
         // No HTTP_PROXY from a client's `Proxy` header ("httpoxy"): a
         // handler's HTTP library may take it for its proxy setting.
-        if name == hyper::header::CONTENT_LENGTH || name.as_str() == "proxy" {
+        if name == hyper::header::CONTENT_LENGTH
+            || name.as_str() == "proxy"
+            || name.as_str().contains('_')
+        {
             continue;
         }
         let values = || {
@@ -172,6 +180,11 @@ pub struct Response {
     pub body_at: usize,
 }
 
+/// Most header lines in a response (`Status` included).
+pub const MAX_RESPONSE_HEADERS: usize = 100;
+/// Largest header block of a response, bytes (its empty line included).
+pub const MAX_RESPONSE_HEAD: usize = 64 << 10;
+
 /// Why a response is malformed.
 pub type Malformed = String;
 
@@ -181,10 +194,20 @@ pub fn parse(out: &[u8]) -> Result<Response, Malformed> {
     let mut status = None;
     let mut location = false;
     let mut headers = Vec::new();
+    let head = &out[..out.len().min(MAX_RESPONSE_HEAD)];
+    let mut lines = 0;
     loop {
-        let Some(nl) = out[at..].iter().position(|&c| c == b'\n') else {
-            return Err("no empty line after the headers".into());
+        let Some(nl) = head[at..].iter().position(|&c| c == b'\n') else {
+            return Err(if head.len() < out.len() {
+                format!("no empty line within the first {MAX_RESPONSE_HEAD} bytes")
+            } else {
+                "no empty line after the headers".into()
+            });
         };
+        lines += 1;
+        if lines > MAX_RESPONSE_HEADERS {
+            return Err(format!("more than {MAX_RESPONSE_HEADERS} header lines"));
+        }
         let line = &out[at..at + nl];
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         at += nl + 1;
@@ -273,6 +296,18 @@ mod tests {
     }
 
     #[test]
+    fn a_header_block_is_bounded_in_lines_and_bytes() {
+        let many = "X-A: 1\n".repeat(MAX_RESPONSE_HEADERS) + "\nbody";
+        assert!(parse(many.as_bytes()).unwrap_err().contains("header lines"));
+        let fits = "X-A: 1\n".repeat(MAX_RESPONSE_HEADERS - 1) + "\nbody";
+        assert_eq!(parse(fits.as_bytes()).unwrap().headers.len(), 99);
+        let long = format!("X-A: {}\n\n", "v".repeat(MAX_RESPONSE_HEAD));
+        assert!(parse(long.as_bytes()).unwrap_err().contains("first"));
+        let big_body = format!("X-A: 1\n\n{}", "b".repeat(MAX_RESPONSE_HEAD * 2));
+        assert!(parse(big_body.as_bytes()).is_ok());
+    }
+
+    #[test]
     fn framing_headers_are_dropped() {
         let r = parse(b"Content-Type: a\nContent-Length: 99\nConnection: close\n\n").unwrap();
         assert_eq!(r.headers.len(), 1);
@@ -304,6 +339,8 @@ mod tests {
             .header("X-Thing", "a")
             .header("X-Thing", "b")
             .header("Proxy", "http://evil")
+            .header("X_Forwarded_For", "6.6.6.6")
+            .header("X-Forwarded-For", "10.0.0.1")
             .body(())
             .unwrap();
         let (parts, ()) = req.into_parts();
@@ -335,6 +372,13 @@ mod tests {
         assert_eq!(get("HTTP_HOST"), Some("example.org:8080"));
         assert_eq!(get("SCRIPT_NAME"), Some("/api"));
         assert_eq!(get("HTTP_PROXY"), None);
+        assert_eq!(get("HTTP_X_FORWARDED_FOR"), Some("10.0.0.1"));
+        assert_eq!(
+            env.iter()
+                .filter(|v| v.starts_with(b"HTTP_X_FORWARDED"))
+                .count(),
+            1
+        );
     }
 
     #[test]

@@ -12,6 +12,11 @@ pub struct HttpSpec {
     /// Most connections serving at once; when full, one with no request
     /// at work makes room for a new one (see `http::gate`).
     pub max_connections: usize,
+    /// Bytes its requests may hold at once, all connections together:
+    /// heads, bodies and answers (past it, 503; see `http::budget`).
+    pub max_buffered: u64,
+    /// Bytes the requests of one connection may hold at once.
+    pub max_buffered_per_connection: u64,
     /// Its routes, matched in order: the first whose path matches wins.
     pub routes: Vec<RouteSpec>,
 }
@@ -64,6 +69,12 @@ pub mod defaults {
     pub const MAX_BODY: u64 = 1 << 20;
     /// [`super::RouteSpec::max_response`].
     pub const MAX_RESPONSE: usize = 16 << 20;
+    /// [`super::HttpSpec::max_buffered`] (raised to what one connection
+    /// may hold, if that is more).
+    pub const MAX_BUFFERED: u64 = 256 << 20;
+    /// [`super::HttpSpec::max_buffered_per_connection`] (raised to what
+    /// one request of the largest route may hold, if that is more).
+    pub const MAX_BUFFERED_PER_CONNECTION: u64 = 32 << 20;
 }
 
 impl RouteSpec {

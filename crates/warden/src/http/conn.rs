@@ -11,13 +11,16 @@
 //! | HTTP/2 requests at once | [`MAX_STREAMS`] per connection; closed after [`IDLE`] without one |
 //! | one connection's life | [`Limits::connection_life`]; then it closes after the requests in flight |
 //!
+//! | bytes held by requests (heads, bodies, answers) | [`Limits::max_buffered_per_connection`] per connection, [`Limits::max_buffered`] per server: past either, 503 (see `budget`) |
+//!
 //! Bodies are the handler's business (each reads its own within its own
-//! size and time limits). A finished connection is closed gently
+//! size and time limits, every frame charged as it arrives). A finished connection is closed gently
 //! ([`linger`]). When the gate closes, connections finish the request in
 //! flight and close.
 
+use super::budget::{self, Budget, Held};
 pub use super::gate::Gate;
-use super::gate::{Sending, Ticket, Tracked, Watched, EVICT_GRACE};
+use super::gate::{self, Sending, Ticket, Tracked, Watched, EVICT_GRACE};
 use super::preface::{self, Protocol, Rewind};
 use bytes::Bytes;
 use http_body_util::Full;
@@ -52,6 +55,11 @@ pub struct Limits {
     pub max_connections: usize,
     /// One connection's life.
     pub connection_life: Duration,
+    /// Bytes all its requests may hold at once: heads, bodies and
+    /// answers (see `budget`).
+    pub max_buffered: u64,
+    /// Bytes the requests of one connection may hold at once.
+    pub max_buffered_per_connection: u64,
 }
 
 /// A request's body as the answer gets it (read like hyper's own; the
@@ -87,6 +95,7 @@ pub async fn accept_loop<F: Answer + Clone>(
     limits: Limits,
     answer: F,
 ) {
+    let buffered = Budget::new(limits.max_buffered);
     loop {
         let Ok((stream, remote)) = listener.accept().await else {
             // Out of descriptors, most likely: wait rather than spin.
@@ -99,15 +108,36 @@ pub async fn accept_loop<F: Answer + Clone>(
         };
         let _ = stream.set_nodelay(true);
         let closing = gate.closing();
+        let budgets = Budgets {
+            conn: Budget::new(limits.max_buffered_per_connection),
+            server: buffered.clone(),
+        };
         tokio::spawn(connection(
             ticket,
             closing,
             limits,
             stream,
             remote,
-            answer.clone(),
+            Served {
+                answer: answer.clone(),
+                budgets,
+            },
         ));
     }
+}
+
+/// What serves one connection's requests: the answer, and the budgets
+/// what they hold is charged to.
+struct Served<F> {
+    answer: F,
+    budgets: Budgets,
+}
+
+/// A connection's budget and its server's.
+#[derive(Clone)]
+struct Budgets {
+    conn: Arc<Budget>,
+    server: Arc<Budget>,
 }
 
 /// Serves one connection within its limits, in the protocol its first
@@ -119,7 +149,7 @@ async fn connection<F: Answer>(
     limits: Limits,
     stream: tokio::net::TcpStream,
     remote: SocketAddr,
-    answer: F,
+    answer: Served<F>,
 ) {
     let sniffed = tokio::select! {
         sniffed = preface::sniff(stream, HEAD_TIMEOUT) => sniffed,
@@ -152,7 +182,7 @@ async fn http1<F: Answer>(
     limits: Limits,
     mut closing: tokio::sync::watch::Receiver<bool>,
     remote: SocketAddr,
-    answer: F,
+    answer: Served<F>,
 ) {
     let service = tracked(ticket.clone(), remote, answer);
     let mut conn = hyper::server::conn::http1::Builder::new()
@@ -179,12 +209,15 @@ async fn http1<F: Answer>(
     stopping(conn, stop, &ticket).await;
 }
 
-/// A connection's requests, each answered by `answer`, and in flight for
-/// the gate until its response's body is taken.
+/// A connection's requests, each answered by `answer`, in flight for the
+/// gate until its response's body is taken, and holding what it charged
+/// to the budgets until then: a head that does not fit is answered 503
+/// without an answer being asked for, and so is an answer that does not.
+/// A panic while answering becomes a 500 (it ends that request only).
 fn tracked<F: Answer>(
     ticket: Arc<Ticket>,
     remote: SocketAddr,
-    answer: F,
+    served: Served<F>,
 ) -> impl hyper::service::Service<
     Request<Incoming>,
     Response = Response<Tracked>,
@@ -193,10 +226,67 @@ fn tracked<F: Answer>(
 > {
     hyper::service::service_fn(move |req: Request<Incoming>| {
         let (parts, body) = req.into_parts();
-        let (body, busy) = ticket.begin(body);
-        let reply = answer.answer(Request::from_parts(parts, body), remote);
-        Box::pin(async move { Ok(reply.await.map(|body| Tracked::new(body, busy))) })
+        let b = &served.budgets;
+        let held = Held::new(&b.conn, &b.server, budget::head_bytes(&parts));
+        let (body, busy) = ticket.begin(body, held.as_ref().ok().cloned());
+        let reply = match held {
+            Ok(_) => Some(CatchPanic(Box::pin(
+                served
+                    .answer
+                    .answer(Request::from_parts(parts, body), remote),
+            ))),
+            Err(_) => None,
+        };
+        Box::pin(async move {
+            let held = match held {
+                Ok(h) => h,
+                Err(full) => return Ok(refused(busy, full)),
+            };
+            let Some(reply) = reply else {
+                return Ok(refused(busy, budget::Full::Server));
+            };
+            let response = reply.await.unwrap_or_else(|()| {
+                respond(
+                    500,
+                    "text/plain",
+                    "the server failed answering this request\n",
+                    true,
+                )
+            });
+            let (parts, body) = response.into_parts();
+            let body = gate::bytes_of(body);
+            if let Err(full) = held.charge(body.len() as u64) {
+                return Ok(refused(busy, full));
+            }
+            let body = Tracked::new(Full::new(body), busy, Some(held));
+            Ok(Response::from_parts(parts, body))
+        })
     })
+}
+
+/// The 503 for a request whose head or answer did not fit a budget.
+fn refused(busy: super::gate::Busy, full: budget::Full) -> Response<Tracked> {
+    let (parts, body) = respond(503, "text/plain", format!("busy: {full}\n"), true).into_parts();
+    Response::from_parts(parts, Tracked::new(body, busy, None))
+}
+
+/// A future whose panic is caught and given as `Err(())`.
+struct CatchPanic<F>(std::pin::Pin<Box<F>>);
+
+impl<F: Future> Future for CatchPanic<F> {
+    type Output = Result<F::Output, ()>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let inner = self.0.as_mut();
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.poll(cx))) {
+            Ok(std::task::Poll::Ready(r)) => std::task::Poll::Ready(Ok(r)),
+            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+            Err(_) => std::task::Poll::Ready(Err(())),
+        }
+    }
 }
 
 /// Lets a connection told to stop (its protocol's graceful shutdown
@@ -222,7 +312,7 @@ async fn http2<F: Answer>(
     limits: Limits,
     mut closing: tokio::sync::watch::Receiver<bool>,
     remote: SocketAddr,
-    answer: F,
+    answer: Served<F>,
 ) {
     let service = tracked(ticket.clone(), remote, answer);
     let conn = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())

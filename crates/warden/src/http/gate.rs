@@ -23,6 +23,7 @@
 //! Lock order: the gate's list, then (to tell a connection to give way)
 //! that connection's notifier; nothing else is locked under the list.
 
+use super::budget::Held;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::{Body, Frame, SizeHint};
@@ -192,9 +193,13 @@ impl Ticket {
     }
 
     /// A request with `body` begins: in flight until the guard is
-    /// dropped, at work once its body (which it is given back, watched)
-    /// has all arrived or is dropped.
-    pub(super) fn begin<B: Body>(self: &Arc<Self>, body: B) -> (Watched<B>, Busy) {
+    /// dropped, at work once its body (which it is given back, watched,
+    /// each frame charged to `held`) has all arrived or is dropped.
+    pub(super) fn begin<B: Body>(
+        self: &Arc<Self>,
+        body: B,
+        held: Option<Arc<Held>>,
+    ) -> (Watched<B>, Busy) {
         self.conn.began.store(true, Ordering::Relaxed);
         let reading = !body.is_end_stream();
         if reading {
@@ -207,6 +212,7 @@ impl Ticket {
         let watched = Watched {
             body,
             reading: reading.then(|| self.clone()),
+            held,
         };
         (watched, Busy(self.clone()))
     }
@@ -257,12 +263,18 @@ impl Drop for Busy {
 }
 
 /// A request's body, telling the gate when it has all arrived (or is
-/// dropped before).
+/// dropped before), and charging each data frame to its request (see
+/// `budget`): a frame that does not fit ends the body with [`Full`].
 pub struct Watched<B> {
     body: B,
     /// The connection, while the body is still arriving.
     reading: Option<Arc<Ticket>>,
+    /// What the request holds.
+    held: Option<Arc<Held>>,
 }
+
+/// Why a request's body could not be read.
+pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
 
 impl<B> Watched<B> {
     fn arrived(&mut self) {
@@ -278,19 +290,35 @@ impl<B> Drop for Watched<B> {
     }
 }
 
-impl<B: Body + Unpin> Body for Watched<B> {
+impl<B> Body for Watched<B>
+where
+    B: Body + Unpin,
+    B::Error: Into<BodyError>,
+{
     type Data = B::Data;
-    type Error = B::Error;
+    type Error = BodyError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+    ) -> Poll<Option<Result<Frame<B::Data>, BodyError>>> {
+        use bytes::Buf;
         let frame = Pin::new(&mut self.body).poll_frame(cx);
         if matches!(frame, Poll::Ready(None | Some(Err(_)))) || self.body.is_end_stream() {
             self.arrived();
         }
-        frame
+        let frame = match frame {
+            Poll::Ready(Some(Ok(f))) => f,
+            Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e.into()))),
+            Poll::Ready(None) => return Poll::Ready(None),
+            Poll::Pending => return Poll::Pending,
+        };
+        let len = frame.data_ref().map_or(0, |d| d.remaining() as u64);
+        if let Some(Err(full)) = self.held.as_ref().map(|h| h.charge(len)) {
+            self.arrived();
+            return Poll::Ready(Some(Err(Box::new(full))));
+        }
+        Poll::Ready(Some(Ok(frame)))
     }
 
     fn is_end_stream(&self) -> bool {
@@ -302,16 +330,42 @@ impl<B: Body + Unpin> Body for Watched<B> {
     }
 }
 
-/// A response body that keeps its request in flight until the protocol
-/// has taken all of it (and drops it).
+/// Larger answers go to the protocol in copies of this many bytes, so
+/// that once the last is taken the answer's own buffer (charged to its
+/// request) is freed, and a slow reader pins no more than the
+/// protocol's own send buffer.
+pub const CHUNK: usize = 64 << 10;
+
+/// A response body that keeps its request in flight, and what the
+/// request holds charged, until the protocol has taken all of it (and
+/// drops it). An answer over [`CHUNK`] bytes is handed over in copied
+/// chunks, each when the protocol asks for it: hyper asks only when its
+/// buffer has room (HTTP/1.1) or the client's window does (HTTP/2).
 pub(super) struct Tracked {
-    body: Full<Bytes>,
+    rest: Bytes,
+    chunked: bool,
     _busy: Busy,
+    _held: Option<Arc<Held>>,
 }
 
 impl Tracked {
-    pub(super) fn new(body: Full<Bytes>, busy: Busy) -> Tracked {
-        Tracked { body, _busy: busy }
+    pub(super) fn new(body: Full<Bytes>, busy: Busy, held: Option<Arc<Held>>) -> Tracked {
+        let rest = bytes_of(body);
+        Tracked {
+            chunked: rest.len() > CHUNK,
+            rest,
+            _busy: busy,
+            _held: held,
+        }
+    }
+}
+
+/// The bytes of a `Full` body (which has them ready).
+pub(super) fn bytes_of(mut body: Full<Bytes>) -> Bytes {
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    match Pin::new(&mut body).poll_frame(&mut cx) {
+        Poll::Ready(Some(Ok(frame))) => frame.into_data().unwrap_or_default(),
+        _ => Bytes::new(),
     }
 }
 
@@ -321,17 +375,31 @@ impl Body for Tracked {
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
+        _cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        Pin::new(&mut self.body).poll_frame(cx)
+        if self.rest.is_empty() {
+            return Poll::Ready(None);
+        }
+        let data = if self.chunked {
+            let n = self.rest.len().min(CHUNK);
+            let copy = Bytes::copy_from_slice(&self.rest[..n]);
+            bytes::Buf::advance(&mut self.rest, n);
+            if self.rest.is_empty() {
+                self.rest = Bytes::new();
+            }
+            copy
+        } else {
+            std::mem::take(&mut self.rest)
+        };
+        Poll::Ready(Some(Ok(Frame::data(data))))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        self.rest.is_empty()
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
+        SizeHint::with_exact(self.rest.len() as u64)
     }
 }
 
@@ -414,7 +482,7 @@ mod tests {
 
     /// A request with no body: at work at once.
     fn work(t: &Arc<Ticket>) -> Busy {
-        t.begin(http_body_util::Empty::<Bytes>::new()).1
+        t.begin(http_body_util::Empty::<Bytes>::new(), None).1
     }
 
     #[test]
@@ -483,7 +551,7 @@ mod tests {
         let admit = || Arc::new(gate.admit(2).unwrap());
         let (reading, waiting) = (admit(), admit());
         // The older connection's request has a body still to come.
-        let (body, _request) = reading.begin(Full::new(Bytes::from_static(b"body")));
+        let (body, _request) = reading.begin(Full::new(Bytes::from_static(b"body")), None);
         assert!(!reading.at_work() && !told(&reading));
         let third = admit();
         assert!(told(&waiting) && !told(&reading));
@@ -510,7 +578,7 @@ mod tests {
         let wrote = socket.write(&answer).await.unwrap();
         assert_eq!(wrote, 64);
         assert!(slow.answering() && !slow.at_work());
-        let (_body, _request) = body.begin(Full::new(Bytes::from_static(b"body")));
+        let (_body, _request) = body.begin(Full::new(Bytes::from_static(b"body")), None);
         assert!(!body.answering());
         // Newcomers, each busy at once: the idle one gives way, then the
         // one awaiting a body, and only then the slow reader.
@@ -537,7 +605,7 @@ mod tests {
         use http_body_util::BodyExt;
         let gate = Arc::new(Gate::default());
         let t = Arc::new(gate.admit(1).unwrap());
-        let (body, _request) = t.begin(Full::new(Bytes::from_static(b"body")));
+        let (body, _request) = t.begin(Full::new(Bytes::from_static(b"body")), None);
         assert!(!t.at_work());
         let mut body = std::pin::pin!(body);
         assert_eq!(

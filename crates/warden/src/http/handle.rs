@@ -2,6 +2,7 @@
 //! answered by a fresh task (WAGI) or by a servlet's service, with every
 //! fault turned into an HTTP answer.
 
+use super::budget;
 use super::cgi;
 use super::config::{Handler, RouteSpec};
 use super::conn::respond;
@@ -20,6 +21,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
 /// Time allowed for a request body to arrive.
@@ -32,7 +34,7 @@ pub struct Route {
     pub spec: RouteSpec,
     pub stats: Arc<RouteStats>,
     name: Arc<str>,
-    slots: tokio::sync::Semaphore,
+    slots: Arc<tokio::sync::Semaphore>,
     /// The servlet route's client identity.
     client: Option<HostClient>,
     /// Numbers the route's per-request tasks.
@@ -76,7 +78,7 @@ impl Route {
             .then(|| rt.host_client(format!("http {}", spec.name)));
         Route {
             name: spec.name.as_str().into(),
-            slots: tokio::sync::Semaphore::new(spec.max_concurrent),
+            slots: Arc::new(tokio::sync::Semaphore::new(spec.max_concurrent)),
             stats,
             client,
             seq: AtomicU64::new(0),
@@ -112,7 +114,7 @@ impl Route {
             Err(answer) => return answer,
         };
         let deadline = start + self.spec.timeout;
-        let _permit = match self.slots.try_acquire() {
+        let slot = match self.slots.clone().try_acquire_owned() {
             Ok(p) => p,
             Err(_) => {
                 if self.stats.queued.load(Ordering::Relaxed) >= self.spec.max_queue as i64 {
@@ -122,7 +124,7 @@ impl Route {
                     );
                 }
                 let _queued = Gauge::up(&self.stats.queued);
-                match tokio::time::timeout_at(deadline, self.slots.acquire()).await {
+                match tokio::time::timeout_at(deadline, self.slots.clone().acquire_owned()).await {
                     Ok(Ok(p)) => p,
                     _ => return text(503, "busy: no handler slot came free in time"),
                 }
@@ -142,9 +144,12 @@ impl Route {
                     unreachable!()
                 };
                 let env = cgi::environment(&meta, &template.env);
-                self.per_request(rt, env, body, deadline).await
+                self.per_request(rt, env, body, deadline, slot).await
             }
-            Handler::Service(name) => self.servlet(name, &parts, &body, deadline).await,
+            Handler::Service(name) => {
+                let _slot = slot;
+                self.servlet(name, &parts, &body, deadline).await
+            }
         }
     }
 
@@ -169,7 +174,10 @@ impl Route {
         let limit = usize::try_from(max).unwrap_or(usize::MAX);
         match tokio::time::timeout(BODY_TIMEOUT, Limited::new(body, limit).collect()).await {
             Ok(Ok(collected)) => Ok(collected.to_bytes()),
-            Ok(Err(_)) => Err(too_large()),
+            Ok(Err(e)) => match e.downcast_ref::<budget::Full>() {
+                Some(full) => Err(respond(503, "text/plain", format!("busy: {full}\n"), true)),
+                None => Err(too_large()),
+            },
             Err(_) => Err(respond(
                 408,
                 "text/plain",
@@ -186,6 +194,7 @@ impl Route {
         env: crate::host::Strings,
         body: Bytes,
         deadline: Instant,
+        slot: OwnedSemaphorePermit,
     ) -> Answer {
         let Handler::Module(template) = &self.spec.handler else {
             unreachable!()
@@ -200,33 +209,45 @@ impl Route {
         let capture = Capture::new(self.spec.max_response);
         spec.stdout = Output::Capture(capture.clone());
         spec.route = Some(self.name.clone());
-        let (id, mut ended, mut done) = match rt.spawn_ending(&spec, env) {
+        let (id, mut ended, done) = match rt.spawn_ending(&spec, env) {
             Ok(x) => x,
             Err(e @ (Error::Full(_) | Error::Mappings(_))) => return text(503, e),
             Err(e) => return text(500, e),
+        };
+        let mut running = Running {
+            rt: rt.clone(),
+            id,
+            done: Some(done),
+            slot: Some(slot),
+            ended: false,
         };
         // The answer goes out as soon as the task's code has returned; its
         // store is released after (or, if it never ran that far, from its
         // report).
         let ending = async {
+            let done = running.done.as_mut().expect("taken only when dropped");
             tokio::select! {
                 biased;
                 Ok(status) = &mut ended => Some(status),
-                report = &mut done => report.ok().map(|r| r.ending()),
+                report = done => report.ok().map(|r| r.ending()),
             }
         };
-        let status = match tokio::time::timeout_at(deadline, ending).await {
+        let ending = tokio::time::timeout_at(deadline, ending).await;
+        let status = match ending {
             Ok(Some(status)) => status,
-            Ok(None) => return text(503, "the runtime is stopping"),
+            Ok(None) => {
+                running.ended = true;
+                return text(503, "the runtime is stopping");
+            }
             Err(_) => {
-                let _ = rt.kill(id, "over its route's timeout");
-                let _ = done.await;
+                running.end("over its route's timeout").await;
                 return text(
                     504,
                     format!("handler over its {:?} timeout", self.spec.timeout),
                 );
             }
         };
+        running.ended = true;
         match status {
             TaskStatus::Exited(0) => {
                 let (out, overflowed) = capture.take();
@@ -251,7 +272,9 @@ impl Route {
     async fn servlet(&self, name: &str, parts: &Parts, body: &[u8], deadline: Instant) -> Answer {
         let client = self.client.as_ref().expect("servlet routes have a client");
         let request = servlet_request(parts, body);
-        match tokio::time::timeout_at(deadline, client.call(name, &request)).await {
+        let max = self.spec.max_response;
+        let call = client.call_within(None, name, &request, max);
+        match tokio::time::timeout_at(deadline, call).await {
             Err(_) => text(
                 504,
                 format!(
@@ -260,8 +283,60 @@ impl Route {
                 ),
             ),
             Ok(Err(Errno::Denied)) => text(503, format!("no task provides {name:?}")),
+            Ok(Err(Errno::Quota)) => text(
+                502,
+                format!("servlet {name:?}: its response is over {max} bytes"),
+            ),
             Ok(Err(e)) => text(502, format!("servlet {name:?}: {e}")),
             Ok(Ok(reply)) => from_cgi(reply),
+        }
+    }
+}
+
+/// A per-request task while its request is wanted. Dropped before the
+/// task's code has ended (the client reset the stream or closed the
+/// connection, the server stopped: its request's future was dropped),
+/// it kills the task and keeps the route's slot until the task is gone,
+/// so abandoned requests never have more tasks alive than the route has
+/// slots. Once the code has ended, the slot is free: what is left is the
+/// host releasing the store, which no guest can prolong.
+struct Running {
+    rt: Runtime,
+    id: crate::task::TaskId,
+    done: Option<tokio::sync::oneshot::Receiver<crate::report::TaskReport>>,
+    slot: Option<OwnedSemaphorePermit>,
+    ended: bool,
+}
+
+impl Running {
+    /// Kills the task for `why` and waits until it is gone.
+    async fn end(&mut self, why: &str) {
+        let _ = self.rt.kill(self.id, why);
+        if let Some(done) = self.done.take() {
+            let _ = done.await;
+        }
+        self.ended = true;
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let Some(mut done) = self.done.take().filter(|_| !self.ended) else {
+            return;
+        };
+        if !matches!(
+            done.try_recv(),
+            Err(tokio::sync::oneshot::error::TryRecvError::Empty)
+        ) {
+            return;
+        }
+        let _ = self.rt.kill(self.id, "its request was abandoned");
+        let slot = self.slot.take();
+        if let Ok(here) = tokio::runtime::Handle::try_current() {
+            here.spawn(async move {
+                let _ = done.await;
+                drop(slot);
+            });
         }
     }
 }

@@ -31,6 +31,7 @@
 //! [`conn`]: they hold a connection, never a handler task (a body is read
 //! whole before any task starts).
 
+pub mod budget;
 pub mod cgi;
 pub mod config;
 pub mod conn;
@@ -54,6 +55,8 @@ const GRACE: Duration = Duration::from_secs(2);
 /// short grace to finish).
 pub struct HttpServer {
     addr: SocketAddr,
+    /// Kept from tasks' grants (see `net::own`).
+    _own: crate::net::own::OwnEndpoint,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -74,6 +77,7 @@ impl HttpServer {
             .set_nonblocking(true)
             .map_err(|e| format!("http server on {}: {e}", spec.listen))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let own = crate::net::own::register(addr);
         let server = Arc::new(Server {
             rt: rt.clone(),
             local: addr,
@@ -86,6 +90,8 @@ impl HttpServer {
         let limits = conn::Limits {
             max_connections: spec.max_connections,
             connection_life: Duration::from_secs(600),
+            max_buffered: spec.max_buffered,
+            max_buffered_per_connection: spec.max_buffered_per_connection,
         };
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let threads = rt.config().workers.max(1);
@@ -95,6 +101,7 @@ impl HttpServer {
             .map_err(|e| e.to_string())?;
         Ok(HttpServer {
             addr,
+            _own: own,
             stop: Some(stop),
             thread: Some(thread),
         })

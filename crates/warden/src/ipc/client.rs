@@ -7,7 +7,7 @@
 //! semantics of a task's portal call: the request is copied into the
 //! kernel, queued FIFO on the service, and the reply copied out; if the
 //! caller gives up (its future is dropped, e.g. on a timeout) the call is
-//! abandoned and the server's late reply gets `PeerDied`. [`HostClient::call`]
+//! abandoned and the server's late reply gets `PeerDied`. [`HostClient::call_within`]
 //! sends bytes only and drops handles in the reply; [`HostClient::call_portal`]
 //! (the cluster's relays) carries objects both ways. The host lends no
 //! scheduling context: the server runs on its own.
@@ -32,6 +32,9 @@ use std::sync::{Arc, Mutex};
 
 /// Slots kept for reuse; more calls at once allocate their own.
 const POOL: usize = 256;
+
+/// Largest request or reply buffer a slot kept for reuse may have.
+const POOLED_BUFFER: usize = 256 << 10;
 
 /// Runs a direct service's call (a passive task's handler or a host
 /// service, see [`super::service::Direct`]) for a client that is not a
@@ -105,24 +108,21 @@ impl HostClient {
         &self.kernel
     }
 
-    /// Calls the service registered under `name` with `request` and
-    /// returns its reply. `Denied` if no live task provides the name;
-    /// `PeerDied` if the server dies or closes the service first.
-    pub async fn call(&self, name: &str, request: &[u8]) -> Result<Vec<u8>, Errno> {
-        self.call_as(None, name, request).await
-    }
-
-    /// [`HostClient::call`] on behalf of a caller elsewhere (`origin`),
-    /// which the server may ask for.
-    pub async fn call_as(
+    /// Calls the service registered under `name` with `request` on
+    /// behalf of `origin` (which the server may ask for) and returns its
+    /// reply: `Denied` if no live task provides the name; `PeerDied` if
+    /// the server dies or closes the service first; `Quota` for a reply
+    /// over `max_reply` bytes (refused without copying it out).
+    pub async fn call_within(
         &self,
         origin: Option<Origin>,
         name: &str,
         request: &[u8],
+        max_reply: usize,
     ) -> Result<Vec<u8>, Errno> {
         let portal = self.kernel.names.lookup(name).ok_or(Errno::Denied)?;
         let (reply, _objects) = self
-            .call_portal(origin, portal, request, Vec::new())
+            .call_portal_within(origin, portal, request, Vec::new(), max_reply)
             .await?;
         Ok(reply)
     }
@@ -137,12 +137,27 @@ impl HostClient {
         request: &[u8],
         objects: Vec<super::Object>,
     ) -> Result<(Vec<u8>, Vec<super::Object>), Errno> {
+        self.call_portal_within(origin, portal, request, objects, usize::MAX)
+            .await
+    }
+
+    async fn call_portal_within(
+        &self,
+        origin: Option<Origin>,
+        portal: super::service::PortalRef,
+        request: &[u8],
+        objects: Vec<super::Object>,
+        max_reply: usize,
+    ) -> Result<(Vec<u8>, Vec<super::Object>), Errno> {
         if let Some(handler) = portal.service().direct_handler().cloned() {
             drop(portal);
             if !objects.is_empty() {
                 return Err(Errno::Inval);
             }
             let reply = (self.direct)(&handler, &self.owner, request).await?;
+            if reply.len() > max_reply {
+                return Err(Errno::Quota);
+            }
             return Ok((reply, Vec::new()));
         }
         let others = self.calls.fetch_add(1, Ordering::Relaxed);
@@ -185,10 +200,14 @@ impl HostClient {
             st.phase = Phase::Idle;
             st.request_objects.clear();
             let objects = std::mem::take(&mut st.reply_objects);
-            (code >= 0).then(|| (st.reply.clone(), objects))
+            match code {
+                c if c < 0 => Err(Errno::from_code(c)),
+                _ if st.reply.len() > max_reply => Err(Errno::Quota),
+                _ => Ok((st.reply.clone(), objects)),
+            }
         };
         self.give_back(slot);
-        reply.ok_or(Errno::from_code(code))
+        reply
     }
 
     fn slot(&self) -> Arc<CallSlot> {
@@ -197,6 +216,14 @@ impl HostClient {
     }
 
     fn give_back(&self, slot: Arc<CallSlot>) {
+        {
+            // A slot that carried a large call is not kept: its buffers
+            // would stay as large for as long as the client lives.
+            let st = slot.lock();
+            if st.request.capacity().max(st.reply.capacity()) > POOLED_BUFFER {
+                return;
+            }
+        }
         let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
         if pool.len() < POOL {
             pool.push(slot);

@@ -4,6 +4,12 @@
 //! [[http]]
 //! listen = "127.0.0.1:8080"
 //! max_connections = 1024       # open at once (default 1024)
+//! max_buffered = "256MiB"      # request heads, bodies and answers held at
+//!                              # once, all connections (default 256MiB);
+//!                              # past it, 503
+//! max_buffered_per_connection = "32MiB" # the same for one connection
+//!                              # (default 32MiB); both at least the
+//!                              # largest route's max_body + max_response
 //!
 //! [[http.route]]
 //! path = "/hello"              # exact; "/api/*" is a prefix
@@ -38,6 +44,8 @@ use std::path::Path;
 pub(super) struct RawHttp {
     listen: String,
     max_connections: Option<usize>,
+    max_buffered: Option<String>,
+    max_buffered_per_connection: Option<String>,
     #[serde(default)]
     route: Vec<RawRoute>,
 }
@@ -104,16 +112,56 @@ pub(super) fn servers(
             }
             routes.push(route);
         }
+        let (max_buffered, max_buffered_per_connection) =
+            buffered(&h.max_buffered, &h.max_buffered_per_connection, &routes)
+                .map_err(|e| format!("{at}: {e}"))?;
         out.push(HttpSpec {
             listen: h.listen,
             max_connections: match h.max_connections {
                 Some(0) => return Err(format!("{at}: max_connections: must be at least 1")),
                 n => n.unwrap_or(DEFAULT_MAX_CONNECTIONS),
             },
+            max_buffered,
+            max_buffered_per_connection,
             routes,
         });
     }
     Ok(out)
+}
+
+/// A server's `max_buffered` and `max_buffered_per_connection`: each at
+/// least what one request of its largest route may hold (its head, body
+/// and answer), and the server's at least one connection's. Defaults
+/// are raised to that; a value given below it is refused.
+fn buffered(
+    server: &Option<String>,
+    per_connection: &Option<String>,
+    routes: &[RouteSpec],
+) -> Result<(u64, u64), String> {
+    let one = routes
+        .iter()
+        .map(|r| r.max_body + r.max_response as u64)
+        .max()
+        .unwrap_or(0)
+        + (crate::http::conn::MAX_HEAD as u64) * 2;
+    let size = |key: &str, given: &Option<String>, default: u64, least: u64| match given {
+        None => Ok(default.max(least)),
+        Some(t) => match parse_size(t).map_err(|e| format!("{key}: {e}"))? {
+            n if n < least => Err(format!(
+                "{key}: {n} bytes is less than one request of its largest route may hold \
+                 ({least} bytes: max_body + max_response + head)"
+            )),
+            n => Ok(n),
+        },
+    };
+    let per_conn = size(
+        "max_buffered_per_connection",
+        per_connection,
+        defaults::MAX_BUFFERED_PER_CONNECTION,
+        one,
+    )?;
+    let server = size("max_buffered", server, defaults::MAX_BUFFERED, per_conn)?;
+    Ok((server, per_conn))
 }
 
 fn route(r: RawRoute, base: &Path, groups: &[&str]) -> Result<RouteSpec, String> {

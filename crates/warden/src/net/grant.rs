@@ -12,6 +12,9 @@
 //! Checking is pure and happens before any system call: a request outside
 //! every grant is refused with `denied`. Names are not resolved: a task
 //! gives addresses as numbers, so a grant cannot be escaped through DNS.
+//! An IPv4-mapped IPv6 address (`[::ffff:127.0.0.1]`) reaches the IPv4
+//! host it names, so it is that IPv4 address, in grants and requests
+//! alike ([`canonical`]): an IPv6 grant never lets a task reach IPv4.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -54,6 +57,7 @@ impl Grant {
 
     /// Whether the grant covers `addr`.
     pub fn covers(&self, addr: &SocketAddr) -> bool {
+        let addr = canonical(*addr);
         let port = addr.port();
         if port < self.ports.0 || port > self.ports.1 {
             return false;
@@ -63,6 +67,18 @@ impl Grant {
             Some((net, len)) => in_net(addr.ip(), net, len),
         }
     }
+
+    /// Whether the grant names `addr` alone: one host address and one
+    /// port, as a grant to one of Warden's own endpoints must (see
+    /// [`super::own`]).
+    pub fn names_exactly(&self, addr: &SocketAddr) -> bool {
+        let addr = canonical(*addr);
+        let host = match self.net {
+            Some((ip, len)) => ip == addr.ip() && len == if ip.is_ipv4() { 32 } else { 128 },
+            None => false,
+        };
+        host && self.ports == (addr.port(), addr.port())
+    }
 }
 
 /// Whether any of `grants` covers `addr`.
@@ -70,13 +86,37 @@ pub fn allowed(grants: &[Grant], addr: &SocketAddr) -> bool {
     grants.iter().any(|g| g.covers(addr))
 }
 
+/// Whether a task with `grants` may connect to `addr`: a grant covers
+/// it, and if it is one of Warden's own endpoints, a grant names it
+/// exactly.
+pub fn may_connect(grants: &[Grant], addr: &SocketAddr) -> bool {
+    allowed(grants, addr)
+        && match super::own::reached(addr) {
+            None => true,
+            Some(_) => grants.iter().any(|g| g.names_exactly(addr)),
+        }
+}
+
 /// Parses a socket address as a task gives it: numbers only, IPv6 in
-/// brackets; at most 64 bytes (longer text is no address).
+/// brackets; at most 64 bytes (longer text is no address). An
+/// IPv4-mapped address comes back as the IPv4 address it is.
 pub fn parse_addr(text: &[u8]) -> Option<SocketAddr> {
     if text.len() > 64 {
         return None;
     }
-    std::str::from_utf8(text).ok()?.parse().ok()
+    std::str::from_utf8(text).ok()?.parse().ok().map(canonical)
+}
+
+/// `addr` with an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`) made the
+/// IPv4 address it reaches; any other address as it is.
+pub fn canonical(addr: SocketAddr) -> SocketAddr {
+    match addr {
+        SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
+            Some(v4) => SocketAddr::new(IpAddr::V4(v4), v6.port()),
+            None => addr,
+        },
+        v4 => v4,
+    }
 }
 
 fn parse_port(p: &str) -> Result<u16, String> {
@@ -128,7 +168,14 @@ fn parse_net(host: &str) -> Result<(IpAddr, u8), String> {
             _ => return Err(format!("prefix length {l:?} is not 0 to {max}")),
         },
     };
-    Ok((ip, len))
+    // A network inside ::ffff:0:0/96 is the IPv4 network it maps.
+    match ip {
+        IpAddr::V6(v6) if len >= 96 => match v6.to_ipv4_mapped() {
+            Some(v4) => Ok((IpAddr::V4(v4), len - 96)),
+            None => Ok((ip, len)),
+        },
+        _ => Ok((ip, len)),
+    }
 }
 
 fn in_net(ip: IpAddr, net: IpAddr, len: u8) -> bool {
@@ -178,6 +225,40 @@ mod tests {
         assert!(!v6.covers(&addr("[fe80::1]:9")));
         assert!(allowed(&[g, any], &addr("1.2.3.4:5")));
         assert!(!allowed(&[], &addr("127.0.0.1:80")));
+    }
+
+    #[test]
+    fn ipv4_mapped_addresses_are_ipv4() {
+        let all6 = Grant::parse("[::]/0:*").unwrap();
+        let mapped = addr("[::ffff:127.0.0.1]:80");
+        assert!(!all6.covers(&mapped), "all IPv6 is not IPv4 loopback");
+        assert!(all6.covers(&addr("[::1]:80")));
+        assert_eq!(
+            parse_addr(b"[::ffff:127.0.0.1]:80"),
+            Some(addr("127.0.0.1:80"))
+        );
+        let lo = Grant::parse("127.0.0.1:80").unwrap();
+        assert!(lo.covers(&mapped), "the same host, spelled as IPv6");
+        let mapped_net = Grant::parse("[::ffff:10.0.0.0]/104:*").unwrap();
+        assert!(mapped_net.covers(&addr("10.1.2.3:5")));
+        assert!(!mapped_net.covers(&addr("11.1.2.3:5")));
+        assert!(!mapped_net.covers(&addr("[::1]:5")));
+    }
+
+    #[test]
+    fn own_endpoints_need_a_grant_that_names_them() {
+        let own = super::super::own::register(addr("127.0.0.1:47"));
+        let wide = [
+            Grant::parse("127.0.0.1:*").unwrap(),
+            Grant::parse("*:*").unwrap(),
+        ];
+        assert!(!may_connect(&wide, &addr("127.0.0.1:47")));
+        assert!(!may_connect(&wide, &addr("[::ffff:127.0.0.1]:47")));
+        assert!(may_connect(&wide, &addr("127.0.0.1:48")));
+        let exact = [Grant::parse("127.0.0.1:47").unwrap()];
+        assert!(may_connect(&exact, &addr("127.0.0.1:47")));
+        drop(own);
+        assert!(may_connect(&wide, &addr("127.0.0.1:47")));
     }
 
     #[test]

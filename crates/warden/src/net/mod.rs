@@ -3,6 +3,8 @@
 //!
 //! - [`grant`]: address grants (`listen`, `connect`), checked before any
 //!   system call.
+//! - [`own`]: Warden's own endpoints (control API, web servers, broker),
+//!   which only a grant naming them exactly reaches.
 //! - [`socket`]: listeners and connections on the runtime's reactor.
 //! - [`fair`]: hierarchical WF2Q+ over groups and tasks, with caps — pure
 //!   policy with an injected clock.
@@ -15,6 +17,7 @@
 pub mod fair;
 pub mod grant;
 pub mod link;
+pub mod own;
 pub mod socket;
 
 pub use grant::Grant;

@@ -10,8 +10,11 @@
 //! ([`BUFFER`] by default) each way before it connects or listens
 //! (accepted connections inherit the listener's),
 //! so the memory a connection can pin in the host kernel is known and is
-//! charged to the task that holds it ([`Conn::bytes`]).
+//! charged to the task that holds it ([`Conn::bytes`]). Each holds a
+//! place among the descriptors tasks may have (`crate::descriptors`):
+//! past them, `ENFILE` before any system call.
 
+use crate::descriptors::Descriptor;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -36,6 +39,7 @@ const BACKLOG: i32 = 1024;
 pub struct Listener {
     io: AsyncFd<TcpListener>,
     local: SocketAddr,
+    _place: Descriptor,
 }
 
 /// A connected socket.
@@ -45,6 +49,7 @@ pub struct Conn {
     local: SocketAddr,
     peer: SocketAddr,
     bytes: u64,
+    _place: Descriptor,
 }
 
 fn socket(addr: &SocketAddr, buffer: usize) -> io::Result<Socket> {
@@ -64,6 +69,7 @@ impl Listener {
     /// Binds and listens on `addr`, its connections with `buffer` bytes
     /// each way. Must run inside the runtime's reactor.
     pub fn bind(addr: &SocketAddr, buffer: usize) -> io::Result<Listener> {
+        let place = Descriptor::take()?;
         let s = socket(addr, buffer)?;
         s.set_reuse_address(true)?;
         if addr.is_ipv6() {
@@ -78,6 +84,7 @@ impl Listener {
             // `AsyncFd` that owns the listener lives.
             io: unsafe { AsyncFd::register_with_interest(l, Interest::READABLE)? },
             local,
+            _place: place,
         })
     }
 
@@ -88,8 +95,9 @@ impl Listener {
 
     /// Accepts a connection if one is waiting, without waiting.
     pub fn try_accept(&self) -> io::Result<Conn> {
+        let place = Descriptor::take()?;
         let (s, peer) = self.io.get_ref().accept()?;
-        Conn::new(s, Some(peer))
+        Conn::new(s, Some(peer), place)
     }
 
     /// Waits until a connection may be waiting.
@@ -119,7 +127,7 @@ impl Listener {
 }
 
 impl Conn {
-    fn new(s: TcpStream, peer: Option<SocketAddr>) -> io::Result<Conn> {
+    fn new(s: TcpStream, peer: Option<SocketAddr>, place: Descriptor) -> io::Result<Conn> {
         s.set_nonblocking(true)?;
         let local = s.local_addr()?;
         let peer = match peer {
@@ -135,6 +143,7 @@ impl Conn {
             local,
             peer,
             bytes,
+            _place: place,
         })
     }
 
@@ -142,6 +151,7 @@ impl Conn {
     /// waiting; finish with
     /// [`Conn::connected`]. Must run inside the runtime's reactor.
     pub fn start_connect(addr: &SocketAddr, buffer: usize) -> io::Result<Conn> {
+        let place = Descriptor::take()?;
         let s = socket(addr, buffer)?;
         match s.connect(&(*addr).into()) {
             Ok(()) => {}
@@ -159,6 +169,7 @@ impl Conn {
             local,
             peer: *addr,
             bytes,
+            _place: place,
         })
     }
 

@@ -117,6 +117,9 @@ pub struct RuntimeConfig {
     /// Load precompiled modules (`.cwasm`) this runtime's cache did not
     /// record writing (default false): their native code runs unchecked.
     pub allow_precompiled: bool,
+    /// Largest module file read (default [`crate::DEFAULT_MAX_MODULE_BYTES`]):
+    /// a larger one is refused before any of it is read.
+    pub max_module_bytes: u64,
 }
 
 /// A callback that receives every finished task's report (for example to
@@ -146,6 +149,7 @@ impl Default for RuntimeConfig {
             events: None,
             link_rate: None,
             allow_precompiled: false,
+            max_module_bytes: crate::module::DEFAULT_MAX_MODULE_BYTES,
         }
     }
 }

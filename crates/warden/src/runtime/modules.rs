@@ -73,6 +73,7 @@ impl Runtime {
                 path,
                 bytes,
                 inner.config.allow_precompiled,
+                inner.config.max_module_bytes,
                 entry,
             )
             .map_err(Error::Module)?,

@@ -1,6 +1,7 @@
 //! Seeded, reproducible fuzzing of everything outsiders hand the host:
-//! guests' `warden` and WASI calls (the `fuzz` guest), manifests, and
-//! control API requests. Each test runs for `WARDEN_FUZZ_SECONDS` (10 by
+//! guests' `warden` and WASI calls (the `fuzz` guest), manifests,
+//! control API requests, per-request handlers' CGI responses, and HTTP/2
+//! frame sequences from clients. Each test runs for `WARDEN_FUZZ_SECONDS` (10 by
 //! default) from seed `WARDEN_FUZZ_SEED` (1 by default); `scripts/fuzz`
 //! runs them for as long as wanted. A failure names its seed; a seed that
 //! once found a crash goes into `FOUND` below and runs every time.
@@ -57,6 +58,12 @@ impl Rng {
     }
     fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
         &items[self.below(items.len())]
+    }
+    fn below64(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
     }
 }
 
@@ -434,4 +441,203 @@ fn random_request(rng: &mut Rng, addr: &str, token: &str) -> Vec<u8> {
     let mut bytes = head.into_bytes();
     bytes.extend_from_slice(&body);
     bytes
+}
+
+/// Per-request handlers writing random responses (the WAGI guest's
+/// `fuzz=SEED`: CGI-shaped lines of random names, values and statuses,
+/// random bytes, long lines, thousands of headers): every request is
+/// answered with a status, and the bystander after.
+#[test]
+fn cgi_responses() {
+    use crate::hostile::site::*;
+    let site = Site::start(&format!(
+        "[[http]]\nlisten = \"127.0.0.1:0\"\n{}\n[[http.route]]\npath = \"/out\"\n\
+         module = \"{}\"\nmemory_limit = \"16MiB\"\ntimeout = \"20s\"\n",
+        bystander_route(),
+        guests::WAGI
+    ));
+    let mut seen = std::collections::BTreeMap::new();
+    for seed in seeds() {
+        let (status, body) = http1(&site.addr, "GET", &format!("/out?fuzz={seed}"), &[], b"");
+        assert!(
+            (200..600).contains(&status),
+            "seed {seed}: no answer ({status}: {body})"
+        );
+        *seen.entry(status).or_insert(0) += 1;
+    }
+    eprintln!("CGI fuzzing: statuses {seen:?}");
+    site.bystander_answers();
+    let stderr = site.served.stderr.lock().unwrap().clone();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// Clients sending the HTTP/2 preface and then random frame sequences,
+/// four connections at a time: real requests mixed with resets, window
+/// updates, settings, pings, priority, GOAWAY, CONTINUATION without
+/// HEADERS, frames on streams never opened, lengths that lie, unknown
+/// types and garbage. The server may close any connection, but must not
+/// panic, hang or grow, and the bystander is answered after.
+#[test]
+fn http2_frames() {
+    use crate::hostile::site::*;
+    let site = Site::start(&format!(
+        "[[http]]\nlisten = \"127.0.0.1:0\"\n{}",
+        bystander_route()
+    ));
+    let (before, hwm) = site.rss();
+    let mut tried = 0;
+    let seeds: Vec<u64> = seeds().collect();
+    for batch in seeds.chunks(4) {
+        std::thread::scope(|s| {
+            for &seed in batch {
+                let addr = site.addr.clone();
+                s.spawn(move || {
+                    for i in 0..25 {
+                        h2_attack(
+                            &addr,
+                            seed * 100 + i,
+                            1 + (seed as usize * 7 + i as usize) % 60,
+                        );
+                    }
+                });
+            }
+        });
+        tried += batch.len() * 25;
+        site.bystander_answers();
+    }
+    let (_, peak) = site.rss();
+    eprintln!(
+        "HTTP/2 fuzzing: {tried} connections; RSS {} -> peak {} MiB",
+        before >> 20,
+        peak >> 20
+    );
+    assert!(
+        peak <= hwm.max(before + (64 << 20)),
+        "RSS {} -> peak {} MiB",
+        before >> 20,
+        peak >> 20
+    );
+    let stderr = site.served.stderr.lock().unwrap().clone();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// One connection: the preface, `frames` random frames, then whatever
+/// the server answers until it closes or falls silent.
+fn h2_attack(addr: &str, seed: u64, frames: usize) {
+    let mut rng = Rng::new(seed);
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+        return;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    out.extend(frame(4, 0, 0, &[]));
+    let mut streams = 1;
+    for _ in 0..frames {
+        out.extend(random_frame(&mut rng, &mut streams));
+    }
+    if s.write_all(&out).is_err() {
+        return;
+    }
+    let mut buf = [0u8; 65536];
+    while let Ok(n) = s.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+    }
+}
+
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = payload.len() as u32;
+    let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
+    f.extend_from_slice(&(stream & 0x7fff_ffff).to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// A HEADERS block (HPACK) for `GET /hello`, or `POST` with a body.
+fn request_block(post: bool) -> Vec<u8> {
+    let mut b = vec![if post { 0x83 } else { 0x82 }, 0x86, 0x44, 6];
+    b.extend_from_slice(b"/hello");
+    b.extend_from_slice(&[0x41, 1, b'x']);
+    b
+}
+
+/// One random frame (or piece of garbage).
+fn random_frame(rng: &mut Rng, streams: &mut u32) -> Vec<u8> {
+    let stream = match rng.below64(4) {
+        0 => 0,
+        1 => *streams,
+        2 => rng.below64(1 << 31) as u32,
+        _ => (*streams).saturating_sub(2 * rng.below64(3) as u32),
+    };
+    let payload_len = match rng.below64(4) {
+        0 => 0,
+        1 => rng.below64(16) as usize,
+        2 => rng.below64(1024) as usize,
+        _ => rng.below64(20_000) as usize,
+    };
+    match rng.below64(14) {
+        0 | 1 => {
+            *streams += 2;
+            let post = rng.below64(2) == 0;
+            let flags = if post { 0x4 } else { 0x5 };
+            frame(1, flags, *streams, &request_block(post))
+        }
+        2 => frame(0, rng.below64(2) as u8, stream, &rng.bytes(payload_len)),
+        3 => frame(3, 0, stream, &(rng.below64(16) as u32).to_be_bytes()),
+        4 => frame(8, 0, stream, &(rng.next() as u32).to_be_bytes()),
+        5 => {
+            let mut s = Vec::new();
+            for _ in 0..rng.below64(8) {
+                s.extend_from_slice(&(rng.below64(10) as u16).to_be_bytes());
+                s.extend_from_slice(&(rng.next() as u32).to_be_bytes());
+            }
+            frame(4, rng.below64(2) as u8, 0, &s)
+        }
+        6 => frame(6, rng.below64(2) as u8, 0, &rng.bytes(8)),
+        7 => frame(2, 0, stream, &rng.bytes(5)),
+        8 => frame(9, rng.below64(2) as u8 * 4, stream, &rng.bytes(payload_len)),
+        9 => frame(7, 0, 0, &rng.bytes(8 + rng.below64(16) as usize)),
+        10 => frame(1, rng.next() as u8, stream, &rng.bytes(payload_len)),
+        11 => frame(
+            rng.below64(256) as u8,
+            rng.next() as u8,
+            stream,
+            &rng.bytes(payload_len),
+        ),
+        12 => {
+            // A length that lies about what follows.
+            let mut f = frame(0, 0, stream, &rng.bytes(payload_len));
+            f[0] = rng.next() as u8;
+            f
+        }
+        _ => rng.bytes(payload_len.min(64)),
+    }
+}
+
+/// One connection: the preface, `frames` random frames, then whatever
+/// the server answers until it closes or falls silent.
+fn attack(addr: &str, seed: u64, frames: usize) {
+    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+        return;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    out.extend(frame(4, 0, 0, &[]));
+    let mut streams = 1;
+    for _ in 0..frames {
+        out.extend(random_frame(&mut rng, &mut streams));
+    }
+    if s.write_all(&out).is_err() {
+        return;
+    }
+    let mut buf = [0u8; 65536];
+    while let Ok(n) = s.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+    }
 }

@@ -470,3 +470,61 @@ fn slice_length_flag() {
         "1 ms slices: {short} polls; 100 ms: {long}"
     );
 }
+
+/// `max_module_size` (and `--max-module-size`): a module over it is
+/// refused, naming the key, before any of it is read.
+#[test]
+fn max_module_size_refuses_larger_modules() {
+    let dir = tempfile::tempdir().unwrap();
+    let size = std::fs::metadata(guests::HELLO).unwrap().len();
+    let text = |limit: u64| {
+        format!(
+            "[runtime]\nmax_module_size = \"{limit}\"\n[[task]]\nname = 'h'\nmodule = '{}'\n",
+            guests::HELLO
+        )
+    };
+    let out = run_system(dir.path(), &text(size - 1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("max_module_size"),
+        "{err}"
+    );
+    let out = run_system(dir.path(), &text(size));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = warden()
+        .args([
+            "run",
+            "--no-cache",
+            "--control",
+            "off",
+            "--max-module-size",
+            "1KiB",
+        ])
+        .arg(manifest(dir.path(), &text(size)))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("1024 bytes"), "{err}");
+}
+
+/// `max_buffered` and `max_buffered_per_connection` below what one
+/// request of the largest route may hold are refused, saying why.
+#[test]
+fn http_buffer_budgets_must_hold_one_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[[http]]\nlisten = '127.0.0.1:0'\nmax_buffered_per_connection = '1MiB'\n\
+         [[http.route]]\npath = '/'\nmodule = '{}'\nmax_response = '4MiB'\n",
+        guests::WAGI
+    );
+    let out = run_system(dir.path(), &text);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("max_buffered_per_connection") && err.contains("largest route"),
+        "{err}"
+    );
+}

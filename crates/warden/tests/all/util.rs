@@ -248,15 +248,20 @@ pub struct Served {
 
 /// Runs `warden run ARGS MANIFEST` and waits for its "serving" line.
 pub fn serve(args: &[&str], manifest: &Path) -> Served {
+    serve_with(args, manifest, |_| {})
+}
+
+/// [`serve`], the command first given to `prepare`.
+pub fn serve_with(args: &[&str], manifest: &Path, prepare: impl FnOnce(&mut Command)) -> Served {
     use std::io::BufRead;
-    let mut child = warden()
-        .arg("run")
+    let mut cmd = warden();
+    cmd.arg("run")
         .args(args)
         .arg(manifest)
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stderr(std::process::Stdio::piped());
+    prepare(&mut cmd);
+    let mut child = cmd.spawn().unwrap();
     let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
     let (tx, rx) = std::sync::mpsc::channel();
     let (lines, all) = (child.stderr.take().unwrap(), stderr.clone());

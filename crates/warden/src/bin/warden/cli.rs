@@ -233,6 +233,10 @@ pub struct SystemArgs {
     /// write: their native code runs unchecked.
     #[arg(long)]
     pub allow_precompiled: bool,
+    /// Largest module file read (default: the manifest's
+    /// `max_module_size`, else 256MiB); larger ones are refused unread.
+    #[arg(long, value_parser = size)]
+    pub max_module_size: Option<String>,
     /// Write a JSON report of every task to this file.
     #[arg(long)]
     pub report: Option<PathBuf>,

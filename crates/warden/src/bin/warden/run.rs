@@ -155,6 +155,9 @@ pub fn manifest_config(m: &Manifest) -> RuntimeConfig {
     config.prefix_output = m.tasks.len() > 1 || !m.http.is_empty();
     config.scheduler = m.runtime.scheduler;
     config.link_rate = m.runtime.link_rate;
+    if let Some(n) = m.runtime.max_module_bytes {
+        config.max_module_bytes = n;
+    }
     config.groups = m.groups.clone();
     let n = u32::try_from(m.tasks.len()).unwrap_or(u32::MAX);
     config.max_tasks = m.runtime.max_tasks.unwrap_or(config.max_tasks.max(n));
@@ -179,6 +182,16 @@ pub fn apply_flags(sys: &SystemArgs, config: &mut RuntimeConfig) -> Result<(), S
         config.cache_dir = None;
     }
     config.allow_precompiled = sys.allow_precompiled;
+    if let Some(s) = &sys.max_module_size {
+        config.max_module_bytes = match warden::units::parse_size(s) {
+            Ok(0) | Err(_) => {
+                return Err(format!(
+                    "--max-module-size {s:?}: expected a size such as 256MiB"
+                ))
+            }
+            Ok(n) => n,
+        };
+    }
     config.events = sys.events.clone();
     Ok(())
 }
