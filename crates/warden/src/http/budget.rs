@@ -64,6 +64,11 @@ impl Budget {
     }
 }
 
+/// Marks an answer whose bytes its handler already charged (a servlet's
+/// reply, charged before it was copied out of the servlet).
+#[derive(Debug, Clone, Copy)]
+pub struct Charged;
+
 /// What one request holds, charged to its connection and its server.
 #[derive(Debug)]
 pub struct Held {
@@ -160,10 +165,14 @@ mod tests {
         let b = Held::new(&other, &server, 80).unwrap();
         assert_eq!(b.charge(20).unwrap_err(), Full::Server);
         assert_eq!((other.used(), server.used()), (80, 140));
-        a.charge(40).unwrap();
-        assert_eq!(a.charge(1).unwrap_err(), Full::Connection);
+        a.charge(10).unwrap();
+        assert_eq!(a.charge(1).unwrap_err(), Full::Server);
+        assert_eq!((conn.used(), server.used()), (70, 150));
         drop(a);
         assert_eq!((conn.used(), server.used()), (0, 80));
+        let c = Held::new(&conn, &server, 30).unwrap();
+        assert_eq!(c.charge(71).unwrap_err(), Full::Connection);
+        drop(c);
         b.charge(20).unwrap();
         drop(b);
         assert_eq!((other.used(), server.used()), (0, 0));

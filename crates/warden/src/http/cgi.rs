@@ -3,7 +3,7 @@
 //!
 //! A response is header lines (`Name: value`, ended by LF or CRLF), an
 //! empty line, then the body. `Status: 404 Not Found` sets the status
-//! (default 200, or 302 when only a `Location` is given). At least one
+//! (200 to 599; default 200, or 302 when only a `Location` is given). At least one
 //! header is required. Hop-by-hop headers and `Content-Length` are
 //! dropped (the server frames the body itself). Anything else — no empty
 //! line, a line without a colon, a bad name, value or status, more than
@@ -258,7 +258,7 @@ fn parse_status(value: &[u8]) -> Result<StatusCode, Malformed> {
     let code = value.split(|&c| c == b' ').next().unwrap_or(b"");
     StatusCode::from_bytes(code)
         .ok()
-        .filter(|s| s.as_u16() >= 200)
+        .filter(|s| (200..600).contains(&s.as_u16()))
         .ok_or_else(|| format!("bad Status {:?}", String::from_utf8_lossy(value)))
 }
 
@@ -322,6 +322,7 @@ mod tests {
             b"\n\nbody",
             b"Status: abc\n\n",
             b"Status: 99 Low\n\n",
+            b"Status: 949 Odd\n\n",
             b"Bad Name: x\n\n",
             b"X: a\x01b\n\n",
         ] {

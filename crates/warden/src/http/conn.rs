@@ -255,8 +255,10 @@ fn tracked<F: Answer>(
             });
             let (parts, body) = response.into_parts();
             let body = gate::bytes_of(body);
-            if let Err(full) = held.charge(body.len() as u64) {
-                return Ok(refused(busy, full));
+            if parts.extensions.get::<budget::Charged>().is_none() {
+                if let Err(full) = held.charge(body.len() as u64) {
+                    return Ok(refused(busy, full));
+                }
             }
             let body = Tracked::new(Full::new(body), busy, Some(held));
             Ok(Response::from_parts(parts, body))

@@ -277,6 +277,11 @@ pub struct Watched<B> {
 pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
 
 impl<B> Watched<B> {
+    /// What its request holds (see `budget`).
+    pub fn held(&self) -> Option<Arc<Held>> {
+        self.held.clone()
+    }
+
     fn arrived(&mut self) {
         if let Some(t) = self.reading.take() {
             t.conn.reading.fetch_sub(1, Ordering::AcqRel);
@@ -336,15 +341,18 @@ where
 /// protocol's own send buffer.
 pub const CHUNK: usize = 64 << 10;
 
-/// A response body that keeps its request in flight, and what the
-/// request holds charged, until the protocol has taken all of it (and
-/// drops it). An answer over [`CHUNK`] bytes is handed over in copied
-/// chunks, each when the protocol asks for it: hyper asks only when its
-/// buffer has room (HTTP/1.1) or the client's window does (HTTP/2).
+/// A response body that keeps its request in flight until the protocol
+/// takes its first bytes (or drops it), and what the request holds
+/// charged until the protocol has taken all of it. An answer over
+/// [`CHUNK`] bytes is handed over in copied chunks, each when the
+/// protocol asks for it: hyper asks only when its buffer has room
+/// (HTTP/1.1) or the client's window does (HTTP/2). While the rest waits
+/// for a slow reader, the request is no longer at work: its connection is
+/// one waiting for its reader (see [`Sending`]).
 pub(super) struct Tracked {
     rest: Bytes,
     chunked: bool,
-    _busy: Busy,
+    busy: Option<Busy>,
     _held: Option<Arc<Held>>,
 }
 
@@ -354,7 +362,7 @@ impl Tracked {
         Tracked {
             chunked: rest.len() > CHUNK,
             rest,
-            _busy: busy,
+            busy: Some(busy),
             _held: held,
         }
     }
@@ -377,6 +385,7 @@ impl Body for Tracked {
         mut self: Pin<&mut Self>,
         _cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.busy = None;
         if self.rest.is_empty() {
             return Poll::Ready(None);
         }

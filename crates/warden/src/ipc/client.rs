@@ -111,18 +111,19 @@ impl HostClient {
     /// Calls the service registered under `name` with `request` on
     /// behalf of `origin` (which the server may ask for) and returns its
     /// reply: `Denied` if no live task provides the name; `PeerDied` if
-    /// the server dies or closes the service first; `Quota` for a reply
-    /// over `max_reply` bytes (refused without copying it out).
+    /// the server dies or closes the service first; or the error
+    /// `admit_reply` gives for the reply's length (the reply is then
+    /// refused without being copied out).
     pub async fn call_within(
         &self,
         origin: Option<Origin>,
         name: &str,
         request: &[u8],
-        max_reply: usize,
+        admit_reply: &(dyn Fn(usize) -> Result<(), Errno> + Sync),
     ) -> Result<Vec<u8>, Errno> {
         let portal = self.kernel.names.lookup(name).ok_or(Errno::Denied)?;
         let (reply, _objects) = self
-            .call_portal_within(origin, portal, request, Vec::new(), max_reply)
+            .call_portal_within(origin, portal, request, Vec::new(), admit_reply)
             .await?;
         Ok(reply)
     }
@@ -137,7 +138,7 @@ impl HostClient {
         request: &[u8],
         objects: Vec<super::Object>,
     ) -> Result<(Vec<u8>, Vec<super::Object>), Errno> {
-        self.call_portal_within(origin, portal, request, objects, usize::MAX)
+        self.call_portal_within(origin, portal, request, objects, &|_| Ok(()))
             .await
     }
 
@@ -147,7 +148,7 @@ impl HostClient {
         portal: super::service::PortalRef,
         request: &[u8],
         objects: Vec<super::Object>,
-        max_reply: usize,
+        admit_reply: &(dyn Fn(usize) -> Result<(), Errno> + Sync),
     ) -> Result<(Vec<u8>, Vec<super::Object>), Errno> {
         if let Some(handler) = portal.service().direct_handler().cloned() {
             drop(portal);
@@ -155,9 +156,7 @@ impl HostClient {
                 return Err(Errno::Inval);
             }
             let reply = (self.direct)(&handler, &self.owner, request).await?;
-            if reply.len() > max_reply {
-                return Err(Errno::Quota);
-            }
+            admit_reply(reply.len())?;
             return Ok((reply, Vec::new()));
         }
         let others = self.calls.fetch_add(1, Ordering::Relaxed);
@@ -202,8 +201,7 @@ impl HostClient {
             let objects = std::mem::take(&mut st.reply_objects);
             match code {
                 c if c < 0 => Err(Errno::from_code(c)),
-                _ if st.reply.len() > max_reply => Err(Errno::Quota),
-                _ => Ok((st.reply.clone(), objects)),
+                _ => admit_reply(st.reply.len()).map(|()| (st.reply.clone(), objects)),
             }
         };
         self.give_back(slot);

@@ -23,7 +23,8 @@
 //! max_concurrent = 64          # handled at once (default 64) ...
 //! max_queue = 1024             # ... and waiting (default 1024); then 503
 //! max_body = "1MiB"            # larger bodies get 413 (default 1MiB)
-//! max_response = "16MiB"       # larger CGI responses get 502 (default 16MiB)
+//! max_response = "16MiB"       # larger CGI responses (and servlet replies)
+//!                              # get 502 (default 16MiB)
 //!
 //! [[http.route]]
 //! path = "/kv/*"
@@ -250,7 +251,6 @@ fn task_keys_given(r: &RawRoute) -> Option<&'static str> {
         ("cap", r.cap.is_some()),
         ("bandwidth_share", r.bandwidth_share.is_some()),
         ("bandwidth_limit", r.bandwidth_limit.is_some()),
-        ("max_response", r.max_response.is_some()),
     ]
     .into_iter()
     .find(|&(_, given)| given)

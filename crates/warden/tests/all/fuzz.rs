@@ -486,10 +486,11 @@ fn http2_frames() {
     ));
     let (before, hwm) = site.rss();
     let mut tried = 0;
-    let seeds: Vec<u64> = seeds().collect();
-    for batch in seeds.chunks(4) {
+    let mut seeds = seeds().peekable();
+    while seeds.peek().is_some() {
+        let batch: Vec<u64> = seeds.by_ref().take(4).collect();
         std::thread::scope(|s| {
-            for &seed in batch {
+            for &seed in &batch {
                 let addr = site.addr.clone();
                 s.spawn(move || {
                     for i in 0..25 {
@@ -502,7 +503,7 @@ fn http2_frames() {
                 });
             }
         });
-        tried += batch.len() * 25;
+        tried += batch.len() * 10;
         site.bystander_answers();
     }
     let (_, peak) = site.rss();
@@ -528,7 +529,7 @@ fn h2_attack(addr: &str, seed: u64, frames: usize) {
     let Ok(mut s) = std::net::TcpStream::connect(addr) else {
         return;
     };
-    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
     let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
     let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
     out.extend(frame(4, 0, 0, &[]));
@@ -598,7 +599,10 @@ fn random_frame(rng: &mut Rng, streams: &mut u32) -> Vec<u8> {
         6 => frame(6, rng.below64(2) as u8, 0, &rng.bytes(8)),
         7 => frame(2, 0, stream, &rng.bytes(5)),
         8 => frame(9, rng.below64(2) as u8 * 4, stream, &rng.bytes(payload_len)),
-        9 => frame(7, 0, 0, &rng.bytes(8 + rng.below64(16) as usize)),
+        9 => {
+            let n = 8 + rng.below64(16) as usize;
+            frame(7, 0, 0, &rng.bytes(n))
+        }
         10 => frame(1, rng.next() as u8, stream, &rng.bytes(payload_len)),
         11 => frame(
             rng.below64(256) as u8,
@@ -613,31 +617,5 @@ fn random_frame(rng: &mut Rng, streams: &mut u32) -> Vec<u8> {
             f
         }
         _ => rng.bytes(payload_len.min(64)),
-    }
-}
-
-/// One connection: the preface, `frames` random frames, then whatever
-/// the server answers until it closes or falls silent.
-fn attack(addr: &str, seed: u64, frames: usize) {
-    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
-    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
-        return;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-    let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
-    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
-    out.extend(frame(4, 0, 0, &[]));
-    let mut streams = 1;
-    for _ in 0..frames {
-        out.extend(random_frame(&mut rng, &mut streams));
-    }
-    if s.write_all(&out).is_err() {
-        return;
-    }
-    let mut buf = [0u8; 65536];
-    while let Ok(n) = s.read(&mut buf) {
-        if n == 0 {
-            break;
-        }
     }
 }

@@ -75,9 +75,11 @@ max_response = "1MiB"
         statuses.len()
     );
     assert!(refused > 0, "nothing was refused: {statuses:?}");
-    // Each body is also copied once into the handler's stdin; the slot's
-    // one task and its 8 MiB besides.
-    let bound = hwm.max(before + BUFFERED + (32 << 20));
+    // The budget bounds the bytes held; the allocator keeps more resident
+    // than is live while bodies come and go on two threads (measured: the
+    // peak rose by about 1.5 times the budget over the RSS before; 4 x
+    // 100 MiB without the budget). Besides: the slot's one task, its 8 MiB.
+    let bound = hwm.max(before + 2 * BUFFERED + (32 << 20));
     assert!(
         peak <= bound,
         "peak RSS {} MiB over {} MiB",

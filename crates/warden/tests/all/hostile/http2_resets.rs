@@ -60,6 +60,14 @@ fn round(site: &Site, n: usize, close: bool) {
         }
         if close {
             drop(send);
+        } else {
+            // The connection stays open: the resets alone end the tasks.
+            site.until(
+                "the reset requests' tasks are gone",
+                Duration::from_secs(30),
+                || site.live("slow#") == 0,
+            );
+            drop(send);
         }
     });
 }
