@@ -10,12 +10,11 @@
 //! | request head (line + headers) | [`MAX_HEAD`], at most [`MAX_HEADERS`] headers (HTTP/1.1), read within [`HEAD_TIMEOUT`] (HTTP/1.1) |
 //! | HTTP/2 requests at once | [`MAX_STREAMS`] per connection; closed after [`IDLE`] without one |
 //! | one connection's life | [`Limits::connection_life`]; then it closes after the requests in flight |
-//!
 //! | bytes held by requests (heads, bodies, answers) | [`Limits::max_buffered_per_connection`] per connection, [`Limits::max_buffered`] per server: past either, 503 (see `budget`) |
 //!
 //! Bodies are the handler's business (each reads its own within its own
-//! size and time limits, every frame charged as it arrives). A finished connection is closed gently
-//! ([`linger`]). When the gate closes, connections finish the request in
+//! size and time limits, every frame charged as it arrives). A finished
+//! connection is closed gently ([`linger`]). When the gate closes, connections finish the request in
 //! flight and close.
 
 use super::budget::{self, Budget, Held};
@@ -230,11 +229,11 @@ fn tracked<F: Answer>(
         let held = Held::new(&b.conn, &b.server, budget::head_bytes(&parts));
         let (body, busy) = ticket.begin(body, held.as_ref().ok().cloned());
         let reply = match held {
-            Ok(_) => Some(CatchPanic(Box::pin(
+            Ok(_) => Some(
                 served
                     .answer
                     .answer(Request::from_parts(parts, body), remote),
-            ))),
+            ),
             Err(_) => None,
         };
         Box::pin(async move {
@@ -245,7 +244,8 @@ fn tracked<F: Answer>(
             let Some(reply) = reply else {
                 return Ok(refused(busy, budget::Full::Server));
             };
-            let response = reply.await.unwrap_or_else(|()| {
+            let reply = std::pin::pin!(reply);
+            let response = CatchPanic(reply).await.unwrap_or_else(|()| {
                 respond(
                     500,
                     "text/plain",
@@ -273,9 +273,9 @@ fn refused(busy: super::gate::Busy, full: budget::Full) -> Response<Tracked> {
 }
 
 /// A future whose panic is caught and given as `Err(())`.
-struct CatchPanic<F>(std::pin::Pin<Box<F>>);
+struct CatchPanic<'a, F>(std::pin::Pin<&'a mut F>);
 
-impl<F: Future> Future for CatchPanic<F> {
+impl<F: Future> Future for CatchPanic<'_, F> {
     type Output = Result<F::Output, ()>;
 
     fn poll(

@@ -186,15 +186,9 @@ impl Route {
         }
     }
 
-    /// WAGI: a fresh task from the route's module answers on stdout.
-    async fn per_request(
-        &self,
-        rt: &Runtime,
-        env: crate::host::Strings,
-        body: Bytes,
-        deadline: Instant,
-        slot: OwnedSemaphorePermit,
-    ) -> Answer {
+    /// The next per-request task: the route's template, numbered, with
+    /// `body` as its stdin and its stdout captured.
+    fn task_spec(&self, body: Bytes) -> (crate::task::TaskSpec, Capture) {
         let Handler::Module(template) = &self.spec.handler else {
             unreachable!()
         };
@@ -208,6 +202,19 @@ impl Route {
         let capture = Capture::new(self.spec.max_response);
         spec.stdout = Output::Capture(capture.clone());
         spec.route = Some(self.name.clone());
+        (spec, capture)
+    }
+
+    /// WAGI: a fresh task from the route's module answers on stdout.
+    async fn per_request(
+        &self,
+        rt: &Runtime,
+        env: crate::host::Strings,
+        body: Bytes,
+        deadline: Instant,
+        slot: OwnedSemaphorePermit,
+    ) -> Answer {
+        let (spec, capture) = self.task_spec(body);
         let (id, mut ended, done) = match rt.spawn_ending(&spec, env) {
             Ok(x) => x,
             Err(e @ (Error::Full(_) | Error::Mappings(_))) => return text(503, e),
@@ -247,6 +254,12 @@ impl Route {
             }
         };
         running.ended = true;
+        self.answer_of(status, &capture)
+    }
+
+    /// The answer for a per-request task that ended as `status`, having
+    /// written `capture`.
+    fn answer_of(&self, status: TaskStatus, capture: &Capture) -> Answer {
         match status {
             TaskStatus::Exited(0) => {
                 let (out, overflowed) = capture.take();
