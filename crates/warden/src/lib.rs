@@ -65,7 +65,10 @@
 //!   as WASI descriptors for unmodified programs), reachable only at the
 //!   addresses a task is granted; outgoing bytes shared by hierarchical
 //!   WF2Q+ over the group tree, with caps, and received bytes charged to
-//!   the receiver.
+//!   the receiver. Warden's own endpoints (control API, web servers, the
+//!   broker) are reached only through grants naming them exactly
+//!   (`net::own`), and tasks together hold at most half the process's
+//!   descriptors ([`descriptors`]).
 //! - **Clusters** ([`Cluster`], [`ClusterSpec`]): runtimes on several
 //!   machines joined through a NATS broker ([`Runtime::join_cluster`]);
 //!   exported names are found by other nodes' lookups and called with the
@@ -80,7 +83,7 @@
 //! # Module graph
 //!
 //! The modules form a DAG, lowest first: `sched` and `net::fair` (pure
-//! policy), `task`
+//! policy), `descriptors`, `task`
 //! (identity, lifecycle word, accounts, family, inheritance), then `cpu`,
 //! `limiter`, `net` (sockets and the link), `ipc` and `executor` on `task`,
 //! the host functions (`host`) and the cluster's relays (`cluster`, on

@@ -264,7 +264,7 @@ impl Drop for Busy {
 
 /// A request's body, telling the gate when it has all arrived (or is
 /// dropped before), and charging each data frame to its request (see
-/// `budget`): a frame that does not fit ends the body with [`Full`].
+/// `budget`): a frame that does not fit ends the body with `budget::Full`.
 pub struct Watched<B> {
     body: B,
     /// The connection, while the body is still arriving.

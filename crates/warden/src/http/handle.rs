@@ -380,9 +380,12 @@ impl Running {
     /// Kills the task for `why` and waits until it is gone.
     async fn end(&mut self, why: &str) {
         let _ = self.rt.kill(self.id, why);
-        if let Some(done) = self.done.take() {
+        // Kept until the report came: dropped before (the request
+        // abandoned while it waits), the slot still waits for the task.
+        if let Some(done) = self.done.as_mut() {
             let _ = done.await;
         }
+        self.done = None;
         self.ended = true;
     }
 }
