@@ -282,9 +282,9 @@ impl Route {
 
     /// A servlet: one portal call carrying the request; the reply is CGI.
     ///
-    /// The reply is charged to the request's budget (`held`) before it is
-    /// copied out of the servlet: one over `max_response` is 502, one the
-    /// budget cannot take 503, and neither is copied.
+    /// The reply is charged to the request's budget (`held`) as it leaves
+    /// the call's buffer, before any copy is made for the answer: one
+    /// over `max_response` is 502, one the budget cannot take 503.
     async fn servlet(
         &self,
         name: &str,

@@ -113,7 +113,8 @@ impl HostClient {
     /// reply: `Denied` if no live task provides the name; `PeerDied` if
     /// the server dies or closes the service first; or the error
     /// `admit_reply` gives for the reply's length (the reply is then
-    /// refused without being copied out).
+    /// dropped with the call's buffer). An admitted reply is the call's
+    /// buffer itself, not a copy.
     pub async fn call_within(
         &self,
         origin: Option<Origin>,
@@ -201,7 +202,14 @@ impl HostClient {
             let objects = std::mem::take(&mut st.reply_objects);
             match code {
                 c if c < 0 => Err(Errno::from_code(c)),
-                _ => admit_reply(st.reply.len()).map(|()| (st.reply.clone(), objects)),
+                // Taken, not copied: the slot's buffer leaves the client's
+                // account with it (a slot that carried a large reply would
+                // not be kept anyway).
+                _ => admit_reply(st.reply.len()).map(|()| {
+                    let reply = std::mem::take(&mut st.reply);
+                    self.owner.refund(reply.capacity() as u64);
+                    (reply, objects)
+                }),
             }
         };
         self.give_back(slot);
