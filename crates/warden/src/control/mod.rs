@@ -26,7 +26,8 @@
 //! - On a loopback address, `Host` must name a loopback host (no DNS
 //!   rebinding), and a request from another `Origin` is refused (no
 //!   forged kill from a web page in the operator's browser).
-//! - State-changing requests carry `Authorization: Bearer <token>`;
+//! - State-changing requests, and reads of what tasks wrote (`logs`),
+//!   carry `Authorization: Bearer <token>`;
 //!   [`ControlServer::token`] is the token, which `warden run` writes to
 //!   [`token_file`] for the operator commands.
 //! - On any other address, every request but the dashboard's static

@@ -14,8 +14,8 @@
 //!
 //! Bodies are the handler's business (each reads its own within its own
 //! size and time limits, every frame charged as it arrives). A finished
-//! connection is closed gently ([`linger`]). When the gate closes, connections finish the request in
-//! flight and close.
+//! connection is closed gently ([`linger`]). When the gate closes,
+//! connections finish the request in flight and close.
 
 use super::budget::{self, Budget, Held};
 pub use super::gate::Gate;

@@ -185,8 +185,8 @@ pub fn disable_huge_pages() {
 /// Raises the process's limit on open descriptors as far as it may, as
 /// servers do: to the kernel's `fs.nr_open` where the process is allowed
 /// to raise its hard limit (as root), else the soft limit to the hard one.
-/// Tasks together may hold half of it in files (see
-/// [`crate::MAX_OPEN_FILES`]), and every socket a task holds is one. The
+/// Tasks together may hold half of it, files and sockets alike (see
+/// [`crate::descriptors`]); the other half is Warden's own. The
 /// `warden` command does this at start; a program embedding many sockets'
 /// worth of tasks may call it too.
 pub fn raise_descriptor_limit() {
