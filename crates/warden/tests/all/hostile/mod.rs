@@ -4,6 +4,11 @@
 //! (the process ends by itself, with an exit code), and its peak RSS must
 //! stay within [`HOST_OVERHEAD`] plus the memory limits of its root tasks
 //! (children's budgets are carved from their parents').
+//!
+//! The attacks from outside — clients of the web server and the control
+//! API, tasks aiming at Warden's own endpoints — run against a served
+//! system ([`site`]) with a bystander route that must keep answering, and
+//! bound what the host holds by reading its RSS and live tasks.
 
 mod args_bomb;
 mod bad_modules;
