@@ -310,6 +310,16 @@ static int pollmix(const char *addr) {
     return pollmix_alone(svc, l);
 }
 
+/* Blocks in recv on a service of its own (kept open by a portal), until
+ * killed; 3 if it ever returns, 2 if the portal could not be made. */
+static int wait_for_ever(void) {
+    warden_handle s = warden_service_create();
+    warden_handle keep = warden_portal_create(s);
+    uint64_t call;
+    warden_recv(s, &call, buf, 1, NULL, NULL);
+    return keep < 0 ? 2 : 3;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     const char *addr = argc > 2 ? argv[2] : "127.0.0.1:0";
@@ -350,11 +360,7 @@ int main(int argc, char **argv) {
             if ((l = warden_tcp_listen("127.0.0.1:0")) < 0) break;
         printf("listeners %ld: %s\n", k, l < 0 ? warden_strerror(l) : "ok");
         fflush(stdout);
-        warden_handle s = warden_service_create();
-        warden_handle keep = warden_portal_create(s); /* so that recv waits */
-        uint64_t call;
-        warden_recv(s, &call, buf, 1, NULL, NULL);
-        return keep < 0 ? 2 : 3;
+        return wait_for_ever();
     }
     if (!strcmp(mode, "hold")) {
         long n = atol(argv[3]);
@@ -364,11 +370,7 @@ int main(int argc, char **argv) {
         }
         printf("holding %ld\n", n);
         fflush(stdout);
-        warden_handle s = warden_service_create();
-        warden_handle keep = warden_portal_create(s); /* so that recv waits */
-        uint64_t call;
-        warden_recv(s, &call, buf, 1, NULL, NULL);
-        return keep < 0 ? 2 : 3;
+        return wait_for_ever();
     }
     if (!strcmp(mode, "pass")) return pass(addr);
     if (!strcmp(mode, "child")) return child();

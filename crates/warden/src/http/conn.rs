@@ -228,21 +228,14 @@ fn tracked<F: Answer>(
         let b = &served.budgets;
         let held = Held::new(&b.conn, &b.server, budget::head_bytes(&parts));
         let (body, busy) = ticket.begin(body, held.as_ref().ok().cloned());
-        let reply = match held {
-            Ok(_) => Some(
-                served
-                    .answer
-                    .answer(Request::from_parts(parts, body), remote),
-            ),
-            Err(_) => None,
-        };
+        let admitted = held.map(|held| {
+            let req = Request::from_parts(parts, body);
+            (held, served.answer.answer(req, remote))
+        });
         Box::pin(async move {
-            let held = match held {
-                Ok(h) => h,
+            let (held, reply) = match admitted {
+                Ok(admitted) => admitted,
                 Err(full) => return Ok(refused(busy, full)),
-            };
-            let Some(reply) = reply else {
-                return Ok(refused(busy, budget::Full::Server));
             };
             let reply = std::pin::pin!(reply);
             let response = CatchPanic(reply).await.unwrap_or_else(|()| {
