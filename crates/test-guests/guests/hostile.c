@@ -14,6 +14,10 @@
  *   hostile portal-flood       portals until the handle table is full
  *   hostile memobj-bomb        huge memory objects, then 1 MiB ones until
  *                              refused
+ *   hostile memobj-huge        memory objects of 1 TiB and 64 GiB, once each
+ *   hostile grow-touch MIB     grow its memory a page at a time, touching
+ *                              every 4 KiB of each, until refused or at
+ *                              MIB MiB
  *   hostile spawn-bomb [root]  spawn copies of itself, each doing the same,
  *                              until refused; the root then returns, the
  *                              others sleep
@@ -129,6 +133,27 @@ static int memobj_bomb(void) {
     return done("1 MiB objects", i, r) || huge >= 0 || big >= 0;
 }
 
+static int memobj_huge(void) {
+    int32_t tib = warden_mem_create(1ull << 40);
+    int32_t big = warden_mem_create(64ull << 30);
+    printf("memobj-huge: 1 TiB: %s, 64 GiB: %s\n", tib < 0 ? warden_strerror(tib) : "created",
+           big < 0 ? warden_strerror(big) : "created");
+    return 0;
+}
+
+static int grow_touch(long max_mib) {
+    long pages = 0;
+    while (pages < max_mib * 16) {
+        size_t old = __builtin_wasm_memory_grow(0, 1);
+        if (old == (size_t)-1) break;
+        volatile unsigned char *p = (unsigned char *)(old * 65536);
+        for (int off = 0; off < 65536; off += 4096) p[off] = 1;
+        pages++;
+    }
+    printf("grow-touch: %ld pages, %s\n", pages, pages < max_mib * 16 ? "then refused" : "all");
+    return 0;
+}
+
 static int spawn_bomb(int root) {
     warden_handle m = warden_module_lookup("self");
     const char *argv[] = {"spawn-bomb"};
@@ -233,6 +258,8 @@ int main(int argc, char **argv) {
     if (!strcmp(m, "malloc-bomb")) return malloc_bomb();
     if (!strcmp(m, "portal-flood")) return portal_flood();
     if (!strcmp(m, "memobj-bomb")) return memobj_bomb();
+    if (!strcmp(m, "memobj-huge")) return memobj_huge();
+    if (!strcmp(m, "grow-touch")) return grow_touch(arg(argc, argv, 4096));
     if (!strcmp(m, "spawn-bomb")) return spawn_bomb(argc > 2);
     if (!strcmp(m, "args-bomb")) return args_bomb();
     if (!strcmp(m, "fd-flood")) return fd_flood(arg(argc, argv, 100));

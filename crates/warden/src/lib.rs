@@ -132,6 +132,7 @@ pub use manifest::{Manifest, RuntimeSection};
 pub use module::{LoadedModule, DEFAULT_MAX_MODULE_BYTES, PROVIDED_IMPORT_MODULES};
 pub use output::{Capture, Output};
 pub use report::TaskReport;
+pub use runtime::machine;
 pub use runtime::{
     disable_huge_pages, raise_descriptor_limit, Error, GroupSpec, ReportSink, Runtime,
     RuntimeConfig, SetupStats, TaskView,

@@ -29,6 +29,10 @@ pub struct MemoryBudget {
     policy: MemoryPolicy,
     /// The last approved growth, refunded if the host then fails to grow.
     last_grant: u64,
+    /// Everything approved and not refunded: the store's memories and
+    /// tables, which go back to the task's budget and the root when the
+    /// store is dropped.
+    granted: u64,
     /// Memory growth requests seen, approved or not (see
     /// [`MemoryBudget::memory_grows`]).
     memory_grows: u64,
@@ -41,6 +45,7 @@ impl MemoryBudget {
         Self {
             policy,
             last_grant: 0,
+            granted: 0,
             memory_grows: 0,
             shared,
         }
@@ -58,6 +63,7 @@ impl MemoryBudget {
     fn charge(&mut self, what: &str, delta: u64) -> wasmtime::Result<bool> {
         if self.shared.try_charge(delta) {
             self.last_grant = delta;
+            self.granted += delta;
             return Ok(true);
         }
         match self.policy {
@@ -71,18 +77,43 @@ impl MemoryBudget {
                 }
                 Ok(false)
             }
-            MemoryPolicy::Kill => Err(KillSignal(format!(
+            MemoryPolicy::Kill => Err(KillSignal(self.refusal(what, delta)).into()),
+        }
+    }
+
+    /// Why `delta` more bytes were refused: the task's own limit, or the
+    /// machine's budget (the root) when the task's limit had room.
+    fn refusal(&self, what: &str, delta: u64) -> String {
+        let want = self.shared.memory.current().saturating_add(delta);
+        match &self.shared.root {
+            Some(root) if want <= self.shared.memory.limit() => format!(
+                "the machine's memory budget is full: {what} of {} more refused with {} of {} charged to all tasks",
+                format_size(delta),
+                format_size(root.current()),
+                format_size(root.limit())
+            ),
+            _ => format!(
                 "memory limit exceeded: {what} would use {} of {}",
-                format_size(self.shared.memory.current().saturating_add(delta)),
+                format_size(want),
                 format_size(self.shared.memory.limit())
-            ))
-            .into()),
+            ),
         }
     }
 
     fn refund_last(&mut self) {
         self.shared.refund(self.last_grant);
+        self.granted -= self.last_grant;
         self.last_grant = 0;
+    }
+}
+
+/// The store is gone, and its memories and tables with it (a task's store
+/// drops its linear memory's pages before its limiter: see
+/// `runtime::run`): their bytes go back to the task's budget and the
+/// machine's.
+impl Drop for MemoryBudget {
+    fn drop(&mut self) {
+        self.shared.refund(self.granted);
     }
 }
 
@@ -150,6 +181,24 @@ mod tests {
 
     fn used(b: &MemoryBudget) -> u64 {
         b.shared.memory.current()
+    }
+
+    #[test]
+    fn a_dropped_store_returns_its_memories_to_the_root() {
+        let root = Arc::new(crate::task::MemoryAccount::new(Some(4 * PAGE as u64)));
+        let mut shared = TaskShared::new(crate::task::TaskId(0), "t".into(), None, None);
+        shared.root = Some(root.clone());
+        let shared = Arc::new(shared);
+        let mut b = MemoryBudget::new(MemoryPolicy::Deny, shared.clone());
+        assert!(b.memory_growing(0, 3 * PAGE, None).unwrap());
+        assert!(!b.memory_growing(3 * PAGE, 5 * PAGE, None).unwrap(), "past the root");
+        assert_eq!(shared.memory.current(), 3 * PAGE as u64, "refused at the root, refunded");
+        assert!(b.table_growing(0, 10, None).unwrap());
+        b.memory_grow_failed(wasmtime::Error::msg("no")).ok();
+        b.table_grow_failed(wasmtime::Error::msg("no")).ok();
+        assert_eq!(root.current(), 3 * PAGE as u64);
+        drop(b);
+        assert_eq!((root.current(), shared.memory.current()), (0, 0));
     }
 
     #[test]

@@ -10,6 +10,8 @@
 //!                      # see RuntimeConfig::max_tasks past 24,000)
 //! control = "127.0.0.1:7474" # control API address, or "off"
 //! max_module_size = "256MiB" # largest module file read (default 256MiB)
+//! memory_limit = "8GiB" # the most all tasks together may use (default:
+//!                      # the machine's or cgroup's memory less a reserve)
 //! scheduler = "stride" # root policy: round-robin (default), priority,
 //!                      # stride, lottery
 //!
@@ -125,6 +127,8 @@ pub struct RuntimeSection {
     pub link_rate: Option<u64>,
     /// Largest module file read; `None` means the default.
     pub max_module_bytes: Option<u64>,
+    /// The root memory budget; `None` means the machine's.
+    pub memory_limit: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -167,6 +171,7 @@ struct RawRuntime {
     control: Option<String>,
     link_rate: Option<String>,
     max_module_size: Option<String>,
+    memory_limit: Option<String>,
 }
 
 /// Largest `max_message_bytes` accepted.
@@ -240,6 +245,11 @@ impl Manifest {
                 Some(Err(e)) => return Err(format!("runtime.max_module_size: {e}")),
                 Some(Ok(n)) => Some(n),
                 None => None,
+            },
+            memory_limit: match raw.runtime.memory_limit.as_deref().map(parse_size) {
+                Some(Ok(0)) => return Err("runtime.memory_limit: must be more than 0".into()),
+                Some(Err(e)) => return Err(format!("runtime.memory_limit: {e}")),
+                n => n.map(Result::unwrap),
             },
             scheduler: match raw.runtime.scheduler.as_deref() {
                 None => PolicyKind::RoundRobin,

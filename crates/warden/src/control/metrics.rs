@@ -102,6 +102,41 @@ const TASK_METRICS: &[TaskMetric] = &[
     ),
 ];
 
+/// The machine's budget, the root of the budget tree.
+fn root_metrics(rt: &Runtime, out: &mut String) {
+    let root = rt.root_memory();
+    for (name, kind, help, value) in [
+        (
+            "warden_root_memory_limit_bytes",
+            "gauge",
+            "The most all tasks together may be charged (the root budget).",
+            root.limit_bytes,
+        ),
+        (
+            "warden_root_memory_bytes",
+            "gauge",
+            "Memory charged to the root now: every task's charges and Warden's overhead per task.",
+            Some(root.charged_bytes),
+        ),
+        (
+            "warden_root_memory_peak_bytes",
+            "gauge",
+            "Highest memory charged to the root.",
+            Some(root.peak_bytes),
+        ),
+        (
+            "warden_root_memory_refusals_total",
+            "counter",
+            "Charges the root refused.",
+            Some(root.refusals),
+        ),
+    ] {
+        if let Some(v) = value {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}");
+        }
+    }
+}
+
 /// The Prometheus text exposition of every task and the runtime.
 pub fn metrics(rt: &Runtime) -> String {
     let views = rt.task_views();
@@ -119,6 +154,7 @@ pub fn metrics(rt: &Runtime) -> String {
         }
     }
     group_metrics(rt, &views, &mut out);
+    root_metrics(rt, &mut out);
     super::routes::metrics(rt, &mut out);
     super::cluster::metrics(rt, &mut out);
     let count = |state: &str| views.iter().filter(|v| v.state == state).count();

@@ -40,11 +40,27 @@ pub struct MemView {
     token: Arc<Token>,
 }
 
+/// `len` zero bytes, or `None` if the allocator cannot give them. Large
+/// objects come from fresh mappings whose pages the kernel supplies as
+/// they are first touched: a task that creates a big object and uses a
+/// little of it makes the process resident in that little only (it is
+/// charged for all of it, to its budget and the root).
 fn zeroed(len: usize) -> Option<Box<[u8]>> {
-    let mut v: Vec<u8> = Vec::new();
-    v.try_reserve_exact(len).ok()?;
-    v.resize(len, 0);
-    Some(v.into_boxed_slice())
+    if len == 0 {
+        return Some(Box::new([]));
+    }
+    let layout = std::alloc::Layout::array::<u8>(len).ok()?;
+    // SAFETY: `layout` has a non-zero size; a non-null result is `len`
+    // initialised (zero) bytes allocated with the global allocator and
+    // `Layout::array::<u8>(len)`, which is how a `Box<[u8]>` of that
+    // length is freed.
+    unsafe {
+        let p = std::alloc::alloc_zeroed(layout);
+        if p.is_null() {
+            return None;
+        }
+        Some(Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, len)))
+    }
 }
 
 impl MemObject {

@@ -13,6 +13,7 @@
 
 mod cluster;
 mod heap;
+pub mod machine;
 mod modules;
 mod nested;
 mod net;
@@ -120,6 +121,12 @@ pub struct RuntimeConfig {
     /// Largest module file read (default [`crate::DEFAULT_MAX_MODULE_BYTES`]):
     /// a larger one is refused before any of it is read.
     pub max_module_bytes: u64,
+    /// The most all tasks together may be charged, with Warden's own
+    /// overhead per task (the root of the budget tree, see
+    /// [`machine`]); `None` (default): what the machine or the process's
+    /// cgroup has, less a reserve for the host process
+    /// ([`machine::default_limit`]).
+    pub memory_limit: Option<u64>,
 }
 
 /// A callback that receives every finished task's report (for example to
@@ -150,6 +157,7 @@ impl Default for RuntimeConfig {
             link_rate: None,
             allow_precompiled: false,
             max_module_bytes: crate::module::DEFAULT_MAX_MODULE_BYTES,
+            memory_limit: None,
         }
     }
 }
@@ -225,6 +233,18 @@ pub enum Error {
     /// the cluster could not be joined: the message says why
     #[error("{0}")]
     Cluster(String),
+    /// the machine's memory budget (the root) cannot pay for another task
+    #[error("cannot spawn: {0}")]
+    Memory(String),
+}
+
+/// The root's limit: the configured one, else the machine's (unlimited
+/// where the machine's cannot be read).
+fn root_limit(config: &RuntimeConfig) -> u64 {
+    config
+        .memory_limit
+        .or_else(|| machine::default_limit().map(|r| r.bytes))
+        .unwrap_or(u64::MAX)
 }
 
 /// What a child task gets from its parent at spawn.
@@ -323,6 +343,7 @@ impl Runtime {
             on_report: config.on_report.clone(),
             events,
             kernel: kernel.clone(),
+            root: Arc::new(crate::task::MemoryAccount::new(Some(root_limit(&config)))),
             runtime: std::sync::OnceLock::new(),
             changed: Condvar::new(),
             finished: std::sync::atomic::AtomicU64::new(0),
@@ -377,6 +398,19 @@ impl Runtime {
     /// The runtime's settings.
     pub fn config(&self) -> &RuntimeConfig {
         &self.inner.config
+    }
+
+    /// The machine's budget, the root of the budget tree: its limit, what
+    /// all tasks are charged now (their own charges and
+    /// [`machine::TASK_OVERHEAD`] each) and the refusals it made.
+    pub fn root_memory(&self) -> machine::RootMemory {
+        let root = &self.inner.tasks.root;
+        machine::RootMemory {
+            limit_bytes: Some(root.limit()).filter(|&l| l != u64::MAX),
+            charged_bytes: root.current(),
+            peak_bytes: root.peak(),
+            refusals: root.denials(),
+        }
     }
 
     /// The Wasmtime engine this runtime's tasks run on, with Warden's
@@ -613,6 +647,7 @@ impl Runtime {
         task.groups = group.map(|g| g.chain.clone()).unwrap_or_default();
         task.route = spec.route.clone();
         task.event_log = inner.tasks.events.clone();
+        task.root = Some(inner.tasks.root.clone());
         if let Some(c) = child {
             task.set_parent(c.parent.clone(), c.carved_memory);
         }

@@ -40,7 +40,7 @@ impl Spawner for Inner {
         }
         let p = &parent.shared;
         let mut spec = parent.spec.as_deref().ok_or(Errno::Denied)?.clone();
-        if !p.try_charge(budget.memory_limit) {
+        if !p.try_reserve(budget.memory_limit) {
             return Err(Errno::NoMem);
         }
         let n = self.next_id.load(std::sync::atomic::Ordering::Relaxed);
@@ -81,9 +81,10 @@ impl Spawner for Inner {
         match rt.spawn_with(&spec, Some(child)) {
             Ok(task) => Ok(task),
             Err(e) => {
-                p.refund(budget.memory_limit);
+                p.release(budget.memory_limit);
                 Err(match e {
                     super::Error::Full(_) | super::Error::Mappings(_) => Errno::Quota,
+                    super::Error::Memory(_) => Errno::NoMem,
                     _ => Errno::Inval,
                 })
             }
@@ -106,6 +107,6 @@ impl Spawner for Inner {
 /// A child ended: its memory reservation returns to its parent.
 pub(super) fn child_ended(child: &TaskShared) {
     if let Some(parent) = child.parent() {
-        parent.refund(child.family.carved());
+        parent.release(child.family.carved());
     }
 }

@@ -70,6 +70,9 @@ pub(super) struct Tasks {
     pub(super) on_report: Option<ReportSink>,
     pub(super) events: Option<Arc<crate::events::EventLog>>,
     pub(super) kernel: Arc<Kernel>,
+    /// The machine's budget: every task's charges and
+    /// [`super::machine::TASK_OVERHEAD`] per live task.
+    pub(super) root: Arc<crate::task::MemoryAccount>,
     /// The runtime, for ending a dead task's children.
     pub(super) runtime: std::sync::OnceLock<std::sync::Weak<Inner>>,
     pub(super) changed: Condvar,
@@ -98,6 +101,7 @@ impl Tasks {
         nested::child_ended(shared);
         let mut t = self.lock();
         if let Some(mut live) = t.live.remove(&shared.id) {
+            self.root.refund(super::machine::TASK_OVERHEAD);
             if live.passive.is_some() {
                 t.passive_live -= 1;
             }
@@ -182,6 +186,9 @@ impl Tasks {
     ) -> Result<(), Error> {
         let mut t = self.lock();
         room.check(t.live.len())?;
+        self.root
+            .try_charge(super::machine::TASK_OVERHEAD)
+            .map_err(|r| super::Error::Memory(super::machine::refusal(&r)))?;
         t.passive_live += usize::from(passive.is_some());
         t.peak_live = t.peak_live.max(t.live.len() + 1);
         let parent = shared.parent().map(|p| p.id);
@@ -203,11 +210,9 @@ impl Tasks {
     /// Takes a task that could not start out of the table again.
     pub(super) fn leave(&self, shared: &TaskShared) {
         let mut t = self.lock();
-        if t.live
-            .remove(&shared.id)
-            .is_some_and(|l| l.passive.is_some())
-        {
-            t.passive_live -= 1;
+        if let Some(live) = t.live.remove(&shared.id) {
+            self.root.refund(super::machine::TASK_OVERHEAD);
+            t.passive_live -= usize::from(live.passive.is_some());
         }
         if let Some(siblings) = shared.parent().and_then(|p| t.children.get_mut(&p.id)) {
             siblings.retain(|&c| c != shared.id);

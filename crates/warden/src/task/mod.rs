@@ -286,6 +286,9 @@ pub struct TaskShared {
     kill_reason: Mutex<Option<String>>,
     /// Memory charged against its budget.
     pub memory: MemoryAccount,
+    /// The machine's budget (the root of the budget tree), charged with
+    /// everything `memory` is (`None`: no root, as in unit tests).
+    pub root: Option<Arc<MemoryAccount>>,
     /// CPU it used and ran.
     pub cpu: CpuAccount,
     /// Portal traffic.
@@ -334,6 +337,7 @@ impl TaskShared {
             state: State::new(),
             kill_reason: Mutex::new(None),
             memory: MemoryAccount::new(memory_limit),
+            root: None,
             cpu: CpuAccount::new(cpu_limit, false),
             ipc: IpcCounters::default(),
             net: NetAccount::default(),
@@ -434,9 +438,43 @@ impl TaskShared {
         true
     }
 
-    /// Charges `bytes` to the task's memory budget if they fit; returns
-    /// whether they did. The first refusal is written to the event log.
+    /// Charges `bytes` to the task's memory budget and to the root if
+    /// they fit in both; returns whether they did. The first refusal of
+    /// each is written to the event log.
     pub fn try_charge(&self, bytes: u64) -> bool {
+        if !self.try_reserve(bytes) {
+            return false;
+        }
+        let Some(root) = &self.root else {
+            return true;
+        };
+        match root.try_charge(bytes) {
+            Ok(()) => true,
+            Err(r) => {
+                self.memory.refund(bytes);
+                if r.first {
+                    self.event(
+                        "limit",
+                        || serde_json::json!({ "limit": "root memory", "limit_bytes": r.limit, "requested_bytes": r.wanted }),
+                    );
+                }
+                false
+            }
+        }
+    }
+
+    /// Returns `bytes` charged by [`TaskShared::try_charge`].
+    pub fn refund(&self, bytes: u64) {
+        self.memory.refund(bytes);
+        if let Some(root) = &self.root {
+            root.refund(bytes);
+        }
+    }
+
+    /// Charges `bytes` to the task's own budget only: a reservation for a
+    /// child's budget carved out of it. The child's own charges reach the
+    /// root as it makes them, so the root is not charged twice.
+    pub fn try_reserve(&self, bytes: u64) -> bool {
         match self.memory.try_charge(bytes) {
             Ok(()) => true,
             Err(r) => {
@@ -451,8 +489,8 @@ impl TaskShared {
         }
     }
 
-    /// Returns `bytes` previously charged.
-    pub fn refund(&self, bytes: u64) {
+    /// Returns a reservation made by [`TaskShared::try_reserve`].
+    pub fn release(&self, bytes: u64) {
         self.memory.refund(bytes);
     }
 

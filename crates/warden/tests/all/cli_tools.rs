@@ -229,3 +229,30 @@ fn man_pages_are_current() {
         );
     }
 }
+
+/// `--version` names the version and the source commit; a missing
+/// required argument is named in the one-line error.
+#[test]
+fn version_names_the_commit_and_errors_name_missing_arguments() {
+    let out = warden().arg("--version").output().unwrap();
+    let said = text(&out.stdout);
+    assert!(out.status.success(), "{said}");
+    let commit = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map_or("unknown".to_string(), |o| text(&o.stdout).trim().to_string());
+    assert_eq!(
+        said.trim(),
+        format!("warden {} (commit {commit})", env!("CARGO_PKG_VERSION"))
+    );
+    let out = warden().arg("run").output().unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        err.contains("not provided: <TARGET>") && err.lines().count() == 1,
+        "{err}"
+    );
+}

@@ -528,3 +528,42 @@ fn http_buffer_budgets_must_hold_one_request() {
         "{err}"
     );
 }
+
+/// `[runtime] memory_limit` (and `--runtime-memory-limit`, which
+/// overrides it): a task with no limit of its own is refused past the
+/// root, as its own limit would refuse it; a bad value is an error
+/// before anything runs.
+#[test]
+fn runtime_memory_limit_bounds_tasks_without_a_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    // The task grows its memory by 64 MiB, a page at a time.
+    let text = |root: &str| {
+        format!(
+            "[runtime]\nmemory_limit = \"{root}\"\n[[task]]\nname = 'm'\nmodule = '{}'\nargs = ['grow-touch', '64']\n",
+            guests::HOSTILE
+        )
+    };
+    let said = |out: &std::process::Output| String::from_utf8_lossy(&out.stdout).into_owned();
+    let out = run_system(dir.path(), &text("1GiB"));
+    assert!(said(&out).contains("1024 pages, all"), "{}", said(&out));
+    let out = run_system(dir.path(), &text("32MiB"));
+    assert!(said(&out).contains("then refused"), "{}", said(&out));
+    let flag = |value: &str| {
+        warden()
+            .args(["run", "--control", "off", "--runtime-memory-limit", value])
+            .arg(manifest(dir.path(), &text("1GiB")))
+            .output()
+            .unwrap()
+    };
+    let out = flag("32MiB");
+    assert!(said(&out).contains("then refused"), "{}", said(&out));
+    let out = flag("lots");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let out = run_system(dir.path(), &text("0"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("runtime.memory_limit"),
+        "{err}"
+    );
+}

@@ -9,7 +9,7 @@ use warden::units::{parse_duration, parse_rate, parse_size};
 #[derive(Parser)]
 #[command(
     name = "warden",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("WARDEN_COMMIT"), ")"),
     about = "Run many WebAssembly programs as isolated tasks in one process",
     long_about = "Run many WebAssembly programs as isolated tasks in one process: each \
                   with its own memory, CPU and bandwidth budget, talking through \
@@ -237,6 +237,12 @@ pub struct SystemArgs {
     /// `max_module_size`, else 256MiB); larger ones are refused unread.
     #[arg(long, value_parser = size)]
     pub max_module_size: Option<String>,
+    /// The most all tasks together may use, Warden's overhead per task
+    /// included (default: the manifest's `[runtime] memory_limit`, else
+    /// the machine's or cgroup's memory less a reserve of an eighth, at
+    /// least 512MiB). A charge past it is refused like a task's own limit.
+    #[arg(long, value_parser = size)]
+    pub runtime_memory_limit: Option<String>,
     /// Write a JSON report of every task to this file.
     #[arg(long)]
     pub report: Option<PathBuf>,

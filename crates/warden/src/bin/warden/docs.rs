@@ -22,7 +22,11 @@ pub fn completions(shell: &str) -> Result<(), String> {
 pub fn man(dir: &Path) -> Result<(), String> {
     let fail = |e: std::io::Error| format!("{}: {e}", dir.display());
     std::fs::create_dir_all(dir).map_err(fail)?;
-    let mut cmd = Cli::command().disable_help_subcommand(true);
+    // The pages name the version without the commit, so that they only
+    // change when the command line does.
+    let mut cmd = Cli::command()
+        .disable_help_subcommand(true)
+        .version(env!("CARGO_PKG_VERSION"));
     cmd.build();
     for sub in cmd.get_subcommands() {
         page(sub.clone(), dir).map_err(fail)?;

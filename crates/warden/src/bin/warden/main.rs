@@ -101,7 +101,16 @@ fn usage_error(e: clap::Error) -> ExitCode {
     let text = e.render().to_string();
     let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
     let first = lines.next().unwrap_or("bad command line");
-    let first = first.strip_prefix("error: ").unwrap_or(first);
+    let mut first = first.strip_prefix("error: ").unwrap_or(first).to_string();
+    // "the following required arguments were not provided:" names them
+    // on the lines that follow, up to the usage line.
+    if first.ends_with(':') {
+        let named: Vec<&str> = lines
+            .by_ref()
+            .take_while(|l| !l.starts_with("Usage:"))
+            .collect();
+        first = format!("{first} {}", named.join(", "));
+    }
     let tip = lines.find_map(|l| l.strip_prefix("tip: "));
     match tip {
         Some(tip) => eprintln!("warden: {first} ({tip}); see --help"),

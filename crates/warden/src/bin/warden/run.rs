@@ -158,6 +158,7 @@ pub fn manifest_config(m: &Manifest) -> RuntimeConfig {
     if let Some(n) = m.runtime.max_module_bytes {
         config.max_module_bytes = n;
     }
+    config.memory_limit = m.runtime.memory_limit.or(config.memory_limit);
     config.groups = m.groups.clone();
     let n = u32::try_from(m.tasks.len()).unwrap_or(u32::MAX);
     config.max_tasks = m.runtime.max_tasks.unwrap_or(config.max_tasks.max(n));
@@ -190,6 +191,16 @@ pub fn apply_flags(sys: &SystemArgs, config: &mut RuntimeConfig) -> Result<(), S
                 ))
             }
             Ok(n) => n,
+        };
+    }
+    if let Some(s) = &sys.runtime_memory_limit {
+        config.memory_limit = match warden::units::parse_size(s) {
+            Ok(0) | Err(_) => {
+                return Err(format!(
+                    "--runtime-memory-limit {s:?}: expected a size such as 8GiB"
+                ))
+            }
+            Ok(n) => Some(n),
         };
     }
     config.events = sys.events.clone();

@@ -28,6 +28,7 @@ mod own_endpoints;
 mod poll_flood;
 mod portal_flood;
 mod random_flood;
+mod root_budget;
 mod servlet_replies;
 pub mod site;
 mod spawn_bomb;
@@ -67,6 +68,23 @@ impl Run {
             .unwrap_or_else(|| panic!("no report for {name}: {:?}", self.reports))
     }
 
+    /// The host's peak RSS stayed within [`HOST_OVERHEAD`] and `bytes`
+    /// (which are `what`).
+    pub fn rss_within(&self, bytes: u64, what: &str) {
+        eprintln!(
+            "host peak RSS {} MiB; {what} {} MiB",
+            self.peak_rss >> 20,
+            bytes >> 20
+        );
+        assert!(
+            self.peak_rss <= HOST_OVERHEAD + bytes,
+            "host peak RSS {} MiB > {} MiB overhead + {} MiB of {what}",
+            self.peak_rss >> 20,
+            HOST_OVERHEAD >> 20,
+            bytes >> 20
+        );
+    }
+
     /// What task `name` wrote to stdout.
     pub fn out(&self, name: &str) -> String {
         std::fs::read_to_string(self.dir.path().join(format!("{name}.out"))).unwrap_or_default()
@@ -104,6 +122,24 @@ pub fn task(name: &str, module: &str, args: &[&str], extra: &str) -> String {
 /// checks the host survived: the bystander's answer, a normal exit, the
 /// RSS bound.
 pub fn attack(runtime: &str, tasks: &str) -> Run {
+    let run = survive(runtime, tasks);
+    let limits: u64 = run
+        .reports
+        .iter()
+        .filter(|r| r["parent"].is_null())
+        .map(|r| {
+            r["memory_limit_bytes"]
+                .as_u64()
+                .expect("every task has a limit")
+        })
+        .sum();
+    run.rss_within(limits, "task limits");
+    run
+}
+
+/// Runs `tasks` (and `runtime` settings) next to the bystander, and
+/// checks the bystander's answer and a normal exit.
+pub fn survive(runtime: &str, tasks: &str) -> Run {
     let dir = tempfile::tempdir().unwrap();
     let bystander = task(
         "bystander",
@@ -142,28 +178,6 @@ pub fn attack(runtime: &str, tasks: &str) -> Run {
     );
     // 0, or 1 when an attacker did not exit 0; 2 would be Warden's own error.
     assert!(run.code <= 1, "warden run exited {}", run.code);
-    let limits: u64 = run
-        .reports
-        .iter()
-        .filter(|r| r["parent"].is_null())
-        .map(|r| {
-            r["memory_limit_bytes"]
-                .as_u64()
-                .expect("every task has a limit")
-        })
-        .sum();
-    eprintln!(
-        "host peak RSS {} MiB; task limits {} MiB",
-        run.peak_rss >> 20,
-        limits >> 20
-    );
-    assert!(
-        run.peak_rss <= HOST_OVERHEAD + limits,
-        "host peak RSS {} MiB > {} MiB overhead + {} MiB of task limits",
-        run.peak_rss >> 20,
-        HOST_OVERHEAD >> 20,
-        limits >> 20
-    );
     run
 }
 
