@@ -336,8 +336,13 @@ fn threads(pid: u32) -> u64 {
 /// "ready"; then "ready" itself, and sleep until killed.
 pub fn child_copies(n: usize, module: &str, cache: Option<PathBuf>) -> Result<(), String> {
     warden::raise_descriptor_limit();
+    // No root budget: the table measures what the copies hold resident,
+    // and the root charges each linear memory whole (a Java copy's heap
+    // mostly untouched), so it would stop the Java row well before the
+    // machine is full. `fits` keeps the run within half the memory.
     let rt = warden::Runtime::new(warden::RuntimeConfig {
         cache_dir: cache,
+        memory_limit: Some(u64::MAX),
         ..inproc::config(2, n as u32 + 16)
     })
     .map_err(|e| e.to_string())?;

@@ -79,6 +79,10 @@ pub(super) fn route(
             json(200, super::groups::tree(rt, &rates))
         }
         (&Method::GET, ["api", "routes"]) => json(200, super::routes::list(rt)),
+        (&Method::GET, ["api", "memory"]) => json(
+            200,
+            serde_json::to_value(rt.root_memory()).unwrap_or_default(),
+        ),
         (&Method::GET, ["api", "cluster"]) => match super::cluster::nodes(rt) {
             Some(nodes) => json(200, nodes),
             None => error(404, "this system is not in a cluster"),

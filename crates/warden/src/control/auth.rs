@@ -113,7 +113,13 @@ pub(super) fn admit(
 fn is_open_on_loopback(path: &str) -> bool {
     matches!(
         path,
-        "/api/tasks" | "/api/history" | "/api/groups" | "/api/routes" | "/api/cluster" | "/metrics"
+        "/api/tasks"
+            | "/api/history"
+            | "/api/groups"
+            | "/api/routes"
+            | "/api/cluster"
+            | "/api/memory"
+            | "/metrics"
     )
 }
 

@@ -166,6 +166,15 @@ async function renderLogs() {
   if (r.next != null) logFrom = r.next;
 }
 
+// The machine's budget, the root of the budget tree, above the tasks.
+function renderRoot(root) {
+  const mib = b => (b / 1048576).toFixed(1);
+  const limit = root.limit_bytes == null ? "no limit" : `${mib(root.limit_bytes)} MiB`;
+  document.getElementById("root").textContent =
+    `root memory budget: ${mib(root.charged_bytes)} MiB charged of ${limit}` +
+    ` (peak ${mib(root.peak_bytes)} MiB, ${root.refusals} refused)`;
+}
+
 async function tick() {
   try {
     const tasks = await get("/api/tasks");
@@ -176,6 +185,7 @@ async function tick() {
       selected = live ? live.id : null;
     }
     renderTasks(tasks);
+    renderRoot(await get("/api/memory"));
     renderBudget(tasks);
     renderGroups(await get("/api/groups"));
     renderRoutes(await get("/api/routes"));

@@ -186,6 +186,16 @@ fn ps_spawn_logs_suspend_kill() {
         table.contains("NAME") && table.contains("sleeper") && table.contains("CPU%"),
         "{table}"
     );
+    // Headed by the root budget, whose charges cover the live tasks.
+    assert!(
+        table.starts_with("memory: ") && table.contains("of the root budget's"),
+        "{table}"
+    );
+    let root: serde_json::Value = serde_json::from_str(&body_of(addr, "/api/memory")).unwrap();
+    let charged = root["charged_bytes"].as_u64().unwrap();
+    let sleeper = task(&live, "sleeper").unwrap()["memory_bytes"].as_u64().unwrap();
+    assert!(charged > sleeper, "{root}");
+    assert!(root["limit_bytes"].as_u64().unwrap() >= charged, "{root}");
     let top = cli(addr, &["top", "--iterations", "1", "--sort", "memory"]);
     assert!(String::from_utf8_lossy(&top.stdout).contains("sleeper"));
 
@@ -196,15 +206,20 @@ fn ps_spawn_logs_suspend_kill() {
     assert_eq!(err.trim(), "warden: no task \"no-such-task\"");
 }
 
+/// The body of `GET path` (HTTP/1.0, no token: a loopback figure).
+fn body_of(addr: &str, path: &str) -> String {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    text.split_once("\r\n\r\n").unwrap().1.to_string()
+}
+
 #[test]
 fn metrics_parse_as_prometheus_text() {
     let dir = tempfile::tempdir().unwrap();
     let sys = start(dir.path());
-    let mut s = std::net::TcpStream::connect(&sys.addr).unwrap();
-    write!(s, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    let body = text.split_once("\r\n\r\n").unwrap().1;
+    let body = body_of(&sys.addr, "/metrics");
     let lines = body.lines().map(|l| Ok(l.to_string()));
     let scrape = prometheus_parse::Scrape::parse(lines).unwrap();
     let find = |metric: &str, task: &str| {
@@ -221,6 +236,16 @@ fn metrics_parse_as_prometheus_text() {
     find("warden_task_ipc_calls_total", "sleeper");
     find("warden_task_traps_total", "hello");
     find("warden_task_kills_total", "hello");
+    let root = |metric: &str| match scrape.samples.iter().find(|s| s.metric == metric) {
+        Some(s) => match s.value {
+            prometheus_parse::Value::Gauge(v) | prometheus_parse::Value::Counter(v) => v,
+            _ => panic!("{metric} is not a number"),
+        },
+        None => panic!("{metric} missing"),
+    };
+    assert!(root("warden_root_memory_bytes") > 0.0);
+    assert!(root("warden_root_memory_limit_bytes") >= root("warden_root_memory_peak_bytes"));
+    assert_eq!(root("warden_root_memory_refusals_total"), 0.0);
     assert!(scrape
         .samples
         .iter()

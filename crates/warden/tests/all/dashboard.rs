@@ -106,5 +106,9 @@ fn dashboard_shows_tree_and_charts() {
         assert!(html[at..].contains("<canvas"), "{chart} has no canvas");
     }
     assert!(html.contains("busy: memory"), "no budget tree: {html}");
+    assert!(
+        html.contains("root memory budget: ") && html.contains(" MiB charged of "),
+        "no root budget line: {html}"
+    );
     assert!(shot.is_file(), "no screenshot");
 }

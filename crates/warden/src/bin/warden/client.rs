@@ -84,6 +84,7 @@ pub fn ps(addr: &str, as_json: bool, all: bool) -> Result<(), String> {
         println!("{}", serde_json::to_string_pretty(&tasks).unwrap());
         return Ok(());
     }
+    print!("{}", memory_line(&ok(addr, "GET", "/api/memory", None)?));
     print!("{}", table(&tasks, None));
     print!("{}", group_table(&ok(addr, "GET", "/api/groups", None)?));
     print!("{}", route_table(&ok(addr, "GET", "/api/routes", None)?));
@@ -203,6 +204,21 @@ fn group_table(tree: &Value) -> String {
     out
 }
 
+/// The machine's budget (the root) in one line, above the task table.
+fn memory_line(root: &Value) -> String {
+    let size = |v: &Value| v.as_u64().map_or("-".into(), warden::units::format_size);
+    let limit = match root["limit_bytes"].as_u64() {
+        Some(l) => warden::units::format_size(l),
+        None => "no limit".into(),
+    };
+    format!(
+        "memory: {} charged to all tasks of the root budget's {limit} (peak {}, {} refused)\n\n",
+        size(&root["charged_bytes"]),
+        size(&root["peak_bytes"]),
+        root["refusals"].as_u64().unwrap_or(0)
+    )
+}
+
 fn mib(v: &Value) -> String {
     match v.as_f64() {
         Some(b) => format!("{:.1}", b / (1 << 20) as f64),
@@ -298,6 +314,7 @@ pub fn top(addr: &str, sort: &str, iterations: Option<u32>) -> Result<(), String
             "warden top — {addr} — {} live tasks — sorted by {sort} (Ctrl-C quits)\n",
             live.len()
         );
+        print!("{}", memory_line(&ok(addr, "GET", "/api/memory", None)?));
         print!("{}", table(&Value::Array(live), Some(sort)));
         print!("{}", group_table(&ok(addr, "GET", "/api/groups", None)?));
         print!("{}", route_table(&ok(addr, "GET", "/api/routes", None)?));
