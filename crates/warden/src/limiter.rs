@@ -191,8 +191,15 @@ mod tests {
         let shared = Arc::new(shared);
         let mut b = MemoryBudget::new(MemoryPolicy::Deny, shared.clone());
         assert!(b.memory_growing(0, 3 * PAGE, None).unwrap());
-        assert!(!b.memory_growing(3 * PAGE, 5 * PAGE, None).unwrap(), "past the root");
-        assert_eq!(shared.memory.current(), 3 * PAGE as u64, "refused at the root, refunded");
+        assert!(
+            !b.memory_growing(3 * PAGE, 5 * PAGE, None).unwrap(),
+            "past the root"
+        );
+        assert_eq!(
+            shared.memory.current(),
+            3 * PAGE as u64,
+            "refused at the root, refunded"
+        );
         assert!(b.table_growing(0, 10, None).unwrap());
         b.memory_grow_failed(wasmtime::Error::msg("no")).ok();
         b.table_grow_failed(wasmtime::Error::msg("no")).ok();

@@ -132,7 +132,10 @@ fn root_metrics(rt: &Runtime, out: &mut String) {
         ),
     ] {
         if let Some(v) = value {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}");
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
+            );
         }
     }
 }

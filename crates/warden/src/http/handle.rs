@@ -217,7 +217,9 @@ impl Route {
         let (spec, capture) = self.task_spec(body);
         let (id, mut ended, done) = match rt.spawn_ending(&spec, env) {
             Ok(x) => x,
-            Err(e @ (Error::Full(_) | Error::Mappings(_) | Error::Memory(_))) => return text(503, e),
+            Err(e @ (Error::Full(_) | Error::Mappings(_) | Error::Memory(_))) => {
+                return text(503, e)
+            }
             Err(e) => return text(500, e),
         };
         let mut running = Running {

@@ -101,7 +101,10 @@ pub fn cgroup_v1_memory_path(text: &str) -> Option<&str> {
     text.lines().find_map(|l| {
         let mut parts = l.splitn(3, ':');
         let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        controllers.split(',').any(|c| c == "memory").then_some(path)
+        controllers
+            .split(',')
+            .any(|c| c == "memory")
+            .then_some(path)
     })
 }
 
@@ -159,6 +162,30 @@ pub fn refusal(r: &Refused) -> String {
         format_size(r.wanted - TASK_OVERHEAD.min(r.wanted)),
         format_size(r.limit)
     )
+}
+
+/// The root's limit: the configured one, else the machine's (unlimited
+/// where the machine's cannot be read).
+pub(super) fn root_limit(config: &super::RuntimeConfig) -> u64 {
+    config
+        .memory_limit
+        .or_else(|| default_limit().map(|r| r.bytes))
+        .unwrap_or(u64::MAX)
+}
+
+impl super::Runtime {
+    /// The machine's budget, the root of the budget tree: its limit, what
+    /// all tasks are charged now (their own charges and [`TASK_OVERHEAD`]
+    /// each) and the refusals it made.
+    pub fn root_memory(&self) -> RootMemory {
+        let root = &self.inner.tasks.root;
+        RootMemory {
+            limit_bytes: Some(root.limit()).filter(|&l| l != u64::MAX),
+            charged_bytes: root.current(),
+            peak_bytes: root.peak(),
+            refusals: root.denials(),
+        }
+    }
 }
 
 #[cfg(test)]

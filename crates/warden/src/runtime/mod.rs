@@ -238,15 +238,6 @@ pub enum Error {
     Memory(String),
 }
 
-/// The root's limit: the configured one, else the machine's (unlimited
-/// where the machine's cannot be read).
-fn root_limit(config: &RuntimeConfig) -> u64 {
-    config
-        .memory_limit
-        .or_else(|| machine::default_limit().map(|r| r.bytes))
-        .unwrap_or(u64::MAX)
-}
-
 /// What a child task gets from its parent at spawn.
 pub(crate) struct Child {
     /// The parent.
@@ -343,7 +334,9 @@ impl Runtime {
             on_report: config.on_report.clone(),
             events,
             kernel: kernel.clone(),
-            root: Arc::new(crate::task::MemoryAccount::new(Some(root_limit(&config)))),
+            root: Arc::new(crate::task::MemoryAccount::new(Some(machine::root_limit(
+                &config,
+            )))),
             runtime: std::sync::OnceLock::new(),
             changed: Condvar::new(),
             finished: std::sync::atomic::AtomicU64::new(0),
@@ -398,19 +391,6 @@ impl Runtime {
     /// The runtime's settings.
     pub fn config(&self) -> &RuntimeConfig {
         &self.inner.config
-    }
-
-    /// The machine's budget, the root of the budget tree: its limit, what
-    /// all tasks are charged now (their own charges and
-    /// [`machine::TASK_OVERHEAD`] each) and the refusals it made.
-    pub fn root_memory(&self) -> machine::RootMemory {
-        let root = &self.inner.tasks.root;
-        machine::RootMemory {
-            limit_bytes: Some(root.limit()).filter(|&l| l != u64::MAX),
-            charged_bytes: root.current(),
-            peak_bytes: root.peak(),
-            refusals: root.denials(),
-        }
     }
 
     /// The Wasmtime engine this runtime's tasks run on, with Warden's

@@ -452,12 +452,7 @@ impl TaskShared {
             Ok(()) => true,
             Err(r) => {
                 self.memory.refund(bytes);
-                if r.first {
-                    self.event(
-                        "limit",
-                        || serde_json::json!({ "limit": "root memory", "limit_bytes": r.limit, "requested_bytes": r.wanted }),
-                    );
-                }
+                self.refused("root memory", &r);
                 false
             }
         }
@@ -478,14 +473,20 @@ impl TaskShared {
         match self.memory.try_charge(bytes) {
             Ok(()) => true,
             Err(r) => {
-                if r.first {
-                    self.event(
-                        "limit",
-                        || serde_json::json!({ "limit": "memory", "limit_bytes": r.limit, "requested_bytes": r.wanted }),
-                    );
-                }
+                self.refused("memory", &r);
                 false
             }
+        }
+    }
+
+    /// Writes the first refusal of an account (`limit` names it) to the
+    /// event log.
+    fn refused(&self, limit: &str, r: &account::Refused) {
+        if r.first {
+            self.event(
+                "limit",
+                || serde_json::json!({ "limit": limit, "limit_bytes": r.limit, "requested_bytes": r.wanted }),
+            );
         }
     }
 

@@ -243,7 +243,9 @@ fn version_names_the_commit_and_errors_name_missing_arguments() {
         .output()
         .ok()
         .filter(|o| o.status.success())
-        .map_or("unknown".to_string(), |o| text(&o.stdout).trim().to_string());
+        .map_or("unknown".to_string(), |o| {
+            text(&o.stdout).trim().to_string()
+        });
     assert_eq!(
         said.trim(),
         format!("warden {} (commit {commit})", env!("CARGO_PKG_VERSION"))

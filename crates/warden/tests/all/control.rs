@@ -191,9 +191,11 @@ fn ps_spawn_logs_suspend_kill() {
         table.starts_with("memory: ") && table.contains("of the root budget's"),
         "{table}"
     );
-    let root: serde_json::Value = serde_json::from_str(&body_of(addr, "/api/memory")).unwrap();
+    let root: serde_json::Value = serde_json::from_str(&get_body(addr, "/api/memory")).unwrap();
     let charged = root["charged_bytes"].as_u64().unwrap();
-    let sleeper = task(&live, "sleeper").unwrap()["memory_bytes"].as_u64().unwrap();
+    let sleeper = task(&live, "sleeper").unwrap()["memory_bytes"]
+        .as_u64()
+        .unwrap();
     assert!(charged > sleeper, "{root}");
     assert!(root["limit_bytes"].as_u64().unwrap() >= charged, "{root}");
     let top = cli(addr, &["top", "--iterations", "1", "--sort", "memory"]);
@@ -206,20 +208,11 @@ fn ps_spawn_logs_suspend_kill() {
     assert_eq!(err.trim(), "warden: no task \"no-such-task\"");
 }
 
-/// The body of `GET path` (HTTP/1.0, no token: a loopback figure).
-fn body_of(addr: &str, path: &str) -> String {
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\n\r\n").unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    text.split_once("\r\n\r\n").unwrap().1.to_string()
-}
-
 #[test]
 fn metrics_parse_as_prometheus_text() {
     let dir = tempfile::tempdir().unwrap();
     let sys = start(dir.path());
-    let body = body_of(&sys.addr, "/metrics");
+    let body = get_body(&sys.addr, "/metrics");
     let lines = body.lines().map(|l| Ok(l.to_string()));
     let scrape = prometheus_parse::Scrape::parse(lines).unwrap();
     let find = |metric: &str, task: &str| {

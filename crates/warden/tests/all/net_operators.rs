@@ -3,16 +3,7 @@
 //! running system whose task really sends.
 
 use crate::util::*;
-use std::io::{Read, Write};
 use std::time::{Duration, Instant};
-
-fn get(addr: &str, path: &str) -> String {
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\n\r\n").unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    text.split_once("\r\n\r\n").unwrap().1.to_string()
-}
 
 #[test]
 fn bytes_rates_and_sockets_per_task_and_group() {
@@ -33,7 +24,8 @@ fn bytes_rates_and_sockets_per_task_and_group() {
     // Wait until the samples show it sending (a readiness condition).
     let t = Instant::now();
     let groups = loop {
-        let g: serde_json::Value = serde_json::from_str(&get(&sys.addr, "/api/groups")).unwrap();
+        let g: serde_json::Value =
+            serde_json::from_str(&get_body(&sys.addr, "/api/groups")).unwrap();
         if g["groups"][1]["net_tx_rate"].as_f64().unwrap_or(0.0) > 0.0 {
             break g;
         }
@@ -56,7 +48,8 @@ fn bytes_rates_and_sockets_per_task_and_group() {
     let rate = inner["net_tx_rate"].as_f64().unwrap();
     assert!(rate < 22e6, "within the link: {rate}");
 
-    let tasks: serde_json::Value = serde_json::from_str(&get(&sys.addr, "/api/tasks")).unwrap();
+    let tasks: serde_json::Value =
+        serde_json::from_str(&get_body(&sys.addr, "/api/tasks")).unwrap();
     let b = &tasks[0];
     assert!(
         b["net_bytes_sent"].as_u64().unwrap() > 0 && b["sockets"] == 1 && b["connections"] == 1,
@@ -64,7 +57,7 @@ fn bytes_rates_and_sockets_per_task_and_group() {
     );
     assert_eq!(b["group"], "tenant-a");
 
-    let metrics = get(&sys.addr, "/metrics");
+    let metrics = get_body(&sys.addr, "/metrics");
     let scrape =
         prometheus_parse::Scrape::parse(metrics.lines().map(|l| Ok(l.to_string()))).unwrap();
     let value = |metric: &str, key: &str, label: &str| {

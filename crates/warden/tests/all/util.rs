@@ -151,6 +151,17 @@ pub fn proc_status_bytes(pid: &str, field: &str) -> Option<u64> {
 }
 
 /// A free loopback port (for a control API).
+/// The body of `GET path` on a control API (HTTP/1.0, no token: the
+/// figures open on loopback).
+pub fn get_body(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    text.split_once("\r\n\r\n").unwrap().1.to_string()
+}
+
 pub fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap().port()

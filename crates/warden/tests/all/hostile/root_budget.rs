@@ -13,7 +13,12 @@ fn unlimited_tasks_stop_at_the_root() {
     const ROOT: u64 = 1 << 30;
     let mut tasks = task("huge", guests::HOSTILE, &["memobj-huge"], "");
     for i in 0..8 {
-        tasks += &task(&format!("grow{i}"), guests::HOSTILE, &["grow-touch", "4096"], "");
+        tasks += &task(
+            &format!("grow{i}"),
+            guests::HOSTILE,
+            &["grow-touch", "4096"],
+            "",
+        );
     }
     let run = survive(&format!("memory_limit = '{ROOT}'"), &tasks);
     run.exited_saying("huge", "1 TiB: out of memory, 64 GiB: out of memory");
