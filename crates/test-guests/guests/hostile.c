@@ -18,9 +18,21 @@
  *   hostile grow-touch MIB     grow its memory a page at a time, touching
  *                              every 4 KiB of each, until refused or at
  *                              MIB MiB
+ *   hostile hold MIB           grow-touch to MIB MiB or until refused,
+ *                              print "hold: N pages", then sleep for ever
+ *   hostile wait-grow MIB      print "wait-grow: ready", read a line from
+ *                              stdin, then grow-touch MIB
+ *   hostile parent-of-hold MIB spawn a child holding MIB MiB; on its
+ *                              memory event print "parent: memory event"
+ *                              and kill it
  *   hostile spawn-bomb [root]  spawn copies of itself, each doing the same,
  *                              until refused; the root then returns, the
  *                              others sleep
+ *   hostile spawn-wide N       print "spawn-wide: ready", read a line
+ *                              from stdin, then spawn N
+ *                              children that sleep (closing each handle),
+ *                              print how many, read another line and
+ *                              exit (the children die with it)
  *   hostile args-bomb          spawn a child with 64 MiB of arguments
  *   hostile fd-flood N         open /data/file N times, never closing
  *   hostile wild               every host function with wild pointers,
@@ -141,7 +153,7 @@ static int memobj_huge(void) {
     return 0;
 }
 
-static int grow_touch(long max_mib) {
+static long grow_pages(long max_mib) {
     long pages = 0;
     while (pages < max_mib * 16) {
         size_t old = __builtin_wasm_memory_grow(0, 1);
@@ -150,8 +162,43 @@ static int grow_touch(long max_mib) {
         for (int off = 0; off < 65536; off += 4096) p[off] = 1;
         pages++;
     }
+    return pages;
+}
+
+static int grow_touch(long max_mib) {
+    long pages = grow_pages(max_mib);
     printf("grow-touch: %ld pages, %s\n", pages, pages < max_mib * 16 ? "then refused" : "all");
     return 0;
+}
+
+static int hold(long max_mib) {
+    printf("hold: %ld pages\n", grow_pages(max_mib));
+    fflush(stdout);
+    for (;;) sleep(1000);
+}
+
+static int wait_grow(long max_mib) {
+    char line[16];
+    printf("wait-grow: ready\n");
+    fflush(stdout);
+    if (!fgets(line, sizeof line, stdin)) return 1;
+    return grow_touch(max_mib);
+}
+
+static int parent_of_hold(long mib) {
+    char n[24];
+    snprintf(n, sizeof n, "%ld", mib);
+    const char *argv[] = {"hold", n};
+    warden_budget b = {(uint64_t)(mib + 4) << 20, 0, 1};
+    warden_handle child = warden_task_spawn(warden_module_lookup("self"), argv, 2, &b, NULL, 0);
+    if (child < 0) return done("parent-of-hold", 0, child);
+    warden_event ev;
+    int32_t r = warden_task_event(child, -1, &ev);
+    if (r < 0) return done("parent-of-hold: event", 0, r);
+    printf("parent: %s event\n", ev.kind == WARDEN_EVENT_MEMORY ? "memory" : "other");
+    fflush(stdout);
+    warden_task_kill(child);
+    for (;;) sleep(1000);
 }
 
 static int spawn_bomb(int root) {
@@ -163,6 +210,24 @@ static int spawn_bomb(int root) {
     while ((r = warden_task_spawn(m, argv, 1, &b, NULL, 0)) >= 0) i++;
     if (root) return done("spawn-bomb", i, r);
     for (;;) sleep(1000);
+}
+
+static int spawn_wide(long n) {
+    char line[16];
+    printf("spawn-wide: ready\n");
+    fflush(stdout);
+    if (!fgets(line, sizeof line, stdin)) return 1;
+    warden_handle m = warden_module_lookup("self");
+    const char *argv[] = {"sleep"};
+    warden_budget b = {1 << 20, 0, 1};
+    long i = 0;
+    int32_t r = 0;
+    for (; i < n && (r = warden_task_spawn(m, argv, 1, &b, NULL, 0)) >= 0; i++) warden_close(r);
+    printf("spawn-wide: %ld spawned\n", i);
+    fflush(stdout);
+    /* Then until told: the children start meanwhile. */
+    if (!fgets(line, sizeof line, stdin)) return 1;
+    return i == n ? 0 : 1;
 }
 
 static int args_bomb(void) {
@@ -260,7 +325,11 @@ int main(int argc, char **argv) {
     if (!strcmp(m, "memobj-bomb")) return memobj_bomb();
     if (!strcmp(m, "memobj-huge")) return memobj_huge();
     if (!strcmp(m, "grow-touch")) return grow_touch(arg(argc, argv, 4096));
+    if (!strcmp(m, "hold")) return hold(arg(argc, argv, 4096));
+    if (!strcmp(m, "wait-grow")) return wait_grow(arg(argc, argv, 64));
+    if (!strcmp(m, "parent-of-hold")) return parent_of_hold(arg(argc, argv, 64));
     if (!strcmp(m, "spawn-bomb")) return spawn_bomb(argc > 2);
+    if (!strcmp(m, "spawn-wide")) return spawn_wide(arg(argc, argv, 1000));
     if (!strcmp(m, "args-bomb")) return args_bomb();
     if (!strcmp(m, "fd-flood")) return fd_flood(arg(argc, argv, 100));
     if (!strcmp(m, "wild")) return wild();

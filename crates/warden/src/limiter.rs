@@ -89,8 +89,8 @@ impl MemoryBudget {
             Some(root) if want <= self.shared.memory.limit() => format!(
                 "the machine's memory budget is full: {what} of {} more refused with {} of {} charged to all tasks",
                 format_size(delta),
-                format_size(root.current()),
-                format_size(root.limit())
+                format_size(root.account().current()),
+                format_size(root.account().limit())
             ),
             _ => format!(
                 "memory limit exceeded: {what} would use {} of {}",
@@ -185,7 +185,7 @@ mod tests {
 
     #[test]
     fn a_dropped_store_returns_its_memories_to_the_root() {
-        let root = Arc::new(crate::task::MemoryAccount::new(Some(4 * PAGE as u64)));
+        let root = Arc::new(crate::task::RootAccount::new(Some(4 * PAGE as u64)));
         let mut shared = TaskShared::new(crate::task::TaskId(0), "t".into(), None, None);
         shared.root = Some(root.clone());
         let shared = Arc::new(shared);
@@ -203,9 +203,41 @@ mod tests {
         assert!(b.table_growing(0, 10, None).unwrap());
         b.memory_grow_failed(wasmtime::Error::msg("no")).ok();
         b.table_grow_failed(wasmtime::Error::msg("no")).ok();
-        assert_eq!(root.current(), 3 * PAGE as u64);
+        assert_eq!(root.account().current(), 3 * PAGE as u64);
         drop(b);
-        assert_eq!((root.current(), shared.memory.current()), (0, 0));
+        assert_eq!((root.account().current(), shared.memory.current()), (0, 0));
+    }
+
+    #[test]
+    fn only_growth_beyond_the_guarantee_reaches_the_root() {
+        let root = Arc::new(crate::task::RootAccount::new(Some(3 * PAGE as u64)));
+        root.reserve_guarantee(2 * PAGE as u64).unwrap();
+        let mut shared = TaskShared::new(crate::task::TaskId(0), "t".into(), None, None);
+        shared.root = Some(root.clone());
+        shared.guarantee = 2 * PAGE as u64;
+        let shared = Arc::new(shared);
+        let mut b = MemoryBudget::new(MemoryPolicy::Deny, shared.clone());
+        assert!(b.memory_growing(0, 2 * PAGE, None).unwrap());
+        assert_eq!(
+            (root.account().current(), root.surplus()),
+            (2 * PAGE as u64, 0)
+        );
+        assert!(b.memory_growing(2 * PAGE, 3 * PAGE, None).unwrap());
+        assert_eq!(shared.surplus(), PAGE as u64);
+        assert!(
+            !b.memory_growing(3 * PAGE, 4 * PAGE, None).unwrap(),
+            "root full"
+        );
+        assert!(shared.deny_surplus());
+        assert!(!shared.deny_surplus(), "once");
+        drop(b);
+        assert_eq!(
+            root.account().current(),
+            2 * PAGE as u64,
+            "the guarantee stays"
+        );
+        root.release_guarantee(2 * PAGE as u64);
+        assert_eq!(root.account().current(), 0);
     }
 
     #[test]

@@ -32,7 +32,10 @@
 //! env = { LANG = "C" }
 //! dirs = { "/data" = "data" }      # guest path -> host path (relative to the manifest)
 //! memory_limit = "64MiB"           # linear memories + tables
-//! on_memory_limit = "deny"         # or "kill", or "notify" (its parent)
+//! on_memory_limit = "deny"         # or "kill", or "notify" (its parent);
+//!                                  # also what reclaiming its surplus does
+//! memory_guarantee = "16MiB"       # reserved at spawn, always its (default 0)
+//! memory_priority = 0              # surplus is reclaimed from the lowest first
 //! cpu_limit = "2s"
 //! on_cpu_limit = "kill"            # or "notify": suspend, tell the parent
 //! count = 1                        # N copies named hello.0 .. hello.N-1

@@ -29,6 +29,8 @@ pub struct TaskReport {
     pub peak_memory_bytes: u64,
     /// The memory limit, if any.
     pub memory_limit_bytes: Option<u64>,
+    /// Bytes of the machine's memory reserved for it (0: none).
+    pub memory_guarantee_bytes: u64,
     /// Growth requests refused for exceeding the limit.
     pub memory_denials: u64,
     /// Portal calls made and received.
@@ -85,6 +87,7 @@ impl TaskReport {
             served_cpu_ms: shared.cpu.served_ns() as f64 / 1e6,
             peak_memory_bytes: shared.memory.peak(),
             memory_limit_bytes: memory_limit,
+            memory_guarantee_bytes: shared.guarantee,
             memory_denials: shared.memory.denials(),
             ipc_calls: shared.ipc.calls.load(Ordering::Relaxed),
             bytes_sent: shared.ipc.bytes_sent.load(Ordering::Relaxed),

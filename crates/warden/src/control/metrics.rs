@@ -41,6 +41,18 @@ const TASK_METRICS: &[TaskMetric] = &[
         |v| v.memory_limit_bytes.map(|m| m as f64),
     ),
     (
+        "warden_task_memory_guarantee_bytes",
+        "gauge",
+        "Bytes of the machine's memory reserved for the task.",
+        |v| Some(v.memory_guarantee_bytes as f64),
+    ),
+    (
+        "warden_task_memory_surplus_bytes",
+        "gauge",
+        "Memory the task holds beyond its guarantee.",
+        |v| Some(v.surplus_bytes as f64),
+    ),
+    (
         "warden_task_ipc_calls_total",
         "counter",
         "Portal calls made and received.",
@@ -115,8 +127,20 @@ fn root_metrics(rt: &Runtime, out: &mut String) {
         (
             "warden_root_memory_bytes",
             "gauge",
-            "Memory charged to the root now: every task's charges and Warden's overhead per task.",
+            "Memory charged to the root now: guarantees, Warden's overhead per task and surplus.",
             Some(root.charged_bytes),
+        ),
+        (
+            "warden_root_memory_guaranteed_bytes",
+            "gauge",
+            "Memory reserved for live tasks' guarantees.",
+            Some(root.guaranteed_bytes),
+        ),
+        (
+            "warden_root_memory_surplus_bytes",
+            "gauge",
+            "Memory tasks hold beyond their guarantees.",
+            Some(root.surplus_bytes),
         ),
         (
             "warden_root_memory_peak_bytes",

@@ -85,7 +85,8 @@ function renderTasks(tasks) {
     tr.className = "task" + (ENDED.includes(t.state) ? " ended" : "") + (t.id === selected ? " selected" : "");
     tr.dataset.id = t.id;
     const cells = [t.id, "\u00a0\u00a0".repeat(depth) + t.name, t.state, t.cpu_pct.toFixed(1),
-      t.cpu_ms.toFixed(1), mib(t.memory_bytes), mib(t.memory_limit_bytes), t.ipc_calls,
+      t.cpu_ms.toFixed(1), mib(t.memory_bytes), mib(t.memory_limit_bytes),
+      mib(t.memory_guarantee_bytes), mib(t.surplus_bytes), t.ipc_calls,
       t.sockets, rate(t.net_bytes_sent), rate(t.net_bytes_received),
       rate(t.net_tx_rate), rate(t.net_rx_rate)];
     for (const c of cells) { const td = document.createElement("td"); td.textContent = c; tr.appendChild(td); }
@@ -116,7 +117,8 @@ function renderBudget(tasks) {
     const ul = document.createElement("ul");
     for (const t of kids) {
       const li = document.createElement("li");
-      li.textContent = `${t.name}: memory ${mib(t.memory_bytes)} of ${mib(t.memory_limit_bytes)} MiB, CPU ${t.cpu_ms.toFixed(0)} ms`;
+      li.textContent = `${t.name}: memory ${mib(t.memory_bytes)} of ${mib(t.memory_limit_bytes)} MiB` +
+        ` (guaranteed ${mib(t.memory_guarantee_bytes)}, surplus ${mib(t.surplus_bytes)}), CPU ${t.cpu_ms.toFixed(0)} ms`;
       const sub = list(t.id);
       if (sub) li.appendChild(sub);
       ul.appendChild(li);
@@ -171,7 +173,8 @@ function renderRoot(root) {
   const mib = b => (b / 1048576).toFixed(1);
   const limit = root.limit_bytes == null ? "no limit" : `${mib(root.limit_bytes)} MiB`;
   document.getElementById("root").textContent =
-    `root memory budget: ${mib(root.charged_bytes)} MiB charged of ${limit}` +
+    `root memory budget: ${mib(root.charged_bytes)} MiB charged of ${limit}: ` +
+    `${mib(root.guaranteed_bytes)} MiB guaranteed, ${mib(root.surplus_bytes)} MiB surplus` +
     ` (peak ${mib(root.peak_bytes)} MiB, ${root.refusals} refused)`;
 }
 

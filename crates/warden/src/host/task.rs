@@ -291,7 +291,7 @@ fn raise(
     }
     if memory_limit > old_mem {
         let delta = memory_limit - old_mem;
-        if !parent.try_reserve(delta) {
+        if !parent.carve(delta) {
             return Err(Errno::NoMem);
         }
         task.family

@@ -16,9 +16,11 @@
 //! name = "hello"               # in metrics and task names (default: the path)
 //! module = "hello.wasm"        # per request: a fresh task (WAGI)
 //! memory_limit = "16MiB"       # per request (and the other [[task]] keys
-//! cpu_limit = "100ms"          # args, env, dirs, on_memory_limit, stderr,
-//!                              # uses, connect, group, share, tickets,
-//!                              # priority, cap, bandwidth_share/limit)
+//! cpu_limit = "100ms"          # args, env, dirs, on_memory_limit,
+//!                              # memory_guarantee (reserved per request,
+//!                              # else 503), memory_priority, stderr, uses,
+//!                              # connect, group, share, tickets, priority,
+//!                              # cap, bandwidth_share/limit)
 //! timeout = "5s"               # wall clock per request (default 30s)
 //! max_concurrent = 64          # handled at once (default 64) ...
 //! max_queue = 1024             # ... and waiting (default 1024); then 503
@@ -72,6 +74,8 @@ struct RawRoute {
     dirs: BTreeMap<String, String>,
     memory_limit: Option<String>,
     on_memory_limit: Option<String>,
+    memory_guarantee: Option<String>,
+    memory_priority: Option<i32>,
     cpu_limit: Option<String>,
     stderr: Option<String>,
     #[serde(default)]
@@ -240,6 +244,8 @@ fn task_keys_given(r: &RawRoute) -> Option<&'static str> {
         ("dirs", !r.dirs.is_empty()),
         ("memory_limit", r.memory_limit.is_some()),
         ("on_memory_limit", r.on_memory_limit.is_some()),
+        ("memory_guarantee", r.memory_guarantee.is_some()),
+        ("memory_priority", r.memory_priority.is_some()),
         ("cpu_limit", r.cpu_limit.is_some()),
         ("stderr", r.stderr.is_some()),
         ("uses", !r.uses.is_empty()),
@@ -267,6 +273,8 @@ fn raw_task(r: &RawRoute, name: &str) -> RawTask {
         dirs: r.dirs.clone(),
         memory_limit: r.memory_limit.clone(),
         on_memory_limit: r.on_memory_limit.clone(),
+        memory_guarantee: r.memory_guarantee.clone(),
+        memory_priority: r.memory_priority,
         cpu_limit: r.cpu_limit.clone(),
         stderr: r.stderr.clone(),
         uses: r.uses.clone(),

@@ -15,6 +15,8 @@ pub(super) struct RawTask {
     pub(super) dirs: BTreeMap<String, String>,
     pub(super) memory_limit: Option<String>,
     pub(super) on_memory_limit: Option<String>,
+    pub(super) memory_guarantee: Option<String>,
+    pub(super) memory_priority: Option<i32>,
     pub(super) cpu_limit: Option<String>,
     pub(super) on_cpu_limit: Option<String>,
     pub(super) count: Option<u32>,
@@ -241,6 +243,15 @@ fn task_limits(t: &RawTask, spec: &mut TaskSpec) -> Result<(), String> {
         .map(parse_size)
         .transpose()
         .map_err(|e| format!("memory_limit: {e}"))?;
+    spec.memory_guarantee = match t.memory_guarantee.as_deref().map(parse_size) {
+        None => 0,
+        Some(Ok(g)) if spec.memory_limit.is_some_and(|l| g > l) => {
+            return Err("memory_guarantee: more than memory_limit".into())
+        }
+        Some(Ok(g)) => g,
+        Some(Err(e)) => return Err(format!("memory_guarantee: {e}")),
+    };
+    spec.memory_priority = t.memory_priority.unwrap_or(0);
     spec.on_memory_limit = choice(
         "on_memory_limit",
         t.on_memory_limit.as_deref(),

@@ -37,8 +37,13 @@ pub struct RootMemory {
     /// The most all tasks together may be charged (`None`: no limit,
     /// where the machine's memory could not be read).
     pub limit_bytes: Option<u64>,
-    /// Charged now: every task's charges and [`TASK_OVERHEAD`] per task.
+    /// Charged now: guarantees, [`TASK_OVERHEAD`] per task, and every
+    /// task's charges beyond its guarantee.
     pub charged_bytes: u64,
+    /// Reserved for live tasks' guarantees.
+    pub guaranteed_bytes: u64,
+    /// Surplus in use: charges beyond guarantees and overheads.
+    pub surplus_bytes: u64,
     /// The highest charge so far.
     pub peak_bytes: u64,
     /// Charges refused because the root was full.
@@ -175,15 +180,18 @@ pub(super) fn root_limit(config: &super::RuntimeConfig) -> u64 {
 
 impl super::Runtime {
     /// The machine's budget, the root of the budget tree: its limit, what
-    /// all tasks are charged now (their own charges and [`TASK_OVERHEAD`]
-    /// each) and the refusals it made.
+    /// is charged now (guarantees, [`TASK_OVERHEAD`] per task and
+    /// surplus) and the refusals it made.
     pub fn root_memory(&self) -> RootMemory {
         let root = &self.inner.tasks.root;
+        let account = root.account();
         RootMemory {
-            limit_bytes: Some(root.limit()).filter(|&l| l != u64::MAX),
-            charged_bytes: root.current(),
-            peak_bytes: root.peak(),
-            refusals: root.denials(),
+            limit_bytes: Some(account.limit()).filter(|&l| l != u64::MAX),
+            charged_bytes: account.current(),
+            guaranteed_bytes: root.guaranteed(),
+            surplus_bytes: root.surplus(),
+            peak_bytes: account.peak(),
+            refusals: account.denials(),
         }
     }
 }

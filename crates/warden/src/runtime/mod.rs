@@ -18,6 +18,7 @@ mod modules;
 mod nested;
 mod net;
 mod passive;
+mod reclaim;
 mod run;
 mod setup;
 mod store;
@@ -334,7 +335,7 @@ impl Runtime {
             on_report: config.on_report.clone(),
             events,
             kernel: kernel.clone(),
-            root: Arc::new(crate::task::MemoryAccount::new(Some(machine::root_limit(
+            root: Arc::new(crate::task::RootAccount::new(Some(machine::root_limit(
                 &config,
             )))),
             runtime: std::sync::OnceLock::new(),
@@ -556,13 +557,19 @@ impl Runtime {
                 spec.call_cpu_limit.as_nanos().min(u64::MAX as u128) as u64,
             )
         });
-        inner.tasks.enter(
+        self.reserve_guarantee(&shared)?;
+        if let Err(e) = inner.tasks.enter(
             &shared,
             spec.memory_limit,
             inner.room,
             watch,
             passive.clone(),
-        )?;
+        ) {
+            if shared.guarantee > 0 {
+                inner.tasks.root.release_guarantee(shared.guarantee);
+            }
+            return Err(e);
+        }
         let link_parent = match &child {
             Some(c) => c.net.link_parent,
             None => group.map(|g| g.link_node),
@@ -628,6 +635,9 @@ impl Runtime {
         task.route = spec.route.clone();
         task.event_log = inner.tasks.events.clone();
         task.root = Some(inner.tasks.root.clone());
+        task.guarantee = spec.memory_guarantee;
+        task.memory_priority = spec.memory_priority;
+        task.memory_policy = spec.on_memory_limit;
         if let Some(c) = child {
             task.set_parent(c.parent.clone(), c.carved_memory);
         }

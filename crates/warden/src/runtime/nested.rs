@@ -40,7 +40,7 @@ impl Spawner for Inner {
         }
         let p = &parent.shared;
         let mut spec = parent.spec.as_deref().ok_or(Errno::Denied)?.clone();
-        if !p.try_reserve(budget.memory_limit) {
+        if !p.carve(budget.memory_limit) {
             return Err(Errno::NoMem);
         }
         let n = self.next_id.load(std::sync::atomic::Ordering::Relaxed);
@@ -55,6 +55,8 @@ impl Spawner for Inner {
         spec.args = args;
         spec.dirs = Vec::new();
         spec.memory_limit = Some(budget.memory_limit);
+        // Its memory is carved from its parent's; no guarantee of its own.
+        spec.memory_guarantee = 0;
         spec.cpu_limit =
             (budget.cpu_limit_ns != 0).then(|| Duration::from_nanos(budget.cpu_limit_ns));
         spec.sched.share = budget.cpu_share;

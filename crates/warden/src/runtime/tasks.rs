@@ -72,7 +72,7 @@ pub(super) struct Tasks {
     pub(super) kernel: Arc<Kernel>,
     /// The machine's budget: every task's charges and
     /// [`super::machine::TASK_OVERHEAD`] per live task.
-    pub(super) root: Arc<crate::task::MemoryAccount>,
+    pub(super) root: Arc<crate::task::RootAccount>,
     /// The runtime, for ending a dead task's children.
     pub(super) runtime: std::sync::OnceLock<std::sync::Weak<Inner>>,
     pub(super) changed: Condvar,
@@ -101,7 +101,7 @@ impl Tasks {
         nested::child_ended(shared);
         let mut t = self.lock();
         if let Some(mut live) = t.live.remove(&shared.id) {
-            self.root.refund(super::machine::TASK_OVERHEAD);
+            self.give_back(shared);
             if live.passive.is_some() {
                 t.passive_live -= 1;
             }
@@ -187,7 +187,7 @@ impl Tasks {
         let mut t = self.lock();
         room.check(t.live.len())?;
         self.root
-            .try_charge(super::machine::TASK_OVERHEAD)
+            .try_reserve(super::machine::TASK_OVERHEAD)
             .map_err(|r| super::Error::Memory(super::machine::refusal(&r)))?;
         t.passive_live += usize::from(passive.is_some());
         t.peak_live = t.peak_live.max(t.live.len() + 1);
@@ -207,11 +207,20 @@ impl Tasks {
         Ok(())
     }
 
+    /// Returns what a task leaving the table reserved in the root: its
+    /// overhead and its guarantee (reserved before it entered).
+    fn give_back(&self, shared: &TaskShared) {
+        self.root.unreserve(super::machine::TASK_OVERHEAD);
+        if shared.guarantee > 0 {
+            self.root.release_guarantee(shared.guarantee);
+        }
+    }
+
     /// Takes a task that could not start out of the table again.
     pub(super) fn leave(&self, shared: &TaskShared) {
         let mut t = self.lock();
         if let Some(live) = t.live.remove(&shared.id) {
-            self.root.refund(super::machine::TASK_OVERHEAD);
+            self.give_back(shared);
             t.passive_live -= usize::from(live.passive.is_some());
         }
         if let Some(siblings) = shared.parent().and_then(|p| t.children.get_mut(&p.id)) {

@@ -23,6 +23,10 @@ pub struct TaskView {
     pub memory_bytes: u64,
     /// Its memory limit.
     pub memory_limit_bytes: Option<u64>,
+    /// Bytes of the machine's memory reserved for it (0: none).
+    pub memory_guarantee_bytes: u64,
+    /// What it holds beyond its guarantee (0 once finished), bytes.
+    pub surplus_bytes: u64,
     /// Highest memory charged.
     pub peak_memory_bytes: u64,
     /// Portal calls made and received.
@@ -62,6 +66,8 @@ impl Runtime {
             cpu_ms: s.cpu.charged_ns() as f64 / 1e6,
             memory_bytes: s.memory.current(),
             memory_limit_bytes: l.memory_limit,
+            memory_guarantee_bytes: s.guarantee,
+            surplus_bytes: s.surplus(),
             peak_memory_bytes: s.memory.peak(),
             ipc_calls: s.ipc.calls.load(Ordering::Relaxed),
             bytes_sent: s.ipc.bytes_sent.load(Ordering::Relaxed),
@@ -104,6 +110,8 @@ impl Runtime {
                         cpu_ms: r.cpu_ms,
                         memory_bytes: 0,
                         memory_limit_bytes: r.memory_limit_bytes,
+                        memory_guarantee_bytes: r.memory_guarantee_bytes,
+                        surplus_bytes: 0,
                         peak_memory_bytes: r.peak_memory_bytes,
                         ipc_calls: r.ipc_calls,
                         bytes_sent: r.bytes_sent,

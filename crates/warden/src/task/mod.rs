@@ -30,6 +30,7 @@ pub mod account;
 pub mod family;
 pub mod inherit;
 pub mod net;
+pub mod root;
 pub mod state;
 
 pub use crate::output::Output;
@@ -38,9 +39,10 @@ pub use account::{CpuAccount, IpcCounters, MemoryAccount};
 pub use family::{Family, EVENT_CPU, EVENT_MEMORY};
 pub use inherit::Inheritance;
 pub use net::NetAccount;
+pub use root::RootAccount;
 pub use state::State;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -82,8 +84,14 @@ pub struct TaskSpec {
     pub dirs: Vec<(String, PathBuf)>,
     /// Bytes of linear memory plus tables; `None` for no limit.
     pub memory_limit: Option<u64>,
-    /// What a growth past `memory_limit` does.
+    /// What a growth past `memory_limit` does, and what is done to the
+    /// task when its surplus is reclaimed (see [`root`]).
     pub on_memory_limit: MemoryPolicy,
+    /// Bytes of the machine's memory set aside for it at spawn, which it
+    /// can always have (0: none; at most `memory_limit`).
+    pub memory_guarantee: u64,
+    /// Whose surplus is reclaimed first: the lowest priority's.
+    pub memory_priority: i32,
     /// CPU time after which the task is killed; `None` for no limit.
     pub cpu_limit: Option<Duration>,
     /// Where the task's stdout goes.
@@ -194,6 +202,8 @@ impl TaskSpec {
             dirs: vec![],
             memory_limit: None,
             on_memory_limit: MemoryPolicy::Deny,
+            memory_guarantee: 0,
+            memory_priority: 0,
             cpu_limit: None,
             stdout: Output::Inherit,
             stderr: Output::Inherit,
@@ -287,8 +297,23 @@ pub struct TaskShared {
     /// Memory charged against its budget.
     pub memory: MemoryAccount,
     /// The machine's budget (the root of the budget tree), charged with
-    /// everything `memory` is (`None`: no root, as in unit tests).
-    pub root: Option<Arc<MemoryAccount>>,
+    /// what `memory` is beyond `guarantee` (`None`: no root, as in unit
+    /// tests).
+    pub root: Option<Arc<RootAccount>>,
+    /// Bytes reserved for it in the root at spawn (see [`root`]).
+    pub guarantee: u64,
+    /// Whose surplus is reclaimed first: the lowest priority's.
+    pub memory_priority: i32,
+    /// What its memory limit does, and what reclaiming its surplus does.
+    pub memory_policy: MemoryPolicy,
+    /// Its charges that reached the root's reckoning, for a task with a
+    /// guarantee (the part beyond it is surplus).
+    rooted: AtomicU64,
+    /// Set when its surplus was reclaimed by `deny` or `notify`: it may
+    /// grow no further beyond its guarantee.
+    surplus_denied: AtomicBool,
+    /// Bytes of its budget carved out for its children (they hold them).
+    carved_out: AtomicU64,
     /// CPU it used and ran.
     pub cpu: CpuAccount,
     /// Portal traffic.
@@ -338,6 +363,12 @@ impl TaskShared {
             kill_reason: Mutex::new(None),
             memory: MemoryAccount::new(memory_limit),
             root: None,
+            guarantee: 0,
+            memory_priority: 0,
+            memory_policy: MemoryPolicy::Deny,
+            rooted: AtomicU64::new(0),
+            surplus_denied: AtomicBool::new(false),
+            carved_out: AtomicU64::new(0),
             cpu: CpuAccount::new(cpu_limit, false),
             ipc: IpcCounters::default(),
             net: NetAccount::default(),
@@ -438,9 +469,10 @@ impl TaskShared {
         true
     }
 
-    /// Charges `bytes` to the task's memory budget and to the root if
-    /// they fit in both; returns whether they did. The first refusal of
-    /// each is written to the event log.
+    /// Charges `bytes` to the task's memory budget, and what of them lies
+    /// beyond its guarantee to the root, if they fit in both; returns
+    /// whether they did. The first refusal of each is written to the
+    /// event log.
     pub fn try_charge(&self, bytes: u64) -> bool {
         if !self.try_reserve(bytes) {
             return false;
@@ -448,12 +480,63 @@ impl TaskShared {
         let Some(root) = &self.root else {
             return true;
         };
-        match root.try_charge(bytes) {
+        let charged = if self.guarantee == 0 {
+            self.charge_surplus(root, bytes)
+        } else {
+            self.charge_guaranteed(root, bytes)
+        };
+        match charged {
             Ok(()) => true,
-            Err(r) => {
+            Err(refused) => {
                 self.memory.refund(bytes);
-                self.refused("root memory", &r);
+                if let Some(r) = refused {
+                    self.refused("root memory", &r);
+                }
                 false
+            }
+        }
+    }
+
+    /// Charges `bytes` of surplus to the root (`Err(None)`: its surplus
+    /// was reclaimed and it may have no more).
+    fn charge_surplus(
+        &self,
+        root: &RootAccount,
+        bytes: u64,
+    ) -> Result<(), Option<account::Refused>> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        if self.surplus_denied.load(Ordering::Relaxed) {
+            return Err(None);
+        }
+        root.account().try_charge(bytes).map_err(Some)
+    }
+
+    /// Charges a task with a guarantee: the part of `bytes` beyond it
+    /// goes to the root. `rooted` moves only with the root charge it was
+    /// computed from, so concurrent charges and refunds stay exact.
+    fn charge_guaranteed(
+        &self,
+        root: &RootAccount,
+        bytes: u64,
+    ) -> Result<(), Option<account::Refused>> {
+        let mut before = self.rooted.load(Ordering::Relaxed);
+        loop {
+            let surplus = root::surplus_part(self.guarantee, before, bytes);
+            self.charge_surplus(root, surplus)?;
+            let after = before.saturating_add(bytes);
+            match self.rooted.compare_exchange_weak(
+                before,
+                after,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Ok(()),
+                Err(now) => {
+                    root.account().refund(surplus);
+                    before = now;
+                }
             }
         }
     }
@@ -461,15 +544,60 @@ impl TaskShared {
     /// Returns `bytes` charged by [`TaskShared::try_charge`].
     pub fn refund(&self, bytes: u64) {
         self.memory.refund(bytes);
-        if let Some(root) = &self.root {
-            root.refund(bytes);
+        let Some(root) = &self.root else {
+            return;
+        };
+        let surplus = if self.guarantee == 0 {
+            bytes
+        } else {
+            let before = self
+                .rooted
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+                    Some(c.saturating_sub(bytes))
+                })
+                .unwrap_or_else(|c| c);
+            debug_assert!(
+                before >= bytes,
+                "refund of {bytes} bytes with {before} charged"
+            );
+            root::surplus_part(
+                self.guarantee,
+                before.saturating_sub(bytes),
+                bytes.min(before),
+            )
+        };
+        if surplus > 0 {
+            root.account().refund(surplus);
         }
     }
 
-    /// Charges `bytes` to the task's own budget only: a reservation for a
-    /// child's budget carved out of it. The child's own charges reach the
-    /// root as it makes them, so the root is not charged twice.
-    pub fn try_reserve(&self, bytes: u64) -> bool {
+    /// Its surplus: what it holds beyond its guarantee (not counting what
+    /// it carved out for its children: they hold that).
+    pub fn surplus(&self) -> u64 {
+        if self.guarantee == 0 {
+            let carved = self.carved_out.load(Ordering::Relaxed);
+            self.memory.current().saturating_sub(carved)
+        } else {
+            self.rooted
+                .load(Ordering::Relaxed)
+                .saturating_sub(self.guarantee)
+        }
+    }
+
+    /// Refuses it any further surplus (its surplus was reclaimed by
+    /// `deny` or `notify`); true the first time.
+    pub fn deny_surplus(&self) -> bool {
+        !self.surplus_denied.swap(true, Ordering::Relaxed)
+    }
+
+    /// Whether its surplus was reclaimed and it may have no more.
+    pub fn surplus_is_denied(&self) -> bool {
+        self.surplus_denied.load(Ordering::Relaxed)
+    }
+
+    /// Charges `bytes` to the task's own budget only (the first half of
+    /// [`TaskShared::try_charge`] and of [`TaskShared::carve`]).
+    fn try_reserve(&self, bytes: u64) -> bool {
         match self.memory.try_charge(bytes) {
             Ok(()) => true,
             Err(r) => {
@@ -490,8 +618,19 @@ impl TaskShared {
         }
     }
 
-    /// Returns a reservation made by [`TaskShared::try_reserve`].
+    /// Carves `bytes` out of its budget for a child (the child's own
+    /// charges reach the root as it makes them); whether they fit.
+    pub fn carve(&self, bytes: u64) -> bool {
+        let fits = self.try_reserve(bytes);
+        if fits {
+            self.carved_out.fetch_add(bytes, Ordering::Relaxed);
+        }
+        fits
+    }
+
+    /// Returns bytes carved by [`TaskShared::carve`].
     pub fn release(&self, bytes: u64) {
+        self.carved_out.fetch_sub(bytes, Ordering::Relaxed);
         self.memory.refund(bytes);
     }
 

@@ -13,6 +13,7 @@ mod dashboard;
 mod errors;
 mod examples;
 mod fuzz;
+mod guarantees;
 mod hello;
 mod hostile;
 mod http;

@@ -212,8 +212,10 @@ fn memory_line(root: &Value) -> String {
         None => "no limit".into(),
     };
     format!(
-        "memory: {} charged to all tasks of the root budget's {limit} (peak {}, {} refused)\n\n",
+        "memory: {} charged to all tasks of the root budget's {limit}: {} guaranteed, {} surplus (peak {}, {} refused)\n\n",
         size(&root["charged_bytes"]),
+        size(&root["guaranteed_bytes"]),
+        size(&root["surplus_bytes"]),
         size(&root["peak_bytes"]),
         root["refusals"].as_u64().unwrap_or(0)
     )
@@ -232,7 +234,7 @@ fn table(tasks: &Value, sort: Option<&str>) -> String {
     let empty = vec![];
     let list = tasks.as_array().unwrap_or(&empty);
     let mut out = format!(
-        "{:>5} {:<28} {:>6} {:<9} {:>6} {:>10} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>5} {:>8} {:>8} {:>7} {:>7}\n",
+        "{:>5} {:<28} {:>6} {:<9} {:>6} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>5} {:>8} {:>8} {:>7} {:>7}\n",
         "ID",
         "NAME",
         "PARENT",
@@ -241,6 +243,8 @@ fn table(tasks: &Value, sort: Option<&str>) -> String {
         "CPU(ms)",
         "MEM(MiB)",
         "LIMIT",
+        "GUAR",
+        "SURPLUS",
         "PEAK",
         "CALLS",
         "SENT",
@@ -267,7 +271,7 @@ fn table(tasks: &Value, sort: Option<&str>) -> String {
             let name = format!("{}{}", "  ".repeat(depth), t["name"].as_str().unwrap_or(""));
             let parent = t["parent"].as_u64().map_or("-".into(), |p| p.to_string());
             out.push_str(&format!(
-                "{:>5} {:<28} {:>6} {:<9} {:>6.1} {:>10.1} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>5} {:>8} {:>8} {:>7} {:>7}\n",
+                "{:>5} {:<28} {:>6} {:<9} {:>6.1} {:>10.1} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>5} {:>8} {:>8} {:>7} {:>7}\n",
                 t["id"].to_string(),
                 name,
                 parent,
@@ -276,6 +280,8 @@ fn table(tasks: &Value, sort: Option<&str>) -> String {
                 t["cpu_ms"].as_f64().unwrap_or(0.0),
                 mib(&t["memory_bytes"]),
                 mib(&t["memory_limit_bytes"]),
+                mib(&t["memory_guarantee_bytes"]),
+                mib(&t["surplus_bytes"]),
                 mib(&t["peak_memory_bytes"]),
                 t["ipc_calls"].to_string(),
                 t["bytes_sent"].to_string(),

@@ -21,6 +21,7 @@ mod fd_flood;
 mod header_spoofing;
 mod http2_bodies;
 mod http2_resets;
+mod mass_death;
 mod memory_bombs;
 mod name_floods;
 mod output_floods;
