@@ -506,6 +506,17 @@ mod tests {
             err("[[task]]\nname='a'\nmodule='m.wasm'\non_memory_limit='explode'")
                 .contains("on_memory_limit")
         );
+        let over = err(
+            "[[task]]\nname='a'\nmodule='m.wasm'\nmemory_limit='1MiB'\nmemory_guarantee='2MiB'",
+        );
+        assert!(
+            over.contains("memory_guarantee: more than memory_limit"),
+            "{over}"
+        );
+        assert!(
+            err("[[task]]\nname='a'\nmodule='m.wasm'\nmemory_guarantee='some'")
+                .contains("memory_guarantee")
+        );
         let dup = err("[[task]]\nname='a'\nmodule='m.wasm'\n[[task]]\nname='a'\nmodule='m.wasm'");
         assert!(dup.contains("duplicate task name \"a\""), "{dup}");
         let dup = err(

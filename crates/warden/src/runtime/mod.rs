@@ -557,7 +557,9 @@ impl Runtime {
                 spec.call_cpu_limit.as_nanos().min(u64::MAX as u128) as u64,
             )
         });
-        self.reserve_guarantee(&shared)?;
+        // A request's handler (told how it ended) is answered 503 at once
+        // rather than hold the server's thread while surplus comes back.
+        self.reserve_guarantee(&shared, ended.is_none())?;
         if let Err(e) = inner.tasks.enter(
             &shared,
             spec.memory_limit,

@@ -21,7 +21,9 @@
 //!
 //! The spawn then waits, at most [`RECLAIM_WAIT`] and only if a holder
 //! was killed or a parent told, until the guarantee fits; otherwise it is
-//! refused with the reason.
+//! refused with the reason. A request to a route does not wait: it is
+//! answered 503 with the reason, and a later request finds the memory
+//! back.
 
 use super::*;
 use crate::task::root::{reclaim_order, GuaranteeRefused, Holder};
@@ -34,8 +36,9 @@ pub const RECLAIM_WAIT: Duration = Duration::from_secs(2);
 
 impl Runtime {
     /// Reserves the guarantee of the task `shared` describes (nothing for
-    /// a task without one), reclaiming surplus if it must.
-    pub(super) fn reserve_guarantee(&self, shared: &TaskShared) -> Result<(), Error> {
+    /// a task without one), reclaiming surplus if it must, and waiting for
+    /// it to come back if `wait`.
+    pub(super) fn reserve_guarantee(&self, shared: &TaskShared, wait: bool) -> Result<(), Error> {
         let bytes = shared.guarantee;
         if bytes == 0 {
             return Ok(());
@@ -53,7 +56,7 @@ impl Runtime {
             Err(GuaranteeRefused::Unreserved(left)) => return Err(unreserved(bytes, left)),
             Err(GuaranteeRefused::Full(r)) => r.wanted.saturating_sub(r.limit),
         };
-        let coming = self.reclaim(need, shared);
+        let coming = self.reclaim(need, shared) && wait;
         let deadline = Instant::now() + RECLAIM_WAIT;
         loop {
             match root.reserve_guarantee(bytes) {

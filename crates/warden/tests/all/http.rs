@@ -749,3 +749,38 @@ fn a_busy_servlet_is_held_to_its_cpu_limit() {
     );
     assert_eq!(get(&web, "/count/x").status, 503, "the servlet is gone");
 }
+
+/// A route's `memory_guarantee` is reserved per request: one that does
+/// not fit the machine's budget is answered 503 with the reason, one
+/// that does is served, and nothing stays reserved after.
+#[test]
+fn a_route_reserves_its_guarantee_per_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[runtime]\nmemory_limit = '64MiB'\n{}\
+         memory_guarantee = '4MiB'\n\
+         [[http.route]]\npath = \"/big\"\nmodule = \"{}\"\n\
+         memory_limit = '100MiB'\nmemory_guarantee = '100MiB'\n",
+        site(dir.path(), ""),
+        guests::WAGI
+    );
+    let web = Web::start(dir.path(), &text);
+    let r = get(&web, "/big");
+    assert_eq!(r.status, 503, "{r:?}");
+    assert!(
+        r.body
+            .contains("memory guarantee of 100.0 MiB cannot be reserved"),
+        "{r:?}"
+    );
+    for _ in 0..3 {
+        assert_eq!(get(&web, "/hello?fresh").body, "seen 1\n");
+    }
+    let memory: serde_json::Value =
+        serde_json::from_str(&curl(&format!("http://{}/api/memory", web.control), &[]).body)
+            .unwrap();
+    assert_eq!(memory["guaranteed_bytes"], 0, "{memory}");
+    assert!(
+        metrics(&web).contains("warden_root_memory_guaranteed_bytes 0"),
+        "the root's guarantees are in /metrics"
+    );
+}
