@@ -46,6 +46,8 @@ pub fn run(ctx: &Ctx) -> Table {
         cpu_quota: None,
         bandwidth_share: 1,
         bandwidth_limit: None,
+        memory_limit: None,
+        memory_guarantee: 0,
     };
     let deep = runtime(vec![
         group("org", None, PolicyKind::Stride),

@@ -18,10 +18,12 @@
  *   hostile grow-touch MIB     grow its memory a page at a time, touching
  *                              every 4 KiB of each, until refused or at
  *                              MIB MiB
- *   hostile hold MIB           grow-touch to MIB MiB or until refused,
- *                              print "hold: N pages", then sleep for ever
- *   hostile wait-grow MIB      print "wait-grow: ready", read a line from
- *                              stdin, then grow-touch MIB
+ *   hostile hold MIB [NAME]    grow-touch to MIB MiB or until refused,
+ *                              print "hold: N pages", register NAME (if
+ *                              given), then sleep for ever
+ *   hostile wait-grow MIB [NAME]  print "wait-grow: ready", read a line
+ *                              from stdin (or look NAME up, waiting for
+ *                              it), then grow-touch MIB
  *   hostile parent-of-hold MIB spawn a child holding MIB MiB; on its
  *                              memory event print "parent: memory event"
  *                              and kill it
@@ -171,17 +173,18 @@ static int grow_touch(long max_mib) {
     return 0;
 }
 
-static int hold(long max_mib) {
+static int hold(long max_mib, const char *name) {
     printf("hold: %ld pages\n", grow_pages(max_mib));
     fflush(stdout);
+    if (name) warden_name_register(name, warden_portal_create(warden_service_create()));
     for (;;) sleep(1000);
 }
 
-static int wait_grow(long max_mib) {
+static int wait_grow(long max_mib, const char *name) {
     char line[16];
     printf("wait-grow: ready\n");
     fflush(stdout);
-    if (!fgets(line, sizeof line, stdin)) return 1;
+    if (name ? warden_name_lookup(name, -1) < 0 : !fgets(line, sizeof line, stdin)) return 1;
     return grow_touch(max_mib);
 }
 
@@ -325,8 +328,8 @@ int main(int argc, char **argv) {
     if (!strcmp(m, "memobj-bomb")) return memobj_bomb();
     if (!strcmp(m, "memobj-huge")) return memobj_huge();
     if (!strcmp(m, "grow-touch")) return grow_touch(arg(argc, argv, 4096));
-    if (!strcmp(m, "hold")) return hold(arg(argc, argv, 4096));
-    if (!strcmp(m, "wait-grow")) return wait_grow(arg(argc, argv, 64));
+    if (!strcmp(m, "hold")) return hold(arg(argc, argv, 4096), argc > 3 ? argv[3] : NULL);
+    if (!strcmp(m, "wait-grow")) return wait_grow(arg(argc, argv, 64), argc > 3 ? argv[3] : NULL);
     if (!strcmp(m, "parent-of-hold")) return parent_of_hold(arg(argc, argv, 64));
     if (!strcmp(m, "spawn-bomb")) return spawn_bomb(argc > 2);
     if (!strcmp(m, "spawn-wide")) return spawn_wide(arg(argc, argv, 1000));

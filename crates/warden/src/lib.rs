@@ -118,6 +118,7 @@ mod task;
 #[cfg(test)]
 mod test_waker;
 mod ticks;
+mod trim;
 pub mod units;
 
 pub use cache::{CacheOutcome, CodeCache};
@@ -139,3 +140,4 @@ pub use runtime::{
 };
 pub use sched::{Params, PolicyKind, RunQueue, TaskSched, Tree};
 pub use task::{TaskId, TaskSpec, TaskStatus};
+pub use trim::set_heap_trim;

@@ -24,6 +24,9 @@
 //! priority = 1         # its fixed priority (default 0)
 //! cap = 0.5            # at most half a core
 //! cpu_quota = "10s"    # total CPU; all members are killed past it
+//! memory_limit = "1GiB" # all members' memory together
+//! memory_guarantee = "256MiB" # reserved at start; members' surplus
+//!                      # (beyond their own guarantees) is taken from it first
 //!
 //! [[task]]
 //! name = "hello"
@@ -161,6 +164,8 @@ struct RawGroup {
     cpu_quota: Option<String>,
     bandwidth_share: Option<u32>,
     bandwidth_limit: Option<String>,
+    memory_limit: Option<String>,
+    memory_guarantee: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -352,6 +357,8 @@ fn group_spec(g: RawGroup, earlier: &[GroupSpec]) -> Result<GroupSpec, String> {
             .map_err(|e| format!("cpu_quota: {e}"))?,
         bandwidth_share: share("bandwidth_share", g.bandwidth_share)?,
         bandwidth_limit: rate("bandwidth_limit", g.bandwidth_limit.as_deref())?,
+        memory_limit: size("memory_limit", g.memory_limit.as_deref())?,
+        memory_guarantee: size("memory_guarantee", g.memory_guarantee.as_deref())?.unwrap_or(0),
     })
 }
 
@@ -365,6 +372,12 @@ fn share(key: &str, v: Option<u32>) -> Result<u32, String> {
 
 fn rate(key: &str, v: Option<&str>) -> Result<Option<u64>, String> {
     v.map(parse_rate)
+        .transpose()
+        .map_err(|e| format!("{key}: {e}"))
+}
+
+fn size(key: &str, v: Option<&str>) -> Result<Option<u64>, String> {
+    v.map(parse_size)
         .transpose()
         .map_err(|e| format!("{key}: {e}"))
 }

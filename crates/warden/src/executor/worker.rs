@@ -90,6 +90,7 @@ fn next_queued(exec: &Arc<Shared>) -> Option<Arc<TaskCell>> {
         }
         // About to sleep: what the spin used is nobody's (see `cpu::settle`).
         cpu::reconcile();
+        crate::trim::if_asked();
         q = exec.lock();
         if q.shutdown || !q.policy.is_empty() {
             continue;

@@ -183,6 +183,11 @@ pub struct GroupSpec {
     pub bandwidth_share: u32,
     /// Most bytes per second all members together may send.
     pub bandwidth_limit: Option<u64>,
+    /// Most memory all members together may be charged.
+    pub memory_limit: Option<u64>,
+    /// Bytes reserved in the root when the runtime starts, from which
+    /// members' surplus is taken first (see `task::root`).
+    pub memory_guarantee: u64,
 }
 
 /// A group as the runtime keeps it.
@@ -320,7 +325,10 @@ impl Runtime {
             .map_err(|e| Error::Start(e.to_string()))?;
         let kernel = Arc::new(Kernel::default());
         let link = crate::net::link::Link::new(config.link_rate);
-        let (tree, groups) = setup::groups(&config, &link)?;
+        let root = Arc::new(crate::task::RootAccount::new(Some(machine::root_limit(
+            &config,
+        ))));
+        let (tree, groups) = setup::groups(&config, &link, &root)?;
         let empty_dir = setup::empty_dir()?;
         let events = match &config.events {
             Some(p) => Some(Arc::new(
@@ -335,9 +343,7 @@ impl Runtime {
             on_report: config.on_report.clone(),
             events,
             kernel: kernel.clone(),
-            root: Arc::new(crate::task::RootAccount::new(Some(machine::root_limit(
-                &config,
-            )))),
+            root,
             runtime: std::sync::OnceLock::new(),
             changed: Condvar::new(),
             finished: std::sync::atomic::AtomicU64::new(0),

@@ -6,7 +6,6 @@ use crate::host::TaskData;
 use crate::sched::{Cap, Tree};
 use crate::task::GroupShared;
 use std::collections::HashMap;
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, Linker, PoolingAllocationConfig};
 
@@ -125,9 +124,11 @@ fn reservations(slots: u32) -> impl Iterator<Item = u64> {
 }
 
 /// The scheduling tree with the configured groups, and the groups by name.
+/// Each group's memory guarantee is reserved in `root` here.
 pub(super) fn groups(
     config: &RuntimeConfig,
     link: &crate::net::link::Link,
+    root: &crate::task::RootAccount,
 ) -> Result<(Tree, HashMap<String, Group>), Error> {
     let mut tree = Tree::new(config.scheduler);
     let mut groups: HashMap<String, Group> = HashMap::new();
@@ -142,13 +143,24 @@ pub(super) fn groups(
         let link_node = link.add(parent_node, g.bandwidth_share.into(), g.bandwidth_limit);
         let cap = g.cap.map(|c| Cap::new(c, CAP_WINDOW.as_nanos() as u64));
         let index = tree.add_group(parent_index, g.policy, &g.params, cap);
+        if g.memory_guarantee > 0 {
+            root.reserve_guarantee(g.memory_guarantee).map_err(|_| {
+                Error::Start(format!(
+                    "group {}: memory guarantee of {} cannot be reserved: the root budget is {}",
+                    g.name,
+                    crate::units::format_size(g.memory_guarantee),
+                    crate::units::format_size(root.account().limit())
+                ))
+            })?;
+        }
         chain.insert(
             0,
-            Arc::new(GroupShared {
-                name: g.name.clone(),
-                cpu_ns: AtomicU64::new(0),
-                quota_ns: g.cpu_quota.map_or(0, |d| d.as_nanos() as u64),
-            }),
+            Arc::new(GroupShared::new(
+                g.name.clone(),
+                g.cpu_quota.map_or(0, |d| d.as_nanos() as u64),
+                g.memory_limit,
+                g.memory_guarantee,
+            )),
         );
         groups.insert(
             g.name.clone(),

@@ -267,6 +267,31 @@ pub struct GroupShared {
     pub cpu_ns: AtomicU64,
     /// Total CPU the group may use, ns (0: no quota).
     pub quota_ns: u64,
+    /// All its members' memory charges together, against its
+    /// `memory_limit`.
+    pub memory: MemoryAccount,
+    /// Bytes reserved in the root for its members' surplus (see
+    /// [`root`]): what they hold beyond their own guarantees is taken
+    /// from here first, then from the root's.
+    pub guarantee: u64,
+    /// Its members' surplus that reached it, for a group with a
+    /// guarantee.
+    pub rooted: AtomicU64,
+}
+
+impl GroupShared {
+    /// A group with a CPU quota (ns, 0: none), a memory limit and a
+    /// memory guarantee (reserved in the root by the caller).
+    pub fn new(name: String, quota_ns: u64, memory_limit: Option<u64>, guarantee: u64) -> Self {
+        GroupShared {
+            name,
+            cpu_ns: AtomicU64::new(0),
+            quota_ns,
+            memory: MemoryAccount::new(memory_limit),
+            guarantee,
+            rooted: AtomicU64::new(0),
+        }
+    }
 }
 
 impl GroupShared {
@@ -469,74 +494,87 @@ impl TaskShared {
         true
     }
 
-    /// Charges `bytes` to the task's memory budget, and what of them lies
-    /// beyond its guarantee to the root, if they fit in both; returns
-    /// whether they did. The first refusal of each is written to the
-    /// event log.
+    /// Charges `bytes` to the task's memory budget and its groups', and
+    /// what of them lies beyond its guarantee (and its groups') to the
+    /// root, if they fit in all; returns whether they did. The first
+    /// refusal of each account is written to the event log.
     pub fn try_charge(&self, bytes: u64) -> bool {
         if !self.try_reserve(bytes) {
             return false;
+        }
+        for (i, g) in self.groups.iter().enumerate() {
+            if let Err(r) = g.memory.try_charge(bytes) {
+                self.groups[..i].iter().for_each(|g| g.memory.refund(bytes));
+                self.memory.refund(bytes);
+                self.refused(&format!("group {} memory", g.name), &r);
+                return false;
+            }
         }
         let Some(root) = &self.root else {
             return true;
         };
         let charged = if self.guarantee == 0 {
-            self.charge_surplus(root, bytes)
+            self.pass_up(root, 0, bytes)
         } else {
-            self.charge_guaranteed(root, bytes)
+            root::charge_through(
+                &self.rooted,
+                self.guarantee,
+                bytes,
+                |beyond| self.pass_up(root, 0, beyond),
+                |beyond| self.give_up(root, 0, beyond),
+            )
         };
-        match charged {
-            Ok(()) => true,
-            Err(refused) => {
-                self.memory.refund(bytes);
-                if let Some(r) = refused {
-                    self.refused("root memory", &r);
-                }
-                false
-            }
+        let Err(refused) = charged else {
+            return true;
+        };
+        self.groups.iter().for_each(|g| g.memory.refund(bytes));
+        self.memory.refund(bytes);
+        if let Some(r) = refused {
+            self.refused("root memory", &r);
         }
+        false
     }
 
-    /// Charges `bytes` of surplus to the root (`Err(None)`: its surplus
-    /// was reclaimed and it may have no more).
-    fn charge_surplus(
+    /// Charges `surplus` bytes (beyond the task's guarantee) through its
+    /// groups from the `level`-th up: each group with a guarantee keeps
+    /// what fits in it, the rest reaches the root. `Err(None)`: its
+    /// surplus was reclaimed and it may have no more.
+    fn pass_up(
         &self,
         root: &RootAccount,
-        bytes: u64,
+        level: usize,
+        surplus: u64,
     ) -> Result<(), Option<account::Refused>> {
-        if bytes == 0 {
+        if surplus == 0 {
             return Ok(());
         }
-        if self.surplus_denied.load(Ordering::Relaxed) {
+        if level == 0 && self.surplus_denied.load(Ordering::Relaxed) {
             return Err(None);
         }
-        root.account().try_charge(bytes).map_err(Some)
+        match self.groups.get(level) {
+            None => root.account().try_charge(surplus).map_err(Some),
+            Some(g) if g.guarantee == 0 => self.pass_up(root, level + 1, surplus),
+            Some(g) => root::charge_through(
+                &g.rooted,
+                g.guarantee,
+                surplus,
+                |beyond| self.pass_up(root, level + 1, beyond),
+                |beyond| self.give_up(root, level + 1, beyond),
+            ),
+        }
     }
 
-    /// Charges a task with a guarantee: the part of `bytes` beyond it
-    /// goes to the root. `rooted` moves only with the root charge it was
-    /// computed from, so concurrent charges and refunds stay exact.
-    fn charge_guaranteed(
-        &self,
-        root: &RootAccount,
-        bytes: u64,
-    ) -> Result<(), Option<account::Refused>> {
-        let mut before = self.rooted.load(Ordering::Relaxed);
-        loop {
-            let surplus = root::surplus_part(self.guarantee, before, bytes);
-            self.charge_surplus(root, surplus)?;
-            let after = before.saturating_add(bytes);
-            match self.rooted.compare_exchange_weak(
-                before,
-                after,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return Ok(()),
-                Err(now) => {
-                    root.account().refund(surplus);
-                    before = now;
-                }
+    /// Returns `surplus` bytes charged by [`TaskShared::pass_up`].
+    fn give_up(&self, root: &RootAccount, level: usize, surplus: u64) {
+        if surplus == 0 {
+            return;
+        }
+        match self.groups.get(level) {
+            None => root.account().refund(surplus),
+            Some(g) if g.guarantee == 0 => self.give_up(root, level + 1, surplus),
+            Some(g) => {
+                let beyond = root::refund_through(&g.rooted, g.guarantee, surplus);
+                self.give_up(root, level + 1, beyond);
             }
         }
     }
@@ -544,31 +582,16 @@ impl TaskShared {
     /// Returns `bytes` charged by [`TaskShared::try_charge`].
     pub fn refund(&self, bytes: u64) {
         self.memory.refund(bytes);
+        self.groups.iter().for_each(|g| g.memory.refund(bytes));
         let Some(root) = &self.root else {
             return;
         };
         let surplus = if self.guarantee == 0 {
             bytes
         } else {
-            let before = self
-                .rooted
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
-                    Some(c.saturating_sub(bytes))
-                })
-                .unwrap_or_else(|c| c);
-            debug_assert!(
-                before >= bytes,
-                "refund of {bytes} bytes with {before} charged"
-            );
-            root::surplus_part(
-                self.guarantee,
-                before.saturating_sub(bytes),
-                bytes.min(before),
-            )
+            root::refund_through(&self.rooted, self.guarantee, bytes)
         };
-        if surplus > 0 {
-            root.account().refund(surplus);
-        }
+        self.give_up(root, 0, surplus);
     }
 
     /// Its surplus: what it holds beyond its guarantee (not counting what

@@ -121,6 +121,49 @@ pub fn surplus_part(guarantee: u64, before: u64, bytes: u64) -> u64 {
     after.saturating_sub(guarantee) - before.saturating_sub(guarantee)
 }
 
+/// Moves `counter` (charges held against `guarantee`) up by `bytes`,
+/// charging the part beyond the guarantee with `charge` first; `counter`
+/// moves only with the charge it was computed from (else that charge is
+/// undone with `undo` and the move retried), so concurrent charges and
+/// refunds stay exact.
+pub fn charge_through<E>(
+    counter: &AtomicU64,
+    guarantee: u64,
+    bytes: u64,
+    charge: impl Fn(u64) -> Result<(), E>,
+    undo: impl Fn(u64),
+) -> Result<(), E> {
+    let mut before = counter.load(Ordering::Relaxed);
+    loop {
+        let beyond = surplus_part(guarantee, before, bytes);
+        charge(beyond)?;
+        let after = before.saturating_add(bytes);
+        match counter.compare_exchange_weak(before, after, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return Ok(()),
+            Err(now) => {
+                undo(beyond);
+                before = now;
+            }
+        }
+    }
+}
+
+/// Moves `counter` down by `bytes` charged with [`charge_through`];
+/// returns the part that lay beyond the guarantee (to refund further up).
+pub fn refund_through(counter: &AtomicU64, guarantee: u64, bytes: u64) -> u64 {
+    let before = counter
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+            Some(c.saturating_sub(bytes))
+        })
+        .unwrap_or_else(|c| c);
+    debug_assert!(
+        before >= bytes,
+        "refund of {bytes} bytes with {before} charged"
+    );
+    let bytes = bytes.min(before);
+    surplus_part(guarantee, before - bytes, bytes)
+}
+
 /// A task holding surplus, as the reclaim sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Holder {
@@ -195,6 +238,41 @@ mod tests {
             .map(|&(b, n)| surplus_part(10, b, n))
             .sum();
         assert_eq!(took, surplus_part(10, 0, 12));
+    }
+
+    /// Charges and refunds of one guaranteed task from four threads at
+    /// once (a task's own growth and its peers' message buffers): the
+    /// root ends exactly where it began, and never held more surplus
+    /// than the task's charges beyond its guarantee.
+    #[test]
+    fn concurrent_charges_of_a_guaranteed_task_stay_exact() {
+        use crate::task::{TaskId, TaskShared};
+        use std::sync::Arc;
+        let root = Arc::new(RootAccount::new(Some(1 << 30)));
+        root.reserve_guarantee(1000).unwrap();
+        let mut t = TaskShared::new(TaskId(1), "t".into(), None, None);
+        t.root = Some(root.clone());
+        t.guarantee = 1000;
+        let t = Arc::new(t);
+        let threads: Vec<_> = (0..4u64)
+            .map(|i| {
+                let t = t.clone();
+                std::thread::spawn(move || {
+                    for round in 0..20_000u64 {
+                        let bytes = 1 + (round * 7 + i * 13) % 300;
+                        if t.try_charge(bytes) {
+                            t.refund(bytes);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for th in threads {
+            th.join().unwrap();
+        }
+        assert_eq!((t.memory.current(), t.surplus()), (0, 0));
+        assert_eq!(root.account().current(), 1000, "only the guarantee is left");
+        assert_eq!(root.surplus(), 0);
     }
 
     #[test]

@@ -216,3 +216,101 @@ fn holders_that_deny_keep_their_surplus_and_the_spawn_is_refused() {
     assert_eq!(rt.root_memory().guaranteed_bytes, 0);
     rt.kill_all("done");
 }
+
+/// A group as the tests below use it: a memory limit and guarantee.
+fn group(name: &str, limit: Option<u64>, guarantee: u64) -> warden::GroupSpec {
+    warden::GroupSpec {
+        name: name.into(),
+        parent: None,
+        policy: warden::PolicyKind::RoundRobin,
+        params: warden::Params::default(),
+        cap: None,
+        cpu_quota: None,
+        bandwidth_share: 1,
+        bandwidth_limit: None,
+        memory_limit: limit,
+        memory_guarantee: guarantee,
+    }
+}
+
+fn runtime_with_groups(root: u64, groups: Vec<warden::GroupSpec>) -> Runtime {
+    Runtime::new(RuntimeConfig {
+        workers: 2,
+        cache_dir: None,
+        max_tasks: 64,
+        memory_limit: Some(root),
+        groups,
+        ..RuntimeConfig::default()
+    })
+    .expect("runtime starts")
+}
+
+/// A group's `memory_limit` bounds its members together; its
+/// `memory_guarantee` is there for their surplus while an outsider took
+/// all the root's.
+#[test]
+fn a_group_covers_its_members_with_a_limit_and_a_guarantee() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime_with_groups(
+        512 * MIB,
+        vec![
+            group("capped", Some(64 * MIB), 0),
+            group("kept", None, 128 * MIB),
+        ],
+    );
+    for i in 0..2 {
+        let mut m = hostile(dir.path(), &format!("capped{i}"), &["hold", "40"]);
+        m.group = Some("capped".into());
+        rt.spawn(&m).unwrap();
+        wait_for_output(dir.path(), &format!("capped{i}"), "hold: ");
+    }
+    let capped: u64 = (0..2)
+        .map(|i| held_pages(dir.path(), &format!("capped{i}")))
+        .sum();
+    assert!(
+        (900..=1024).contains(&capped),
+        "the capped group's members grew {capped} pages together, not up to 64 MiB"
+    );
+    assert!(
+        held_pages(dir.path(), "capped1") < 600,
+        "the second was refused"
+    );
+    // The member is spawned first and grows once the outsider, which
+    // has no group, holds all the root's surplus (and says so by name).
+    let mut member = hostile(dir.path(), "member", &["wait-grow", "120", "full"]);
+    (member.group, member.uses) = (Some("kept".into()), vec!["full".into()]);
+    rt.spawn(&member).unwrap();
+    wait_for_output(dir.path(), "member", "wait-grow: ready");
+    let mut outsider = hostile(dir.path(), "outsider", &["hold", "4096", "full"]);
+    outsider.provides = vec!["full".into()];
+    rt.spawn(&outsider).unwrap();
+    wait_for_output(dir.path(), "outsider", "hold: ");
+    let root = rt.root_memory();
+    assert!(root.guaranteed_bytes >= 128 * MIB, "{root:?}");
+    wait_for_output(dir.path(), "member", "grow-touch: ");
+    assert!(
+        stdout_of(dir.path(), "member").contains("grow-touch: 1920 pages, all"),
+        "{}",
+        stdout_of(dir.path(), "member")
+    );
+    rt.kill_all("done");
+}
+
+/// Group guarantees are reserved when the runtime starts: one past the
+/// root is a start error.
+#[test]
+fn a_group_guarantee_past_the_root_is_refused_at_start() {
+    let err = Runtime::new(RuntimeConfig {
+        cache_dir: None,
+        memory_limit: Some(64 * MIB),
+        groups: vec![group("big", None, 128 * MIB)],
+        ..RuntimeConfig::default()
+    })
+    .err()
+    .expect("refused")
+    .to_string();
+    assert!(
+        err.contains("group big: memory guarantee of 128.0 MiB cannot be reserved"),
+        "{err}"
+    );
+}

@@ -100,6 +100,8 @@ fn caps_limit_a_task_and_a_group() {
         cpu_quota: None,
         bandwidth_share: 1,
         bandwidth_limit: None,
+        memory_limit: None,
+        memory_guarantee: 0,
     };
     let rt = rt_with(PolicyKind::RoundRobin, vec![group]);
     let mut capped = spinner(dir.path(), "capped", 1, 0);
@@ -166,6 +168,8 @@ fn group_quota_kills_every_member() {
         cpu_quota: Some(Duration::from_millis(200)),
         bandwidth_share: 1,
         bandwidth_limit: None,
+        memory_limit: None,
+        memory_guarantee: 0,
     };
     let rt = rt_with(PolicyKind::RoundRobin, vec![group]);
     let mut sleeper = spec(dir.path(), "sleeper", guests::SLEEP);

@@ -23,8 +23,19 @@ use std::process::ExitCode;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+#[cfg(feature = "mimalloc")]
+extern "C" {
+    /// mimalloc's collection of the calling thread's heap; `force`
+    /// returns its free pages to the system at once.
+    fn mi_collect(force: bool);
+}
+
 fn main() -> ExitCode {
     warden::disable_huge_pages();
+    // SAFETY: mi_collect only frees what the calling thread's heap holds
+    // unused.
+    #[cfg(feature = "mimalloc")]
+    warden::set_heap_trim(|| unsafe { mi_collect(true) });
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
