@@ -2,8 +2,10 @@
 //!
 //! Every byte charged to a task (its linear memories and tables, memory
 //! objects, message buffers, handles, names) is charged to the root too,
-//! and so is a fixed overhead per live task for what Warden itself holds
-//! for it (its store, fiber stack and tables: [`TASK_OVERHEAD`]). A charge
+//! beyond what its guarantee (or its group's) reserved there already
+//! (see `task::root`), and so is a fixed overhead per live task for what
+//! Warden itself holds for it (its store, fiber stack and tables:
+//! [`TASK_OVERHEAD`]). A charge
 //! the root cannot pay is refused the way a task's own limit refuses it,
 //! so that no task, limited or not, can bring the kernel's OOM killer on
 //! the whole process.

@@ -12,7 +12,10 @@
 //!
 //! so a task's charges within its guarantee never touch the root (they
 //! were paid for at spawn) and only what lies beyond it competes for
-//! what is left. Guarantees together can never exceed the root's limit
+//! what is left. A group may have a guarantee too, reserved when the
+//! runtime starts: its members' surplus is taken from it first, and
+//! only what lies beyond it reaches the root (the same arithmetic one
+//! level up: [`charge_through`]). Guarantees together can never exceed the root's limit
 //! ([`RootAccount::reserve_guarantee`] refuses the one that would);
 //! limits may (overcommit). When a new guarantee finds the root full of
 //! others' surplus, the runtime takes surplus back by policy (see
