@@ -563,21 +563,13 @@ impl Runtime {
                 spec.call_cpu_limit.as_nanos().min(u64::MAX as u128) as u64,
             )
         });
-        // A request's handler (told how it ended) is answered 503 at once
-        // rather than hold the server's thread while surplus comes back.
-        self.reserve_guarantee(&shared, ended.is_none())?;
-        if let Err(e) = inner.tasks.enter(
-            &shared,
-            spec.memory_limit,
-            inner.room,
-            watch,
-            passive.clone(),
-        ) {
-            if shared.guarantee > 0 {
-                inner.tasks.root.release_guarantee(shared.guarantee);
-            }
-            return Err(e);
-        }
+        // A request's handler (told how it ended) does not wait for surplus.
+        self.admit(&shared, ended.is_none(), || {
+            let (limit, room) = (spec.memory_limit, inner.room);
+            inner
+                .tasks
+                .enter(&shared, limit, room, watch, passive.clone())
+        })?;
         let link_parent = match &child {
             Some(c) => c.net.link_parent,
             None => group.map(|g| g.link_node),

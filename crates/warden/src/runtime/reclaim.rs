@@ -35,10 +35,29 @@ use std::time::Duration;
 pub const RECLAIM_WAIT: Duration = Duration::from_secs(2);
 
 impl Runtime {
+    /// Reserves the guarantee of the task `shared` describes (see
+    /// [`Runtime::reserve_guarantee`]), then enters it in the task table
+    /// with `enter`; the guarantee goes back if it cannot enter. A
+    /// request's handler passes `wait` false: it is answered 503 at once
+    /// rather than hold the server's thread while surplus comes back.
+    pub(super) fn admit(
+        &self,
+        shared: &TaskShared,
+        wait: bool,
+        enter: impl FnOnce() -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        self.reserve_guarantee(shared, wait)?;
+        enter().inspect_err(|_| {
+            if shared.guarantee > 0 {
+                self.inner.tasks.root.release_guarantee(shared.guarantee);
+            }
+        })
+    }
+
     /// Reserves the guarantee of the task `shared` describes (nothing for
     /// a task without one), reclaiming surplus if it must, and waiting for
     /// it to come back if `wait`.
-    pub(super) fn reserve_guarantee(&self, shared: &TaskShared, wait: bool) -> Result<(), Error> {
+    fn reserve_guarantee(&self, shared: &TaskShared, wait: bool) -> Result<(), Error> {
         let bytes = shared.guarantee;
         if bytes == 0 {
             return Ok(());
@@ -105,40 +124,34 @@ impl Runtime {
             p = t.parent();
         }
         let t = self.inner.tasks.lock();
-        let holders: Vec<Arc<TaskShared>> = t
-            .live
-            .values()
-            .map(|l| &l.shared)
-            .filter(|s| !ancestors.contains(&s.id) && !s.kill_requested())
-            .filter(|s| !s.surplus_is_denied() && s.surplus() > 0)
-            .cloned()
-            .collect();
-        drop(t);
-        let order = holders
-            .iter()
-            .map(|s| Holder {
-                priority: s.memory_priority,
-                surplus: s.surplus(),
-                id: s.id.0,
-            })
-            .collect();
+        let (mut order, mut holders) = (Vec::new(), Vec::new());
+        for s in t.live.values().map(|l| &l.shared) {
+            if ancestors.contains(&s.id) || s.kill_requested() || s.surplus_is_denied() {
+                continue;
+            }
+            let surplus = s.surplus();
+            if surplus > 0 {
+                order.push(Holder {
+                    priority: s.memory_priority,
+                    surplus,
+                    id: s.id.0,
+                });
+                holders.push(s.clone());
+            }
+        }
         (order, holders)
     }
 
     /// Applies `holder`'s policy to its `surplus`; true if memory is on
     /// its way back (killed) or may be (its parent told).
     fn take_back(&self, holder: &Arc<TaskShared>, surplus: u64, for_task: &TaskShared) -> bool {
-        let action = match holder.memory_policy {
-            MemoryPolicy::Kill => "killed",
-            MemoryPolicy::Notify if holder.parent().is_some() => "parent notified",
-            _ => "denied further surplus",
-        };
+        let action = Action::of(holder);
         holder.event("reclaim", || {
-            serde_json::json!({ "surplus_bytes": surplus, "action": action,
+            serde_json::json!({ "surplus_bytes": surplus, "action": action.said(),
                 "for_task": for_task.id.0, "for_name": for_task.name })
         });
         match action {
-            "killed" => {
+            Action::Kill => {
                 let reason = format!(
                     "its {} of surplus memory was reclaimed for the guarantee of task {} ({})",
                     format_size(surplus),
@@ -147,17 +160,45 @@ impl Runtime {
                 );
                 self.inner.exec.kill(holder.id, &reason)
             }
-            "parent notified" => {
+            Action::Notify => {
                 holder.deny_surplus();
                 holder
                     .family
                     .post_event(EVENT_MEMORY, holder.memory.current());
                 true
             }
-            _ => {
+            Action::Deny => {
                 holder.deny_surplus();
                 false
             }
+        }
+    }
+}
+
+/// What taking a holder's surplus back does to it.
+#[derive(Clone, Copy)]
+enum Action {
+    Kill,
+    Notify,
+    Deny,
+}
+
+impl Action {
+    /// The holder's `on_memory_limit`; `notify` without a parent is `deny`.
+    fn of(holder: &TaskShared) -> Action {
+        match holder.memory_policy {
+            MemoryPolicy::Kill => Action::Kill,
+            MemoryPolicy::Notify if holder.parent().is_some() => Action::Notify,
+            _ => Action::Deny,
+        }
+    }
+
+    /// As the event log says it.
+    fn said(self) -> &'static str {
+        match self {
+            Action::Kill => "killed",
+            Action::Notify => "parent notified",
+            Action::Deny => "denied further surplus",
         }
     }
 }

@@ -61,15 +61,7 @@ fn a_guarantee_is_there_while_others_hold_all_the_surplus() {
                 .collect::<String>()
         ),
     );
-    let child = warden()
-        .args(["run", "--control", "off"])
-        .arg(&m)
-        .current_dir(dir.path())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut child = Reaped(child);
+    let mut child = run_with_stdin(dir.path(), &m);
     wait_for_output(dir.path(), "guaranteed", "wait-grow: ready");
     let mut held = 0;
     for i in 0..3 {

@@ -78,6 +78,20 @@ pub fn token_of(addr: &str) -> String {
     std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()))
 }
 
+/// `warden run` on `manifest` in `dir`, without a control API, its stdin
+/// a pipe the test writes to (readiness lines to guests that wait on it).
+pub fn run_with_stdin(dir: &Path, manifest: &Path) -> Reaped {
+    let child = warden()
+        .args(["run", "--control", "off"])
+        .arg(manifest)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    Reaped(child)
+}
+
 /// A child process that is killed and reaped when dropped, so that a test
 /// failing half way leaves no `warden run` behind.
 pub struct Reaped(pub std::process::Child);

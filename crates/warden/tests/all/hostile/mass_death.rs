@@ -33,15 +33,7 @@ fn ten_thousand_dead_tasks_give_their_memory_back() {
         dir.path(),
         &format!("[runtime]\nmax_tasks = {}\n{tasks}", TASKS + 10),
     );
-    let child = warden()
-        .args(["run", "--control", "off"])
-        .arg(&m)
-        .current_dir(dir.path())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut child = crate::util::Reaped(child);
+    let mut child = crate::util::run_with_stdin(dir.path(), &m);
     let pid = child.id().to_string();
     wait_for_output(dir.path(), "bomb", "spawn-wide: ready");
     let before = rss_of(&pid);
