@@ -5,6 +5,7 @@
 mod cluster;
 mod compute;
 mod copies;
+mod mass_death;
 pub use copies::child_copies;
 pub use cycles::child_ipc;
 pub use primitives::child_spawn;
@@ -43,6 +44,7 @@ pub fn run_all(ctx: &Ctx, only: Option<&str>) -> Vec<Table> {
         ("bulk transfer: copy vs memory object", Box::new(|c| vec![transfer::run(c)])),
         ("scheduling accuracy and overhead", Box::new(sched::run)),
         ("kill to reclaim", Box::new(|c| vec![reclaim::run(c)])),
+        ("memory after mass death", Box::new(|c| vec![mass_death::run(c)])),
         ("network: bandwidth shares and echo throughput", Box::new(network::run)),
         ("web server: one task, servlets, per-request tasks, native hyper (seed 004, Figure 5)", Box::new(web::run)),
         ("cluster: remote calls through NATS beside Erlang distribution", Box::new(cluster::run)),

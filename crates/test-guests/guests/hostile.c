@@ -31,8 +31,8 @@
  *                              until refused; the root then returns, the
  *                              others sleep
  *   hostile spawn-wide N       print "spawn-wide: ready", read a line
- *                              from stdin, then spawn N
- *                              children that sleep (closing each handle),
+ *                              from stdin, then spawn N children in
+ *                              mode asleep (closing each handle),
  *                              print how many, read another line and
  *                              exit (the children die with it)
  *   hostile args-bomb          spawn a child with 64 MiB of arguments
@@ -43,7 +43,9 @@
  *                              could ever answer), with a deadline
  *   hostile random-flood MIB   ask random_get for MIB MiB at address 16,
  *                              far more than its memory holds
- *   hostile sleep              sleep for ever */
+ *   hostile sleep              sleep for ever
+ *   hostile asleep             print "asleep" to stdout, then sleep for
+ *                              ever */
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
@@ -221,7 +223,7 @@ static int spawn_wide(long n) {
     fflush(stdout);
     if (!fgets(line, sizeof line, stdin)) return 1;
     warden_handle m = warden_module_lookup("self");
-    const char *argv[] = {"sleep"};
+    const char *argv[] = {"asleep"};
     warden_budget b = {1 << 20, 0, 1};
     long i = 0;
     int32_t r = 0;
@@ -339,6 +341,11 @@ int main(int argc, char **argv) {
     if (!strcmp(m, "call-self")) return call_self();
     if (!strcmp(m, "random-flood")) return random_flood(arg(argc, argv, 60));
     if (!strcmp(m, "sleep")) for (;;) sleep(1000);
+    if (!strcmp(m, "asleep")) {
+        printf("asleep\n");
+        fflush(stdout);
+        for (;;) sleep(1000);
+    }
     fprintf(stderr, "hostile: unknown mode %s\n", m);
     return 2;
 }
