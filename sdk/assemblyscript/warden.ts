@@ -49,6 +49,7 @@ export function describe(code: i64): string {
     case -12: return "would deadlock";
     case -13: return "out of range";
     case -14: return "no reply";
+    case -16: return "busy";
     default: return code >= 0 ? "success" : "unknown error";
   }
 }

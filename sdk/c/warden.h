@@ -47,6 +47,7 @@ typedef int32_t warden_handle;            /* >= 0: handle; < 0: error code */
 #define WARDEN_ERANGE      (-13)  /* offset or length outside the object */
 #define WARDEN_ENOREPLY    (-14)  /* the server closed the call without replying */
 #define WARDEN_EAGAIN      (-15)  /* internal: the call must wait (warden_call then waits) */
+#define WARDEN_EBUSY       (-16)  /* the serving node has too many calls waiting: try later */
 
 /* In a message's handle list: move the handle instead of duplicating it. */
 #define WARDEN_MOVE        ((warden_handle)0x40000000)
@@ -281,6 +282,7 @@ WARDEN_DEF const char *warden_strerror(int32_t code) {
     case WARDEN_ERANGE:     return "out of range";
     case WARDEN_ENOREPLY:   return "no reply";
     case WARDEN_EAGAIN:     return "would wait";
+    case WARDEN_EBUSY:      return "busy";
     default:                return code >= 0 ? "success" : "unknown error";
     }
 }

@@ -30,6 +30,7 @@ pub const Error = error{
     Deadlock,
     Range,
     NoReply,
+    Busy,
     Unknown,
 };
 
@@ -51,6 +52,7 @@ pub fn check(r: i64) Error!i64 {
         -12 => Error.Deadlock,
         -13 => Error.Range,
         -14 => Error.NoReply,
+        -16 => Error.Busy,
         else => Error.Unknown,
     };
 }

@@ -336,10 +336,7 @@ struct Node {
 impl Node {
     fn join(broker: &Broker, node: &str) -> Result<Node, String> {
         let rt = inproc::runtime(1, 64);
-        let spec = ClusterSpec {
-            nats: vec![broker.url.clone()],
-            node: node.into(),
-        };
+        let spec = ClusterSpec::new(vec![broker.url.clone()], node);
         rt.join_cluster(&spec).map_err(|e| e.to_string())?;
         Ok(Node { rt })
     }

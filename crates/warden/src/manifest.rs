@@ -72,6 +72,11 @@
 //! [cluster]
 //! nats = "nats://127.0.0.1:4222"   # the broker, or a list of URLs
 //! node = "a"                       # unique within the cluster
+//! name = "prod"                    # the cluster (default "default")
+//! creds = "a.creds"                # or nkey = "a.nk", user = "a" with
+//!                                  # password_file or password_env, or
+//!                                  # token_file or token_env
+//! tls_ca = "ca.pem"                # and tls_cert, tls_key, tls_required
 //! ```
 //!
 //! Parsing is strict: unknown keys, bad sizes and durations, missing module
@@ -292,7 +297,7 @@ impl Manifest {
         if tasks.is_empty() && http.is_empty() {
             return Err("no [[task]] or [[http]] entries".into());
         }
-        let cluster = raw.cluster.map(cluster::spec).transpose()?;
+        let cluster = raw.cluster.map(|c| cluster::spec(c, base)).transpose()?;
         Ok(Manifest {
             runtime,
             groups,

@@ -15,11 +15,15 @@
 //! (`Shared::lent`) are never held together, and the name
 //! service releases its own lock before it asks this module.
 //!
-//! Subjects (`warden.` prefix): `call.<name>` (a queue group of the nodes
-//! serving it), `node.<node>` (announcements), `hello.<node>` (is the name
-//! taken?), `ps` (every node's tasks, for `warden ps --cluster`), and
-//! each node's own inbox for answers.
+//! Subjects (`warden.<cluster>.` prefix, [`wire::Subjects`]):
+//! `call.<name>` (a queue group of the nodes serving it), `node.<node>`
+//! (announcements), `hello.<node>` (is the name taken?), `ps` (every
+//! node's tasks, for `warden ps --cluster`), and each node's own inbox for
+//! answers, whose name is a secret of the node and each call's subject
+//! a secret of the call. The broker connection's credentials and TLS are
+//! [`broker`]'s.
 
+mod broker;
 mod directory;
 mod portal;
 mod remote;
@@ -27,8 +31,9 @@ mod serve;
 mod stats;
 mod wire;
 
+pub use broker::{shown as shown_url, BrokerAuth, BrokerTls, Secret};
 pub use stats::NameCounts;
-pub use wire::valid_node;
+pub use wire::{valid_node, DEFAULT_CLUSTER};
 
 use crate::ipc::client::HostClient;
 use crate::ipc::Kernel;
@@ -61,11 +66,32 @@ const DRAIN: Duration = Duration::from_secs(2);
 /// The `[cluster]` section of a manifest.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterSpec {
-    /// Broker URLs (`nats://host:port`); the client fails over between
-    /// them.
+    /// Broker URLs (`nats://host:port`, `tls://host:port`); the client
+    /// fails over between them.
     pub nats: Vec<String>,
     /// This node's name, unique within the cluster.
     pub node: String,
+    /// The cluster's name: clusters sharing a broker never hear each
+    /// other ([`DEFAULT_CLUSTER`] when the manifest names none).
+    pub cluster: String,
+    /// How the node proves who it is to the broker.
+    pub auth: BrokerAuth,
+    /// TLS to the broker.
+    pub tls: BrokerTls,
+}
+
+impl ClusterSpec {
+    /// Node `node` of the default cluster, through the brokers at `nats`,
+    /// with no credentials and no TLS.
+    pub fn new(nats: Vec<String>, node: &str) -> ClusterSpec {
+        ClusterSpec {
+            nats,
+            node: node.to_string(),
+            cluster: DEFAULT_CLUSTER.to_string(),
+            auth: BrokerAuth::None,
+            tls: BrokerTls::default(),
+        }
+    }
 }
 
 /// The tasks of this node, as `warden ps` shows them (JSON).
@@ -139,6 +165,7 @@ pub(crate) struct Shared {
     me: Weak<Shared>,
     node: String,
     instance: u64,
+    subjects: wire::Subjects,
     client: async_nats::Client,
     tokio: tokio::runtime::Handle,
     kernel: Weak<Kernel>,
@@ -146,8 +173,9 @@ pub(crate) struct Shared {
     host: HostClient,
     start: Instant,
     dir: Mutex<Dir>,
-    /// Calls waiting for an answer, by inbox subject suffix.
-    pending: Mutex<HashMap<u64, mpsc::Sender<remote::Heard>>>,
+    /// Calls waiting for an answer, by number: the secret their
+    /// answer's subject must carry, and where the answer goes.
+    pending: Mutex<HashMap<u64, (u64, mpsc::Sender<remote::Heard>)>>,
     /// Portals lent to other nodes, by number.
     lent: Mutex<HashMap<u64, AbortHandle>>,
     next_call: AtomicU64,
@@ -203,19 +231,24 @@ impl Cluster {
         if !valid_node(&spec.node) {
             return Err(format!("cluster.node: {:?} is not a node name", spec.node));
         }
+        if !valid_node(&spec.cluster) {
+            return Err(format!("cluster.name: {:?} is not a cluster name", spec.cluster));
+        }
         let broker = broker_endpoints(spec);
         let reactor = Reactor::start()?;
         let tokio = reactor.handle.clone();
         let owned = spec.clone();
         let client = reactor
-            .run(async move { connect(&owned).await })
+            .run(async move { broker::connect(&owned).await })
             .ok_or("cluster: the node's thread stopped")??;
         let instance = instance_number();
+        let subjects = wire::Subjects::of(&spec.cluster);
         let shared = Arc::new_cyclic(|me| Shared {
             me: me.clone(),
             node: spec.node.clone(),
             instance,
-            inbox: format!("{}.{}.{instance:x}", wire::PREFIX, "inbox"),
+            inbox: subjects.inbox(rand::random()),
+            subjects,
             client,
             tokio: tokio.clone(),
             kernel: Arc::downgrade(kernel),
@@ -312,29 +345,6 @@ fn broker_endpoints(spec: &ClusterSpec) -> Vec<crate::net::own::OwnEndpoint> {
         .collect()
 }
 
-/// Connects to the first broker of `spec` that answers.
-async fn connect(spec: &ClusterSpec) -> Result<async_nats::Client, String> {
-    let mut addrs = Vec::new();
-    for url in &spec.nats {
-        addrs.push(
-            url.parse::<async_nats::ServerAddr>()
-                .map_err(|e| format!("cluster.nats: {url:?}: {e}"))?,
-        );
-    }
-    async_nats::ConnectOptions::new()
-        .name(format!("warden node {}", spec.node))
-        .connection_timeout(CONNECT_TIMEOUT)
-        .max_reconnects(None)
-        .connect(addrs)
-        .await
-        .map_err(|e| {
-            format!(
-                "cannot reach the cluster's broker at {}: {e}",
-                spec.nats.join(", ")
-            )
-        })
-}
-
 /// A number telling this process's node from an earlier one of its name.
 fn instance_number() -> u64 {
     use std::hash::{BuildHasher, Hasher};
@@ -361,14 +371,14 @@ impl Shared {
         self.lent.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn lock_pending(&self) -> MutexGuard<'_, HashMap<u64, mpsc::Sender<remote::Heard>>> {
+    fn lock_pending(&self) -> MutexGuard<'_, HashMap<u64, (u64, mpsc::Sender<remote::Heard>)>> {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Checks the node name is free, then starts the node's loops.
     async fn start(self: Arc<Self>) -> Result<(), String> {
         let c = &self.client;
-        let hello = format!("{}.hello.{}", wire::PREFIX, self.node);
+        let hello = self.subjects.hello(&self.node);
         // An answer means the name is taken; no responders (or silence)
         // means it is free.
         let asked = c.request(hello.clone(), "".into());
@@ -385,9 +395,9 @@ impl Shared {
         };
         let subs = [
             subscribe(hello).await?,
-            subscribe(format!("{}.node.*", wire::PREFIX)).await?,
+            subscribe(self.subjects.announcements()).await?,
             subscribe(format!("{}.*", self.inbox)).await?,
-            subscribe(format!("{}.ps", wire::PREFIX)).await?,
+            subscribe(self.subjects.ps()).await?,
         ];
         let [hello, nodes, inbox, ps] = subs;
         let s = &self;
@@ -418,7 +428,7 @@ impl Shared {
     /// lookups that wait for a name just offered.
     async fn listen_nodes(self: Arc<Self>, mut sub: async_nats::Subscriber) {
         while let Some(msg) = sub.next().await {
-            let Some(a) = wire::decode_announce(msg.subject.as_str(), &msg.payload) else {
+            let Some(a) = wire::decode_announce(&self.subjects, msg.subject.as_str(), &msg.payload) else {
                 self.stats.drop_frame();
                 continue;
             };
@@ -449,7 +459,7 @@ impl Shared {
     /// and at once when a name is exported.
     async fn announce_loop(self: Arc<Self>) {
         let mut offered = serve::Offered::default();
-        let subject = wire::announce_subject(&self.node);
+        let subject = self.subjects.announce(&self.node);
         loop {
             let exports = self.offer(&mut offered).await;
             let a = wire::Announce {
@@ -503,7 +513,7 @@ impl Shared {
         let Ok(mut sub) = self.client.subscribe(inbox.clone()).await else {
             return all;
         };
-        let ps = format!("{}.ps", wire::PREFIX);
+        let ps = self.subjects.ps();
         if self
             .client
             .publish_with_reply(ps, inbox, "".into())

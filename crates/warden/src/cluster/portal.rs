@@ -1,7 +1,7 @@
 //! Portals that cross nodes.
 //!
 //! A portal in a message to another node is *lent*: this node subscribes
-//! to a fresh subject ([`wire::portal_subject`]) and serves the calls
+//! to a fresh subject ([`wire::Subjects::portal`]) and serves the calls
 //! arriving there through the portal, as [`super::serve`] serves an
 //! exported name's. The message carries the subject; the receiving node
 //! *borrows* it as a relay service of its own (see [`super::remote`]), and
@@ -64,7 +64,7 @@ impl Shared {
             self.next_call
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         };
-        let subject = wire::portal_subject(&self.node, self.instance, n);
+        let subject = self.subjects.portal(&self.node, self.instance, n);
         let sub = self
             .client
             .subscribe(subject.clone())
@@ -112,13 +112,19 @@ async fn serve_lent(
     mut sub: async_nats::Subscriber,
 ) {
     let label: Arc<str> = super::remote::LENT.into();
+    let waiting = Arc::default();
     while let Some(msg) = sub.next().await {
         match wire::decode_portal_frame(&msg.payload) {
             Some(PortalFrame::Release) => break,
             Some(PortalFrame::Call(_)) => {
+                let Some(place) = shared.admit(&waiting, &label, &msg).await else {
+                    continue;
+                };
                 let target = super::serve::Target::Portal(portal.clone());
                 let s = shared.clone();
-                shared.tokio.spawn(s.serve_call(label.clone(), target, msg));
+                shared
+                    .tokio
+                    .spawn(s.serve_call(label.clone(), target, msg, place));
             }
             None => shared.stats.drop_frame(),
         }

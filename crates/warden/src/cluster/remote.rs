@@ -86,7 +86,7 @@ impl Shared {
         let portal = PortalRef::new(&service);
         let task = self.tokio.spawn(relay_loop(
             self.me.clone(),
-            wire::call_subject(name).into(),
+            self.subjects.call(name).into(),
             name.into(),
             holder,
         ));
@@ -119,10 +119,14 @@ impl Shared {
         let counted = result.as_ref().map(|(b, _)| b.len()).map_err(|_| ());
         self.stats.called(&label, sent, counted);
         match result {
-            Ok((reply, portals)) => {
+            Ok((reply, portals)) if portals.iter().all(|p| self.subjects.owns_portal(p)) => {
                 let subjects: Vec<&str> = portals.iter().map(String::as_str).collect();
                 let objects = self.borrow_all(&subjects);
                 let _ = call.reply_with(reply.len(), |b| b.copy_from_slice(&reply), objects);
+            }
+            Ok(_) => {
+                self.stats.drop_frame();
+                call.fail(Errno::PeerDied);
             }
             Err(e) => call.fail(e),
         }
@@ -140,10 +144,13 @@ impl Shared {
         let id = self
             .next_call
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // The answer's subject carries a secret of this call: nobody who
+        // has not seen the call can answer it.
+        let token: u64 = rand::random();
         let (tx, mut rx) = mpsc::channel(4);
-        self.lock_pending().insert(id, tx);
+        self.lock_pending().insert(id, (token, tx));
         let _forget = Forget(self, id);
-        let reply_to = format!("{}.{id}", self.inbox);
+        let reply_to = format!("{}.{id}_{token:016x}", self.inbox);
         self.client
             .publish_with_reply(subject.to_string(), reply_to, frame.into())
             .await
@@ -163,8 +170,11 @@ impl Shared {
             .subject
             .as_str()
             .strip_prefix(self.inbox.as_str())
-            .and_then(|rest| rest.strip_prefix('.'))
-            .and_then(|id| id.parse::<u64>().ok());
+            .and_then(|rest| rest.strip_prefix('.')?.split_once('_'))
+            .and_then(|(id, token)| {
+                let token = u64::from_str_radix(token, 16).ok()?;
+                Some((id.parse::<u64>().ok()?, token))
+            });
         let heard = if msg.status == Some(async_nats::StatusCode::NO_RESPONDERS) {
             Some(Heard::Done(Err(Errno::PeerDied)))
         } else {
@@ -177,13 +187,18 @@ impl Shared {
                 None => None,
             }
         };
-        let (Some(id), Some(heard)) = (id, heard) else {
+        let (Some((id, token)), Some(heard)) = (id, heard) else {
             self.stats.drop_frame();
             return;
         };
-        let tx = self.lock_pending().get(&id).cloned();
-        if let Some(tx) = tx {
-            let _ = tx.try_send(heard);
+        let tx = match self.lock_pending().get(&id) {
+            Some((t, tx)) if *t == token => Some(tx.clone()),
+            Some(_) => None,
+            None => return,
+        };
+        match tx {
+            Some(tx) => drop(tx.try_send(heard)),
+            None => self.stats.drop_frame(),
         }
     }
 }

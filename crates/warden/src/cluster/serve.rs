@@ -8,7 +8,10 @@
 //! the frame, and the server may ask for them). While the local call
 //! runs, a progress frame goes back every [`super::PROGRESS`], so the
 //! caller can tell a slow service from a dead node. At most
-//! [`MAX_IN_FLIGHT`] remote calls run at once; the others wait.
+//! [`MAX_IN_FLIGHT`] remote calls run at once; the others wait, and what
+//! waits is bounded ([`Waiting`]): past [`NAME_BYTES`] of calls for one
+//! name, or [`NODE_BYTES`] of them from one calling node, a call is
+//! answered `Busy` at once, before anything is spawned for it.
 
 use super::wire;
 use super::Shared;
@@ -24,6 +27,68 @@ pub const MAX_IN_FLIGHT: usize = 1024;
 
 /// The queue group every node serving a name joins.
 const QUEUE: &str = "warden";
+
+/// Request bytes of the calls admitted for one name and not yet answered
+/// (waiting for a permit, or running).
+pub const NAME_BYTES: usize = 64 << 20;
+/// Of those, what the calls from one calling node may hold.
+pub const NODE_BYTES: usize = 16 << 20;
+/// Calls admitted for one name and not yet answered.
+pub const NAME_CALLS: usize = 4 * MAX_IN_FLIGHT;
+/// What one call counts for beside its bytes (its task and frame).
+const CALL_COST: usize = 512;
+
+/// The calls admitted for one name and not yet answered: their bytes,
+/// and those from each calling node.
+#[derive(Default)]
+pub(super) struct Waiting {
+    calls: usize,
+    bytes: usize,
+    by_node: HashMap<String, usize>,
+}
+
+impl Waiting {
+    /// Admits a call of `bytes` from `node`, if it fits.
+    fn admit(&mut self, node: &str, bytes: usize) -> bool {
+        let bytes = bytes + CALL_COST;
+        let from = self.by_node.get(node).copied().unwrap_or(0);
+        if self.calls >= NAME_CALLS || self.bytes + bytes > NAME_BYTES || from + bytes > NODE_BYTES
+        {
+            return false;
+        }
+        self.calls += 1;
+        self.bytes += bytes;
+        *self.by_node.entry(node.to_string()).or_default() += bytes;
+        true
+    }
+
+    /// Gives back what [`admit`](Self::admit) took.
+    fn release(&mut self, node: &str, bytes: usize) {
+        let bytes = bytes + CALL_COST;
+        self.calls -= 1;
+        self.bytes -= bytes;
+        if let Some(n) = self.by_node.get_mut(node) {
+            *n -= bytes;
+            if *n == 0 {
+                self.by_node.remove(node);
+            }
+        }
+    }
+}
+
+/// A call's place in its name's [`Waiting`], given back when dropped.
+pub(super) struct Admitted {
+    waiting: Arc<std::sync::Mutex<Waiting>>,
+    node: String,
+    bytes: usize,
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        let mut w = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+        w.release(&self.node, self.bytes);
+    }
+}
 
 /// What a call from another node is for.
 pub(super) enum Target {
@@ -64,7 +129,7 @@ impl Shared {
             if offered.0.contains_key(name) {
                 continue;
             }
-            let subject = wire::call_subject(name);
+            let subject = self.subjects.call(name);
             match self.client.queue_subscribe(subject, QUEUE.into()).await {
                 Ok(sub) => {
                     let task = self
@@ -86,6 +151,7 @@ impl Shared {
         label: Arc<str>,
         target: Target,
         msg: async_nats::Message,
+        _admitted: Admitted,
     ) {
         let Some(reply_to) = msg.reply.clone() else {
             self.stats.drop_frame();
@@ -95,6 +161,10 @@ impl Shared {
             self.stats.drop_frame();
             return;
         };
+        if !call.portals.iter().all(|p| self.subjects.owns_portal(p)) {
+            self.stats.drop_frame();
+            return;
+        }
         let origin = Some(Origin {
             node: call.node.to_string(),
             task: call.task,
@@ -149,12 +219,75 @@ impl Shared {
     }
 }
 
-/// Serves the calls arriving for `name` until the subscription ends.
+/// Serves the calls arriving for `name` until the subscription ends:
+/// each is admitted to the name's [`Waiting`] or answered `Busy`, here,
+/// before a task is spawned for it.
 async fn serve_name(shared: Arc<Shared>, name: String, mut sub: async_nats::Subscriber) {
     let name: Arc<str> = name.into();
+    let waiting = Arc::default();
     while let Some(msg) = sub.next().await {
+        let Some(place) = shared.admit(&waiting, &name, &msg).await else {
+            continue;
+        };
         let target = Target::Name(name.clone());
         let s = shared.clone();
-        shared.tokio.spawn(s.serve_call(name.clone(), target, msg));
+        shared
+            .tokio
+            .spawn(s.serve_call(name.clone(), target, msg, place));
+    }
+}
+
+impl Shared {
+    /// A place in `waiting` for the call `msg`, or `None` once it has
+    /// been answered `Busy` (or dropped as malformed).
+    pub(super) async fn admit(
+        &self,
+        waiting: &Arc<std::sync::Mutex<Waiting>>,
+        label: &str,
+        msg: &async_nats::Message,
+    ) -> Option<Admitted> {
+        let Some(node) = wire::decode_call(&msg.payload).map(|c| c.node.to_string()) else {
+            self.stats.drop_frame();
+            return None;
+        };
+        let bytes = msg.payload.len();
+        let admitted = {
+            let mut w = waiting.lock().unwrap_or_else(|e| e.into_inner());
+            w.admit(&node, bytes)
+        };
+        if admitted {
+            let waiting = waiting.clone();
+            return Some(Admitted { waiting, node, bytes });
+        }
+        self.stats.busy(label);
+        if let Some(reply) = msg.reply.clone() {
+            let frame = wire::encode_reply(Err(Errno::Busy));
+            let _ = self.client.publish(reply, frame.into()).await;
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waiting_calls_are_bounded_per_name_and_per_node() {
+        let mut w = Waiting::default();
+        let big = NODE_BYTES / 2;
+        assert!(w.admit("a", big) && !w.admit("a", big), "a node's share");
+        for node in ["b", "c", "d"] {
+            assert!(w.admit(node, big), "{node}");
+        }
+        assert!(!w.admit("e", big), "the name's bytes");
+        w.release("a", big);
+        assert!(w.admit("e", big), "room again");
+        for node in ["b", "c", "d", "e"] {
+            w.release(node, big);
+        }
+        assert_eq!((w.calls, w.bytes, w.by_node.len()), (0, 0, 0));
+        let admitted = (0..NAME_CALLS + 1).filter(|i| w.admit(&i.to_string(), 0));
+        assert_eq!(admitted.count(), NAME_CALLS, "the name's calls");
     }
 }

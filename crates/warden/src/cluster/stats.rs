@@ -19,6 +19,9 @@ pub struct NameCounts {
     pub served: u64,
     /// Of those, how many ended in an error.
     pub served_failures: u64,
+    /// Calls from other nodes refused `busy`: too many bytes were
+    /// waiting for the name, or from the calling node.
+    pub busy: u64,
 }
 
 /// Every name's counts and the frames dropped as malformed.
@@ -47,6 +50,11 @@ impl Stats {
             c.served += 1;
             c.served_failures += u64::from(!ok);
         })
+    }
+
+    /// Counts an incoming call refused `busy`.
+    pub fn busy(&self, name: &str) {
+        self.with(name, |c| c.busy += 1)
     }
 
     /// Counts a frame dropped because it was malformed or oversized.

@@ -14,13 +14,14 @@
 //! ```
 //!
 //! A portal crosses nodes as a subject its node serves it on
-//! (`warden.portal.<node>.<instance>.<n>`); an error reply has no portals
-//! and no bytes.
+//! (`warden.<cluster>.portal.<node>.<instance>.<n>`); an error reply has
+//! no portals and no bytes.
 //!
-//! Subjects: a name's calls go to `warden.call.<name>` when the name is
-//! made only of letters, digits, `-`, `_` and single inner dots, and to
-//! `warden.callx.<hex of the name>` otherwise (so that no name can reach
-//! a wildcard or an empty token).
+//! Subjects ([`Subjects`]) all start `warden.<cluster>.`, so that clusters
+//! sharing a broker never hear each other. A name's calls go to
+//! `….call.<name>` when the name is made only of letters, digits, `-`,
+//! `_` and single inner dots, and to `….callx.<hex of the name>`
+//! otherwise (so that no name can reach a wildcard or an empty token).
 
 use crate::ipc::Errno;
 use serde::{Deserialize, Serialize};
@@ -32,8 +33,12 @@ const REPLY: u8 = 2;
 const PROGRESS: u8 = 3;
 const RELEASE: u8 = 4;
 
-/// Subject prefix of every subject a node uses.
+/// First token of every subject a node uses; the cluster's name is the
+/// second.
 pub const PREFIX: &str = "warden";
+
+/// The cluster a manifest that names none joins.
+pub const DEFAULT_CLUSTER: &str = "default";
 
 /// Longest node name.
 pub const MAX_NODE: usize = 64;
@@ -104,37 +109,88 @@ pub fn valid_node(node: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
-/// The subject a name's calls are sent to.
-pub fn call_subject(name: &str) -> String {
-    let plain = !name.is_empty()
-        && name.split('.').all(|token| {
-            !token.is_empty()
-                && token
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        });
-    if plain {
-        format!("{PREFIX}.call.{name}")
-    } else {
-        let hex: String = name.bytes().map(|b| format!("{b:02x}")).collect();
-        format!("{PREFIX}.callx.{hex}")
+/// The subjects of one cluster: every one starts `warden.<cluster>.`.
+#[derive(Debug, Clone)]
+pub struct Subjects {
+    prefix: String,
+}
+
+impl Subjects {
+    /// The subjects of the cluster named `cluster` (a valid node name).
+    pub fn of(cluster: &str) -> Subjects {
+        debug_assert!(valid_node(cluster));
+        Subjects {
+            prefix: format!("{PREFIX}.{cluster}"),
+        }
+    }
+
+    /// The subject a name's calls are sent to.
+    pub fn call(&self, name: &str) -> String {
+        let p = &self.prefix;
+        let plain = !name.is_empty()
+            && name.split('.').all(|token| {
+                !token.is_empty()
+                    && token
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            });
+        if plain {
+            format!("{p}.call.{name}")
+        } else {
+            let hex: String = name.bytes().map(|b| format!("{b:02x}")).collect();
+            format!("{p}.callx.{hex}")
+        }
+    }
+
+    /// The subject a lent portal is served on: the `n`th its node lent.
+    pub fn portal(&self, node: &str, instance: u64, n: u64) -> String {
+        format!("{}.portal.{node}.{instance:x}.{n}", self.prefix)
+    }
+
+    /// Whether `s` is a lent portal's subject in this cluster.
+    pub fn owns_portal(&self, s: &str) -> bool {
+        s.strip_prefix(self.prefix.as_str())
+            .is_some_and(|rest| rest.starts_with(".portal."))
+            && valid_portal_subject(s)
+    }
+
+    /// The subject a node announces itself on.
+    pub fn announce(&self, node: &str) -> String {
+        format!("{}.node.{node}", self.prefix)
+    }
+
+    /// Every node's announcements.
+    pub fn announcements(&self) -> String {
+        format!("{}.node.*", self.prefix)
+    }
+
+    /// Asked to learn whether a node name is taken.
+    pub fn hello(&self, node: &str) -> String {
+        format!("{}.hello.{node}", self.prefix)
+    }
+
+    /// Asked for every node's tasks.
+    pub fn ps(&self) -> String {
+        format!("{}.ps", self.prefix)
+    }
+
+    /// A node instance's inbox for answers (calls add a token).
+    pub fn inbox(&self, instance: u64) -> String {
+        format!("{}.inbox.{instance:x}", self.prefix)
     }
 }
 
-/// The subject a lent portal is served on: the `n`th its node lent.
-pub fn portal_subject(node: &str, instance: u64, n: u64) -> String {
-    format!("{PREFIX}.portal.{node}.{instance:x}.{n}")
-}
-
-/// Whether `s` can be a lent portal's subject.
+/// Whether `s` can be a lent portal's subject (of any cluster: a frame
+/// is checked against its receiver's with [`Subjects::owns_portal`]).
 pub fn valid_portal_subject(s: &str) -> bool {
     let tokens: Vec<&str> = s.split('.').collect();
-    s.len() <= 128
-        && tokens.len() == 5
+    s.len() <= 160
+        && tokens.len() == 6
         && tokens[0] == PREFIX
-        && tokens[1] == "portal"
-        && valid_node(tokens[2])
-        && tokens[3..]
+        && valid_node(tokens[1])
+        && tokens[2] == "portal"
+        && valid_node(tokens[3])
+        && tokens[4..]
             .iter()
             .all(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_hexdigit()))
 }
@@ -167,11 +223,6 @@ fn decode_portals(bytes: &[u8]) -> Option<(Vec<&str>, &[u8])> {
         rest = &after[len as usize..];
     }
     Some((portals, rest))
-}
-
-/// The subject a node announces itself on.
-pub fn announce_subject(node: &str) -> String {
-    format!("{PREFIX}.node.{node}")
 }
 
 /// Appends a call frame to `out`.
@@ -260,13 +311,13 @@ pub fn decode_answer(frame: &[u8]) -> Option<Answer<'_>> {
 
 /// Decodes an announcement heard on `subject`; `None` if it is malformed,
 /// too large, or claims a node other than the subject's.
-pub fn decode_announce(subject: &str, payload: &[u8]) -> Option<Announce> {
+pub fn decode_announce(subjects: &Subjects, subject: &str, payload: &[u8]) -> Option<Announce> {
     if payload.len() > MAX_ANNOUNCE {
         return None;
     }
     let a: Announce = serde_json::from_slice(payload).ok()?;
     let ok = valid_node(&a.node)
-        && subject == announce_subject(&a.node)
+        && subject == subjects.announce(&a.node)
         && a.exports.iter().all(|n| !n.is_empty() && n.len() <= 256);
     ok.then_some(a)
 }
@@ -305,11 +356,11 @@ mod tests {
 
     #[test]
     fn portals_travel_as_subjects() {
-        let p = vec![
-            portal_subject("a", 0xbeef, 7),
-            portal_subject("a", 0xbeef, 8),
-        ];
-        assert_eq!(p[0], "warden.portal.a.beef.7");
+        let prod = Subjects::of("prod");
+        let p = vec![prod.portal("a", 0xbeef, 7), prod.portal("a", 0xbeef, 8)];
+        assert_eq!(p[0], "warden.prod.portal.a.beef.7");
+        assert!(prod.owns_portal(&p[0]));
+        assert!(!Subjects::of("test").owns_portal(&p[0]), "another cluster's");
         let mut f = Vec::new();
         encode_call(&mut f, "b", 1, &p, b"req");
         let c = decode_call(&f).unwrap();
@@ -334,10 +385,12 @@ mod tests {
             Some(PortalFrame::Call(_))
         ));
         for bad in [
-            "warden.call.kv",
-            "warden.portal.a.b.>",
-            "warden.portal.a.1",
-            "x.portal.a.1.2",
+            "warden.prod.call.kv",
+            "warden.prod.portal.a.b.>",
+            "warden.prod.portal.a.1",
+            "warden.portal.a.1.2",
+            "x.prod.portal.a.1.2",
+            "warden.p.q.portal.a.1.2",
         ] {
             assert!(!valid_portal_subject(bad), "{bad}");
             let mut f = Vec::new();
@@ -378,12 +431,17 @@ mod tests {
 
     #[test]
     fn subjects() {
-        assert_eq!(call_subject("kv"), "warden.call.kv");
-        assert_eq!(call_subject("log.errors"), "warden.call.log.errors");
-        assert_eq!(call_subject("a b"), "warden.callx.612062");
-        assert_eq!(call_subject("x.>"), "warden.callx.782e3e");
-        assert_eq!(call_subject("a..b"), "warden.callx.612e2e62");
-        assert_eq!(call_subject(".a"), "warden.callx.2e61");
+        let s = Subjects::of(DEFAULT_CLUSTER);
+        assert_eq!(s.call("kv"), "warden.default.call.kv");
+        assert_eq!(s.call("log.errors"), "warden.default.call.log.errors");
+        assert_eq!(s.call("a b"), "warden.default.callx.612062");
+        assert_eq!(s.call("x.>"), "warden.default.callx.782e3e");
+        assert_eq!(s.call("a..b"), "warden.default.callx.612e2e62");
+        assert_eq!(s.call(".a"), "warden.default.callx.2e61");
+        let prod = Subjects::of("prod");
+        assert_eq!(prod.call("kv"), "warden.prod.call.kv");
+        assert_eq!(prod.announce("a"), "warden.prod.node.a");
+        assert_eq!(prod.inbox(255), "warden.prod.inbox.ff");
         assert!(valid_node("a") && valid_node("node_7-x"));
         assert!(!valid_node("") && !valid_node("a.b") && !valid_node("*"));
         assert!(!valid_node(&"n".repeat(MAX_NODE + 1)));
@@ -397,10 +455,14 @@ mod tests {
             exports: vec!["kv".into()],
         };
         let bytes = serde_json::to_vec(&a).unwrap();
-        assert_eq!(decode_announce("warden.node.a", &bytes), Some(a));
-        assert_eq!(decode_announce("warden.node.b", &bytes), None, "spoofed");
-        assert_eq!(decode_announce("warden.node.a", b"{"), None);
+        let s = Subjects::of("prod");
+        assert_eq!(decode_announce(&s, "warden.prod.node.a", &bytes), Some(a));
+        let spoofed = decode_announce(&s, "warden.prod.node.b", &bytes);
+        assert_eq!(spoofed, None, "spoofed");
+        let other = decode_announce(&s, "warden.test.node.a", &bytes);
+        assert_eq!(other, None, "another cluster's");
+        assert_eq!(decode_announce(&s, "warden.prod.node.a", b"{"), None);
         let huge = vec![b' '; MAX_ANNOUNCE + 1];
-        assert_eq!(decode_announce("warden.node.a", &huge), None);
+        assert_eq!(decode_announce(&s, "warden.prod.node.a", &huge), None);
     }
 }

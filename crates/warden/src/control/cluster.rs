@@ -39,7 +39,7 @@ pub(super) fn metrics(rt: &Runtime, out: &mut String) {
          # TYPE warden_cluster_dropped_frames_total counter\nwarden_cluster_dropped_frames_total {dropped}"
     );
     type Field = fn(&crate::NameCounts) -> u64;
-    let series: [(&str, &str, Field); 6] = [
+    let series: [(&str, &str, Field); 7] = [
         (
             "warden_cluster_calls_total",
             "Calls this node's tasks made to other nodes, by name.",
@@ -69,6 +69,11 @@ pub(super) fn metrics(rt: &Runtime, out: &mut String) {
             "warden_cluster_served_failures_total",
             "Of those, calls that ended in an error.",
             |c| c.served_failures,
+        ),
+        (
+            "warden_cluster_busy_total",
+            "Calls from other nodes refused busy (too much waiting), by name.",
+            |c| c.busy,
         ),
     ];
     for (metric, help, field) in series {

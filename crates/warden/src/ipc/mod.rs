@@ -90,6 +90,10 @@ pub enum Errno {
     /// `warden_call` then makes the call with `call`)
     #[error("would wait")]
     Again = -15,
+    /// a node of the cluster has too many calls waiting to be served
+    /// (from this caller's node, or for this name): try again later
+    #[error("busy")]
+    Busy = -16,
 }
 
 /// Runtime-wide IPC state shared by every task.
@@ -111,7 +115,7 @@ impl Errno {
     }
 
     /// Every code, for tables and tests.
-    pub const ALL: [Errno; 15] = [
+    pub const ALL: [Errno; 16] = [
         Errno::BadHandle,
         Errno::Revoked,
         Errno::PeerDied,
@@ -127,6 +131,7 @@ impl Errno {
         Errno::Range,
         Errno::NoReply,
         Errno::Again,
+        Errno::Busy,
     ];
 
     /// The code as returned to the guest.

@@ -1,13 +1,29 @@
-//! The `[cluster]` section: the broker and this node's name.
+//! The `[cluster]` section: the broker, this node's name, the cluster's
+//! name, and the node's credentials and TLS for the broker. Secrets are
+//! named (a file, an environment variable), never written here.
 
-use crate::cluster::{valid_node, ClusterSpec};
+use crate::cluster::{valid_node, BrokerAuth, BrokerTls, ClusterSpec, Secret, DEFAULT_CLUSTER};
 use serde::Deserialize;
+use std::path::Path;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawCluster {
     nats: Urls,
     node: String,
+    name: Option<String>,
+    creds: Option<String>,
+    nkey: Option<String>,
+    user: Option<String>,
+    password_file: Option<String>,
+    password_env: Option<String>,
+    token_file: Option<String>,
+    token_env: Option<String>,
+    tls_ca: Option<String>,
+    tls_cert: Option<String>,
+    tls_key: Option<String>,
+    #[serde(default)]
+    tls_required: bool,
 }
 
 /// One URL or several.
@@ -18,27 +34,94 @@ enum Urls {
     Many(Vec<String>),
 }
 
-pub(super) fn spec(raw: RawCluster) -> Result<ClusterSpec, String> {
-    let nats = match raw.nats {
-        Urls::One(u) => vec![u],
-        Urls::Many(v) => v,
+pub(super) fn spec(raw: RawCluster, base: &Path) -> Result<ClusterSpec, String> {
+    let nats = match &raw.nats {
+        Urls::One(u) => vec![u.clone()],
+        Urls::Many(v) => v.clone(),
     };
     if nats.is_empty() {
         return Err("cluster.nats: at least one broker URL".into());
     }
     for u in &nats {
+        if u.contains('@') {
+            return Err(format!(
+                "cluster.nats: {:?} carries credentials; name them with cluster.user and \
+                 password_file or password_env, token_file or token_env, creds or nkey",
+                crate::cluster::shown_url(u)
+            ));
+        }
         u.parse::<async_nats::ServerAddr>()
             .map_err(|e| format!("cluster.nats: {u:?} is not a broker URL: {e}"))?;
     }
-    if !valid_node(&raw.node) {
-        return Err(format!(
-            "cluster.node: {:?} is not a node name (1 to 64 letters, digits, '-' or '_')",
-            raw.node
-        ));
-    }
+    let named = |key: &str, v: &str| {
+        if valid_node(v) {
+            Ok(v.to_string())
+        } else {
+            Err(format!(
+                "cluster.{key}: {v:?} is not a {key} name (1 to 64 letters, digits, '-' or '_')"
+            ))
+        }
+    };
+    let node = named("node", &raw.node)?;
+    let cluster = named("name", raw.name.as_deref().unwrap_or(DEFAULT_CLUSTER))?;
+    let auth = auth(&raw, base)?;
+    let tls = tls(&raw, base)?;
     Ok(ClusterSpec {
         nats,
-        node: raw.node,
+        node,
+        cluster,
+        auth,
+        tls,
+    })
+}
+
+/// The one way of proving who the node is that the section names.
+fn auth(raw: &RawCluster, base: &Path) -> Result<BrokerAuth, String> {
+    let secret = |file: &Option<String>, env: &Option<String>, key: &str| match (file, env) {
+        (Some(_), Some(_)) => Err(format!("cluster: {key}_file and {key}_env both given")),
+        (Some(f), None) => Ok(Some(Secret::File(base.join(f)))),
+        (None, Some(v)) if !v.is_empty() => Ok(Some(Secret::Env(v.clone()))),
+        (None, Some(_)) => Err(format!("cluster.{key}_env: an empty variable name")),
+        (None, None) => Ok(None),
+    };
+    let password = secret(&raw.password_file, &raw.password_env, "password")?;
+    let token = secret(&raw.token_file, &raw.token_env, "token")?;
+    let mut ways = vec![];
+    if let Some(c) = &raw.creds {
+        ways.push(("creds", BrokerAuth::Creds(base.join(c))));
+    }
+    if let Some(n) = &raw.nkey {
+        ways.push(("nkey", BrokerAuth::Nkey(base.join(n))));
+    }
+    match (&raw.user, password) {
+        (Some(user), Some(password)) => ways.push(("user", BrokerAuth::User { user: user.clone(), password })),
+        (Some(_), None) => return Err("cluster.user: needs password_file or password_env".into()),
+        (None, Some(_)) => return Err("cluster: a password without cluster.user".into()),
+        (None, None) => {}
+    }
+    if let Some(t) = token {
+        ways.push(("token", BrokerAuth::Token(t)));
+    }
+    match ways.len() {
+        0 => Ok(BrokerAuth::None),
+        1 => Ok(ways.pop().unwrap().1),
+        _ => {
+            let keys: Vec<&str> = ways.iter().map(|(k, _)| *k).collect();
+            Err(format!("cluster: one way to authenticate, not {}", keys.join(" and ")))
+        }
+    }
+}
+
+fn tls(raw: &RawCluster, base: &Path) -> Result<BrokerTls, String> {
+    let cert = match (&raw.tls_cert, &raw.tls_key) {
+        (Some(c), Some(k)) => Some((base.join(c), base.join(k))),
+        (None, None) => None,
+        _ => return Err("cluster: tls_cert and tls_key go together".into()),
+    };
+    Ok(BrokerTls {
+        ca: raw.tls_ca.as_ref().map(|c| base.join(c)),
+        cert,
+        required: raw.tls_required,
     })
 }
 
@@ -68,11 +151,28 @@ mod tests {
         .unwrap();
         assert_eq!(m.cluster.unwrap().nats.len(), 2);
         assert!(parse(TASK).unwrap().cluster.is_none());
+        let m = parse(&format!(
+            "[cluster]\nnats='tls://h:1'\nnode='a'\nname='prod'\ntoken_env='T'\n\
+             tls_ca='ca.pem'\ntls_cert='c.pem'\ntls_key='k.pem'\n{TASK}"
+        ))
+        .unwrap();
+        let c = m.cluster.unwrap();
+        assert_eq!(c.cluster, "prod");
+        assert_eq!(c.auth, crate::cluster::BrokerAuth::Token(crate::cluster::Secret::Env("T".into())));
+        assert!(c.tls.ca.unwrap().ends_with("ca.pem") && c.tls.cert.is_some());
+        assert_eq!(c.cluster, "prod");
         for (bad, why) in [
             ("nats='nats://h:1'\nnode='a.b'", "not a node name"),
             ("nats=[]\nnode='a'", "at least one"),
             ("nats='nats://h:1'", "missing field `node`"),
             ("nats='nats://h:1'\nnode='a'\nport=1", "unknown field"),
+            ("nats='nats://u:pw@h:1'\nnode='a'", "carries credentials"),
+            ("nats='nats://h:1'\nnode='a'\nname='a.b'", "not a name name"),
+            ("nats='nats://h:1'\nnode='a'\nuser='u'", "needs password_file"),
+            ("nats='nats://h:1'\nnode='a'\npassword_env='P'", "without cluster.user"),
+            ("nats='nats://h:1'\nnode='a'\ntoken_file='t'\ntoken_env='T'", "both given"),
+            ("nats='nats://h:1'\nnode='a'\ntoken_env='T'\nnkey='k'", "not nkey and token"),
+            ("nats='nats://h:1'\nnode='a'\ntls_cert='c'", "go together"),
         ] {
             let e = parse(&format!("[cluster]\n{bad}\n{TASK}")).unwrap_err();
             assert!(e.contains(why), "{bad}: {e}");

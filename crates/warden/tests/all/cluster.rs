@@ -372,13 +372,13 @@ fn malformed_frames_are_dropped_and_counted() {
     assert_eq!(b.finish(), 0, "{}", b.out());
     let mut s = std::net::TcpStream::connect(("127.0.0.1", broker.port)).unwrap();
     let frames: [(&str, &[u8]); 4] = [
-        ("warden.call.kv reply.1", b"\x01\x01\xffgarbage"),
-        ("warden.call.kv reply.2", b""),
+        ("warden.default.call.kv reply.1", b"\x01\x01\xffgarbage"),
+        ("warden.default.call.kv reply.2", b""),
         (
-            "warden.node.x",
+            "warden.default.node.x",
             b"{\"node\":\"y\",\"instance\":1,\"exports\":[]}",
         ),
-        ("warden.node.z", b"not json"),
+        ("warden.default.node.z", b"not json"),
     ];
     let mut text = b"CONNECT {\"verbose\":false}\r\n".to_vec();
     for (subject, payload) in frames {

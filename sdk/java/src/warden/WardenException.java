@@ -20,6 +20,7 @@ public class WardenException extends RuntimeException {
     public static final int DEADLOCK = -12;
     public static final int RANGE = -13;
     public static final int NO_REPLY = -14;
+    public static final int BUSY = -16;
 
     private final int code;
 
@@ -54,6 +55,7 @@ public class WardenException extends RuntimeException {
             case DEADLOCK: return "would deadlock";
             case RANGE: return "out of range";
             case NO_REPLY: return "no reply";
+            case BUSY: return "busy";
             default: return code >= 0 ? "success" : "unknown error";
         }
     }

@@ -68,6 +68,7 @@ impl Error {
             -13 => "out of range",
             -14 => "no reply",
             -15 => "would wait",
+            -16 => "busy",
             _ => "unknown error",
         }
     }
