@@ -72,9 +72,10 @@ async fn with_auth(
 ) -> Result<async_nats::ConnectOptions, String> {
     Ok(match auth {
         BrokerAuth::None => o,
-        BrokerAuth::Creds(p) => o.credentials_file(p).await.map_err(|e| {
-            format!("cluster.creds: cannot use {}: {}", p.display(), e.kind())
-        })?,
+        BrokerAuth::Creds(p) => o
+            .credentials_file(p)
+            .await
+            .map_err(|e| format!("cluster.creds: cannot use {}: {}", p.display(), e.kind()))?,
         BrokerAuth::Nkey(p) => {
             let seed = std::fs::read_to_string(p)
                 .map_err(|e| format!("cluster.nkey: cannot read {}: {e}", p.display()))?;
@@ -84,13 +85,18 @@ async fn with_auth(
             }
             o.nkey(seed)
         }
-        BrokerAuth::User { user, password } => o.user_and_password(user.clone(), password.read("password")?),
+        BrokerAuth::User { user, password } => {
+            o.user_and_password(user.clone(), password.read("password")?)
+        }
         BrokerAuth::Token(t) => o.token(t.read("token")?),
     })
 }
 
 /// Applies `tls` to the connection's options.
-fn with_tls(mut o: async_nats::ConnectOptions, tls: &BrokerTls) -> Result<async_nats::ConnectOptions, String> {
+fn with_tls(
+    mut o: async_nats::ConnectOptions,
+    tls: &BrokerTls,
+) -> Result<async_nats::ConnectOptions, String> {
     let readable = |key: &str, p: &PathBuf| {
         std::fs::metadata(p)
             .map(|_| ())
@@ -139,7 +145,7 @@ pub(super) async fn connect(spec: &ClusterSpec) -> Result<async_nats::Client, St
     let o = with_tls(with_auth(o, &spec.auth).await?, &spec.tls)?;
     o.connect(addrs).await.map_err(|e| {
         let urls: Vec<String> = spec.nats.iter().map(|u| shown(u)).collect();
-        format!("cannot join the cluster through {}: {}", urls.join(", "), explain(&e))
+        explain(&e, &urls.join(", "))
     })
 }
 
@@ -149,16 +155,23 @@ pub(super) async fn connect(spec: &ClusterSpec) -> Result<async_nats::Client, St
 /// payloads).
 const SUBSCRIPTION_CAPACITY: usize = 1024;
 
-/// What a failed connection means, in words that name no secret.
-fn explain(e: &async_nats::ConnectError) -> String {
+/// What a failed connection to the brokers at `at` means, in words that
+/// name no secret.
+fn explain(e: &async_nats::ConnectError, at: &str) -> String {
     use async_nats::ConnectErrorKind as K;
+    let certificate = e.to_string().contains("certificate");
     match e.kind() {
-        K::AuthorizationViolation => "the broker refused the node's credentials".into(),
-        K::Authentication => "the node's key could not answer the broker's challenge".into(),
-        K::Tls => format!("TLS failed: {e}"),
-        K::TimedOut => "no broker answered in time".into(),
-        K::Io => format!("cannot reach the broker ({e})"),
-        _ => e.to_string(),
+        K::Tls | K::Io if certificate => {
+            format!("TLS with the cluster's broker at {at} failed: {e}")
+        }
+        K::AuthorizationViolation => {
+            format!("the cluster's broker at {at} refused the node's credentials")
+        }
+        K::Authentication => {
+            format!("the node's key could not answer the challenge of the broker at {at}")
+        }
+        K::Tls => format!("TLS with the cluster's broker at {at} failed: {e}"),
+        _ => format!("cannot reach the cluster's broker at {at}: {e}"),
     }
 }
 
@@ -186,6 +199,9 @@ mod tests {
         let e = Secret::Env("WARDEN_TEST_NO_SUCH_VAR".into())
             .read("token")
             .unwrap_err();
-        assert_eq!(e, "cluster.token_env: the environment has no WARDEN_TEST_NO_SUCH_VAR");
+        assert_eq!(
+            e,
+            "cluster.token_env: the environment has no WARDEN_TEST_NO_SUCH_VAR"
+        );
     }
 }

@@ -232,7 +232,10 @@ impl Cluster {
             return Err(format!("cluster.node: {:?} is not a node name", spec.node));
         }
         if !valid_node(&spec.cluster) {
-            return Err(format!("cluster.name: {:?} is not a cluster name", spec.cluster));
+            return Err(format!(
+                "cluster.name: {:?} is not a cluster name",
+                spec.cluster
+            ));
         }
         let broker = broker_endpoints(spec);
         let reactor = Reactor::start()?;
@@ -428,7 +431,8 @@ impl Shared {
     /// lookups that wait for a name just offered.
     async fn listen_nodes(self: Arc<Self>, mut sub: async_nats::Subscriber) {
         while let Some(msg) = sub.next().await {
-            let Some(a) = wire::decode_announce(&self.subjects, msg.subject.as_str(), &msg.payload) else {
+            let Some(a) = wire::decode_announce(&self.subjects, msg.subject.as_str(), &msg.payload)
+            else {
                 self.stats.drop_frame();
                 continue;
             };

@@ -257,7 +257,11 @@ impl Shared {
         };
         if admitted {
             let waiting = waiting.clone();
-            return Some(Admitted { waiting, node, bytes });
+            return Some(Admitted {
+                waiting,
+                node,
+                bytes,
+            });
         }
         self.stats.busy(label);
         if let Some(reply) = msg.reply.clone() {

@@ -360,7 +360,10 @@ mod tests {
         let p = vec![prod.portal("a", 0xbeef, 7), prod.portal("a", 0xbeef, 8)];
         assert_eq!(p[0], "warden.prod.portal.a.beef.7");
         assert!(prod.owns_portal(&p[0]));
-        assert!(!Subjects::of("test").owns_portal(&p[0]), "another cluster's");
+        assert!(
+            !Subjects::of("test").owns_portal(&p[0]),
+            "another cluster's"
+        );
         let mut f = Vec::new();
         encode_call(&mut f, "b", 1, &p, b"req");
         let c = decode_call(&f).unwrap();

@@ -94,7 +94,13 @@ fn auth(raw: &RawCluster, base: &Path) -> Result<BrokerAuth, String> {
         ways.push(("nkey", BrokerAuth::Nkey(base.join(n))));
     }
     match (&raw.user, password) {
-        (Some(user), Some(password)) => ways.push(("user", BrokerAuth::User { user: user.clone(), password })),
+        (Some(user), Some(password)) => ways.push((
+            "user",
+            BrokerAuth::User {
+                user: user.clone(),
+                password,
+            },
+        )),
         (Some(_), None) => return Err("cluster.user: needs password_file or password_env".into()),
         (None, Some(_)) => return Err("cluster: a password without cluster.user".into()),
         (None, None) => {}
@@ -107,7 +113,10 @@ fn auth(raw: &RawCluster, base: &Path) -> Result<BrokerAuth, String> {
         1 => Ok(ways.pop().unwrap().1),
         _ => {
             let keys: Vec<&str> = ways.iter().map(|(k, _)| *k).collect();
-            Err(format!("cluster: one way to authenticate, not {}", keys.join(" and ")))
+            Err(format!(
+                "cluster: one way to authenticate, not {}",
+                keys.join(" and ")
+            ))
         }
     }
 }
@@ -158,7 +167,10 @@ mod tests {
         .unwrap();
         let c = m.cluster.unwrap();
         assert_eq!(c.cluster, "prod");
-        assert_eq!(c.auth, crate::cluster::BrokerAuth::Token(crate::cluster::Secret::Env("T".into())));
+        assert_eq!(
+            c.auth,
+            crate::cluster::BrokerAuth::Token(crate::cluster::Secret::Env("T".into()))
+        );
         assert!(c.tls.ca.unwrap().ends_with("ca.pem") && c.tls.cert.is_some());
         assert_eq!(c.cluster, "prod");
         for (bad, why) in [
@@ -168,10 +180,22 @@ mod tests {
             ("nats='nats://h:1'\nnode='a'\nport=1", "unknown field"),
             ("nats='nats://u:pw@h:1'\nnode='a'", "carries credentials"),
             ("nats='nats://h:1'\nnode='a'\nname='a.b'", "not a name name"),
-            ("nats='nats://h:1'\nnode='a'\nuser='u'", "needs password_file"),
-            ("nats='nats://h:1'\nnode='a'\npassword_env='P'", "without cluster.user"),
-            ("nats='nats://h:1'\nnode='a'\ntoken_file='t'\ntoken_env='T'", "both given"),
-            ("nats='nats://h:1'\nnode='a'\ntoken_env='T'\nnkey='k'", "not nkey and token"),
+            (
+                "nats='nats://h:1'\nnode='a'\nuser='u'",
+                "needs password_file",
+            ),
+            (
+                "nats='nats://h:1'\nnode='a'\npassword_env='P'",
+                "without cluster.user",
+            ),
+            (
+                "nats='nats://h:1'\nnode='a'\ntoken_file='t'\ntoken_env='T'",
+                "both given",
+            ),
+            (
+                "nats='nats://h:1'\nnode='a'\ntoken_env='T'\nnkey='k'",
+                "not nkey and token",
+            ),
             ("nats='nats://h:1'\nnode='a'\ntls_cert='c'", "go together"),
         ] {
             let e = parse(&format!("[cluster]\n{bad}\n{TASK}")).unwrap_err();

@@ -9,23 +9,34 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A `nats-server` on a free loopback port; killed on drop.
-struct Broker {
+pub(crate) struct Broker {
     child: Reaped,
-    port: u16,
+    pub port: u16,
 }
 
 impl Broker {
-    fn start() -> Broker {
+    pub fn start() -> Broker {
         Self::on(free_port())
     }
 
     fn on(port: u16) -> Broker {
+        Self::with_args(port, &[])
+    }
+
+    /// A broker with the configuration file `conf` (which must not name
+    /// a listening address: the port is chosen here).
+    pub fn with_config(conf: &Path) -> Broker {
+        Self::with_args(free_port(), &["-c", conf.to_str().unwrap()])
+    }
+
+    fn with_args(port: u16, more: &[&str]) -> Broker {
         // Debian puts it in /usr/sbin, which not every PATH holds.
         let exe = ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
             .into_iter()
             .find(|p| Path::new(p).exists())
             .unwrap_or("nats-server");
         let child = Command::new(exe)
+            .args(more)
             .args(["-a", "127.0.0.1", "-p", &port.to_string()])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -45,14 +56,14 @@ impl Broker {
         }
     }
 
-    fn url(&self) -> String {
+    pub fn url(&self) -> String {
         format!("nats://127.0.0.1:{}", self.port)
     }
 }
 
 /// A `warden run` node; its stdout (the tasks' lines) and stderr go to
 /// files in its directory. Killed on drop.
-struct Node {
+pub(crate) struct Node {
     child: Reaped,
     dir: PathBuf,
     control: String,
@@ -60,17 +71,31 @@ struct Node {
 
 impl Node {
     /// Starts node `name` in `dir/name` with `tasks` (TOML) on `broker`.
-    fn start(dir: &Path, name: &str, broker: &str, tasks: &str) -> Node {
+    pub fn start(dir: &Path, name: &str, broker: &str, tasks: &str) -> Node {
+        Self::start_with(dir, name, broker, "", tasks, &[])
+    }
+
+    /// [`Node::start`] with more `[cluster]` keys (TOML lines) and
+    /// environment variables.
+    pub fn start_with(
+        dir: &Path,
+        name: &str,
+        broker: &str,
+        keys: &str,
+        tasks: &str,
+        env: &[(&str, &str)],
+    ) -> Node {
         let dir = dir.join(name);
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::copy(guests::CLUSTER, dir.join("cluster.wasm")).unwrap();
         std::fs::copy(guests::ECHO, dir.join("echo.wasm")).unwrap();
-        let text = format!("[cluster]\nnats = \"{broker}\"\nnode = \"{name}\"\n{tasks}");
+        let text = format!("[cluster]\nnats = \"{broker}\"\nnode = \"{name}\"\n{keys}\n{tasks}");
         let m = manifest(&dir, &text);
         let control = format!("127.0.0.1:{}", free_port());
         let child = warden()
             .args(["run", "--control", &control])
             .arg(&m)
+            .envs(env.iter().copied())
             .stdout(std::fs::File::create(dir.join("out")).unwrap())
             .stderr(std::fs::File::create(dir.join("err")).unwrap())
             .spawn()
@@ -82,16 +107,26 @@ impl Node {
         }
     }
 
-    fn out(&self) -> String {
+    /// Whether the node's process is still running.
+    pub fn running(&mut self) -> bool {
+        self.child.0.try_wait().unwrap().is_none()
+    }
+
+    /// The node's process id, for /proc.
+    pub fn pid(&self) -> String {
+        self.child.id().to_string()
+    }
+
+    pub fn out(&self) -> String {
         std::fs::read_to_string(self.dir.join("out")).unwrap_or_default()
     }
 
-    fn err(&self) -> String {
+    pub fn err(&self) -> String {
         std::fs::read_to_string(self.dir.join("err")).unwrap_or_default()
     }
 
     /// Waits until the node's output holds `want`.
-    fn wait_for(&self, want: &str) {
+    pub fn wait_for(&self, want: &str) {
         let t = Instant::now();
         while !self.out().contains(want) {
             assert!(
@@ -105,7 +140,7 @@ impl Node {
     }
 
     /// Waits for the node's `warden run` to end; its exit code.
-    fn finish(&mut self) -> i32 {
+    pub fn finish(&mut self) -> i32 {
         let status = wait_child(
             &mut self.child,
             Duration::from_secs(60),
@@ -115,7 +150,7 @@ impl Node {
     }
 
     /// `GET path` on the node's control API (once it is up).
-    fn get(&self, path: &str) -> String {
+    pub fn get(&self, path: &str) -> String {
         let t = Instant::now();
         let mut s = loop {
             match std::net::TcpStream::connect(&self.control) {
@@ -137,7 +172,7 @@ impl Node {
     }
 
     /// A counter of the node's `/metrics`, 0 if absent.
-    fn metric(&self, line_start: &str) -> f64 {
+    pub fn metric(&self, line_start: &str) -> f64 {
         self.get("/metrics")
             .lines()
             .find_map(|l| l.strip_prefix(line_start)?.trim().parse().ok())
@@ -146,7 +181,7 @@ impl Node {
 }
 
 /// A task serving `name` for the cluster, answering with `tag`.
-fn server(name: &str, tag: &str) -> String {
+pub(crate) fn server(name: &str, tag: &str) -> String {
     format!(
         "[[task]]\nname = \"server\"\nmodule = \"cluster.wasm\"\nargs = [\"serve\", \"{name}\", \"{tag}\"]\n\
          provides = [\"{name}\"]\nexport = [\"{name}\"]\n"
@@ -154,7 +189,7 @@ fn server(name: &str, tag: &str) -> String {
 }
 
 /// A task running the cluster guest with `args`, allowed to use `uses`.
-fn client(task: &str, args: &[&str], uses: &[&str]) -> String {
+pub(crate) fn client(task: &str, args: &[&str], uses: &[&str]) -> String {
     format!(
         "[[task]]\nname = \"{task}\"\nmodule = \"cluster.wasm\"\nargs = {args:?}\nuses = {uses:?}\n"
     )

@@ -7,6 +7,7 @@ mod cli;
 mod cli_program;
 mod cli_tools;
 mod cluster;
+mod cluster_security;
 mod control;
 mod control_access;
 mod dashboard;

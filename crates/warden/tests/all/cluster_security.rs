@@ -1,0 +1,455 @@
+//! A cluster strangers cannot join or disturb: nodes that authenticate to
+//! a locked-down `nats-server` (passwords, tokens, nkeys, TLS with client
+//! certificates) and never print a secret; clusters sharing a broker that
+//! never hear each other; answers nobody can forge without seeing the
+//! call; and a flood of calls answered `busy` within a byte budget. The
+//! attacker is a raw NATS client written here.
+
+use crate::cluster::{client, server, Broker, Node};
+use crate::util::*;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// A secret that must appear in no output.
+const SECRET: &str = "pw-9f3a-SECRET";
+
+fn conf(dir: &Path, text: &str) -> std::path::PathBuf {
+    let p = dir.join("nats.conf");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// Writes `text` to `dir/name/file` (a node's directory).
+fn put(dir: &Path, node: &str, file: &str, text: &str) {
+    std::fs::create_dir_all(dir.join(node)).unwrap();
+    std::fs::write(dir.join(node).join(file), text).unwrap();
+}
+
+fn no_secret_in(n: &Node, secret: &str) {
+    assert!(
+        !n.out().contains(secret) && !n.err().contains(secret),
+        "{}",
+        n.err()
+    );
+}
+
+/// One line on stderr saying `why`, and exit 2.
+fn refused(n: &mut Node, why: &str) {
+    assert_eq!(n.finish(), 2, "{}", n.err());
+    let err = n.err();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains(why), "{err}");
+}
+
+#[test]
+fn passwords_admit_their_users_and_a_wrong_one_is_one_line_without_it() {
+    let d = tempfile::tempdir().unwrap();
+    let broker = Broker::with_config(&conf(
+        d.path(),
+        &format!(
+            "authorization {{ users = [ {{user: a, password: \"{SECRET}a\"}}, \
+             {{user: b, password: \"{SECRET}b\"}} ] }}\n"
+        ),
+    ));
+    put(d.path(), "a", "pw", &format!("{SECRET}a\n"));
+    let keys = "user = 'a'\npassword_file = 'pw'";
+    let a = Node::start_with(d.path(), "a", &broker.url(), keys, &server("kv", "a"), &[]);
+    let calls = client("calls", &["call", "kv", "20", "hi"], &["kv"]);
+    let pass = format!("{SECRET}b");
+    let env = [("WARDEN_TEST_PASSWORD", pass.as_str())];
+    let keys = "user = 'b'\npassword_env = 'WARDEN_TEST_PASSWORD'";
+    let mut b = Node::start_with(d.path(), "b", &broker.url(), keys, &calls, &env);
+    assert_eq!(b.finish(), 0, "{}{}", b.out(), b.err());
+    assert!(b.out().contains("client: from a 20"), "{}", b.out());
+    put(d.path(), "c", "pw", &format!("{SECRET}wrong"));
+    let keys = "user = 'a'\npassword_file = 'pw'";
+    let mut c = Node::start_with(d.path(), "c", &broker.url(), keys, &calls, &[]);
+    refused(&mut c, "refused the node's credentials");
+    let mut none = Node::start(d.path(), "e", &broker.url(), &calls);
+    refused(&mut none, "refused the node's credentials");
+    for n in [&a, &b, &c, &none] {
+        no_secret_in(n, SECRET);
+    }
+}
+
+#[test]
+fn nkeys_and_tokens_authenticate_nodes() {
+    let d = tempfile::tempdir().unwrap();
+    let (ka, kb) = (nkeys::KeyPair::new_user(), nkeys::KeyPair::new_user());
+    let broker = Broker::with_config(&conf(
+        d.path(),
+        &format!(
+            "authorization {{ users = [ {{nkey: {}}}, {{nkey: {}}} ] }}\n",
+            ka.public_key(),
+            kb.public_key()
+        ),
+    ));
+    put(d.path(), "a", "a.nk", &ka.seed().unwrap());
+    put(d.path(), "b", "b.nk", &kb.seed().unwrap());
+    let a = Node::start_with(
+        d.path(),
+        "a",
+        &broker.url(),
+        "nkey = 'a.nk'",
+        &server("kv", "a"),
+        &[],
+    );
+    let calls = client("calls", &["call", "kv", "20", "hi"], &["kv"]);
+    let mut b = Node::start_with(d.path(), "b", &broker.url(), "nkey = 'b.nk'", &calls, &[]);
+    assert_eq!(b.finish(), 0, "{}{}", b.out(), b.err());
+    assert!(b.out().contains("client: from a 20"), "{}", b.out());
+    // A key the broker does not know, and a file holding no key.
+    let stranger = nkeys::KeyPair::new_user();
+    put(d.path(), "c", "c.nk", &stranger.seed().unwrap());
+    let mut c = Node::start_with(d.path(), "c", &broker.url(), "nkey = 'c.nk'", &calls, &[]);
+    refused(&mut c, "refused the node's credentials");
+    put(d.path(), "e", "e.nk", SECRET);
+    let mut e = Node::start_with(d.path(), "e", &broker.url(), "nkey = 'e.nk'", &calls, &[]);
+    refused(&mut e, "holds no nkey seed");
+    no_secret_in(&e, SECRET);
+    no_secret_in(&a, &ka.seed().unwrap());
+
+    let d = tempfile::tempdir().unwrap();
+    let broker = Broker::with_config(&conf(
+        d.path(),
+        &format!("authorization {{ token: \"{SECRET}\" }}\n"),
+    ));
+    let env = [("WARDEN_TEST_TOKEN", SECRET)];
+    let keys = "token_env = 'WARDEN_TEST_TOKEN'";
+    let _a = Node::start_with(d.path(), "a", &broker.url(), keys, &server("kv", "a"), &env);
+    let mut b = Node::start_with(d.path(), "b", &broker.url(), keys, &calls, &env);
+    assert_eq!(b.finish(), 0, "{}{}", b.out(), b.err());
+    let mut c = Node::start_with(d.path(), "c", &broker.url(), keys, &calls, &[]);
+    refused(
+        &mut c,
+        "cluster.token_env: the environment has no WARDEN_TEST_TOKEN",
+    );
+}
+
+/// Runs openssl in `dir`.
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = std::process::Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl (apt-get install openssl)");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A CA, and a certificate it signed for `name` with `ext` (an
+/// openssl extension line).
+fn certificates(dir: &Path) {
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let ca = [
+        &["req", "-x509"][..],
+        &ec,
+        &["-keyout", "ca.key", "-out", "ca.pem"],
+    ];
+    openssl(
+        dir,
+        &[
+            &ca.concat()[..],
+            &["-days", "2", "-subj", "/CN=warden test CA"],
+        ]
+        .concat(),
+    );
+    for (name, ext) in [
+        (
+            "server",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
+        ),
+        ("client", "extendedKeyUsage=clientAuth\n"),
+    ] {
+        std::fs::write(dir.join(format!("{name}.ext")), ext).unwrap();
+        let (key, csr, pem) = (
+            format!("{name}.key"),
+            format!("{name}.csr"),
+            format!("{name}.pem"),
+        );
+        let req = [
+            &["req"][..],
+            &ec,
+            &["-keyout", &key, "-out", &csr, "-subj", "/CN=node"],
+        ];
+        openssl(dir, &req.concat());
+        openssl(
+            dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                &pem,
+                "-days",
+                "2",
+                "-extfile",
+                &format!("{name}.ext"),
+            ],
+        );
+    }
+}
+
+#[test]
+fn tls_with_client_certificates_admits_only_certified_nodes() {
+    let d = tempfile::tempdir().unwrap();
+    certificates(d.path());
+    let at = |f: &str| d.path().join(f).display().to_string();
+    let broker = Broker::with_config(&conf(
+        d.path(),
+        &format!(
+            "tls {{ cert_file: \"{}\", key_file: \"{}\", ca_file: \"{}\", verify: true }}\n",
+            at("server.pem"),
+            at("server.key"),
+            at("ca.pem")
+        ),
+    ));
+    let url = format!("tls://127.0.0.1:{}", broker.port);
+    let keys = format!(
+        "tls_ca = '{}'\ntls_cert = '{}'\ntls_key = '{}'",
+        at("ca.pem"),
+        at("client.pem"),
+        at("client.key")
+    );
+    let _a = Node::start_with(d.path(), "a", &url, &keys, &server("kv", "a"), &[]);
+    let calls = client("calls", &["call", "kv", "20", "hi"], &["kv"]);
+    let mut b = Node::start_with(d.path(), "b", &url, &keys, &calls, &[]);
+    assert_eq!(b.finish(), 0, "{}{}", b.out(), b.err());
+    assert!(b.out().contains("client: from a 20"), "{}", b.out());
+    // Without a client certificate, and without the CA.
+    let ca_only = format!("tls_ca = '{}'", at("ca.pem"));
+    let mut c = Node::start_with(d.path(), "c", &url, &ca_only, &calls, &[]);
+    assert_eq!(c.finish(), 2, "{}", c.err());
+    assert_eq!(c.err().lines().count(), 1, "{}", c.err());
+    let mut e = Node::start_with(
+        d.path(),
+        "e",
+        &broker.url(),
+        "tls_required = true",
+        &calls,
+        &[],
+    );
+    refused(&mut e, "TLS with the cluster's broker");
+}
+
+#[test]
+fn clusters_sharing_a_broker_never_hear_each_other() {
+    let d = tempfile::tempdir().unwrap();
+    let broker = Broker::start();
+    let x = "name = 'x'";
+    let a = Node::start_with(d.path(), "a", &broker.url(), x, &server("kv", "a"), &[]);
+    a.wait_for("server: ready");
+    // Node "a" of cluster y is not node "a" of cluster x.
+    let y = d.path().join("y");
+    let lookup = client("calls", &["call", "kv", "1", "hi", "1500"], &["kv"]);
+    let mut other = Node::start_with(&y, "a", &broker.url(), "name = 'y'", &lookup, &[]);
+    assert_eq!(other.finish(), 1, "{}{}", other.out(), other.err());
+    assert!(
+        other.out().contains("client: lookup: timed out"),
+        "{}",
+        other.out()
+    );
+    let calls = client("calls", &["call", "kv", "5", "hi"], &["kv"]);
+    let mut b = Node::start_with(d.path(), "b", &broker.url(), x, &calls, &[]);
+    assert_eq!(b.finish(), 0, "{}{}", b.out(), b.err());
+    assert!(b.out().contains("client: from a 5"), "{}", b.out());
+}
+
+/// A raw NATS client: the attacker.
+struct Rogue {
+    s: std::net::TcpStream,
+    r: BufReader<std::net::TcpStream>,
+}
+
+impl Rogue {
+    fn connect(port: u16) -> Rogue {
+        let s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        let mut info = String::new();
+        r.read_line(&mut info).unwrap();
+        let mut me = Rogue { s, r };
+        me.send(b"CONNECT {\"verbose\":false,\"pedantic\":false}\r\n");
+        me
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        self.s.write_all(bytes).unwrap();
+    }
+
+    fn publish(&mut self, subject: &str, reply: &str, payload: &[u8]) {
+        let head = format!("PUB {subject} {reply} {}\r\n", payload.len());
+        let mut m = head.into_bytes();
+        m.extend_from_slice(payload);
+        m.extend_from_slice(b"\r\n");
+        self.send(&m);
+    }
+
+    /// Waits for the broker's PONG.
+    fn pong(&mut self) {
+        self.s
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut line = String::new();
+        while line.trim() != "PONG" {
+            line.clear();
+            self.r.read_line(&mut line).unwrap();
+            if line.starts_with("MSG") {
+                let len: usize = line.split_whitespace().last().unwrap().parse().unwrap();
+                let mut skip = vec![0; len + 2];
+                self.r.read_exact(&mut skip).unwrap();
+            }
+        }
+    }
+
+    /// The next message's subject, reply subject and payload, answering
+    /// the broker's pings; `None` after `within`.
+    fn next(&mut self, within: Duration) -> Option<(String, String, Vec<u8>)> {
+        self.s.set_read_timeout(Some(within)).unwrap();
+        loop {
+            let mut line = String::new();
+            self.r.read_line(&mut line).ok()?;
+            let parts: Vec<&str> = line.split_whitespace().collect();
+            match parts.first().copied() {
+                Some("PING") => self.send(b"PONG\r\n"),
+                Some("MSG") => {
+                    let len: usize = parts.last()?.parse().ok()?;
+                    let reply = if parts.len() == 5 { parts[3] } else { "" }.to_string();
+                    let mut payload = vec![0; len + 2];
+                    self.r.read_exact(&mut payload).ok()?;
+                    payload.truncate(len);
+                    return Some((parts[1].to_string(), reply, payload));
+                }
+                Some(_) => {}
+                None => return None,
+            }
+        }
+    }
+}
+
+/// A call frame from node `node` carrying `request`.
+fn call_frame(node: &str, request: &[u8]) -> Vec<u8> {
+    let mut f = vec![1, 1, node.len() as u8];
+    f.extend_from_slice(node.as_bytes());
+    f.extend_from_slice(&7u64.to_le_bytes());
+    f.push(0);
+    f.extend_from_slice(request);
+    f
+}
+
+#[test]
+fn answers_cannot_be_forged_into_a_guessed_inbox() {
+    let d = tempfile::tempdir().unwrap();
+    let broker = Broker::start();
+    let a = Node::start(d.path(), "a", &broker.url(), &server("kv", "a"));
+    a.wait_for("server: ready");
+    let mut rogue = Rogue::connect(broker.port);
+    rogue.send(b"SUB warden.*.node.b 1\r\n");
+    // b's one call is held by the server for ever: an answer it ever
+    // gets is a forged one.
+    let mut b = Node::start(
+        d.path(),
+        "b",
+        &broker.url(),
+        &client("calls", &["call", "kv", "1", "hang"], &["kv"]),
+    );
+    a.wait_for("server: got hang");
+    // What a node tells everyone: its name and instance number. Answers
+    // forged for every inbox and call number made of them.
+    let (_, _, payload) = rogue
+        .next(Duration::from_secs(30))
+        .expect("b's announcement");
+    let announced: serde_json::Value = serde_json::from_slice(&payload).unwrap();
+    let instance = announced["instance"].as_u64().unwrap();
+    let mut forged = vec![1u8, 2, 0, 0, 0, 0, 0];
+    forged.extend_from_slice(b"evil:hang");
+    for id in 1..=1000u64 {
+        for inbox in [
+            format!("warden.default.inbox.{instance:x}.{id}"),
+            format!("warden.inbox.{instance:x}.{id}"),
+        ] {
+            rogue.publish(&inbox, "", &forged);
+        }
+    }
+    rogue.send(b"PING\r\n");
+    rogue.pong();
+    // Delivered by now (the broker answered after it routed them); give
+    // b a second to act on one.
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(b.running(), "b ended: {}{}", b.out(), b.err());
+    assert!(!b.out().contains("evil"), "{}", b.out());
+}
+
+#[test]
+fn a_flood_of_calls_is_answered_busy_within_the_byte_budget() {
+    let d = tempfile::tempdir().unwrap();
+    let broker = Broker::start();
+    let echo = "[[task]]\nname = \"other\"\nmodule = \"cluster.wasm\"\n\
+                args = [\"serve\", \"other\", \"a\"]\nprovides = [\"other\"]\nexport = [\"other\"]\n";
+    let a = Node::start(d.path(), "a", &broker.url(), &(server("kv", "a") + echo));
+    a.wait_for("[other] server: ready");
+    let pid = a.pid();
+    let mut rogue = Rogue::connect(broker.port);
+    rogue.send(b"SUB rogue.> 1\r\n");
+    // kv's server holds this call for ever: everything after it waits.
+    rogue.publish(
+        "warden.default.call.kv",
+        "rogue.hang",
+        &call_frame("x", b"hang"),
+    );
+    a.wait_for("server: got hang");
+    let before = proc_status_bytes(&pid, "VmRSS").unwrap();
+    let big = call_frame("x", &vec![b'f'; 256 << 10]);
+    const FLOOD: usize = 400; // 100 MiB, from one calling node
+    for i in 0..FLOOD {
+        rogue.publish("warden.default.call.kv", &format!("rogue.{i}"), &big);
+    }
+    // Every call past the calling node's 16 MiB is answered busy at once
+    // (and counted once it is).
+    let mut busy = 0;
+    let t = Instant::now();
+    while busy < FLOOD - 64 || (busy as f64) < a.metric("warden_cluster_busy_total{name=\"kv\"}") {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "only {busy} busy answers"
+        );
+        let (_, _, p) = rogue.next(Duration::from_secs(30)).expect("answers");
+        if p == [1, 2, 0xf0, 0xff, 0xff, 0xff, 0] {
+            busy += 1;
+        }
+    }
+    let counted = a.metric("warden_cluster_busy_total{name=\"kv\"}") as usize;
+    assert_eq!(busy, counted, "answered busy and counted");
+    assert!(
+        busy <= FLOOD - 60,
+        "{busy} of {FLOOD}: most of 16 MiB admitted"
+    );
+    let grew = proc_status_bytes(&pid, "VmHWM")
+        .unwrap()
+        .saturating_sub(before);
+    assert!(grew < 96 << 20, "the node grew {} MiB", grew >> 20);
+    // Others' calls to the node's other name go on.
+    let mut b = Node::start(
+        d.path(),
+        "b",
+        &broker.url(),
+        &client("calls", &["call", "other", "50", "hi"], &["other"]),
+    );
+    assert_eq!(b.finish(), 0, "{}{}", b.out(), b.err());
+    assert!(b.out().contains("client: from a 50"), "{}", b.out());
+}
