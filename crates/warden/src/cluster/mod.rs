@@ -250,7 +250,7 @@ impl Cluster {
             me: me.clone(),
             node: spec.node.clone(),
             instance,
-            inbox: subjects.inbox(rand::random()),
+            inbox: subjects.inbox(&spec.node, rand::random()),
             subjects,
             client,
             tokio: tokio.clone(),

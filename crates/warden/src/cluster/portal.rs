@@ -64,7 +64,9 @@ impl Shared {
             self.next_call
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         };
-        let subject = self.subjects.portal(&self.node, self.instance, n);
+        let subject = self
+            .subjects
+            .portal(&self.node, self.instance, n, rand::random());
         let sub = self
             .client
             .subscribe(subject.clone())

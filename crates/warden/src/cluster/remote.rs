@@ -86,7 +86,7 @@ impl Shared {
         let portal = PortalRef::new(&service);
         let task = self.tokio.spawn(relay_loop(
             self.me.clone(),
-            self.subjects.call(name).into(),
+            self.subjects.call(&self.node, name).into(),
             name.into(),
             holder,
         ));

@@ -129,7 +129,7 @@ impl Shared {
             if offered.0.contains_key(name) {
                 continue;
             }
-            let subject = self.subjects.call(name);
+            let subject = self.subjects.calls_to(name);
             match self.client.queue_subscribe(subject, QUEUE.into()).await {
                 Ok(sub) => {
                     let task = self
@@ -226,6 +226,13 @@ async fn serve_name(shared: Arc<Shared>, name: String, mut sub: async_nats::Subs
     let name: Arc<str> = name.into();
     let waiting = Arc::default();
     while let Some(msg) = sub.next().await {
+        // A call names its caller twice, in its subject (which a broker
+        // can hold each node to) and in its frame: they must agree.
+        let claimed = wire::decode_call(&msg.payload).map(|c| c.node);
+        if claimed.is_none() || shared.subjects.caller_of(msg.subject.as_str()) != claimed {
+            shared.stats.drop_frame();
+            continue;
+        }
         let Some(place) = shared.admit(&waiting, &name, &msg).await else {
             continue;
         };

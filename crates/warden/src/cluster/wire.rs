@@ -18,10 +18,15 @@
 //! no portals and no bytes.
 //!
 //! Subjects ([`Subjects`]) all start `warden.<cluster>.`, so that clusters
-//! sharing a broker never hear each other. A name's calls go to
-//! `….call.<name>` when the name is made only of letters, digits, `-`,
-//! `_` and single inner dots, and to `….callx.<hex of the name>`
+//! sharing a broker never hear each other. Node `b`'s calls to a name go
+//! to `….call.b.<name>` when the name is made only of letters, digits,
+//! `-`, `_` and single inner dots, and to `….callx.b.<hex of the name>`
 //! otherwise (so that no name can reach a wildcard or an empty token).
+//! Every subject a node publishes on names it (its calls, announcements
+//! and hello), apart from answers to what it was sent and calls through
+//! portals it was lent; every subject it subscribes to is its own or one
+//! of a name it serves. So a broker can give each node exactly those
+//! permissions (see the README's "Locking the broker down").
 
 use crate::ipc::Errno;
 use serde::{Deserialize, Serialize};
@@ -124,8 +129,29 @@ impl Subjects {
         }
     }
 
-    /// The subject a name's calls are sent to.
-    pub fn call(&self, name: &str) -> String {
+    /// The subject node `caller` sends a name's calls to (the caller is
+    /// in the subject, so that a broker can let each node publish calls
+    /// only as itself).
+    pub fn call(&self, caller: &str, name: &str) -> String {
+        self.call_as(caller, name)
+    }
+
+    /// What the nodes serving `name` subscribe to: its calls from every
+    /// node.
+    pub fn calls_to(&self, name: &str) -> String {
+        self.call_as("*", name)
+    }
+
+    /// The calling node a call subject names (`None` if it is not one).
+    pub fn caller_of<'a>(&self, subject: &'a str) -> Option<&'a str> {
+        let rest = subject.strip_prefix(self.prefix.as_str())?;
+        let rest = rest
+            .strip_prefix(".call.")
+            .or_else(|| rest.strip_prefix(".callx."))?;
+        rest.split('.').next()
+    }
+
+    fn call_as(&self, caller: &str, name: &str) -> String {
         let p = &self.prefix;
         let plain = !name.is_empty()
             && name.split('.').all(|token| {
@@ -135,16 +161,20 @@ impl Subjects {
                         .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
             });
         if plain {
-            format!("{p}.call.{name}")
+            format!("{p}.call.{caller}.{name}")
         } else {
             let hex: String = name.bytes().map(|b| format!("{b:02x}")).collect();
-            format!("{p}.callx.{hex}")
+            format!("{p}.callx.{caller}.{hex}")
         }
     }
 
-    /// The subject a lent portal is served on: the `n`th its node lent.
-    pub fn portal(&self, node: &str, instance: u64, n: u64) -> String {
-        format!("{}.portal.{node}.{instance:x}.{n}", self.prefix)
+    /// The subject a lent portal is served on: the `n`th its node lent,
+    /// made unguessable by `secret`.
+    pub fn portal(&self, node: &str, instance: u64, n: u64, secret: u64) -> String {
+        format!(
+            "{}.portal.{node}.{instance:x}.{n:x}{secret:016x}",
+            self.prefix
+        )
     }
 
     /// Whether `s` is a lent portal's subject in this cluster.
@@ -174,9 +204,10 @@ impl Subjects {
         format!("{}.ps", self.prefix)
     }
 
-    /// A node instance's inbox for answers (calls add a token).
-    pub fn inbox(&self, instance: u64) -> String {
-        format!("{}.inbox.{instance:x}", self.prefix)
+    /// Node `node`'s inbox for answers, named by a secret of the node's
+    /// (calls add a token).
+    pub fn inbox(&self, node: &str, secret: u64) -> String {
+        format!("{}.inbox.{node}.{secret:016x}", self.prefix)
     }
 }
 
@@ -357,8 +388,11 @@ mod tests {
     #[test]
     fn portals_travel_as_subjects() {
         let prod = Subjects::of("prod");
-        let p = vec![prod.portal("a", 0xbeef, 7), prod.portal("a", 0xbeef, 8)];
-        assert_eq!(p[0], "warden.prod.portal.a.beef.7");
+        let p = vec![
+            prod.portal("a", 0xbeef, 7, 1),
+            prod.portal("a", 0xbeef, 8, 2),
+        ];
+        assert_eq!(p[0], "warden.prod.portal.a.beef.70000000000000001");
         assert!(prod.owns_portal(&p[0]));
         assert!(
             !Subjects::of("test").owns_portal(&p[0]),
@@ -435,16 +469,22 @@ mod tests {
     #[test]
     fn subjects() {
         let s = Subjects::of(DEFAULT_CLUSTER);
-        assert_eq!(s.call("kv"), "warden.default.call.kv");
-        assert_eq!(s.call("log.errors"), "warden.default.call.log.errors");
-        assert_eq!(s.call("a b"), "warden.default.callx.612062");
-        assert_eq!(s.call("x.>"), "warden.default.callx.782e3e");
-        assert_eq!(s.call("a..b"), "warden.default.callx.612e2e62");
-        assert_eq!(s.call(".a"), "warden.default.callx.2e61");
+        assert_eq!(s.call("b", "kv"), "warden.default.call.b.kv");
+        assert_eq!(
+            s.call("b", "log.errors"),
+            "warden.default.call.b.log.errors"
+        );
+        assert_eq!(s.call("b", "a b"), "warden.default.callx.b.612062");
+        assert_eq!(s.call("b", "x.>"), "warden.default.callx.b.782e3e");
+        assert_eq!(s.call("b", "a..b"), "warden.default.callx.b.612e2e62");
+        assert_eq!(s.call("b", ".a"), "warden.default.callx.b.2e61");
+        assert_eq!(s.calls_to("kv"), "warden.default.call.*.kv");
+        assert_eq!(s.caller_of(&s.call("b-2", "a b")), Some("b-2"));
+        assert_eq!(s.caller_of("warden.other.call.b.kv"), None);
         let prod = Subjects::of("prod");
-        assert_eq!(prod.call("kv"), "warden.prod.call.kv");
+        assert_eq!(prod.call("a", "kv"), "warden.prod.call.a.kv");
         assert_eq!(prod.announce("a"), "warden.prod.node.a");
-        assert_eq!(prod.inbox(255), "warden.prod.inbox.ff");
+        assert_eq!(prod.inbox("a", 255), "warden.prod.inbox.a.00000000000000ff");
         assert!(valid_node("a") && valid_node("node_7-x"));
         assert!(!valid_node("") && !valid_node("a.b") && !valid_node("*"));
         assert!(!valid_node(&"n".repeat(MAX_NODE + 1)));

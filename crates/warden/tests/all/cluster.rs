@@ -406,14 +406,19 @@ fn malformed_frames_are_dropped_and_counted() {
     let mut b = Node::start(d.path(), "b", &broker.url(), &calls);
     assert_eq!(b.finish(), 0, "{}", b.out());
     let mut s = std::net::TcpStream::connect(("127.0.0.1", broker.port)).unwrap();
-    let frames: [(&str, &[u8]); 4] = [
-        ("warden.default.call.kv reply.1", b"\x01\x01\xffgarbage"),
-        ("warden.default.call.kv reply.2", b""),
+    // The last claims to come from b, on a subject that names x.
+    let frames: [(&str, &[u8]); 5] = [
+        ("warden.default.call.x.kv reply.1", b"\x01\x01\xffgarbage"),
+        ("warden.default.call.x.kv reply.2", b""),
         (
             "warden.default.node.x",
             b"{\"node\":\"y\",\"instance\":1,\"exports\":[]}",
         ),
         ("warden.default.node.z", b"not json"),
+        (
+            "warden.default.call.x.kv reply.3",
+            b"\x01\x01\x01b\x07\0\0\0\0\0\0\0\0hi",
+        ),
     ];
     let mut text = b"CONNECT {\"verbose\":false}\r\n".to_vec();
     for (subject, payload) in frames {
@@ -424,7 +429,7 @@ fn malformed_frames_are_dropped_and_counted() {
     text.extend_from_slice(b"PING\r\n");
     s.write_all(&text).unwrap();
     let t = Instant::now();
-    while a.metric("warden_cluster_dropped_frames_total") < 4.0 {
+    while a.metric("warden_cluster_dropped_frames_total") < 5.0 {
         assert!(
             t.elapsed() < Duration::from_secs(30),
             "dropped frames never counted"

@@ -408,7 +408,7 @@ fn a_flood_of_calls_is_answered_busy_within_the_byte_budget() {
     rogue.send(b"SUB rogue.> 1\r\n");
     // kv's server holds this call for ever: everything after it waits.
     rogue.publish(
-        "warden.default.call.kv",
+        "warden.default.call.x.kv",
         "rogue.hang",
         &call_frame("x", b"hang"),
     );
@@ -417,7 +417,7 @@ fn a_flood_of_calls_is_answered_busy_within_the_byte_budget() {
     let big = call_frame("x", &vec![b'f'; 256 << 10]);
     const FLOOD: usize = 400; // 100 MiB, from one calling node
     for i in 0..FLOOD {
-        rogue.publish("warden.default.call.kv", &format!("rogue.{i}"), &big);
+        rogue.publish("warden.default.call.x.kv", &format!("rogue.{i}"), &big);
     }
     // Every call past the calling node's 16 MiB is answered busy at once
     // (and counted once it is).
