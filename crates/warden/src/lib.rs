@@ -123,6 +123,10 @@ pub mod units;
 
 pub use cache::{CacheOutcome, CodeCache};
 pub use cluster::{Cluster, ClusterSpec, NameCounts};
+/// Writing a broker's configuration for a cluster's nodes.
+pub mod cluster_config {
+    pub use crate::cluster::{broker_config, BrokerAuth, BrokerTls, Member, Secret};
+}
 pub use executor::ExecutorStats;
 pub use host::FUNCTIONS as HOST_FUNCTIONS;
 pub use host::{HostCall, HostHandler, Strings};

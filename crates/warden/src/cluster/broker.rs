@@ -29,7 +29,12 @@ pub enum BrokerAuth {
     /// A file holding an nkey seed (`SU…`).
     Nkey(PathBuf),
     /// A user name and its password.
-    User { user: String, password: Secret },
+    User {
+        /// The user's name.
+        user: String,
+        /// Where its password is read from.
+        password: Secret,
+    },
     /// A token.
     Token(Secret),
 }
@@ -141,7 +146,8 @@ pub(super) async fn connect(spec: &ClusterSpec) -> Result<async_nats::Client, St
         .name(format!("warden node {}", spec.node))
         .connection_timeout(super::CONNECT_TIMEOUT)
         .max_reconnects(None)
-        .subscription_capacity(SUBSCRIPTION_CAPACITY);
+        .subscription_capacity(SUBSCRIPTION_CAPACITY)
+        .custom_inbox_prefix(super::wire::Subjects::of(&spec.cluster).requests_inbox(&spec.node));
     let o = with_tls(with_auth(o, &spec.auth).await?, &spec.tls)?;
     o.connect(addrs).await.map_err(|e| {
         let urls: Vec<String> = spec.nats.iter().map(|u| shown(u)).collect();

@@ -25,6 +25,7 @@
 
 mod broker;
 mod directory;
+mod permissions;
 mod portal;
 mod remote;
 mod serve;
@@ -32,6 +33,7 @@ mod stats;
 mod wire;
 
 pub use broker::{shown as shown_url, BrokerAuth, BrokerTls, Secret};
+pub use permissions::{broker_config, Member};
 pub use stats::NameCounts;
 pub use wire::{valid_node, DEFAULT_CLUSTER};
 

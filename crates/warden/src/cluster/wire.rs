@@ -184,6 +184,16 @@ impl Subjects {
             && valid_portal_subject(s)
     }
 
+    /// `warden.<cluster>`.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// Where node `node`'s own requests (hello, ps) hear their answers.
+    pub fn requests_inbox(&self, node: &str) -> String {
+        format!("{}.inbox.{node}.r", self.prefix)
+    }
+
     /// The subject a node announces itself on.
     pub fn announce(&self, node: &str) -> String {
         format!("{}.node.{node}", self.prefix)

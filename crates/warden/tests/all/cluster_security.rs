@@ -288,6 +288,42 @@ impl Rogue {
         me
     }
 
+    /// Connects with a user name and password.
+    fn connect_as(port: u16, user: &str, pass: &str) -> Rogue {
+        let s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        let mut info = String::new();
+        r.read_line(&mut info).unwrap();
+        let mut me = Rogue { s, r };
+        let connect = format!(
+            "CONNECT {{\"verbose\":false,\"pedantic\":false,\"user\":\"{user}\",\"pass\":\"{pass}\"}}\r\nPING\r\n"
+        );
+        me.send(connect.as_bytes());
+        assert_eq!(me.violations(), 0, "connected");
+        me
+    }
+
+    /// Reads until the broker's PONG; how many permission violations it
+    /// reported before it (panics on a message: nothing may arrive).
+    fn violations(&mut self) -> usize {
+        self.s
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut n = 0;
+        loop {
+            let mut line = String::new();
+            self.r.read_line(&mut line).unwrap();
+            match line.trim() {
+                "PONG" => return n,
+                "PING" => self.send(b"PONG\r\n"),
+                l if l.contains("Permissions Violation") => n += 1,
+                l if l.starts_with("MSG") => panic!("the rogue heard {l}"),
+                l if l.starts_with("-ERR") => panic!("{l}"),
+                _ => {}
+            }
+        }
+    }
+
     fn send(&mut self, bytes: &[u8]) {
         self.s.write_all(bytes).unwrap();
     }
@@ -405,7 +441,18 @@ fn a_flood_of_calls_is_answered_busy_within_the_byte_budget() {
     a.wait_for("[other] server: ready");
     let pid = a.pid();
     let mut rogue = Rogue::connect(broker.port);
-    rogue.send(b"SUB rogue.> 1\r\n");
+    rogue.send(b"SUB rogue.> 1\r\nSUB warden.default.node.a 2\r\n");
+    // Once a announces both names it has subscribed to their calls.
+    let t = Instant::now();
+    loop {
+        assert!(t.elapsed() < Duration::from_secs(30), "a never offered kv");
+        let (_, _, p) = rogue.next(Duration::from_secs(30)).expect("announcements");
+        let text = String::from_utf8_lossy(&p);
+        if text.contains("\"kv\"") && text.contains("\"other\"") {
+            break;
+        }
+    }
+    rogue.send(b"UNSUB 2\r\n");
     // kv's server holds this call for ever: everything after it waits.
     rogue.publish(
         "warden.default.call.x.kv",
@@ -452,4 +499,94 @@ fn a_flood_of_calls_is_answered_busy_within_the_byte_budget() {
     );
     assert_eq!(b.finish(), 0, "{}{}", b.out(), b.err());
     assert!(b.out().contains("client: from a 50"), "{}", b.out());
+}
+
+/// Writes a manifest for node `node` under `dir/gen` (for `warden
+/// cluster config`), with `keys` in its `[cluster]` section.
+fn manifest_for(dir: &Path, node: &str, keys: &str, tasks: &str) -> std::path::PathBuf {
+    let at = dir.join("gen").join(node);
+    std::fs::create_dir_all(&at).unwrap();
+    std::fs::copy(guests::CLUSTER, at.join("cluster.wasm")).unwrap();
+    let text = format!("[cluster]\nnats = 'nats://127.0.0.1:1'\nnode = '{node}'\n{keys}\n{tasks}");
+    manifest(&at, &text)
+}
+
+#[test]
+fn the_generated_broker_config_holds_each_node_to_its_own_subjects() {
+    let d = tempfile::tempdir().unwrap();
+    let (ka, kb) = (nkeys::KeyPair::new_user(), nkeys::KeyPair::new_user());
+    for (node, key) in [("a", &ka), ("b", &kb)] {
+        put(d.path(), node, "node.nk", &key.seed().unwrap());
+        put(&d.path().join("gen"), node, "node.nk", &key.seed().unwrap());
+    }
+    let calls = client("calls", &["call", "kv", "50", "hi"], &["kv"]);
+    let manifests = [
+        manifest_for(d.path(), "a", "nkey = 'node.nk'", &server("kv", "a")),
+        manifest_for(d.path(), "b", "nkey = 'node.nk'", &calls),
+        manifest_for(
+            d.path(),
+            "rogue",
+            "user = 'rogue'\npassword_env = 'ROGUE_PW'",
+            &calls,
+        ),
+    ];
+    let out = warden()
+        .args(["cluster", "config"])
+        .args(&manifests)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let config = String::from_utf8(out.stdout).unwrap();
+    assert!(!config.contains(&ka.seed().unwrap()), "no secret");
+    let config = config.replace("$ROGUE_PW", &format!("\"{SECRET}\""));
+    let broker = Broker::with_config(&conf(d.path(), &config));
+    let a = Node::start_with(
+        d.path(),
+        "a",
+        &broker.url(),
+        "nkey = 'node.nk'",
+        &server("kv", "a"),
+        &[],
+    );
+    a.wait_for("server: ready");
+    // The rogue is a member with credentials of its own.
+    let mut rogue = Rogue::connect_as(broker.port, "rogue", SECRET);
+    let announce = "{\"node\":\"a\",\"instance\":1,\"exports\":[\"kv\"]}";
+    let attempts: [&[u8]; 7] = [
+        b"SUB warden.default.call.*.kv 1\r\n",
+        b"SUB warden.default.call.> 2\r\n",
+        format!(
+            "PUB warden.default.node.a {}\r\n{announce}\r\n",
+            announce.len()
+        )
+        .leak()
+        .as_bytes(),
+        b"SUB warden.default.hello.a 3\r\n",
+        b"PUB warden.default.inbox.b.0123456789abcdef.1_0 2\r\nhi\r\n",
+        b"SUB warden.default.inbox.> 4\r\n",
+        b"PUB warden.default.call.b.kv 2\r\nhi\r\n",
+    ];
+    for a in attempts {
+        rogue.send(a);
+    }
+    rogue.send(b"PING\r\n");
+    assert_eq!(rogue.violations(), attempts.len(), "each attempt refused");
+    let mut b = Node::start_with(
+        d.path(),
+        "b",
+        &broker.url(),
+        "nkey = 'node.nk'",
+        &calls,
+        &[],
+    );
+    assert_eq!(b.finish(), 0, "{}{}", b.out(), b.err());
+    assert!(b.out().contains("client: from a 50"), "{}", b.out());
+    assert_eq!(a.metric("warden_cluster_served_total{name=\"kv\"}"), 50.0);
+    // No call reached the rogue's subscriptions.
+    rogue.send(b"PING\r\n");
+    assert_eq!(rogue.violations(), 0);
 }

@@ -100,3 +100,22 @@ fn line_naming(text: &str, module: &Path, base: &Path) -> Option<usize> {
         .position(|l| quoted.iter().any(|q| l.contains(q.as_str())))
         .map(|i| i + 1)
 }
+
+/// `warden cluster config`: the broker's authorization for the nodes the
+/// manifests describe.
+pub fn cluster_config(manifests: &[std::path::PathBuf]) -> Result<(), String> {
+    use warden::cluster_config::{broker_config, Member};
+    let mut members = vec![];
+    for path in manifests {
+        let m = Manifest::load(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let spec = m
+            .cluster
+            .ok_or_else(|| format!("{}: no [cluster] section", path.display()))?;
+        let mut exports: Vec<String> = m.tasks.iter().flat_map(|t| t.export.clone()).collect();
+        exports.sort();
+        exports.dedup();
+        members.push(Member { spec, exports });
+    }
+    print!("{}", broker_config(&members)?);
+    Ok(())
+}

@@ -112,6 +112,11 @@ pub enum Command {
         #[arg(last = true)]
         args: Vec<String>,
     },
+    /// Work with a cluster's broker.
+    Cluster {
+        #[command(subcommand)]
+        command: ClusterCommand,
+    },
     /// Print shell completions for bash, zsh or fish.
     Completions {
         #[arg(value_parser = ["bash", "zsh", "fish"])]
@@ -122,6 +127,18 @@ pub enum Command {
         /// The directory to write them to.
         #[arg(long, default_value = ".")]
         dir: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum ClusterCommand {
+    /// Print a nats-server `authorization` block that gives each node of
+    /// the manifests exactly its own subjects (nkey nodes by their public
+    /// key; user nodes with the password from the broker's environment).
+    Config {
+        /// One manifest per node, each with a [cluster] section.
+        #[arg(required = true)]
+        manifests: Vec<PathBuf>,
     },
 }
 

@@ -11,7 +11,7 @@ mod program;
 mod run;
 
 use clap::Parser;
-use cli::{Cli, Command};
+use cli::{Cli, ClusterCommand, Command};
 use std::process::ExitCode;
 
 /// A task's spawn and end allocate and free on different threads (the
@@ -84,6 +84,9 @@ fn main() -> ExitCode {
             cpu_limit.as_deref(),
             &args,
         )),
+        Command::Cluster {
+            command: ClusterCommand::Config { manifests },
+        } => done(check::cluster_config(&manifests)),
         Command::Completions { shell } => done(docs::completions(&shell)),
         Command::Man { dir } => done(docs::man(&dir)),
     };
