@@ -286,7 +286,9 @@ mod tests {
     #[test]
     fn waiting_calls_are_bounded_per_name_and_per_node() {
         let mut w = Waiting::default();
-        let big = NODE_BYTES / 2;
+        // Almost a node's whole share: four nodes fill the name's.
+        let big = NODE_BYTES - 4096;
+        assert_eq!(NAME_BYTES, 4 * NODE_BYTES);
         assert!(w.admit("a", big) && !w.admit("a", big), "a node's share");
         for node in ["b", "c", "d"] {
             assert!(w.admit(node, big), "{node}");
