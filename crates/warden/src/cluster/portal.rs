@@ -118,8 +118,8 @@ async fn serve_lent(
     while let Some(msg) = sub.next().await {
         match wire::decode_portal_frame(&msg.payload) {
             Some(PortalFrame::Release) => break,
-            Some(PortalFrame::Call(_)) => {
-                let Some(place) = shared.admit(&waiting, &label, &msg).await else {
+            Some(PortalFrame::Call(c)) => {
+                let Some(place) = shared.admit(&waiting, &label, c.node, &msg).await else {
                     continue;
                 };
                 let target = super::serve::Target::Portal(portal.clone());

@@ -229,11 +229,12 @@ async fn serve_name(shared: Arc<Shared>, name: String, mut sub: async_nats::Subs
         // A call names its caller twice, in its subject (which a broker
         // can hold each node to) and in its frame: they must agree.
         let claimed = wire::decode_call(&msg.payload).map(|c| c.node);
-        if claimed.is_none() || shared.subjects.caller_of(msg.subject.as_str()) != claimed {
+        let Some(node) = claimed.filter(|&n| shared.subjects.caller_of(&msg.subject) == Some(n))
+        else {
             shared.stats.drop_frame();
             continue;
-        }
-        let Some(place) = shared.admit(&waiting, &name, &msg).await else {
+        };
+        let Some(place) = shared.admit(&waiting, &name, node, &msg).await else {
             continue;
         };
         let target = Target::Name(name.clone());
@@ -245,25 +246,23 @@ async fn serve_name(shared: Arc<Shared>, name: String, mut sub: async_nats::Subs
 }
 
 impl Shared {
-    /// A place in `waiting` for the call `msg`, or `None` once it has
-    /// been answered `Busy` (or dropped as malformed).
+    /// A place in `waiting` for the call `msg` from `node` (as its
+    /// decoded frame says), or `None` once it has been answered `Busy`.
     pub(super) async fn admit(
         &self,
         waiting: &Arc<std::sync::Mutex<Waiting>>,
         label: &str,
+        node: &str,
         msg: &async_nats::Message,
     ) -> Option<Admitted> {
-        let Some(node) = wire::decode_call(&msg.payload).map(|c| c.node.to_string()) else {
-            self.stats.drop_frame();
-            return None;
-        };
         let bytes = msg.payload.len();
         let admitted = {
             let mut w = waiting.lock().unwrap_or_else(|e| e.into_inner());
-            w.admit(&node, bytes)
+            w.admit(node, bytes)
         };
         if admitted {
             let waiting = waiting.clone();
+            let node = node.to_string();
             return Some(Admitted {
                 waiting,
                 node,

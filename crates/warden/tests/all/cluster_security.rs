@@ -279,27 +279,26 @@ struct Rogue {
 
 impl Rogue {
     fn connect(port: u16) -> Rogue {
-        let s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-        let mut r = BufReader::new(s.try_clone().unwrap());
-        let mut info = String::new();
-        r.read_line(&mut info).unwrap();
-        let mut me = Rogue { s, r };
-        me.send(b"CONNECT {\"verbose\":false,\"pedantic\":false}\r\n");
-        me
+        Self::open(port, "")
     }
 
     /// Connects with a user name and password.
     fn connect_as(port: u16, user: &str, pass: &str) -> Rogue {
+        let mut me = Self::open(port, &format!(",\"user\":\"{user}\",\"pass\":\"{pass}\""));
+        me.send(b"PING\r\n");
+        assert_eq!(me.violations(), 0, "connected");
+        me
+    }
+
+    /// Reads the broker's INFO and sends CONNECT with `more` fields.
+    fn open(port: u16, more: &str) -> Rogue {
         let s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
         let mut r = BufReader::new(s.try_clone().unwrap());
         let mut info = String::new();
         r.read_line(&mut info).unwrap();
         let mut me = Rogue { s, r };
-        let connect = format!(
-            "CONNECT {{\"verbose\":false,\"pedantic\":false,\"user\":\"{user}\",\"pass\":\"{pass}\"}}\r\nPING\r\n"
-        );
+        let connect = format!("CONNECT {{\"verbose\":false,\"pedantic\":false{more}}}\r\n");
         me.send(connect.as_bytes());
-        assert_eq!(me.violations(), 0, "connected");
         me
     }
 
