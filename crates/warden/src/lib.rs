@@ -123,9 +123,11 @@ pub mod units;
 
 pub use cache::{CacheOutcome, CodeCache};
 pub use cluster::{Cluster, ClusterSpec, NameCounts};
-/// Writing a broker's configuration for a cluster's nodes.
+/// Writing a broker's configuration for a cluster's nodes, and its keys.
 pub mod cluster_config {
-    pub use crate::cluster::{broker_config, BrokerAuth, BrokerTls, Member, Secret};
+    pub use crate::cluster::{
+        broker_config, valid_node, BrokerAuth, BrokerTls, ClusterKeys, Member, Refusals, Secret,
+    };
 }
 pub use executor::ExecutorStats;
 pub use host::FUNCTIONS as HOST_FUNCTIONS;

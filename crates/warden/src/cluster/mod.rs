@@ -10,31 +10,39 @@
 //! or the broker is lost. The serving side is [`serve`]; portals crossing
 //! nodes are [`portal`]; the frames and subjects are [`wire`].
 //!
-//! Locks: the directory's (`Shared::dir`), the table of calls waiting
-//! for answers (`Shared::pending`) and that of lent portals
-//! (`Shared::lent`) are never held together, and the name
-//! service releases its own lock before it asks this module.
+//! Locks: the directory's (`Shared::dir`, taken only by the node's own
+//! thread and by operators' queries), the providers' index that lookups
+//! read (`Shared::names`), the table of calls waiting for answers
+//! (`Shared::pending`), that of lent portals (`Shared::lent`) and the
+//! replay windows (`Shared::windows`) are never held together, and the
+//! name service releases its own lock before it asks this module. An
+//! announcement is decoded and compared outside every lock; the index
+//! is then updated with work linear in what it changed.
 //!
 //! Subjects (`warden.<cluster>.` prefix, [`wire::Subjects`]):
-//! `call.<name>` (a queue group of the nodes serving it), `node.<node>`
-//! (announcements), `hello.<node>` (is the name taken?), `ps` (every
-//! node's tasks, for `warden ps --cluster`), and each node's own inbox for
-//! answers, whose name is a secret of the node and each call's subject
-//! a secret of the call. The broker connection's credentials and TLS are
-//! [`broker`]'s.
+//! `call.<caller>.<server>.<name>` (the caller picks one of the nodes
+//! serving the name), `node.<node>` (announcements), `hello.<node>` (is
+//! the name taken?), `ps` (every node's tasks, for `warden ps
+//! --cluster`), and each node's own inbox for answers, whose name is a
+//! secret of the node and each call's subject a secret of the call. The
+//! broker connection's credentials and TLS are [`broker`]'s; a cluster
+//! whose members are listed with their keys signs and checks every frame
+//! ([`seal`]).
 
 mod broker;
 mod directory;
 mod permissions;
 mod portal;
 mod remote;
+mod seal;
 mod serve;
 mod stats;
 mod wire;
 
 pub use broker::{shown as shown_url, BrokerAuth, BrokerTls, Secret};
 pub use permissions::{broker_config, Member};
-pub use stats::NameCounts;
+pub use seal::Keys as ClusterKeys;
+pub use stats::{NameCounts, Refusals};
 pub use wire::{valid_node, DEFAULT_CLUSTER};
 
 use crate::ipc::client::HostClient;
@@ -47,7 +55,6 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::Waker;
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
 /// How often a node announces itself.
@@ -80,6 +87,9 @@ pub struct ClusterSpec {
     pub auth: BrokerAuth,
     /// TLS to the broker.
     pub tls: BrokerTls,
+    /// This node's key and the members' public keys; `None` for an
+    /// open cluster, whose frames are not signed.
+    pub keys: Option<ClusterKeys>,
 }
 
 impl ClusterSpec {
@@ -92,6 +102,7 @@ impl ClusterSpec {
             cluster: DEFAULT_CLUSTER.to_string(),
             auth: BrokerAuth::None,
             tls: BrokerTls::default(),
+            keys: None,
         }
     }
 }
@@ -174,10 +185,15 @@ pub(crate) struct Shared {
     /// Calls the local services exported names reach.
     host: HostClient,
     start: Instant,
-    dir: Mutex<Dir>,
-    /// Calls waiting for an answer, by number: the secret their
-    /// answer's subject must carry, and where the answer goes.
-    pending: Mutex<HashMap<u64, (u64, mpsc::Sender<remote::Heard>)>>,
+    /// How this node's frames are signed and others' checked.
+    trust: seal::Trust,
+    dir: Mutex<Directory>,
+    names: Mutex<Names>,
+    /// Calls waiting for an answer, by number.
+    pending: Mutex<HashMap<u64, remote::Pending>>,
+    /// Replay windows of the calls to names served here: by calling
+    /// node, then by name.
+    windows: Mutex<HashMap<String, HashMap<Arc<str>, seal::Window>>>,
     /// Portals lent to other nodes, by number.
     lent: Mutex<HashMap<u64, AbortHandle>>,
     next_call: AtomicU64,
@@ -189,12 +205,52 @@ pub(crate) struct Shared {
     task_list: TaskList,
 }
 
-/// The directory and what depends on it, under one lock.
-struct Dir {
-    directory: Directory,
+/// A node serving a name, as the caller's side sees it.
+#[derive(Clone)]
+pub(crate) struct Provider {
+    node: Arc<str>,
+    instance: u64,
+}
+
+/// What lookups read: the live nodes serving each name, the lookups
+/// waiting for a name, and the relays made for names.
+#[derive(Default)]
+struct Names {
+    served: HashMap<String, Vec<Provider>>,
     /// Lookups waiting for a name some node may export.
     waiters: Vec<(String, Waker)>,
     relays: HashMap<String, Relay>,
+}
+
+impl Names {
+    /// Applies what one node's announcement (or silence) changed; true
+    /// if a name nobody served is served now.
+    fn apply(&mut self, node: &str, change: directory::Change) -> bool {
+        for name in &change.removed {
+            if let Some(v) = self.served.get_mut(name) {
+                v.retain(|p| &*p.node != node);
+                if v.is_empty() {
+                    self.served.remove(name);
+                }
+            }
+        }
+        let mut new = false;
+        let node: Arc<str> = node.into();
+        for name in change.added {
+            let p = Provider {
+                node: node.clone(),
+                instance: change.instance,
+            };
+            match self.served.get_mut(&name) {
+                Some(v) => v.push(p),
+                None => {
+                    new = true;
+                    self.served.insert(name, vec![p]);
+                }
+            }
+        }
+        new
+    }
 }
 
 /// The node's background tasks, stopped when it leaves (they hold the
@@ -239,6 +295,8 @@ impl Cluster {
                 spec.cluster
             ));
         }
+        let instance = seal::instance_number();
+        let trust = seal::Trust::load(&spec.node, instance, spec.keys.as_ref())?;
         let broker = broker_endpoints(spec);
         let reactor = Reactor::start()?;
         let tokio = reactor.handle.clone();
@@ -246,7 +304,6 @@ impl Cluster {
         let client = reactor
             .run(async move { broker::connect(&owned).await })
             .ok_or("cluster: the node's thread stopped")??;
-        let instance = instance_number();
         let subjects = wire::Subjects::of(&spec.cluster);
         let shared = Arc::new_cyclic(|me| Shared {
             me: me.clone(),
@@ -259,12 +316,11 @@ impl Cluster {
             kernel: Arc::downgrade(kernel),
             host,
             start: Instant::now(),
-            dir: Mutex::new(Dir {
-                directory: Directory::new(NODE_TTL.as_millis() as u64),
-                waiters: Vec::new(),
-                relays: HashMap::new(),
-            }),
+            trust,
+            dir: Mutex::new(Directory::new(NODE_TTL.as_millis() as u64)),
+            names: Mutex::default(),
             pending: Mutex::default(),
+            windows: Mutex::default(),
             lent: Mutex::default(),
             next_call: AtomicU64::new(1),
             stats: stats::Stats::default(),
@@ -294,15 +350,14 @@ impl Cluster {
     /// exports.
     pub fn nodes(&self) -> Vec<(String, Vec<String>)> {
         let now = self.shared.now_ms();
-        let dir = self.shared.lock_dir();
-        let nodes = dir.directory.nodes(now).into_iter();
+        let nodes = self.shared.lock_dir().nodes(now).into_iter();
         nodes.map(|(n, info)| (n, info.exports)).collect()
     }
 
     /// Remote-call counts by name (calls through portals that crossed
-    /// nodes under `(portal)`), and frames dropped as malformed.
-    pub fn counts(&self) -> (Vec<(String, NameCounts)>, u64) {
-        (self.shared.stats.names(), self.shared.stats.dropped())
+    /// nodes under `(portal)`), and what this node refused.
+    pub fn counts(&self) -> (Vec<(String, NameCounts)>, Refusals) {
+        (self.shared.stats.names(), self.shared.stats.refusals())
     }
 
     /// Portals this node has lent to others and not had back.
@@ -350,33 +405,24 @@ fn broker_endpoints(spec: &ClusterSpec) -> Vec<crate::net::own::OwnEndpoint> {
         .collect()
 }
 
-/// A number telling this process's node from an earlier one of its name.
-fn instance_number() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u32(std::process::id());
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    h.finish()
-}
-
 impl Shared {
     fn now_ms(&self) -> u64 {
         self.start.elapsed().as_millis() as u64
     }
 
-    fn lock_dir(&self) -> MutexGuard<'_, Dir> {
+    fn lock_dir(&self) -> MutexGuard<'_, Directory> {
         self.dir.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lock_names(&self) -> MutexGuard<'_, Names> {
+        self.names.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn lock_lent(&self) -> MutexGuard<'_, HashMap<u64, AbortHandle>> {
         self.lent.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn lock_pending(&self) -> MutexGuard<'_, HashMap<u64, (u64, mpsc::Sender<remote::Heard>)>> {
+    fn lock_pending(&self) -> MutexGuard<'_, HashMap<u64, remote::Pending>> {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -384,10 +430,7 @@ impl Shared {
     async fn start(self: Arc<Self>) -> Result<(), String> {
         let c = &self.client;
         let hello = self.subjects.hello(&self.node);
-        // An answer means the name is taken; no responders (or silence)
-        // means it is free.
-        let asked = c.request(hello.clone(), "".into());
-        if let Ok(Ok(_)) = tokio::time::timeout(Duration::from_secs(1), asked).await {
+        if self.name_taken(&hello).await {
             return Err(format!(
                 "cluster.node: another live node is named {:?}",
                 self.node
@@ -421,10 +464,63 @@ impl Shared {
             .map_err(|e| format!("cluster's broker: {e}"))
     }
 
+    /// Whether a live node answers to this node's name: any answer in an
+    /// open cluster, one signed with this node's own key in a keyed one
+    /// (others are counted as forged). The broker's "no responders", or a
+    /// second's silence, means the name is free.
+    async fn name_taken(&self, hello: &str) -> bool {
+        let inbox = self.client.new_inbox();
+        let Ok(mut answers) = self.client.subscribe(inbox.clone()).await else {
+            return false;
+        };
+        let asked = self
+            .client
+            .publish_with_reply(hello.to_string(), inbox.clone(), "".into());
+        if asked.await.is_err() {
+            return false;
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+        while let Ok(Some(msg)) = tokio::time::timeout_at(deadline, answers.next()).await {
+            if msg.status == Some(async_nats::StatusCode::NO_RESPONDERS) {
+                return false;
+            }
+            match self.trust.open(&inbox, "", &msg.payload) {
+                Ok((_, None)) => return true,
+                Ok((_, Some(seal))) if seal.signer == self.node => return true,
+                _ => self.stats.forged(),
+            }
+        }
+        false
+    }
+
+    /// `frame` sealed for `subject` and `reply`, meant for instance `to`
+    /// (0: any node); unchanged in an open cluster.
+    fn sealed(&self, subject: &str, reply: &str, mut frame: Vec<u8>, to: u64) -> bytes::Bytes {
+        self.trust.seal(subject, reply, &mut frame, to);
+        frame.into()
+    }
+
+    /// The frame of `msg` if its seal holds (always, in an open cluster),
+    /// with what the seal says; counts it as forged otherwise.
+    fn opened<'a>(
+        &self,
+        msg: &'a async_nats::Message,
+    ) -> Option<(&'a [u8], Option<seal::Seal<'a>>)> {
+        let reply = msg.reply.as_ref().map_or("", |r| r.as_str());
+        match self.trust.open(msg.subject.as_str(), reply, &msg.payload) {
+            Ok(opened) => Some(opened),
+            Err(_) => {
+                self.stats.forged();
+                None
+            }
+        }
+    }
+
     async fn answer_hello(self: Arc<Self>, mut sub: async_nats::Subscriber) {
         while let Some(msg) = sub.next().await {
             if let Some(reply) = msg.reply {
-                let _ = self.client.publish(reply, self.node.clone().into()).await;
+                let answer = self.sealed(&reply, "", self.node.clone().into_bytes(), 0);
+                let _ = self.client.publish(reply, answer).await;
             }
         }
     }
@@ -432,27 +528,67 @@ impl Shared {
     /// Keeps the directory from the other nodes' announcements, waking
     /// lookups that wait for a name just offered.
     async fn listen_nodes(self: Arc<Self>, mut sub: async_nats::Subscriber) {
+        let mut windows: HashMap<String, seal::Window> = HashMap::new();
         while let Some(msg) = sub.next().await {
-            let Some(a) = wire::decode_announce(&self.subjects, msg.subject.as_str(), &msg.payload)
-            else {
-                self.stats.drop_frame();
+            let Some(a) = self.announcement(&msg, &mut windows) else {
                 continue;
             };
-            if a.node == self.node {
-                continue;
-            }
+            let node = a.node.clone();
             let now = self.now_ms();
-            let woken = {
-                let mut dir = self.lock_dir();
-                if !dir.directory.heard(a, now) {
+            let change = self.lock_dir().heard(a, now);
+            let change = match change {
+                Ok(c) => c,
+                Err(_) => {
+                    self.stats.refuse_announcement();
                     continue;
                 }
-                std::mem::take(&mut dir.waiters)
+            };
+            let woken = {
+                let mut names = self.lock_names();
+                if !names.apply(&node, change) {
+                    continue;
+                }
+                std::mem::take(&mut names.waiters)
             };
             for (_, w) in woken {
                 w.wake();
             }
         }
+    }
+
+    /// Another node's announcement in `msg`, if it is within the bounds
+    /// on announcements, sealed by that node (in a keyed cluster: and not
+    /// a replay, by `windows`) and well formed.
+    fn announcement(
+        &self,
+        msg: &async_nats::Message,
+        windows: &mut HashMap<String, seal::Window>,
+    ) -> Option<wire::Announce> {
+        let node = msg.subject.as_str().rsplit('.').next().unwrap_or("");
+        if node == self.node {
+            return None;
+        }
+        let now = self.now_ms();
+        if self.lock_dir().admit(node, msg.payload.len(), now).is_err() {
+            self.stats.refuse_announcement();
+            return None;
+        }
+        let (frame, seal) = self.opened(msg)?;
+        if let Some(seal) = seal {
+            let window = match windows.get_mut(node) {
+                Some(w) => w,
+                None => windows.entry(node.to_string()).or_default(),
+            };
+            if seal.signer != node || !window.take(seal.instance, seal.seq) {
+                self.stats.forged();
+                return None;
+            }
+        }
+        let a = wire::decode_announce(&self.subjects, msg.subject.as_str(), frame);
+        if a.is_none() {
+            self.stats.drop_frame();
+        }
+        a
     }
 
     async fn listen_inbox(self: Arc<Self>, mut sub: async_nats::Subscriber) {
@@ -474,9 +610,17 @@ impl Shared {
                 exports,
             };
             let bytes = serde_json::to_vec(&a).unwrap_or_default();
-            let _ = self.client.publish(subject.clone(), bytes.into()).await;
+            let frame = self.sealed(&subject, "", bytes, 0);
+            let _ = self.client.publish(subject.clone(), frame).await;
             let now = self.now_ms();
-            self.lock_dir().directory.expire(now);
+            let gone = self.lock_dir().expire(now);
+            for (node, removed) in gone {
+                let change = directory::Change {
+                    removed,
+                    ..Default::default()
+                };
+                self.lock_names().apply(&node, change);
+            }
             let _ = tokio::time::timeout(ANNOUNCE, self.exports_changed.notified()).await;
         }
     }
@@ -486,13 +630,29 @@ impl Shared {
         serde_json::json!({ "node": self.node, "tasks": (self.task_list)() })
     }
 
+    /// Answers `warden ps --cluster` from other nodes: in a keyed
+    /// cluster, only members' questions, each once.
     async fn answer_ps(self: Arc<Self>, mut sub: async_nats::Subscriber) {
+        let mut windows: HashMap<String, seal::Window> = HashMap::new();
         while let Some(msg) = sub.next().await {
-            let Some(reply) = msg.reply else { continue };
+            let Some(reply) = msg.reply.clone() else {
+                continue;
+            };
+            let Some((_, seal)) = self.opened(&msg) else {
+                continue;
+            };
+            if let Some(seal) = seal {
+                let window = windows.entry(seal.signer.to_string()).or_default();
+                if !window.take(seal.instance, seal.seq) {
+                    self.stats.forged();
+                    continue;
+                }
+            }
             let s = self.clone();
             let mine = tokio::task::spawn_blocking(move || s.my_tasks()).await;
             let bytes = serde_json::to_vec(&mine.unwrap_or_default()).unwrap_or_default();
-            let _ = self.client.publish(reply, bytes.into()).await;
+            let answer = self.sealed(&reply, "", bytes, 0);
+            let _ = self.client.publish(reply, answer).await;
         }
     }
 
@@ -513,16 +673,17 @@ impl Shared {
             .unwrap_or_default()];
         let expected = {
             let now = self.now_ms();
-            self.lock_dir().directory.nodes(now).len()
+            self.lock_dir().nodes(now).len()
         };
         let inbox = self.client.new_inbox();
         let Ok(mut sub) = self.client.subscribe(inbox.clone()).await else {
             return all;
         };
         let ps = self.subjects.ps();
+        let question = self.sealed(&ps, &inbox, Vec::new(), 0);
         if self
             .client
-            .publish_with_reply(ps, inbox, "".into())
+            .publish_with_reply(ps, inbox, question)
             .await
             .is_err()
         {
@@ -531,15 +692,34 @@ impl Shared {
         let deadline = tokio::time::Instant::now() + GATHER;
         while all.len() <= expected {
             match tokio::time::timeout_at(deadline, sub.next()).await {
-                Ok(Some(msg)) => match serde_json::from_slice::<serde_json::Value>(&msg.payload) {
-                    Ok(v) if v["node"].as_str() == Some(self.node.as_str()) => {}
-                    Ok(v) if v["node"].is_string() && v["tasks"].is_array() => all.push(v),
-                    _ => self.stats.drop_frame(),
-                },
+                Ok(Some(msg)) => all.extend(self.ps_answer(&msg)),
                 _ => break,
             }
         }
         all.sort_by(|a, b| a["node"].as_str().cmp(&b["node"].as_str()));
         all
+    }
+
+    /// Another node's answer to `warden ps --cluster`, if well formed and
+    /// (in a keyed cluster) sealed by the node it speaks for.
+    fn ps_answer(&self, msg: &async_nats::Message) -> Option<serde_json::Value> {
+        let (frame, seal) = self.opened(msg)?;
+        let Ok(v) = serde_json::from_slice::<serde_json::Value>(frame) else {
+            self.stats.drop_frame();
+            return None;
+        };
+        let node = v["node"].as_str();
+        if node == Some(self.node.as_str()) {
+            return None;
+        }
+        if node.is_none() || !v["tasks"].is_array() {
+            self.stats.drop_frame();
+            return None;
+        }
+        if seal.is_some_and(|s| Some(s.signer) != node) {
+            self.stats.forged();
+            return None;
+        }
+        Some(v)
     }
 }

@@ -127,7 +127,7 @@ fn subjects(m: &Member) -> (Vec<String>, Vec<String>) {
         format!("{p}.portal.{n}.>"),
     ];
     for name in &m.exports {
-        subscribe.push(s.calls_to(name));
+        subscribe.push(s.calls_to(n, name));
     }
     (publish, subscribe)
 }
@@ -164,8 +164,8 @@ mod tests {
         for want in [
             "\"warden.prod.call.a.>\"",
             "\"warden.prod.node.a\"",
-            "\"warden.prod.call.*.kv\"",
-            "\"warden.prod.callx.*.612062\"",
+            "\"warden.prod.call.*.a.kv\"",
+            "\"warden.prod.callx.*.a.612062\"",
             "\"warden.prod.inbox.a.>\"",
             "user: \"b-2\", password: $WARDEN_PASSWORD_B_2",
             "\"warden.default.call.b-2.>\"",

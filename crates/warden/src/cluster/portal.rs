@@ -13,11 +13,13 @@
 //!
 //! Only portals cross: any other object in a message is `Inval`.
 
+use super::serve::Check;
 use super::wire::{self, PortalFrame};
-use super::Shared;
+use super::{seal, Shared};
 use crate::ipc::service::{PortalRef, Service, ServiceRef};
 use crate::ipc::{Errno, Object};
 use futures_util::StreamExt;
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -92,7 +94,7 @@ impl Shared {
         let portal = PortalRef::new(&service);
         let task = self.tokio.spawn(super::remote::relay_loop(
             self.me.clone(),
-            subject.into(),
+            super::remote::Dest::Portal(subject.into()),
             super::remote::LENT.into(),
             holder,
         ));
@@ -115,7 +117,26 @@ async fn serve_lent(
 ) {
     let label: Arc<str> = super::remote::LENT.into();
     let waiting = Arc::default();
+    // Replay windows of the members calling through the portal.
+    let mut windows: HashMap<String, seal::Window> = HashMap::new();
     while let Some(msg) = sub.next().await {
+        let Some(msg) = shared.unsealed(msg, |_, frame, seal| {
+            let Some(f) = wire::decode_portal_frame(frame) else {
+                return Check::Malformed;
+            };
+            let Some(seal) = seal else { return Check::Good };
+            let caller = match f {
+                PortalFrame::Call(c) => c.node,
+                PortalFrame::Release => seal.signer,
+            };
+            let window = windows.entry(seal.signer.to_string()).or_default();
+            if seal.signer != caller || !window.take(seal.instance, seal.seq) {
+                return Check::Forged;
+            }
+            Check::Good
+        }) else {
+            continue;
+        };
         match wire::decode_portal_frame(&msg.payload) {
             Some(PortalFrame::Release) => break,
             Some(PortalFrame::Call(c)) => {

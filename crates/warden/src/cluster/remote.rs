@@ -7,6 +7,10 @@
 //! handled as for any call — and the relay sends it to the name's subject,
 //! where the broker gives it to one of the nodes serving the name.
 //!
+//! A name's calls go to the nodes serving it in turn, each sealed for
+//! the node it is sent to (see [`super::seal`]); its answer must be
+//! sealed by that node.
+//!
 //! Answers come back on this node's inbox, one subject per call. The
 //! serving node sends a progress frame every [`super::PROGRESS`] while it
 //! works; a call that hears nothing for [`super::SILENCE`] fails with
@@ -36,6 +40,8 @@ type Answered = Result<(Vec<u8>, Vec<String>), Errno>;
 pub(super) enum Heard {
     Progress,
     Done(Answered),
+    /// The broker's "no responders": nobody listens on the subject.
+    Nobody,
 }
 
 /// A remote name's relay: the portal that keeps it open (as a name's
@@ -44,24 +50,42 @@ pub(super) struct Relay {
     portal: PortalRef,
 }
 
+/// A call waiting for its answer: the secret its answer's subject
+/// carries, the node that must have sealed the answer (in a keyed
+/// cluster), and where the answer goes.
+pub(super) struct Pending {
+    token: u64,
+    from: Arc<str>,
+    tx: mpsc::Sender<Heard>,
+}
+
+/// Where a relay's calls go.
+#[derive(Clone)]
+pub(super) enum Dest {
+    /// To one of the nodes serving a name.
+    Name(Arc<str>),
+    /// To the node that lent a portal, on the portal's subject.
+    Portal(Arc<str>),
+}
+
 impl Remote for Shared {
     fn poll_lookup(&self, name: &str, cx: &mut Context<'_>) -> Poll<PortalRef> {
-        let mut dir = self.lock_dir();
-        if dir.directory.serves(name, self.now_ms()) {
-            return Poll::Ready(self.relay(&mut dir.relays, name));
+        let mut names = self.lock_names();
+        if names.served.contains_key(name) {
+            return Poll::Ready(self.relay(&mut names.relays, name));
         }
-        if !dir
+        if !names
             .waiters
             .iter()
             .any(|(n, w)| n == name && w.will_wake(cx.waker()))
         {
-            dir.waiters.push((name.to_string(), cx.waker().clone()));
+            names.waiters.push((name.to_string(), cx.waker().clone()));
         }
         Poll::Pending
     }
 
     fn cancel_wait(&self, name: &str, waker: &Waker) {
-        self.lock_dir()
+        self.lock_names()
             .waiters
             .retain(|(n, w)| !(n == name && w.will_wake(waker)));
     }
@@ -86,7 +110,7 @@ impl Shared {
         let portal = PortalRef::new(&service);
         let task = self.tokio.spawn(relay_loop(
             self.me.clone(),
-            self.subjects.call(&self.node, name).into(),
+            Dest::Name(name.into()),
             name.into(),
             holder,
         ));
@@ -100,9 +124,9 @@ impl Shared {
         portal
     }
 
-    /// Sends one call to `subject` (the nodes serving a name, or the node
-    /// that lent a portal) and answers it; `label` names it in the counts.
-    async fn forward(self: Arc<Self>, subject: Arc<str>, label: Arc<str>, call: CallRef) {
+    /// Sends one call to `dest` and answers it; `label` names it in the
+    /// counts.
+    async fn forward(self: Arc<Self>, dest: Dest, label: Arc<str>, call: CallRef) {
         let objects = std::mem::take(&mut call.slot().lock().request_objects);
         let (sent, result) = match self.lend_all(objects).await {
             Ok(portals) => {
@@ -112,7 +136,7 @@ impl Shared {
                     let task = call.client().0;
                     wire::encode_call(&mut frame, &self.node, task, &portals, &st.request);
                 }
-                (frame.len(), self.exchange(&subject, frame).await)
+                (frame.len(), self.send_call(&dest, frame).await)
             }
             Err(e) => (0, Err(e)),
         };
@@ -132,14 +156,56 @@ impl Shared {
         }
     }
 
-    /// Publishes a call frame and waits for its answer (see the module
-    /// docs for when it gives up).
-    async fn exchange(&self, subject: &str, frame: Vec<u8>) -> Answered {
-        if self.client.connection_state() != async_nats::connection::State::Connected {
-            return Err(Errno::PeerDied);
+    /// Sends a call frame to `dest` and waits for its answer. A name's
+    /// call goes to one of the nodes serving it, taken in turn; if the
+    /// broker says nobody listens there (the node just died), to the
+    /// next.
+    async fn send_call(&self, dest: &Dest, mut frame: Vec<u8>) -> Answered {
+        let name = match dest {
+            Dest::Portal(subject) => {
+                let lender = self.subjects.lender_of(subject).unwrap_or("");
+                let ask = self.exchange(subject, lender.into(), 0, frame).await;
+                return ask.unwrap_or(Err(Errno::PeerDied));
+            }
+            Dest::Name(name) => name,
+        };
+        let body = frame.len();
+        // Spread calls over the nodes serving the name.
+        let first = rand::random::<u32>() as usize;
+        for attempt in 0.. {
+            let provider = {
+                let names = self.lock_names();
+                let all = names.served.get(&**name).map_or(&[][..], |v| &v[..]);
+                if attempt >= all.len() {
+                    return Err(Errno::PeerDied);
+                }
+                all[first.wrapping_add(attempt) % all.len()].clone()
+            };
+            let subject = self.subjects.call(&self.node, &provider.node, name);
+            frame.truncate(body);
+            let asked = self.exchange(&subject, provider.node, provider.instance, frame.clone());
+            if let Some(answered) = asked.await {
+                return answered;
+            }
         }
-        if frame.len() > self.client.server_info().max_payload {
-            return Err(Errno::Quota);
+        Err(Errno::PeerDied)
+    }
+
+    /// Publishes a call frame, sealed for instance `to` of node `from`,
+    /// and waits for its answer (see the module docs for when it gives
+    /// up); `None` if nobody listens on `subject`.
+    async fn exchange(
+        &self,
+        subject: &str,
+        from: Arc<str>,
+        to: u64,
+        frame: Vec<u8>,
+    ) -> Option<Answered> {
+        if self.client.connection_state() != async_nats::connection::State::Connected {
+            return Some(Err(Errno::PeerDied));
+        }
+        if frame.len() + MAX_SEAL > self.client.server_info().max_payload {
+            return Some(Err(Errno::Quota));
         }
         let id = self
             .next_call
@@ -148,18 +214,23 @@ impl Shared {
         // has not seen the call can answer it.
         let token: u64 = rand::random();
         let (tx, mut rx) = mpsc::channel(4);
-        self.lock_pending().insert(id, (token, tx));
+        self.lock_pending().insert(id, Pending { token, from, tx });
         let _forget = Forget(self, id);
         let reply_to = format!("{}.{id}_{token:016x}", self.inbox);
-        self.client
-            .publish_with_reply(subject.to_string(), reply_to, frame.into())
-            .await
-            .map_err(|_| Errno::PeerDied)?;
+        let frame = self.sealed(subject, &reply_to, frame, to);
+        let sent = self
+            .client
+            .publish_with_reply(subject.to_string(), reply_to, frame)
+            .await;
+        if sent.is_err() {
+            return Some(Err(Errno::PeerDied));
+        }
         loop {
             match tokio::time::timeout(super::SILENCE, rx.recv()).await {
                 Ok(Some(Heard::Progress)) => continue,
-                Ok(Some(Heard::Done(result))) => return result,
-                Ok(None) | Err(_) => return Err(Errno::PeerDied),
+                Ok(Some(Heard::Done(result))) => return Some(result),
+                Ok(Some(Heard::Nobody)) => return None,
+                Ok(None) | Err(_) => return Some(Err(Errno::PeerDied)),
             }
         }
     }
@@ -175,32 +246,48 @@ impl Shared {
                 let token = u64::from_str_radix(token, 16).ok()?;
                 Some((id.parse::<u64>().ok()?, token))
             });
-        let heard = if msg.status == Some(async_nats::StatusCode::NO_RESPONDERS) {
-            Some(Heard::Done(Err(Errno::PeerDied)))
-        } else {
-            match wire::decode_answer(&msg.payload) {
-                Some(Answer::Progress) => Some(Heard::Progress),
-                Some(Answer::Done(r)) => Some(Heard::Done(r.map(|r| {
-                    let portals = r.portals.iter().map(|s| s.to_string()).collect();
-                    (r.bytes.to_vec(), portals)
-                }))),
-                None => None,
-            }
-        };
-        let (Some((id, token)), Some(heard)) = (id, heard) else {
+        let Some((id, token)) = id else {
             self.stats.drop_frame();
             return;
         };
+        let (heard, signer) = if msg.status == Some(async_nats::StatusCode::NO_RESPONDERS) {
+            (Heard::Nobody, None)
+        } else {
+            let Some((frame, seal)) = self.opened(&msg) else {
+                return;
+            };
+            let Some(heard) = decode_heard(frame) else {
+                self.stats.drop_frame();
+                return;
+            };
+            (heard, seal.map(|s| s.signer))
+        };
         let tx = match self.lock_pending().get(&id) {
-            Some((t, tx)) if *t == token => Some(tx.clone()),
+            Some(p) if p.token == token && signer.map_or(true, |s| s == &*p.from) => {
+                Some(p.tx.clone())
+            }
             Some(_) => None,
             None => return,
         };
         match tx {
             Some(tx) => drop(tx.try_send(heard)),
-            None => self.stats.drop_frame(),
+            None => self.stats.forged(),
         }
     }
+}
+
+/// The most a seal adds to a frame.
+const MAX_SEAL: usize = 256;
+
+/// What a frame on a call's inbox subject says.
+fn decode_heard(frame: &[u8]) -> Option<Heard> {
+    Some(match wire::decode_answer(frame)? {
+        Answer::Progress => Heard::Progress,
+        Answer::Done(r) => Heard::Done(r.map(|r| {
+            let portals = r.portals.iter().map(|s| s.to_string()).collect();
+            (r.bytes.to_vec(), portals)
+        })),
+    })
 }
 
 /// Removes a call's inbox entry however its wait ends.
@@ -212,12 +299,12 @@ impl Drop for Forget<'_> {
     }
 }
 
-/// Receives the relay's calls and forwards each on its own to
-/// `subject`. A borrowed portal's relay ends when its last portal here is
-/// closed, and tells the lender so.
+/// Receives the relay's calls and forwards each on its own to `dest`.
+/// A borrowed portal's relay ends when its last portal here is closed,
+/// and tells the lender so.
 pub(super) async fn relay_loop(
     shared: Weak<Shared>,
-    subject: Arc<str>,
+    dest: Dest,
     label: Arc<str>,
     holder: ServiceRef,
 ) {
@@ -226,10 +313,10 @@ pub(super) async fn relay_loop(
         let call = CallRef::new(slot, seq);
         let Some(s) = shared.upgrade() else { return };
         let tokio = s.tokio.clone();
-        tokio.spawn(s.forward(subject.clone(), label.clone(), call));
+        tokio.spawn(s.forward(dest.clone(), label.clone(), call));
     }
-    if let Some(s) = shared.upgrade() {
-        let release = wire::encode_release();
-        let _ = s.client.publish(subject.to_string(), release.into()).await;
+    if let (Some(s), Dest::Portal(subject)) = (shared.upgrade(), dest) {
+        let release = s.sealed(&subject, "", wire::encode_release(), 0);
+        let _ = s.client.publish(subject.to_string(), release).await;
     }
 }

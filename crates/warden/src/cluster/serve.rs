@@ -1,9 +1,11 @@
 //! The serving side: this node's exported names (and the portals it lent,
 //! see [`super::portal`]), offered to the others.
 //!
-//! Every live exported name has a queue-group subscription on its call
-//! subject, so that the broker gives each call to one of the nodes
-//! serving the name. A call becomes a host client's call to the local
+//! Every live exported name has a subscription on the subject of its
+//! calls to this node (callers take the nodes serving a name in turn).
+//! A call is checked — its caller named alike by subject, frame and (in
+//! a keyed cluster) seal, sealed for this instance, not a replay — and
+//! becomes a host client's call to the local
 //! service, on behalf of the remote caller (its node and task travel in
 //! the frame, and the server may ask for them). While the local call
 //! runs, a progress frame goes back every [`super::PROGRESS`], so the
@@ -14,7 +16,7 @@
 //! answered `Busy` at once, before anything is spawned for it.
 
 use super::wire;
-use super::Shared;
+use super::{seal, Shared};
 use crate::ipc::service::{Origin, PortalRef};
 use crate::ipc::Errno;
 use futures_util::StreamExt;
@@ -24,9 +26,6 @@ use tokio::task::AbortHandle;
 
 /// Most calls from other nodes served at once.
 pub const MAX_IN_FLIGHT: usize = 1024;
-
-/// The queue group every node serving a name joins.
-const QUEUE: &str = "warden";
 
 /// Request bytes of the calls admitted for one name and not yet answered
 /// (waiting for a permit, or running).
@@ -129,8 +128,8 @@ impl Shared {
             if offered.0.contains_key(name) {
                 continue;
             }
-            let subject = self.subjects.calls_to(name);
-            match self.client.queue_subscribe(subject, QUEUE.into()).await {
+            let subject = self.subjects.calls_to(&self.node, name);
+            match self.client.subscribe(subject).await {
                 Ok(sub) => {
                     let task = self
                         .tokio
@@ -190,8 +189,8 @@ impl Shared {
             tokio::select! {
                 r = &mut work => break r,
                 _ = progress.tick() => {
-                    let note = wire::encode_progress();
-                    let _ = self.client.publish(reply_to.clone(), note.into()).await;
+                    let note = self.sealed(&reply_to, "", wire::encode_progress(), 0);
+                    let _ = self.client.publish(reply_to.clone(), note).await;
                 }
             }
         };
@@ -211,30 +210,43 @@ impl Shared {
             .as_ref()
             .map(|(b, s)| (&b[..], &s[..]))
             .map_err(|e| *e);
-        let mut frame = wire::encode_reply(reply);
+        let mut frame = self.sealed(&reply_to, "", wire::encode_reply(reply), 0);
         if frame.len() > self.client.server_info().max_payload {
-            frame = wire::encode_reply(Err(Errno::Quota));
+            frame = self.sealed(&reply_to, "", wire::encode_reply(Err(Errno::Quota)), 0);
         }
-        let _ = self.client.publish(reply_to, frame.into()).await;
+        let _ = self.client.publish(reply_to, frame).await;
     }
 }
 
 /// Serves the calls arriving for `name` until the subscription ends:
-/// each is admitted to the name's [`Waiting`] or answered `Busy`, here,
-/// before a task is spawned for it.
+/// each is checked, then admitted to the name's [`Waiting`] or answered
+/// `Busy`, here, before a task is spawned for it.
 async fn serve_name(shared: Arc<Shared>, name: String, mut sub: async_nats::Subscriber) {
     let name: Arc<str> = name.into();
     let waiting = Arc::default();
     while let Some(msg) = sub.next().await {
-        // A call names its caller twice, in its subject (which a broker
-        // can hold each node to) and in its frame: they must agree.
-        let claimed = wire::decode_call(&msg.payload).map(|c| c.node);
-        let Some(node) = claimed.filter(|&n| shared.subjects.caller_of(&msg.subject) == Some(n))
-        else {
-            shared.stats.drop_frame();
+        let Some(msg) = shared.unsealed(msg, |subject, frame, seal| {
+            // A call names its caller in its subject (which a broker can
+            // hold each node to), in its frame and in its seal: they must
+            // agree, and the seal be for this instance and new.
+            let Some(call) = wire::decode_call(frame) else {
+                return Check::Malformed;
+            };
+            if shared.subjects.caller_of(subject) != Some(call.node) {
+                return Check::Malformed;
+            }
+            match seal {
+                Some(s) if s.signer != call.node || s.to != shared.instance => Check::Forged,
+                Some(s) if !shared.take(call.node, &name, &s) => Check::Forged,
+                _ => Check::Good,
+            }
+        }) else {
             continue;
         };
-        let Some(place) = shared.admit(&waiting, &name, node, &msg).await else {
+        let Some(call) = wire::decode_call(&msg.payload) else {
+            continue;
+        };
+        let Some(place) = shared.admit(&waiting, &name, call.node, &msg).await else {
             continue;
         };
         let target = Target::Name(name.clone());
@@ -245,7 +257,55 @@ async fn serve_name(shared: Arc<Shared>, name: String, mut sub: async_nats::Subs
     }
 }
 
+/// What a check of a frame from another node found.
+pub(super) enum Check {
+    Good,
+    /// Out of shape: dropped and counted as such.
+    Malformed,
+    /// Refused for its seal: counted as forged.
+    Forged,
+}
+
 impl Shared {
+    /// `msg` with its seal taken off, if `check(subject, frame, seal)`
+    /// finds it good (and, in a keyed cluster, the seal holds).
+    pub(super) fn unsealed(
+        &self,
+        mut msg: async_nats::Message,
+        check: impl FnOnce(&str, &[u8], Option<seal::Seal<'_>>) -> Check,
+    ) -> Option<async_nats::Message> {
+        let (frame, seal) = self.opened(&msg)?;
+        let len = frame.len();
+        match check(msg.subject.as_str(), frame, seal) {
+            Check::Good => {
+                msg.payload = msg.payload.slice(..len);
+                Some(msg)
+            }
+            Check::Malformed => {
+                self.stats.drop_frame();
+                None
+            }
+            Check::Forged => {
+                self.stats.forged();
+                None
+            }
+        }
+    }
+
+    /// Takes `seal`'s number in the window of `node`'s calls to `name`.
+    fn take(&self, node: &str, name: &Arc<str>, seal: &seal::Seal<'_>) -> bool {
+        let mut windows = self.windows.lock().unwrap_or_else(|e| e.into_inner());
+        let by_name = match windows.get_mut(node) {
+            Some(w) => w,
+            None => windows.entry(node.to_string()).or_default(),
+        };
+        let window = match by_name.get_mut(&**name) {
+            Some(w) => w,
+            None => by_name.entry(name.clone()).or_default(),
+        };
+        window.take(seal.instance, seal.seq)
+    }
+
     /// A place in `waiting` for the call `msg` from `node` (as its
     /// decoded frame says), or `None` once it has been answered `Busy`.
     pub(super) async fn admit(
@@ -271,8 +331,8 @@ impl Shared {
         }
         self.stats.busy(label);
         if let Some(reply) = msg.reply.clone() {
-            let frame = wire::encode_reply(Err(Errno::Busy));
-            let _ = self.client.publish(reply, frame.into()).await;
+            let frame = self.sealed(&reply, "", wire::encode_reply(Err(Errno::Busy)), 0);
+            let _ = self.client.publish(reply, frame).await;
         }
         None
     }

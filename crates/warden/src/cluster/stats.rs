@@ -24,11 +24,26 @@ pub struct NameCounts {
     pub busy: u64,
 }
 
-/// Every name's counts and the frames dropped as malformed.
+/// A node's counts of what it refused.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Refusals {
+    /// Frames dropped as malformed or oversized.
+    pub dropped: u64,
+    /// Frames refused for their seal: unsigned, signed by a stranger or
+    /// with a wrong signature, replayed, or meant for another instance.
+    pub forged: u64,
+    /// Announcements refused: too often or too large, or past the bounds
+    /// on nodes and names.
+    pub announcements: u64,
+}
+
+/// Every name's counts and the frames refused.
 #[derive(Debug, Default)]
 pub struct Stats {
     names: Mutex<BTreeMap<String, NameCounts>>,
     dropped: AtomicU64,
+    forged: AtomicU64,
+    announcements: AtomicU64,
 }
 
 impl Stats {
@@ -62,9 +77,23 @@ impl Stats {
         self.dropped.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Frames dropped so far.
-    pub fn dropped(&self) -> u64 {
-        self.dropped.load(Ordering::Relaxed)
+    /// Counts a frame refused for its seal.
+    pub fn forged(&self) {
+        self.forged.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a refused announcement.
+    pub fn refuse_announcement(&self) {
+        self.announcements.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// What was refused so far.
+    pub fn refusals(&self) -> Refusals {
+        Refusals {
+            dropped: self.dropped.load(Ordering::Relaxed),
+            forged: self.forged.load(Ordering::Relaxed),
+            announcements: self.announcements.load(Ordering::Relaxed),
+        }
     }
 
     /// Every name's counts, by name.
@@ -103,6 +132,6 @@ mod tests {
         );
         assert_eq!((kv.served, kv.served_failures), (1, 0));
         assert_eq!((names[1].1.served, names[1].1.served_failures), (1, 1));
-        assert_eq!(s.dropped(), 1);
+        assert_eq!(s.refusals().dropped, 1);
     }
 }

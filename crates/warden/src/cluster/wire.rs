@@ -18,10 +18,12 @@
 //! no portals and no bytes.
 //!
 //! Subjects ([`Subjects`]) all start `warden.<cluster>.`, so that clusters
-//! sharing a broker never hear each other. Node `b`'s calls to a name go
-//! to `….call.b.<name>` when the name is made only of letters, digits,
-//! `-`, `_` and single inner dots, and to `….callx.b.<hex of the name>`
-//! otherwise (so that no name can reach a wildcard or an empty token).
+//! sharing a broker never hear each other. Node `b`'s calls to a name
+//! served by node `a` go to `….call.b.a.<name>` when the name is made
+//! only of letters, digits, `-`, `_` and single inner dots, and to
+//! `….callx.b.a.<hex of the name>` otherwise (so that no name can reach
+//! a wildcard or an empty token). The caller picks the serving node: a
+//! call is signed for one receiver (see [`super::seal`]).
 //! Every subject a node publishes on names it (its calls, announcements
 //! and hello), apart from answers to what it was sent and calls through
 //! portals it was lent; every subject it subscribes to is its own or one
@@ -129,17 +131,18 @@ impl Subjects {
         }
     }
 
-    /// The subject node `caller` sends a name's calls to (the caller is
-    /// in the subject, so that a broker can let each node publish calls
-    /// only as itself).
-    pub fn call(&self, caller: &str, name: &str) -> String {
-        self.call_as(caller, name)
+    /// The subject node `caller` sends its calls to `name` on `server`
+    /// to (the caller is in the subject, so that a broker can let each
+    /// node publish calls only as itself, and the server, so that a
+    /// broker can let each node hear only its own).
+    pub fn call(&self, caller: &str, server: &str, name: &str) -> String {
+        self.call_as(caller, server, name)
     }
 
-    /// What the nodes serving `name` subscribe to: its calls from every
-    /// node.
-    pub fn calls_to(&self, name: &str) -> String {
-        self.call_as("*", name)
+    /// What node `server` subscribes to to serve `name`: its calls from
+    /// every node.
+    pub fn calls_to(&self, server: &str, name: &str) -> String {
+        self.call_as("*", server, name)
     }
 
     /// The calling node a call subject names (`None` if it is not one).
@@ -151,7 +154,7 @@ impl Subjects {
         rest.split('.').next()
     }
 
-    fn call_as(&self, caller: &str, name: &str) -> String {
+    fn call_as(&self, caller: &str, server: &str, name: &str) -> String {
         let p = &self.prefix;
         let plain = !name.is_empty()
             && name.split('.').all(|token| {
@@ -161,11 +164,17 @@ impl Subjects {
                         .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
             });
         if plain {
-            format!("{p}.call.{caller}.{name}")
+            format!("{p}.call.{caller}.{server}.{name}")
         } else {
             let hex: String = name.bytes().map(|b| format!("{b:02x}")).collect();
-            format!("{p}.callx.{caller}.{hex}")
+            format!("{p}.callx.{caller}.{server}.{hex}")
         }
+    }
+
+    /// The node that lent the portal served on `subject`.
+    pub fn lender_of<'a>(&self, subject: &'a str) -> Option<&'a str> {
+        let rest = subject.strip_prefix(self.prefix.as_str())?;
+        rest.strip_prefix(".portal.")?.split('.').next()
     }
 
     /// The subject a lent portal is served on: the `n`th its node lent,
@@ -479,20 +488,24 @@ mod tests {
     #[test]
     fn subjects() {
         let s = Subjects::of(DEFAULT_CLUSTER);
-        assert_eq!(s.call("b", "kv"), "warden.default.call.b.kv");
+        assert_eq!(s.call("b", "a", "kv"), "warden.default.call.b.a.kv");
         assert_eq!(
-            s.call("b", "log.errors"),
-            "warden.default.call.b.log.errors"
+            s.call("b", "a", "log.errors"),
+            "warden.default.call.b.a.log.errors"
         );
-        assert_eq!(s.call("b", "a b"), "warden.default.callx.b.612062");
-        assert_eq!(s.call("b", "x.>"), "warden.default.callx.b.782e3e");
-        assert_eq!(s.call("b", "a..b"), "warden.default.callx.b.612e2e62");
-        assert_eq!(s.call("b", ".a"), "warden.default.callx.b.2e61");
-        assert_eq!(s.calls_to("kv"), "warden.default.call.*.kv");
-        assert_eq!(s.caller_of(&s.call("b-2", "a b")), Some("b-2"));
-        assert_eq!(s.caller_of("warden.other.call.b.kv"), None);
+        assert_eq!(s.call("b", "a", "a b"), "warden.default.callx.b.a.612062");
+        assert_eq!(s.call("b", "a", "x.>"), "warden.default.callx.b.a.782e3e");
+        assert_eq!(
+            s.call("b", "a", "a..b"),
+            "warden.default.callx.b.a.612e2e62"
+        );
+        assert_eq!(s.call("b", "a", ".a"), "warden.default.callx.b.a.2e61");
+        assert_eq!(s.calls_to("a", "kv"), "warden.default.call.*.a.kv");
+        assert_eq!(s.caller_of(&s.call("b-2", "a", "a b")), Some("b-2"));
+        assert_eq!(s.caller_of("warden.other.call.b.a.kv"), None);
         let prod = Subjects::of("prod");
-        assert_eq!(prod.call("a", "kv"), "warden.prod.call.a.kv");
+        assert_eq!(prod.call("a", "c", "kv"), "warden.prod.call.a.c.kv");
+        assert_eq!(prod.lender_of(&prod.portal("c", 1, 2, 3)), Some("c"));
         assert_eq!(prod.announce("a"), "warden.prod.node.a");
         assert_eq!(prod.inbox("a", 255), "warden.prod.inbox.a.00000000000000ff");
         assert!(valid_node("a") && valid_node("node_7-x"));

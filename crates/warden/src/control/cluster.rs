@@ -20,7 +20,7 @@ fn label(s: &str) -> String {
 /// The cluster's counters, in the Prometheus text format.
 pub(super) fn metrics(rt: &Runtime, out: &mut String) {
     let Some(cluster) = rt.cluster() else { return };
-    let (names, dropped) = cluster.counts();
+    let (names, refused) = cluster.counts();
     let _ = writeln!(
         out,
         "# HELP warden_cluster_nodes Other nodes of the cluster alive now.\n\
@@ -33,11 +33,29 @@ pub(super) fn metrics(rt: &Runtime, out: &mut String) {
          # TYPE warden_cluster_lent_portals gauge\nwarden_cluster_lent_portals {}",
         cluster.lent_portals()
     );
-    let _ = writeln!(
-        out,
-        "# HELP warden_cluster_dropped_frames_total Frames from the broker dropped as malformed or oversized.\n\
-         # TYPE warden_cluster_dropped_frames_total counter\nwarden_cluster_dropped_frames_total {dropped}"
-    );
+    let totals = [
+        (
+            "warden_cluster_dropped_frames_total",
+            "Frames from the broker dropped as malformed or oversized.",
+            refused.dropped,
+        ),
+        (
+            "warden_cluster_forged_frames_total",
+            "Frames refused for their seal: unsigned, a stranger's, forged, replayed or meant for another instance.",
+            refused.forged,
+        ),
+        (
+            "warden_cluster_refused_announcements_total",
+            "Announcements refused: too frequent or too large, or past the bounds on nodes and names.",
+            refused.announcements,
+        ),
+    ];
+    for (metric, help, n) in totals {
+        let _ = writeln!(
+            out,
+            "# HELP {metric} {help}\n# TYPE {metric} counter\n{metric} {n}"
+        );
+    }
     type Field = fn(&crate::NameCounts) -> u64;
     let series: [(&str, &str, Field); 7] = [
         (

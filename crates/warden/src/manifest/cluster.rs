@@ -2,8 +2,11 @@
 //! name, and the node's credentials and TLS for the broker. Secrets are
 //! named (a file, an environment variable), never written here.
 
-use crate::cluster::{valid_node, BrokerAuth, BrokerTls, ClusterSpec, Secret, DEFAULT_CLUSTER};
+use crate::cluster::{
+    valid_node, BrokerAuth, BrokerTls, ClusterKeys, ClusterSpec, Secret, DEFAULT_CLUSTER,
+};
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::path::Path;
 
 #[derive(Deserialize)]
@@ -24,6 +27,17 @@ pub(super) struct RawCluster {
     tls_key: Option<String>,
     #[serde(default)]
     tls_required: bool,
+    key: Option<String>,
+    members: Option<Members>,
+}
+
+/// The members' public keys, by node name: inline, or a file of
+/// `node = "key"` lines (what `warden cluster key` prints).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Members {
+    Listed(BTreeMap<String, String>),
+    File(String),
 }
 
 /// One URL or several.
@@ -66,13 +80,62 @@ pub(super) fn spec(raw: RawCluster, base: &Path) -> Result<ClusterSpec, String> 
     let cluster = named("name", raw.name.as_deref().unwrap_or(DEFAULT_CLUSTER))?;
     let auth = auth(&raw, base)?;
     let tls = tls(&raw, base)?;
+    let keys = keys(&raw, base)?;
     Ok(ClusterSpec {
         nats,
         node,
         cluster,
         auth,
         tls,
+        keys,
     })
+}
+
+/// This node's key and the members' public keys, which go together.
+fn keys(raw: &RawCluster, base: &Path) -> Result<Option<ClusterKeys>, String> {
+    let members = match &raw.members {
+        None => None,
+        Some(Members::Listed(m)) => Some(m.clone()),
+        Some(Members::File(f)) => {
+            let path = base.join(f);
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| format!("cluster.members: cannot read {}: {e}", path.display()))?;
+            let listed: BTreeMap<String, String> = toml::from_str(&text).map_err(|e| {
+                format!(
+                    "cluster.members: {} is not a table of node = \"key\" lines: {e}",
+                    path.display()
+                )
+            })?;
+            Some(listed)
+        }
+    };
+    let (key, members) = match (&raw.key, members) {
+        (None, None) => return Ok(None),
+        (Some(k), Some(m)) => (base.join(k), m),
+        (Some(_), None) => {
+            return Err("cluster.key: needs cluster.members, the members' public keys".into())
+        }
+        (None, Some(_)) => {
+            return Err("cluster.members: needs cluster.key, this node's key file".into())
+        }
+    };
+    for (node, public) in &members {
+        if !valid_node(node) {
+            return Err(format!("cluster.members: {node:?} is not a node name"));
+        }
+        if nkeys::KeyPair::from_public_key(public).is_err() {
+            return Err(format!(
+                "cluster.members: {node}'s key {public:?} is not an nkey public key"
+            ));
+        }
+    }
+    if !members.contains_key(&raw.node) {
+        return Err(format!(
+            "cluster.members: this node, {}, is not listed",
+            raw.node
+        ));
+    }
+    Ok(Some(ClusterKeys { seed: key, members }))
 }
 
 /// The one way of proving who the node is that the section names.
@@ -197,6 +260,22 @@ mod tests {
                 "not nkey and token",
             ),
             ("nats='nats://h:1'\nnode='a'\ntls_cert='c'", "go together"),
+            (
+                "nats='nats://h:1'\nnode='a'\nkey='a.nk'",
+                "needs cluster.members",
+            ),
+            (
+                "nats='nats://h:1'\nnode='a'\nmembers={a='x'}",
+                "needs cluster.key",
+            ),
+            (
+                "nats='nats://h:1'\nnode='a'\nkey='k'\nmembers={a='UNOTAKEY'}",
+                "not an nkey public key",
+            ),
+            (
+                "nats='nats://h:1'\nnode='a'\nkey='k'\nmembers='none.toml'",
+                "cannot read",
+            ),
         ] {
             let e = parse(&format!("[cluster]\n{bad}\n{TASK}")).unwrap_err();
             assert!(e.contains(why), "{bad}: {e}");

@@ -290,8 +290,8 @@ fn nodes_exporting_one_name_share_its_calls() {
     };
     let (na, nc) = (from("a"), from("c"));
     assert_eq!(na + nc, 400, "{out}");
-    // The broker picks a member of the queue group at random: each node
-    // gets a fair part (here at least a fifth).
+    // The caller picks one of the serving nodes at random for each
+    // call: each gets a fair part (here at least a fifth).
     assert!(na >= 80 && nc >= 80, "a {na}, c {nc}");
 }
 
@@ -408,15 +408,15 @@ fn malformed_frames_are_dropped_and_counted() {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", broker.port)).unwrap();
     // The last claims to come from b, on a subject that names x.
     let frames: [(&str, &[u8]); 5] = [
-        ("warden.default.call.x.kv reply.1", b"\x01\x01\xffgarbage"),
-        ("warden.default.call.x.kv reply.2", b""),
+        ("warden.default.call.x.a.kv reply.1", b"\x01\x01\xffgarbage"),
+        ("warden.default.call.x.a.kv reply.2", b""),
         (
             "warden.default.node.x",
             b"{\"node\":\"y\",\"instance\":1,\"exports\":[]}",
         ),
         ("warden.default.node.z", b"not json"),
         (
-            "warden.default.call.x.kv reply.3",
+            "warden.default.call.x.a.kv reply.3",
             b"\x01\x01\x01b\x07\0\0\0\0\0\0\0\0hi",
         ),
     ];

@@ -454,7 +454,7 @@ fn a_flood_of_calls_is_answered_busy_within_the_byte_budget() {
     rogue.send(b"UNSUB 2\r\n");
     // kv's server holds this call for ever: everything after it waits.
     rogue.publish(
-        "warden.default.call.x.kv",
+        "warden.default.call.x.a.kv",
         "rogue.hang",
         &call_frame("x", b"hang"),
     );
@@ -463,11 +463,11 @@ fn a_flood_of_calls_is_answered_busy_within_the_byte_budget() {
     let big = call_frame("x", &vec![b'f'; 256 << 10]);
     const FLOOD: usize = 400; // 100 MiB, from one calling node
     for i in 0..FLOOD {
-        rogue.publish("warden.default.call.x.kv", &format!("rogue.{i}"), &big);
+        rogue.publish("warden.default.call.x.a.kv", &format!("rogue.{i}"), &big);
     }
     // One more from the same node, certainly refused: calls are taken in
     // the order sent, so its answer comes after every other's.
-    rogue.publish("warden.default.call.x.kv", "rogue.last", &big);
+    rogue.publish("warden.default.call.x.a.kv", "rogue.last", &big);
     // Every call past the calling node's 16 MiB is answered busy at once.
     let mut busy = 0;
     loop {
@@ -556,7 +556,7 @@ fn the_generated_broker_config_holds_each_node_to_its_own_subjects() {
     let mut rogue = Rogue::connect_as(broker.port, "rogue", SECRET);
     let announce = "{\"node\":\"a\",\"instance\":1,\"exports\":[\"kv\"]}";
     let attempts: [&[u8]; 7] = [
-        b"SUB warden.default.call.*.kv 1\r\n",
+        b"SUB warden.default.call.*.a.kv 1\r\n",
         b"SUB warden.default.call.> 2\r\n",
         format!(
             "PUB warden.default.node.a {}\r\n{announce}\r\n",
@@ -567,7 +567,7 @@ fn the_generated_broker_config_holds_each_node_to_its_own_subjects() {
         b"SUB warden.default.hello.a 3\r\n",
         b"PUB warden.default.inbox.b.0123456789abcdef.1_0 2\r\nhi\r\n",
         b"SUB warden.default.inbox.> 4\r\n",
-        b"PUB warden.default.call.b.kv 2\r\nhi\r\n",
+        b"PUB warden.default.call.b.a.kv 2\r\nhi\r\n",
     ];
     for a in attempts {
         rogue.send(a);
@@ -588,4 +588,165 @@ fn the_generated_broker_config_holds_each_node_to_its_own_subjects() {
     // No call reached the rogue's subscriptions.
     rogue.send(b"PING\r\n");
     assert_eq!(rogue.violations(), 0);
+}
+
+impl Rogue {
+    /// Subjects of the messages heard before the broker's PONG.
+    fn heard_until_pong(&mut self) -> Vec<String> {
+        self.send(b"PING\r\n");
+        self.s
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut heard = vec![];
+        loop {
+            let mut line = String::new();
+            self.r.read_line(&mut line).unwrap();
+            let parts: Vec<&str> = line.split_whitespace().collect();
+            match parts.first().copied() {
+                Some("PONG") => return heard,
+                Some("PING") => self.send(b"PONG\r\n"),
+                Some("MSG") => {
+                    let len: usize = parts.last().unwrap().parse().unwrap();
+                    let mut skip = vec![0; len + 2];
+                    self.r.read_exact(&mut skip).unwrap();
+                    heard.push(parts[1].to_string());
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Waits until node `n`'s counter `metric` reaches `at_least`.
+fn wait_metric(n: &Node, metric: &str, at_least: f64) {
+    let t = Instant::now();
+    while n.metric(metric) < at_least {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "{metric} stayed at {} (want {at_least})",
+            n.metric(metric)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+const FORGED: &str = "warden_cluster_forged_frames_total";
+
+#[test]
+fn a_keyed_cluster_refuses_impostors_replays_and_strangers() {
+    let d = tempfile::tempdir().unwrap();
+    let keys = d.path().join("keys");
+    std::fs::create_dir_all(&keys).unwrap();
+    let out = warden()
+        .args(["cluster", "key", "a", "b", "c", "--dir"])
+        .arg(&keys)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(d.path().join("members.toml"), &out.stdout).unwrap();
+    for node in ["a", "b", "c"] {
+        let seed = keys.join(format!("{node}.nk"));
+        let mode = std::fs::metadata(&seed).unwrap().permissions();
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+            0o600
+        );
+        put(
+            d.path(),
+            node,
+            "node.nk",
+            &std::fs::read_to_string(&seed).unwrap(),
+        );
+    }
+    let keyed = "key = 'node.nk'\nmembers = '../members.toml'";
+    let broker = Broker::start();
+    let url = broker.url();
+    let a = Node::start_with(d.path(), "a", &url, keyed, &server("kv", "a"), &[]);
+    let c = Node::start_with(d.path(), "c", &url, keyed, &server("log", "c"), &[]);
+    a.wait_for("server: ready");
+    // The broker has no permissions: a raw client hears every call.
+    let mut rogue = Rogue::connect(broker.port);
+    rogue.send(b"SUB warden.default.call.> 1\r\nSUB rogue.> 2\r\nPING\r\n");
+    rogue.pong();
+    // An impostor: a Warden node named a, with a key of its own and a
+    // members list saying it is a's. It starts (the real a's answer to
+    // its hello is not signed by the key it expects), announces, serves.
+    let fake = nkeys::KeyPair::new_server();
+    let impostor_dir = d.path().join("impostor");
+    put(&impostor_dir, "a", "node.nk", &fake.seed().unwrap());
+    let b_key = String::from_utf8(out.stdout.clone()).unwrap();
+    let b_line = b_key.lines().find(|l| l.starts_with("b =")).unwrap();
+    let theirs = format!(
+        "key = 'node.nk'\nmembers = {{ a = \"{}\", {} }}",
+        fake.public_key(),
+        b_line.replacen(" = ", " = ", 1)
+    );
+    let impostor = Node::start_with(
+        &impostor_dir,
+        "a",
+        &url,
+        &theirs,
+        &server("kv", "evil"),
+        &[],
+    );
+    impostor.wait_for("server: ready");
+    // c refused the impostor's announcements before b starts.
+    wait_metric(&c, FORGED, 2.0);
+    let calls = client("calls", &["call", "kv", "50", "hi"], &["kv"]);
+    let mut b = Node::start_with(d.path(), "b", &url, keyed, &calls, &[]);
+    assert_eq!(b.finish(), 0, "{}{}", b.out(), b.err());
+    assert!(b.out().contains("client: from a 50"), "{}", b.out());
+    assert!(!b.out().contains("evil"), "{}", b.out());
+    // What the rogue captured: b's 50 calls.
+    let mut captured = vec![];
+    while captured.len() < 50 {
+        let m = rogue.next(Duration::from_secs(30)).expect("b's calls");
+        if m.0 == "warden.default.call.b.a.kv" {
+            captured.push(m);
+        }
+    }
+    // Each replayed twice, one moved to c's name, one unsigned, and a
+    // stranger's question to every node's ps.
+    for (subject, reply, payload) in &captured[..5] {
+        for _ in 0..2 {
+            rogue.publish(subject, reply, payload);
+        }
+    }
+    let (_, reply, payload) = &captured[5];
+    rogue.publish("warden.default.call.b.c.log", reply, payload);
+    rogue.publish(
+        "warden.default.call.b.a.kv",
+        "rogue.1",
+        &call_frame("b", b"x"),
+    );
+    rogue.publish("warden.default.ps", "rogue.ps", b"");
+    wait_metric(&a, FORGED, 12.0);
+    assert_eq!(a.metric("warden_cluster_served_total{name=\"kv\"}"), 50.0);
+    // Members still see each other's tasks (c answered a's question, so
+    // it had refused the rogue's before); nobody answered the rogue.
+    let api = a.get("/api/cluster");
+    assert!(api.contains("\"node\":\"c\""), "{api}");
+    let heard = rogue.heard_until_pong();
+    assert!(!heard.iter().any(|s| s.starts_with("rogue.")), "{heard:?}");
+    drop(impostor);
+    // A node whose key is not the listed one, or that is not listed, is
+    // refused with one line, without printing a seed.
+    put(d.path(), "x", "node.nk", &fake.seed().unwrap());
+    let mut wrong = Node::start_with(d.path(), "x", &url, keyed, &server("kv", "x"), &[]);
+    refused(&mut wrong, "this node, x, is not listed");
+    put(d.path(), "c2", "node.nk", &fake.seed().unwrap());
+    let c_as = "key = 'node.nk'\nmembers = { c2 = \"NBADKEY\" }";
+    let mut bad = Node::start_with(d.path(), "c2", &url, c_as, &server("kv", "c2"), &[]);
+    refused(&mut bad, "not an nkey public key");
+    let keyed_c = "key = '../a/node.nk'\nmembers = '../members.toml'";
+    let mut stolen = Node::start_with(d.path(), "c", &url, keyed_c, &server("log", "c"), &[]);
+    refused(
+        &mut stolen,
+        "is not the key cluster.members lists for node c",
+    );
+    no_secret_in(&stolen, &fake.seed().unwrap());
 }

@@ -119,3 +119,32 @@ pub fn cluster_config(manifests: &[std::path::PathBuf]) -> Result<(), String> {
     print!("{}", broker_config(&members)?);
     Ok(())
 }
+
+/// `warden cluster key`: a key pair per node, its seed in `dir/NODE.nk`,
+/// its public half printed as a line of a `cluster.members` file.
+pub fn cluster_keys(nodes: &[String], dir: &std::path::Path) -> Result<(), String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    for node in nodes {
+        if !warden::cluster_config::valid_node(node) {
+            return Err(format!(
+                "{node:?} is not a node name (1 to 64 letters, digits, '-' or '_')"
+            ));
+        }
+    }
+    for node in nodes {
+        let key = nkeys::KeyPair::new_server();
+        let seed = key.seed().map_err(|e| format!("{node}: {e}"))?;
+        let path = dir.join(format!("{node}.nk"));
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        file.write_all(format!("{seed}\n").as_bytes())
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        println!("{node} = \"{}\"", key.public_key());
+    }
+    Ok(())
+}

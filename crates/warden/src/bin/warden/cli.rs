@@ -140,6 +140,17 @@ pub enum ClusterCommand {
         #[arg(required = true)]
         manifests: Vec<PathBuf>,
     },
+    /// Make a key for each node: write its seed to DIR/NODE.nk (readable
+    /// by its owner only; an existing file is never overwritten) and
+    /// print the `node = "public key"` lines of a cluster.members file.
+    Key {
+        /// The nodes' names.
+        #[arg(required = true)]
+        nodes: Vec<String>,
+        /// Where to write the seed files.
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+    },
 }
 
 #[derive(Args)]

@@ -87,6 +87,9 @@ fn main() -> ExitCode {
         Command::Cluster {
             command: ClusterCommand::Config { manifests },
         } => done(check::cluster_config(&manifests)),
+        Command::Cluster {
+            command: ClusterCommand::Key { nodes, dir },
+        } => done(check::cluster_keys(&nodes, &dir)),
         Command::Completions { shell } => done(docs::completions(&shell)),
         Command::Man { dir } => done(docs::man(&dir)),
     };
