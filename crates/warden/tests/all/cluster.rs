@@ -23,6 +23,28 @@ impl Broker {
         Self::with_args(port, &[])
     }
 
+    /// Kills the broker and waits for its end.
+    pub(crate) fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// A server on `port` of a NATS cluster whose routes listen on
+    /// `route` and reach the other server's on `other`.
+    pub(crate) fn routed(port: u16, route: u16, other: u16) -> Broker {
+        let cluster = format!("nats://127.0.0.1:{route}");
+        let routes = format!("nats://127.0.0.1:{other}");
+        let args = [
+            "--cluster_name",
+            "w",
+            "--cluster",
+            &cluster,
+            "--routes",
+            &routes,
+        ];
+        Self::with_args(port, &args)
+    }
+
     /// A broker with the configuration file `conf` (which must not name
     /// a listening address: the port is chosen here).
     pub fn with_config(conf: &Path) -> Broker {
@@ -89,7 +111,13 @@ impl Node {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::copy(guests::CLUSTER, dir.join("cluster.wasm")).unwrap();
         std::fs::copy(guests::ECHO, dir.join("echo.wasm")).unwrap();
-        let text = format!("[cluster]\nnats = \"{broker}\"\nnode = \"{name}\"\n{keys}\n{tasks}");
+        // A list of brokers is given as a TOML array.
+        let nats = if broker.starts_with('[') {
+            broker.to_string()
+        } else {
+            format!("\"{broker}\"")
+        };
+        let text = format!("[cluster]\nnats = {nats}\nnode = \"{name}\"\n{keys}\n{tasks}");
         let m = manifest(&dir, &text);
         let control = format!("127.0.0.1:{}", free_port());
         let child = warden()

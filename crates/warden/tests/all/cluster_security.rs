@@ -750,3 +750,112 @@ fn a_keyed_cluster_refuses_impostors_replays_and_strangers() {
     );
     no_secret_in(&stolen, &fake.seed().unwrap());
 }
+
+#[test]
+fn a_flood_of_announcements_is_refused_past_its_budget() {
+    let d = tempfile::tempdir().unwrap();
+    let broker = Broker::start();
+    let a = Node::start(d.path(), "a", &broker.url(), &server("kv", "a"));
+    a.wait_for("server: ready");
+    let mut rogue = Rogue::connect(broker.port);
+    // 2,000 announcements of 32 KiB (64 MiB), each well formed but
+    // naming another node than its subject's, so that every one a
+    // decodes is dropped and counted: decoded and refused add up to all.
+    const FLOOD: usize = 2000;
+    let exports: Vec<String> = (0..2900).map(|i| format!("n{i:05}")).collect();
+    for i in 0..FLOOD {
+        let a = serde_json::json!({ "node": "y", "instance": 1, "exports": exports });
+        let body = serde_json::to_vec(&a).unwrap();
+        rogue.publish(&format!("warden.default.node.x{i}"), "", &body);
+    }
+    rogue.send(b"PING\r\n");
+    rogue.pong();
+    let refused = "warden_cluster_refused_announcements_total";
+    let t = Instant::now();
+    loop {
+        let (r, dropped) = (
+            a.metric(refused),
+            a.metric("warden_cluster_dropped_frames_total"),
+        );
+        if r + dropped >= FLOOD as f64 {
+            // Past the burst, the byte budget (8 MiB a second) refuses
+            // most of them.
+            assert!(r >= FLOOD as f64 / 2.0, "{r} refused, {dropped} decoded");
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "{r} refused, {dropped} decoded"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The node still serves.
+    let calls = client("calls", &["call", "kv", "20", "hi"], &["kv"]);
+    let mut b = Node::start(d.path(), "b", &broker.url(), &calls);
+    assert_eq!(b.finish(), 0, "{}{}", b.out(), b.err());
+    assert!(b.out().contains("client: from a 20"), "{}", b.out());
+}
+
+#[test]
+fn nodes_on_two_routed_servers_call_across_and_fail_over() {
+    let d = tempfile::tempdir().unwrap();
+    let (p1, p2, r1, r2) = (free_port(), free_port(), free_port(), free_port());
+    let mut one = Broker::routed(p1, r1, r2);
+    let _two = Broker::routed(p2, r2, r1);
+    // The route is up once what is published on one is heard on two.
+    let mut hears = Rogue::connect(p2);
+    hears.send(b"SUB probe 1\r\nPING\r\n");
+    hears.pong();
+    let mut says = Rogue::connect(p1);
+    let t = Instant::now();
+    loop {
+        says.publish("probe", "", b"x");
+        if hears.next(Duration::from_millis(100)).is_some() {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "no route");
+    }
+    // a names only server one, and learns of two from it when it
+    // connects (the route is up); b is on two.
+    let a = Node::start(
+        d.path(),
+        "a",
+        &format!("nats://127.0.0.1:{p1}"),
+        &server("kv", "a"),
+    );
+    let b = Node::start(
+        d.path(),
+        "b",
+        &format!("[\"nats://127.0.0.1:{p2}\"]"),
+        &client("calls", &["call", "kv", "1000000000", "x"], &["kv"]),
+    );
+    let served = |n: &Node| n.metric("warden_cluster_served_total{name=\"kv\"}");
+    let wait_served = |at_least: f64| {
+        let t = Instant::now();
+        while served(&a) < at_least {
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "{} served; a: {}\nb: {}",
+                served(&a),
+                a.err(),
+                b.out()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    // Calls cross the route.
+    wait_served(10.0);
+    // Server one dies: to a, a broker loss (b's call in flight fails);
+    // a reconnects to two and offers its name again, and calls made
+    // there reach it.
+    one.kill();
+    b.wait_for("client: call: peer died");
+    let mut c = Node::start(
+        d.path(),
+        "c",
+        &format!("nats://127.0.0.1:{p2}"),
+        &client("calls", &["call", "kv", "3", "x"], &["kv"]),
+    );
+    assert_eq!(c.finish(), 0, "{}{}", c.out(), c.err());
+    assert!(c.out().contains("client: from a 3"), "{}", c.out());
+}
