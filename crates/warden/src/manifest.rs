@@ -77,6 +77,9 @@
 //!                                  # password_file or password_env, or
 //!                                  # token_file or token_env
 //! tls_ca = "ca.pem"                # and tls_cert, tls_key, tls_required
+//! key = "a.nk"                     # this node's key, with members: every
+//! members = "members.toml"         # member's public key (or inline
+//!                                  # { a = "N…" }); frames are signed
 //! ```
 //!
 //! Parsing is strict: unknown keys, bad sizes and durations, missing module

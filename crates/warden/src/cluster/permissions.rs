@@ -2,13 +2,14 @@
 //! subjects it may publish on and subscribe to, as a `nats-server`
 //! `authorization` block (`warden cluster config`).
 //!
-//! A node publishes its calls (`call.<node>.…`, `callx.<node>.…`), its
+//! A node publishes its calls (`call.<node>.<server>.<name>`,
+//! `callx.<node>.…`), its
 //! announcements (`node.<node>`), questions to every node (`hello.*`,
 //! `ps`) and calls through portals it was lent (`portal.*.…`, whose
 //! subjects carry a secret); it answers only what it was sent (NATS's
-//! `allow_responses`). It subscribes to the calls of the names its
-//! manifest exports, to announcements, to its own `hello`, `inbox` and
-//! `portal` subjects, and to `ps`. So a member cannot read or answer
+//! `allow_responses`). It subscribes to the calls to it of the names
+//! its manifest exports (`call.*.<node>.<name>`), to announcements, to
+//! its own `hello`, `inbox` and `portal` subjects, and to `ps`. So a member cannot read or answer
 //! another's calls, announce as another, take another's name, or write
 //! into another's inbox; a stranger cannot connect at all.
 

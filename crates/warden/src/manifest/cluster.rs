@@ -1,5 +1,6 @@
 //! The `[cluster]` section: the broker, this node's name, the cluster's
-//! name, and the node's credentials and TLS for the broker. Secrets are
+//! name, the node's credentials and TLS for the broker, and (for a keyed
+//! cluster) the node's key and the members' public keys. Secrets are
 //! named (a file, an environment variable), never written here.
 
 use crate::cluster::{
