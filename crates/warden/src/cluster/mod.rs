@@ -14,8 +14,10 @@
 //! thread and by operators' queries), the providers' index that lookups
 //! read (`Shared::names`), the table of calls waiting for answers
 //! (`Shared::pending`), that of lent portals (`Shared::lent`) and the
-//! replay windows (`Shared::windows`) are never held together, and the
-//! name service releases its own lock before it asks this module. An
+//! replay windows (`Shared::windows`) are never held together (only the
+//! list of the node's background tasks, `Shared::tasks`, is taken under
+//! the index's, when a lookup makes a relay), and the name service
+//! releases its own lock before it asks this module. An
 //! announcement is decoded and compared outside every lock; the index
 //! is then updated with work linear in what it changed.
 //!
