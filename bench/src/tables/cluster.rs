@@ -10,12 +10,14 @@ use crate::model::{Cell, Kind, Table};
 use crate::peers::{figure, figures};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use warden::cluster_config::ClusterKeys;
 use warden::{ClusterSpec, Runtime, TaskSpec};
 use warden_test_guests as guests;
 
 const REMOTE: &str = "Warden remote portal call (2 nodes, nats-server)";
 const ERLANG: &str = "Erlang distribution (2 nodes, erl -sname)";
 const LOCAL: &str = "Warden local portal call (1 node)";
+const KEYED: &str = "Warden remote portal call, keyed cluster (every frame signed)";
 const NATS: &str = "NATS request/reply alone (async-nats, same broker)";
 const COLUMNS: [&str; 2] = ["null round trip", "100-byte request"];
 
@@ -43,9 +45,14 @@ fn latency(ctx: &Ctx, broker: &Broker) -> Table {
          in, its length out), so every call crosses the broker twice. Erlang: two `erl -sname` \
          nodes on this machine; a process on one sends a message to a process on the other and \
          waits for the answer (an atom; a 100-character string, its length back). Local: the \
-         same Warden calls between two tasks of one runtime."
+         same Warden calls between two tasks of one runtime. Keyed: the same two nodes in a \
+         cluster whose members are listed with their nkeys (`cluster.key`, `cluster.members`), \
+         so that each call, progress note and reply is signed by its sender and checked by its \
+         receiver."
     );
-    let nodes = match Pair::start(broker) {
+    let keyring = Keyring::new(&["a", "b"]);
+    let keyed = keyring.and_then(|k| Pair::start(broker, Some(&k)));
+    let nodes = match Pair::start(broker, None) {
         Ok(n) => n,
         Err(e) => {
             t.notes.push(format!("the Warden nodes did not start: {e}"));
@@ -88,6 +95,19 @@ fn latency(ctx: &Ctx, broker: &Broker) -> Table {
                 s.push(&format!("{NATS}/{}", COLUMNS[1]), str100 / 1e3);
                 Ok(())
             }),
+            contestant(KEYED, |s| {
+                let keyed = keyed.as_ref().map_err(Clone::clone)?;
+                let f = keyed.call(calls, &kinds)?;
+                s.push(
+                    &format!("{KEYED}/{}", COLUMNS[0]),
+                    figure(&f, "null")? / 1e3,
+                );
+                s.push(
+                    &format!("{KEYED}/{}", COLUMNS[1]),
+                    figure(&f, "str100")? / 1e3,
+                );
+                Ok(())
+            }),
             contestant(LOCAL, |s| {
                 let f = inproc::ipc(1, calls * 10, &kinds)?;
                 s.push(
@@ -105,6 +125,7 @@ fn latency(ctx: &Ctx, broker: &Broker) -> Table {
     t.row_from(REMOTE, Kind::Warden, &samples, &format!("{REMOTE}/"));
     t.row_from(ERLANG, Kind::Peer, &samples, &format!("{ERLANG}/"));
     t.row_from(NATS, Kind::Peer, &samples, &format!("{NATS}/"));
+    t.row_from(KEYED, Kind::Peer, &samples, &format!("{KEYED}/"));
     t.row_from(LOCAL, Kind::Peer, &samples, &format!("{LOCAL}/"));
     t.notes.push(
         "The NATS row is the broker's own floor: two async-nats clients in one process, one \
@@ -246,9 +267,9 @@ fn nats_alone(url: &str, calls: u64) -> Result<(f64, f64), String> {
 /// One sample: `k` serving nodes, `clients` callers on another node.
 fn scale_sample(broker: &Broker, k: usize, clients: usize, calls: u64) -> Result<f64, String> {
     let servers: Vec<Node> = (0..k)
-        .map(|i| Node::serving(broker, &format!("s{i}")))
+        .map(|i| Node::serving(broker, &format!("s{i}"), None))
         .collect::<Result<_, _>>()?;
-    let client = Node::join(broker, "c")?;
+    let client = Node::join(broker, "c", None)?;
     client.wait_for_exporters(k)?;
     let mut spec = quiet("client", guests::IPC_BENCH);
     spec.args = ["client", &calls.to_string(), "null", "bench"]
@@ -333,17 +354,53 @@ struct Node {
     rt: Runtime,
 }
 
+/// The keys of a keyed cluster's nodes: their seeds in a temporary
+/// directory, and every member's public key.
+struct Keyring {
+    dir: tempfile::TempDir,
+    members: std::collections::BTreeMap<String, String>,
+}
+
+impl Keyring {
+    fn new(nodes: &[&str]) -> Result<Keyring, String> {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let mut members = std::collections::BTreeMap::new();
+        for node in nodes {
+            let key = nkeys::KeyPair::new_server();
+            let seed = key.seed().map_err(|e| e.to_string())?;
+            std::fs::write(dir.path().join(format!("{node}.nk")), seed)
+                .map_err(|e| e.to_string())?;
+            members.insert(node.to_string(), key.public_key());
+        }
+        Ok(Keyring { dir, members })
+    }
+
+    /// Node `node`'s `[cluster]` keys.
+    fn keys(&self, node: &str) -> ClusterKeys {
+        ClusterKeys {
+            seed: self.dir.path().join(format!("{node}.nk")),
+            members: self.members.clone(),
+        }
+    }
+}
+
 impl Node {
-    fn join(broker: &Broker, node: &str) -> Result<Node, String> {
+    /// Joins as `node`: of the default cluster, or with `keys` of the
+    /// cluster "keyed".
+    fn join(broker: &Broker, node: &str, keys: Option<&Keyring>) -> Result<Node, String> {
         let rt = inproc::runtime(1, 64);
-        let spec = ClusterSpec::new(vec![broker.url.clone()], node);
+        let mut spec = ClusterSpec::new(vec![broker.url.clone()], node);
+        if let Some(k) = keys {
+            spec.cluster = "keyed".into();
+            spec.keys = Some(k.keys(node));
+        }
         rt.join_cluster(&spec).map_err(|e| e.to_string())?;
         Ok(Node { rt })
     }
 
     /// A node whose `ipc_bench server` task exports "bench".
-    fn serving(broker: &Broker, node: &str) -> Result<Node, String> {
-        let n = Node::join(broker, node)?;
+    fn serving(broker: &Broker, node: &str, keys: Option<&Keyring>) -> Result<Node, String> {
+        let n = Node::join(broker, node, keys)?;
         let mut s: TaskSpec = quiet("server", guests::IPC_BENCH);
         s.args = vec!["server".into()];
         s.provides = vec!["bench".into()];
@@ -383,9 +440,9 @@ struct Pair {
 }
 
 impl Pair {
-    fn start(broker: &Broker) -> Result<Pair, String> {
-        let server = Node::serving(broker, "a")?;
-        let client = Node::join(broker, "b")?;
+    fn start(broker: &Broker, keys: Option<&Keyring>) -> Result<Pair, String> {
+        let server = Node::serving(broker, "a", keys)?;
+        let client = Node::join(broker, "b", keys)?;
         client.wait_for_exporters(1)?;
         Ok(Pair {
             _server: server,
