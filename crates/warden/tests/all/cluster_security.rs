@@ -488,7 +488,11 @@ fn a_flood_of_calls_is_answered_busy_within_the_byte_budget() {
     let grew = proc_status_bytes(&pid, "VmHWM")
         .unwrap()
         .saturating_sub(before);
-    assert!(grew < 96 << 20, "the node grew {} MiB", grew >> 20);
+    // What the node may hold: the 16 MiB admitted, and the calls the
+    // broker's client has read and the node not yet answered busy (on a
+    // busy machine, up to the flood itself); a task spawned per call, each
+    // holding its request, took 585 MiB.
+    assert!(grew < 160 << 20, "the node grew {} MiB", grew >> 20);
     // Others' calls to the node's other name go on.
     let mut b = Node::start(
         d.path(),
@@ -758,10 +762,12 @@ fn a_flood_of_announcements_is_refused_past_its_budget() {
     let a = Node::start(d.path(), "a", &broker.url(), &server("kv", "a"));
     a.wait_for("server: ready");
     let mut rogue = Rogue::connect(broker.port);
-    // 2,000 announcements of 32 KiB (64 MiB), each well formed but
+    // 1,000 announcements of 32 KiB (32 MiB), each well formed but
     // naming another node than its subject's, so that every one a
     // decodes is dropped and counted: decoded and refused add up to all.
-    const FLOOD: usize = 2000;
+    // (Fewer than a subscription holds, so the broker's client drops
+    // none of them however slowly the node reads.)
+    const FLOOD: usize = 1000;
     let exports: Vec<String> = (0..2900).map(|i| format!("n{i:05}")).collect();
     for i in 0..FLOOD {
         let a = serde_json::json!({ "node": "y", "instance": 1, "exports": exports });
