@@ -4,12 +4,10 @@
 //! task serves it: a host loop receives its calls). A task's call through
 //! the portal is therefore an ordinary call — its request copied into the
 //! kernel under the task's own quotas and budget, its timeout and death
-//! handled as for any call — and the relay sends it to the name's subject,
-//! where the broker gives it to one of the nodes serving the name.
-//!
-//! A name's calls go to the nodes serving it in turn, each sealed for
-//! the node it is sent to (see [`super::seal`]); its answer must be
-//! sealed by that node.
+//! handled as for any call — and the relay sends it to one of the nodes
+//! serving the name, picked at random for each call (the next one if the
+//! broker says nobody listens there any more), sealed for that node (see
+//! [`super::seal`]); its answer must be sealed by that node.
 //!
 //! Answers come back on this node's inbox, one subject per call. The
 //! serving node sends a progress frame every [`super::PROGRESS`] while it

@@ -2,12 +2,12 @@
 //! see [`super::portal`]), offered to the others.
 //!
 //! Every live exported name has a subscription on the subject of its
-//! calls to this node (callers take the nodes serving a name in turn).
-//! A call is checked — its caller named alike by subject, frame and (in
-//! a keyed cluster) seal, sealed for this instance, not a replay — and
-//! becomes a host client's call to the local
-//! service, on behalf of the remote caller (its node and task travel in
-//! the frame, and the server may ask for them). While the local call
+//! calls to this node (each caller picks one of the nodes serving a
+//! name). A call is checked — its caller named alike by subject, frame
+//! and (in a keyed cluster) seal, sealed for this instance, not a replay
+//! — and becomes a host client's call to the local service, on behalf of
+//! the remote caller (its node and task travel in the frame, and the
+//! server may ask for them). While the local call
 //! runs, a progress frame goes back every [`super::PROGRESS`], so the
 //! caller can tell a slow service from a dead node. At most
 //! [`MAX_IN_FLIGHT`] remote calls run at once; the others wait, and what
