@@ -199,6 +199,20 @@ impl Node {
         text
     }
 
+    /// Waits until the node's counter `metric` reaches `at_least`.
+    pub fn wait_metric(&self, metric: &str, at_least: f64) {
+        let t = Instant::now();
+        while self.metric(metric) < at_least {
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "{metric} stayed at {} (want {at_least}); err:\n{}",
+                self.metric(metric),
+                self.err()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// A counter of the node's `/metrics`, 0 if absent.
     pub fn metric(&self, line_start: &str) -> f64 {
         self.get("/metrics")
@@ -395,11 +409,7 @@ fn calls_fail_while_the_broker_is_lost_and_work_once_it_is_back() {
         &broker.url(),
         &client("calls", &["call", "kv", "1000000000", "x"], &["kv"]),
     );
-    let t = Instant::now();
-    while a.metric("warden_cluster_served_total{name=\"kv\"}") < 10.0 {
-        assert!(t.elapsed() < Duration::from_secs(30), "no calls served");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    a.wait_metric("warden_cluster_served_total{name=\"kv\"}", 10.0);
     let port = broker.port;
     let _ = broker.child.kill();
     let _ = broker.child.wait();
@@ -456,14 +466,7 @@ fn malformed_frames_are_dropped_and_counted() {
     }
     text.extend_from_slice(b"PING\r\n");
     s.write_all(&text).unwrap();
-    let t = Instant::now();
-    while a.metric("warden_cluster_dropped_frames_total") < 5.0 {
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "dropped frames never counted"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    a.wait_metric("warden_cluster_dropped_frames_total", 5.0);
     // The node still serves, and served only real calls.
     let mut c = Node::start(d.path(), "c", &broker.url(), &calls);
     assert_eq!(c.finish(), 0, "{}", c.out());

@@ -271,6 +271,14 @@ fn clusters_sharing_a_broker_never_hear_each_other() {
     assert!(b.out().contains("client: from a 5"), "{}", b.out());
 }
 
+/// Runs `warden args`, which must succeed; its stdout.
+fn warden_ok(args: &[std::ffi::OsString]) -> Vec<u8> {
+    let out = warden().args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    out.stdout
+}
+
 /// A raw NATS client: the attacker.
 struct Rogue {
     s: std::net::TcpStream,
@@ -533,17 +541,9 @@ fn the_generated_broker_config_holds_each_node_to_its_own_subjects() {
             &calls,
         ),
     ];
-    let out = warden()
-        .args(["cluster", "config"])
-        .args(&manifests)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let config = String::from_utf8(out.stdout).unwrap();
+    let mut args = vec!["cluster".into(), "config".into()];
+    args.extend(manifests.iter().map(|m| m.clone().into_os_string()));
+    let config = String::from_utf8(warden_ok(&args)).unwrap();
     assert!(!config.contains(&ka.seed().unwrap()), "no secret");
     let config = config.replace("$ROGUE_PW", &format!("\"{SECRET}\""));
     let broker = Broker::with_config(&conf(d.path(), &config));
@@ -621,19 +621,6 @@ impl Rogue {
     }
 }
 
-/// Waits until node `n`'s counter `metric` reaches `at_least`.
-fn wait_metric(n: &Node, metric: &str, at_least: f64) {
-    let t = Instant::now();
-    while n.metric(metric) < at_least {
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "{metric} stayed at {} (want {at_least})",
-            n.metric(metric)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 const FORGED: &str = "warden_cluster_forged_frames_total";
 
 #[test]
@@ -641,17 +628,9 @@ fn a_keyed_cluster_refuses_impostors_replays_and_strangers() {
     let d = tempfile::tempdir().unwrap();
     let keys = d.path().join("keys");
     std::fs::create_dir_all(&keys).unwrap();
-    let out = warden()
-        .args(["cluster", "key", "a", "b", "c", "--dir"])
-        .arg(&keys)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    std::fs::write(d.path().join("members.toml"), &out.stdout).unwrap();
+    let args = ["cluster", "key", "a", "b", "c", "--dir"].map(Into::into);
+    let listed = warden_ok(&[&args[..], &[keys.clone().into_os_string()]].concat());
+    std::fs::write(d.path().join("members.toml"), &listed).unwrap();
     for node in ["a", "b", "c"] {
         let seed = keys.join(format!("{node}.nk"));
         let mode = std::fs::metadata(&seed).unwrap().permissions();
@@ -682,12 +661,12 @@ fn a_keyed_cluster_refuses_impostors_replays_and_strangers() {
     let fake = nkeys::KeyPair::new_server();
     let impostor_dir = d.path().join("impostor");
     put(&impostor_dir, "a", "node.nk", &fake.seed().unwrap());
-    let b_key = String::from_utf8(out.stdout.clone()).unwrap();
+    let b_key = String::from_utf8(listed.clone()).unwrap();
     let b_line = b_key.lines().find(|l| l.starts_with("b =")).unwrap();
     let theirs = format!(
         "key = 'node.nk'\nmembers = {{ a = \"{}\", {} }}",
         fake.public_key(),
-        b_line.replacen(" = ", " = ", 1)
+        b_line
     );
     let impostor = Node::start_with(
         &impostor_dir,
@@ -699,7 +678,7 @@ fn a_keyed_cluster_refuses_impostors_replays_and_strangers() {
     );
     impostor.wait_for("server: ready");
     // c refused the impostor's announcements before b starts.
-    wait_metric(&c, FORGED, 2.0);
+    c.wait_metric(FORGED, 2.0);
     let calls = client("calls", &["call", "kv", "50", "hi"], &["kv"]);
     let mut b = Node::start_with(d.path(), "b", &url, keyed, &calls, &[]);
     assert_eq!(b.finish(), 0, "{}{}", b.out(), b.err());
@@ -728,7 +707,7 @@ fn a_keyed_cluster_refuses_impostors_replays_and_strangers() {
         &call_frame("b", b"x"),
     );
     rogue.publish("warden.default.ps", "rogue.ps", b"");
-    wait_metric(&a, FORGED, 12.0);
+    a.wait_metric(FORGED, 12.0);
     assert_eq!(a.metric("warden_cluster_served_total{name=\"kv\"}"), 50.0);
     // Members still see each other's tasks (c answered a's question, so
     // it had refused the rogue's before); nobody answered the rogue.
@@ -829,28 +808,14 @@ fn nodes_on_two_routed_servers_call_across_and_fail_over() {
         &format!("nats://127.0.0.1:{p1}"),
         &server("kv", "a"),
     );
-    let b = Node::start(
+    let _b = Node::start(
         d.path(),
         "b",
         &format!("[\"nats://127.0.0.1:{p2}\"]"),
         &client("calls", &["call", "kv", "1000000000", "x"], &["kv"]),
     );
-    let served = |n: &Node| n.metric("warden_cluster_served_total{name=\"kv\"}");
-    let wait_served = |at_least: f64| {
-        let t = Instant::now();
-        while served(&a) < at_least {
-            assert!(
-                t.elapsed() < Duration::from_secs(30),
-                "{} served; a: {}\nb: {}",
-                served(&a),
-                a.err(),
-                b.out()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    };
     // Calls cross the route.
-    wait_served(10.0);
+    a.wait_metric("warden_cluster_served_total{name=\"kv\"}", 10.0);
     // Server one dies: to a, a broker loss (a call of b's in flight then
     // fails, if one was); a reconnects to two and offers its name again,
     // and calls made there reach it.
