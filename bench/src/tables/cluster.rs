@@ -19,6 +19,7 @@ const ERLANG: &str = "Erlang distribution (2 nodes, erl -sname)";
 const LOCAL: &str = "Warden local portal call (1 node)";
 const KEYED: &str = "Warden remote portal call, keyed cluster (every frame signed)";
 const NATS: &str = "NATS request/reply alone (async-nats, same broker)";
+const ONE_CLIENT: &str = "Warden remote calls, one client";
 const COLUMNS: [&str; 2] = ["null round trip", "100-byte request"];
 
 pub fn run(ctx: &Ctx) -> Vec<Table> {
@@ -154,23 +155,31 @@ fn throughput(ctx: &Ctx, broker: &Broker) -> Table {
     );
     t.method = format!(
         "{clients} client tasks on one node each make {calls} null calls to a name that 1, 2 or \
-         3 other nodes export (NATS queue group: the broker gives each call to one of them); \
-         calls per second from the first spawn to the last client's end. Every node is a \
+         3 other nodes export (the calling node sends each call to one of them, picked at \
+         random), twice (ipc_bench's warm-up run and its timed one); every call counted, over \
+         the time from the first spawn to the last client's end. Every node is a \
          runtime in the harness process with its own broker connection, started afresh for \
          each sample. Erlang: {clients} processes on one node each make {calls} round trips to \
          a server process on one of 1, 2 or 3 other nodes (process i uses node i mod K), the \
          second of two runs. All share this machine's cores (and Warden's the broker)."
     );
     let erl: Result<Vec<ErlNode>, String> = (1..=3).map(|i| ErlNode::start(ctx, i)).collect();
-    let mut cells = (Vec::new(), Vec::new());
+    let mut cells = (Vec::new(), Vec::new(), Vec::new());
     let mut errors = std::collections::BTreeMap::new();
     for (k, col) in (1..=3).zip(columns) {
         let mut samples = (Vec::new(), Vec::new());
+        let mut alone = Vec::new();
         for _ in 0..ctx.rounds.max(1) {
             match scale_sample(broker, k, clients, calls) {
                 Ok(rate) => samples.0.push(rate),
                 Err(e) => {
                     errors.insert(format!("Warden, {col}"), e);
+                }
+            }
+            match scale_sample(broker, k, 1, calls) {
+                Ok(rate) => alone.push(rate),
+                Err(e) => {
+                    errors.insert(format!("Warden one client, {col}"), e);
                 }
             }
             match erl_scale(&erl, k, clients, calls) {
@@ -182,12 +191,20 @@ fn throughput(ctx: &Ctx, broker: &Broker) -> Table {
         }
         cells.0.push(Cell::of(samples.0));
         cells.1.push(Cell::of(samples.1));
+        cells.2.push(Cell::of(alone));
     }
     t.row("Warden remote calls (nats-server)", Kind::Warden, cells.0);
     t.row("Erlang distribution (erl -sname)", Kind::Peer, cells.1);
+    t.row(ONE_CLIENT, Kind::Peer, cells.2);
     for (name, e) in errors {
         t.notes.push(format!("{name} failed: {e}"));
     }
+    t.notes.push(format!(
+        "The \"{ONE_CLIENT}\" row is Warden again with a single client task making the same \
+         {calls} calls: its ratio is how many times one client's calls per second {clients} \
+         clients get (how well calls from many clients are pipelined on a node's broker \
+         connection). Target: at least 4."
+    ));
     t.notes.push(
         "Ratios here are of calls per second: below 1, Warden completes fewer. On a machine \
          with few cores every node, the broker and the clients share them, so added nodes add \
@@ -290,7 +307,8 @@ fn scale_sample(broker: &Broker, k: usize, clients: usize, calls: u64) -> Result
             return Err(format!("a client ended {} {:?}", r.status, r.reason));
         }
     }
-    let rate = (clients as u64 * calls) as f64 / t.elapsed().as_secs_f64();
+    // Each client makes its calls twice: a warm-up run, then a timed one.
+    let rate = (2 * clients as u64 * calls) as f64 / t.elapsed().as_secs_f64();
     drop(servers);
     Ok(rate)
 }

@@ -144,7 +144,8 @@ impl Shared {
             Ok((reply, portals)) if portals.iter().all(|p| self.subjects.owns_portal(p)) => {
                 let subjects: Vec<&str> = portals.iter().map(String::as_str).collect();
                 let objects = self.borrow_all(&subjects);
-                let _ = call.reply_with(reply.len(), |b| b.copy_from_slice(&reply), objects);
+                let copy = |b: &mut [u8]| b.copy_from_slice(&reply);
+                let _ = call.reply_handing_off(reply.len(), copy, objects);
             }
             Ok(_) => {
                 self.stats.drop_frame();

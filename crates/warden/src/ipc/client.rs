@@ -55,6 +55,8 @@ pub struct HostClient {
     direct: DirectCall,
     /// Calls in progress (see [`HostClient::call_portal`]).
     calls: AtomicUsize,
+    /// Whether a lone call hands off too (see [`HostClient::handing_off`]).
+    lone_hand_off: bool,
 }
 
 /// Counts a call in progress until dropped.
@@ -95,7 +97,19 @@ impl HostClient {
             pool: Mutex::new(Vec::new()),
             direct,
             calls: AtomicUsize::new(0),
+            lone_hand_off: false,
         }
+    }
+
+    /// This client with every call handed off to the calling thread when
+    /// a worker is idle, a lone one too: for a caller whose calls come
+    /// further apart than a worker stays awake (a cluster node's calls
+    /// from other nodes, one broker round trip apart), where waking the
+    /// server on a worker would cost a thread's wake-up, and the answer
+    /// another.
+    pub(crate) fn handing_off(mut self) -> HostClient {
+        self.lone_hand_off = true;
+        self
     }
 
     /// The id servers see as the caller's.
@@ -187,7 +201,9 @@ impl HostClient {
             // Among other calls, a server waiting in `recv` may answer on
             // this thread, now (a lone call is left to a worker, see the
             // module docs).
-            Some(receiver) if others > 0 => crate::executor::host_hand_off(receiver),
+            Some(receiver) if others > 0 || self.lone_hand_off => {
+                crate::executor::host_hand_off(receiver)
+            }
             Some(receiver) => receiver.wake(),
             None => {}
         }

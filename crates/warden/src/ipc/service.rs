@@ -476,10 +476,34 @@ impl CallRef {
     /// if the reply does not fit the client's memory budget (the client's
     /// call then fails with `NoMem` too).
     pub fn reply_with(
+        self,
+        len: usize,
+        copy: impl FnOnce(&mut [u8]),
+        objects: Vec<Object>,
+    ) -> Result<(), (Errno, Vec<Object>)> {
+        self.answer(len, copy, objects, Waker::wake)
+    }
+
+    /// As [`CallRef::reply_with`], from a thread that is no worker (a
+    /// cluster node's relay): if a worker is idle, the client's next slice
+    /// runs on this thread, at once (see
+    /// [`crate::executor::host_hand_off`]), rather than on a worker woken
+    /// for it.
+    pub fn reply_handing_off(
+        self,
+        len: usize,
+        copy: impl FnOnce(&mut [u8]),
+        objects: Vec<Object>,
+    ) -> Result<(), (Errno, Vec<Object>)> {
+        self.answer(len, copy, objects, crate::executor::host_hand_off)
+    }
+
+    fn answer(
         mut self,
         len: usize,
         copy: impl FnOnce(&mut [u8]),
         objects: Vec<Object>,
+        wake: fn(Waker),
     ) -> Result<(), (Errno, Vec<Object>)> {
         let slot = self.slot.take().expect("unanswered call");
         let mut st = slot.lock();
@@ -496,7 +520,7 @@ impl CallRef {
         let w = st.client.take();
         drop(st);
         if let Some(w) = w {
-            w.wake();
+            wake(w);
         }
         filled.map_err(|e| (e, Vec::new()))
     }

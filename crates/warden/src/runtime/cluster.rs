@@ -21,7 +21,9 @@ impl Runtime {
             Some(inner) => serde_json::to_value(Runtime { inner }.task_views()).unwrap_or_default(),
             None => serde_json::Value::Array(Vec::new()),
         });
-        let host = self.host_client(format!("cluster:{}", spec.node));
+        let host = self
+            .host_client(format!("cluster:{}", spec.node))
+            .handing_off();
         let cluster =
             Cluster::join(spec, &inner.kernel, host, task_list).map_err(Error::Cluster)?;
         inner
