@@ -19,6 +19,7 @@ const ERLANG: &str = "Erlang distribution (2 nodes, erl -sname)";
 const LOCAL: &str = "Warden local portal call (1 node)";
 const KEYED: &str = "Warden remote portal call, keyed cluster (every frame signed)";
 const NATS: &str = "NATS request/reply alone (async-nats, same broker)";
+const NATS_TWO: &str = "NATS request/reply alone, answered from another thread";
 const ONE_CLIENT: &str = "Warden remote calls, one client";
 const COLUMNS: [&str; 2] = ["null round trip", "100-byte request"];
 
@@ -91,9 +92,15 @@ fn latency(ctx: &Ctx, broker: &Broker) -> Table {
                 Ok(())
             }),
             contestant(NATS, |s| {
-                let (null, str100) = nats_alone(&broker.url, calls)?;
+                let (null, str100) = nats_alone(&broker.url, calls, false)?;
                 s.push(&format!("{NATS}/{}", COLUMNS[0]), null / 1e3);
                 s.push(&format!("{NATS}/{}", COLUMNS[1]), str100 / 1e3);
+                Ok(())
+            }),
+            contestant(NATS_TWO, |s| {
+                let (null, str100) = nats_alone(&broker.url, calls, true)?;
+                s.push(&format!("{NATS_TWO}/{}", COLUMNS[0]), null / 1e3);
+                s.push(&format!("{NATS_TWO}/{}", COLUMNS[1]), str100 / 1e3);
                 Ok(())
             }),
             contestant(KEYED, |s| {
@@ -126,12 +133,15 @@ fn latency(ctx: &Ctx, broker: &Broker) -> Table {
     t.row_from(REMOTE, Kind::Warden, &samples, &format!("{REMOTE}/"));
     t.row_from(ERLANG, Kind::Peer, &samples, &format!("{ERLANG}/"));
     t.row_from(NATS, Kind::Peer, &samples, &format!("{NATS}/"));
+    t.row_from(NATS_TWO, Kind::Peer, &samples, &format!("{NATS_TWO}/"));
     t.row_from(KEYED, Kind::Peer, &samples, &format!("{KEYED}/"));
     t.row_from(LOCAL, Kind::Peer, &samples, &format!("{LOCAL}/"));
     t.notes.push(
-        "The NATS row is the broker's own floor: two async-nats clients in one process, one \
+        "The NATS rows are the broker's own floor: two async-nats clients in one process, one \
          answering the other's messages (published with a reply subject, the answer read from \
-         a subscription), the same frames' sizes, no Warden around them."
+         a subscription), the same frames' sizes, no Warden around them; in the first both \
+         clients share one thread, in the second each has its own, as two Warden nodes do. \
+         Target: the Warden round trip within 1.15× of these."
             .into(),
     );
     t.notes.push(
@@ -233,52 +243,109 @@ fn erl_scale(
 
 /// Nanoseconds per request/reply through the broker between two bare
 /// async-nats clients: an empty request, then a 100-byte one (each
-/// answered with 4 bytes), `calls` of each.
-fn nats_alone(url: &str, calls: u64) -> Result<(f64, f64), String> {
-    use futures_util::StreamExt;
-    let rt = tokio::runtime::Builder::new_current_thread()
+/// answered with 4 bytes), `calls` of each. The answering client runs on
+/// the caller's thread, or (`own_thread`) on a thread of its own, as a
+/// second node would.
+fn nats_alone(url: &str, calls: u64, own_thread: bool) -> Result<(f64, f64), String> {
+    let err = |e: &dyn std::fmt::Display| e.to_string();
+    let rt = current_thread()?;
+    let answerer = if own_thread {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let url = url.to_string();
+        let thread = std::thread::spawn(move || {
+            let Ok(rt) = current_thread() else { return };
+            rt.block_on(async {
+                match answering(&url).await {
+                    Ok((task, stop)) => {
+                        let _ = tx.send(Ok(stop));
+                        let _ = task.await;
+                    }
+                    Err(e) => drop(tx.send(Err(e))),
+                }
+            })
+        });
+        let stop = rx.recv().map_err(|e| err(&e))??;
+        Some((thread, stop))
+    } else {
+        None
+    };
+    let timed = rt.block_on(async {
+        let local = match answerer {
+            Some(_) => None,
+            None => Some(answering(url).await?),
+        };
+        let timed = request_loop(url, calls).await;
+        drop(local);
+        timed
+    });
+    if let Some((thread, stop)) = answerer {
+        drop(stop);
+        let _ = thread.join();
+    }
+    timed
+}
+
+fn current_thread() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| e.to_string())?;
-    rt.block_on(async {
-        let err = |e: &dyn std::fmt::Display| e.to_string();
-        let server = async_nats::connect(url).await.map_err(|e| err(&e))?;
-        let client = async_nats::connect(url).await.map_err(|e| err(&e))?;
-        let mut requests = server.subscribe("floor").await.map_err(|e| err(&e))?;
-        let s = server.clone();
-        let answering = tokio::spawn(async move {
-            while let Some(m) = requests.next().await {
-                if let Some(reply) = m.reply {
-                    let _ = s
-                        .publish(reply, bytes::Bytes::from_static(b"\0\0\0\0"))
-                        .await;
-                }
+        .map_err(|e| e.to_string())
+}
+
+/// A client answering every message on "floor" with 4 bytes, until the
+/// sender it returns is dropped.
+async fn answering(
+    url: &str,
+) -> Result<(tokio::task::JoinHandle<()>, tokio::sync::oneshot::Sender<()>), String> {
+    use futures_util::StreamExt;
+    let err = |e: &dyn std::fmt::Display| e.to_string();
+    let server = async_nats::connect(url).await.map_err(|e| err(&e))?;
+    let mut requests = server.subscribe("floor").await.map_err(|e| err(&e))?;
+    server.flush().await.map_err(|e| err(&e))?;
+    let (stop, mut stopped) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        loop {
+            let m = tokio::select! {
+                m = requests.next() => m,
+                _ = &mut stopped => None,
+            };
+            let Some(m) = m else { return };
+            if let Some(reply) = m.reply {
+                let answer = bytes::Bytes::from_static(b"\0\0\0\0");
+                let _ = server.publish(reply, answer).await;
             }
-        });
-        server.flush().await.map_err(|e| err(&e))?;
-        let inbox = client.new_inbox();
-        let mut answers = client
-            .subscribe(format!("{inbox}.*"))
-            .await
-            .map_err(|e| err(&e))?;
-        client.flush().await.map_err(|e| err(&e))?;
-        let mut per_call = Vec::new();
-        for size in [0usize, 100] {
-            let body = bytes::Bytes::from(vec![b'x'; size]);
-            let t = Instant::now();
-            for i in 0..calls {
-                let to = format!("{inbox}.{i}");
-                client
-                    .publish_with_reply("floor", to, body.clone())
-                    .await
-                    .map_err(|e| err(&e))?;
-                answers.next().await.ok_or("the broker went away")?;
-            }
-            per_call.push(t.elapsed().as_nanos() as f64 / calls as f64);
         }
-        answering.abort();
-        Ok((per_call[0], per_call[1]))
-    })
+    });
+    Ok((task, stop))
+}
+
+/// Times `calls` requests (empty, then 100 bytes) to "floor", each
+/// waited for: nanoseconds per request of each size.
+async fn request_loop(url: &str, calls: u64) -> Result<(f64, f64), String> {
+    use futures_util::StreamExt;
+    let err = |e: &dyn std::fmt::Display| e.to_string();
+    let client = async_nats::connect(url).await.map_err(|e| err(&e))?;
+    let inbox = client.new_inbox();
+    let mut answers = client
+        .subscribe(format!("{inbox}.*"))
+        .await
+        .map_err(|e| err(&e))?;
+    client.flush().await.map_err(|e| err(&e))?;
+    let mut per_call = Vec::new();
+    for size in [0usize, 100] {
+        let body = bytes::Bytes::from(vec![b'x'; size]);
+        let t = Instant::now();
+        for i in 0..calls {
+            let to = format!("{inbox}.{i}");
+            client
+                .publish_with_reply("floor", to, body.clone())
+                .await
+                .map_err(|e| err(&e))?;
+            answers.next().await.ok_or("the broker went away")?;
+        }
+        per_call.push(t.elapsed().as_nanos() as f64 / calls as f64);
+    }
+    Ok((per_call[0], per_call[1]))
 }
 
 /// One sample: `k` serving nodes, `clients` callers on another node.

@@ -21,7 +21,9 @@ use crate::ipc::service::{Origin, PortalRef};
 use crate::ipc::Errno;
 use futures_util::StreamExt;
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
+use std::task::Poll;
 use tokio::task::AbortHandle;
 
 /// Most calls from other nodes served at once.
@@ -57,7 +59,10 @@ impl Waiting {
         }
         self.calls += 1;
         self.bytes += bytes;
-        *self.by_node.entry(node.to_string()).or_default() += bytes;
+        match self.by_node.get_mut(node) {
+            Some(n) => *n += bytes,
+            None => drop(self.by_node.insert(node.to_string(), bytes)),
+        }
         true
     }
 
@@ -180,19 +185,12 @@ impl Shared {
                 .await
         };
         tokio::pin!(work);
-        // The first note is due after one period (a fresh interval's
-        // immediate first tick would wait for the timer wheel's next
-        // millisecond).
-        let first = tokio::time::Instant::now() + super::PROGRESS;
-        let mut progress = tokio::time::interval_at(first, super::PROGRESS);
-        let result = loop {
-            tokio::select! {
-                r = &mut work => break r,
-                _ = progress.tick() => {
-                    let note = self.sealed(&reply_to, "", wire::encode_progress(), 0);
-                    let _ = self.client.publish(reply_to.clone(), note).await;
-                }
-            }
+        // A server given the call on this thread (see `HostClient::
+        // handing_off`) has often answered by now: then no timer is set.
+        let answered = std::future::poll_fn(|cx| Poll::Ready(work.as_mut().poll(cx))).await;
+        let result = match answered {
+            Poll::Ready(r) => r,
+            Poll::Pending => self.with_progress(&reply_to, work).await,
         };
         let result = match result {
             // Portals in the reply are lent to the caller's node.
@@ -215,6 +213,32 @@ impl Shared {
             frame = self.sealed(&reply_to, "", wire::encode_reply(Err(Errno::Quota)), 0);
         }
         let _ = self.client.publish(reply_to, frame).await;
+    }
+}
+
+impl Shared {
+    /// Waits for `work`, sending a progress frame to `reply_to` every
+    /// [`super::PROGRESS`] meanwhile.
+    async fn with_progress<T>(
+        &self,
+        reply_to: &async_nats::Subject,
+        work: std::pin::Pin<&mut impl Future<Output = T>>,
+    ) -> T {
+        let mut work = work;
+        // The first note is due after one period (a fresh interval's
+        // immediate first tick would wait for the timer wheel's next
+        // millisecond).
+        let first = tokio::time::Instant::now() + super::PROGRESS;
+        let mut progress = tokio::time::interval_at(first, super::PROGRESS);
+        loop {
+            tokio::select! {
+                r = &mut work => return r,
+                _ = progress.tick() => {
+                    let note = self.sealed(reply_to, "", wire::encode_progress(), 0);
+                    let _ = self.client.publish(reply_to.clone(), note).await;
+                }
+            }
+        }
     }
 }
 
