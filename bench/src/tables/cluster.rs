@@ -292,11 +292,15 @@ fn current_thread() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|e| e.to_string())
 }
 
+/// The answering client's task, and what stops it when dropped.
+type Answering = (
+    tokio::task::JoinHandle<()>,
+    tokio::sync::oneshot::Sender<()>,
+);
+
 /// A client answering every message on "floor" with 4 bytes, until the
 /// sender it returns is dropped.
-async fn answering(
-    url: &str,
-) -> Result<(tokio::task::JoinHandle<()>, tokio::sync::oneshot::Sender<()>), String> {
+async fn answering(url: &str) -> Result<Answering, String> {
     use futures_util::StreamExt;
     let err = |e: &dyn std::fmt::Display| e.to_string();
     let server = async_nats::connect(url).await.map_err(|e| err(&e))?;

@@ -457,6 +457,7 @@ impl Shared {
             s.tokio.spawn(s.clone().listen_inbox(inbox)),
             s.tokio.spawn(s.clone().answer_ps(ps)),
             s.tokio.spawn(s.clone().announce_loop()),
+            s.tokio.spawn(s.clone().silence_loop()),
         ];
         for t in spawned {
             s.tasks.push(t.abort_handle());

@@ -50,12 +50,18 @@ pub(super) struct Relay {
 
 /// A call waiting for its answer: the secret its answer's subject
 /// carries, the node that must have sealed the answer (in a keyed
-/// cluster), and where the answer goes.
+/// cluster), where the answer goes, and when the call last heard from
+/// that node (see [`Shared::silence_loop`]).
 pub(super) struct Pending {
     token: u64,
     from: Arc<str>,
     tx: mpsc::Sender<Heard>,
+    heard_ms: u64,
 }
+
+/// How often calls are checked for [`super::SILENCE`]: a call fails at
+/// most this long after it has heard nothing for that long.
+const SWEEP: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Where a relay's calls go.
 #[derive(Clone)]
@@ -214,7 +220,14 @@ impl Shared {
         // has not seen the call can answer it.
         let token: u64 = rand::random();
         let (tx, mut rx) = mpsc::channel(4);
-        self.lock_pending().insert(id, Pending { token, from, tx });
+        let heard_ms = self.now_ms();
+        let pending = Pending {
+            token,
+            from,
+            tx,
+            heard_ms,
+        };
+        self.lock_pending().insert(id, pending);
         let _forget = Forget(self, id);
         let reply_to = format!("{}.{id}_{token:016x}", self.inbox);
         self.trust.seal(subject, &reply_to, frame, to);
@@ -226,13 +239,30 @@ impl Shared {
         if sent.is_err() {
             return Some(Err(Errno::PeerDied));
         }
+        // No timer per call: the silence loop drops the call's sender
+        // once it has heard nothing for too long.
         loop {
-            match tokio::time::timeout(super::SILENCE, rx.recv()).await {
-                Ok(Some(Heard::Progress)) => continue,
-                Ok(Some(Heard::Done(result))) => return Some(result),
-                Ok(Some(Heard::Nobody)) => return None,
-                Ok(None) | Err(_) => return Some(Err(Errno::PeerDied)),
+            match rx.recv().await {
+                Some(Heard::Progress) => continue,
+                Some(Heard::Done(result)) => return Some(result),
+                Some(Heard::Nobody) => return None,
+                None => return Some(Err(Errno::PeerDied)),
             }
+        }
+    }
+
+    /// Every [`SWEEP`], ends the wait of each call that has heard nothing
+    /// for [`super::SILENCE`] (its node died, or the broker is gone): its
+    /// entry goes, and with it the sender its wait listens to.
+    pub(super) async fn silence_loop(self: Arc<Self>) {
+        let mut sweep = tokio::time::interval(SWEEP);
+        sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let silence = super::SILENCE.as_millis() as u64;
+        loop {
+            sweep.tick().await;
+            let now = self.now_ms();
+            self.lock_pending()
+                .retain(|_, p| now.saturating_sub(p.heard_ms) < silence);
         }
     }
 
@@ -263,16 +293,18 @@ impl Shared {
             };
             (heard, seal.map(|s| s.signer))
         };
-        let tx = match self.lock_pending().get(&id) {
-            Some(p) if p.token == token && signer.map_or(true, |s| s == &*p.from) => {
-                Some(p.tx.clone())
+        let now = self.now_ms();
+        let mut pending = self.lock_pending();
+        match pending.get_mut(&id) {
+            Some(p) if p.token == token && signer.is_none_or(|s| s == &*p.from) => {
+                p.heard_ms = now;
+                drop(p.tx.try_send(heard));
             }
-            Some(_) => None,
-            None => return,
-        };
-        match tx {
-            Some(tx) => drop(tx.try_send(heard)),
-            None => self.stats.forged(),
+            Some(_) => {
+                drop(pending);
+                self.stats.forged();
+            }
+            None => {}
         }
     }
 }
