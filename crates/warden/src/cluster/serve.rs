@@ -214,9 +214,7 @@ impl Shared {
         }
         let _ = self.client.publish(reply_to, frame).await;
     }
-}
 
-impl Shared {
     /// Waits for `work`, sending a progress frame to `reply_to` every
     /// [`super::PROGRESS`] meanwhile.
     async fn with_progress<T>(

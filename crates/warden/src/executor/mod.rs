@@ -579,8 +579,9 @@ pub(crate) fn hand_off(waker: Waker, lent: Option<&Arc<TaskShared>>) {
 }
 
 /// Host hand-off: called by a thread that is no worker (the web server's
-/// threads, an embedder's) with the waker of a server it just gave a
-/// call. If the server is a task of ours waiting to be woken and some
+/// threads, a cluster node's, an embedder's) with the waker of a server
+/// it just gave a call (or of a client it just answered, see
+/// [`crate::ipc::service::CallRef::reply_handing_off`]). If the server is a task of ours waiting to be woken and some
 /// worker has no task to run, this thread claims the server and runs its
 /// slice itself, as a worker would: a server waiting in `recv` answers
 /// before this returns, and no worker is woken, nor the caller's thread

@@ -22,7 +22,11 @@
 //! goes idle between requests, whose wake-up on a virtual machine costs
 //! tens of microseconds. (Measured with wrk on a 2-vCPU machine: at 64
 //! connections the hand-off gave 3-5% more requests per second; at one
-//! connection, always handing off gave about half.)
+//! connection, always handing off gave about half.) A client whose calls
+//! come further apart than a worker stays awake hands off lone calls too
+//! ([`HostClient::handing_off`]: a cluster node's calls from other nodes).
+//! The same goes for answers: a cluster node's relay answers its caller
+//! with [`super::service::CallRef::reply_handing_off`].
 
 use super::service::{CallSlot, Origin, Phase};
 use super::{Errno, Kernel};
@@ -199,8 +203,8 @@ impl HostClient {
         })?;
         match receiver {
             // Among other calls, a server waiting in `recv` may answer on
-            // this thread, now (a lone call is left to a worker, see the
-            // module docs).
+            // this thread, now (a lone call is left to a worker unless
+            // this client hands off every call, see the module docs).
             Some(receiver) if others > 0 || self.lone_hand_off => {
                 crate::executor::host_hand_off(receiver)
             }
