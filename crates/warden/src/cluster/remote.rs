@@ -169,7 +169,7 @@ impl Shared {
         let name = match dest {
             Dest::Portal(subject) => {
                 let lender = self.subjects.lender_of(subject).unwrap_or("");
-                let ask = self.exchange(subject, lender.into(), 0, &mut frame).await;
+                let ask = self.exchange(subject, lender.into(), 0, frame).await;
                 return ask.unwrap_or(Err(Errno::PeerDied));
             }
             Dest::Name(name) => name,
@@ -187,9 +187,8 @@ impl Shared {
                 all[first.wrapping_add(attempt) % all.len()].clone()
             };
             let subject = self.subjects.call(&self.node, &provider.node, name);
-            // The frame as encoded, without the last attempt's seal.
             frame.truncate(body);
-            let asked = self.exchange(&subject, provider.node, provider.instance, &mut frame);
+            let asked = self.exchange(&subject, provider.node, provider.instance, frame.clone());
             if let Some(answered) = asked.await {
                 return answered;
             }
@@ -205,7 +204,7 @@ impl Shared {
         subject: &str,
         from: Arc<str>,
         to: u64,
-        frame: &mut Vec<u8>,
+        frame: Vec<u8>,
     ) -> Option<Answered> {
         if self.client.connection_state() != async_nats::connection::State::Connected {
             return Some(Err(Errno::PeerDied));
@@ -230,8 +229,7 @@ impl Shared {
         self.lock_pending().insert(id, pending);
         let _forget = Forget(self, id);
         let reply_to = format!("{}.{id}_{token:016x}", self.inbox);
-        self.trust.seal(subject, &reply_to, frame, to);
-        let frame = bytes::Bytes::copy_from_slice(frame);
+        let frame = self.sealed(subject, &reply_to, frame, to);
         let sent = self
             .client
             .publish_with_reply(subject.to_string(), reply_to, frame)
