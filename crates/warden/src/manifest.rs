@@ -248,7 +248,14 @@ impl Manifest {
                 Some(0) => return Err("runtime.max_tasks: must be at least 1".into()),
                 n => n,
             },
-            control: raw.runtime.control,
+            control: match raw.runtime.control {
+                Some(c) if c != "off" && c.parse::<std::net::SocketAddr>().is_err() => {
+                    return Err(format!(
+                        "runtime.control: {c:?}: expected IP:PORT, or \"off\""
+                    ))
+                }
+                c => c,
+            },
             link_rate: raw
                 .runtime
                 .link_rate

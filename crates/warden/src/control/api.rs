@@ -38,10 +38,14 @@ pub(super) fn error(status: u16, message: impl Into<String>) -> Reply {
     json(status, serde_json::json!({ "error": message.into() }))
 }
 
+/// `POST /api/spawn`: either `task`, the keys of a manifest `[[task]]`
+/// (checked as a manifest's are; relative paths are the server's), or
+/// the short form of `module` with a few keys beside it.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SpawnRequest {
-    module: String,
+    task: Option<toml::Table>,
+    module: Option<String>,
     #[serde(default)]
     args: Vec<String>,
     name: Option<String>,
@@ -158,7 +162,10 @@ fn logs(rt: &Runtime, who: &str, query: &str) -> Reply {
         .find_map(|kv| kv.strip_prefix("from="))
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
-    match rt.find(who).and_then(|id| rt.log(id, from)) {
+    let Some(id) = rt.find(who) else {
+        return error(404, format!("no task {who:?}"));
+    };
+    match rt.log(id, from) {
         None => error(404, format!("no output kept for task {who:?}")),
         Some((data, next)) => json(
             200,
@@ -184,8 +191,19 @@ fn decode(s: &str) -> String {
 }
 
 fn spawn(rt: &Runtime, body: &[u8]) -> Result<TaskId, String> {
-    let r: SpawnRequest = serde_json::from_slice(body).map_err(|e| format!("bad request: {e}"))?;
-    let path = std::path::PathBuf::from(&r.module);
+    let mut r: SpawnRequest =
+        serde_json::from_slice(body).map_err(|e| format!("bad request: {e}"))?;
+    let spec = match (r.task.take(), r.module.take()) {
+        (Some(keys), None) => crate::Manifest::task(keys, std::path::Path::new("."))?,
+        (None, Some(module)) => short_spec(r, module)?,
+        _ => return Err("bad request: give either \"task\" or \"module\"".into()),
+    };
+    rt.spawn(&spec).map_err(|e| e.to_string())
+}
+
+/// The task of a short spawn request: `module` with a few keys beside it.
+fn short_spec(r: SpawnRequest, module: String) -> Result<TaskSpec, String> {
+    let path = std::path::PathBuf::from(module);
     let name = r.name.unwrap_or_else(|| {
         path.file_stem()
             .map_or("task".into(), |s| s.to_string_lossy().into_owned())
@@ -197,5 +215,5 @@ fn spawn(rt: &Runtime, body: &[u8]) -> Result<TaskId, String> {
     if !path.is_file() {
         return Err(format!("module not found: {}", path.display()));
     }
-    rt.spawn(&spec).map_err(|e| e.to_string())
+    Ok(spec)
 }

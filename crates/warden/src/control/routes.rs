@@ -7,8 +7,8 @@ use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
-/// Every route: counters, latency quantiles (bucket bounds, ms) and the
-/// live tasks handling its requests now.
+/// Every route: counters, latency percentiles of its latest requests
+/// (ms) and the live tasks handling its requests now.
 pub(super) fn list(rt: &Runtime) -> Value {
     let live = rt.live_tasks();
     let routes: Vec<Value> = rt
@@ -24,10 +24,7 @@ pub(super) fn list(rt: &Runtime) -> Value {
                 .into_iter()
                 .map(|(c, n)| (c.to_string(), json!(n)))
                 .collect();
-            let ms = |q| {
-                r.quantile(q)
-                    .map(|s| if s.is_finite() { s * 1e3 } else { -1.0 })
-            };
+            let ms = |q| r.quantile(q).map(|s| s * 1e3);
             json!({
                 "name": r.name, "path": r.path, "server": r.server, "kind": r.kind,
                 "requests": r.count(), "codes": codes,

@@ -84,8 +84,13 @@ function renderTasks(tasks) {
     const tr = document.createElement("tr");
     tr.className = "task" + (ENDED.includes(t.state) ? " ended" : "") + (t.id === selected ? " selected" : "");
     tr.dataset.id = t.id;
-    const cells = [t.id, "\u00a0\u00a0".repeat(depth) + t.name, t.state, t.cpu_pct.toFixed(1),
-      t.cpu_ms.toFixed(1), mib(t.memory_bytes), mib(t.memory_limit_bytes),
+    // An ended task says how it ended, and its memory column its peak.
+    const ended = ENDED.includes(t.state);
+    const state = t.exit_code != null ? `${t.state} ${t.exit_code}`
+      : t.reason ? `${t.state}: ${t.reason}` : t.state;
+    const memory = ended ? `peak ${mib(t.peak_memory_bytes)}` : mib(t.memory_bytes);
+    const cells = [t.id, "\u00a0\u00a0".repeat(depth) + t.name, state, t.cpu_pct.toFixed(1),
+      t.cpu_ms.toFixed(1), memory, mib(t.memory_limit_bytes),
       mib(t.memory_guarantee_bytes), mib(t.surplus_bytes), t.ipc_calls,
       t.sockets, rate(t.net_bytes_sent), rate(t.net_bytes_received),
       rate(t.net_tx_rate), rate(t.net_rx_rate)];

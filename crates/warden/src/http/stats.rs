@@ -1,14 +1,19 @@
 //! Per-route counters: requests by status code, a latency histogram
 //! (Prometheus conventions: cumulative `le` buckets in seconds, `_sum`,
-//! `_count`), requests in flight and waiting. Lock-free; pure data.
+//! `_count`), the latencies of the last [`RECENT`] requests (for exact
+//! percentiles: a bucket's bound is not a measurement), requests in
+//! flight and waiting. Lock-free; pure data.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Upper bounds of the latency buckets, seconds (`+Inf` is implicit).
 pub const BUCKETS: [f64; 14] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
+
+/// How many of the latest requests' latencies are kept, for percentiles.
+pub const RECENT: usize = 1024;
 
 /// One route's counters.
 #[derive(Debug)]
@@ -26,6 +31,10 @@ pub struct RouteStats {
     /// Requests per latency bucket (not cumulative; the last is `+Inf`).
     buckets: [AtomicU64; BUCKETS.len() + 1],
     sum_ns: AtomicU64,
+    /// The latest requests' latencies, µs: a ring written at
+    /// `recent_next % RECENT`.
+    recent: Box<[AtomicU32]>,
+    recent_next: AtomicU64,
     /// Requests being handled now.
     pub in_flight: AtomicI64,
     /// Requests waiting for a free handler slot now.
@@ -42,6 +51,8 @@ impl RouteStats {
             kind,
             codes: (100..600).map(|_| AtomicU64::new(0)).collect(),
             buckets: Default::default(),
+            recent: (0..RECENT).map(|_| AtomicU32::new(0)).collect(),
+            recent_next: AtomicU64::new(0),
             sum_ns: AtomicU64::new(0),
             in_flight: AtomicI64::new(0),
             queued: AtomicI64::new(0),
@@ -61,6 +72,9 @@ impl RouteStats {
         self.buckets[i].fetch_add(1, Ordering::Relaxed);
         self.sum_ns
             .fetch_add(latency.as_nanos() as u64, Ordering::Relaxed);
+        let at = self.recent_next.fetch_add(1, Ordering::Relaxed) as usize % RECENT;
+        let us = u32::try_from(latency.as_micros()).unwrap_or(u32::MAX);
+        self.recent[at].store(us, Ordering::Relaxed);
     }
 
     /// Requests answered with each status code seen, ascending.
@@ -96,18 +110,22 @@ impl RouteStats {
             .collect()
     }
 
-    /// The latency below which `q` (0..1) of the requests fell, seconds,
-    /// as the upper bound of the bucket it falls in (`None` if no request
-    /// yet, infinity if past the last bound).
+    /// The latency that `q` (0..1) of the last [`RECENT`] requests did not
+    /// exceed, seconds (nearest rank, to the µs); `None` before the first
+    /// request. A request whose latency is being stored while this reads
+    /// may be seen with the latency its slot held before.
     pub fn quantile(&self, q: f64) -> Option<f64> {
-        let cum = self.cumulative();
-        let total = *cum.last()?;
-        if total == 0 {
+        let n = (self.recent_next.load(Ordering::Relaxed) as usize).min(RECENT);
+        if n == 0 {
             return None;
         }
-        let rank = (q * total as f64).ceil().max(1.0) as u64;
-        let i = cum.iter().position(|&c| c >= rank)?;
-        Some(BUCKETS.get(i).copied().unwrap_or(f64::INFINITY))
+        let mut us: Vec<u32> = self.recent[..n]
+            .iter()
+            .map(|l| l.load(Ordering::Relaxed))
+            .collect();
+        us.sort_unstable();
+        let rank = ((q * n as f64).ceil() as usize).clamp(1, n);
+        Some(f64::from(us[rank - 1]) / 1e6)
     }
 }
 
@@ -132,7 +150,24 @@ mod tests {
         assert_eq!(cum[BUCKETS.len() - 1], 3);
         assert_eq!(*cum.last().unwrap(), 4);
         assert!((s.sum_seconds() - 60.0043).abs() < 1e-6);
+        // Measured latencies, not bucket bounds: 0.3 ms, 1 ms, 3 ms, 60 s.
         assert_eq!(s.quantile(0.5), Some(0.001));
-        assert_eq!(s.quantile(1.0), Some(f64::INFINITY));
+        assert_eq!(s.quantile(0.75), Some(0.003));
+        assert_eq!(s.quantile(1.0), Some(60.0));
+    }
+
+    /// A 100 ms request is 100 ms at every percentile (its bucket's bound
+    /// is 250 ms); past [`RECENT`] requests only the latest count.
+    #[test]
+    fn percentiles_are_of_the_latest_requests() {
+        let s = RouteStats::new("r", "/r", "127.0.0.1:1", "module");
+        assert_eq!(s.quantile(0.5), None);
+        s.record(200, Duration::from_micros(100_300));
+        assert_eq!(s.quantile(0.5), Some(0.1003));
+        assert_eq!(s.quantile(0.99), Some(0.1003));
+        for _ in 0..RECENT {
+            s.record(200, Duration::from_millis(2));
+        }
+        assert_eq!(s.quantile(1.0), Some(0.002));
     }
 }

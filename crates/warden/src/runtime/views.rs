@@ -48,6 +48,10 @@ pub struct TaskView {
     /// The HTTP route whose request it handles, if it is a per-request
     /// handler.
     pub route: Option<String>,
+    /// Once it has exited: its exit code.
+    pub exit_code: Option<i32>,
+    /// Once it has trapped or been killed: why.
+    pub reason: Option<String>,
 }
 
 impl Runtime {
@@ -78,6 +82,8 @@ impl Runtime {
             connections: s.net.connections.load(Ordering::Relaxed),
             group: s.groups.first().map(|g| g.name.clone()),
             route: s.route.as_deref().map(str::to_string),
+            exit_code: None,
+            reason: None,
         }
     }
 
@@ -122,6 +128,8 @@ impl Runtime {
                         connections: r.connections,
                         group: r.group.clone(),
                         route: r.route.clone(),
+                        exit_code: r.exit_code,
+                        reason: r.reason.clone(),
                     }),
             )
             .collect();

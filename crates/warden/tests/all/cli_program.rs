@@ -185,8 +185,8 @@ fn bad_flags_are_one_line() {
     );
     let port = format!("127.0.0.1:{}", free_port());
     let cases: &[(&[&str], &str)] = &[
-        (&[guests::HELLO, "--bogus"], "unexpected argument '--bogus'"),
-        (&[guests::HELLO, "--memry-limit", "1MiB"], "--memory-limit"),
+        (&["--bogus", guests::HELLO], "unexpected argument '--bogus'"),
+        (&["--memry-limit", "1MiB", guests::HELLO], "--memory-limit"),
         (
             &[guests::HELLO, "--memory-limit", "lots"],
             "invalid value 'lots'",
@@ -255,4 +255,145 @@ fn control_port_taken() {
     assert_eq!(out.status.code(), Some(0));
     let err = text(&out.stderr);
     assert!(err.contains("control API not served"), "{err}");
+}
+
+/// A bad control address is a usage error, before anything runs.
+#[test]
+fn bad_control_address_is_refused() {
+    let out = warden()
+        .args(["run", "--control", "127.0.0.1:99999", guests::HELLO])
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("invalid value '127.0.0.1:99999'"), "{err}");
+    assert!(text(&out.stdout).is_empty(), "the program ran");
+    let out = warden()
+        .args(["ps", "--control", "nowhere"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("expected HOST:PORT"));
+}
+
+/// After the module, a flag Warden does not have starts the program's
+/// arguments (a likely misspelling of one of Warden's is pointed out);
+/// Warden's own flags there are still Warden's.
+#[test]
+fn flags_warden_lacks_after_the_module_are_the_programs() {
+    let out = run(&[
+        guests::HELLO,
+        "--memory-limit",
+        "4MiB",
+        "--foo",
+        "-x",
+        "bar",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let printed = text(&out.stdout);
+    assert!(
+        printed.contains("arg 1: --foo\narg 2: -x\narg 3: bar\n"),
+        "{printed}"
+    );
+    assert!(text(&out.stderr).is_empty(), "{}", text(&out.stderr));
+
+    let out = run(&[guests::HELLO, "--memry-limit", "1MiB"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out.stdout).contains("arg 1: --memry-limit\narg 2: 1MiB"));
+    let err = text(&out.stderr);
+    assert!(err.contains("Warden's flag is --memory-limit"), "{err}");
+}
+
+/// The ports process `pid` listens on (TCP, IPv4 and IPv6).
+fn listening_ports(pid: u32) -> Vec<u16> {
+    let sockets: std::collections::HashSet<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter_map(|l| {
+            let l = l.to_string_lossy().into_owned();
+            Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
+        })
+        .collect();
+    let mut ports = Vec::new();
+    for table in ["tcp", "tcp6"] {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // local address, state (0A: listening), inode
+            if f.len() > 9 && f[3] == "0A" && sockets.contains(f[9]) {
+                let port = f[1].rsplit(':').next().unwrap();
+                ports.push(u16::from_str_radix(port, 16).unwrap());
+            }
+        }
+    }
+    ports
+}
+
+/// A single program opens no port of Warden's own unless asked to (as
+/// `wasmtime run` opens none): only the listener it was given.
+#[test]
+fn a_single_program_opens_no_control_port() {
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut child = Reaped(
+        warden()
+            .args([
+                "run",
+                "--no-cache",
+                guests::PROGRAM,
+                "--listen",
+                &addr,
+                "serve",
+            ])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("serving on descriptor"), "{line}");
+    assert_eq!(listening_ports(child.id()), vec![port]);
+    let mut c = std::net::TcpStream::connect(&addr).unwrap();
+    std::io::Write::write_all(&mut c, b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    let status = wait_child(&mut child, Duration::from_secs(20), "program still running");
+    assert_eq!(status.code(), Some(0));
+}
+
+/// Every listener is bound before a task starts: with the web server's
+/// port taken, the run ends at once and no task has run.
+#[test]
+fn a_taken_port_ends_the_run_before_any_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let m = manifest(
+        dir.path(),
+        &format!(
+            "[runtime]\ncontrol = 'off'\n[[task]]\nname = 'a'\nmodule = '{}'\n\
+             [[http]]\nlisten = '{addr}'\n[[http.route]]\npath = '/x'\nmodule = '{}'\n",
+            guests::HELLO,
+            guests::WAGI
+        ),
+    );
+    let events = dir.path().join("events.jsonl");
+    let out = warden()
+        .args(["run", "--no-cache", "--events"])
+        .arg(&events)
+        .arg(&m)
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(&addr) && err.contains("in use"), "{err}");
+    assert!(
+        text(&out.stdout).is_empty(),
+        "a task ran: {}",
+        text(&out.stdout)
+    );
+    // The event log has no spawn in it (the task would have been spawned,
+    // and killed, before the bind failed).
+    let log = std::fs::read_to_string(&events).unwrap_or_default();
+    assert!(!log.contains("\"spawn\""), "{log}");
 }

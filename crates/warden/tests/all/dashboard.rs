@@ -59,9 +59,11 @@ fn dashboard_shows_tree_and_charts() {
             "[[group]]\nname = 'tenant'\nbandwidth_share = 2\n\
              [[task]]\nname = 'sleeper'\nmodule = '{}'\n\
              [[task]]\nname = 'busy'\nmodule = '{}'\nargs = ['100000']\nmemory_limit = '4MiB'\n\
-             group = 'tenant'\n",
+             group = 'tenant'\n\
+             [[task]]\nname = 'quitter'\nmodule = '{}'\nargs = ['exit', '3']\n",
             guests::SLEEP,
-            guests::BUSY_PRINT
+            guests::BUSY_PRINT,
+            guests::PROGRAM
         ),
     );
     let sys = start_system(&m);
@@ -89,6 +91,16 @@ fn dashboard_shows_tree_and_charts() {
         "tree incomplete: {html}"
     );
     assert!(html.contains("class=\"kill\""), "no kill buttons");
+    // An ended task keeps its row, with its exit code and its peak.
+    let quitter = html.find(">quitter<").expect("the ended task's row");
+    let row = &html[quitter
+        ..html[quitter..]
+            .find("</tr>")
+            .map_or(html.len(), |e| quitter + e)];
+    assert!(
+        row.contains(">exited 3<") && row.contains(">peak "),
+        "{row}"
+    );
     assert!(
         html.contains("<tr class=\"group\"><td>tenant</td><td>busy</td>"),
         "no group tree: {html}"

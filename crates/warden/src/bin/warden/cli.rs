@@ -26,8 +26,9 @@ pub enum Command {
     /// Run a system of tasks from a manifest (.toml), or one program
     /// (.wasm, .wat, or .cwasm from `warden compile`).
     ///
-    /// Flags may come before or after the target. The first word after the
-    /// target that is not a flag starts the program's arguments: it and
+    /// Flags may come before or after the target. After the target, the
+    /// first word that is not one of the flags below (a plain word, or a
+    /// flag Warden does not have) starts the program's arguments: it and
     /// every word after it go to the program (so do words after `--`).
     ///
     /// A single program's exit status is its own: its exit code, 134 if it
@@ -52,11 +53,18 @@ pub enum Command {
         /// Every node of the system's cluster, each with its tasks.
         #[arg(long)]
         cluster: bool,
+        /// Every column (by default, those that fit 100 columns).
+        #[arg(long, short)]
+        wide: bool,
         #[command(flatten)]
         control: ControlArg,
     },
-    /// Show the live tasks, refreshed every second.
+    /// Show the live tasks, refreshed every second; on a terminal, q
+    /// quits.
     Top {
+        /// Every column (by default, those that fit 100 columns).
+        #[arg(long, short)]
+        wide: bool,
         /// Sort by "cpu" or "memory".
         #[arg(long, default_value = "cpu", value_parser = ["cpu", "memory"])]
         sort: String,
@@ -99,19 +107,14 @@ pub enum Command {
         #[command(flatten)]
         control: ControlArg,
     },
-    /// Start a task in a running system.
-    Spawn {
-        module: PathBuf,
-        #[arg(long)]
-        memory_limit: Option<String>,
-        #[arg(long)]
-        cpu_limit: Option<String>,
-        #[command(flatten)]
-        control: ControlArg,
-        /// Arguments for the module (after `--`).
-        #[arg(last = true)]
-        args: Vec<String>,
-    },
+    /// Start a task in a running system, with the flags `warden run` takes
+    /// for a program, and the services it provides and uses.
+    ///
+    /// Paths (the module, --dir, --module) are made absolute here; the
+    /// task's keys are checked here and again by the running system, as
+    /// a manifest's `[[task]]` is. Its standard input is null unless
+    /// --stdin says otherwise.
+    Spawn(Box<SpawnArgs>),
     /// Work with a cluster's broker.
     Cluster {
         #[command(subcommand)]
@@ -156,7 +159,7 @@ pub enum ClusterCommand {
 #[derive(Args)]
 pub struct ControlArg {
     /// The control API of the running system.
-    #[arg(long = "control", default_value = warden::control::DEFAULT_ADDR)]
+    #[arg(long = "control", value_name = "HOST:PORT", default_value = warden::control::DEFAULT_ADDR, value_parser = host_port)]
     pub addr: String,
 }
 
@@ -174,6 +177,26 @@ pub struct RunArgs {
     pub program: ProgramArgs,
     #[command(flatten)]
     pub system: SystemArgs,
+}
+
+/// `warden spawn`: a task for a running system.
+#[derive(Args)]
+pub struct SpawnArgs {
+    /// The module (.wasm, .wat, .cwasm) the task runs.
+    pub module: PathBuf,
+    /// Arguments for the program (after `--`).
+    #[arg(last = true, value_name = "ARGS")]
+    pub args: Vec<String>,
+    /// A service the task may register, by name. Repeatable.
+    #[arg(long, value_name = "NAME")]
+    pub provides: Vec<String>,
+    /// A service the task may look up, by name. Repeatable.
+    #[arg(long, value_name = "NAME")]
+    pub uses: Vec<String>,
+    #[command(flatten)]
+    pub program: ProgramArgs,
+    #[command(flatten)]
+    pub control: ControlArg,
 }
 
 /// The task a single program runs as: the keys of a manifest's `[[task]]`.
@@ -280,10 +303,11 @@ pub struct SystemArgs {
     /// Write the event log (JSON lines: spawn, exit, trap, kill, limit) here.
     #[arg(long)]
     pub events: Option<PathBuf>,
-    /// Serve the control API on this address, or "off" (default: the
-    /// manifest's `control`, else 127.0.0.1:7474). Off loopback, every
+    /// Serve the control API (`warden ps`, `top`, the dashboard) on this
+    /// address, or "off". Default for a manifest: its `control`, else
+    /// 127.0.0.1:7474; for a single program: off. Off loopback, every
     /// request needs the control token.
-    #[arg(long)]
+    #[arg(long, value_name = "IP:PORT|off", value_parser = control_or_off)]
     pub control: Option<String>,
     /// Stop after this long (e.g. 10s): every task is killed, servers
     /// stop. Without it, a system with [[http]] servers runs until Ctrl-C.
@@ -314,6 +338,25 @@ pub struct CheckArgs {
 /// A size flag, kept as written once it parses (`4MiB`).
 fn size(s: &str) -> Result<String, String> {
     parse_size(s).map(|_| s.to_string())
+}
+
+/// Where a running system's control API is: `HOST:PORT`.
+fn host_port(s: &str) -> Result<String, String> {
+    match s.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0) => {
+            Ok(s.to_string())
+        }
+        _ => Err("expected HOST:PORT, with a port from 1 to 65535".into()),
+    }
+}
+
+/// Where to serve the control API: `IP:PORT` (port 0 for any free one),
+/// or "off".
+fn control_or_off(s: &str) -> Result<String, String> {
+    match s == "off" || s.parse::<std::net::SocketAddr>().is_ok() {
+        true => Ok(s.to_string()),
+        false => Err("expected IP:PORT (e.g. 127.0.0.1:7474), or \"off\"".into()),
+    }
 }
 
 fn duration(s: &str) -> Result<String, String> {

@@ -1,6 +1,7 @@
 //! `warden`: the command-line front end. The commands are defined in
 //! `cli`; each is a function of one of the modules below.
 
+mod args;
 mod check;
 mod cli;
 mod client;
@@ -9,6 +10,8 @@ mod docs;
 mod outcome;
 mod program;
 mod run;
+mod tables;
+mod top;
 
 use clap::Parser;
 use cli::{Cli, ClusterCommand, Command};
@@ -36,7 +39,7 @@ fn main() -> ExitCode {
     // unused.
     #[cfg(feature = "mimalloc")]
     warden::set_heap_trim(|| unsafe { mi_collect(true) });
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::try_parse_from(args::program_words(std::env::args_os().collect())) {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };
@@ -49,19 +52,22 @@ fn main() -> ExitCode {
             json,
             all,
             cluster: false,
+            wide,
             control,
-        } => done(client::ps(&control.addr, json, all)),
+        } => done(client::ps(&control.addr, json, all, wide)),
         Command::Ps {
             json,
             all,
             cluster: true,
+            wide,
             control,
-        } => done(client::ps_cluster(&control.addr, json, all)),
+        } => done(client::ps_cluster(&control.addr, json, all, wide)),
         Command::Top {
             sort,
             iterations,
+            wide,
             control,
-        } => done(client::top(&control.addr, &sort, iterations)),
+        } => done(top::top(&control.addr, &sort, iterations, wide)),
         Command::Kill { task, control } => done(client::act(&control.addr, "kill", &task)),
         Command::Suspend { task, control } => done(client::act(&control.addr, "suspend", &task)),
         Command::Resume { task, control } => done(client::act(&control.addr, "resume", &task)),
@@ -71,19 +77,7 @@ fn main() -> ExitCode {
             control,
         } => done(client::logs(&control.addr, &task, follow)),
         Command::Dashboard { control } => done(client::dashboard(&control.addr)),
-        Command::Spawn {
-            module,
-            memory_limit,
-            cpu_limit,
-            control,
-            args,
-        } => done(client::spawn(
-            &control.addr,
-            &module.to_string_lossy(),
-            memory_limit.as_deref(),
-            cpu_limit.as_deref(),
-            &args,
-        )),
+        Command::Spawn(args) => done(client::spawn(&args)),
         Command::Cluster {
             command: ClusterCommand::Config { manifests },
         } => done(check::cluster_config(&manifests)),

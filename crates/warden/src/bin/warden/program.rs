@@ -1,13 +1,45 @@
 //! `warden run prog.wasm`: the flags of one program become the keys of a
 //! manifest `[[task]]`, checked by the same code as a manifest file.
 
-use crate::cli::ProgramArgs;
+use crate::cli::{ProgramArgs, SpawnArgs};
 use std::path::Path;
 use toml::{Table, Value};
 use warden::{Manifest, TaskSpec};
 
 /// The task `warden run target args…` runs.
 pub fn task(target: &Path, args: &[String], p: &ProgramArgs) -> Result<TaskSpec, String> {
+    Manifest::task(keys(target, args, p)?, Path::new(".")).map_err(as_flag)
+}
+
+/// The keys of the task `warden spawn` asks a running system for, its
+/// paths absolute (the system's working directory is not this one), and
+/// checked as `warden run` checks its program's.
+pub fn spawn_keys(s: &SpawnArgs) -> Result<Table, String> {
+    let absolute = |p: &str| {
+        std::path::absolute(p)
+            .map(|p| p.to_string_lossy().into_owned())
+            .map_err(|e| format!("{p}: {e}"))
+    };
+    let module = absolute(&s.module.to_string_lossy())?;
+    let mut keys = keys(Path::new(&module), &s.args, &s.program)?;
+    for key in ["dirs", "modules"] {
+        if let Some(Value::Table(t)) = keys.get_mut(key) {
+            for (_, v) in t.iter_mut() {
+                *v = absolute(v.as_str().unwrap_or_default())?.into();
+            }
+        }
+    }
+    if s.program.stdin.is_none() {
+        keys.insert("stdin".into(), "null".into());
+    }
+    keys.insert("provides".into(), strings(&s.provides));
+    keys.insert("uses".into(), strings(&s.uses));
+    Manifest::task(keys.clone(), Path::new(".")).map_err(as_flag)?;
+    Ok(keys)
+}
+
+/// The manifest keys of a program's flags.
+fn keys(target: &Path, args: &[String], p: &ProgramArgs) -> Result<Table, String> {
     if !target.is_file() {
         return Err(format!("module not found: {}", target.display()));
     }
@@ -54,7 +86,7 @@ pub fn task(target: &Path, args: &[String], p: &ProgramArgs) -> Result<TaskSpec,
             put(key, Value::Integer(i64::try_from(n).unwrap_or(i64::MAX)));
         }
     }
-    Manifest::task(keys, Path::new(".")).map_err(as_flag)
+    Ok(keys)
 }
 
 /// Whether any program flag was given (they do not apply to manifests).

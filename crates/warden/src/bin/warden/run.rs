@@ -17,13 +17,10 @@ pub fn run(args: RunArgs) -> Result<ExitCode, String> {
         manifest_system(&args)?
     } else {
         let spec = program::task(&args.target, &args.args, &args.program)?;
-        (
-            RuntimeConfig::default(),
-            vec![spec],
-            sys.control.clone(),
-            vec![],
-            None,
-        )
+        // A single program opens no port unless asked to, as `wasmtime
+        // run` opens none.
+        let control = sys.control.clone().or_else(|| Some("off".into()));
+        (RuntimeConfig::default(), vec![spec], control, vec![], None)
     };
     apply_flags(sys, &mut config)?;
     // Before the runtime starts its threads, so that they inherit it.
@@ -47,10 +44,12 @@ pub fn run(args: RunArgs) -> Result<ExitCode, String> {
             spec.nats.join(", ")
         );
     }
+    // Every listener is bound before any task starts: a port in use ends
+    // the run before a task has run or printed anything.
     let control = serve_control(&rt, control);
+    let servers = start_http(&rt, &http)?;
     let ends = on_stop_signal(signals);
     start_all(&rt, &specs)?;
-    let servers = start_http(&rt, &http)?;
     if !servers.is_empty() {
         announce(&servers, control.as_ref());
     } else {
@@ -85,24 +84,15 @@ pub fn run(args: RunArgs) -> Result<ExitCode, String> {
     outcome.finish(sys.report.as_deref(), shown, !is_manifest)
 }
 
-/// Starts every `[[http]]` server; if one cannot start, ends the system.
+/// Starts every `[[http]]` server (before any task starts); if one cannot
+/// start, those started stop.
 fn start_http(
     rt: &Runtime,
     http: &[warden::http::HttpSpec],
 ) -> Result<Vec<warden::http::HttpServer>, String> {
-    let mut servers = Vec::new();
-    for spec in http {
-        match warden::http::HttpServer::start(rt, spec) {
-            Ok(s) => servers.push(s),
-            Err(e) => {
-                drop(servers);
-                rt.kill_all("system start failed");
-                rt.wait_all();
-                return Err(e);
-            }
-        }
-    }
-    Ok(servers)
+    http.iter()
+        .map(|spec| warden::http::HttpServer::start(rt, spec))
+        .collect()
 }
 
 /// Where the servers and the dashboard are, on stderr.
