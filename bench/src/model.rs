@@ -133,6 +133,10 @@ pub struct Table {
     /// work, so no ratio is printed for them.
     #[serde(default)]
     pub no_ratio: Vec<String>,
+    /// Columns whose measurement cannot tell figures below a bound from
+    /// zero, with that bound: a measured median below it is reported as
+    /// "below resolution", with no ratio.
+    pub resolution: Vec<(String, f64)>,
 }
 
 impl Table {
@@ -154,6 +158,7 @@ impl Table {
             notes: vec![],
             plot: Plot::Bars,
             no_ratio: vec![],
+            resolution: vec![],
         }
     }
 
@@ -207,7 +212,8 @@ impl Table {
                     continue;
                 }
                 if let (Some(a), Some(b)) = (&w.cells[i], &peer.cells[i]) {
-                    if b.median > 0.0 {
+                    let resolved = !self.below_resolution(i, a) && !self.below_resolution(i, b);
+                    if b.median > 0.0 && resolved {
                         self.ratios.push(Ratio {
                             warden: w.system.clone(),
                             peer: peer.system.clone(),
@@ -235,9 +241,14 @@ impl Table {
         }
         for r in &warden {
             for (c, cell) in self.columns.iter().zip(&r.cells) {
-                let missing = cell
-                    .as_ref()
-                    .is_none_or(|x| x.median.is_nan() || x.median <= 0.0);
+                let i = self
+                    .columns
+                    .iter()
+                    .position(|x| x.name == c.name)
+                    .unwrap_or(0);
+                let missing = cell.as_ref().is_none_or(|x| {
+                    x.median.is_nan() || (x.median <= 0.0 && !self.below_resolution(i, x))
+                });
                 if missing && !r.absent.contains(&c.name) {
                     out.push(format!(
                         "{}: {} has no figure for {}",
@@ -263,6 +274,15 @@ impl Table {
             }
         }
         out
+    }
+
+    /// Whether `cell`, measured in column `i`, is below what that column's
+    /// measurement can resolve.
+    pub fn below_resolution(&self, i: usize, cell: &Cell) -> bool {
+        let name = &self.columns[i].name;
+        self.resolution
+            .iter()
+            .any(|(c, least)| c == name && cell.median < *least)
     }
 
     /// Declares that `system`'s row has no figure for `columns`, and why
@@ -349,6 +369,23 @@ mod tests {
         t.no_ratio.push("a".into());
         t.compute_ratios();
         assert!(t.ratios.is_empty());
+    }
+
+    /// A figure below its column's resolution is a figure (not a
+    /// problem), shown as such, and gets no ratio.
+    #[test]
+    fn figures_below_resolution_have_no_ratio() {
+        let mut t = table();
+        t.rows[0].cells[0] = Cell::of(vec![0.0, -0.001, 0.002]);
+        t.resolution.push(("a".into(), 0.004));
+        t.compute_ratios();
+        assert!(t.ratios.is_empty());
+        assert!(t.problems().is_empty(), "{:?}", t.problems());
+        assert!(t.below_resolution(0, t.rows[0].cells[0].as_ref().unwrap()));
+        assert!(!t.below_resolution(0, t.rows[1].cells[0].as_ref().unwrap()));
+        // Without the declared resolution, zero is a missing figure.
+        t.resolution.clear();
+        assert_eq!(t.problems().len(), 1);
     }
 
     #[test]

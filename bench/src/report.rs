@@ -16,9 +16,12 @@ pub fn num(v: f64) -> String {
     format!("{v:.decimals$}")
 }
 
-fn cell(c: &Option<Cell>, kind: Kind) -> String {
+fn cell(t: &Table, i: usize, c: &Option<Cell>, kind: Kind) -> String {
     match (c, kind) {
         (None, _) => "–".into(),
+        (Some(c), Kind::Warden | Kind::Peer) if t.below_resolution(i, c) => {
+            "below resolution".into()
+        }
         (Some(c), Kind::Paper) => num(c.median),
         (Some(c), _) if c.samples.len() < 2 => num(c.median),
         (Some(c), _) => format!(
@@ -54,7 +57,9 @@ fn table(out: &mut String, i: usize, t: &Table, plots: &Path) {
             Kind::Peer => r.system.clone(),
             Kind::Paper => format!("*{}*", r.system),
         };
-        let cells: Vec<String> = r.cells.iter().map(|c| cell(c, r.kind)).collect();
+        let cells: Vec<String> = (r.cells.iter().enumerate())
+            .map(|(i, c)| cell(t, i, c, r.kind))
+            .collect();
         let _ = writeln!(out, "| {name} | {} |", cells.join(" | "));
     }
     let _ = writeln!(out);

@@ -89,6 +89,7 @@
 mod cluster;
 mod http;
 mod locate;
+mod runtime;
 mod task;
 
 use task::{task_specs, RawTask};
@@ -210,11 +211,27 @@ impl Manifest {
     /// Errors are one line, starting with the line of the manifest they
     /// point at when it can be found (`line 12: task[1] ("web"): …`).
     pub fn parse(text: &str, base: &Path) -> Result<Manifest, String> {
+        match Self::parse_all(text, base)? {
+            (m, problems) if problems.is_empty() => Ok(m),
+            (_, mut problems) => Err(problems.swap_remove(0)),
+        }
+    }
+
+    /// As [`parse`](Self::parse), with every problem found rather than the
+    /// first: each key and entry is checked on its own, and the manifest
+    /// returned holds the entries that passed. An `Err` is text that is
+    /// not TOML of the manifest's shape (unknown keys, wrong types).
+    pub fn parse_all(text: &str, base: &Path) -> Result<(Manifest, Vec<String>), String> {
         let raw: RawManifest = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
-        Self::from_raw(raw, base).map_err(|e| match locate::line_of(text, &e) {
-            Some(line) => format!("line {line}: {e}"),
-            None => e,
-        })
+        let (m, problems) = Self::from_raw(raw, base);
+        let located = problems
+            .into_iter()
+            .map(|e| match locate::line_of(text, &e) {
+                Some(line) => format!("line {line}: {e}"),
+                None => e,
+            })
+            .collect();
+        Ok((m, located))
     }
 
     /// One task from the keys of a `[[task]]` entry, checked exactly as in
@@ -232,90 +249,76 @@ impl Manifest {
         Ok(specs.remove(0))
     }
 
-    fn from_raw(raw: RawManifest, base: &Path) -> Result<Manifest, String> {
-        let runtime = RuntimeSection {
-            workers: match raw.runtime.workers {
-                Some(0) => return Err("runtime.workers: must be at least 1".into()),
-                w => w,
-            },
-            slice: match raw.runtime.slice_ms {
-                Some(0) => return Err("runtime.slice_ms: must be at least 1".into()),
-                Some(ms) => Some(Duration::from_millis(ms)),
-                None => None,
-            },
-            cache: raw.runtime.cache,
-            max_tasks: match raw.runtime.max_tasks {
-                Some(0) => return Err("runtime.max_tasks: must be at least 1".into()),
-                n => n,
-            },
-            control: match raw.runtime.control {
-                Some(c) if c != "off" && c.parse::<std::net::SocketAddr>().is_err() => {
-                    return Err(format!(
-                        "runtime.control: {c:?}: expected IP:PORT, or \"off\""
-                    ))
-                }
-                c => c,
-            },
-            link_rate: raw
-                .runtime
-                .link_rate
-                .as_deref()
-                .map(parse_rate)
-                .transpose()
-                .map_err(|e| format!("runtime.link_rate: {e}"))?,
-            max_module_bytes: match raw.runtime.max_module_size.as_deref().map(parse_size) {
-                Some(Ok(0)) => return Err("runtime.max_module_size: must be more than 0".into()),
-                Some(Err(e)) => return Err(format!("runtime.max_module_size: {e}")),
-                Some(Ok(n)) => Some(n),
-                None => None,
-            },
-            memory_limit: match raw.runtime.memory_limit.as_deref().map(parse_size) {
-                Some(Ok(0)) => return Err("runtime.memory_limit: must be more than 0".into()),
-                Some(Err(e)) => return Err(format!("runtime.memory_limit: {e}")),
-                n => n.map(Result::unwrap),
-            },
-            scheduler: match raw.runtime.scheduler.as_deref() {
-                None => PolicyKind::RoundRobin,
-                Some(p) => PolicyKind::parse(p).map_err(|e| format!("runtime.scheduler: {e}"))?,
-            },
-        };
+    fn from_raw(raw: RawManifest, base: &Path) -> (Manifest, Vec<String>) {
+        let mut problems = Vec::new();
+        let runtime = runtime::section(raw.runtime).unwrap_or_else(|e| {
+            problems.push(e);
+            RuntimeSection::default()
+        });
         let mut groups: Vec<GroupSpec> = Vec::new();
         for (i, g) in raw.group.into_iter().enumerate() {
             let at = format!("group[{i}] ({:?})", g.name);
-            let spec = group_spec(g, &groups).map_err(|e| format!("{at}: {e}"))?;
-            groups.push(spec);
-        }
-        let mut tasks = Vec::new();
-        let mut names = HashSet::new();
-        for (i, t) in raw.task.into_iter().enumerate() {
-            let at = format!("task[{i}] ({:?})", t.name);
-            if let Some(g) = &t.group {
-                if !groups.iter().any(|x| &x.name == g) {
-                    return Err(format!("{at}: group: no [[group]] named {g:?}"));
-                }
-            }
-            let specs = task_specs(t, base).map_err(|e| format!("{at}: {e}"))?;
-            for spec in specs {
-                if !names.insert(spec.name.clone()) {
-                    return Err(format!("{at}: duplicate task name {:?}", spec.name));
-                }
-                tasks.push(spec);
+            match group_spec(g, &groups) {
+                Ok(spec) => groups.push(spec),
+                Err(e) => problems.push(format!("{at}: {e}")),
             }
         }
+        let empty = raw.task.is_empty() && raw.http.is_empty();
+        let tasks = tasks(raw.task, base, &groups, &mut problems);
         let group_names: Vec<&str> = groups.iter().map(|g| g.name.as_str()).collect();
-        let http = http::servers(raw.http, base, &group_names)?;
-        if tasks.is_empty() && http.is_empty() {
-            return Err("no [[task]] or [[http]] entries".into());
+        let http = http::servers(raw.http, base, &group_names, &mut problems);
+        if empty {
+            problems.push("no [[task]] or [[http]] entries".into());
         }
-        let cluster = raw.cluster.map(|c| cluster::spec(c, base)).transpose()?;
-        Ok(Manifest {
+        let cluster = raw
+            .cluster
+            .and_then(|c| cluster::spec(c, base).map_err(|e| problems.push(e)).ok());
+        let m = Manifest {
             runtime,
             groups,
             tasks,
             http,
             cluster,
-        })
+        };
+        (m, problems)
     }
+}
+
+/// The tasks of the `[[task]]` entries; each bad one is a problem.
+fn tasks(
+    raw: Vec<RawTask>,
+    base: &Path,
+    groups: &[GroupSpec],
+    problems: &mut Vec<String>,
+) -> Vec<TaskSpec> {
+    let mut tasks = Vec::new();
+    let mut names = HashSet::new();
+    for (i, t) in raw.into_iter().enumerate() {
+        let at = format!("task[{i}] ({:?})", t.name);
+        if let Some(g) = t
+            .group
+            .as_ref()
+            .filter(|g| !groups.iter().any(|x| &x.name == *g))
+        {
+            problems.push(format!("{at}: group: no [[group]] named {g:?}"));
+            continue;
+        }
+        let specs = match task_specs(t, base) {
+            Ok(specs) => specs,
+            Err(e) => {
+                problems.push(format!("{at}: {e}"));
+                continue;
+            }
+        };
+        for spec in specs {
+            if !names.insert(spec.name.clone()) {
+                problems.push(format!("{at}: duplicate task name {:?}", spec.name));
+                break;
+            }
+            tasks.push(spec);
+        }
+    }
+    tasks
 }
 
 fn params(

@@ -97,41 +97,62 @@ pub(super) fn servers(
     raw: Vec<RawHttp>,
     base: &Path,
     groups: &[&str],
-) -> Result<Vec<HttpSpec>, String> {
+    problems: &mut Vec<String>,
+) -> Vec<HttpSpec> {
     let mut names = HashSet::new();
     let mut out = Vec::new();
     for (i, h) in raw.into_iter().enumerate() {
         let at = format!("http[{i}] ({:?})", h.listen);
-        h.listen
-            .parse::<std::net::SocketAddr>()
-            .map_err(|_| format!("{at}: listen: not an address such as \"127.0.0.1:8080\""))?;
-        if h.route.is_empty() {
-            return Err(format!("{at}: no [[http.route]] entries"));
+        let before = problems.len();
+        match server(h, &at, base, groups, &mut names, problems) {
+            Ok(spec) if problems.len() == before => out.push(spec),
+            Ok(_) => {}
+            Err(e) => problems.push(format!("{at}: {e}")),
         }
-        let mut routes = Vec::new();
-        for (j, r) in h.route.into_iter().enumerate() {
-            let rat = format!("{at}: route[{j}] ({:?})", r.path);
-            let route = route(r, base, groups).map_err(|e| format!("{rat}: {e}"))?;
-            if !names.insert(route.name.clone()) {
-                return Err(format!("{rat}: duplicate route name {:?}", route.name));
-            }
-            routes.push(route);
-        }
-        let (max_buffered, max_buffered_per_connection) =
-            buffered(&h.max_buffered, &h.max_buffered_per_connection, &routes)
-                .map_err(|e| format!("{at}: {e}"))?;
-        out.push(HttpSpec {
-            listen: h.listen,
-            max_connections: match h.max_connections {
-                Some(0) => return Err(format!("{at}: max_connections: must be at least 1")),
-                n => n.unwrap_or(DEFAULT_MAX_CONNECTIONS),
-            },
-            max_buffered,
-            max_buffered_per_connection,
-            routes,
-        });
     }
-    Ok(out)
+    out
+}
+
+/// One `[[http]]` server. Each bad route is a problem of its own, pushed
+/// to `problems` (the server is then left out by the caller).
+fn server(
+    h: RawHttp,
+    at: &str,
+    base: &Path,
+    groups: &[&str],
+    names: &mut HashSet<String>,
+    problems: &mut Vec<String>,
+) -> Result<HttpSpec, String> {
+    h.listen
+        .parse::<std::net::SocketAddr>()
+        .map_err(|_| "listen: not an address such as \"127.0.0.1:8080\"".to_string())?;
+    if h.route.is_empty() {
+        return Err("no [[http.route]] entries".into());
+    }
+    let mut routes = Vec::new();
+    for (j, r) in h.route.into_iter().enumerate() {
+        let rat = format!("{at}: route[{j}] ({:?})", r.path);
+        match route(r, base, groups) {
+            Ok(route) if !names.insert(route.name.clone()) => {
+                problems.push(format!("{rat}: duplicate route name {:?}", route.name))
+            }
+            Ok(route) => routes.push(route),
+            Err(e) => problems.push(format!("{rat}: {e}")),
+        }
+    }
+    let (max_buffered, max_buffered_per_connection) =
+        buffered(&h.max_buffered, &h.max_buffered_per_connection, &routes)?;
+    let max_connections = match h.max_connections {
+        Some(0) => return Err("max_connections: must be at least 1".into()),
+        n => n.unwrap_or(DEFAULT_MAX_CONNECTIONS),
+    };
+    Ok(HttpSpec {
+        listen: h.listen,
+        max_connections,
+        max_buffered,
+        max_buffered_per_connection,
+        routes,
+    })
 }
 
 /// A server's `max_buffered` and `max_buffered_per_connection`: each at

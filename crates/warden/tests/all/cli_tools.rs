@@ -125,6 +125,38 @@ fn check_names_the_line_of_each_problem() {
     );
 }
 
+/// `warden check` reports every problem of a manifest in one run: each
+/// bad key and entry on its own line, and the modules of the good ones.
+#[test]
+fn check_reports_every_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("bad.wasm"), "not wasm").unwrap();
+    let hello = guests::HELLO;
+    let m = manifest(
+        dir.path(),
+        &format!(
+            "[runtime]\ncontrol = 'nowhere'\n\
+             [[task]]\nname = 'a'\nmodule = '{hello}'\nmemory_limit = 'lots'\n\
+             [[task]]\nname = 'b'\nmodule = 'bad.wasm'\n\
+             [[task]]\nname = 'c'\nmodule = '{hello}'\ngroup = 'nobody'\n\
+             [[http]]\nlisten = '127.0.0.1:0'\n[[http.route]]\npath = '/x'\nmodule = '{hello}'\ntimeout = '0s'\n"
+        ),
+    );
+    let out = warden().args(["check"]).arg(&m).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    for want in [
+        "line 2: runtime.control: \"nowhere\"",
+        "line 6: task[0] (\"a\"): memory_limit: bad size",
+        "line 9: ",
+        "line 13: task[2] (\"c\"): group: no [[group]] named \"nobody\"",
+        "line 19: http[0] (\"127.0.0.1:0\"): route[0] (\"/x\"): timeout",
+    ] {
+        assert!(err.contains(want), "want {want:?} in {err}");
+    }
+    assert_eq!(err.lines().count(), 5, "{err}");
+}
+
 /// The commands and `warden run`'s flags, as `--help` lists them.
 fn commands_and_run_flags() -> (Vec<String>, Vec<String>) {
     let help = |args: &[&str]| text(&warden().args(args).output().unwrap().stdout);

@@ -11,15 +11,21 @@ use warden::{Manifest, Runtime, RuntimeConfig};
 
 pub fn check(args: &CheckArgs) -> Result<ExitCode, String> {
     let path = &args.manifest;
-    let m = match Manifest::load(path) {
-        Ok(m) => m,
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read manifest {}: {e}", path.display()))?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    // Every problem of the manifest, then those of the modules its good
+    // entries name.
+    let (m, bad) = match Manifest::parse_all(&text, base) {
+        Ok(parsed) => parsed,
         Err(e) => {
-            eprintln!("warden: {e}");
+            eprintln!("warden: {}: {e}", path.display());
             return Ok(ExitCode::from(1));
         }
     };
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let base = path.parent().unwrap_or(Path::new("."));
+    for problem in &bad {
+        eprintln!("warden: {}: {problem}", path.display());
+    }
     let config = RuntimeConfig {
         workers: 1,
         allow_precompiled: args.allow_precompiled,
@@ -27,7 +33,7 @@ pub fn check(args: &CheckArgs) -> Result<ExitCode, String> {
     };
     let rt = Runtime::new(config).map_err(|e| format!("{}: {e}", path.display()))?;
     let modules = modules(&m);
-    let mut problems = 0;
+    let mut problems = bad.len();
     for module in &modules {
         if let Err(e) = crate::run::load(&rt, module) {
             problems += 1;
