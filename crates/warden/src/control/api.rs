@@ -193,7 +193,12 @@ fn decode(s: &str) -> String {
 fn spawn(rt: &Runtime, body: &[u8]) -> Result<TaskId, String> {
     let mut r: SpawnRequest =
         serde_json::from_slice(body).map_err(|e| format!("bad request: {e}"))?;
+    let short = !r.args.is_empty() || r.name.is_some();
+    let short = short || r.memory_limit.is_some() || r.cpu_limit.is_some();
     let spec = match (r.task.take(), r.module.take()) {
+        (Some(_), None) if short => {
+            return Err("bad request: with \"task\", every key goes inside it".into())
+        }
         (Some(keys), None) => crate::Manifest::task(keys, std::path::Path::new("."))?,
         (None, Some(module)) => short_spec(r, module)?,
         _ => return Err("bad request: give either \"task\" or \"module\"".into()),

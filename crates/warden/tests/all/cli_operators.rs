@@ -197,3 +197,45 @@ fn top_piped_is_plain_and_narrow() {
         "{wide}"
     );
 }
+
+/// `POST /api/spawn` with the token: the status and body of the answer.
+fn post_spawn(addr: &str, body: &str) -> (u16, String) {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "POST /api/spawn HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        token_of(addr),
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    let status = answer.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, body.to_string())
+}
+
+/// The spawn endpoint takes a manifest task's keys, or the short form,
+/// never a mix of the two.
+#[test]
+fn spawn_requests_take_one_form() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = start(dir.path());
+    let hello = guests::HELLO;
+    let task = format!(r#"{{"name": "t", "module": "{hello}", "args": ["by", "api"]}}"#);
+    let (code, body) = post_spawn(&sys.addr, &format!(r#"{{"task": {task}, "args": ["x"]}}"#));
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("every key goes inside it"), "{body}");
+    let (code, body) = post_spawn(&sys.addr, "{}");
+    assert!(code == 400 && body.contains("either"), "{body}");
+    let counted = format!(r#"{{"task": {{"name": "c", "module": "{hello}", "count": 2}}}}"#);
+    let (code, body) = post_spawn(&sys.addr, &counted);
+    assert!(code == 400 && body.contains("count"), "{body}");
+    let (code, body) = post_spawn(&sys.addr, &format!(r#"{{"task": {task}}}"#));
+    assert_eq!(code, 200, "{body}");
+    let t = ended(&sys.addr, "t");
+    assert_eq!(t["exit_code"], 0, "{t}");
+    let logs = text(&cli(&sys.addr, &["logs", "t"]).stdout);
+    assert!(logs.contains("arg 1: by\narg 2: api"), "{logs}");
+}
