@@ -27,9 +27,13 @@ impl Grid {
         }
     }
 
+    /// Adds a row. Control characters become `?`: a name or a reason may
+    /// come from a guest (a trap's message names its functions), and must
+    /// not move the operator's cursor or colour their terminal.
     fn push(&mut self, row: Vec<String>) {
         debug_assert_eq!(row.len(), self.columns.len());
-        self.rows.push(row);
+        let plain = |c: String| c.replace(|ch: char| ch.is_control(), "?");
+        self.rows.push(row.into_iter().map(plain).collect());
     }
 
     fn render(&self) -> String {
@@ -95,7 +99,7 @@ pub fn is_ended(t: &Value) -> bool {
 fn ending(t: &Value) -> String {
     match (t["exit_code"].as_i64(), t["reason"].as_str()) {
         (Some(code), _) => format!("exit {code}"),
-        (None, Some(why)) => why.to_string(),
+        (None, Some(why)) => why.lines().next().unwrap_or("").to_string(),
         _ => String::new(),
     }
 }
@@ -336,6 +340,21 @@ mod tests {
         // The ended task's memory column is "-", its peak 3.0.
         assert!(
             lines[2].contains(" - ") && lines[2].contains(" 3.0 "),
+            "{out}"
+        );
+    }
+
+    /// What a guest may put in a name or a trap's reason reaches the
+    /// terminal as text: no escape sequences, one line per task.
+    #[test]
+    fn cells_carry_no_control_characters() {
+        let list = json!([{"id": 1, "name": "x\u{1b}[2Jy", "state": "trapped",
+            "reason": "wasm trap: \u{1b}]0;owned\u{7} in f\nbacktrace: 0: f"}]);
+        let out = tasks(&list, None, true);
+        assert!(!out.chars().any(|c| c.is_control() && c != '\n'), "{out:?}");
+        assert_eq!(out.lines().count(), 2, "{out}");
+        assert!(
+            out.contains("x?[2Jy") && out.contains("?]0;owned? in f"),
             "{out}"
         );
     }
