@@ -2,20 +2,10 @@
 //! program's flags, `ps` and `top` tables, and the errors of a wrong
 //! task name or a wrong address.
 
-use crate::control::{ps, start, task};
+use crate::control::{cli, ps, start, task};
 use crate::util::*;
 use std::io::{Read, Write};
-use std::process::Output;
 use std::time::{Duration, Instant};
-
-fn cli(addr: &str, args: &[&str]) -> Output {
-    warden()
-        .arg(args[0])
-        .args(["--control", addr])
-        .args(&args[1..])
-        .output()
-        .unwrap()
-}
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 /// Runs `warden <args>` against `addr` (`--control` right after the
 /// subcommand: later words may be module arguments).
-fn cli(addr: &str, args: &[&str]) -> Output {
+pub fn cli(addr: &str, args: &[&str]) -> Output {
     warden()
         .arg(args[0])
         .args(["--control", addr])
