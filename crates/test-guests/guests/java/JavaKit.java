@@ -52,6 +52,8 @@ public class JavaKit {
 
     static void basics(String[] args) {
         System.out.println("args: " + String.join(" ", args));
+        System.out.println("env: USER=" + Task.env("USER") + " HOME=" + Task.env("HOME")
+                + " unset=" + Task.env("UNSET") + " prefix=" + Task.env("US"));
         // Primes below 100,000 with a sieve.
         boolean[] composite = new boolean[100_000];
         int primes = 0;

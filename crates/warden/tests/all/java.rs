@@ -9,20 +9,23 @@ fn kit() -> &'static str {
     guests::built(guests::JAVA_KIT)
 }
 
-/// Prints, reads its arguments, computes, allocates, sleeps and catches
-/// its own exceptions (a checked one, a cast, an index out of bounds).
+/// Prints, reads its arguments and environment (`warden.Task.env`),
+/// computes, allocates, sleeps and catches its own exceptions (a checked
+/// one, a cast, an index out of bounds).
 #[test]
 fn a_java_program_runs_as_a_task() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime(1);
     let mut s = spec(dir.path(), "kit", kit());
     s.args = vec!["basics".into(), "one".into(), "two".into()];
+    s.env = vec![("HOME".into(), "/h".into()), ("USER".into(), "jó".into())];
     s.memory_limit = Some(32 << 20);
     let r = run_one(&rt, &s, Duration::from_secs(30));
     let out = stdout_of(dir.path(), "kit");
     assert_eq!((r.status, r.exit_code), ("exited", Some(0)), "{out} {r:?}");
     for want in [
         "args: basics one two",
+        "env: USER=jó HOME=/h unset=null prefix=null",
         "primes below 100000: 9592",
         "allocated 64 arrays, sum 2016",
         "slept at least 20 ms",

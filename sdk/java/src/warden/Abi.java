@@ -122,6 +122,12 @@ final class Abi {
     @Import(module = "wasi_snapshot_preview1", name = "poll_oneoff")
     static native int pollOneoff(Address subscriptions, Address events, int n, Address nevents);
 
+    @Import(module = "wasi_snapshot_preview1", name = "environ_sizes_get")
+    static native int environSizesGet(Address count, Address bytes);
+
+    @Import(module = "wasi_snapshot_preview1", name = "environ_get")
+    static native int environGet(Address pointers, Address bytes);
+
     @Import(module = "wasi_snapshot_preview1", name = "proc_exit")
     static native void procExit(int code);
 

@@ -87,4 +87,52 @@ public final class Task {
         Address count = sub.add(80);
         Abi.pollOneoff(sub, event, 1, count);
     }
+
+    /**
+     * The value of this task's environment variable {@code name} (set by
+     * the manifest's {@code env = { NAME = "value" }} or by {@code warden
+     * run --env}), or null if it has none. TeaVM's {@code System.getenv}
+     * returns null for every name under WASI; this reads WASI's
+     * environment directly.
+     */
+    public static String env(String name) {
+        byte[] key = Abi.utf8(name + "=");
+        int[] sizes = new int[2];
+        Address sizesAt = Address.ofData(sizes);
+        if (Abi.environSizesGet(sizesAt, sizesAt.add(4)) != 0) {
+            return null;
+        }
+        int[] starts = new int[Math.max(sizes[0], 1)];
+        byte[] bytes = new byte[Math.max(sizes[1], 1)];
+        if (Abi.environGet(Address.ofData(starts), Address.ofData(bytes)) != 0) {
+            return null;
+        }
+        // The host wrote addresses; turn them into offsets in bytes before
+        // anything else is allocated.
+        int base = Address.ofData(bytes).toInt();
+        for (int i = 0; i < sizes[0]; i++) {
+            int at = starts[i] - base;
+            if (startsWith(bytes, at, key)) {
+                int end = at + key.length;
+                while (end < bytes.length && bytes[end] != 0) {
+                    end++;
+                }
+                return new String(bytes, at + key.length, end - at - key.length,
+                        java.nio.charset.StandardCharsets.UTF_8);
+            }
+        }
+        return null;
+    }
+
+    private static boolean startsWith(byte[] bytes, int at, byte[] key) {
+        if (at < 0 || at + key.length > bytes.length) {
+            return false;
+        }
+        for (int i = 0; i < key.length; i++) {
+            if (bytes[at + i] != key[i]) {
+                return false;
+            }
+        }
+        return true;
+    }
 }

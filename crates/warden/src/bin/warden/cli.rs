@@ -42,6 +42,21 @@ pub enum Command {
     /// Check a manifest and compile every module it names, without
     /// running anything.
     Check(CheckArgs),
+    /// Write a working starting point into a new directory NAME: sources,
+    /// a `build` script, a README and (for systems) a manifest.
+    ///
+    /// Then `cd NAME && ./build` and run it as its README says. C kinds
+    /// need clang with wasi-libc; `java` needs a JDK.
+    New {
+        /// What to write: `c` (a C program), `service` (a C service and
+        /// client with a manifest), `wagi` (an HTTP handler, a fresh task
+        /// per request), `servlet` (an HTTP servlet task), `java` (a Java
+        /// program).
+        kind: NewKind,
+        /// The directory to create; its last component names the
+        /// project (module, service and route).
+        name: PathBuf,
+    },
     /// List the tasks of a running system (a tree: children under parents).
     Ps {
         /// Print JSON instead of a table.
@@ -133,6 +148,21 @@ pub enum Command {
     },
 }
 
+/// The kinds of project `warden new` writes.
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum NewKind {
+    /// A C program.
+    C,
+    /// A C service and its client, with a manifest.
+    Service,
+    /// An HTTP handler in C, a fresh task per request (WAGI).
+    Wagi,
+    /// An HTTP servlet in C: one long-lived task.
+    Servlet,
+    /// A Java program (TeaVM).
+    Java,
+}
+
 #[derive(Subcommand)]
 pub enum ClusterCommand {
     /// Print a nats-server `authorization` block that gives each node of
@@ -159,7 +189,7 @@ pub enum ClusterCommand {
 #[derive(Args)]
 pub struct ControlArg {
     /// The control API of the running system.
-    #[arg(long = "control", value_name = "HOST:PORT", default_value = warden::control::DEFAULT_ADDR, value_parser = host_port)]
+    #[arg(long = "control", value_name = "HOST:PORT", env = "WARDEN_CONTROL", default_value = warden::control::DEFAULT_ADDR, value_parser = host_port)]
     pub addr: String,
 }
 

@@ -7,6 +7,7 @@ mod cli;
 mod client;
 mod compile;
 mod docs;
+mod new;
 mod outcome;
 mod program;
 mod run;
@@ -48,6 +49,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(*args),
         Command::Compile(args) => done(compile::compile(&args)),
         Command::Check(args) => check::check(&args),
+        Command::New { kind, name } => done(new::new(kind, &name)),
         Command::Ps {
             json,
             all,
