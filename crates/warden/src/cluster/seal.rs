@@ -23,7 +23,7 @@
 //! to, so a restarted server refuses the calls sent to its predecessor.
 //!
 //! A cluster without members is *open*: frames go unsealed, and anyone
-//! who can reach the broker is trusted (see the README).
+//! who can reach the broker is trusted (see doc/clusters.md).
 
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};

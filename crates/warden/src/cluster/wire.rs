@@ -28,7 +28,7 @@
 //! and hello), apart from answers to what it was sent and calls through
 //! portals it was lent; every subject it subscribes to is its own or one
 //! of a name it serves. So a broker can give each node exactly those
-//! permissions (see the README's "Locking the broker down").
+//! permissions (see "Locking the broker down" in doc/clusters.md).
 
 use crate::ipc::Errno;
 use serde::{Deserialize, Serialize};

@@ -10,11 +10,7 @@ use std::process::Command;
 fn create(kind: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let project = dir.path().join("hello");
-    let out = warden()
-        .args(["new", kind])
-        .arg(&project)
-        .output()
-        .unwrap();
+    let out = warden().args(["new", kind]).arg(&project).output().unwrap();
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{said}{}", stderr(&out));
     assert!(said.contains("./build"), "{said}");
@@ -131,6 +127,9 @@ fn bad_requests_are_refused() {
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
     }
-    assert_eq!(std::fs::read_to_string(used.join("main.c")).unwrap(), "mine");
+    assert_eq!(
+        std::fs::read_to_string(used.join("main.c")).unwrap(),
+        "mine"
+    );
     assert!(!dir.path().join("9lives").exists());
 }

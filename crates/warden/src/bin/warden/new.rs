@@ -16,21 +16,73 @@ use std::path::Path;
 /// it is a script to run.
 type File = (&'static str, &'static str, bool);
 
-const C_HEADER: File = ("warden.h", include_str!("../../../../../sdk/c/warden.h"), false);
+const C_HEADER: File = (
+    "warden.h",
+    include_str!("../../../../../sdk/c/warden.h"),
+    false,
+);
 
 const JAVA_SDK: &[File] = &[
-    ("sdk/java/build", include_str!("../../../../../sdk/java/build"), true),
-    ("sdk/java/tools/Compile.java", include_str!("../../../../../sdk/java/tools/Compile.java"), false),
-    ("sdk/java/tools/Fetch.java", include_str!("../../../../../sdk/java/tools/Fetch.java"), false),
-    ("sdk/java/tools/teavm.deps", include_str!("../../../../../sdk/java/tools/teavm.deps"), false),
-    ("sdk/java/src/warden/Abi.java", include_str!("../../../../../sdk/java/src/warden/Abi.java"), false),
-    ("sdk/java/src/warden/MemoryObject.java", include_str!("../../../../../sdk/java/src/warden/MemoryObject.java"), false),
-    ("sdk/java/src/warden/Portal.java", include_str!("../../../../../sdk/java/src/warden/Portal.java"), false),
-    ("sdk/java/src/warden/Request.java", include_str!("../../../../../sdk/java/src/warden/Request.java"), false),
-    ("sdk/java/src/warden/Service.java", include_str!("../../../../../sdk/java/src/warden/Service.java"), false),
-    ("sdk/java/src/warden/Socket.java", include_str!("../../../../../sdk/java/src/warden/Socket.java"), false),
-    ("sdk/java/src/warden/Task.java", include_str!("../../../../../sdk/java/src/warden/Task.java"), false),
-    ("sdk/java/src/warden/WardenException.java", include_str!("../../../../../sdk/java/src/warden/WardenException.java"), false),
+    (
+        "sdk/java/build",
+        include_str!("../../../../../sdk/java/build"),
+        true,
+    ),
+    (
+        "sdk/java/tools/Compile.java",
+        include_str!("../../../../../sdk/java/tools/Compile.java"),
+        false,
+    ),
+    (
+        "sdk/java/tools/Fetch.java",
+        include_str!("../../../../../sdk/java/tools/Fetch.java"),
+        false,
+    ),
+    (
+        "sdk/java/tools/teavm.deps",
+        include_str!("../../../../../sdk/java/tools/teavm.deps"),
+        false,
+    ),
+    (
+        "sdk/java/src/warden/Abi.java",
+        include_str!("../../../../../sdk/java/src/warden/Abi.java"),
+        false,
+    ),
+    (
+        "sdk/java/src/warden/MemoryObject.java",
+        include_str!("../../../../../sdk/java/src/warden/MemoryObject.java"),
+        false,
+    ),
+    (
+        "sdk/java/src/warden/Portal.java",
+        include_str!("../../../../../sdk/java/src/warden/Portal.java"),
+        false,
+    ),
+    (
+        "sdk/java/src/warden/Request.java",
+        include_str!("../../../../../sdk/java/src/warden/Request.java"),
+        false,
+    ),
+    (
+        "sdk/java/src/warden/Service.java",
+        include_str!("../../../../../sdk/java/src/warden/Service.java"),
+        false,
+    ),
+    (
+        "sdk/java/src/warden/Socket.java",
+        include_str!("../../../../../sdk/java/src/warden/Socket.java"),
+        false,
+    ),
+    (
+        "sdk/java/src/warden/Task.java",
+        include_str!("../../../../../sdk/java/src/warden/Task.java"),
+        false,
+    ),
+    (
+        "sdk/java/src/warden/WardenException.java",
+        include_str!("../../../../../sdk/java/src/warden/WardenException.java"),
+        false,
+    ),
 ];
 
 /// What `warden new` writes for one kind.
@@ -84,9 +136,21 @@ fn kind(k: NewKind) -> Kind {
         NewKind::Service => Kind {
             what: "a C service and its client, with a manifest",
             files: &[
-                ("service.c", include_str!("../../../templates/service/service.c"), false),
-                ("client.c", include_str!("../../../templates/service/client.c"), false),
-                ("warden.toml", include_str!("../../../templates/service/warden.toml"), false),
+                (
+                    "service.c",
+                    include_str!("../../../templates/service/service.c"),
+                    false,
+                ),
+                (
+                    "client.c",
+                    include_str!("../../../templates/service/client.c"),
+                    false,
+                ),
+                (
+                    "warden.toml",
+                    include_str!("../../../templates/service/warden.toml"),
+                    false,
+                ),
             ],
             build: "for part in service client; do\n    \
                     \"$cc\" --target=wasm32-wasi -O2 -Wall -I. -o \"$part.wasm\" \"$part.c\"\n\
@@ -98,8 +162,16 @@ fn kind(k: NewKind) -> Kind {
         NewKind::Wagi => Kind {
             what: "an HTTP handler run as a fresh task per request (WAGI)",
             files: &[
-                ("handler.c", include_str!("../../../templates/wagi/handler.c"), false),
-                ("warden.toml", include_str!("../../../templates/wagi/warden.toml"), false),
+                (
+                    "handler.c",
+                    include_str!("../../../templates/wagi/handler.c"),
+                    false,
+                ),
+                (
+                    "warden.toml",
+                    include_str!("../../../templates/wagi/warden.toml"),
+                    false,
+                ),
             ],
             build: "\"$cc\" --target=wasm32-wasi -O2 -Wall -o handler.wasm handler.c\n",
             run: "warden run warden.toml &\n\
@@ -110,8 +182,16 @@ fn kind(k: NewKind) -> Kind {
         NewKind::Servlet => Kind {
             what: "an HTTP servlet: one long-lived task answering every request",
             files: &[
-                ("servlet.c", include_str!("../../../templates/servlet/servlet.c"), false),
-                ("warden.toml", include_str!("../../../templates/servlet/warden.toml"), false),
+                (
+                    "servlet.c",
+                    include_str!("../../../templates/servlet/servlet.c"),
+                    false,
+                ),
+                (
+                    "warden.toml",
+                    include_str!("../../../templates/servlet/warden.toml"),
+                    false,
+                ),
             ],
             build: "\"$cc\" --target=wasm32-wasi -O2 -Wall -I. -o servlet.wasm servlet.c\n",
             run: "warden run warden.toml &\n\
@@ -121,7 +201,11 @@ fn kind(k: NewKind) -> Kind {
         },
         NewKind::Java => Kind {
             what: "a Java program (TeaVM and Warden's Java SDK)",
-            files: &[("src/Main.java", include_str!("../../../templates/java/src/Main.java"), false)],
+            files: &[(
+                "src/Main.java",
+                include_str!("../../../templates/java/src/Main.java"),
+                false,
+            )],
             build: "sdk/java/build src Main @NAME@.wasm\n",
             run: "warden run @NAME@.wasm --memory-limit 64MiB --env GREETING=Hi -- you\n\
                   # prints: Hi, you, from @NAME@",
@@ -175,7 +259,9 @@ fn project_name(dir: &Path) -> Result<&str, String> {
         .ok_or_else(|| format!("{}: not a directory name", dir.display()))?;
     let ok = name.len() <= 64
         && name.starts_with(|c: char| c.is_ascii_alphabetic())
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
     if !ok {
         return Err(format!(
             "{name:?}: a project's name is a letter, then up to 63 letters, digits, '-' or '_' \
