@@ -161,9 +161,13 @@ fn judge(a: &Args, samples: &[Sample], exited_ok: bool) -> i32 {
     println!("  fds:   {mid_fds} most in the middle third, {end_fds} in the last");
     let rss_grew = end_rss as f64 > mid_rss as f64 * 1.05 + (16u64 << 20) as f64;
     let fds_grew = end_fds > mid_fds + 8;
+    // The load must have been there: at least a quarter of the children
+    // the workers keep alive were alive at once in some sample.
+    let too_few = peak_live < u64::from(a.workers) * u64::from(a.children) / 4;
     let mut failed = false;
     for (bad, what) in [
         (!exited_ok, "warden run did not exit 0"),
+        (too_few, "too few tasks were alive at once"),
         (samples.len() < 6, "too few samples"),
         (rss_grew, "RSS grew after warm-up"),
         (fds_grew, "open descriptors grew after warm-up"),

@@ -227,6 +227,11 @@ fn demo_system_runs() {
     assert!(curl(&format!("{base}/")).contains("Hello from a task"));
     assert!(curl(&format!("{base}/spin")).ends_with("\n503"));
     assert!(curl(&format!("{base}/count")).contains("visited 1 time"));
+    let fortune = curl(&format!("{base}/fortune?n=1"));
+    assert!(
+        fortune.contains("from AssemblyScript") && fortune.ends_with("\n200"),
+        "{fortune}"
+    );
     // Wait until the batch tasks have ended (readiness, not a timer).
     let batch = [
         "greet", "primes.0", "primes.1", "primes.2", "nap", "hog", "spinner",

@@ -52,7 +52,9 @@ fn lookup_waits_for_late_registration() {
     let c = rt
         .spawn(&client(dir.path(), "early", "late", 3, "hi"))
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // The client has run and is blocked in its lookup before the name
+    // exists.
+    wait_blocked(&rt, c);
     assert!(
         rt.wait_timeout(c, Some(Duration::ZERO)).unwrap().is_none(),
         "client waits"

@@ -133,8 +133,11 @@ fn cap_bounds_a_task() {
     std::thread::sleep(Duration::from_millis(1500));
     let used = cpu_by_name(&sys.addr)["capped"] - c0;
     let wall = t0.elapsed().as_secs_f64() * 1000.0;
+    // At most its cap (and a slice's rounding); at least a quarter of it,
+    // which holds while other processes keep the cores busy, and fails
+    // if a cap stops a task instead of pacing it.
     assert!(
-        used > 0.0 && used <= 0.25 * wall,
+        used >= 0.05 * wall && used <= 0.25 * wall,
         "{used:.1} ms of {wall:.0} ms"
     );
 }

@@ -409,11 +409,12 @@ fn stress_kills_during_calls() {
         for i in 0..callers.len() {
             wait_for_output(dir.path(), &format!("c{i}"), "-> worked");
         }
-        rt.kill(callers[1], "stress").ok();
+        // A caller that already finished cannot be killed; one that was
+        // must end killed, with its calls cut short.
+        let victims = [1, 2].map(|i| (i, rt.kill(callers[i], "stress").is_ok()));
         if round % 2 == 0 {
-            rt.kill(srv, "stress").ok();
+            rt.kill(srv, "stress").unwrap();
         }
-        rt.kill(callers[2], "stress").ok();
         for (i, id) in callers.iter().enumerate() {
             let r = wait(&rt, *id, LIMIT);
             let out = stdout_of(dir.path(), &format!("c{i}"));
@@ -422,6 +423,10 @@ fn stress_kills_during_calls() {
                     line.ends_with("-> worked") || line.ends_with(&died),
                     "{line}"
                 );
+            }
+            if victims.contains(&(i, true)) {
+                assert_eq!(r.status, "killed", "c{i}: {r:?}");
+                assert!(out.lines().count() < 300, "c{i} finished after its kill");
             }
             if i > 2 {
                 assert_eq!((r.status, out.lines().count()), ("exited", 300), "{r:?}");

@@ -296,22 +296,31 @@ fn inheritance_prevents_priority_inversion() {
         let dir = tempfile::tempdir().unwrap();
         let rt = rt_with(PolicyKind::Priority, vec![]);
         let server = rt.spawn(&work_server(dir.path(), 1, inheritance)).unwrap();
-        std::thread::sleep(Duration::from_millis(50));
+        // The hog would starve it before it registers: wait for it in
+        // `recv`.
+        wait_blocked(&rt, server);
         let _hog = rt.spawn(&spinner(dir.path(), "hog", 1, 5)).unwrap();
         let client = rt.spawn(&work_client(dir.path(), 50, 9)).unwrap();
-        let done = rt
-            .wait_timeout(client, Some(Duration::from_secs(3)))
-            .unwrap();
         if inheritance {
-            let r = done.unwrap_or_else(|| {
-                panic!(
-                    "client did not finish: {:?} {}",
-                    rt.live_tasks(),
-                    stdout_of(dir.path(), "client")
-                )
-            });
+            let r = rt
+                .wait_timeout(client, Some(Duration::from_secs(20)))
+                .unwrap()
+                .unwrap_or_else(|| {
+                    panic!(
+                        "client did not finish: {:?} {}",
+                        rt.live_tasks(),
+                        stdout_of(dir.path(), "client")
+                    )
+                });
             assert_served_on_the_clients_account(&rt, &r, server);
         } else {
+            // The client has made its first call (the name is registered,
+            // so it is blocked in the call, not the lookup) and, the hog
+            // starving the server, gets no answer.
+            wait_blocked(&rt, client);
+            let done = rt
+                .wait_timeout(client, Some(Duration::from_secs(1)))
+                .unwrap();
             assert!(
                 done.is_none(),
                 "without inheritance the hog starves the server"
