@@ -337,8 +337,11 @@ fn nodes_exporting_one_name_share_its_calls() {
     assert!(na >= 80 && nc >= 80, "a {na}, c {nc}");
 }
 
+/// A call to a node that dies fails with "peer died" once the node has
+/// been silent for 1.5 s (its last word came at most 250 ms before the
+/// kill); the bound adds a margin for timers late on a busy machine.
 #[test]
-fn a_node_killed_mid_call_is_peer_death_within_two_seconds() {
+fn a_node_killed_mid_call_is_peer_death_after_its_silence() {
     let d = tempfile::tempdir().unwrap();
     let broker = Broker::start();
     let mut a = Node::start(d.path(), "a", &broker.url(), &server("kv", "a"));
@@ -356,7 +359,7 @@ fn a_node_killed_mid_call_is_peer_death_within_two_seconds() {
     let after = killed.elapsed();
     assert!(b.out().contains("client: call: peer died"), "{}", b.out());
     assert!(
-        after < Duration::from_secs(2),
+        after < Duration::from_millis(1500 + 2500),
         "peer death seen after {after:?}"
     );
     // A task of the system failed: `warden run` says so.

@@ -471,14 +471,16 @@ fn a_full_server_makes_room_for_a_new_client() {
     let t = Instant::now();
     assert_eq!(get(&web, "/hello?fresh").status, 200);
     assert_eq!(read(&mut slow_head), "");
-    assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+    // Before the head timeout (5 s) could have been what closed it.
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     // Full again, with a second request at work: now the body gives way
     // (well before the 10 s body timeout would have closed it).
     let mut busy2 = hold(2);
     let t = Instant::now();
     assert_eq!(get(&web, "/hello?fresh").status, 200);
+    // Closed without a word: the body timeout (10 s) would have
+    // answered 408.
     assert_eq!(read(&mut slow_body), "");
-    assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
     // The requests at work get their answers.
     for s in [&mut busy, &mut busy2] {
         let answer = read(s);
@@ -551,8 +553,8 @@ fn a_service_route_to_a_passive_service() {
     assert_eq!(get(&web, "/count/crash").status, 502);
     assert_eq!(get(&web, "/count/x").status, 503);
     assert!(
-        t.elapsed() < Duration::from_secs(4),
-        "answered at once, not at the timeout"
+        t.elapsed() < Duration::from_secs(5),
+        "answered before the route's 5 s timeout"
     );
 }
 
