@@ -138,10 +138,13 @@ static int blast(const char *addr) {
     }
 }
 
+/* Reads and drops what every client sends; prints "received N" (its own
+ * count of bytes, from all clients) each time another 64 KiB arrive. */
 static int sink(const char *addr) {
     warden_handle l = listen_or_die(addr);
     warden_pollfd fds[64];
     size_t n = 1;
+    unsigned long long total = 0, reported = 0;
     fds[0] = (warden_pollfd){l, WARDEN_POLL_IN, 0};
     for (;;) {
         int32_t r = warden_poll(fds, n, -1);
@@ -151,9 +154,16 @@ static int sink(const char *addr) {
             if (i == 0) {
                 warden_handle c = warden_tcp_accept(l, 0);
                 if (c >= 0 && n < 64) fds[n++] = (warden_pollfd){c, WARDEN_POLL_IN, 0};
-            } else if (warden_sock_recv(fds[i].handle, buf, sizeof buf, 0) == 0) {
-                warden_close(fds[i].handle);
-                fds[i--] = fds[--n];
+            } else {
+                int64_t got = warden_sock_recv(fds[i].handle, buf, sizeof buf, 0);
+                if (got == 0) {
+                    warden_close(fds[i].handle);
+                    fds[i--] = fds[--n];
+                } else if (got > 0 && (total += (unsigned long long)got) >= reported + (64 << 10)) {
+                    reported = total;
+                    printf("received %llu\n", total);
+                    fflush(stdout);
+                }
             }
         }
     }

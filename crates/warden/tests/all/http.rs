@@ -476,7 +476,6 @@ fn a_full_server_makes_room_for_a_new_client() {
     // Full again, with a second request at work: now the body gives way
     // (well before the 10 s body timeout would have closed it).
     let mut busy2 = hold(2);
-    let t = Instant::now();
     assert_eq!(get(&web, "/hello?fresh").status, 200);
     // Closed without a word: the body timeout (10 s) would have
     // answered 408.

@@ -28,27 +28,31 @@ fn cpu_by_name(addr: &str) -> HashMap<String, f64> {
         .collect()
 }
 
-/// Runs the spinners of `text` (a manifest) until they have received
-/// `total_ms` of CPU between them; each one's fraction of it.
-fn shares(text: &str, names: &[&str], total_ms: f64) -> HashMap<String, f64> {
+/// Runs the counters of `text` (a manifest) until they have done
+/// `total` rounds of work between them; each one's fraction of it. The
+/// fractions are what the guests counted, not what Warden charged them,
+/// so an accounting error cannot hide a scheduling one.
+fn shares(text: &str, names: &[&str], total: u64) -> HashMap<String, f64> {
     let dir = tempfile::tempdir().unwrap();
-    let sys = start_system(&manifest(dir.path(), text));
+    let _sys = start_system(&manifest(dir.path(), text));
+    let rounds = |n: &str| {
+        let out = std::fs::read_to_string(dir.path().join(format!("{n}.out"))).unwrap_or_default();
+        out.lines().filter(|l| l.starts_with("round ")).count() as u64
+    };
     let t = Instant::now();
     loop {
-        let cpu = cpu_by_name(&sys.addr);
-        let sum: f64 = names
-            .iter()
-            .map(|n| cpu.get(*n).copied().unwrap_or(0.0))
-            .sum();
-        if sum >= total_ms {
+        let done: Vec<u64> = names.iter().map(|n| rounds(n)).collect();
+        let sum: u64 = done.iter().sum();
+        if sum >= total {
             return names
                 .iter()
-                .map(|n| (n.to_string(), cpu[*n] / sum))
+                .zip(done)
+                .map(|(n, d)| (n.to_string(), d as f64 / sum as f64))
                 .collect();
         }
         assert!(
             t.elapsed() < Duration::from_secs(60),
-            "too little CPU: {cpu:?}"
+            "too little work done: {done:?}"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -70,6 +74,16 @@ fn spinner(name: &str, keys: &str) -> String {
     )
 }
 
+/// A task that counts its work: a round (a million steps of a random
+/// number generator, about a millisecond) per line of `NAME.out`.
+fn counter(name: &str, keys: &str) -> String {
+    format!(
+        "[[task]]\nname = '{name}'\nmodule = '{}'\nargs = ['1000000000', '1000000']\n\
+         stdout = '{name}.out'\n{keys}\n",
+        guests::BUSY_PRINT
+    )
+}
+
 fn near(got: &HashMap<String, f64>, name: &str, want: f64, within: f64) {
     let g = got[name];
     assert!(
@@ -87,11 +101,11 @@ fn stride_groups_and_shares() {
         "[runtime]\nworkers = 1\nscheduler = 'stride'\n\
          [[group]]\nname = 'gold'\npolicy = 'stride'\nshare = 3\n\
          [[group]]\nname = 'bronze'\nshare = 1\n{}{}{}",
-        spinner("g1", "group = 'gold'\nshare = 1"),
-        spinner("g2", "group = 'gold'\nshare = 2"),
-        spinner("b", "group = 'bronze'"),
+        counter("g1", "group = 'gold'\nshare = 1"),
+        counter("g2", "group = 'gold'\nshare = 2"),
+        counter("b", "group = 'bronze'"),
     );
-    let got = shares(&text, &["g1", "g2", "b"], 1200.0);
+    let got = shares(&text, &["g1", "g2", "b"], 1200);
     near(&got, "g1", 0.25, 0.07);
     near(&got, "g2", 0.50, 0.07);
     near(&got, "b", 0.25, 0.07);
@@ -102,10 +116,10 @@ fn stride_groups_and_shares() {
 fn lottery_tickets() {
     let text = format!(
         "[runtime]\nworkers = 1\nscheduler = 'lottery'\n{}{}",
-        spinner("many", "tickets = 300"),
-        spinner("few", "tickets = 100"),
+        counter("many", "tickets = 300"),
+        counter("few", "tickets = 100"),
     );
-    let got = shares(&text, &["many", "few"], 1200.0);
+    let got = shares(&text, &["many", "few"], 1200);
     near(&got, "many", 0.75, 0.1);
 }
 
@@ -114,10 +128,10 @@ fn lottery_tickets() {
 fn priorities() {
     let text = format!(
         "[runtime]\nworkers = 1\nscheduler = 'priority'\n{}{}",
-        spinner("high", "priority = 10"),
-        spinner("low", "priority = 1"),
+        counter("high", "priority = 10"),
+        counter("low", "priority = 1"),
     );
-    let got = shares(&text, &["high", "low"], 600.0);
+    let got = shares(&text, &["high", "low"], 600);
     assert!(got["high"] > 0.9, "{got:?}");
 }
 

@@ -4,8 +4,10 @@
 
 use crate::util::*;
 use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-use warden::{Runtime, RuntimeConfig, TaskId};
+use warden::{Runtime, RuntimeConfig};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -21,28 +23,15 @@ fn runtime_with_link(rate: Option<u64>) -> Runtime {
     .unwrap()
 }
 
-/// Bytes each task has sent (or received) so far.
-fn counts(rt: &Runtime, ids: &[TaskId], received: bool) -> Vec<u64> {
-    let views = rt.live_tasks();
-    ids.iter()
-        .map(|id| {
-            let v = views.iter().find(|v| v.id == *id).expect("alive");
-            if received {
-                v.net_bytes_received
-            } else {
-                v.net_bytes_sent
-            }
-        })
-        .collect()
-}
-
-/// What each task moved during `window`, after a warm-up.
-fn measure(rt: &Runtime, ids: &[TaskId], received: bool, window: Duration) -> (Vec<u64>, f64) {
+/// What arrived at each sink during `window`, after a warm-up: bytes
+/// counted by the receiver, not by Warden's own ledgers.
+fn measure_sinks(sinks: &[Arc<AtomicU64>], window: Duration) -> (Vec<u64>, f64) {
+    let counts = || -> Vec<u64> { sinks.iter().map(|c| c.load(Ordering::Relaxed)).collect() };
     std::thread::sleep(Duration::from_millis(300)); // warm-up, not ordering
-    let a = counts(rt, ids, received);
+    let a = counts();
     let t = Instant::now();
     std::thread::sleep(window);
-    let b = counts(rt, ids, received);
+    let b = counts();
     let secs = t.elapsed().as_secs_f64();
     (a.iter().zip(&b).map(|(x, y)| y - x).collect(), secs)
 }
@@ -62,16 +51,18 @@ fn a_saturated_link_is_shared_by_weight() {
     let dir = tempfile::tempdir().unwrap();
     let rate = 40_000_000u64;
     let rt = runtime_with_link(Some(rate));
-    let addr = discarding_sink();
-    let ids: Vec<TaskId> = (1..=4)
+    // A sink per sender, so each one's bytes are counted where they
+    // arrive.
+    let sinks: Vec<_> = (1..=4)
         .map(|w| {
             let name = format!("s{w}");
-            let id = rt.spawn(&blaster(dir.path(), &name, &addr, w)).unwrap();
+            let (addr, count) = counting_sink();
+            rt.spawn(&blaster(dir.path(), &name, &addr, w)).unwrap();
             wait_for_output(dir.path(), &name, "connected");
-            id
+            count
         })
         .collect();
-    let (sent, secs) = measure(&rt, &ids, false, Duration::from_secs(2));
+    let (sent, secs) = measure_sinks(&sinks, Duration::from_secs(2));
     let total: u64 = sent.iter().sum();
     for (i, s) in sent.iter().enumerate() {
         let frac = *s as f64 / total as f64;
@@ -93,15 +84,15 @@ fn a_saturated_link_is_shared_by_weight() {
 fn a_cap_holds_on_an_idle_link() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime_with_link(None);
-    let addr = discarding_sink();
+    let ((to_capped, capped_got), (to_free, free_got)) = (counting_sink(), counting_sink());
     let cap = 8_000_000u64;
-    let mut capped = blaster(dir.path(), "capped", &addr, 1);
+    let mut capped = blaster(dir.path(), "capped", &to_capped, 1);
     capped.net.bandwidth_limit = Some(cap);
-    let a = rt.spawn(&capped).unwrap();
-    let b = rt.spawn(&blaster(dir.path(), "free", &addr, 1)).unwrap();
+    rt.spawn(&capped).unwrap();
+    rt.spawn(&blaster(dir.path(), "free", &to_free, 1)).unwrap();
     wait_for_output(dir.path(), "capped", "connected");
     wait_for_output(dir.path(), "free", "connected");
-    let (sent, secs) = measure(&rt, &[a, b], false, Duration::from_secs(2));
+    let (sent, secs) = measure_sinks(&[capped_got, free_got], Duration::from_secs(2));
     let rate = sent[0] as f64 / secs;
     assert!(
         (rate / cap as f64 - 1.0).abs() < 0.05,
@@ -133,8 +124,22 @@ fn a_receive_limit_bounds_what_a_task_reads() {
         let b = vec![7u8; 1 << 16];
         while c.write_all(&b).is_ok() {}
     });
-    let (got, secs) = measure(&rt, &[id], true, Duration::from_secs(2));
-    let rate = got[0] as f64 / secs;
+    // What the reader counted itself (its last "received N" line), not
+    // Warden's ledger.
+    let counted = || -> u64 {
+        let out = stdout_of(dir.path(), "reader");
+        // Whole lines only: the last may be half written.
+        out[..out.rfind('\n').map_or(0, |i| i + 1)]
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("received "))
+            .map_or(0, |n| n.trim().parse().unwrap())
+    };
+    std::thread::sleep(Duration::from_millis(300)); // warm-up, not ordering
+    let (a, t) = (counted(), Instant::now());
+    std::thread::sleep(Duration::from_secs(2));
+    let (b, secs) = (counted(), t.elapsed().as_secs_f64());
+    let rate = (b - a) as f64 / secs;
     assert!(
         (rate / limit as f64 - 1.0).abs() < 0.06,
         "received {rate}/s, limit {limit}"

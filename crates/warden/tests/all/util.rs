@@ -246,19 +246,31 @@ pub fn wait_for_output(dir: &std::path::Path, name: &str, want: &str) {
 /// A loopback listener whose every connection is read and discarded, on a
 /// thread of its own; its address.
 pub fn discarding_sink() -> String {
+    counting_sink().0
+}
+
+/// [`discarding_sink`], which also counts the bytes it has received (from
+/// all its connections).
+pub fn counting_sink() -> (String, std::sync::Arc<std::sync::atomic::AtomicU64>) {
     use std::io::Read;
+    use std::sync::atomic::Ordering;
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap().to_string();
+    let count = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let total = count.clone();
     std::thread::spawn(move || {
         for s in l.incoming() {
             let Ok(mut s) = s else { return };
+            let total = total.clone();
             std::thread::spawn(move || {
                 let mut b = vec![0u8; 1 << 16];
-                while matches!(s.read(&mut b), Ok(n) if n > 0) {}
+                while let Ok(n @ 1..) = s.read(&mut b) {
+                    total.fetch_add(n as u64, Ordering::Relaxed);
+                }
             });
         }
     });
-    addr
+    (addr, count)
 }
 
 /// A `warden run` serving `[[http]]` routes, its stderr collected; killed
