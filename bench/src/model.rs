@@ -137,6 +137,10 @@ pub struct Table {
     /// zero, with that bound: a measured median below it is reported as
     /// "below resolution", with no ratio.
     pub resolution: Vec<(String, f64)>,
+    /// The Warden rows compared with the peers, when not just the first
+    /// (a table whose first Warden row is not like its peers).
+    #[serde(default)]
+    pub ratio_from: Vec<String>,
 }
 
 impl Table {
@@ -158,6 +162,7 @@ impl Table {
             notes: vec![],
             plot: Plot::Bars,
             no_ratio: vec![],
+            ratio_from: vec![],
             resolution: vec![],
         }
     }
@@ -203,9 +208,28 @@ impl Table {
     /// for every column both have.
     pub fn compute_ratios(&mut self) {
         self.ratios.clear();
-        let Some(w) = self.rows.iter().find(|r| r.kind == Kind::Warden) else {
-            return;
+        let warden: Vec<&Row> = if self.ratio_from.is_empty() {
+            self.rows
+                .iter()
+                .find(|r| r.kind == Kind::Warden)
+                .into_iter()
+                .collect()
+        } else {
+            self.rows
+                .iter()
+                .filter(|r| r.kind == Kind::Warden && self.ratio_from.contains(&r.system))
+                .collect()
         };
+        let mut ratios = Vec::new();
+        for w in warden {
+            ratios.extend(self.ratios_of(w));
+        }
+        self.ratios = ratios;
+    }
+
+    /// Warden row `w` over each peer, column by column.
+    fn ratios_of(&self, w: &Row) -> Vec<Ratio> {
+        let mut out = Vec::new();
         for peer in self.rows.iter().filter(|r| r.kind == Kind::Peer) {
             for (i, col) in self.columns.iter().enumerate() {
                 if self.no_ratio.contains(&col.name) {
@@ -214,7 +238,7 @@ impl Table {
                 if let (Some(a), Some(b)) = (&w.cells[i], &peer.cells[i]) {
                     let resolved = !self.below_resolution(i, a) && !self.below_resolution(i, b);
                     if b.median > 0.0 && resolved {
-                        self.ratios.push(Ratio {
+                        out.push(Ratio {
                             warden: w.system.clone(),
                             peer: peer.system.clone(),
                             column: col.name.clone(),
@@ -224,6 +248,7 @@ impl Table {
                 }
             }
         }
+        out
     }
 
     /// What is wrong with the table as a result, if anything: it has no

@@ -69,39 +69,10 @@ fn table(out: &mut String, i: usize, t: &Table, plots: &Path) {
         .filter_map(|r| r.note.as_ref().map(|n| format!("{}: {n}", r.system)))
         .chain(t.notes.iter().cloned())
         .collect();
-    if !t.ratios.is_empty() {
-        let warden = &t.ratios[0].warden;
-        let _ = writeln!(out, "Ratio {warden} / peer (below 1: Warden takes less):\n");
-        let cols: Vec<&String> = t
-            .columns
-            .iter()
-            .map(|c| &c.name)
-            .filter(|c| t.ratios.iter().any(|r| &r.column == *c))
-            .collect();
-        let _ = writeln!(
-            out,
-            "| peer | {} |",
-            cols.iter()
-                .map(|c| c.as_str())
-                .collect::<Vec<_>>()
-                .join(" | ")
-        );
-        let _ = writeln!(out, "|---|{}", "---|".repeat(cols.len()));
-        let mut peers: Vec<&String> = t.ratios.iter().map(|r| &r.peer).collect();
-        peers.dedup();
-        for p in peers {
-            let cells: Vec<String> = cols
-                .iter()
-                .map(|c| {
-                    t.ratios
-                        .iter()
-                        .find(|r| &r.peer == p && &r.column == *c)
-                        .map_or("–".into(), |r| format!("{}×", num(r.value)))
-                })
-                .collect();
-            let _ = writeln!(out, "| {p} | {} |", cells.join(" | "));
-        }
-        let _ = writeln!(out);
+    let mut wardens: Vec<&String> = t.ratios.iter().map(|r| &r.warden).collect();
+    wardens.dedup();
+    for w in wardens {
+        ratio_block(out, t, w);
     }
     for n in notes {
         let _ = writeln!(out, "- {n}");
@@ -159,6 +130,36 @@ pub fn render(run: &Run, json_name: &str, plots: &Path) -> String {
         table(&mut out, i, t, plots);
     }
     out
+}
+
+/// The ratios of Warden row `warden` to each peer, as a table.
+fn ratio_block(out: &mut String, t: &Table, warden: &str) {
+    let ratios: Vec<_> = t.ratios.iter().filter(|r| r.warden == warden).collect();
+    let _ = writeln!(out, "Ratio {warden} / peer (below 1: Warden takes less):\n");
+    let cols: Vec<&String> = t
+        .columns
+        .iter()
+        .map(|c| &c.name)
+        .filter(|c| ratios.iter().any(|r| &r.column == *c))
+        .collect();
+    let names: Vec<&str> = cols.iter().map(|c| c.as_str()).collect();
+    let _ = writeln!(out, "| peer | {} |", names.join(" | "));
+    let _ = writeln!(out, "|---|{}", "---|".repeat(cols.len()));
+    let mut peers: Vec<&String> = ratios.iter().map(|r| &r.peer).collect();
+    peers.dedup();
+    for p in peers {
+        let cells: Vec<String> = cols
+            .iter()
+            .map(|c| {
+                ratios
+                    .iter()
+                    .find(|r| &r.peer == p && &r.column == *c)
+                    .map_or("–".into(), |r| format!("{}×", num(r.value)))
+            })
+            .collect();
+        let _ = writeln!(out, "| {p} | {} |", cells.join(" | "));
+    }
+    let _ = writeln!(out);
 }
 
 #[cfg(test)]

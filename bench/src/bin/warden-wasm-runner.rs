@@ -9,10 +9,16 @@
 //! A `.cwasm` (compiled ahead of time by `precompile`, the fastest start a
 //! process per program can have) is mapped with `Module::deserialize_file`;
 //! a `.wasm` is compiled at start. Standard streams are inherited; the
-//! process exits with the guest's exit code.
+//! process exits with the guest's exit code. It allocates with mimalloc,
+//! as `warden` does.
 
 use std::process::ExitCode;
 use wasmtime::{Engine, Linker, Module, Store};
+
+/// The same allocator as `warden` and the harness, so that a process per
+/// program and Warden's tasks differ in what they do, not in malloc.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::{I32Exit, WasiCtxBuilder};
 

@@ -6,7 +6,7 @@
 use super::finish;
 use crate::harness::{contestant, interleave, Ctx};
 use crate::inproc::{self, quiet};
-use crate::model::{Cell, Kind, Table};
+use crate::model::{Kind, Table};
 use crate::peers::{figure, figures};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -21,6 +21,8 @@ const KEYED: &str = "Warden remote portal call, keyed cluster (every frame signe
 const NATS: &str = "NATS request/reply alone (async-nats, same broker)";
 const NATS_TWO: &str = "NATS request/reply alone, answered from another thread";
 const ONE_CLIENT: &str = "Warden remote calls, one client";
+const MANY: &str = "Warden remote calls (nats-server)";
+const ERL_SCALE: &str = "Erlang distribution (erl -sname)";
 const COLUMNS: [&str; 2] = ["null round trip", "100-byte request"];
 
 pub fn run(ctx: &Ctx) -> Vec<Table> {
@@ -166,46 +168,40 @@ fn throughput(ctx: &Ctx, broker: &Broker) -> Table {
     t.method = format!(
         "{clients} client tasks on one node each make {calls} null calls to a name that 1, 2 or \
          3 other nodes export (the calling node sends each call to one of them, picked at \
-         random), twice (ipc_bench's warm-up run and its timed one); every call counted, over \
-         the time from the first spawn to the last client's end. Every node is a \
-         runtime in the harness process with its own broker connection, started afresh for \
-         each sample. Erlang: {clients} processes on one node each make {calls} round trips to \
-         a server process on one of 1, 2 or 3 other nodes (process i uses node i mod K), the \
-         second of two runs. All share this machine's cores (and Warden's the broker)."
+         random): the clients are spawned and waited for once untimed (node start, lookups, \
+         warm-up), then spawned again, and the figure is {clients} × {calls} calls over the \
+         time from the first spawn of the second round to its last client's end. Every node \
+         is a runtime in the harness process with its own broker connection, started afresh \
+         for each sample. Erlang, the same span: {clients} processes on one node each make \
+         {calls} round trips to a server process on one of 1, 2 or 3 other nodes (process i \
+         uses node i mod K), spawned and waited for twice, the second time timed. The \
+         contestants run in interleaved rounds after a warm-up round. All share this \
+         machine's cores (and Warden's the broker)."
     );
     let erl: Result<Vec<ErlNode>, String> = (1..=3).map(|i| ErlNode::start(ctx, i)).collect();
-    let mut cells = (Vec::new(), Vec::new(), Vec::new());
-    let mut errors = std::collections::BTreeMap::new();
+    let mut contestants = Vec::new();
     for (k, col) in (1..=3).zip(columns) {
-        let mut samples = (Vec::new(), Vec::new());
-        let mut alone = Vec::new();
-        for _ in 0..ctx.rounds.max(1) {
-            match scale_sample(broker, k, clients, calls) {
-                Ok(rate) => samples.0.push(rate),
-                Err(e) => {
-                    errors.insert(format!("Warden, {col}"), e);
-                }
-            }
-            match scale_sample(broker, k, 1, calls) {
-                Ok(rate) => alone.push(rate),
-                Err(e) => {
-                    errors.insert(format!("Warden one client, {col}"), e);
-                }
-            }
-            match erl_scale(&erl, k, clients, calls) {
-                Ok(rate) => samples.1.push(rate),
-                Err(e) => {
-                    errors.insert(format!("Erlang, {col}"), e);
-                }
-            }
-        }
-        cells.0.push(Cell::of(samples.0));
-        cells.1.push(Cell::of(samples.1));
-        cells.2.push(Cell::of(alone));
+        contestants.push(contestant(&format!("{MANY}/{col}"), move |s| {
+            let rate = scale_sample(broker, k, clients, calls)?;
+            s.push(&format!("{MANY}/{col}"), rate);
+            Ok(())
+        }));
+        contestants.push(contestant(&format!("{ONE_CLIENT}/{col}"), move |s| {
+            let rate = scale_sample(broker, k, 1, calls)?;
+            s.push(&format!("{ONE_CLIENT}/{col}"), rate);
+            Ok(())
+        }));
+        let erl = &erl;
+        contestants.push(contestant(&format!("{ERL_SCALE}/{col}"), move |s| {
+            let rate = erl_scale(erl, k, clients, calls)?;
+            s.push(&format!("{ERL_SCALE}/{col}"), rate);
+            Ok(())
+        }));
     }
-    t.row("Warden remote calls (nats-server)", Kind::Warden, cells.0);
-    t.row("Erlang distribution (erl -sname)", Kind::Peer, cells.1);
-    t.row(ONE_CLIENT, Kind::Peer, cells.2);
+    let (samples, errors) = interleave(ctx.rounds, contestants);
+    t.row_from(MANY, Kind::Warden, &samples, &format!("{MANY}/"));
+    t.row_from(ERL_SCALE, Kind::Peer, &samples, &format!("{ERL_SCALE}/"));
+    t.row_from(ONE_CLIENT, Kind::Peer, &samples, &format!("{ONE_CLIENT}/"));
     for (name, e) in errors {
         t.notes.push(format!("{name} failed: {e}"));
     }
@@ -360,28 +356,33 @@ fn scale_sample(broker: &Broker, k: usize, clients: usize, calls: u64) -> Result
     let client = Node::join(broker, "c", None)?;
     client.wait_for_exporters(k)?;
     let mut spec = quiet("client", guests::IPC_BENCH);
-    spec.args = ["client", &calls.to_string(), "null", "bench"]
+    // One run of the calls per client (ipc_bench's fifth argument), so
+    // that what is timed is exactly the calls counted.
+    spec.args = ["client", &calls.to_string(), "null", "bench", "1"]
         .map(String::from)
         .into();
     spec.uses = vec!["bench".into()];
-    let t = Instant::now();
-    let ids = (0..clients)
-        .map(|_| client.rt.spawn(&spec).map_err(|e| e.to_string()))
-        .collect::<Result<Vec<_>, _>>()?;
-    for id in ids {
-        let r = client
-            .rt
-            .wait_timeout(id, Some(Duration::from_secs(300)))
-            .map_err(|e| e.to_string())?
-            .ok_or("a client did not finish in 300 s")?;
-        if r.exit_code != Some(0) {
-            return Err(format!("a client ended {} {:?}", r.status, r.reason));
+    let round = || -> Result<Duration, String> {
+        let t = Instant::now();
+        let ids = (0..clients)
+            .map(|_| client.rt.spawn(&spec).map_err(|e| e.to_string()))
+            .collect::<Result<Vec<_>, _>>()?;
+        for id in ids {
+            let r = client
+                .rt
+                .wait_timeout(id, Some(Duration::from_secs(300)))
+                .map_err(|e| e.to_string())?
+                .ok_or("a client did not finish in 300 s")?;
+            if r.exit_code != Some(0) {
+                return Err(format!("a client ended {} {:?}", r.status, r.reason));
+            }
         }
-    }
-    // Each client makes its calls twice: a warm-up run, then a timed one.
-    let rate = (2 * clients as u64 * calls) as f64 / t.elapsed().as_secs_f64();
+        Ok(t.elapsed())
+    };
+    round()?; // warm-up, as Erlang's first run
+    let timed = round()?;
     drop(servers);
-    Ok(rate)
+    Ok((clients as u64 * calls) as f64 / timed.as_secs_f64())
 }
 
 fn failed(e: String) -> Table {

@@ -5,7 +5,9 @@
 //! converted with the measured core clock, and the table says so.
 
 use super::finish;
-use super::process::{ERLANG, JVM, PROCESSES, THREADS, WARDEN_1, WARDEN_2};
+use super::process::{
+    ERLANG, JVM, PROCESSES, PROCESSES_PINNED, THREADS, THREADS_PINNED, WARDEN_1, WARDEN_2,
+};
 use crate::harness::Ctx;
 use crate::inproc;
 use crate::machine::perf_cycles;
@@ -44,8 +46,9 @@ pub fn run(ctx: &Ctx, process: &Samples) -> Table {
         format!(
             "Warden (1 worker) and the pipes are counted with perf stat: the cycles of a run of 2N \
              round trips less those of a run of N, over N (Warden's client makes each run's calls \
-             twice, the first to warm up, so its difference is over 2N). The other rows convert the process table's \
-             round trips with the core clock, {:.0} MHz ({}).",
+             twice, the first to warm up, so its difference is over 2N). The other rows, the \
+             pinned pairs (both sides on one core, as Warden's one worker) among them, convert \
+             the process table's round trips with the core clock, {:.0} MHz ({}).",
             ctx.clock.hz / 1e6,
             ctx.clock.how
         )
@@ -55,7 +58,9 @@ pub fn run(ctx: &Ctx, process: &Samples) -> Table {
         (WARDEN_1, Kind::Warden),
         (WARDEN_2, Kind::Warden),
         (PROCESSES, Kind::Peer),
+        (PROCESSES_PINNED, Kind::Peer),
         (THREADS, Kind::Peer),
+        (THREADS_PINNED, Kind::Peer),
         (JVM, Kind::Peer),
         (ERLANG, Kind::Peer),
     ] {

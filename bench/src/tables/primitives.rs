@@ -82,6 +82,11 @@ pub fn run(ctx: &Ctx) -> Table {
     let noop = quiet("noop", guests::NOOP);
     let trap = quiet("trap", guests::UNREACHABLE);
     let n = ops.to_string();
+    t.method.push_str(
+        " Waiting differs: the thread waiting for a Warden task's report, and an idle worker, \
+         look for it awake for 50 µs (warden::IDLE_SPIN) before they sleep, while Thread.join \
+         and pthread_join block at once; the process table has a Warden row with that spin off.",
+    );
     let (samples, errors) = interleave(
         ctx.rounds,
         vec![

@@ -14,6 +14,9 @@ use warden_test_guests as guests;
 
 pub const WARDEN_1: &str = "Warden task, 1 worker";
 pub const WARDEN_2: &str = "Warden task, 2 workers";
+/// The same with no idle spin: every waiting thread blocks at once, as
+/// the peers' do.
+pub const WARDEN_2_BLOCKING: &str = "Warden task, 2 workers, no idle spin";
 pub const PROCESSES: &str = "Linux processes (fork+exec; pipes)";
 pub const THREADS: &str = "Linux threads (condition variable)";
 pub const WASMTIME: &str = "wasmtime process per program";
@@ -22,8 +25,8 @@ pub const ERLANG: &str = "Erlang/BEAM processes";
 const PASSIVE: &str = "Warden passive service, 1 worker";
 const HOST: &str = "Warden host service (Rust closure), 1 worker";
 
-const PROCESSES_PINNED: &str = "Linux processes (pipes), both on one core";
-const THREADS_PINNED: &str = "Linux threads (condition variable), both on one core";
+pub const PROCESSES_PINNED: &str = "Linux processes (pipes), both on one core";
+pub const THREADS_PINNED: &str = "Linux threads (condition variable), both on one core";
 const CREATE: &str = "process creation";
 /// All started, then all waited for.
 const BATCHED: &str = "process creation, batched";
@@ -59,7 +62,11 @@ pub fn run(ctx: &Ctx) -> (Table, Samples) {
          (the request's bytes copied in and out), each once left to the kernel's placement and once \
          with both sides pinned to one core (no cross-core wake-ups, as in Warden's one-worker \
          hand-off), {} through a pair of SynchronousQueues between two \
-         Java threads, and {calls} Erlang messages to a server process.",
+         Java threads, and {calls} Erlang messages to a server process. Waiting: Warden's \
+         idle workers and the thread waiting for a task's end look for work awake for 50 µs \
+         before they sleep, while the peers block at once (pipes, condition variables, \
+         waitpid); the row \"{WARDEN_2_BLOCKING}\" is Warden with that spin off, every waiting \
+         thread blocking at once as the peers' do.",
         peer_calls
     );
     let rt1 = inproc::runtime(1, tasks as u32 + 16);
@@ -74,6 +81,12 @@ pub fn run(ctx: &Ctx) -> (Table, Samples) {
             }),
             contestant(WARDEN_2, |s| {
                 warden(s, WARDEN_2, &rt2, &hello, tasks, 2, calls)
+            }),
+            contestant(WARDEN_2_BLOCKING, |s| {
+                warden::set_idle_spin(std::time::Duration::ZERO);
+                let r = warden(s, WARDEN_2_BLOCKING, &rt2, &hello, tasks, 2, calls);
+                warden::set_idle_spin(warden::IDLE_SPIN);
+                r
             }),
             contestant(PASSIVE, |s| {
                 for (system, server) in [(PASSIVE, Server::Passive), (HOST, Server::Host)] {
@@ -141,6 +154,12 @@ pub fn run(ctx: &Ctx) -> (Table, Samples) {
     );
     t.row_from(WARDEN_1, Kind::Warden, &samples, &format!("{WARDEN_1}/"));
     t.row_from(WARDEN_2, Kind::Warden, &samples, &format!("{WARDEN_2}/"));
+    t.row_from(
+        WARDEN_2_BLOCKING,
+        Kind::Warden,
+        &samples,
+        &format!("{WARDEN_2_BLOCKING}/"),
+    );
     for direct in [PASSIVE, HOST] {
         t.row_from(direct, Kind::Warden, &samples, &format!("{direct}/"));
         t.absent(

@@ -1,11 +1,12 @@
 /* IPC round-trip benchmark (the seeds' Table 2 and a 64 KiB transfer).
  *
  *   ipc_bench server           serve "bench"
- *   ipc_bench client N [KINDS [SERVICE]]
+ *   ipc_bench client N [KINDS [SERVICE [RUNS]]]
  *                              make N calls of each kind (or only those in
  *                              KINDS, a comma-separated list) to SERVICE
- *                              (default "bench") twice, timing the second;
- *                              print "<kind> <ns per round trip>" per line
+ *                              (default "bench") RUNS times (default 2),
+ *                              timing the last; print "<kind> <ns per
+ *                              round trip>" per line
  *
  * Kinds: null (empty request and reply), int3 (three ints in, their sum
  * out), str100 (a 100-byte string in, its length out), copy64k (64 KiB
@@ -69,7 +70,7 @@ static int listed(const char *list, const char *name) {
     return 0;
 }
 
-static int client(long n, const char *only, const char *service) {
+static int client(long n, const char *only, const char *service, int runs) {
     warden_handle p = warden_name_lookup(service, 10LL * 1000 * 1000 * 1000);
     if (p < 0) { printf("lookup: %s\n", warden_strerror(p)); return 1; }
     char resp[16];
@@ -94,10 +95,11 @@ static int client(long n, const char *only, const char *service) {
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         if (only && !listed(only, kinds[k].name)) continue;
         long iters = kinds[k].iters;
-        /* Each kind runs twice and the second run is timed, as the
-         * Erlang peer does: the first warms caches, code and buffers. */
+        /* By default each kind runs twice and the second run is timed,
+         * as the Erlang peer does: the first warms caches, code and
+         * buffers. */
         double t0 = 0;
-        for (int run = 0; run < 2; run++) {
+        for (int run = 0; run < runs; run++) {
             t0 = now_ns();
             for (long i = 0; i < iters; i++) {
                 if (kinds[k].write) warden_mem_write(mem, 0, big, BIG);
@@ -118,6 +120,7 @@ static int client(long n, const char *only, const char *service) {
 int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "server")) return server();
     if (argc >= 3 && !strcmp(argv[1], "client"))
-        return client(atol(argv[2]), argc > 3 ? argv[3] : NULL, argc > 4 ? argv[4] : "bench");
+        return client(atol(argv[2]), argc > 3 ? argv[3] : NULL, argc > 4 ? argv[4] : "bench",
+                      argc > 5 && atoi(argv[5]) > 0 ? atoi(argv[5]) : 2);
     return 64;
 }

@@ -129,7 +129,7 @@ pub mod cluster_config {
         broker_config, valid_node, BrokerAuth, BrokerTls, ClusterKeys, Member, Refusals, Secret,
     };
 }
-pub use executor::ExecutorStats;
+pub use executor::{set_idle_spin, ExecutorStats, IDLE_SPIN};
 pub use host::FUNCTIONS as HOST_FUNCTIONS;
 pub use host::{HostCall, HostHandler, Strings};
 pub use host::{MAX_OPEN_FILES, MAX_POLL_SUBSCRIPTIONS};

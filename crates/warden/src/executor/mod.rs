@@ -74,10 +74,28 @@ pub const HANDOFF_LIMIT: u32 = 64;
 /// this window is taken without either.
 pub const IDLE_SPIN: Duration = Duration::from_micros(50);
 
-/// Polls `done` until it holds or [`IDLE_SPIN`] has passed; whether it
-/// held. Between polls the thread yields, so that on a machine with more
-/// runnable threads than cores the spinning takes no core from them.
+/// The idle spin in nanoseconds, [`IDLE_SPIN`] unless set otherwise.
+static SPIN_NS: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(IDLE_SPIN.as_nanos() as u64);
+
+/// Sets how long threads of every runtime in the process look for work
+/// awake before they sleep ([`IDLE_SPIN`] by default; zero: they go
+/// straight to sleep, as a thread blocking on a condition variable
+/// does). For comparisons with peers that block at once.
+pub fn set_idle_spin(spin: Duration) {
+    let ns = u64::try_from(spin.as_nanos()).unwrap_or(u64::MAX);
+    SPIN_NS.store(ns, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Polls `done` until it holds or the idle spin ([`set_idle_spin`]) has
+/// passed; whether it held. Between polls the thread yields, so that on a
+/// machine with more runnable threads than cores the spinning takes no
+/// core from them.
 pub(crate) fn spin_until(mut done: impl FnMut() -> bool) -> bool {
+    let spin = Duration::from_nanos(SPIN_NS.load(std::sync::atomic::Ordering::Relaxed));
+    if spin.is_zero() {
+        return done();
+    }
     let start = std::time::Instant::now();
     loop {
         for _ in 0..32 {
@@ -86,7 +104,7 @@ pub(crate) fn spin_until(mut done: impl FnMut() -> bool) -> bool {
             }
             std::hint::spin_loop();
         }
-        if start.elapsed() >= IDLE_SPIN {
+        if start.elapsed() >= spin {
             return false;
         }
         std::thread::yield_now();
