@@ -59,6 +59,8 @@ pub fn interleave(
         let into = if round == 0 {
             &mut scratch
         } else {
+            samples.1.current = round;
+            samples.1.c2c.push(crate::machine::core_to_core_ns());
             &mut samples
         };
         for i in 0..n {

@@ -94,6 +94,13 @@ pub struct Row {
     /// not have): their empty cells are not a failure.
     #[serde(default)]
     pub absent: Vec<String>,
+    /// Where the table's placement varied ([`Table::placement`]): the
+    /// figures of the rounds with the near (fast) core-to-core round
+    /// trip, and of those with the far one.
+    #[serde(default)]
+    pub near: Vec<Option<Cell>>,
+    #[serde(default)]
+    pub far: Vec<Option<Cell>>,
 }
 
 /// Warden's median over a peer's, one column.
@@ -103,6 +110,12 @@ pub struct Ratio {
     pub peer: String,
     pub column: String,
     pub value: f64,
+    /// The same within the near and within the far rounds, where the
+    /// placement varied.
+    #[serde(default)]
+    pub near: Option<f64>,
+    #[serde(default)]
+    pub far: Option<f64>,
 }
 
 /// How the plotting script draws a table.
@@ -141,6 +154,10 @@ pub struct Table {
     /// (a table whose first Warden row is not like its peers).
     #[serde(default)]
     pub ratio_from: Vec<String>,
+    /// The core-to-core round trip at the start of each counted round,
+    /// ns, for tables measured in interleaved rounds.
+    #[serde(default)]
+    pub placement: Vec<f64>,
 }
 
 impl Table {
@@ -163,6 +180,7 @@ impl Table {
             plot: Plot::Bars,
             no_ratio: vec![],
             ratio_from: vec![],
+            placement: vec![],
             resolution: vec![],
         }
     }
@@ -181,18 +199,43 @@ impl Table {
             cells,
             note: None,
             absent: vec![],
+            near: vec![],
+            far: vec![],
         });
         self.rows.last_mut().unwrap()
     }
 
     /// Adds a row from samples keyed by column name (missing keys: `None`).
     pub fn row_from(&mut self, system: &str, kind: Kind, samples: &Samples, prefix: &str) {
-        let cells = self
+        let keys: Vec<String> = self
             .columns
             .iter()
-            .map(|c| samples.cell(&format!("{prefix}{}", c.name)))
+            .map(|c| format!("{prefix}{}", c.name))
             .collect();
-        self.row(system, kind, cells);
+        let cells = keys.iter().map(|k| samples.cell(k)).collect();
+        if self.placement.is_empty() {
+            self.placement = samples.1.c2c.iter().flatten().copied().collect();
+        }
+        let split = self.placement_split();
+        let row = self.row(system, kind, cells);
+        if let Some(at) = split {
+            let part = |keep: &dyn Fn(f64) -> bool| -> Vec<Option<Cell>> {
+                keys.iter()
+                    .map(|k| Cell::of(samples.in_rounds(k, keep)))
+                    .collect()
+            };
+            row.near = part(&|c| c <= at);
+            row.far = part(&|c| c > at);
+        }
+    }
+
+    /// Where the core-to-core round trip varied over the rounds (the
+    /// slowest at least 1.5 times the fastest), the bound between near
+    /// and far rounds: halfway between the two.
+    pub fn placement_split(&self) -> Option<f64> {
+        let min = self.placement.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = self.placement.iter().copied().fold(0.0, f64::max);
+        (min.is_finite() && max > 1.5 * min).then(|| (min + max) / 2.0)
     }
 
     /// A row of figures quoted from a paper (`None` for its blanks).
@@ -238,11 +281,20 @@ impl Table {
                 if let (Some(a), Some(b)) = (&w.cells[i], &peer.cells[i]) {
                     let resolved = !self.below_resolution(i, a) && !self.below_resolution(i, b);
                     if b.median > 0.0 && resolved {
+                        let part =
+                            |x: &[Option<Cell>], y: &[Option<Cell>]| match (x.get(i), y.get(i)) {
+                                (Some(Some(x)), Some(Some(y))) if y.median > 0.0 => {
+                                    Some(x.median / y.median)
+                                }
+                                _ => None,
+                            };
                         out.push(Ratio {
                             warden: w.system.clone(),
                             peer: peer.system.clone(),
                             column: col.name.clone(),
                             value: a.median / b.median,
+                            near: part(&w.near, &peer.near),
+                            far: part(&w.far, &peer.far),
                         });
                     }
                 }
@@ -329,13 +381,64 @@ pub fn key(system: &str, column: &str) -> String {
     format!("{system}/{column}")
 }
 
-/// Samples gathered over rounds, keyed by figure ([`key`]).
+/// Samples gathered over rounds, keyed by figure ([`key`]), and the
+/// rounds they came from.
 #[derive(Default, Debug)]
-pub struct Samples(pub BTreeMap<String, Vec<f64>>);
+pub struct Samples(pub BTreeMap<String, Vec<f64>>, pub Rounds);
+
+/// Which counted round each sample came from, and the core-to-core round
+/// trip measured at the start of each (the machine's state: thread
+/// placement on a virtual machine moves it several-fold).
+#[derive(Default, Debug)]
+pub struct Rounds {
+    /// The round samples are pushed in now (0: none counted yet).
+    pub current: usize,
+    /// Per key, the round of each of its samples.
+    pub of: BTreeMap<String, Vec<usize>>,
+    /// Per counted round (round 1 first), its core-to-core figure, ns.
+    pub c2c: Vec<Option<f64>>,
+}
 
 impl Samples {
     pub fn push(&mut self, key: &str, value: f64) {
         self.0.entry(key.to_string()).or_default().push(value);
+        let round = self.1.current;
+        self.1.of.entry(key.to_string()).or_default().push(round);
+    }
+
+    /// Takes in the samples of another series of rounds (their rounds
+    /// numbered after this one's).
+    pub fn absorb(&mut self, other: Samples) {
+        let offset = self.1.c2c.len();
+        for (k, v) in other.0 {
+            self.0.entry(k).or_default().extend(v);
+        }
+        for (k, rounds) in other.1.of {
+            let shifted = rounds
+                .into_iter()
+                .map(|r| if r == 0 { 0 } else { r + offset });
+            self.1.of.entry(k).or_default().extend(shifted);
+        }
+        self.1.c2c.extend(other.1.c2c);
+    }
+
+    /// The samples of `key` from the rounds `keep` accepts, by their
+    /// core-to-core figure.
+    pub fn in_rounds(&self, key: &str, keep: impl Fn(f64) -> bool) -> Vec<f64> {
+        let (Some(values), Some(rounds)) = (self.0.get(key), self.1.of.get(key)) else {
+            return vec![];
+        };
+        values
+            .iter()
+            .zip(rounds)
+            .filter(|(_, r)| {
+                let c2c = r
+                    .checked_sub(1)
+                    .and_then(|i| self.1.c2c.get(i).copied().flatten());
+                c2c.is_some_and(&keep)
+            })
+            .map(|(v, _)| *v)
+            .collect()
     }
 
     pub fn cell(&self, key: &str) -> Option<Cell> {
@@ -370,6 +473,34 @@ mod tests {
         assert!(Cell::of(vec![1.0, 2.0]).unwrap().noisy());
         assert!(!Cell::of(vec![10.0, 10.5]).unwrap().noisy());
         assert_eq!(Cell::of(vec![2.0]).unwrap().scaled(3.0).samples, vec![6.0]);
+    }
+
+    /// Rounds at 100, 400 and 110 ns: the ratios split into near (100,
+    /// 110) and far (400), each from its own rounds' samples.
+    #[test]
+    fn figures_split_by_placement_where_it_varied() {
+        let mut s = Samples::default();
+        for (round, c2c, w, p) in [
+            (1, 100.0, 1.0, 2.0),
+            (2, 400.0, 6.0, 3.0),
+            (3, 110.0, 1.0, 2.0),
+        ] {
+            s.1.current = round;
+            s.1.c2c.push(Some(c2c));
+            s.push("W/a", w);
+            s.push("P/a", p);
+        }
+        let mut t = Table::new("t", "T", "seed", &[("a", "us")]);
+        t.row_from("W", Kind::Warden, &s, "W/");
+        t.row_from("P", Kind::Peer, &s, "P/");
+        t.compute_ratios();
+        assert_eq!(t.placement_split(), Some(250.0));
+        let r = &t.ratios[0];
+        assert_eq!((r.value, r.near, r.far), (0.5, Some(0.5), Some(2.0)));
+        // Steady placement: no split.
+        let mut steady = Table::new("t", "T", "seed", &[("a", "us")]);
+        steady.placement = vec![100.0, 120.0, 140.0];
+        assert_eq!(steady.placement_split(), None);
     }
 
     fn table() -> Table {

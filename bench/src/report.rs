@@ -68,6 +68,7 @@ fn table(out: &mut String, i: usize, t: &Table, plots: &Path) {
         .iter()
         .filter_map(|r| r.note.as_ref().map(|n| format!("{}: {n}", r.system)))
         .chain(t.notes.iter().cloned())
+        .chain(placement_note(t))
         .collect();
     let mut wardens: Vec<&String> = t.ratios.iter().map(|r| &r.warden).collect();
     wardens.dedup();
@@ -154,12 +155,40 @@ fn ratio_block(out: &mut String, t: &Table, warden: &str) {
                 ratios
                     .iter()
                     .find(|r| &r.peer == p && &r.column == *c)
-                    .map_or("–".into(), |r| format!("{}×", num(r.value)))
+                    .map_or("–".into(), |r| ratio_cell(r))
             })
             .collect();
         let _ = writeln!(out, "| {p} | {} |", cells.join(" | "));
     }
     let _ = writeln!(out);
+}
+
+/// A ratio, and where the placement varied, the same in the near and in
+/// the far rounds.
+fn ratio_cell(r: &crate::model::Ratio) -> String {
+    match (r.near, r.far) {
+        (Some(n), Some(f)) => format!("{}× ({}× near, {}× far)", num(r.value), num(n), num(f)),
+        _ => format!("{}×", num(r.value)),
+    }
+}
+
+/// What the table's rounds saw of the machine's placement.
+fn placement_note(t: &Table) -> Option<String> {
+    if t.placement.is_empty() {
+        return None;
+    }
+    let each: Vec<String> = t.placement.iter().map(|ns| format!("{ns:.0}")).collect();
+    let mut note = format!(
+        "Core-to-core round trip at the start of each counted round: {} ns.",
+        each.join(", ")
+    );
+    if let Some(at) = t.placement_split() {
+        note += &format!(
+            " It varied, so each ratio is also given within the rounds at or below {at:.0} ns \
+             (near) and within those above (far); a target holds only if it holds in both."
+        );
+    }
+    Some(note)
 }
 
 #[cfg(test)]

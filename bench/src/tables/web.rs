@@ -220,7 +220,7 @@ fn measure(
             })
             .collect();
         let (got, failed) = interleave(bursts, contestants);
-        s.0.extend(got.0);
+        s.absorb(got);
         errors.extend(failed);
     }
     Ok(())
