@@ -16,6 +16,18 @@ use std::path::Path;
 /// it is a script to run.
 type File = (&'static str, &'static str, bool);
 
+/// A file of Warden's SDK, copied into a project under `sdk/`:
+/// `sdk_file!("java/build", true)` is `sdk/java/build`, a script.
+macro_rules! sdk_file {
+    ($path:literal, $exe:literal) => {
+        (
+            concat!("sdk/", $path),
+            include_str!(concat!("../../../../../sdk/", $path)),
+            $exe,
+        )
+    };
+}
+
 const C_HEADER: File = (
     "warden.h",
     include_str!("../../../../../sdk/c/warden.h"),
@@ -23,74 +35,26 @@ const C_HEADER: File = (
 );
 
 const JAVA_SDK: &[File] = &[
-    (
-        "sdk/java/build",
-        include_str!("../../../../../sdk/java/build"),
-        true,
-    ),
-    (
-        "sdk/java/tools/Compile.java",
-        include_str!("../../../../../sdk/java/tools/Compile.java"),
-        false,
-    ),
-    (
-        "sdk/java/tools/Fetch.java",
-        include_str!("../../../../../sdk/java/tools/Fetch.java"),
-        false,
-    ),
-    (
-        "sdk/java/tools/teavm.deps",
-        include_str!("../../../../../sdk/java/tools/teavm.deps"),
-        false,
-    ),
-    (
-        "sdk/java/src/warden/Abi.java",
-        include_str!("../../../../../sdk/java/src/warden/Abi.java"),
-        false,
-    ),
-    (
-        "sdk/java/src/warden/MemoryObject.java",
-        include_str!("../../../../../sdk/java/src/warden/MemoryObject.java"),
-        false,
-    ),
-    (
-        "sdk/java/src/warden/Portal.java",
-        include_str!("../../../../../sdk/java/src/warden/Portal.java"),
-        false,
-    ),
-    (
-        "sdk/java/src/warden/Request.java",
-        include_str!("../../../../../sdk/java/src/warden/Request.java"),
-        false,
-    ),
-    (
-        "sdk/java/src/warden/Service.java",
-        include_str!("../../../../../sdk/java/src/warden/Service.java"),
-        false,
-    ),
-    (
-        "sdk/java/src/warden/Socket.java",
-        include_str!("../../../../../sdk/java/src/warden/Socket.java"),
-        false,
-    ),
-    (
-        "sdk/java/src/warden/Task.java",
-        include_str!("../../../../../sdk/java/src/warden/Task.java"),
-        false,
-    ),
-    (
-        "sdk/java/src/warden/WardenException.java",
-        include_str!("../../../../../sdk/java/src/warden/WardenException.java"),
-        false,
-    ),
+    sdk_file!("java/build", true),
+    sdk_file!("java/tools/Compile.java", false),
+    sdk_file!("java/tools/Fetch.java", false),
+    sdk_file!("java/tools/teavm.deps", false),
+    sdk_file!("java/src/warden/Abi.java", false),
+    sdk_file!("java/src/warden/MemoryObject.java", false),
+    sdk_file!("java/src/warden/Portal.java", false),
+    sdk_file!("java/src/warden/Request.java", false),
+    sdk_file!("java/src/warden/Service.java", false),
+    sdk_file!("java/src/warden/Socket.java", false),
+    sdk_file!("java/src/warden/Task.java", false),
+    sdk_file!("java/src/warden/WardenException.java", false),
 ];
 
 /// What `warden new` writes for one kind.
 struct Kind {
     /// One line for the README's title and the command's output.
     what: &'static str,
-    /// The project's own sources.
-    files: &'static [File],
+    /// The project's own sources: path and text.
+    files: &'static [(&'static str, &'static str)],
     /// The commands `./build` runs, after its common preamble.
     build: &'static str,
     /// How to run it, and what it prints.
@@ -123,94 +87,83 @@ set -eu
 cd \"$(dirname \"$0\")\"
 ";
 
-fn kind(k: NewKind) -> Kind {
+/// A template's path in the project and its text:
+/// `template!("service", "client.c")` is `templates/service/client.c`.
+macro_rules! template {
+    ($kind:literal, $path:literal) => {
+        (
+            $path,
+            include_str!(concat!("../../../templates/", $kind, "/", $path)),
+        )
+    };
+}
+
+const C: Kind = Kind {
+    what: "a C program",
+    files: &[template!("c", "main.c")],
+    build: "\"$cc\" --target=wasm32-wasi -O2 -Wall -o @NAME@.wasm main.c\n",
+    run: "warden run @NAME@.wasm --memory-limit 16MiB --env GREETING=Hi -- you\n\
+          # prints: Hi, you, from @NAME@",
+    sdk: Sdk::None,
+};
+
+const SERVICE: Kind = Kind {
+    what: "a C service and its client, with a manifest",
+    files: &[
+        template!("service", "service.c"),
+        template!("service", "client.c"),
+        template!("service", "warden.toml"),
+    ],
+    build: "for part in service client; do\n    \
+            \"$cc\" --target=wasm32-wasi -O2 -Wall -I. -o \"$part.wasm\" \"$part.c\"\n\
+            done\n",
+    run: "warden run warden.toml\n\
+          # prints: client: hello, ada (call 1) … service: answered 3 calls",
+    sdk: Sdk::C,
+};
+
+const WAGI: Kind = Kind {
+    what: "an HTTP handler run as a fresh task per request (WAGI)",
+    files: &[
+        template!("wagi", "handler.c"),
+        template!("wagi", "warden.toml"),
+    ],
+    build: "\"$cc\" --target=wasm32-wasi -O2 -Wall -o handler.wasm handler.c\n",
+    run: "warden run warden.toml &\n\
+          curl http://127.0.0.1:8080/hi\n\
+          # prints: Hello from @NAME@: GET /hi",
+    sdk: Sdk::None,
+};
+
+const SERVLET: Kind = Kind {
+    what: "an HTTP servlet: one long-lived task answering every request",
+    files: &[
+        template!("servlet", "servlet.c"),
+        template!("servlet", "warden.toml"),
+    ],
+    build: "\"$cc\" --target=wasm32-wasi -O2 -Wall -I. -o servlet.wasm servlet.c\n",
+    run: "warden run warden.toml &\n\
+          curl http://127.0.0.1:8080/hi\n\
+          # prints: Hello from @NAME@: GET /hi, request 1",
+    sdk: Sdk::C,
+};
+
+const JAVA: Kind = Kind {
+    what: "a Java program (TeaVM and Warden's Java SDK)",
+    files: &[template!("java", "src/Main.java")],
+    build: "sdk/java/build src Main @NAME@.wasm\n",
+    run: "warden run @NAME@.wasm --memory-limit 64MiB --env GREETING=Hi -- you\n\
+          # prints: Hi, you, from @NAME@",
+    sdk: Sdk::Java,
+};
+
+fn kind(k: NewKind) -> &'static Kind {
     match k {
-        NewKind::C => Kind {
-            what: "a C program",
-            files: &[("main.c", include_str!("../../../templates/c/main.c"), false)],
-            build: "\"$cc\" --target=wasm32-wasi -O2 -Wall -o @NAME@.wasm main.c\n",
-            run: "warden run @NAME@.wasm --memory-limit 16MiB --env GREETING=Hi -- you\n\
-                  # prints: Hi, you, from @NAME@",
-            sdk: Sdk::None,
-        },
-        NewKind::Service => Kind {
-            what: "a C service and its client, with a manifest",
-            files: &[
-                (
-                    "service.c",
-                    include_str!("../../../templates/service/service.c"),
-                    false,
-                ),
-                (
-                    "client.c",
-                    include_str!("../../../templates/service/client.c"),
-                    false,
-                ),
-                (
-                    "warden.toml",
-                    include_str!("../../../templates/service/warden.toml"),
-                    false,
-                ),
-            ],
-            build: "for part in service client; do\n    \
-                    \"$cc\" --target=wasm32-wasi -O2 -Wall -I. -o \"$part.wasm\" \"$part.c\"\n\
-                    done\n",
-            run: "warden run warden.toml\n\
-                  # prints: client: hello, ada (call 1) … service: answered 3 calls",
-            sdk: Sdk::C,
-        },
-        NewKind::Wagi => Kind {
-            what: "an HTTP handler run as a fresh task per request (WAGI)",
-            files: &[
-                (
-                    "handler.c",
-                    include_str!("../../../templates/wagi/handler.c"),
-                    false,
-                ),
-                (
-                    "warden.toml",
-                    include_str!("../../../templates/wagi/warden.toml"),
-                    false,
-                ),
-            ],
-            build: "\"$cc\" --target=wasm32-wasi -O2 -Wall -o handler.wasm handler.c\n",
-            run: "warden run warden.toml &\n\
-                  curl http://127.0.0.1:8080/hi\n\
-                  # prints: Hello from @NAME@: GET /hi",
-            sdk: Sdk::None,
-        },
-        NewKind::Servlet => Kind {
-            what: "an HTTP servlet: one long-lived task answering every request",
-            files: &[
-                (
-                    "servlet.c",
-                    include_str!("../../../templates/servlet/servlet.c"),
-                    false,
-                ),
-                (
-                    "warden.toml",
-                    include_str!("../../../templates/servlet/warden.toml"),
-                    false,
-                ),
-            ],
-            build: "\"$cc\" --target=wasm32-wasi -O2 -Wall -I. -o servlet.wasm servlet.c\n",
-            run: "warden run warden.toml &\n\
-                  curl http://127.0.0.1:8080/hi\n\
-                  # prints: Hello from @NAME@: GET /hi, request 1",
-            sdk: Sdk::C,
-        },
-        NewKind::Java => Kind {
-            what: "a Java program (TeaVM and Warden's Java SDK)",
-            files: &[(
-                "src/Main.java",
-                include_str!("../../../templates/java/src/Main.java"),
-                false,
-            )],
-            build: "sdk/java/build src Main @NAME@.wasm\n",
-            run: "warden run @NAME@.wasm --memory-limit 64MiB --env GREETING=Hi -- you\n\
-                  # prints: Hi, you, from @NAME@",
-            sdk: Sdk::Java,
-        },
+        NewKind::C => &C,
+        NewKind::Service => &SERVICE,
+        NewKind::Wagi => &WAGI,
+        NewKind::Servlet => &SERVLET,
+        NewKind::Java => &JAVA,
     }
 }
 
@@ -225,7 +178,7 @@ pub fn new(k: NewKind, dir: &Path) -> Result<(), String> {
     let mut files: Vec<(String, String, bool)> = kind
         .files
         .iter()
-        .map(|&(path, text, exe)| (path.to_string(), text.replace("@NAME@", name), exe))
+        .map(|&(path, text)| (path.to_string(), text.replace("@NAME@", name), false))
         .collect();
     match kind.sdk {
         Sdk::None => {}
@@ -336,7 +289,7 @@ mod tests {
     #[test]
     fn names_are_checked() {
         assert_eq!(project_name(Path::new("a/b/hello-1")), Ok("hello-1"));
-        for bad in ["1x", "a b", "x/", "..", "é", "-a"] {
+        for bad in ["1x", "a b", "..", "é", "-a", "a.b"] {
             let p = Path::new(bad);
             if p.file_name().is_some() {
                 assert!(project_name(p).is_err(), "{bad}");
