@@ -118,15 +118,9 @@ fn server_exit_removes_its_name() {
 
 /// Waits until task `id` has made at least `n` IPC calls.
 fn wait_calls(rt: &warden::Runtime, id: warden::TaskId, n: u64) {
-    let t = Instant::now();
-    while !rt
-        .task_views()
-        .iter()
-        .any(|v| v.id == id && v.ipc_calls >= n)
-    {
-        assert!(t.elapsed() < Duration::from_secs(20), "{id} never called");
-        std::thread::sleep(Duration::from_micros(200));
-    }
+    wait_view(rt, id, Duration::from_micros(200), "called", |v| {
+        v.ipc_calls >= n
+    });
 }
 
 /// Clients killed at random moments of their calls, fifty times over,

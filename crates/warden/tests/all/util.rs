@@ -322,36 +322,37 @@ pub fn serve_with(args: &[&str], manifest: &Path, prepare: impl FnOnce(&mut Comm
     }
 }
 
+/// Waits until task `id`'s view satisfies `ready` (checked every
+/// `every`); `what` names the wait in the failure.
+pub fn wait_view(
+    rt: &warden::Runtime,
+    id: warden::TaskId,
+    every: Duration,
+    what: &str,
+    ready: impl Fn(&warden::TaskView) -> bool,
+) {
+    let t = Instant::now();
+    while !rt.task_views().iter().any(|v| v.id == id && ready(v)) {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "task {id} never {what}"
+        );
+        std::thread::sleep(every);
+    }
+}
+
 /// Waits until task `id` has run for at least `cpu_ms` of CPU time (so
 /// it is running, not queued).
 pub fn wait_ran(rt: &warden::Runtime, id: warden::TaskId, cpu_ms: f64) {
-    let t = Instant::now();
-    while !rt
-        .task_views()
-        .iter()
-        .any(|v| v.id == id && v.cpu_ms >= cpu_ms)
-    {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "task {id} never ran {cpu_ms} ms"
-        );
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_view(rt, id, Duration::from_millis(2), "ran", |v| {
+        v.cpu_ms >= cpu_ms
+    });
 }
 
 /// Waits until task `id` is blocked (a client in its call, a server in
 /// `recv`).
 pub fn wait_blocked(rt: &warden::Runtime, id: warden::TaskId) {
-    let t = Instant::now();
-    while !rt
-        .task_views()
-        .iter()
-        .any(|v| v.id == id && v.state == "blocked")
-    {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "task {id} never blocked"
-        );
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_view(rt, id, Duration::from_millis(2), "blocked", |v| {
+        v.state == "blocked"
+    });
 }

@@ -29,6 +29,7 @@ fn wild_pointers_and_forged_handles_everywhere() {
 /// One call of the generated guest: which function, with what.
 struct Call {
     function: &'static str,
+    result: &'static str,
     args: Vec<String>,
 }
 
@@ -39,7 +40,7 @@ struct Call {
 /// a portal to it), so the checks behind the handle's are reached too.
 fn calls() -> Vec<Call> {
     let mut calls = Vec::new();
-    for &(function, params, _) in warden::HOST_FUNCTIONS {
+    for &(function, params, result) in warden::HOST_FUNCTIONS {
         let params: Vec<&str> = params.split_whitespace().collect();
         if params.is_empty() {
             continue; // nothing to forge
@@ -51,13 +52,18 @@ fn calls() -> Vec<Call> {
         let all_wild: Vec<String> = params.iter().map(wild).collect();
         calls.push(Call {
             function,
+            result,
             args: all_wild.clone(),
         });
         if params.len() >= 2 && params[0] == "i32" {
             for real in ["(global.get $service)", "(global.get $portal)"] {
                 let mut args = all_wild.clone();
                 args[0] = real.to_string();
-                calls.push(Call { function, args });
+                calls.push(Call {
+                    function,
+                    result,
+                    args,
+                });
             }
         }
     }
@@ -86,13 +92,8 @@ fn guest(calls: &[Call]) -> String {
               (global.set $service (call $service_create))\n\
               (global.set $portal (call $portal_create (global.get $service)))\n";
     for (i, c) in calls.iter().enumerate() {
-        let result = warden::HOST_FUNCTIONS
-            .iter()
-            .find(|f| f.0 == c.function)
-            .unwrap()
-            .2;
         let mut call = format!("(call ${} {})", c.function, c.args.join(" "));
-        if result == "i32" {
+        if c.result == "i32" {
             call = format!("(i64.extend_i32_s {call})");
         }
         wat += &format!(
