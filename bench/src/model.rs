@@ -441,6 +441,26 @@ impl Samples {
             .collect()
     }
 
+    /// Only the samples of the rounds `keep` accepts, by their
+    /// core-to-core figure (the near or the far rounds of a table).
+    pub fn only(&self, keep: impl Fn(f64) -> bool) -> Samples {
+        let mut out = Samples(BTreeMap::new(), Rounds::default());
+        out.1.c2c = self.1.c2c.clone();
+        for key in self.0.keys() {
+            let rounds = self.1.of.get(key).map_or(&[][..], Vec::as_slice);
+            for (v, r) in self.0[key].iter().zip(rounds) {
+                let c2c = r
+                    .checked_sub(1)
+                    .and_then(|i| self.1.c2c.get(i).copied().flatten());
+                if c2c.is_some_and(&keep) {
+                    out.1.current = *r;
+                    out.push(key, *v);
+                }
+            }
+        }
+        out
+    }
+
     pub fn cell(&self, key: &str) -> Option<Cell> {
         Cell::of(self.0.get(key)?.clone())
     }

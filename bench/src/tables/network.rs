@@ -205,6 +205,8 @@ const HANDOVER_WINDOW: f64 = 5.0;
 
 const WARDEN_ECHO: &str = "Warden echo task, socket_buffer = 256 KiB";
 const WARDEN_DEFAULT: &str = "Warden echo task, default 64 KiB socket buffers";
+/// The 256 KiB row again with Warden's idle spin off.
+const WARDEN_BLOCKING: &str = "Warden echo task, socket_buffer = 256 KiB, no idle spin";
 const NATIVE_ECHO: &str = "native C epoll echo server";
 const STREAM: &str = "64 KiB streaming";
 const RTT: &str = "100 B round trip";
@@ -392,7 +394,9 @@ fn echo(ctx: &Ctx) -> Table {
          native server is one epoll thread with Linux's default, self-tuning buffers. Waiting \
          differs: Warden's idle workers look for work awake for 50 µs before they sleep \
          (warden::IDLE_SPIN), while epoll_wait blocks at once, so the round trip measures that \
-         spin against a wake-up as well as the servers.",
+         spin against a wake-up as well as the servers; the row \"{WARDEN_BLOCKING}\" is \
+         Warden with the spin off for its rounds (warden::set_idle_spin(0)), every waiting \
+         thread blocking at once as epoll_wait does.",
         ctx.pick(512, 64),
         ctx.pick(20_000, 2_000)
     );
@@ -409,6 +413,13 @@ fn echo(ctx: &Ctx) -> Table {
                     warden_server(warden::net::socket::BUFFER)?,
                     ctx,
                 )
+            }),
+            contestant(WARDEN_BLOCKING, |s: &mut Samples| {
+                warden::set_idle_spin(Duration::ZERO);
+                let got = warden_server(256 << 10)
+                    .and_then(|server| echo_round(s, WARDEN_BLOCKING, server, ctx));
+                warden::set_idle_spin(warden::IDLE_SPIN);
+                got
             }),
             contestant(NATIVE_ECHO, |s: &mut Samples| {
                 echo_round(s, NATIVE_ECHO, native_server(ctx)?, ctx)
@@ -428,6 +439,13 @@ fn echo(ctx: &Ctx) -> Table {
         &format!("{WARDEN_DEFAULT}/"),
     );
     t.row_from(
+        WARDEN_BLOCKING,
+        Kind::Warden,
+        &samples,
+        &format!("{WARDEN_BLOCKING}/"),
+    );
+    t.ratio_from = vec![WARDEN_ECHO.into(), WARDEN_BLOCKING.into()];
+    t.row_from(
         NATIVE_ECHO,
         Kind::Peer,
         &samples,
@@ -437,7 +455,7 @@ fn echo(ctx: &Ctx) -> Table {
         "Each Warden connection is also charged four times its socket_buffer to its task's \
          memory budget (1 MiB at 256 KiB, 256 KiB by default): the host kernel's send and \
          receive buffers it can fill, which Linux doubles and RSS does not show. The native \
-         server's buffers grow as Linux tunes them, uncharged; the ratios are the 256 KiB row's."
+         server's buffers grow as Linux tunes them, uncharged; the ratios are the 256 KiB rows'."
             .into(),
     );
     if let (Some(a), Some(b)) = (

@@ -25,6 +25,9 @@ const WAGI: &str = "(c) Warden server, per-request task (WAGI)";
 const SERVLET: &str = "(d) Warden server, servlet route";
 const HYPER: &str = "(e) native hyper hello-world";
 const PASSIVE: &str = "(f) Warden server, servlet route to a passive service";
+/// Row (d) again with Warden's idle spin off (at one connection only,
+/// where waiting counts as much as serving).
+const SERVLET_BLOCKING: &str = "(d′) Warden server, servlet route, no idle spin";
 /// Warden's systems, in the order [`warden_systems`] builds them.
 const WARDEN: [&str; 6] = [ONE_TASK, FORWARD, FORWARD_PASSIVE, WAGI, SERVLET, PASSIVE];
 /// Every system, in the order of the table's rows.
@@ -198,17 +201,32 @@ fn measure(
     let (rt, _server, mut urls) = warden_systems()?;
     let hyper = hyper_hello()?;
     urls.push(hyper.urls.clone());
+    let mut systems: Vec<(&str, Vec<String>)> = SYSTEMS.into_iter().zip(urls).collect();
+    if connections == 1 {
+        let servlet = systems
+            .iter()
+            .find(|(n, _)| *n == SERVLET)
+            .map(|(_, u)| u.clone());
+        systems.extend(servlet.map(|u| (SERVLET_BLOCKING, u)));
+    }
     let rt = &rt;
     for (z, (label, _)) in SIZES.iter().enumerate() {
-        let contestants = SYSTEMS
+        let contestants = systems
             .iter()
-            .zip(&urls)
-            .filter(|(name, _)| !errors.contains_key(**name))
-            .map(|(&name, urls)| {
+            .filter(|(name, _)| !errors.contains_key(*name))
+            .map(|&(name, ref urls)| {
                 let url = &urls[z];
                 contestant(name, move |s: &mut Samples| {
                     let before = rt.setup_stats();
-                    let (rps, p50, p99) = wrk(url, connections, 1)?;
+                    let spin = name == SERVLET_BLOCKING;
+                    if spin {
+                        warden::set_idle_spin(Duration::ZERO);
+                    }
+                    let got = wrk(url, connections, 1);
+                    if spin {
+                        warden::set_idle_spin(warden::IDLE_SPIN);
+                    }
+                    let (rps, p50, p99) = got?;
                     s.push(&format!("{name}/{label} req/s"), rps);
                     s.push(&format!("{name}/{label} p50"), p50);
                     s.push(&format!("{name}/{label} p99"), p99);
@@ -390,7 +408,9 @@ fn table(ctx: &Ctx, connections: usize) -> Table {
          with no Warden, on a 2-worker tokio runtime in the same process, answering from memory. \
          Waiting differs: Warden's idle workers look for work awake for 50 µs before they sleep, \
          while tokio parks its idle workers after a short search of its own; at one connection \
-         this counts as much as the servers.",
+         this counts as much as the servers, and the one-connection table's row \"{SERVLET_BLOCKING}\" is (d) with \
+         Warden's spin off (warden::set_idle_spin(0) for its bursts), every waiting thread \
+         blocking at once.",
         if connections > 1 { 2 } else { 1 },
     );
     let mut samples = Samples::default();
@@ -401,7 +421,8 @@ fn table(ctx: &Ctx, connections: usize) -> Table {
             errors.entry(name.to_string()).or_insert_with(|| e.clone());
         }
     }
-    for name in SYSTEMS {
+    let blocking = (connections == 1).then_some(SERVLET_BLOCKING);
+    for name in SYSTEMS.into_iter().chain(blocking) {
         let kind = if name == HYPER {
             Kind::Peer
         } else {
@@ -411,7 +432,11 @@ fn table(ctx: &Ctx, connections: usize) -> Table {
     }
     // Like with like: Warden's own web server (hyper inside) beside
     // native hyper, not the hand-written C servers of (a) and (b).
-    t.ratio_from = [WAGI, SERVLET, PASSIVE].map(String::from).into();
+    t.ratio_from = [WAGI, SERVLET, PASSIVE]
+        .into_iter()
+        .chain(blocking)
+        .map(String::from)
+        .collect();
     notes(&mut t, &samples, connections);
     finish(t, &errors)
 }
@@ -428,8 +453,28 @@ fn paired(s: &Samples, base: &str, system: &str, col: &str, f: fn(f64, f64) -> f
     Some(crate::model::Cell::of(ratios)?.median)
 }
 
-/// The issue's targets, computed from the medians.
+/// The issue's targets and the other notes, computed from the medians;
+/// where the placement varied, the targets again within the near and
+/// within the far rounds (a target holds only if it holds in both).
 fn notes(t: &mut Table, s: &Samples, connections: usize) {
+    t.notes.extend(targets(s, connections));
+    if let Some(at) = t.placement_split() {
+        for (part, near) in [("near", true), ("far", false)] {
+            let only = s.only(|c2c| (c2c <= at) == near);
+            for line in targets(&only, connections) {
+                t.notes.push(format!(
+                    "In the {part} rounds only (core-to-core round trip {} {at:.0} ns): {line}",
+                    if near { "≤" } else { ">" }
+                ));
+            }
+        }
+    }
+    setup_notes(t, s);
+}
+
+/// The issue's targets from the medians (and paired ratios) of `s`.
+fn targets(s: &Samples, connections: usize) -> Vec<String> {
+    let mut out = vec![];
     let m = |system: &str, col: &str| s.cell(&format!("{system}/{col}")).map(|c| c.median);
     for (label, _) in SIZES {
         let col = format!("{label} req/s");
@@ -454,7 +499,7 @@ fn notes(t: &mut Table, s: &Samples, connections: usize) {
                             100.0 * (r - 1.0)
                         )
                     });
-                t.notes.push(format!(
+                out.push(format!(
                     "{label}: forwarding to {what} adds {:+.1}% to the one-task server's mean response time (connections / req/s, from the medians){paired}, and {:+.1}% to its p50 (wrk gives it in whole µs) (target ≤ +5%; Luna: +14% at 100 B, +7% at 10 KB).",
                     100.0 * (b.1 - a.1) / a.1,
                     100.0 * (b.0 - a.0) / a.0,
@@ -467,16 +512,22 @@ fn notes(t: &mut Table, s: &Samples, connections: usize) {
             Some(format!("{median:.0}% (paired by burst: {paired:.0}%)"))
         };
         if let (Some(c), Some(d)) = (of_hyper(WAGI), of_hyper(SERVLET)) {
-            t.notes.push(format!(
+            out.push(format!(
                 "{label}: Warden's server does {d} of native hyper's requests/s with a servlet route (target ≥ 70%) and {c} with a per-request task (target ≥ 40%)."
             ));
         }
         if let Some(f) = of_hyper(PASSIVE) {
-            t.notes.push(format!(
+            out.push(format!(
                 "{label}: with the servlet a passive service, {f} of native hyper's requests/s."
             ));
         }
     }
+    out
+}
+
+/// The per-request task's setup costs, from the medians.
+fn setup_notes(t: &mut Table, s: &Samples) {
+    let m = |system: &str, col: &str| s.cell(&format!("{system}/{col}")).map(|c| c.median);
     for (label, _) in SIZES {
         let col = |c: &str| m(WAGI, &format!("{label} {c}"));
         if let (Some(create), Some(teardown), Some(p50)) =

@@ -92,8 +92,14 @@ fn next_queued(exec: &Arc<Shared>) -> Option<Arc<TaskCell>> {
         cpu::reconcile();
         crate::trim::if_asked();
         q = exec.lock();
-        if q.shutdown || !q.policy.is_empty() {
-            continue;
+        if q.shutdown {
+            return None;
+        }
+        // Work that came meanwhile. (Not "the queue is not empty":
+        // throttled tasks are queued too, and with only those the worker
+        // sleeps until the first is released, rather than spin till then.)
+        if let Some(cell) = q.pop(cpu::now()) {
+            return Some(cell);
         }
         q.idle += 1;
         q = match q.policy.next_release() {
