@@ -255,7 +255,7 @@ fn warden_command() -> Result<PathBuf, String> {
         Ok(w)
     } else {
         Err(format!(
-            "{} is missing: build it with cargo build --release -p warden",
+            "{} is missing: build it with cargo build --release -p warden-cli",
             w.display()
         ))
     }

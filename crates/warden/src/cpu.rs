@@ -4,7 +4,7 @@
 //! Reading a thread's CPU clock is a system call (about half a microsecond
 //! on a virtual machine), too slow to make twice around every poll when a
 //! portal round trip is a handful of polls. So each worker keeps a
-//! [`Meter`]: it times every poll with a cheap clock ([`crate::ticks`])
+//! [`Meter`]: it times every poll with a cheap clock ([`crate::clock::ticks`])
 //! and, once the polls since the last reading add up to [`WINDOW`] (or a
 //! task ends, or the worker goes idle, or a deadline callback asks), reads
 //! the thread CPU clock once and divides the CPU time consumed since the
@@ -33,6 +33,7 @@
 //! the poll used (more if the system descheduled the thread during it),
 //! and needs no CPU clock reading.
 
+use crate::clock::thread_cpu_ns;
 use crate::task::TaskShared;
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -49,21 +50,8 @@ const MERGE: usize = 4;
 /// Most policy charges kept until the worker takes them.
 const MAX_CHARGES: usize = 1024;
 
-/// CPU time consumed by the calling thread so far, in nanoseconds.
-pub fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant
-    // every Linux supports.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    debug_assert_eq!(rc, 0);
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// A worker thread's CPU meter. Its wall times are in the cheap clock's
-/// counts ([`crate::ticks`]), converted to nanoseconds only where they
+/// counts ([`crate::clock::ticks`]), converted to nanoseconds only where they
 /// are added up.
 pub struct Meter {
     last_cpu: u64,
@@ -183,7 +171,7 @@ impl Meter {
     ///
     /// `poll` is in progress (see [`PollRef::to_owned`]).
     unsafe fn record(&mut self, poll: PollRef, wall: u64) {
-        let wall = crate::ticks::to_ns(wall);
+        let wall = crate::clock::ticks::to_ns(wall);
         self.polls_wall += wall;
         let mut recent = self.polls.iter_mut().rev().take(MERGE);
         match recent.find(|(p, _)| poll.is(p)) {
@@ -197,15 +185,15 @@ impl Meter {
     /// reading to the polls since then (and the one in progress).
     fn reconcile(&mut self) {
         if self.wall {
-            self.charge_wall(crate::ticks::now());
+            self.charge_wall(crate::clock::ticks::now());
             return;
         }
         let cpu = thread_cpu_ns();
         let delta = cpu.saturating_sub(self.last_cpu);
         self.last_cpu = cpu;
-        let now = crate::ticks::now();
+        let now = crate::clock::ticks::now();
         let current = self.current.as_mut().map(|(t, start)| {
-            let wall = crate::ticks::to_ns(now.saturating_sub(*start));
+            let wall = crate::clock::ticks::to_ns(now.saturating_sub(*start));
             *start = now;
             // SAFETY: `current` is a poll in progress: its caller (the
             // worker, or a deadline callback inside the poll) holds it.
@@ -237,7 +225,7 @@ impl Meter {
         };
         let wall = now.saturating_sub(*start);
         *start = now;
-        let ns = crate::ticks::to_ns(wall);
+        let ns = crate::clock::ticks::to_ns(wall);
         // SAFETY: `current` is a poll in progress (as in `reconcile`).
         let poll = unsafe { poll.to_owned() };
         poll.charge(ns);
@@ -252,25 +240,12 @@ pub fn wall_mode(on: bool) {
     with(|m| m.wall = on);
 }
 
-/// Nanoseconds on the system's monotonic clock (the scheduler's `now`;
-/// never 0). Read directly rather than through `Instant`, whose
-/// subtraction costs as much again as the (vDSO) reading itself.
-pub fn now() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; every Linux has the clock.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 fn with<R>(f: impl FnOnce(&mut Meter) -> R) -> R {
     METER.with(|m| f(m.borrow_mut().get_or_insert_with(Meter::new)))
 }
 
 /// A poll of `runner` starts on this thread, charged to `account`.
-/// Returns the meter's clock at its start, in [`crate::ticks`] counts.
+/// Returns the meter's clock at its start, in [`crate::clock::ticks`] counts.
 ///
 /// # Safety
 ///
@@ -286,7 +261,7 @@ pub unsafe fn begin(account: &Arc<TaskShared>, runner: &Arc<TaskShared>) -> u64 
         },
     };
     with(|m| {
-        let now = m.next_start.take().unwrap_or_else(crate::ticks::now);
+        let now = m.next_start.take().unwrap_or_else(crate::clock::ticks::now);
         m.current = Some((poll, now));
         now
     })
@@ -300,7 +275,7 @@ pub unsafe fn begin(account: &Arc<TaskShared>, runner: &Arc<TaskShared>) -> u64 
 pub fn nest<R>(f: impl FnOnce() -> R) -> R {
     let outer = with(|m| {
         let (poll, start) = m.current.take()?;
-        let now = crate::ticks::now();
+        let now = crate::clock::ticks::now();
         // SAFETY: the outer poll is in progress (its worker is in it).
         unsafe { m.record(poll, now.saturating_sub(start)) };
         if m.polls.len() >= MAX_POLLS {
@@ -323,15 +298,15 @@ pub fn nest<R>(f: impl FnOnce() -> R) -> R {
 /// The poll in progress ended; with `exact`, the task's CPU figure is
 /// brought up to date now (the task ended, or a limit must be checked).
 /// Returns the poll's wall time in nanoseconds and the meter's clock at
-/// its end, in [`crate::ticks`] counts.
+/// its end, in [`crate::clock::ticks`] counts.
 pub fn end(exact: bool) -> (u64, u64) {
     with(|m| {
-        let now = crate::ticks::now();
+        let now = crate::clock::ticks::now();
         if m.wall {
             let wall = m.charge_wall(now);
             m.current = None;
             m.last_end = now;
-            return (crate::ticks::to_ns(wall), now);
+            return (crate::clock::ticks::to_ns(wall), now);
         }
         let mut wall = 0;
         if let Some((poll, start)) = m.current.take() {
@@ -343,7 +318,7 @@ pub fn end(exact: bool) -> (u64, u64) {
             m.reconcile();
         }
         m.last_end = now;
-        (crate::ticks::to_ns(wall), now)
+        (crate::clock::ticks::to_ns(wall), now)
     })
 }
 
@@ -400,7 +375,7 @@ mod tests {
     /// whose poll waited for another's calibration would be timed a longer
     /// poll than it ran.)
     fn task(id: u64, name: &str) -> Arc<TaskShared> {
-        crate::ticks::calibrate();
+        crate::clock::ticks::calibrate();
         Arc::new(TaskShared::new(TaskId(id), name.into(), None, None))
     }
 

@@ -87,14 +87,19 @@
 //! (identity, lifecycle word, accounts, family, inheritance), then `cpu`,
 //! `limiter`, `net` (sockets and the link), `ipc` and `executor` on `task`,
 //! the host functions (`host`) and the cluster's relays (`cluster`, on
-//! `ipc`) on those, and the runtime, manifest and operator tools on top. Nothing
-//! low depends on anything high.
+//! `ipc`) on those, the runtime, manifest and operator tools on top, and
+//! `system`, which assembles a running system from them, last. Nothing
+//! low depends on anything high: a test (`src/layers.rs`) reads every
+//! source file and fails on an upward edge.
 //! - [`Manifest`]: a TOML description of a system of tasks.
+//! - [`System`]: a manifest's system started and run (runtime, tasks, web
+//!   servers, control API, cluster), as the `warden` command runs it.
 //! - [`TaskReport`]: how a task ended and what it used.
 
 #![warn(missing_docs)]
 
 mod cache;
+mod clock;
 mod cluster;
 pub mod control;
 mod cpu;
@@ -106,6 +111,8 @@ mod host;
 pub mod http;
 mod idmap;
 mod ipc;
+#[cfg(test)]
+mod layers;
 mod limiter;
 mod manifest;
 mod module;
@@ -114,10 +121,10 @@ mod output;
 mod report;
 mod runtime;
 pub mod sched;
+mod system;
 mod task;
 #[cfg(test)]
 mod test_waker;
-mod ticks;
 mod trim;
 pub mod units;
 
@@ -145,5 +152,6 @@ pub use runtime::{
     RuntimeConfig, SetupStats, TaskView,
 };
 pub use sched::{Params, PolicyKind, RunQueue, TaskSched, Tree};
+pub use system::{load, modules, runtime_config, Step, System, SystemModule, SystemSpec};
 pub use task::{TaskId, TaskSpec, TaskStatus};
 pub use trim::set_heap_trim;

@@ -1,8 +1,8 @@
 //! The web server's routes as operators see them: `GET /api/routes`
 //! (JSON) and the `warden_http_*` series of `/metrics`.
 
-use crate::http::stats::{RouteStats, BUCKETS};
 use crate::runtime::Runtime;
+use crate::runtime::{RouteStats, BUCKETS};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;

@@ -112,7 +112,7 @@ pub(crate) fn spin_until(mut done: impl FnMut() -> bool) -> bool {
 }
 
 thread_local! {
-    /// When this worker's last poll ended, in [`crate::ticks`] counts (0:
+    /// When this worker's last poll ended, in [`crate::clock::ticks`] counts (0:
     /// it has idled since).
     static LAST_POLL_END: Cell<u64> = const { Cell::new(0) };
     /// The executor whose worker this thread is, while it polls a task.
@@ -241,7 +241,7 @@ impl Executor {
     ) -> std::io::Result<Executor> {
         // The CPU meter times polls by it (once per process, here rather
         // than in the first poll).
-        crate::ticks::calibrate();
+        crate::clock::ticks::calibrate();
         let stranded = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let shared = Arc::new(Shared {
             queue: Mutex::new(Queue::new(policy, stranded.clone())),
@@ -669,7 +669,7 @@ fn run_on_host(exec: &Arc<Shared>, cell: Arc<TaskCell>) {
     let _host = Host(exec);
     NESTED.with(|n| n.set(true));
     crate::cpu::wall_mode(true);
-    let start = crate::ticks::now();
+    let start = crate::clock::ticks::now();
     let mut next = Some(cell);
     let mut slices = 0;
     while let Some(cell) = next.take() {
@@ -679,7 +679,7 @@ fn run_on_host(exec: &Arc<Shared>, cell: Arc<TaskCell>) {
         let Some(again) = HANDOFF.with(|h| h.borrow_mut().take()) else {
             break;
         };
-        let spent = crate::ticks::ns_since(start);
+        let spent = crate::clock::ticks::ns_since(start);
         if slices >= HOST_SLICES
             || spent >= HOST_BUDGET.as_nanos() as u64
             || exec.looking.load(Ordering::Acquire) == 0

@@ -344,8 +344,8 @@ fn host_hand_off_runs_a_waiting_server_on_the_calling_thread() {
     for _ in 0..3 {
         // The thread's own work between the server's slices (50 ms of
         // CPU) is not the server's.
-        let t = crate::cpu::thread_cpu_ns();
-        while crate::cpu::thread_cpu_ns() - t < 50_000_000 {
+        let t = crate::clock::thread_cpu_ns();
+        while crate::clock::thread_cpu_ns() - t < 50_000_000 {
             std::hint::spin_loop();
         }
         send(1);

@@ -2,15 +2,15 @@
 //! polls it for one slice, and hands it back as its lifecycle word says.
 
 use super::{
-    finish_killed, kill_group, kill_id, Shared, TaskCell, HANDOFF, HANDOFF_LIMIT, LAST_POLL_END,
-    NESTED, POLLING,
+    finish_killed, kill_group, kill_id, Queue, Shared, TaskCell, HANDOFF, HANDOFF_LIMIT,
+    LAST_POLL_END, NESTED, POLLING,
 };
 use crate::cpu;
 use crate::task::state::{AfterPoll, Start};
 use crate::task::{TaskShared, TaskStatus};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -46,18 +46,20 @@ pub(super) fn run(exec: &Arc<Shared>) {
     }
 }
 
-/// The next task from the run queue, waiting for one; `None` at shutdown.
-fn next_queued(exec: &Arc<Shared>) -> Option<Arc<TaskCell>> {
-    // Counted among the workers looking for work from the moment it finds
-    // none until it returns (see `host_hand_off`).
-    struct Looking<'a>(Option<&'a Shared>);
-    impl Drop for Looking<'_> {
-        fn drop(&mut self) {
-            if let Some(exec) = self.0 {
-                exec.looking.fetch_sub(1, Ordering::AcqRel);
-            }
+/// Counts a worker among those looking for work from the moment it finds
+/// none until it returns (see `host_hand_off`).
+struct Looking<'a>(Option<&'a Shared>);
+
+impl Drop for Looking<'_> {
+    fn drop(&mut self) {
+        if let Some(exec) = self.0 {
+            exec.looking.fetch_sub(1, Ordering::AcqRel);
         }
     }
+}
+
+/// The next task from the run queue, waiting for one; `None` at shutdown.
+fn next_queued(exec: &Arc<Shared>) -> Option<Arc<TaskCell>> {
     let mut looking = Looking(None);
     let mut q = exec.lock();
     let mut spun = false;
@@ -65,7 +67,7 @@ fn next_queued(exec: &Arc<Shared>) -> Option<Arc<TaskCell>> {
         if q.shutdown {
             return None;
         }
-        if let Some(cell) = q.pop(cpu::now()) {
+        if let Some(cell) = q.pop(crate::clock::now()) {
             return Some(cell);
         }
         if looking.0.is_none() {
@@ -98,23 +100,29 @@ fn next_queued(exec: &Arc<Shared>) -> Option<Arc<TaskCell>> {
         // Work that came meanwhile. (Not "the queue is not empty":
         // throttled tasks are queued too, and with only those the worker
         // sleeps until the first is released, rather than spin till then.)
-        if let Some(cell) = q.pop(cpu::now()) {
+        if let Some(cell) = q.pop(crate::clock::now()) {
             return Some(cell);
         }
-        q.idle += 1;
-        q = match q.policy.next_release() {
-            // Throttled tasks only: sleep until the first may run again.
-            Some(at) => {
-                let wait = Duration::from_nanos(at.saturating_sub(cpu::now()).max(1));
-                exec.ready
-                    .wait_timeout(q, wait)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0
-            }
-            None => exec.ready.wait(q).unwrap_or_else(|e| e.into_inner()),
-        };
-        q.idle -= 1;
+        q = sleep(exec, q);
     }
+}
+
+/// Sleeps until woken, or, with only throttled tasks queued, until the
+/// first of them may run again.
+fn sleep<'a>(exec: &'a Shared, mut q: MutexGuard<'a, Queue>) -> MutexGuard<'a, Queue> {
+    q.idle += 1;
+    q = match q.policy.next_release() {
+        Some(at) => {
+            let wait = Duration::from_nanos(at.saturating_sub(crate::clock::now()).max(1));
+            exec.ready
+                .wait_timeout(q, wait)
+                .unwrap_or_else(|e| e.into_inner())
+                .0
+        }
+        None => exec.ready.wait(q).unwrap_or_else(|e| e.into_inner()),
+    };
+    q.idle -= 1;
+    q
 }
 
 /// Polls a running task once and hands it on (lifecycle rules 4 and 5).
@@ -223,7 +231,7 @@ fn poll_once(
     let last = LAST_POLL_END.with(|l| l.get());
     if last != 0 {
         exec.switches.fetch_add(1, Ordering::Relaxed);
-        let ns = crate::ticks::to_ns(start.saturating_sub(last));
+        let ns = crate::clock::ticks::to_ns(start.saturating_sub(last));
         exec.switch_ns.fetch_add(ns, Ordering::Relaxed);
     }
     POLLING.with(|p| p.set(Arc::as_ptr(exec)));
@@ -258,7 +266,7 @@ fn charge_policy(exec: &Shared) {
         return;
     }
     if exec.charges.load(Ordering::Relaxed) {
-        let now = cpu::now();
+        let now = crate::clock::now();
         let mut q = exec.lock();
         cpu::take_charges(|key, ns| q.policy.charge(key, ns, now));
     } else {

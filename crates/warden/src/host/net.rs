@@ -338,7 +338,7 @@ pub(super) async fn recv_on(
     let mut want = cap.min(MAX_IO);
     if let Some(bucket) = c.data().net.receive.clone() {
         loop {
-            let wait = lock(&bucket).wait_ns(crate::net::now_ns());
+            let wait = lock(&bucket).wait_ns(crate::clock::since_start_ns());
             if wait == 0 {
                 break;
             }
@@ -346,7 +346,7 @@ pub(super) async fn recv_on(
                 .wait(tokio::time::sleep(std::time::Duration::from_nanos(wait)))
                 .await?;
         }
-        let now = crate::net::now_ns();
+        let now = crate::clock::since_start_ns();
         want = want.min(lock(&bucket).available(now).max(1));
     }
     let n = guest_io(c, conn, Way::Recv, ptr, want, deadline).await?;

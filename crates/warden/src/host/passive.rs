@@ -102,7 +102,7 @@ impl Drop for Server {
 
 /// One call's running time: wall time from its start until the first
 /// epoch tick that sees it, then the thread's CPU clock. A call shorter
-/// than a tick (most) costs two readings of [`crate::ticks`]; a longer one
+/// than a tick (most) costs two readings of [`crate::clock::ticks`]; a longer one
 /// is measured in CPU time, so a preempted thread does not overcharge.
 #[derive(Default)]
 pub(crate) struct CallClock {
@@ -114,7 +114,8 @@ pub(crate) struct CallClock {
 impl CallClock {
     fn begin(&self) {
         self.cpu_base.store(0, Ordering::Relaxed);
-        self.start.store(crate::ticks::now(), Ordering::Relaxed);
+        self.start
+            .store(crate::clock::ticks::now(), Ordering::Relaxed);
     }
 
     /// Ends the call: the CPU it used, ns (see [`CallClock::used`]).
@@ -124,10 +125,10 @@ impl CallClock {
         let start = self.start.load(Ordering::Relaxed);
         self.start.store(0, Ordering::Relaxed);
         match self.cpu_base.load(Ordering::Relaxed) {
-            0 => crate::ticks::ns_since(start),
+            0 => crate::clock::ticks::ns_since(start),
             base => {
                 self.wall_before.load(Ordering::Relaxed)
-                    + crate::cpu::thread_cpu_ns().saturating_sub(base)
+                    + crate::clock::thread_cpu_ns().saturating_sub(base)
             }
         }
     }
@@ -141,13 +142,14 @@ impl CallClock {
         }
         let base = self.cpu_base.load(Ordering::Relaxed);
         if base == 0 {
-            let before = crate::ticks::ns_since(start);
+            let before = crate::clock::ticks::ns_since(start);
             self.wall_before.store(before, Ordering::Relaxed);
             self.cpu_base
-                .store(crate::cpu::thread_cpu_ns().max(1), Ordering::Relaxed);
+                .store(crate::clock::thread_cpu_ns().max(1), Ordering::Relaxed);
             return before;
         }
-        self.wall_before.load(Ordering::Relaxed) + crate::cpu::thread_cpu_ns().saturating_sub(base)
+        self.wall_before.load(Ordering::Relaxed)
+            + crate::clock::thread_cpu_ns().saturating_sub(base)
     }
 }
 
@@ -155,7 +157,7 @@ impl Passive {
     /// A passive task not yet started.
     pub(crate) fn new(shared: Arc<TaskShared>, call_limit_ns: u64) -> Arc<Passive> {
         // Once per process, here rather than in the first call.
-        crate::ticks::calibrate();
+        crate::clock::ticks::calibrate();
         Arc::new(Passive {
             shared,
             server: FifoLock::new(None),

@@ -38,7 +38,6 @@ pub mod conn;
 mod gate;
 mod handle;
 mod preface;
-pub mod stats;
 
 pub use config::{Handler, HttpSpec, RouteSpec};
 

@@ -21,13 +21,3 @@ pub mod own;
 pub mod socket;
 
 pub use grant::Grant;
-
-/// Nanoseconds since the process first asked: the clock of the receive
-/// budgets.
-pub fn now_ns() -> u64 {
-    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-    EPOCH
-        .get_or_init(std::time::Instant::now)
-        .elapsed()
-        .as_nanos() as u64
-}

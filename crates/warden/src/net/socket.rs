@@ -23,7 +23,7 @@ use tokio::io::Interest;
 
 /// Default requested send and receive buffer of a socket, bytes (the host
 /// kernel doubles it for its bookkeeping); a task's `socket_buffer`.
-pub const BUFFER: usize = 64 * 1024;
+pub const BUFFER: usize = crate::task::net::DEFAULT_SOCKET_BUFFER;
 
 /// Smallest and largest `socket_buffer` accepted.
 pub const BUFFER_RANGE: std::ops::RangeInclusive<usize> = 4096..=(16 << 20);

@@ -19,11 +19,14 @@ mod nested;
 mod net;
 mod passive;
 mod reclaim;
+mod route_stats;
 mod run;
 mod setup;
 mod store;
 mod tasks;
 mod views;
+
+pub use route_stats::{RouteStats, BUCKETS};
 
 pub(crate) use passive::check_spec as check_passive;
 pub use setup::{disable_huge_pages, raise_descriptor_limit};
@@ -281,7 +284,7 @@ struct Inner {
     /// The outgoing link tasks share.
     link: Arc<crate::net::link::Link>,
     /// Every HTTP route's counters, for operators.
-    routes: Mutex<Vec<Arc<crate::http::stats::RouteStats>>>,
+    routes: Mutex<Vec<Arc<RouteStats>>>,
     /// The cluster it joined, if any (left before the executor stops).
     cluster: std::sync::OnceLock<crate::cluster::Cluster>,
     /// An empty directory: the placeholder Wasmtime holds for each
@@ -521,7 +524,7 @@ impl Runtime {
             env,
             here,
         } = launch;
-        let began = crate::ticks::now();
+        let began = crate::clock::ticks::now();
         let module = if spec.passive {
             passive::check_spec(spec).map_err(|message| Error::Spawn {
                 name: spec.name.clone(),
@@ -608,7 +611,7 @@ impl Runtime {
         };
         shared
             .create_ns
-            .fetch_add(crate::ticks::ns_since(began), Ordering::Relaxed);
+            .fetch_add(crate::clock::ticks::ns_since(began), Ordering::Relaxed);
         if here {
             inner.exec.spawn_here(shared.clone(), future, &sched);
         } else {
@@ -758,7 +761,7 @@ impl Runtime {
     }
 
     /// Registers an HTTP route's counters for operators.
-    pub(crate) fn register_route(&self, stats: Arc<crate::http::stats::RouteStats>) {
+    pub(crate) fn register_route(&self, stats: Arc<RouteStats>) {
         self.inner
             .routes
             .lock()
@@ -767,7 +770,7 @@ impl Runtime {
     }
 
     /// Every HTTP route's counters.
-    pub fn http_routes(&self) -> Vec<Arc<crate::http::stats::RouteStats>> {
+    pub fn http_routes(&self) -> Vec<Arc<RouteStats>> {
         self.inner
             .routes
             .lock()

@@ -36,9 +36,12 @@ impl Runtime {
         });
         let receive = match child {
             Some(c) => c.receive.clone(),
-            None => n
-                .receive_limit
-                .map(|rate| Arc::new(Mutex::new(Bucket::new(rate, crate::net::now_ns())))),
+            None => n.receive_limit.map(|rate| {
+                Arc::new(Mutex::new(Bucket::new(
+                    rate,
+                    crate::clock::since_start_ns(),
+                )))
+            }),
         };
         let _reactor = self.inner._tokio.enter();
         let mut listeners = Vec::new();

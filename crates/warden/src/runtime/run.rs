@@ -66,7 +66,7 @@ pub(super) async fn run(
     shared: Arc<TaskShared>,
     ended: Option<tokio::sync::oneshot::Sender<TaskStatus>>,
 ) -> TaskStatus {
-    let began = crate::ticks::now();
+    let began = crate::clock::ticks::now();
     // Moved into the block so that its box is freed at the block's end,
     // not with the future.
     let store = {
@@ -79,7 +79,7 @@ pub(super) async fn run(
     };
     task.shared
         .create_ns
-        .fetch_add(crate::ticks::ns_since(began), Ordering::Relaxed);
+        .fetch_add(crate::clock::ticks::ns_since(began), Ordering::Relaxed);
     let status = start(&module, &mut task.store, &task.shared).await;
     if let Some(tx) = ended {
         let _ = tx.send(status.clone());
@@ -109,7 +109,7 @@ struct ReleaseOnDrop {
 
 impl Drop for ReleaseOnDrop {
     fn drop(&mut self) {
-        let began = crate::ticks::now();
+        let began = crate::clock::ticks::now();
         let store = &mut *self.store;
         store.data_mut().ipc.owned.revoke_all();
         if let Some(memory) = store.data().ipc.memory {
@@ -128,7 +128,7 @@ impl Drop for ReleaseOnDrop {
         unsafe { ManuallyDrop::drop(&mut self.store) };
         self.shared
             .teardown_ns
-            .fetch_add(crate::ticks::ns_since(began), Ordering::Relaxed);
+            .fetch_add(crate::clock::ticks::ns_since(began), Ordering::Relaxed);
     }
 }
 
@@ -137,7 +137,7 @@ async fn start(
     store: &mut Store<TaskData>,
     shared: &TaskShared,
 ) -> TaskStatus {
-    let began = crate::ticks::now();
+    let began = crate::clock::ticks::now();
     // Boxed: Wasmtime's instantiation future is about 1 KiB, five times
     // the `_start` call's that follows it, and unboxed it would set the
     // size of every task's future for the task's whole life.
@@ -147,7 +147,7 @@ async fn start(
     };
     shared
         .create_ns
-        .fetch_add(crate::ticks::ns_since(began), Ordering::Relaxed);
+        .fetch_add(crate::clock::ticks::ns_since(began), Ordering::Relaxed);
     let mut export = |e: &Option<ModuleExport>| {
         e.as_ref()
             .and_then(|e| instance.get_module_export(&mut *store, e))

@@ -179,7 +179,7 @@ impl Default for NetSpec {
             bandwidth_limit: None,
             receive_limit: None,
             max_sockets: net::DEFAULT_MAX_SOCKETS,
-            socket_buffer: crate::net::socket::BUFFER,
+            socket_buffer: net::DEFAULT_SOCKET_BUFFER,
         }
     }
 }

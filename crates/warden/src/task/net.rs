@@ -8,6 +8,10 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 /// hold at once.
 pub const DEFAULT_MAX_SOCKETS: u32 = 256;
 
+/// Default requested send and receive buffer of a socket, bytes (the host
+/// kernel doubles it for its bookkeeping); a task's `socket_buffer`.
+pub const DEFAULT_SOCKET_BUFFER: usize = 64 * 1024;
+
 /// Counters and the socket bound of one task.
 #[derive(Debug)]
 pub struct NetAccount {

@@ -32,7 +32,7 @@ const UNSET: u64 = u64::MAX;
 #[inline]
 pub fn now() -> u64 {
     match FACTOR.load(Ordering::Relaxed) {
-        MONOTONIC => crate::cpu::now(),
+        MONOTONIC => super::now(),
         UNSET => {
             calibrated();
             now()
@@ -77,7 +77,7 @@ fn measure() -> u64 {
         return MONOTONIC;
     }
     let (c0, n0) = pair();
-    while crate::cpu::now() < n0 + CALIBRATION_NS {
+    while super::now() < n0 + CALIBRATION_NS {
         std::hint::spin_loop();
     }
     let (c1, n1) = pair();
@@ -92,9 +92,9 @@ fn measure() -> u64 {
 /// closely enough (within 1 µs) that preemption did not come between.
 fn pair() -> (u64, u64) {
     loop {
-        let before = crate::cpu::now();
+        let before = super::now();
         let c = counter();
-        let after = crate::cpu::now();
+        let after = super::now();
         if after - before < 1_000 {
             return (c, before + (after - before) / 2);
         }
@@ -123,11 +123,11 @@ mod tests {
     fn intervals_agree_with_the_monotonic_clock() {
         calibrate();
         for _ in 0..5 {
-            let (c0, n0) = (now(), crate::cpu::now());
-            while crate::cpu::now() < n0 + 5_000_000 {
+            let (c0, n0) = (now(), crate::clock::now());
+            while crate::clock::now() < n0 + 5_000_000 {
                 std::hint::spin_loop();
             }
-            let (c1, n1) = (now(), crate::cpu::now());
+            let (c1, n1) = (now(), crate::clock::now());
             let (ticks, mono) = (to_ns(c1 - c0) as f64, (n1 - n0) as f64);
             // Preemption between the two readings of a pair can skew one
             // interval by a little; the factor itself is within 0.1%.

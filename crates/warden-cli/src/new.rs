@@ -1,6 +1,6 @@
 //! `warden new KIND NAME`: a working starting point in a new directory.
 //!
-//! Each kind's sources are files under `crates/warden/templates/`, with
+//! Each kind's sources are files under `crates/warden-cli/templates/`, with
 //! `@NAME@` standing for the project's name; the SDK files a project
 //! needs (the C header, the Java SDK and its TeaVM driver) are copied in
 //! from `sdk/`, so the project builds with nothing from Warden's source
@@ -22,17 +22,13 @@ macro_rules! sdk_file {
     ($path:literal, $exe:literal) => {
         (
             concat!("sdk/", $path),
-            include_str!(concat!("../../../../../sdk/", $path)),
+            include_str!(concat!("../../../sdk/", $path)),
             $exe,
         )
     };
 }
 
-const C_HEADER: File = (
-    "warden.h",
-    include_str!("../../../../../sdk/c/warden.h"),
-    false,
-);
+const C_HEADER: File = ("warden.h", include_str!("../../../sdk/c/warden.h"), false);
 
 const JAVA_SDK: &[File] = &[
     sdk_file!("java/build", true),
@@ -93,7 +89,7 @@ macro_rules! template {
     ($kind:literal, $path:literal) => {
         (
             $path,
-            include_str!(concat!("../../../templates/", $kind, "/", $path)),
+            include_str!(concat!("../templates/", $kind, "/", $path)),
         )
     };
 }

@@ -23,11 +23,9 @@ use std::process::ExitCode;
 /// per-request web route's time in this process, mimalloc's thread-local
 /// heaps a small part of it. It needs huge pages off (see
 /// `warden::disable_huge_pages`).
-#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[cfg(feature = "mimalloc")]
 extern "C" {
     /// mimalloc's collection of the calling thread's heap; `force`
     /// returns its free pages to the system at once.
@@ -38,7 +36,6 @@ fn main() -> ExitCode {
     warden::disable_huge_pages();
     // SAFETY: mi_collect only frees what the calling thread's heap holds
     // unused.
-    #[cfg(feature = "mimalloc")]
     warden::set_heap_trim(|| unsafe { mi_collect(true) });
     let cli = match Cli::try_parse_from(args::program_words(std::env::args_os().collect())) {
         Ok(cli) => cli,

@@ -29,13 +29,13 @@ pub fn check(args: &CheckArgs) -> Result<ExitCode, String> {
     let config = RuntimeConfig {
         workers: 1,
         allow_precompiled: args.allow_precompiled,
-        ..crate::run::manifest_config(&m)
+        ..warden::runtime_config(&m)
     };
     let rt = Runtime::new(config).map_err(|e| format!("{}: {e}", path.display()))?;
     let modules = modules(&m);
     let mut problems = bad.len();
     for module in &modules {
-        if let Err(e) = crate::run::load(&rt, module) {
+        if let Err(e) = warden::load(&rt, module) {
             problems += 1;
             let at =
                 line_naming(&text, module.0, base).map_or(String::new(), |l| format!("line {l}: "));
@@ -61,9 +61,9 @@ pub fn check(args: &CheckArgs) -> Result<ExitCode, String> {
 
 /// Every module the manifest names: its tasks', the modules they may
 /// spawn children from, and its per-request routes'.
-fn modules(m: &Manifest) -> Vec<crate::run::SystemModule<'_>> {
+fn modules(m: &Manifest) -> Vec<warden::SystemModule<'_>> {
     let routes = m.http.iter().flat_map(|h| &h.routes);
-    crate::run::modules(
+    warden::modules(
         m.tasks
             .iter()
             .chain(routes.filter_map(|r| match &r.handler {

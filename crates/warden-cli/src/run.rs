@@ -1,0 +1,210 @@
+//! `warden run`: a system from a manifest, or one program, until its
+//! tasks end, its servers are stopped (Ctrl-C, SIGTERM) or `--for` is over.
+
+use crate::cli::{RunArgs, SystemArgs};
+use crate::outcome::{Keep, Outcome, Shown};
+use crate::program;
+use std::process::ExitCode;
+use std::time::Duration;
+use warden::{Manifest, RuntimeConfig, Step, System, SystemSpec};
+
+pub fn run(args: RunArgs) -> Result<ExitCode, String> {
+    warden::raise_descriptor_limit();
+    let is_manifest = args.target.extension().is_some_and(|e| e == "toml");
+    let sys = &args.system;
+    let mut spec = if is_manifest {
+        manifest_system(&args)?
+    } else {
+        SystemSpec::program(program::task(&args.target, &args.args, &args.program)?)
+    };
+    if sys.control.is_some() {
+        spec.control = sys.control.clone();
+    }
+    apply_flags(sys, &mut spec.config)?;
+    // Before the runtime starts its threads, so that they inherit it.
+    let signals = block_stop_signals();
+    // Every report reaches the outcome as its task ends, however many the
+    // runtime itself keeps.
+    let outcome = Outcome::default();
+    let keep = match (sys.report.is_some() || sys.verbose, is_manifest) {
+        (true, _) => Keep::All,
+        (false, true) => Keep::Roots,
+        (false, false) => Keep::None,
+    };
+    spec.config.on_report = Some(outcome.sink(keep));
+    let cluster = spec.cluster.clone();
+    let mut progress = Progress::default();
+    let system = System::start_with(spec, |step, done, total| progress.show(step, done, total))?;
+    if let Some(c) = cluster {
+        eprintln!(
+            "warden: node {:?} joined the cluster at {}",
+            c.node,
+            c.nats.join(", ")
+        );
+    }
+    let ends = on_stop_signal(signals);
+    if !system.servers().is_empty() {
+        announce(&system);
+    } else {
+        // A system without servers ends when its last task does.
+        let (rt, ends) = (system.runtime().clone(), ends.0.clone());
+        std::thread::spawn(move || {
+            rt.wait_all();
+            let _ = ends.send(None);
+        });
+    }
+    let why = match sys.run_for {
+        Some(d) => ends
+            .1
+            .recv_timeout(d)
+            .unwrap_or(Some("its run time (--for) is over")),
+        None => ends.1.recv().unwrap_or(None),
+    };
+    system.shutdown(why);
+    let shown = match (is_manifest, sys.verbose) {
+        (_, true) | (true, false) => Shown::Summaries,
+        (false, false) => Shown::Failure,
+    };
+    outcome.finish(sys.report.as_deref(), shown, !is_manifest)
+}
+
+/// Where the servers and the dashboard are, on stderr.
+fn announce(system: &System) {
+    for s in system.servers() {
+        eprintln!("warden: serving http://{}/", s.addr());
+    }
+    if let Some((addr, token)) = system.control() {
+        eprintln!(
+            "warden: dashboard at http://{addr}/#token={}",
+            token.as_str()
+        );
+    }
+    eprintln!("warden: Ctrl-C stops the system");
+}
+
+/// The system a manifest describes.
+fn manifest_system(args: &RunArgs) -> Result<SystemSpec, String> {
+    if program::any(&args.program) || !args.args.is_empty() {
+        return Err("program flags and arguments apply to a single module; \
+                    set them in the manifest's [[task]] instead"
+            .into());
+    }
+    Ok(SystemSpec::from_manifest(Manifest::load(&args.target)?))
+}
+
+/// Command-line settings, which override the manifest's.
+pub fn apply_flags(sys: &SystemArgs, config: &mut RuntimeConfig) -> Result<(), String> {
+    if let Some(w) = sys.workers {
+        if w == 0 {
+            return Err("--workers must be at least 1".into());
+        }
+        config.workers = w;
+    }
+    if let Some(ms) = sys.slice_ms {
+        if ms == 0 {
+            return Err("--slice-ms must be at least 1".into());
+        }
+        config.slice = Duration::from_millis(ms);
+    }
+    if sys.no_cache {
+        config.cache_dir = None;
+    }
+    config.allow_precompiled = sys.allow_precompiled;
+    if let Some(s) = &sys.max_module_size {
+        config.max_module_bytes = match warden::units::parse_size(s) {
+            Ok(0) | Err(_) => {
+                return Err(format!(
+                    "--max-module-size {s:?}: expected a size such as 256MiB"
+                ))
+            }
+            Ok(n) => n,
+        };
+    }
+    if let Some(s) = &sys.runtime_memory_limit {
+        config.memory_limit = match warden::units::parse_size(s) {
+            Ok(0) | Err(_) => {
+                return Err(format!(
+                    "--runtime-memory-limit {s:?}: expected a size such as 8GiB"
+                ))
+            }
+            Ok(n) => Some(n),
+        };
+    }
+    config.events = sys.events.clone();
+    Ok(())
+}
+
+/// Blocks SIGINT and SIGTERM in this thread and every thread it starts
+/// from now on; `on_stop_signal` then takes them one at a time.
+fn block_stop_signals() -> libc::sigset_t {
+    // SAFETY: plain calls on a sigset_t this function owns.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+/// How a run ends: `Some(reason)` to kill every task for `reason` (a
+/// signal, the `--for` bound), `None` when its tasks have all ended.
+type Ends = (
+    std::sync::mpsc::Sender<Option<&'static str>>,
+    std::sync::mpsc::Receiver<Option<&'static str>>,
+);
+
+/// Ctrl-C (SIGINT) or SIGTERM ends the run as an operator's kill would:
+/// every task is killed, and the report says which signal it was.
+fn on_stop_signal(set: libc::sigset_t) -> Ends {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let ends = tx.clone();
+    let _ = std::thread::Builder::new()
+        .name("warden-signals".into())
+        .spawn(move || loop {
+            let mut sig = 0;
+            // SAFETY: `set` is a valid signal set; these signals are blocked
+            // in every thread, so only this wait receives them.
+            if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
+                return;
+            }
+            let reason = if sig == libc::SIGTERM {
+                "terminated (SIGTERM)"
+            } else {
+                "interrupted (Ctrl-C)"
+            };
+            let _ = tx.send(Some(reason));
+        });
+    (ends, rx)
+}
+
+/// A one-line progress count on a terminal's stderr, for long steps
+/// (more than 50 modules or tasks); silent when stderr is not a terminal.
+#[derive(Default)]
+struct Progress {
+    last: Option<std::time::Instant>,
+}
+
+impl Progress {
+    fn show(&mut self, step: Step, done: usize, total: usize) {
+        use std::io::IsTerminal;
+        if total <= 50 || !std::io::stderr().is_terminal() {
+            return;
+        }
+        let what = match step {
+            Step::Compiling => "compiling modules",
+            Step::Starting => "starting tasks",
+        };
+        if done == total {
+            eprintln!("\rwarden: {what} {total}/{total}");
+            self.last = None;
+        } else if self
+            .last
+            .is_none_or(|t| t.elapsed() > Duration::from_millis(100))
+        {
+            self.last = Some(std::time::Instant::now());
+            eprint!("\rwarden: {what} {done}/{total}");
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! A system: one runtime with its tasks, web servers, control API and
+//! cluster membership, started from a manifest in the order that makes a
+//! failed start harmless — every module compiled and every listener bound
+//! before any task runs. The `warden` command runs its systems with this;
+//! so can a program that embeds Warden:
+//!
+//! ```
+//! use warden::{Manifest, System, SystemSpec};
+//!
+//! let dir = tempfile::tempdir()?;
+//! std::fs::write(dir.path().join("seven.wat"), r#"(module
+//!     (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+//!     (memory (export "memory") 1)
+//!     (func (export "_start") (call $exit (i32.const 7))))"#)?;
+//! let manifest = Manifest::parse(r#"
+//!     [runtime]
+//!     control = "off"
+//!     cache = false
+//!
+//!     [[task]]
+//!     name = "seven"
+//!     module = "seven.wat"
+//!     memory_limit = "1MiB"
+//! "#, dir.path())?;
+//! let system = System::start(SystemSpec::from_manifest(manifest))?;
+//! let reports = system.runtime().wait_all();
+//! assert_eq!(reports[0].exit_code, Some(7));
+//! system.shutdown(None);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use crate::control::{self, ControlServer, Token};
+use crate::http::{HttpServer, HttpSpec};
+use crate::{ClusterSpec, Manifest, Runtime, RuntimeConfig, TaskSpec};
+use std::path::PathBuf;
+
+/// What a system is made of: the runtime's settings, the tasks started
+/// in it, and what it serves.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct SystemSpec {
+    /// The runtime's settings.
+    pub config: RuntimeConfig,
+    /// The tasks started, in order.
+    pub tasks: Vec<TaskSpec>,
+    /// The control API's address: `None` for [`control::DEFAULT_ADDR`],
+    /// `"off"` for none.
+    pub control: Option<String>,
+    /// The web servers.
+    pub http: Vec<HttpSpec>,
+    /// The cluster the runtime joins, if any.
+    pub cluster: Option<ClusterSpec>,
+}
+
+impl SystemSpec {
+    /// The system a manifest describes.
+    pub fn from_manifest(m: Manifest) -> SystemSpec {
+        SystemSpec {
+            config: runtime_config(&m),
+            control: m.runtime.control.clone(),
+            tasks: m.tasks,
+            http: m.http,
+            cluster: m.cluster,
+        }
+    }
+
+    /// One task on a default runtime, serving nothing (as `wasmtime run`
+    /// opens no port).
+    pub fn program(task: TaskSpec) -> SystemSpec {
+        SystemSpec {
+            config: RuntimeConfig::default(),
+            tasks: vec![task],
+            control: Some("off".into()),
+            http: vec![],
+            cluster: None,
+        }
+    }
+}
+
+/// The runtime a manifest's system runs on.
+pub fn runtime_config(m: &Manifest) -> RuntimeConfig {
+    let mut config = RuntimeConfig::default();
+    config.workers = m.runtime.workers.unwrap_or(config.workers);
+    config.slice = m.runtime.slice.unwrap_or(config.slice);
+    if m.runtime.cache == Some(false) {
+        config.cache_dir = None;
+    }
+    config.prefix_output = m.tasks.len() > 1 || !m.http.is_empty();
+    config.scheduler = m.runtime.scheduler;
+    config.link_rate = m.runtime.link_rate;
+    if let Some(n) = m.runtime.max_module_bytes {
+        config.max_module_bytes = n;
+    }
+    config.memory_limit = m.runtime.memory_limit.or(config.memory_limit);
+    config.groups = m.groups.clone();
+    let n = u32::try_from(m.tasks.len()).unwrap_or(u32::MAX);
+    config.max_tasks = m.runtime.max_tasks.unwrap_or(config.max_tasks.max(n));
+    config
+}
+
+/// A module of a system: its path, and whether a passive task runs it.
+pub type SystemModule<'a> = (&'a PathBuf, bool);
+
+/// Every distinct module of `specs`, in order: the tasks' own and those
+/// they may spawn children from.
+pub fn modules<'a>(specs: impl IntoIterator<Item = &'a TaskSpec>) -> Vec<SystemModule<'a>> {
+    let mut seen = std::collections::HashSet::new();
+    specs
+        .into_iter()
+        .flat_map(|s| {
+            std::iter::once((&s.module, s.passive)).chain(s.modules.iter().map(|(_, m)| (m, false)))
+        })
+        .filter(|m| seen.insert(*m))
+        .collect()
+}
+
+/// Loads a system's module as the tasks that run it need it.
+pub fn load(rt: &Runtime, (path, passive): &SystemModule) -> Result<(), crate::Error> {
+    match passive {
+        true => rt.load_passive_module(path).map(drop),
+        false => rt.load_module(path).map(drop),
+    }
+}
+
+/// A step of [`System::start_with`] that reports its progress.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Compiling the system's modules.
+    Compiling,
+    /// Starting its tasks.
+    Starting,
+}
+
+/// A running system. Dropping it stops its servers; its tasks run on
+/// until [`System::shutdown`] (or the runtime's last handle goes).
+pub struct System {
+    // Field order is drop order: servers stop before the control API.
+    servers: Vec<HttpServer>,
+    control: Option<Control>,
+    rt: Runtime,
+}
+
+impl System {
+    /// Starts `spec`'s system (see [`System::start_with`]).
+    pub fn start(spec: SystemSpec) -> Result<System, String> {
+        Self::start_with(spec, |_, _, _| {})
+    }
+
+    /// Starts `spec`'s system: the runtime, then every module compiled,
+    /// the cluster joined, the control API and the web servers bound, and
+    /// only then the tasks. If a step fails, what was started stops.
+    /// `progress(step, done, total)` is called as modules compile and
+    /// tasks start.
+    pub fn start_with(
+        spec: SystemSpec,
+        mut progress: impl FnMut(Step, usize, usize),
+    ) -> Result<System, String> {
+        let rt = Runtime::new(spec.config).map_err(|e| e.to_string())?;
+        let modules = modules(&spec.tasks);
+        for (i, m) in modules.iter().enumerate() {
+            progress(Step::Compiling, i, modules.len());
+            load(&rt, m).map_err(|e| e.to_string())?;
+        }
+        progress(Step::Compiling, modules.len(), modules.len());
+        if let Some(c) = &spec.cluster {
+            rt.join_cluster(c).map_err(|e| e.to_string())?;
+        }
+        let control = serve_control(&rt, spec.control);
+        let servers = spec
+            .http
+            .iter()
+            .map(|s| HttpServer::start(&rt, s))
+            .collect::<Result<Vec<_>, _>>()?;
+        for (i, task) in spec.tasks.iter().enumerate() {
+            progress(Step::Starting, i, spec.tasks.len());
+            if let Err(e) = rt.spawn(task) {
+                rt.kill_all("system start failed");
+                rt.wait_all();
+                return Err(e.to_string());
+            }
+        }
+        progress(Step::Starting, spec.tasks.len(), spec.tasks.len());
+        Ok(System {
+            servers,
+            control,
+            rt,
+        })
+    }
+
+    /// The system's runtime.
+    pub fn runtime(&self) -> &Runtime {
+        &self.rt
+    }
+
+    /// The web servers, in the order of the spec's.
+    pub fn servers(&self) -> &[HttpServer] {
+        &self.servers
+    }
+
+    /// The control API's address and token, if it is served.
+    pub fn control(&self) -> Option<(std::net::SocketAddr, &Token)> {
+        let server = self.control.as_ref()?.server.as_ref()?;
+        Some((server.addr, server.token()))
+    }
+
+    /// Ends the system: the web servers stop first (requests in flight
+    /// still have their tasks), then, if `why` is given, every task is
+    /// killed for it; returns when every task has ended and the answers
+    /// the last ones gave to other nodes' calls have gone out.
+    pub fn shutdown(mut self, why: Option<&str>) {
+        self.servers.clear();
+        if let Some(why) = why {
+            self.rt.kill_all(why);
+        }
+        self.rt.wait_all();
+        if let Some(cluster) = self.rt.cluster() {
+            cluster.drain();
+        }
+    }
+}
+
+/// The control API and its token file; dropping it stops the server and
+/// removes the file.
+struct Control {
+    server: Option<ControlServer>,
+    token_file: Option<PathBuf>,
+}
+
+impl Drop for Control {
+    fn drop(&mut self) {
+        if let Some(f) = &self.token_file {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
+/// Serves the control API at `addr` (the default if `None`; none if
+/// "off") and writes its token file. A busy address or an unwritable
+/// token file is reported on stderr, not fatal.
+fn serve_control(rt: &Runtime, addr: Option<String>) -> Option<Control> {
+    let addr = addr.unwrap_or_else(|| control::DEFAULT_ADDR.to_string());
+    if addr == "off" {
+        return None;
+    }
+    let mut token_file = None;
+    let publish = |at, token: &Token| {
+        const REFUSED: &str = "kill, suspend, resume and spawn will be refused";
+        let Some(f) = control::token_file(at) else {
+            eprintln!("warden: control token not written (set HOME or XDG_RUNTIME_DIR); {REFUSED}");
+            return;
+        };
+        match control::write_token_file(&f, token) {
+            Ok(()) => token_file = Some(f),
+            Err(e) => eprintln!(
+                "warden: control token not written ({}: {e}); {REFUSED}",
+                f.display()
+            ),
+        }
+    };
+    let server = ControlServer::start(rt.clone(), &addr, publish);
+    let control = Control {
+        token_file,
+        server: server
+            .map_err(|e| eprintln!("warden: control API not served: {e}"))
+            .ok(),
+    };
+    // Without a server, dropping `control` removes the token file.
+    control.server.is_some().then_some(control)
+}
