@@ -41,8 +41,20 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };
+    let result = dispatch(cli.command);
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("warden: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Runs one command; its exit status, or an error for stderr (status 2).
+fn dispatch(command: Command) -> Result<ExitCode, String> {
     let done = |r: Result<(), String>| r.map(|()| ExitCode::SUCCESS);
-    let result = match cli.command {
+    match command {
         Command::Run(args) => run::run(*args),
         Command::Compile(args) => done(compile::compile(&args)),
         Command::Check(args) => check::check(&args),
@@ -85,13 +97,6 @@ fn main() -> ExitCode {
         } => done(check::cluster_keys(&nodes, &dir)),
         Command::Completions { shell } => done(docs::completions(&shell)),
         Command::Man { dir } => done(docs::man(&dir)),
-    };
-    match result {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("warden: {e}");
-            ExitCode::from(2)
-        }
     }
 }
 

@@ -22,6 +22,7 @@ mod reclaim;
 mod route_stats;
 mod run;
 mod setup;
+mod spawn;
 mod store;
 mod tasks;
 mod views;
@@ -36,7 +37,7 @@ use heap::{mass_death, return_free_heap};
 use run::{on_tick, run};
 pub use tasks::SetupStats;
 pub(crate) use tasks::Watch;
-use tasks::{Live, Table, Tasks};
+use tasks::{Live, Tasks};
 
 use crate::cache::CodeCache;
 use crate::executor::{Executor, ExecutorStats, TICK};
@@ -47,8 +48,8 @@ use crate::limiter::MemoryBudget;
 use crate::module::{self, LoadedModule};
 use crate::output::{HostStream, Sink};
 use crate::report::TaskReport;
-use crate::sched::{Cap, Params, PolicyKind, TaskSched};
-use crate::task::{GroupShared, Inheritance, TaskId, TaskShared, TaskSpec, TaskStatus};
+use crate::sched::{Params, PolicyKind};
+use crate::task::{GroupShared, TaskId, TaskShared, TaskSpec, TaskStatus};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -64,20 +65,6 @@ const MAX_TABLE_ELEMENTS: usize = 100_000;
 /// which amortises the cross-core TLB flush each return costs. Memories of
 /// 1 MiB or more do not wait for the batch (`run::ReleaseOnDrop`).
 const DECOMMIT_BATCH: usize = 32;
-
-/// What a spawner asks for besides the spec.
-#[derive(Default)]
-struct Launch {
-    /// Gets the task's report when it finishes.
-    watch: Option<Watch>,
-    /// Gets how it ended as soon as its code returns (see `run::run`).
-    ended: Option<tokio::sync::oneshot::Sender<TaskStatus>>,
-    /// Its environment, instead of the spec's.
-    env: Option<crate::host::Strings>,
-    /// Started on the spawning thread if a worker is idle (see
-    /// [`crate::executor::Executor::spawn_here`]).
-    here: bool,
-}
 
 /// Runtime-wide settings.
 #[derive(Debug, Clone)]
@@ -313,19 +300,8 @@ impl Runtime {
         let map_count = config.max_map_count.or_else(setup::read_map_count);
         let mappable = setup::mappable_tasks(config.max_tasks, map_count)?;
         let (engine, linker, passive_linker) = setup::engine(mappable)?;
-        let cache = match &config.cache_dir {
-            Some(dir) => Some(
-                CodeCache::new(dir)
-                    .map_err(|e| Error::Start(format!("cache {}: {e}", dir.display())))?,
-            ),
-            None => None,
-        };
-        let tokio = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("warden-io")
-            .enable_all()
-            .build()
-            .map_err(|e| Error::Start(e.to_string()))?;
+        let cache = setup::cache(&config)?;
+        let tokio = setup::io_runtime()?;
         let kernel = Arc::new(Kernel::default());
         let link = crate::net::link::Link::new(config.link_rate);
         let root = Arc::new(crate::task::RootAccount::new(Some(machine::root_limit(
@@ -333,26 +309,8 @@ impl Runtime {
         ))));
         let (tree, groups) = setup::groups(&config, &link, &root)?;
         let empty_dir = setup::empty_dir()?;
-        let events = match &config.events {
-            Some(p) => Some(Arc::new(
-                crate::events::EventLog::create(p)
-                    .map_err(|e| Error::Start(format!("event log {}: {e}", p.display())))?,
-            )),
-            None => None,
-        };
-        let tasks = Arc::new(Tasks {
-            table: Mutex::new(Table::default()),
-            max_reports: config.max_reports,
-            on_report: config.on_report.clone(),
-            events,
-            kernel: kernel.clone(),
-            root,
-            runtime: std::sync::OnceLock::new(),
-            changed: Condvar::new(),
-            finished: std::sync::atomic::AtomicU64::new(0),
-            empty: Condvar::new(),
-            epoch: Instant::now(),
-        });
+        let events = setup::event_log(&config)?;
+        let tasks = Arc::new(Tasks::new(&config, events, kernel.clone(), root));
         let t = tasks.clone();
         let e = engine.clone();
         let exec = Executor::start(
@@ -415,236 +373,6 @@ impl Runtime {
     /// Milliseconds since the runtime started.
     pub fn now_ms(&self) -> f64 {
         self.inner.tasks.ms()
-    }
-
-    /// Starts a task. Its module is loaded first if it is not yet.
-    pub fn spawn(&self, spec: &TaskSpec) -> Result<TaskId, Error> {
-        self.spawn_with(spec, None).map(|t| t.id)
-    }
-
-    /// Runs a task to its end and returns its report: [`Runtime::spawn`]
-    /// and [`Runtime::wait`] in one, for a caller that would only wait.
-    /// While some worker has no task to run, the calling thread runs the
-    /// task itself, as that worker would have: its first slice, and
-    /// further ones until 100 µs have passed (the rest, if any, on the
-    /// workers); a short task then ends before this returns, with no
-    /// thread switch at all. Slices run on the caller's thread are charged
-    /// their wall time as CPU. The report is returned even if the runtime
-    /// keeps none (`max_reports = 0`). Like [`Runtime::wait`], it blocks
-    /// the calling thread: not for async code, nor for a host service's
-    /// closure (which runs on a worker).
-    pub fn run(&self, spec: &TaskSpec) -> Result<TaskReport, Error> {
-        let (tx, mut rx) = tokio::sync::oneshot::channel();
-        let launch = Launch {
-            watch: Some(tx),
-            here: true,
-            ..Launch::default()
-        };
-        let id = self.spawn_inner(spec, None, launch)?.id;
-        let tasks = &self.inner.tasks;
-        let mut t = tasks.lock();
-        loop {
-            // The report is sent under the table's lock, before waiters
-            // are woken: checked under it, none is missed.
-            match rx.try_recv() {
-                Ok(report) => return Ok(report),
-                Err(tokio::sync::oneshot::error::TryRecvError::Closed) => {
-                    return Err(Error::NoSuchTask(id))
-                }
-                Err(tokio::sync::oneshot::error::TryRecvError::Empty) => t = tasks.wait(t, None),
-            }
-        }
-    }
-
-    /// Starts a task and returns, with its id, a receiver of its report
-    /// for when it finishes (for awaiting it from async code).
-    pub fn spawn_watched(
-        &self,
-        spec: &TaskSpec,
-    ) -> Result<(TaskId, tokio::sync::oneshot::Receiver<TaskReport>), Error> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let launch = Launch {
-            watch: Some(tx),
-            ..Launch::default()
-        };
-        let shared = self.spawn_inner(spec, None, launch)?;
-        Ok((shared.id, rx))
-    }
-
-    /// [`Runtime::spawn_watched`], and a receiver of how the task ended
-    /// as soon as its code returns or traps, before its store is released
-    /// (an HTTP handler's answer need not wait for that). A task killed
-    /// before it ran or while blocked sends only its report. The task's
-    /// environment is `env`, not the spec's.
-    pub(crate) fn spawn_ending(
-        &self,
-        spec: &TaskSpec,
-        env: crate::host::Strings,
-    ) -> Result<
-        (
-            TaskId,
-            tokio::sync::oneshot::Receiver<TaskStatus>,
-            tokio::sync::oneshot::Receiver<TaskReport>,
-        ),
-        Error,
-    > {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let (end_tx, end_rx) = tokio::sync::oneshot::channel();
-        let launch = Launch {
-            watch: Some(tx),
-            ended: Some(end_tx),
-            env: Some(env),
-            // Not on the server's thread: its answer goes out as soon as
-            // the handler's code returns, while a worker releases the
-            // store (run here, the release came first).
-            here: false,
-        };
-        let shared = self.spawn_inner(spec, None, launch)?;
-        Ok((shared.id, end_rx, rx))
-    }
-
-    /// Spawns a task, as a child of another if `child` says so.
-    pub(crate) fn spawn_with(
-        &self,
-        spec: &TaskSpec,
-        child: Option<Child>,
-    ) -> Result<Arc<TaskShared>, Error> {
-        self.spawn_inner(spec, child, Launch::default())
-    }
-
-    fn spawn_inner(
-        &self,
-        spec: &TaskSpec,
-        child: Option<Child>,
-        launch: Launch,
-    ) -> Result<Arc<TaskShared>, Error> {
-        let Launch {
-            watch,
-            ended,
-            env,
-            here,
-        } = launch;
-        let began = crate::clock::ticks::now();
-        let module = if spec.passive {
-            passive::check_spec(spec).map_err(|message| Error::Spawn {
-                name: spec.name.clone(),
-                message,
-            })?;
-            self.load_entry(&spec.module, module::Entry::Passive)?
-        } else {
-            self.load_module(&spec.module)?
-        };
-        if child.is_none() {
-            // Modules its children may come from are compiled now, by the
-            // spawner, not later on a worker in the middle of a guest's call.
-            for (_, m) in &spec.modules {
-                self.load_module(m)?;
-            }
-        }
-        let inner = &*self.inner;
-        let group = match &spec.group {
-            None => None,
-            Some(name) => Some(
-                inner
-                    .groups
-                    .get(name)
-                    .ok_or_else(|| Error::NoSuchGroup(name.clone()))?,
-            ),
-        };
-        let shared = Arc::new(self.task_shared(spec, group, child.as_ref()));
-        let sched = TaskSched {
-            params: spec.sched,
-            group: group.map_or(0, |g| g.index),
-            cap: spec.cap.map(|c| Cap::new(c, CAP_WINDOW.as_nanos() as u64)),
-            parent: child.as_ref().map(|c| c.parent.id.0),
-        };
-        // Take a slot in the task table first, so that concurrent spawns
-        // cannot together exceed `max_tasks`.
-        let passive = spec.passive.then(|| {
-            crate::host::Passive::new(
-                shared.clone(),
-                spec.call_cpu_limit.as_nanos().min(u64::MAX as u128) as u64,
-            )
-        });
-        // A request's handler (told how it ended) does not wait for surplus.
-        self.admit(&shared, ended.is_none(), || {
-            let (limit, room) = (spec.memory_limit, inner.room);
-            inner
-                .tasks
-                .enter(&shared, limit, room, watch, passive.clone())
-        })?;
-        let link_parent = match &child {
-            Some(c) => c.net.link_parent,
-            None => group.map(|g| g.link_node),
-        };
-        let seed = match self.store_seed(spec, &module.path, &shared, child, link_parent, env) {
-            Ok(seed) => seed,
-            Err(message) => {
-                inner.tasks.leave(&shared);
-                return Err(Error::Spawn {
-                    name: spec.name.clone(),
-                    message,
-                });
-            }
-        };
-        shared.event(
-            "spawn",
-            || serde_json::json!({ "parent": shared.parent().map(|p| p.id), "module": module.path }),
-        );
-        let future: crate::executor::TaskFuture = match passive {
-            Some(p) => Box::pin(passive::run(
-                module.pre.clone(),
-                {
-                    let mut store = seed.grow(module.pre.module().engine());
-                    let p = p.clone();
-                    store.epoch_deadline_callback(move |_| crate::host::passive_on_tick(&p));
-                    store
-                },
-                p,
-                inner.kernel.clone(),
-                (
-                    spec.provides[0].clone(),
-                    crate::ipc::name_allowed(&spec.export, &spec.provides[0]),
-                ),
-            )),
-            None => Box::pin(run(module.clone(), Box::new(seed), shared.clone(), ended)),
-        };
-        shared
-            .create_ns
-            .fetch_add(crate::clock::ticks::ns_since(began), Ordering::Relaxed);
-        if here {
-            inner.exec.spawn_here(shared.clone(), future, &sched);
-        } else {
-            inner.exec.spawn(shared.clone(), future, &sched);
-        }
-        Ok(shared)
-    }
-
-    /// A new task's shared state, with its parent (if a child) and groups.
-    fn task_shared(
-        &self,
-        spec: &TaskSpec,
-        group: Option<&Group>,
-        child: Option<&Child>,
-    ) -> TaskShared {
-        let inner = &*self.inner;
-        let id = TaskId(inner.next_id.fetch_add(1, Ordering::Relaxed));
-        let mut task = TaskShared::new(id, spec.name.clone(), spec.cpu_limit, spec.memory_limit);
-        task.inherit = Inheritance::new(id, spec.inheritance, spec.sched.priority);
-        task.net = crate::task::NetAccount::new(spec.net.max_sockets);
-        task.family.notify_memory = spec.on_memory_limit == crate::limiter::MemoryPolicy::Notify;
-        task.family.notify_cpu = spec.on_cpu_limit_notify;
-        task.groups = group.map(|g| g.chain.clone()).unwrap_or_default();
-        task.route = spec.route.clone();
-        task.event_log = inner.tasks.events.clone();
-        task.root = Some(inner.tasks.root.clone());
-        task.guarantee = spec.memory_guarantee;
-        task.memory_priority = spec.memory_priority;
-        task.memory_policy = spec.on_memory_limit;
-        if let Some(c) = child {
-            task.set_parent(c.parent.clone(), c.carved_memory);
-        }
-        task
     }
 
     /// Kills a live task (see the task lifecycle): a queued or blocked task

@@ -383,3 +383,36 @@ mod tests {
         assert!(all.windows(2).all(|w| w[1] * 2 == w[0]));
     }
 }
+
+/// The compiled-code cache in `config.cache_dir`, if any.
+pub(super) fn cache(config: &RuntimeConfig) -> Result<Option<crate::cache::CodeCache>, Error> {
+    let Some(dir) = &config.cache_dir else {
+        return Ok(None);
+    };
+    crate::cache::CodeCache::new(dir)
+        .map(Some)
+        .map_err(|e| Error::Start(format!("cache {}: {e}", dir.display())))
+}
+
+/// The runtime's I/O thread: a one-worker tokio runtime for sockets,
+/// timers and the cluster's broker connection.
+pub(super) fn io_runtime() -> Result<tokio::runtime::Runtime, Error> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("warden-io")
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Start(e.to_string()))
+}
+
+/// The event log `config.events` names, if any, created.
+pub(super) fn event_log(
+    config: &RuntimeConfig,
+) -> Result<Option<std::sync::Arc<crate::events::EventLog>>, Error> {
+    let Some(p) = &config.events else {
+        return Ok(None);
+    };
+    crate::events::EventLog::create(p)
+        .map(|log| Some(std::sync::Arc::new(log)))
+        .map_err(|e| Error::Start(format!("event log {}: {e}", p.display())))
+}

@@ -85,6 +85,28 @@ pub(super) struct Tasks {
 }
 
 impl Tasks {
+    /// An empty table under `config`'s report settings.
+    pub(super) fn new(
+        config: &super::RuntimeConfig,
+        events: Option<Arc<crate::events::EventLog>>,
+        kernel: Arc<Kernel>,
+        root: Arc<crate::task::RootAccount>,
+    ) -> Tasks {
+        Tasks {
+            table: Mutex::new(Table::default()),
+            max_reports: config.max_reports,
+            on_report: config.on_report.clone(),
+            events,
+            kernel,
+            root,
+            runtime: std::sync::OnceLock::new(),
+            changed: Condvar::new(),
+            finished: std::sync::atomic::AtomicU64::new(0),
+            empty: Condvar::new(),
+            epoch: Instant::now(),
+        }
+    }
+
     pub(super) fn lock(&self) -> MutexGuard<'_, Table> {
         self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -100,50 +122,8 @@ impl Tasks {
         // be woken by its end, so an immediate respawn finds it there.
         nested::child_ended(shared);
         let mut t = self.lock();
-        if let Some(mut live) = t.live.remove(&shared.id) {
-            self.give_back(shared);
-            if live.passive.is_some() {
-                t.passive_live -= 1;
-            }
-            match &status {
-                TaskStatus::Exited(c) => shared.event("exit", || serde_json::json!({ "code": c })),
-                TaskStatus::Trapped(r) => {
-                    shared.event("trap", || serde_json::json!({ "reason": r }))
-                }
-                TaskStatus::Killed(r) => {
-                    shared.event("kill", || serde_json::json!({ "reason": r }))
-                }
-            }
-            shared.family.set_exit(match &status {
-                TaskStatus::Exited(c) => *c,
-                TaskStatus::Trapped(_) => -1,
-                TaskStatus::Killed(_) => -2,
-            });
-            let mut report =
-                TaskReport::new(shared, status, live.memory_limit, live.start_ms, end_ms);
-            report.parent = live.parent;
-            t.setup.tasks += 1;
-            t.setup.create_seconds += report.create_ms / 1e3;
-            t.setup.teardown_seconds += report.teardown_ms / 1e3;
-            if let Some(sink) = &self.on_report {
-                (sink.0)(&report);
-            }
-            if let Some(watch) = live.watch.take() {
-                let _ = watch.send(report.clone());
-            }
-            if t.done_order.len() >= self.max_reports {
-                if let Some(old) = t.done_order.pop_front() {
-                    t.done.remove(&old);
-                }
-            }
-            if self.max_reports > 0 {
-                t.done_order.push_back(shared.id);
-                t.done.insert(shared.id, Box::new(report));
-            }
-            if t.done_logs.len() >= FINISHED_LOGS_KEPT {
-                t.done_logs.pop_front();
-            }
-            t.done_logs.push_back((shared.id, shared.log.clone()));
+        if let Some(live) = t.live.remove(&shared.id) {
+            self.record_end(&mut t, shared, status, live, end_ms);
         }
         let children = t.children.remove(&shared.id).unwrap_or_default();
         if let Some(parent) = shared.parent().map(|p| p.id) {
@@ -172,6 +152,57 @@ impl Tasks {
                 inner.exec.kill(child, "its parent ended");
             }
         }
+    }
+
+    /// A live task's end, recorded: its budgets given back, its event
+    /// and exit status, its report to the sink, its watcher and the
+    /// table's finished reports, and its log kept a while.
+    fn record_end(
+        &self,
+        t: &mut Table,
+        shared: &TaskShared,
+        status: TaskStatus,
+        mut live: Live,
+        end_ms: f64,
+    ) {
+        self.give_back(shared);
+        if live.passive.is_some() {
+            t.passive_live -= 1;
+        }
+        match &status {
+            TaskStatus::Exited(c) => shared.event("exit", || serde_json::json!({ "code": c })),
+            TaskStatus::Trapped(r) => shared.event("trap", || serde_json::json!({ "reason": r })),
+            TaskStatus::Killed(r) => shared.event("kill", || serde_json::json!({ "reason": r })),
+        }
+        shared.family.set_exit(match &status {
+            TaskStatus::Exited(c) => *c,
+            TaskStatus::Trapped(_) => -1,
+            TaskStatus::Killed(_) => -2,
+        });
+        let mut report = TaskReport::new(shared, status, live.memory_limit, live.start_ms, end_ms);
+        report.parent = live.parent;
+        t.setup.tasks += 1;
+        t.setup.create_seconds += report.create_ms / 1e3;
+        t.setup.teardown_seconds += report.teardown_ms / 1e3;
+        if let Some(sink) = &self.on_report {
+            (sink.0)(&report);
+        }
+        if let Some(watch) = live.watch.take() {
+            let _ = watch.send(report.clone());
+        }
+        if t.done_order.len() >= self.max_reports {
+            if let Some(old) = t.done_order.pop_front() {
+                t.done.remove(&old);
+            }
+        }
+        if self.max_reports > 0 {
+            t.done_order.push_back(shared.id);
+            t.done.insert(shared.id, Box::new(report));
+        }
+        if t.done_logs.len() >= FINISHED_LOGS_KEPT {
+            t.done_logs.pop_front();
+        }
+        t.done_logs.push_back((shared.id, shared.log.clone()));
     }
 
     /// Enters a new task in the table, unless `room` says it is full.

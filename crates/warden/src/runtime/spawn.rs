@@ -1,0 +1,278 @@
+//! Spawning a task: its module loaded, its shared state and place in the
+//! task table, its store built, and its future handed to the executor.
+
+use super::store::StoreSeed;
+use super::{passive, run, Child, Error, Group, Runtime, Watch, CAP_WINDOW};
+use crate::module::{self, LoadedModule};
+use crate::report::TaskReport;
+use crate::sched::{Cap, TaskSched};
+use crate::task::{Inheritance, TaskId, TaskShared, TaskSpec, TaskStatus};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// What a spawner asks for besides the spec.
+#[derive(Default)]
+pub(super) struct Launch {
+    /// Gets the task's report when it finishes.
+    watch: Option<Watch>,
+    /// Gets how it ended as soon as its code returns (see `run::run`).
+    ended: Option<tokio::sync::oneshot::Sender<TaskStatus>>,
+    /// Its environment, instead of the spec's.
+    env: Option<crate::host::Strings>,
+    /// Started on the spawning thread if a worker is idle (see
+    /// [`crate::executor::Executor::spawn_here`]).
+    here: bool,
+}
+
+impl Runtime {
+    /// Starts a task. Its module is loaded first if it is not yet.
+    pub fn spawn(&self, spec: &TaskSpec) -> Result<TaskId, Error> {
+        self.spawn_with(spec, None).map(|t| t.id)
+    }
+
+    /// Runs a task to its end and returns its report: [`Runtime::spawn`]
+    /// and [`Runtime::wait`] in one, for a caller that would only wait.
+    /// While some worker has no task to run, the calling thread runs the
+    /// task itself, as that worker would have: its first slice, and
+    /// further ones until 100 µs have passed (the rest, if any, on the
+    /// workers); a short task then ends before this returns, with no
+    /// thread switch at all. Slices run on the caller's thread are charged
+    /// their wall time as CPU. The report is returned even if the runtime
+    /// keeps none (`max_reports = 0`). Like [`Runtime::wait`], it blocks
+    /// the calling thread: not for async code, nor for a host service's
+    /// closure (which runs on a worker).
+    pub fn run(&self, spec: &TaskSpec) -> Result<TaskReport, Error> {
+        let (tx, mut rx) = tokio::sync::oneshot::channel();
+        let launch = Launch {
+            watch: Some(tx),
+            here: true,
+            ..Launch::default()
+        };
+        let id = self.spawn_inner(spec, None, launch)?.id;
+        let tasks = &self.inner.tasks;
+        let mut t = tasks.lock();
+        loop {
+            // The report is sent under the table's lock, before waiters
+            // are woken: checked under it, none is missed.
+            match rx.try_recv() {
+                Ok(report) => return Ok(report),
+                Err(tokio::sync::oneshot::error::TryRecvError::Closed) => {
+                    return Err(Error::NoSuchTask(id))
+                }
+                Err(tokio::sync::oneshot::error::TryRecvError::Empty) => t = tasks.wait(t, None),
+            }
+        }
+    }
+
+    /// Starts a task and returns, with its id, a receiver of its report
+    /// for when it finishes (for awaiting it from async code).
+    pub fn spawn_watched(
+        &self,
+        spec: &TaskSpec,
+    ) -> Result<(TaskId, tokio::sync::oneshot::Receiver<TaskReport>), Error> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let launch = Launch {
+            watch: Some(tx),
+            ..Launch::default()
+        };
+        let shared = self.spawn_inner(spec, None, launch)?;
+        Ok((shared.id, rx))
+    }
+
+    /// [`Runtime::spawn_watched`], and a receiver of how the task ended
+    /// as soon as its code returns or traps, before its store is released
+    /// (an HTTP handler's answer need not wait for that). A task killed
+    /// before it ran or while blocked sends only its report. The task's
+    /// environment is `env`, not the spec's.
+    pub(crate) fn spawn_ending(
+        &self,
+        spec: &TaskSpec,
+        env: crate::host::Strings,
+    ) -> Result<
+        (
+            TaskId,
+            tokio::sync::oneshot::Receiver<TaskStatus>,
+            tokio::sync::oneshot::Receiver<TaskReport>,
+        ),
+        Error,
+    > {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (end_tx, end_rx) = tokio::sync::oneshot::channel();
+        let launch = Launch {
+            watch: Some(tx),
+            ended: Some(end_tx),
+            env: Some(env),
+            // Not on the server's thread: its answer goes out as soon as
+            // the handler's code returns, while a worker releases the
+            // store (run here, the release came first).
+            here: false,
+        };
+        let shared = self.spawn_inner(spec, None, launch)?;
+        Ok((shared.id, end_rx, rx))
+    }
+
+    /// Spawns a task, as a child of another if `child` says so.
+    pub(crate) fn spawn_with(
+        &self,
+        spec: &TaskSpec,
+        child: Option<Child>,
+    ) -> Result<Arc<TaskShared>, Error> {
+        self.spawn_inner(spec, child, Launch::default())
+    }
+
+    fn spawn_inner(
+        &self,
+        spec: &TaskSpec,
+        child: Option<Child>,
+        launch: Launch,
+    ) -> Result<Arc<TaskShared>, Error> {
+        let began = crate::clock::ticks::now();
+        let module = self.entry_module(spec, child.is_none())?;
+        let inner = &*self.inner;
+        let group = self.group_of(spec)?;
+        let shared = Arc::new(self.task_shared(spec, group, child.as_ref()));
+        let sched = TaskSched {
+            params: spec.sched,
+            group: group.map_or(0, |g| g.index),
+            cap: spec.cap.map(|c| Cap::new(c, CAP_WINDOW.as_nanos() as u64)),
+            parent: child.as_ref().map(|c| c.parent.id.0),
+        };
+        let passive = spec.passive.then(|| {
+            crate::host::Passive::new(
+                shared.clone(),
+                spec.call_cpu_limit.as_nanos().min(u64::MAX as u128) as u64,
+            )
+        });
+        // Take a slot in the task table first, so that concurrent spawns
+        // cannot together exceed `max_tasks`. A request's handler (told
+        // how it ended) does not wait for surplus.
+        let Launch {
+            watch,
+            ended,
+            env,
+            here,
+        } = launch;
+        self.admit(&shared, ended.is_none(), || {
+            let (limit, room) = (spec.memory_limit, inner.room);
+            inner
+                .tasks
+                .enter(&shared, limit, room, watch, passive.clone())
+        })?;
+        let link_parent = match &child {
+            Some(c) => c.net.link_parent,
+            None => group.map(|g| g.link_node),
+        };
+        let seed = self
+            .store_seed(spec, &module.path, &shared, child, link_parent, env)
+            .map_err(|message| {
+                inner.tasks.leave(&shared);
+                Error::Spawn {
+                    name: spec.name.clone(),
+                    message,
+                }
+            })?;
+        shared.event(
+            "spawn",
+            || serde_json::json!({ "parent": shared.parent().map(|p| p.id), "module": module.path }),
+        );
+        let future = self.task_future(spec, &module, seed, &shared, passive, ended);
+        shared
+            .create_ns
+            .fetch_add(crate::clock::ticks::ns_since(began), Ordering::Relaxed);
+        match here {
+            true => inner.exec.spawn_here(shared.clone(), future, &sched),
+            false => inner.exec.spawn(shared.clone(), future, &sched),
+        }
+        Ok(shared)
+    }
+
+    /// The module a task runs, loaded (and checked, for a passive task);
+    /// for a task the host spawns (`first`), the modules its children may
+    /// come from too: compiled now, by the spawner, not later on a worker
+    /// in the middle of a guest's call.
+    fn entry_module(&self, spec: &TaskSpec, first: bool) -> Result<Arc<LoadedModule>, Error> {
+        let module = if spec.passive {
+            passive::check_spec(spec).map_err(|message| Error::Spawn {
+                name: spec.name.clone(),
+                message,
+            })?;
+            self.load_entry(&spec.module, module::Entry::Passive)?
+        } else {
+            self.load_module(&spec.module)?
+        };
+        if first {
+            for (_, m) in &spec.modules {
+                self.load_module(m)?;
+            }
+        }
+        Ok(module)
+    }
+
+    /// The group a task's spec names, if any.
+    fn group_of(&self, spec: &TaskSpec) -> Result<Option<&Group>, Error> {
+        spec.group
+            .as_ref()
+            .map(|name| {
+                self.inner
+                    .groups
+                    .get(name)
+                    .ok_or_else(|| Error::NoSuchGroup(name.clone()))
+            })
+            .transpose()
+    }
+
+    /// What the executor polls for a task: its module's start function,
+    /// or a passive task's service loop.
+    fn task_future(
+        &self,
+        spec: &TaskSpec,
+        module: &Arc<LoadedModule>,
+        seed: StoreSeed,
+        shared: &Arc<TaskShared>,
+        passive: Option<Arc<crate::host::Passive>>,
+        ended: Option<tokio::sync::oneshot::Sender<TaskStatus>>,
+    ) -> crate::executor::TaskFuture {
+        let Some(p) = passive else {
+            return Box::pin(run(module.clone(), Box::new(seed), shared.clone(), ended));
+        };
+        let mut store = seed.grow(module.pre.module().engine());
+        let on_tick = p.clone();
+        store.epoch_deadline_callback(move |_| crate::host::passive_on_tick(&on_tick));
+        let name = spec.provides[0].clone();
+        let exported = crate::ipc::name_allowed(&spec.export, &name);
+        Box::pin(passive::run(
+            module.pre.clone(),
+            store,
+            p,
+            self.inner.kernel.clone(),
+            (name, exported),
+        ))
+    }
+
+    /// A new task's shared state, with its parent (if a child) and groups.
+    fn task_shared(
+        &self,
+        spec: &TaskSpec,
+        group: Option<&Group>,
+        child: Option<&Child>,
+    ) -> TaskShared {
+        let inner = &*self.inner;
+        let id = TaskId(inner.next_id.fetch_add(1, Ordering::Relaxed));
+        let mut task = TaskShared::new(id, spec.name.clone(), spec.cpu_limit, spec.memory_limit);
+        task.inherit = Inheritance::new(id, spec.inheritance, spec.sched.priority);
+        task.net = crate::task::NetAccount::new(spec.net.max_sockets);
+        task.family.notify_memory = spec.on_memory_limit == crate::limiter::MemoryPolicy::Notify;
+        task.family.notify_cpu = spec.on_cpu_limit_notify;
+        task.groups = group.map(|g| g.chain.clone()).unwrap_or_default();
+        task.route = spec.route.clone();
+        task.event_log = inner.tasks.events.clone();
+        task.root = Some(inner.tasks.root.clone());
+        task.guarantee = spec.memory_guarantee;
+        task.memory_priority = spec.memory_priority;
+        task.memory_policy = spec.on_memory_limit;
+        if let Some(c) = child {
+            task.set_parent(c.parent.clone(), c.carved_memory);
+        }
+        task
+    }
+}
