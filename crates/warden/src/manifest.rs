@@ -116,7 +116,8 @@ pub struct Manifest {
     pub groups: Vec<GroupSpec>,
     /// One entry per task to start (copies already expanded).
     pub tasks: Vec<TaskSpec>,
-    /// HTTP servers, started after the tasks (see `manifest/http.rs`).
+    /// HTTP servers, bound before any task starts (see `manifest/http.rs`
+    /// and `System::start_with`).
     pub http: Vec<crate::http::HttpSpec>,
     /// The cluster the system joins, if any (see `manifest/cluster.rs`).
     pub cluster: Option<crate::cluster::ClusterSpec>,
