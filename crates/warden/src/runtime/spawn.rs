@@ -131,12 +131,7 @@ impl Runtime {
         let inner = &*self.inner;
         let group = self.group_of(spec)?;
         let shared = Arc::new(self.task_shared(spec, group, child.as_ref()));
-        let sched = TaskSched {
-            params: spec.sched,
-            group: group.map_or(0, |g| g.index),
-            cap: spec.cap.map(|c| Cap::new(c, CAP_WINDOW.as_nanos() as u64)),
-            parent: child.as_ref().map(|c| c.parent.id.0),
-        };
+        let sched = sched_of(spec, group, child.as_ref());
         let passive = spec.passive.then(|| {
             crate::host::Passive::new(
                 shared.clone(),
@@ -274,5 +269,16 @@ impl Runtime {
             task.set_parent(c.parent.clone(), c.carved_memory);
         }
         task
+    }
+}
+
+/// How the executor schedules a task: its parameters, group, cap and
+/// parent.
+fn sched_of(spec: &TaskSpec, group: Option<&Group>, child: Option<&Child>) -> TaskSched {
+    TaskSched {
+        params: spec.sched,
+        group: group.map_or(0, |g| g.index),
+        cap: spec.cap.map(|c| Cap::new(c, CAP_WINDOW.as_nanos() as u64)),
+        parent: child.map(|c| c.parent.id.0),
     }
 }
