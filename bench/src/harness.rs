@@ -121,3 +121,12 @@ mod tests {
         assert_eq!(calls, 1);
     }
 }
+
+/// Runs `f` with Warden's idle spin off (every waiting thread blocking at
+/// once, as the peers' do), then turns it back on.
+pub fn without_idle_spin<R>(f: impl FnOnce() -> R) -> R {
+    warden::set_idle_spin(std::time::Duration::ZERO);
+    let r = f();
+    warden::set_idle_spin(warden::IDLE_SPIN);
+    r
+}

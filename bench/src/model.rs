@@ -399,6 +399,16 @@ pub struct Rounds {
     pub c2c: Vec<Option<f64>>,
 }
 
+impl Rounds {
+    /// The core-to-core figure of counted round `round` (none for round
+    /// 0, the uncounted one, or a round where it was not measured).
+    pub fn c2c_of(&self, round: usize) -> Option<f64> {
+        round
+            .checked_sub(1)
+            .and_then(|i| self.c2c.get(i).copied().flatten())
+    }
+}
+
 impl Samples {
     pub fn push(&mut self, key: &str, value: f64) {
         self.0.entry(key.to_string()).or_default().push(value);
@@ -431,12 +441,7 @@ impl Samples {
         values
             .iter()
             .zip(rounds)
-            .filter(|(_, r)| {
-                let c2c = r
-                    .checked_sub(1)
-                    .and_then(|i| self.1.c2c.get(i).copied().flatten());
-                c2c.is_some_and(&keep)
-            })
+            .filter(|(_, &r)| self.1.c2c_of(r).is_some_and(&keep))
             .map(|(v, _)| *v)
             .collect()
     }
@@ -449,10 +454,7 @@ impl Samples {
         for key in self.0.keys() {
             let rounds = self.1.of.get(key).map_or(&[][..], Vec::as_slice);
             for (v, r) in self.0[key].iter().zip(rounds) {
-                let c2c = r
-                    .checked_sub(1)
-                    .and_then(|i| self.1.c2c.get(i).copied().flatten());
-                if c2c.is_some_and(&keep) {
+                if self.1.c2c_of(*r).is_some_and(&keep) {
                     out.1.current = *r;
                     out.push(key, *v);
                 }

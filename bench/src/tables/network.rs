@@ -4,7 +4,7 @@
 //! round trips, and memory per open connection.
 
 use super::finish;
-use crate::harness::{contestant, interleave, Ctx};
+use crate::harness::{contestant, interleave, without_idle_spin, Ctx};
 use crate::inproc::{self, quiet};
 use crate::model::{Kind, Samples, Table};
 use std::io::{BufRead, Read, Write};
@@ -415,11 +415,10 @@ fn echo(ctx: &Ctx) -> Table {
                 )
             }),
             contestant(WARDEN_BLOCKING, |s: &mut Samples| {
-                warden::set_idle_spin(Duration::ZERO);
-                let got = warden_server(256 << 10)
-                    .and_then(|server| echo_round(s, WARDEN_BLOCKING, server, ctx));
-                warden::set_idle_spin(warden::IDLE_SPIN);
-                got
+                without_idle_spin(|| {
+                    let server = warden_server(256 << 10)?;
+                    echo_round(s, WARDEN_BLOCKING, server, ctx)
+                })
             }),
             contestant(NATIVE_ECHO, |s: &mut Samples| {
                 echo_round(s, NATIVE_ECHO, native_server(ctx)?, ctx)

@@ -4,7 +4,7 @@
 //! isolated and connected today.
 
 use super::finish;
-use crate::harness::{contestant, interleave, Ctx};
+use crate::harness::{contestant, interleave, without_idle_spin, Ctx};
 use crate::inproc::{self, quiet, Server};
 use crate::model::{key, Kind, Samples, Table};
 use crate::peers::{figure, figures};
@@ -83,10 +83,7 @@ pub fn run(ctx: &Ctx) -> (Table, Samples) {
                 warden(s, WARDEN_2, &rt2, &hello, tasks, 2, calls)
             }),
             contestant(WARDEN_2_BLOCKING, |s| {
-                warden::set_idle_spin(std::time::Duration::ZERO);
-                let r = warden(s, WARDEN_2_BLOCKING, &rt2, &hello, tasks, 2, calls);
-                warden::set_idle_spin(warden::IDLE_SPIN);
-                r
+                without_idle_spin(|| warden(s, WARDEN_2_BLOCKING, &rt2, &hello, tasks, 2, calls))
             }),
             contestant(PASSIVE, |s| {
                 for (system, server) in [(PASSIVE, Server::Passive), (HOST, Server::Host)] {

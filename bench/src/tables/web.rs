@@ -8,7 +8,7 @@
 //! than one run of a few seconds moves on a small machine.
 
 use super::finish;
-use crate::harness::{contestant, interleave, Ctx};
+use crate::harness::{contestant, interleave, without_idle_spin, Ctx};
 use crate::inproc;
 use crate::model::{Kind, Samples, Table};
 use std::collections::BTreeMap;
@@ -218,15 +218,10 @@ fn measure(
                 let url = &urls[z];
                 contestant(name, move |s: &mut Samples| {
                     let before = rt.setup_stats();
-                    let spin = name == SERVLET_BLOCKING;
-                    if spin {
-                        warden::set_idle_spin(Duration::ZERO);
-                    }
-                    let got = wrk(url, connections, 1);
-                    if spin {
-                        warden::set_idle_spin(warden::IDLE_SPIN);
-                    }
-                    let (rps, p50, p99) = got?;
+                    let (rps, p50, p99) = match name == SERVLET_BLOCKING {
+                        true => without_idle_spin(|| wrk(url, connections, 1)),
+                        false => wrk(url, connections, 1),
+                    }?;
                     s.push(&format!("{name}/{label} req/s"), rps);
                     s.push(&format!("{name}/{label} p50"), p50);
                     s.push(&format!("{name}/{label} p99"), p99);
