@@ -6,6 +6,10 @@
 //! Exceptions would be listed in [`KNOWN_UPWARD`] (none are): a new
 //! upward edge fails the test, and so does a listed one that is gone, so
 //! that the list only shrinks.
+//!
+//! Inside `host/`, a second test holds the import groups apart: a group's
+//! folder names no other group, the shared files name none, and the files
+//! form no cycle.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -184,4 +188,161 @@ fn the_reader_finds_paths_in_every_form() {
                let t: crate::TaskSpec;";
     let got: Vec<String> = named(src, &exports).into_iter().collect();
     assert_eq!(got, ["ipc", "net", "runtime", "sched", "task"]);
+}
+
+/// A file of `host/` as a module path: `host/warden/ipc.rs` is
+/// `["host", "warden", "ipc"]`, `host/warden/mod.rs` `["host", "warden"]`.
+fn module_path(rel: &Path) -> Vec<String> {
+    let mut path: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_string())
+        .collect();
+    if path.last().is_some_and(|l| l == "mod") {
+        path.pop();
+    }
+    path
+}
+
+/// The first words of the paths a file's code names through `super::`
+/// (any number of times) or `crate::host::`, each resolved against
+/// `module` (the file's module path) to a module path plus a name.
+fn host_paths(src: &str, module: &[String]) -> Vec<(Vec<String>, String)> {
+    let mut out = vec![];
+    let mut rest = src;
+    while let Some(i) = rest.find("super::").or_else(|| rest.find("crate::host::")) {
+        let j = rest
+            .find("crate::host::")
+            .filter(|&j| j <= i)
+            .unwrap_or(usize::MAX);
+        let (mut base, mut tail) = if j <= i {
+            (vec!["host".to_string()], &rest[j + "crate::host::".len()..])
+        } else {
+            (module.to_vec(), &rest[i..])
+        };
+        while let Some(t) = tail.strip_prefix("super::") {
+            base.pop();
+            tail = t;
+        }
+        let words: Vec<&str> = match tail.strip_prefix('{') {
+            Some(group) => group[..group.find('}').unwrap_or(group.len())]
+                .split(',')
+                .collect(),
+            None => vec![tail],
+        };
+        for w in words {
+            let w: String = w
+                .trim()
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if !w.is_empty() {
+                out.push((base.clone(), w));
+            }
+        }
+        rest = tail;
+    }
+    out
+}
+
+/// The file-level edges among `host/`'s files other than the `mod.rs`
+/// files (which assemble their folders: declaring, re-exporting, adding
+/// to linkers). A name that is no file is an item of a `mod.rs` (such as
+/// `TaskData`, the composed store data) and makes no edge.
+fn host_edges(src: &Path) -> BTreeSet<(String, String)> {
+    let mut files = vec![];
+    let mut stack = vec![src.join("host")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    let unit = |m: &[String]| m.join("/");
+    let is_file = |m: &[String]| {
+        let p = src.join(m.join("/"));
+        p.with_extension("rs").is_file() || p.join("mod.rs").is_file()
+    };
+    let mut out = BTreeSet::new();
+    for path in files {
+        if path.file_name().is_some_and(|n| n == "mod.rs") {
+            continue;
+        }
+        let from = module_path(path.strip_prefix(src).unwrap());
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (mut base, name) in host_paths(&code(&text), &from) {
+            base.push(name);
+            if is_file(&base) && base != from && base.len() > 1 {
+                out.insert((unit(&from), unit(&base)));
+            }
+        }
+    }
+    out
+}
+
+/// The host functions are one folder per import group (`host/warden`,
+/// `host/wasi`, `host/teavm.rs`) on shared files (`host/guest.rs`,
+/// `host/sockets.rs`, …): a group names no other group, a shared file
+/// names no group, and the files form no cycle.
+#[test]
+fn host_groups_name_no_other_group() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let edges = host_edges(&src);
+    assert!(edges.len() > 20, "the reader found too little: {edges:?}");
+    let group = |u: &str| {
+        let g = u.split('/').nth(1).unwrap_or("").to_string();
+        ["warden", "wasi", "teavm"]
+            .contains(&g.as_str())
+            .then_some(g)
+    };
+    let crossing: Vec<_> = edges
+        .iter()
+        .filter(|(a, b)| group(b).is_some() && group(a) != group(b))
+        .collect();
+    assert!(
+        crossing.is_empty(),
+        "edges into another group: {crossing:?}"
+    );
+    let mut left = edges.clone();
+    // Peel off files nothing left names; what remains is on a cycle.
+    loop {
+        let named: BTreeSet<&String> = left.iter().map(|(_, b)| b).collect();
+        let leaves: BTreeSet<String> = left
+            .iter()
+            .map(|(a, _)| a.clone())
+            .filter(|a| !named.contains(a))
+            .collect();
+        if leaves.is_empty() {
+            break;
+        }
+        left.retain(|(a, _)| !leaves.contains(a));
+    }
+    assert!(left.is_empty(), "files of host/ on a cycle: {left:?}");
+}
+
+#[test]
+fn the_host_reader_resolves_relative_paths() {
+    let module: Vec<String> = ["host", "warden", "ipc"].map(String::from).to_vec();
+    let got = host_paths(
+        "use super::active::{a, b};\nuse super::{state::S, message::M};\n\
+         let x = super::super::guest::range(); use crate::host::sockets::D;",
+        &module,
+    );
+    let names: Vec<String> = got
+        .iter()
+        .map(|(b, n)| format!("{}/{n}", b.join("/")))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "host/warden/active",
+            "host/warden/state",
+            "host/warden/message",
+            "host/guest",
+            "host/sockets"
+        ]
+    );
 }

@@ -13,7 +13,7 @@
 //! and new bytes, never a host fault; the host reads each value it acts
 //! on exactly once.
 
-use super::{range, TaskData};
+use super::TaskData;
 use crate::ipc::permit::{copy_from_racy, copy_to_racy};
 use crate::ipc::Errno;
 use std::marker::PhantomData;
@@ -27,6 +27,39 @@ pub(super) struct GuestMem<'a> {
     base: *mut u8,
     len: usize,
     _call: PhantomData<&'a ()>,
+}
+
+/// A task's exported memory as host calls find it: the memory, its base
+/// address, and its length with the budget's growth count when it was
+/// read (see [`memory_len`]).
+pub(crate) struct MemoryCache {
+    pub(crate) memory: Option<wasmtime::Memory>,
+    base: usize,
+    len: (usize, u64),
+}
+
+impl Default for MemoryCache {
+    fn default() -> Self {
+        MemoryCache {
+            memory: None,
+            base: 0,
+            len: (0, u64::MAX),
+        }
+    }
+}
+
+impl MemoryCache {
+    /// Records the task's exported memory and its base address. A task's
+    /// memory never moves (it lives in a fixed slot of the pooling
+    /// allocator, and the engine is configured with `memory_may_move`
+    /// off), so host calls take the address from here rather than look
+    /// it up in the store each time; the length, which grows, is looked up
+    /// again only after a growth.
+    pub(crate) fn set(&mut self, memory: Option<wasmtime::Memory>, base: *mut u8) {
+        self.memory = memory;
+        self.base = if memory.is_some() { base as usize } else { 0 };
+        self.len = (0, u64::MAX);
+    }
 }
 
 /// The caller's memory and store data. A module without an exported
@@ -46,11 +79,11 @@ pub(super) fn memory<'a>(
 fn memory_len(mut store: impl AsContextMut<Data = TaskData>, memory: wasmtime::Memory) -> usize {
     let mut cx = store.as_context_mut();
     let grows = cx.data().budget.memory_grows();
-    match cx.data().ipc.memory_len {
+    match cx.data().memory.len {
         (len, at) if at == grows => len,
         _ => {
             let len = memory.data_size(&cx);
-            cx.data_mut().ipc.memory_len = (len, grows);
+            cx.data_mut().memory.len = (len, grows);
             len
         }
     }
@@ -59,12 +92,12 @@ fn memory_len(mut store: impl AsContextMut<Data = TaskData>, memory: wasmtime::M
 impl<'a> GuestMem<'a> {
     /// The exported memory of the task whose store this is (a host
     /// call's, or a passive server's), if it has one. Its address is the
-    /// one recorded when the task started (see `TaskIpc::set_memory`),
+    /// one recorded when the task started (see [`MemoryCache::set`]),
     /// its length [`memory_len`]'s. The caller ties the result to its
     /// borrow of the store.
     pub(super) fn of(mut store: impl AsContextMut<Data = TaskData>) -> Option<Self> {
-        let ipc = &store.as_context().data().ipc;
-        let (memory, base) = (ipc.memory?, ipc.memory_base);
+        let cache = &store.as_context().data().memory;
+        let (memory, base) = (cache.memory?, cache.base);
         debug_assert_eq!(
             base,
             memory.data_ptr(&store) as usize,
@@ -167,6 +200,44 @@ impl GuestMem<'_> {
     }
 }
 
+/// A result as the guest sees it: the value, or the error code.
+pub(super) fn ret32(r: Result<i32, Errno>) -> i32 {
+    r.unwrap_or_else(Errno::code)
+}
+
+pub(super) fn ret64(r: Result<i64, Errno>) -> i64 {
+    r.unwrap_or_else(|e| e.code() as i64)
+}
+
+/// `len` bytes at guest address `ptr`, checked against memory of
+/// `mem_len` bytes. Arguments arrive as `i32` and are read as unsigned.
+pub(super) fn range(mem_len: usize, ptr: i32, len: u64) -> Result<Range<usize>, Errno> {
+    let start = ptr as u32 as u64;
+    let end = start.checked_add(len).ok_or(Errno::BadPtr)?;
+    if end > mem_len as u64 {
+        return Err(Errno::BadPtr);
+    }
+    Ok(start as usize..end as usize)
+}
+
+pub(super) fn read_u32(mem: GuestMem, ptr: i32) -> Result<u32, Errno> {
+    mem.read_u32(ptr)
+}
+
+pub(super) fn write_u32(mem: GuestMem, ptr: i32, v: u32) -> Result<(), Errno> {
+    mem.put(ptr, &v.to_le_bytes())
+}
+
+pub(super) fn write_u64(mem: GuestMem, ptr: i32, v: u64) -> Result<(), Errno> {
+    mem.put(ptr, &v.to_le_bytes())
+}
+
+/// A length argument, which must not be negative when read as `i32` is
+/// not the question: wasm32 lengths are unsigned.
+pub(super) fn len32(len: i32) -> u64 {
+    len as u32 as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,5 +266,16 @@ mod tests {
         assert_eq!(m.read_u32(8), Ok(0x0c0b_0a09));
         assert!(m.read_u32(9).is_err());
         assert!(m.read_u32(-1).is_err());
+    }
+
+    #[test]
+    fn ranges_reject_wild_pointers_and_huge_lengths() {
+        assert_eq!(range(100, 0, 100), Ok(0..100));
+        assert_eq!(range(100, 99, 1), Ok(99..100));
+        assert_eq!(range(100, 100, 0), Ok(100..100));
+        assert_eq!(range(100, 99, 2), Err(Errno::BadPtr));
+        assert_eq!(range(100, -1, 1), Err(Errno::BadPtr)); // 0xffff_ffff
+        assert_eq!(range(100, 0, u64::MAX), Err(Errno::BadPtr));
+        assert_eq!(range(usize::MAX, -1, u64::MAX), Err(Errno::BadPtr));
     }
 }

@@ -18,7 +18,7 @@
 //!   children are killed, and their reservations return to it.
 
 use super::{Child, Inner, Runtime};
-use crate::host::{Spawner, TaskIpc};
+use crate::host::{Spawner, TaskData};
 use crate::ipc::{Errno, Object};
 use crate::task::{ChildBudget, TaskId, TaskShared};
 use std::path::PathBuf;
@@ -28,8 +28,7 @@ use std::time::Duration;
 impl Spawner for Inner {
     fn spawn_child(
         self: Arc<Self>,
-        parent: &TaskIpc,
-        net: crate::host::ChildNet,
+        parent: &TaskData,
         module: &(String, PathBuf),
         args: Vec<String>,
         budget: ChildBudget,
@@ -39,7 +38,7 @@ impl Spawner for Inner {
             return Err(Errno::Inval);
         }
         let p = &parent.shared;
-        let mut spec = parent.spec.as_deref().ok_or(Errno::Denied)?.clone();
+        let mut spec = parent.ipc.spec.as_deref().ok_or(Errno::Denied)?.clone();
         if !p.carve(budget.memory_limit) {
             return Err(Errno::NoMem);
         }
@@ -73,9 +72,9 @@ impl Spawner for Inner {
             parent: p.clone(),
             carved_memory: budget.memory_limit,
             grants,
-            names: parent.child_names.snapshot(),
+            names: parent.ipc.child_names.snapshot(),
             sinks: parent.sinks.clone(),
-            net,
+            net: parent.net.for_child(),
         };
         let rt = Runtime {
             inner: self.clone(),

@@ -6,15 +6,16 @@ use crate::task::{TaskShared, TaskSpec};
 use std::sync::{Arc, Mutex};
 
 impl Runtime {
-    /// A task's network state: grants, its flow on the link (if anything
-    /// can shape its sends), its receive budget and preopened listeners.
+    /// A task's network state (grants, its flow on the link if anything
+    /// can shape its sends, its receive budget) and its WASI socket
+    /// descriptors (its preopened listeners).
     pub(super) fn task_net(
         &self,
         spec: &TaskSpec,
         shared: &Arc<TaskShared>,
         link_parent: Option<crate::net::fair::NodeId>,
         child: Option<&crate::host::ChildNet>,
-    ) -> Result<crate::host::TaskNet, String> {
+    ) -> Result<(crate::host::TaskNet, crate::host::Sockets), String> {
         use crate::net::{fair::Bucket, link::Flow, socket::Listener, Grant};
         let grants = |list: &[String], key: &str| {
             list.iter()
@@ -54,15 +55,14 @@ impl Runtime {
                     .map_err(|e| format!("preopen_listeners: {a}: {e}"))?,
             );
         }
-        Ok(crate::host::TaskNet {
+        let net = crate::host::TaskNet {
             listen: grants(&n.listen, "listen")?,
             connect: grants(&n.connect, "connect")?,
             flow,
             receive,
-            wasi: crate::host::Sockets::new(shared.clone(), spec.dirs.len(), listeners)?,
             buffer: n.socket_buffer,
-            poll: None,
-            wasi_poll: None,
-        })
+        };
+        let sockets = crate::host::Sockets::new(shared.clone(), spec.dirs.len(), listeners)?;
+        Ok((net, sockets))
     }
 }

@@ -95,7 +95,7 @@ fn start(
         .get_memory(&mut *store, "memory")
         .ok_or_else(|| TaskStatus::Trapped("cannot start: no memory exported".into()))?;
     let base = memory.data_ptr(&*store);
-    store.data_mut().ipc.set_memory(Some(memory), base);
+    store.data_mut().memory.set(Some(memory), base);
     let alloc = instance
         .get_typed_func(&mut *store, "warden_passive_alloc")
         .map_err(fail)?;

@@ -112,7 +112,7 @@ impl Drop for ReleaseOnDrop {
         let began = crate::clock::ticks::now();
         let store = &mut *self.store;
         store.data_mut().ipc.owned.revoke_all();
-        if let Some(memory) = store.data().ipc.memory {
+        if let Some(memory) = store.data().memory.memory {
             let (ptr, len) = (memory.data_ptr(&*store), memory.data_size(&*store));
             if len >= EAGER_RELEASE_BYTES {
                 // SAFETY: the range is this store's linear memory, which
@@ -155,7 +155,7 @@ async fn start(
     let memory = export(&module.exports.memory).and_then(Extern::into_memory);
     let start = export(&module.exports.start).and_then(Extern::into_func);
     let base = memory.map_or(std::ptr::null_mut(), |m| m.data_ptr(&*store));
-    store.data_mut().ipc.set_memory(memory, base);
+    store.data_mut().memory.set(memory, base);
     let Some(start) = start else {
         return TaskStatus::Trapped("cannot start: no `_start` function".into());
     };

@@ -36,16 +36,9 @@ pub(super) fn engine(tasks: u32) -> Result<(Engine, Linker<TaskData>, Linker<Tas
             ))
         })?;
     let mut linker: Linker<TaskData> = Linker::new(&engine);
-    wasmtime_wasi::p1::add_to_linker_async(&mut linker, |d: &mut TaskData| &mut d.wasi)
-        .map_err(start)?;
-    crate::host::add_wasi_bounds(&mut linker).map_err(start)?;
-    crate::host::add_cli_to_linker(&mut linker).map_err(start)?;
-    crate::host::add_random_to_linker(&mut linker).map_err(start)?;
     crate::host::add_to_linker(&mut linker).map_err(start)?;
-    crate::host::add_teavm_to_linker(&mut linker).map_err(start)?;
     let mut passive = Linker::new(&engine);
     crate::host::add_to_passive_linker(&mut passive).map_err(start)?;
-    crate::host::add_teavm_to_linker(&mut passive).map_err(start)?;
     Ok((engine, linker, passive))
 }
 

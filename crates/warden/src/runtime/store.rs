@@ -6,7 +6,8 @@
 //! too when it has nothing to open.
 
 use super::*;
-use crate::host::{Cli, Strings};
+use crate::host::{Cli, MemoryCache, Preview1, Strings};
+use crate::output::Sink;
 use wasmtime_wasi::p1::WasiP1Ctx;
 
 /// What a task's store is made from: everything that can fail, done by
@@ -16,10 +17,12 @@ use wasmtime_wasi::p1::WasiP1Ctx;
 /// fastest on the thread that allocated).
 pub(super) struct StoreSeed {
     wasi: WasiSeed,
-    cli: Cli,
+    shared: Arc<TaskShared>,
+    preview1: Preview1,
     budget: MemoryBudget,
     ipc: TaskIpc,
     net: Box<crate::host::TaskNet>,
+    sinks: (Sink, Sink),
     slice_ticks: u64,
 }
 
@@ -45,15 +48,17 @@ impl StoreSeed {
     pub(super) fn grow(self, engine: &wasmtime::Engine) -> Store<TaskData> {
         let wasi = match self.wasi {
             WasiSeed::Built(wasi) => *wasi,
-            WasiSeed::Later { stdin } => finish_wasi(WasiCtxBuilder::new(), &self.ipc.sinks, stdin),
+            WasiSeed::Later { stdin } => finish_wasi(WasiCtxBuilder::new(), &self.sinks, stdin),
         };
         let data = TaskData {
+            shared: self.shared,
             wasi,
-            cli: self.cli,
-            budget: self.budget,
+            preview1: self.preview1,
             ipc: self.ipc,
-            files: Default::default(),
             net: self.net,
+            budget: self.budget,
+            memory: MemoryCache::default(),
+            sinks: self.sinks,
             slice_ticks: self.slice_ticks,
         };
         let mut store = Store::new(engine, data);
@@ -61,7 +66,7 @@ impl StoreSeed {
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(|store| {
             let data = store.data();
-            on_tick(&data.ipc.shared, data.slice_ticks)
+            on_tick(&data.shared, data.slice_ticks)
         });
         store
     }
@@ -80,8 +85,8 @@ impl Runtime {
         env: Option<Strings>,
     ) -> Result<StoreSeed, String> {
         let inner = &*self.inner;
-        let net =
-            Box::new(self.task_net(spec, shared, link_parent, child.as_ref().map(|c| &c.net))?);
+        let (net, sockets) =
+            self.task_net(spec, shared, link_parent, child.as_ref().map(|c| &c.net))?;
         let sinks = match &child {
             Some(c) => c.sinks.clone(),
             None => self.sinks(spec, &shared.log)?,
@@ -105,11 +110,7 @@ impl Runtime {
             None => (Vec::new(), None),
         };
         let ipc = TaskIpc {
-            shared: shared.clone(),
             handles,
-            memory: None,
-            memory_base: 0,
-            memory_len: (0, u64::MAX),
             call_slot: Default::default(),
             in_flight: None,
             grants: Grants::of(spec),
@@ -123,14 +124,16 @@ impl Runtime {
             granted,
             names,
             child_names: crate::host::Bindings::new(shared.clone()),
-            sinks,
+            poll: None,
         };
         Ok(StoreSeed {
             wasi,
-            cli,
+            shared: shared.clone(),
+            preview1: Preview1::new(cli, sockets),
             budget,
             ipc,
-            net,
+            net: Box::new(net),
+            sinks,
             slice_ticks: (inner.config.slice.as_nanos() / TICK.as_nanos()).max(1) as u64,
         })
     }
@@ -171,7 +174,7 @@ impl Runtime {
                 .map_err(|e| format!("cannot open directory {}: {e:#}", host.display()))?;
         }
         // Holds each preopened listener's number in Wasmtime's table (see
-        // `host::wasi_net`).
+        // `host::wasi::net`).
         for i in 0..spec.net.preopen_listeners.len() {
             b.preopened_dir(
                 &self.inner.empty_dir,

@@ -1,6 +1,6 @@
 //! Memory objects: create, view, read, write, size, revoke.
 
-use super::{len32, memory, range, ret32, ret64};
+use crate::host::guest::{len32, memory, range, ret32, ret64};
 use crate::host::TaskData;
 use crate::ipc::memobj::{MemObject, MemView};
 use crate::ipc::{Errno, Object};
@@ -11,10 +11,11 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
         super::MODULE,
         "mem_create",
         |mut c: Caller<'_, TaskData>, size: i64| {
-            let ipc = &mut c.data_mut().ipc;
+            let data = c.data_mut();
+            let (ipc, shared) = (&mut data.ipc, &data.shared);
             let r = u64::try_from(size)
                 .map_err(|_| Errno::Inval)
-                .and_then(|size| MemObject::create(size, &ipc.shared))
+                .and_then(|size| MemObject::create(size, shared))
                 .and_then(|(object, view)| {
                     let h = ipc.handles.insert(Object::Mem(view))?;
                     ipc.owned.add_mem(&object);

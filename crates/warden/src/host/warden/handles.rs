@@ -1,6 +1,6 @@
 //! `close` and `dup`: handle management common to every object.
 
-use super::ret32;
+use crate::host::guest::ret32;
 use crate::host::TaskData;
 use crate::ipc::{Errno, Object};
 use wasmtime::{Caller, Linker};
@@ -31,7 +31,7 @@ fn close(data: &mut TaskData, h: i32) -> Result<i32, Errno> {
     match data.ipc.handles.remove(h)? {
         // An unanswered call closed on purpose: the client hears NoReply.
         Object::Call(call) => {
-            data.ipc.shared.inherit.withdraw(call.client());
+            data.shared.inherit.withdraw(call.client());
             call.close();
         }
         other => drop(other),

@@ -10,8 +10,8 @@
 //! As WASI preview 1 says and Wasmtime does, a pointer outside the
 //! caller's memory or a misaligned one traps.
 
-use super::guest::GuestMem;
-use super::TaskData;
+use crate::host::guest::GuestMem;
+use crate::host::TaskData;
 use std::sync::Arc;
 use wasmtime::{Caller, Extern, Linker};
 
@@ -103,10 +103,10 @@ impl Strings {
         if ptrs % 4 != 0 {
             return Err(misaligned());
         }
-        let words = super::range(mem.len(), ptrs, 4 * u64::from(self.count))
+        let words = crate::host::guest::range(mem.len(), ptrs, 4 * u64::from(self.count))
             .map_err(|_| out_of_bounds())?;
-        let text =
-            super::range(mem.len(), buf, self.bytes.len() as u64).map_err(|_| out_of_bounds())?;
+        let text = crate::host::guest::range(mem.len(), buf, self.bytes.len() as u64)
+            .map_err(|_| out_of_bounds())?;
         mem.write(text.start, &self.bytes);
         // Each string's address: below 4 GiB, as it is in the memory.
         let mut at = text.start;
@@ -165,7 +165,7 @@ pub(super) fn guest_memory<'a>(
 
 /// Shadows the four calls in `linker` (which must already hold
 /// Wasmtime's WASI definitions).
-pub(crate) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
+pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
     const WASI: &str = "wasi_snapshot_preview1";
     type List = fn(&Cli) -> &Arc<Strings>;
     let lists: [(&str, &str, List); 2] = [
@@ -179,7 +179,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
                 get,
                 move |mut c: Caller<'_, TaskData>, ptrs: i32, buf: i32| {
                     // The list's Arc, so the guest's memory can be borrowed.
-                    let strings = Arc::clone(list(&c.data().cli));
+                    let strings = Arc::clone(list(&c.data().preview1.cli));
                     strings.write_to(guest_memory(&mut c)?, ptrs, buf)?;
                     Ok(0i32)
                 },
@@ -188,7 +188,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
                 WASI,
                 sizes,
                 move |mut c: Caller<'_, TaskData>, count: i32, bytes: i32| {
-                    let strings = Arc::clone(list(&c.data().cli));
+                    let strings = Arc::clone(list(&c.data().preview1.cli));
                     strings.write_sizes(guest_memory(&mut c)?, count, bytes)?;
                     Ok(0i32)
                 },

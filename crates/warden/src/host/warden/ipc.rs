@@ -8,14 +8,13 @@
 //! into the client's memory. Longer messages than the receiver's buffer
 //! are truncated: the return value is always the full length.
 
-use super::guest::GuestMem;
-use super::{deliver, len32, memory, range, read_u32, ret32, ret64, take_objects, write_u64};
-use crate::host::data::TaskIpc;
+use super::active::{load_request, service_of, start, take_reply};
+use super::message::{deliver, take_objects, CallArgs};
+use crate::host::guest::{len32, memory, range, read_u32, ret32, ret64, write_u64};
 use crate::host::TaskData;
-use crate::ipc::service::{CallRef, CallSlot, CallState, Phase, PortalRef, Service, ServiceRef};
-use crate::ipc::{Errno, HandleTable, Object};
-use crate::task::TaskShared;
-use std::sync::{Arc, MutexGuard};
+use crate::ipc::service::{CallRef, PortalRef, Service, ServiceRef};
+use crate::ipc::{Errno, Object};
+use std::sync::Arc;
 use std::task::Poll;
 use wasmtime::{Caller, Linker};
 
@@ -24,8 +23,8 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
         super::MODULE,
         "service_create",
         |mut c: Caller<'_, TaskData>| {
-            let ipc = &mut c.data_mut().ipc;
-            let service = Service::of(&ipc.shared);
+            let data = c.data_mut();
+            let (ipc, service) = (&mut data.ipc, Service::of(&data.shared));
             ret32(
                 ipc.handles
                     .insert(Object::Service(ServiceRef::new(&service))),
@@ -126,54 +125,7 @@ fn origin(c: &mut Caller<'_, TaskData>, call_id: i64, buf: i32, cap: i32) -> Res
     Ok(bytes.len() as i32 - 1)
 }
 
-use super::direct::CallArgs;
 type CallTimeoutArgs = (i32, i32, i32, i32, i32, i32, i32, i32, i32, i64);
-
-/// An active call under way. On any end — an answer taken, a timeout,
-/// or the client's death (its future or its store dropped) — it
-/// withdraws the context the client lent the server; unless answered, it
-/// also abandons the call, so the server's late reply gets `PeerDied`.
-///
-/// It borrows the client's slot and the server while the host call that
-/// made it runs ([`Made`]) and owns them ([`InFlight::into_owned`]) only
-/// once it is kept past that call: a call answered at once (a direct
-/// hand-off) counts no references.
-pub(crate) struct InFlight<S = Arc<CallSlot>, T = Arc<TaskShared>>
-where
-    S: AsRef<CallSlot>,
-    T: AsRef<TaskShared>,
-{
-    slot: S,
-    server: Option<T>,
-    answered: bool,
-}
-
-/// A call under way, borrowed from the host call that made it.
-type Made<'a> = InFlight<&'a Arc<CallSlot>, &'a Arc<TaskShared>>;
-
-impl<S: AsRef<CallSlot>, T: AsRef<TaskShared>> Drop for InFlight<S, T> {
-    fn drop(&mut self) {
-        let slot = self.slot.as_ref();
-        if let Some(server) = &self.server {
-            server.as_ref().inherit.withdraw(slot.owner().id);
-        }
-        if !self.answered {
-            slot.abandon();
-        }
-    }
-}
-
-impl Made<'_> {
-    /// The same call, kept past the host call that made it.
-    fn into_owned(self) -> InFlight {
-        let made = std::mem::ManuallyDrop::new(self);
-        InFlight {
-            slot: made.slot.clone(),
-            server: made.server.cloned(),
-            answered: made.answered,
-        }
-    }
-}
 
 /// A portal call: copy the request in, queue it, wait at most
 /// `timeout_ns` (negative: for ever) for the answer, copy the answer out.
@@ -188,21 +140,21 @@ async fn call(mut c: Caller<'_, TaskData>, args: CallArgs, timeout_ns: i64) -> R
                 return super::direct::call(c, handler, args, timeout_ns).await;
             }
             let (mem, data) = memory(&mut c)?;
-            let ipc = &mut data.ipc;
-            let seq = load_request(mem, ipc, &service, args)?;
-            let made = start(ipc.call_slot.get(&ipc.shared), &ipc.shared, &service, seq)?;
+            let (ipc, shared) = (&mut data.ipc, &data.shared);
+            let seq = load_request(mem, ipc, shared, &service, args)?;
+            let made = start(ipc.call_slot.get(shared), shared, &service, seq)?;
             made.into_owned()
         }
     };
-    let code = super::wait_for(timeout_ns, |cx| flight.slot.poll_done(cx)).await;
+    let code = crate::host::wait::wait_for(timeout_ns, |cx| flight.slot.poll_done(cx)).await;
     let code = code.ok_or(Errno::Timeout)?;
     flight.answered = true;
     let (mem, data) = memory(&mut c)?;
-    let ipc = &mut data.ipc;
+    let (ipc, shared) = (&mut data.ipc, &data.shared);
     take_reply(
         mem,
         &mut ipc.handles,
-        &ipc.shared,
+        shared,
         flight.slot.lock(),
         code,
         args,
@@ -216,162 +168,6 @@ fn service_in(data: &TaskData, service: i32) -> Result<&Arc<Service>, Errno> {
         Object::Service(s) => Ok(s.service()),
         _ => Err(Errno::BadHandle),
     }
-}
-
-/// The service `portal` calls, borrowed from the caller's handle table;
-/// `BadHandle` if it is not a portal.
-pub(super) fn service_of(data: &TaskData, portal: i32) -> Result<&Arc<Service>, Errno> {
-    match data.ipc.handles.get(portal)? {
-        Object::Portal(p) => Ok(p.service()),
-        _ => Err(Errno::BadHandle),
-    }
-}
-
-/// `call_fast` on an active service: the call is made and, if the server
-/// answered within this poll (a direct hand-off), finished; otherwise it
-/// is left under way for `call` to wait for, and the answer is `Again`.
-pub(super) fn call_at_once(
-    c: &mut Caller<'_, TaskData>,
-    service: &Service,
-    args: CallArgs,
-) -> Result<i64, Errno> {
-    let (mem, data) = memory(c)?;
-    let ipc = &mut data.ipc;
-    let seq = load_request(mem, ipc, service, args)?;
-    let slot = ipc.call_slot.get(&ipc.shared);
-    let mut flight = start(slot, &ipc.shared, service, seq)?;
-    let st = slot.lock();
-    match st.phase {
-        Phase::Done(code) => {
-            flight.answered = true;
-            take_reply(mem, &mut ipc.handles, &ipc.shared, st, code, args)
-        }
-        _ => {
-            drop(st);
-            ipc.in_flight = Some(flight.into_owned());
-            Err(Errno::Again)
-        }
-    }
-}
-
-/// Starts an active call whose request `load_request` put in `slot` as
-/// call number `seq`: the client's context lent to the server (CPU
-/// inheritance: the server runs on it while the client waits, and a
-/// higher-priority caller boosts it), the call queued and, if its server
-/// waits for it on this worker, handed off to it at once (only to a
-/// server that runs on lent contexts).
-fn start<'a>(
-    slot: &'a Arc<CallSlot>,
-    client: &'a Arc<TaskShared>,
-    service: &'a Service,
-    seq: u64,
-) -> Result<Made<'a>, Errno> {
-    let server = service.server();
-    if let Some(server) = server {
-        server.inherit.lend(client.id, client.context());
-    }
-    let mut flight = InFlight {
-        slot,
-        server,
-        answered: false,
-    };
-    let receiver = match service.enqueue(slot, seq) {
-        Ok(receiver) => receiver,
-        Err(e) => {
-            flight.answered = true;
-            let mut st = slot.lock();
-            st.phase = Phase::Idle;
-            st.request_objects.clear();
-            return Err(e);
-        }
-    };
-    // A server waiting in `recv` may answer right here (direct hand-off),
-    // if it runs on its callers' contexts: one that does not waits for its
-    // own turn in the run queue.
-    match (receiver, server) {
-        (Some(receiver), _) => {
-            if server.is_some_and(|s| s.inherit.donor_id().is_some()) {
-                let own = client.inherit.donor_id().is_none();
-                crate::executor::hand_off(receiver, own.then_some(client));
-            } else {
-                receiver.wake();
-            }
-        }
-        // Queued under its own key before it was lent this context: moved
-        // under the client's once the client blocks.
-        (None, Some(s)) if s.state.load().is_queued() => {
-            client
-                .lent_while_queued
-                .store(s.id.0, std::sync::atomic::Ordering::Relaxed);
-        }
-        (None, _) => {}
-    }
-    Ok(flight)
-}
-
-/// Checks a call to `service` and copies its request (bytes and handles)
-/// into the client's call slot; returns the call's number.
-fn load_request(
-    mem: GuestMem,
-    ipc: &mut TaskIpc,
-    service: &Service,
-    (_, req, req_len, req_h, req_nh, resp, resp_cap, resp_h, resp_nh): CallArgs,
-) -> Result<u64, Errno> {
-    if service.owner == ipc.shared.id {
-        return Err(Errno::Deadlock);
-    }
-    let (req_len, req_nh) = (len32(req_len), len32(req_nh));
-    if req_len > ipc.grants.max_message_bytes || req_nh > ipc.grants.max_message_handles {
-        return Err(Errno::Quota);
-    }
-    let req = range(mem.len(), req, req_len)?;
-    range(mem.len(), resp, len32(resp_cap))?;
-    let cap_nh = read_u32(mem, resp_nh)? as u64;
-    range(mem.len(), resp_h, cap_nh * 4)?;
-    let slot = ipc.call_slot.get(&ipc.shared);
-    let mut st = slot.lock();
-    st.set_request_with(slot.owner(), req.len(), |b| mem.read(req, b))?;
-    st.request_objects.clear();
-    st.reply_objects.clear();
-    if let Err(e) = take_objects(
-        &mut ipc.handles,
-        mem,
-        req_h,
-        req_nh,
-        &mut st.request_objects,
-    ) {
-        st.request_objects.clear();
-        return Err(e);
-    }
-    st.seq += 1;
-    st.phase = Phase::Queued;
-    Ok(st.seq)
-}
-
-/// The call ended with `code`: an error, or the reply, which is copied
-/// (bytes and handles) into the client's memory and handle table. `st`
-/// is its slot's state, locked.
-fn take_reply(
-    mem: GuestMem,
-    handles: &mut HandleTable,
-    client: &TaskShared,
-    mut st: MutexGuard<'_, CallState>,
-    code: i32,
-    (_, _, req_len, _, _, resp, resp_cap, resp_h, resp_nh): CallArgs,
-) -> Result<i64, Errno> {
-    st.phase = Phase::Idle;
-    if code < 0 {
-        st.reply_objects.clear();
-        return Err(Errno::from_code(code));
-    }
-    let st = &mut *st;
-    let (reply, objects) = (&st.reply, &mut st.reply_objects);
-    deliver(
-        handles, mem, reply, resp, resp_cap, objects, resp_h, resp_nh,
-    )?;
-    let len = st.reply.len();
-    client.ipc.count(1, len32(req_len) as usize, len);
-    Ok(len as i64)
 }
 
 async fn recv(
@@ -417,7 +213,7 @@ async fn recv(
     )?;
     let len = st.request.len() as i64;
     drop(st);
-    data.ipc.shared.ipc.count(1, 0, len as usize);
+    data.shared.ipc.count(1, 0, len as usize);
     let handle = data
         .ipc
         .handles
@@ -450,8 +246,8 @@ fn reply(
     let Ok(Object::Call(call)) = ipc.handles.remove(call) else {
         unreachable!("checked above")
     };
-    ipc.shared.inherit.withdraw(call.client());
-    ipc.shared.ipc.count(0, src.len(), 0);
+    data.shared.inherit.withdraw(call.client());
+    data.shared.ipc.count(0, src.len(), 0);
     match call.reply_with(src.len(), |b| mem.read(src, b), objects) {
         Ok(()) => Ok(0),
         // The client is gone; the objects it would have received are

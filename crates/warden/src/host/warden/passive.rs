@@ -26,10 +26,10 @@
 //! at most [`MAX_DEPTH`] deep on one thread, each level taking up to
 //! Wasmtime's `max_wasm_stack` (512 KiB) of the caller's 2 MiB stack.
 
-use super::direct::call_nested;
-use super::guest::GuestMem;
-use super::{range, TaskData};
 use crate::fifo::FifoLock;
+use crate::host::guest::range;
+use crate::host::guest::GuestMem;
+use crate::host::TaskData;
 use crate::ipc::service::ServiceRef;
 use crate::ipc::Errno;
 use crate::task::{KillSignal, TaskShared, TaskStatus};
@@ -37,7 +37,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
-use wasmtime::{Caller, Linker, Store, TypedFunc};
+use wasmtime::{Store, TypedFunc};
 
 /// Direct calls nested on one thread, at most.
 pub const MAX_DEPTH: usize = 2;
@@ -69,7 +69,7 @@ pub(crate) struct Passive {
 
 /// An instantiated passive module.
 pub(crate) struct Server {
-    /// Its store, whose data records its memory (`TaskIpc::set_memory`).
+    /// Its store, whose data records its memory (`MemoryCache::set`).
     pub(crate) store: Store<TaskData>,
     pub(crate) alloc: TypedFunc<u32, u32>,
     pub(crate) handler: TypedFunc<(u32, u32, u32, u32), i64>,
@@ -215,7 +215,7 @@ impl Passive {
     /// Ends the server after a failed call: drops its store, closes the
     /// service and finishes its task with the failure's status.
     fn fail(&self, server: &mut Option<Server>, e: &wasmtime::Error) {
-        let status = super::classify(e, &self.shared, "passive call: ");
+        let status = crate::host::classify(e, &self.shared, "passive call: ");
         drop(server.take());
         self.end(status);
     }
@@ -247,56 +247,6 @@ pub(crate) fn on_tick(p: &Passive) -> wasmtime::Result<wasmtime::UpdateDeadline>
         return Err(KillSignal(reason).into());
     }
     Ok(wasmtime::UpdateDeadline::Continue(1))
-}
-
-/// The host functions a passive task's store links: WASI (synchronous),
-/// handles, memory objects, permits, a `name_lookup` that does not wait
-/// and a `call` that reaches direct services only. Nothing in it waits,
-/// so the store never needs a fiber and runs on its caller's.
-pub(crate) fn add_to_passive_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
-    wasmtime_wasi::p1::add_to_linker_sync(linker, |d: &mut TaskData| &mut d.wasi)?;
-    super::cli::add_to_linker(linker)?;
-    super::handles::add_to_linker(linker)?;
-    super::mem::add_to_linker(linker)?;
-    super::permit::add_to_linker(linker)?;
-    super::names::add_nowait_to_linker(linker)?;
-    // `call_fast` too: the SDK's warden_call tries it first.
-    for name in ["call", "call_fast"] {
-        linker.func_wrap(
-            super::MODULE,
-            name,
-            |mut c: Caller<'_, TaskData>,
-             a: i32,
-             b: i32,
-             l: i32,
-             h: i32,
-             n: i32,
-             r: i32,
-             rc: i32,
-             rh: i32,
-             rn: i32| {
-                super::ret64(call_nested(&mut c, (a, b, l, h, n, r, rc, rh, rn)))
-            },
-        )?;
-    }
-    linker.func_wrap(
-        super::MODULE,
-        "call_timeout",
-        |mut c: Caller<'_, TaskData>,
-         a: i32,
-         b: i32,
-         l: i32,
-         h: i32,
-         n: i32,
-         r: i32,
-         rc: i32,
-         rh: i32,
-         rn: i32,
-         _timeout: i64| {
-            super::ret64(call_nested(&mut c, (a, b, l, h, n, r, rc, rh, rn)))
-        },
-    )?;
-    Ok(())
 }
 
 /// A passive call for a client that is not a task (the web server's

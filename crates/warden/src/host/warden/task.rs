@@ -2,9 +2,8 @@
 //! carved from one's own, kill, wait for, suspend and resume it; read the
 //! handles one's parent granted; bind names for one's children.
 
-use super::{
-    close_moved, copy_objects, len32, memory, range, read_u32, ret32, write_u32, GuestMem,
-};
+use super::message::{close_moved, copy_objects};
+use crate::host::guest::{len32, memory, range, read_u32, ret32, write_u32, GuestMem};
 use crate::host::TaskData;
 use crate::ipc::{Errno, Object};
 use crate::task::{ChildBudget, TaskShared};
@@ -126,7 +125,6 @@ fn spawn(
     ngrant: i32,
 ) -> Result<i32, Errno> {
     let (mem, data) = memory(c)?;
-    let child_net = data.net.for_child();
     let ipc = &mut data.ipc;
     let module = match ipc.handles.get(module)? {
         Object::Module(m) => m.clone(),
@@ -162,7 +160,8 @@ fn spawn(
     copy_objects(&ipc.handles, mem, grant, ngrant, &mut grants)?;
     let task = spawner
         .clone()
-        .spawn_child(ipc, child_net, &module, args, budget, grants)?;
+        .spawn_child(data, &module, args, budget, grants)?;
+    let ipc = &mut data.ipc;
     close_moved(&mut ipc.handles, mem, grant, ngrant);
     let id = task.id;
     ipc.handles.insert(Object::Task(task)).inspect_err(|_| {
@@ -202,7 +201,7 @@ async fn wait(
         let (mem, _) = memory(&mut c)?;
         range(mem.len(), status, 4)?;
     }
-    let code = super::wait_for(timeout_ns, |cx| {
+    let code = crate::host::wait::wait_for(timeout_ns, |cx| {
         let mut e = task.family.exit();
         if let Some(code) = e.status {
             return Poll::Ready(code);
@@ -248,7 +247,7 @@ async fn next_event(
         let (mem, _) = memory(&mut c)?;
         range(mem.len(), event, 16)?;
     }
-    let got = super::wait_for(timeout_ns, |cx| {
+    let got = crate::host::wait::wait_for(timeout_ns, |cx| {
         let mut ev = task.family.events();
         if let Some(e) = ev.queue.pop_front() {
             return Poll::Ready(Ok(e));
@@ -281,7 +280,7 @@ fn raise(
     cpu_limit_ns: u64,
 ) -> Result<i32, Errno> {
     let (task, spawner) = child(c, h)?;
-    let parent = &c.data().ipc.shared;
+    let parent = &c.data().shared;
     let old_mem = task.memory.limit();
     let old_cpu = task.cpu.limit_ns();
     if (memory_limit != 0 && memory_limit < old_mem)

@@ -1,10 +1,10 @@
-//! What a task's store holds for the host functions: its WASI context,
-//! memory budget and IPC state, and what it may reach of the runtime.
+//! The `warden` group's per-task state: its handle table, its calls, what
+//! its manifest entry grants it, the names it sees and binds, and what it
+//! may reach of the runtime to spawn and control children.
 
+use crate::host::TaskData;
 use crate::ipc::service::{CallSlot, PortalRef};
 use crate::ipc::{Errno, HandleTable, Kernel, Object, Owned};
-use crate::limiter::MemoryBudget;
-use crate::output::Sink;
 use crate::task::{ChildBudget, TaskId, TaskShared, TaskSpec};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -38,40 +38,13 @@ impl Grants {
     }
 }
 
-/// The data of a task's store.
-pub(crate) struct TaskData {
-    pub(crate) wasi: wasmtime_wasi::p1::WasiP1Ctx,
-    /// Its arguments and environment (see `cli`).
-    pub(crate) cli: super::Cli,
-    pub(crate) budget: MemoryBudget,
-    pub(crate) ipc: TaskIpc,
-    /// Its open files, bounded.
-    pub(crate) files: super::wasi::OpenFiles,
-    /// Its network grants, flow and WASI sockets. Boxed: inline, they
-    /// would take the store past the allocator's 2 KiB size class, to
-    /// its 2.5 KiB one, for every task.
-    pub(crate) net: Box<super::TaskNet>,
-    /// Epoch ticks in its scheduling slice (the deadline callback's
-    /// setting, here so that the callback captures nothing: a closure
-    /// with no state is boxed without an allocation).
-    pub(crate) slice_ticks: u64,
-}
-
-/// A task's IPC state, used by the `warden` host functions.
+/// A task's state for the `warden` host functions.
 pub(crate) struct TaskIpc {
-    pub(crate) shared: Arc<TaskShared>,
     pub(crate) handles: HandleTable,
-    /// The exported memory, once instantiated (see [`TaskIpc::set_memory`]).
-    pub(crate) memory: Option<wasmtime::Memory>,
-    /// Its base address.
-    pub(crate) memory_base: usize,
-    /// Its length, and the budget's growth count when it was read (see
-    /// `host::guest::memory_len`).
-    pub(crate) memory_len: (usize, u64),
     /// The task's reusable call slot.
     pub(crate) call_slot: LazySlot,
     /// A call `call_fast` made and left for `call` to wait for.
-    pub(crate) in_flight: Option<super::ipc::InFlight>,
+    pub(crate) in_flight: Option<InFlight>,
     pub(crate) grants: Grants,
     pub(crate) kernel: Arc<Kernel>,
     /// The runtime, for spawning and controlling children.
@@ -90,8 +63,8 @@ pub(crate) struct TaskIpc {
     pub(crate) names: Option<Arc<NameMap>>,
     /// Names it binds for the children it spawns from now on.
     pub(crate) child_names: Bindings,
-    /// Its output streams, which its children share.
-    pub(crate) sinks: (Sink, Sink),
+    /// `poll`'s buffers, kept between calls (made at the first).
+    pub(crate) poll: Option<Box<super::poll::Scratch>>,
 }
 
 /// A task's call slot, made at its first call: most tasks never call,
@@ -165,18 +138,6 @@ impl Drop for Bindings {
 }
 
 impl TaskIpc {
-    /// Records the task's exported memory and its base address. A task's
-    /// memory never moves (it lives in a fixed slot of the pooling
-    /// allocator, and the engine is configured with `memory_may_move`
-    /// off), so host calls take the address from here rather than look
-    /// it up in the store each time; the length, which grows, is looked up
-    /// again only after a growth (see `host::guest::memory_len`).
-    pub(crate) fn set_memory(&mut self, memory: Option<wasmtime::Memory>, base: *mut u8) {
-        self.memory = memory;
-        self.memory_base = if memory.is_some() { base as usize } else { 0 };
-        self.memory_len = (0, u64::MAX);
-    }
-
     /// The runtime, while it exists.
     pub(crate) fn spawner(&self) -> Result<Arc<dyn Spawner>, Errno> {
         self.spawner.upgrade().ok_or(Errno::PeerDied)
@@ -185,11 +146,10 @@ impl TaskIpc {
 
 /// What the `warden` task functions need from the runtime.
 pub(crate) trait Spawner: Send + Sync {
-    /// Spawns a child of the task whose IPC state is `parent`.
+    /// Spawns a child of the task whose store data is `parent`.
     fn spawn_child(
         self: Arc<Self>,
-        parent: &TaskIpc,
-        net: super::ChildNet,
+        parent: &TaskData,
         module: &(String, PathBuf),
         args: Vec<String>,
         budget: ChildBudget,
@@ -201,6 +161,52 @@ pub(crate) trait Spawner: Send + Sync {
     fn suspend(&self, id: TaskId) -> bool;
     /// Resumes a task.
     fn resume(&self, id: TaskId) -> bool;
+}
+
+/// An active call under way. On any end — an answer taken, a timeout,
+/// or the client's death (its future or its store dropped) — it
+/// withdraws the context the client lent the server; unless answered, it
+/// also abandons the call, so the server's late reply gets `PeerDied`.
+///
+/// It borrows the client's slot and the server while the host call that
+/// made it runs ([`Made`]) and owns them ([`InFlight::into_owned`]) only
+/// once it is kept past that call: a call answered at once (a direct
+/// hand-off) counts no references.
+pub(crate) struct InFlight<S = Arc<CallSlot>, T = Arc<TaskShared>>
+where
+    S: AsRef<CallSlot>,
+    T: AsRef<TaskShared>,
+{
+    pub(super) slot: S,
+    pub(super) server: Option<T>,
+    pub(super) answered: bool,
+}
+
+/// A call under way, borrowed from the host call that made it.
+pub(super) type Made<'a> = InFlight<&'a Arc<CallSlot>, &'a Arc<TaskShared>>;
+
+impl<S: AsRef<CallSlot>, T: AsRef<TaskShared>> Drop for InFlight<S, T> {
+    fn drop(&mut self) {
+        let slot = self.slot.as_ref();
+        if let Some(server) = &self.server {
+            server.as_ref().inherit.withdraw(slot.owner().id);
+        }
+        if !self.answered {
+            slot.abandon();
+        }
+    }
+}
+
+impl Made<'_> {
+    /// The same call, kept past the host call that made it.
+    pub(super) fn into_owned(self) -> InFlight {
+        let made = std::mem::ManuallyDrop::new(self);
+        InFlight {
+            slot: made.slot.clone(),
+            server: made.server.cloned(),
+            answered: made.answered,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@
 //! is.
 
 use super::cli::{guest_memory, out_of_bounds};
-use super::TaskData;
+use crate::host::TaskData;
 use rand::Rng;
 use wasmtime::{Caller, Linker};
 
@@ -46,7 +46,7 @@ impl rand::TryRng for ThreadRandom {
 
 /// Shadows `random_get` in `linker` (which must already hold Wasmtime's
 /// WASI definitions).
-pub(crate) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
+pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
     super::shadowing(linker, |linker| {
         linker.func_wrap_async(
             "wasi_snapshot_preview1",
@@ -54,7 +54,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
             |mut c: Caller<'_, TaskData>, (buf, len): (i32, i32)| {
                 Box::new(async move {
                     let size = guest_memory(&mut c)?.len();
-                    let all = super::range(size, buf, u64::from(len as u32))
+                    let all = crate::host::guest::range(size, buf, u64::from(len as u32))
                         .map_err(|_| out_of_bounds())?;
                     let mut at = all.start;
                     while at < all.end {
@@ -74,7 +74,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
 }
 
 /// Fills `mem[at..end]` (in bounds) with random bytes.
-fn fill(mem: super::GuestMem<'_>, mut at: usize, end: usize) {
+fn fill(mem: crate::host::guest::GuestMem<'_>, mut at: usize, end: usize) {
     let mut rng = rand::rng();
     let mut piece = [0u8; PIECE];
     while at < end {
@@ -92,7 +92,7 @@ mod tests {
     #[test]
     fn a_fill_covers_its_range_and_nothing_else() {
         let mut bytes = [0u8; 2 * PIECE + 10];
-        let mem = super::super::GuestMem::of_test_buffer(&mut bytes);
+        let mem = crate::host::guest::GuestMem::of_test_buffer(&mut bytes);
         fill(mem, 3, 2 * PIECE + 7);
         assert_eq!(&bytes[..3], &[0, 0, 0]);
         assert_eq!(&bytes[2 * PIECE + 7..], &[0, 0, 0]);

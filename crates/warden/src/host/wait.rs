@@ -1,10 +1,44 @@
-//! Waiting for the first of several waits of one kind (`poll` over
-//! several handles, `poll_oneoff` over several sockets): the waits share
-//! one vector, instead of one box each.
+//! Waiting in host calls: for a value until a timeout ([`wait_for`]), and
+//! for the first of several waits of one kind (`poll` over several
+//! handles, `poll_oneoff` over several sockets), which share one vector
+//! instead of one box each ([`any_of`]).
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+
+/// Polls `ready` until it yields a value, or until `timeout_ns` passes
+/// (`None`); a negative timeout waits forever, zero does not wait.
+pub(super) async fn wait_for<T>(
+    timeout_ns: i64,
+    mut ready: impl FnMut(&mut std::task::Context<'_>) -> std::task::Poll<T>,
+) -> Option<T> {
+    let mut deadline = (timeout_ns > 0).then(|| {
+        Box::pin(tokio::time::sleep(std::time::Duration::from_nanos(
+            timeout_ns as u64,
+        )))
+    });
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(v) = ready(cx) {
+            return Poll::Ready(Some(v));
+        }
+        let expired = timeout_ns == 0
+            || deadline
+                .as_mut()
+                .is_some_and(|d| d.as_mut().poll(cx).is_ready());
+        if expired {
+            Poll::Ready(None)
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
+}
+
+/// How many entries a poll's reusable buffers keep between calls: a task
+/// that once polled thousands of handles does not hold their buffers for
+/// ever.
+pub(super) const KEPT: usize = 64;
 
 /// Resolves when any of its waits does; never, if it has none.
 pub(super) struct AnyOf<F> {

@@ -11,7 +11,7 @@
 //! `fd_fdstat_set_flags` (`O_NONBLOCK`), `fd_filestat_get`,
 //! `fd_prestat_get` (a socket is not a preopened directory, which also
 //! ends wasi-libc's scan of them), `fd_renumber` and `poll_oneoff` (in
-//! `wasi_poll`).
+//! `poll`).
 //!
 //! Accepted connections are numbered from [`Sockets::conn_base`] up: past
 //! every number Wasmtime can reach (its table never holds more than the
@@ -21,8 +21,9 @@
 //! Like every socket handle, each descriptor takes a socket slot and is
 //! charged its buffers.
 
-use super::net::{recv_on, return_wasi_socket, send_on, take_wasi_socket, Deadline};
-use super::{memory, range, read_u32, write_u32, TaskData};
+use crate::host::guest::{memory, range, read_u32, write_u32};
+use crate::host::sockets::{recv_on, return_wasi_socket, send_on, take_wasi_socket, Deadline};
+use crate::host::TaskData;
 use crate::ipc::Errno;
 use crate::net::socket::{Conn, Listener, LISTENER_BYTES};
 use crate::task::TaskShared;
@@ -61,8 +62,11 @@ struct Entry {
     bytes: u64,
 }
 
-/// A task's socket descriptors.
-pub(crate) struct Sockets {
+/// A task's socket descriptors: none (and no allocation) unless it has
+/// preopened listeners, the only source of sockets in WASI preview 1.
+pub(crate) struct Sockets(Option<Box<Table>>);
+
+struct Table {
     map: HashMap<u32, Entry>,
     /// Closed connection numbers, reused lowest first.
     free: BTreeSet<u32>,
@@ -86,8 +90,11 @@ impl Sockets {
         dirs: usize,
         listeners: Vec<Listener>,
     ) -> Result<Sockets, String> {
+        if listeners.is_empty() {
+            return Ok(Sockets(None));
+        }
         let base = Self::conn_base(dirs, listeners.len());
-        let mut s = Sockets {
+        let mut s = Table {
             map: HashMap::new(),
             free: BTreeSet::new(),
             base,
@@ -104,24 +111,45 @@ impl Sockets {
             };
             s.map.insert((3 + dirs + i) as u32, entry);
         }
-        Ok(s)
+        Ok(Sockets(Some(Box::new(s))))
     }
 
     /// Whether `fd` is a socket.
     pub(super) fn has(&self, fd: i32) -> bool {
-        self.map.contains_key(&(fd as u32))
+        self.0
+            .as_ref()
+            .is_some_and(|t| t.map.contains_key(&(fd as u32)))
     }
 
     /// Whether the task has no socket descriptor.
     pub(super) fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.0.as_ref().is_none_or(|t| t.map.is_empty())
     }
 
     /// The socket `fd` names, and whether it is non-blocking.
     pub(super) fn get(&self, fd: i32) -> Option<(&Sock, bool)> {
-        self.map.get(&(fd as u32)).map(|e| (&e.sock, e.nonblocking))
+        let e = self.0.as_ref()?.map.get(&(fd as u32))?;
+        Some((&e.sock, e.nonblocking))
     }
 
+    fn entry(&mut self, fd: i32) -> Option<&mut Entry> {
+        self.0.as_mut()?.map.get_mut(&(fd as u32))
+    }
+
+    /// A new descriptor for `conn` (accepted on one of the listeners).
+    fn insert_conn(&mut self, conn: Conn, nonblocking: bool) -> Result<u32, i32> {
+        let table = self.0.as_mut().ok_or(errno::BADF)?;
+        table.insert_conn(conn, nonblocking)
+    }
+
+    /// Closes a socket descriptor: `None` if `fd` is none, else whether
+    /// it was a preopened one (whose placeholder Wasmtime holds too).
+    pub(super) fn close(&mut self, fd: i32) -> Option<bool> {
+        self.0.as_mut()?.close(fd)
+    }
+}
+
+impl Table {
     fn insert_conn(&mut self, conn: Conn, nonblocking: bool) -> Result<u32, i32> {
         let bytes = conn.bytes();
         take_wasi_socket(&self.owner, bytes).map_err(wasi_errno)?;
@@ -142,9 +170,7 @@ impl Sockets {
         Ok(fd)
     }
 
-    /// Closes a socket descriptor: `None` if `fd` is none, else whether
-    /// it was a preopened one (whose placeholder Wasmtime holds too).
-    pub(super) fn close(&mut self, fd: i32) -> Option<bool> {
+    fn close(&mut self, fd: i32) -> Option<bool> {
         let e = self.map.remove(&(fd as u32))?;
         return_wasi_socket(&self.owner, e.bytes);
         let preopened = (fd as u32) < self.base;
@@ -155,7 +181,7 @@ impl Sockets {
     }
 }
 
-impl Drop for Sockets {
+impl Drop for Table {
     fn drop(&mut self) {
         for e in self.map.values() {
             return_wasi_socket(&self.owner, e.bytes);
@@ -184,7 +210,7 @@ fn deadline(nonblocking: bool) -> Deadline {
 
 /// `sock_accept(fd, flags, *fd_out)`.
 pub(super) async fn accept(c: &mut Caller<'_, TaskData>, fd: i32, flags: i32, out: i32) -> i32 {
-    let (l, nonblocking) = match c.data().net.wasi.get(fd) {
+    let (l, nonblocking) = match c.data().preview1.sockets.get(fd) {
         Some((Sock::Listener(l), nb)) => (l.clone(), nb),
         Some(_) => return errno::INVAL,
         None => return errno::BADF,
@@ -194,19 +220,19 @@ pub(super) async fn accept(c: &mut Caller<'_, TaskData>, fd: i32, flags: i32, ou
             return errno::FAULT;
         }
     }
-    let shared = &c.data().ipc.shared;
+    let shared = &c.data().shared;
     if shared.net.sockets() >= shared.net.max_sockets {
         return errno::MFILE;
     }
     let conn = match deadline(nonblocking).wait(l.accept()).await {
         Err(e) => return wasi_errno(e),
-        Ok(Err(e)) => return wasi_errno(super::net::errno_of(&e)),
+        Ok(Err(e)) => return wasi_errno(crate::host::sockets::errno_of(&e)),
         Ok(Ok(conn)) => conn,
     };
     let data = c.data_mut();
-    data.ipc.shared.net.count_connection();
+    data.shared.net.count_connection();
     let nb = flags as u16 & FDFLAGS_NONBLOCK != 0;
-    let fd = match data.net.wasi.insert_conn(conn, nb) {
+    let fd = match data.preview1.sockets.insert_conn(conn, nb) {
         Ok(fd) => fd,
         Err(e) => return e,
     };
@@ -217,7 +243,7 @@ pub(super) async fn accept(c: &mut Caller<'_, TaskData>, fd: i32, flags: i32, ou
 }
 
 fn conn(c: &Caller<'_, TaskData>, fd: i32) -> Result<(Arc<Conn>, bool), i32> {
-    match c.data().net.wasi.get(fd) {
+    match c.data().preview1.sockets.get(fd) {
         Some((Sock::Conn(s), nb)) => Ok((s.clone(), nb)),
         Some(_) => Err(errno::NOTSUP),
         None => Err(errno::BADF),
@@ -319,13 +345,13 @@ pub(super) fn shutdown(c: &mut Caller<'_, TaskData>, fd: i32, how: i32) -> i32 {
     };
     match r {
         Ok(()) => 0,
-        Err(e) => wasi_errno(super::net::errno_of(&e)),
+        Err(e) => wasi_errno(crate::host::sockets::errno_of(&e)),
     }
 }
 
 /// `fd_fdstat_get` for a socket: a stream socket with every right.
 pub(super) fn fdstat(c: &mut Caller<'_, TaskData>, fd: i32, out: i32) -> i32 {
-    let Some((_, nb)) = c.data().net.wasi.get(fd) else {
+    let Some((_, nb)) = c.data().preview1.sockets.get(fd) else {
         return errno::BADF;
     };
     let mut st = [0u8; 24];
@@ -343,7 +369,7 @@ pub(super) fn fdstat(c: &mut Caller<'_, TaskData>, fd: i32, out: i32) -> i32 {
 
 /// `fd_fdstat_set_flags` for a socket: only `NONBLOCK` means anything.
 pub(super) fn set_flags(c: &mut Caller<'_, TaskData>, fd: i32, flags: i32) -> i32 {
-    match c.data_mut().net.wasi.map.get_mut(&(fd as u32)) {
+    match c.data_mut().preview1.sockets.entry(fd) {
         Some(e) => {
             e.nonblocking = flags as u16 & FDFLAGS_NONBLOCK != 0;
             0

@@ -1,7 +1,7 @@
 //! The name service: `name_register` and `name_lookup`, checked against
 //! the task's manifest grants (`provides`, `uses`).
 
-use super::{len32, memory, range, ret32, GuestMem};
+use crate::host::guest::{len32, memory, range, ret32, GuestMem};
 use crate::host::TaskData;
 use crate::ipc::service::PortalRef;
 use crate::ipc::{name_allowed, Errno, Object};
@@ -51,7 +51,7 @@ fn register(c: &mut Caller<'_, TaskData>, ptr: i32, len: i32, portal: i32) -> Re
     let exported = name_allowed(&ipc.grants.export, &name);
     ipc.kernel
         .names
-        .register(&name, portal, &ipc.shared, exported)?;
+        .register(&name, portal, &data.shared, exported)?;
     Ok(0)
 }
 
@@ -108,7 +108,7 @@ async fn lookup(
     }
     let kernel = data.ipc.kernel.clone();
     let mut waker = None;
-    let found = super::wait_for(timeout_ns, |cx| {
+    let found = crate::host::wait::wait_for(timeout_ns, |cx| {
         waker = Some(cx.waker().clone());
         kernel.names.poll_lookup(&name, cx)
     })

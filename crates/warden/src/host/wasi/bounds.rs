@@ -16,8 +16,8 @@
 //!   straight to the task's output sinks (see `stdio`).
 //! - `poll_oneoff` that only sleeps is a timer (see `sleep`).
 
-use super::TaskData;
-use super::{sleep, wasi_net, wasi_poll};
+use super::{net, poll, sleep, stdio};
+use crate::host::TaskData;
 use std::collections::HashSet;
 use wasmtime::{Caller, Extern, Linker};
 use wasmtime_wasi::p1::wasi_snapshot_preview1 as p1;
@@ -64,7 +64,7 @@ impl OpenFiles {
 
     /// Notes a close or renumbering of `fd`.
     fn touched(&mut self, fd: i32) {
-        self.stdio_moved |= super::stdio::is_output(fd);
+        self.stdio_moved |= stdio::is_output(fd);
     }
 
     /// Whether descriptors 1 and 2 are still the task's stdout and stderr.
@@ -81,7 +81,7 @@ impl Drop for OpenFiles {
 
 /// Shadows the bounded WASI calls in `linker` (which must already hold
 /// Wasmtime's WASI definitions).
-pub(crate) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
+pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
     super::shadowing(linker, |linker| {
         linker.func_wrap_async(
             "wasi_snapshot_preview1",
@@ -96,8 +96,8 @@ pub(crate) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
                     }
                     // Both boxed, so that a sleeping task's future is no
                     // larger than the sleep needs (see `sleep`).
-                    if wasi_poll::names_a_socket(&mut caller, subs, n) {
-                        let poll = wasi_poll::poll_oneoff(&mut caller, subs, events, n, nevents);
+                    if poll::names_a_socket(&mut caller, subs, n) {
+                        let poll = poll::poll_oneoff(&mut caller, subs, events, n, nevents);
                         return Ok(Box::pin(poll).await);
                     }
                     Box::pin(async { delegate!(caller, poll_oneoff(subs, events, n, nevents)) })
@@ -118,7 +118,7 @@ fn add_file_counting(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         |mut caller: Caller<'_, TaskData>,
          (dir, dflags, path, len, oflags, base, inh, fdflags, out): PathOpen| {
             Box::new(async move {
-                if let Err(errno) = caller.data().files.reserve() {
+                if let Err(errno) = caller.data().preview1.files.reserve() {
                     return Ok(errno);
                 }
                 let r = delegate!(
@@ -127,7 +127,7 @@ fn add_file_counting(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
                 );
                 match (&r, read_u32(&mut caller, out)) {
                     (Ok(0), Some(fd)) => {
-                        caller.data_mut().files.open.insert(fd);
+                        caller.data_mut().preview1.files.open.insert(fd);
                     }
                     _ => OpenFiles::unreserve(),
                 }
@@ -140,8 +140,8 @@ fn add_file_counting(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         "fd_close",
         |mut caller: Caller<'_, TaskData>, (fd,): (i32,)| {
             Box::new(async move {
-                caller.data_mut().files.touched(fd);
-                match caller.data_mut().net.wasi.close(fd) {
+                caller.data_mut().preview1.files.touched(fd);
+                match caller.data_mut().preview1.sockets.close(fd) {
                     None => {}
                     Some(false) => return Ok(0),
                     // A preopened listener: its placeholder goes too.
@@ -149,7 +149,7 @@ fn add_file_counting(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
                 }
                 let r = delegate!(caller, fd_close(fd));
                 if let Ok(0) = r {
-                    caller.data_mut().files.closed(fd as u32);
+                    caller.data_mut().preview1.files.closed(fd as u32);
                 }
                 r
             })
@@ -160,16 +160,16 @@ fn add_file_counting(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         "fd_renumber",
         |mut caller: Caller<'_, TaskData>, (from, to): (i32, i32)| {
             Box::new(async move {
-                let files = &mut caller.data_mut().files;
+                let files = &mut caller.data_mut().preview1.files;
                 files.touched(from);
                 files.touched(to);
-                let sockets = &caller.data().net.wasi;
+                let sockets = &caller.data().preview1.sockets;
                 if sockets.has(from) || sockets.has(to) {
-                    return Ok(wasi_net::errno::NOTSUP);
+                    return Ok(net::errno::NOTSUP);
                 }
                 let r = delegate!(caller, fd_renumber(from, to));
                 if let Ok(0) = r {
-                    let files = &mut caller.data_mut().files;
+                    let files = &mut caller.data_mut().preview1.files;
                     files.closed(to as u32);
                     if files.open.remove(&(from as u32)) {
                         files.open.insert(to as u32);
@@ -191,10 +191,10 @@ fn add_sockets(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         "sock_accept",
         |mut c: Caller<'_, TaskData>, (fd, flags, out): (i32, i32, i32)| {
             Box::new(async move {
-                if !c.data().net.wasi.has(fd) {
+                if !c.data().preview1.sockets.has(fd) {
                     return delegate!(sync c, sock_accept(fd, flags, out));
                 }
-                Ok(wasi_net::accept(&mut c, fd, flags, out).await)
+                Ok(net::accept(&mut c, fd, flags, out).await)
             })
         },
     )?;
@@ -204,15 +204,15 @@ fn add_sockets(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         "sock_recv",
         |mut c: Caller<'_, TaskData>, (fd, iovs, n, flags, nread, oflags): Recv| {
             Box::new(async move {
-                if !c.data().net.wasi.has(fd) {
+                if !c.data().preview1.sockets.has(fd) {
                     return delegate!(sync c, sock_recv(fd, iovs, n, flags, nread, oflags));
                 }
                 if flags != 0 {
-                    return Ok(wasi_net::errno::NOTSUP); // MSG_PEEK, MSG_WAITALL
+                    return Ok(net::errno::NOTSUP); // MSG_PEEK, MSG_WAITALL
                 }
-                let r = wasi_net::read(&mut c, fd, iovs, n, nread).await;
+                let r = net::read(&mut c, fd, iovs, n, nread).await;
                 if r == 0 && write_u16(&mut c, oflags, 0).is_none() {
-                    return Ok(wasi_net::errno::FAULT);
+                    return Ok(net::errno::FAULT);
                 }
                 Ok(r)
             })
@@ -224,10 +224,10 @@ fn add_sockets(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         "sock_send",
         |mut c: Caller<'_, TaskData>, (fd, iovs, n, flags, nw): Send| {
             Box::new(async move {
-                if !c.data().net.wasi.has(fd) {
+                if !c.data().preview1.sockets.has(fd) {
                     return delegate!(sync c, sock_send(fd, iovs, n, flags, nw));
                 }
-                Ok(wasi_net::write(&mut c, fd, iovs, n, nw).await)
+                Ok(net::write(&mut c, fd, iovs, n, nw).await)
             })
         },
     )?;
@@ -236,10 +236,10 @@ fn add_sockets(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         "sock_shutdown",
         |mut c: Caller<'_, TaskData>, (fd, how): (i32, i32)| {
             Box::new(async move {
-                if !c.data().net.wasi.has(fd) {
+                if !c.data().preview1.sockets.has(fd) {
                     return delegate!(sync c, sock_shutdown(fd, how));
                 }
-                Ok(wasi_net::shutdown(&mut c, fd, how))
+                Ok(net::shutdown(&mut c, fd, how))
             })
         },
     )?;
@@ -248,10 +248,10 @@ fn add_sockets(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         "fd_read",
         |mut c: Caller<'_, TaskData>, (fd, iovs, n, nread): (i32, i32, i32, i32)| {
             Box::new(async move {
-                if !c.data().net.wasi.has(fd) {
+                if !c.data().preview1.sockets.has(fd) {
                     return delegate!(c, fd_read(fd, iovs, n, nread));
                 }
-                Ok(wasi_net::read(&mut c, fd, iovs, n, nread).await)
+                Ok(net::read(&mut c, fd, iovs, n, nread).await)
             })
         },
     )?;
@@ -260,13 +260,13 @@ fn add_sockets(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         "fd_write",
         |mut c: Caller<'_, TaskData>, (fd, iovs, n, nw): (i32, i32, i32, i32)| {
             Box::new(async move {
-                if !c.data().net.wasi.has(fd) {
-                    if let Some(r) = super::stdio::write(&mut c, fd, iovs, n, nw) {
+                if !c.data().preview1.sockets.has(fd) {
+                    if let Some(r) = stdio::write(&mut c, fd, iovs, n, nw) {
                         return r;
                     }
                     return delegate!(c, fd_write(fd, iovs, n, nw));
                 }
-                Ok(wasi_net::write(&mut c, fd, iovs, n, nw).await)
+                Ok(net::write(&mut c, fd, iovs, n, nw).await)
             })
         },
     )?;
@@ -275,10 +275,10 @@ fn add_sockets(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         "fd_fdstat_get",
         |mut c: Caller<'_, TaskData>, (fd, out): (i32, i32)| {
             Box::new(async move {
-                if !c.data().net.wasi.has(fd) {
+                if !c.data().preview1.sockets.has(fd) {
                     return delegate!(c, fd_fdstat_get(fd, out));
                 }
-                Ok(wasi_net::fdstat(&mut c, fd, out))
+                Ok(net::fdstat(&mut c, fd, out))
             })
         },
     )?;
@@ -287,10 +287,10 @@ fn add_sockets(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         "fd_fdstat_set_flags",
         |mut c: Caller<'_, TaskData>, (fd, flags): (i32, i32)| {
             Box::new(async move {
-                if !c.data().net.wasi.has(fd) {
+                if !c.data().preview1.sockets.has(fd) {
                     return delegate!(sync c, fd_fdstat_set_flags(fd, flags));
                 }
-                Ok(wasi_net::set_flags(&mut c, fd, flags))
+                Ok(net::set_flags(&mut c, fd, flags))
             })
         },
     )?;
@@ -299,10 +299,10 @@ fn add_sockets(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         "fd_filestat_get",
         |mut c: Caller<'_, TaskData>, (fd, out): (i32, i32)| {
             Box::new(async move {
-                if !c.data().net.wasi.has(fd) {
+                if !c.data().preview1.sockets.has(fd) {
                     return delegate!(c, fd_filestat_get(fd, out));
                 }
-                Ok(wasi_net::filestat(&mut c, out))
+                Ok(net::filestat(&mut c, out))
             })
         },
     )?;
@@ -311,8 +311,8 @@ fn add_sockets(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         "fd_prestat_get",
         |mut c: Caller<'_, TaskData>, (fd, out): (i32, i32)| {
             Box::new(async move {
-                if c.data().net.wasi.has(fd) {
-                    return Ok(wasi_net::errno::BADF);
+                if c.data().preview1.sockets.has(fd) {
+                    return Ok(net::errno::BADF);
                 }
                 delegate!(sync c, fd_prestat_get(fd, out))
             })
@@ -323,8 +323,8 @@ fn add_sockets(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         "fd_prestat_dir_name",
         |mut c: Caller<'_, TaskData>, (fd, p, len): (i32, i32, i32)| {
             Box::new(async move {
-                if c.data().net.wasi.has(fd) {
-                    return Ok(wasi_net::errno::BADF);
+                if c.data().preview1.sockets.has(fd) {
+                    return Ok(net::errno::BADF);
                 }
                 delegate!(sync c, fd_prestat_dir_name(fd, p, len))
             })
@@ -334,7 +334,7 @@ fn add_sockets(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
 }
 
 fn write_u16(caller: &mut Caller<'_, TaskData>, ptr: i32, v: u16) -> Option<()> {
-    let (mem, _) = super::memory(caller).ok()?;
+    let (mem, _) = crate::host::guest::memory(caller).ok()?;
     mem.put(ptr, &v.to_le_bytes()).ok()
 }
 

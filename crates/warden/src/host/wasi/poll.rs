@@ -1,4 +1,4 @@
-//! `poll_oneoff` when any subscription names a socket (see `wasi_net`).
+//! `poll_oneoff` when any subscription names a socket (see `net`).
 //!
 //! A task keeps the call's buffers (its subscriptions, the sockets'
 //! `pollfd`s and the events found) between calls, as `poll` does its own:
@@ -6,10 +6,11 @@
 //! ready at once, and, waiting on one socket, nothing either; only a wait
 //! on several boxes a future for each.
 
-use super::poll::KEPT;
+use super::net::{errno, wasi_errno, Sock, Sockets};
 use super::subscription::*;
-use super::wasi_net::{errno, wasi_errno, Sock, Sockets};
-use super::{memory, range, read_u32, write_u32, TaskData};
+use crate::host::guest::{memory, range, read_u32, write_u32};
+use crate::host::wait::KEPT;
+use crate::host::TaskData;
 use crate::net::socket::poll_now;
 use wasmtime::Caller;
 
@@ -55,10 +56,10 @@ pub(super) async fn poll_oneoff(
     n: i32,
     nevents: i32,
 ) -> i32 {
-    let mut scratch = c.data_mut().net.wasi_poll.take().unwrap_or_default();
+    let mut scratch = c.data_mut().preview1.poll.take().unwrap_or_default();
     let result = poll_in(c, &mut scratch, subs, events, n, nevents).await;
     if scratch.worth_keeping() {
-        c.data_mut().net.wasi_poll = Some(scratch);
+        c.data_mut().preview1.poll = Some(scratch);
     }
     result
 }
@@ -86,7 +87,8 @@ async fn poll_in(
             _ => None,
         })
         .min();
-    let deadline = super::net::Deadline::new(timeout.map_or(-1, |t| t.min(i64::MAX as u64) as i64));
+    let deadline =
+        crate::host::sockets::Deadline::new(timeout.map_or(-1, |t| t.min(i64::MAX as u64) as i64));
     loop {
         ready(c, parsed, fds, found);
         if !found.is_empty() {
@@ -153,7 +155,7 @@ fn ready(
     fds: &mut Vec<libc::pollfd>,
     out: &mut Vec<Event>,
 ) {
-    let sockets = &c.data().net.wasi;
+    let sockets = &c.data().preview1.sockets;
     fds.clear();
     out.clear();
     for s in subs {
@@ -219,7 +221,7 @@ async fn wait_one(sock: &Sock, write: bool) {
 /// Resolves when any socket subscription may have become ready (never,
 /// if none names a socket: the deadline ends the wait).
 async fn wait_any(c: &mut Caller<'_, TaskData>, subs: &[Subscription]) {
-    let sockets = &c.data().net.wasi;
+    let sockets = &c.data().preview1.sockets;
     let mut socks = subs.iter().filter_map(|s| waitable(sockets, s));
     let Some(first) = socks.next() else {
         return std::future::pending().await;
@@ -232,7 +234,7 @@ async fn wait_any(c: &mut Caller<'_, TaskData>, subs: &[Subscription]) {
         .into_iter()
         .chain(socks)
         .map(|(sock, write)| async move { wait_one(&sock, write).await });
-    super::any::any_of(waits).await
+    crate::host::wait::any_of(waits).await
 }
 
 fn write_events(c: &mut Caller<'_, TaskData>, events: i32, nevents: i32, out: &[Event]) -> i32 {
@@ -257,7 +259,7 @@ fn write_events(c: &mut Caller<'_, TaskData>, events: i32, nevents: i32, out: &[
 
 /// Whether any subscription names a socket of this task.
 pub(super) fn names_a_socket(c: &mut Caller<'_, TaskData>, subs: i32, n: i32) -> bool {
-    let sockets = &c.data().net.wasi;
+    let sockets = &c.data().preview1.sockets;
     if sockets.is_empty() {
         return false;
     }
@@ -274,6 +276,6 @@ pub(super) fn names_a_socket(c: &mut Caller<'_, TaskData>, subs: i32, n: i32) ->
         mem.read(r, &mut tag);
         tag[0] != EVENTTYPE_CLOCK
             && read_u32(mem, at.wrapping_add(FD as i32))
-                .is_ok_and(|fd| data.net.wasi.has(fd as i32))
+                .is_ok_and(|fd| data.preview1.sockets.has(fd as i32))
     })
 }

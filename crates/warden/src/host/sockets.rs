@@ -1,34 +1,27 @@
-//! Sockets: listen, accept, connect, send, receive, shut down, addresses
-//! (`poll` over them and every other waitable handle is in `poll.rs`).
+//! What the `warden` and WASI groups' sockets share: a task's network
+//! state ([`TaskNet`]: its grants, its flow on the link, its receive
+//! budget), the moving of bytes between a socket and guest memory, and
+//! the charge for a socket.
 //!
-//! Addresses are checked against the task's grants before any system call.
-//! A send first asks the task's flow for a grant when the link shapes it
+//! Addresses are checked against the task's grants before any system call
+//! (by the groups, with `crate::net::grant`). A send first asks the task's flow for a grant when the link shapes it
 //! (see `crate::net::link`); a receive waits for the task's receive
 //! budget. Bytes move between the socket and guest memory by the host
 //! kernel's copy, never through a Rust reference to guest memory.
 
-use super::{len32, memory, range, ret32, ret64, TaskData};
+use super::guest::{memory, range};
+use super::TaskData;
 use crate::ipc::handle::{return_socket, take_socket};
-use crate::ipc::{Errno, Object};
+use crate::ipc::Errno;
 use crate::net::fair::Bucket;
-use crate::net::grant::{allowed, may_connect, parse_addr, Grant};
+use crate::net::grant::Grant;
 use crate::net::link::{Flow, PACKET};
-use crate::net::socket::{Conn, Listener};
+use crate::net::socket::Conn;
 use crate::task::TaskShared;
 use std::future::Future;
 use std::io;
 use std::sync::{Arc, Mutex};
-use wasmtime::{Caller, Linker};
-
-/// `WARDEN_POLL_*` event bits.
-pub const POLL_IN: u32 = 1;
-/// Writable.
-pub const POLL_OUT: u32 = 2;
-/// The peer closed (always reported).
-pub const POLL_HUP: u32 = 4;
-
-/// The most entries one `poll` may wait on.
-pub const MAX_POLL_HANDLES: u32 = 4096;
+use wasmtime::Caller;
 
 /// The most bytes one send or receive moves.
 const MAX_IO: u64 = 1 << 20;
@@ -41,14 +34,8 @@ pub(crate) struct TaskNet {
     pub(crate) flow: Option<Flow>,
     /// Its receive budget, shared with its children.
     pub(crate) receive: Option<Arc<Mutex<Bucket>>>,
-    /// Its sockets as WASI descriptors.
-    pub(crate) wasi: super::wasi_net::Sockets,
     /// Bytes of host buffer each way for its sockets.
     pub(crate) buffer: usize,
-    /// `poll`'s buffers, kept between calls (made at the first).
-    pub(crate) poll: Option<Box<super::poll::Scratch>>,
-    /// `poll_oneoff`'s buffers when it waits on sockets (see `wasi_poll`).
-    pub(crate) wasi_poll: Option<Box<super::wasi_poll::Scratch>>,
 }
 
 /// What a child takes of its parent's network state: its place on the
@@ -67,61 +54,6 @@ impl TaskNet {
             receive: self.receive.clone(),
         }
     }
-}
-
-pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
-    linker.func_wrap(
-        super::MODULE,
-        "tcp_listen",
-        |mut c: Caller<'_, TaskData>, ptr: i32, len: i32| ret32(listen(&mut c, ptr, len)),
-    )?;
-    linker.func_wrap_async(
-        super::MODULE,
-        "tcp_accept",
-        |c: Caller<'_, TaskData>, (h, timeout): (i32, i64)| {
-            Box::new(async move { ret32(accept(c, h, timeout).await) })
-        },
-    )?;
-    linker.func_wrap_async(
-        super::MODULE,
-        "tcp_connect",
-        |c: Caller<'_, TaskData>, (ptr, len, timeout): (i32, i32, i64)| {
-            Box::new(async move { ret32(connect(c, ptr, len, timeout).await) })
-        },
-    )?;
-    linker.func_wrap_async(
-        super::MODULE,
-        "sock_send",
-        |c: Caller<'_, TaskData>, (h, ptr, len, timeout): (i32, i32, i32, i64)| {
-            Box::new(async move { ret64(send(c, h, ptr, len, timeout).await) })
-        },
-    )?;
-    linker.func_wrap_async(
-        super::MODULE,
-        "sock_recv",
-        |c: Caller<'_, TaskData>, (h, ptr, cap, timeout): (i32, i32, i32, i64)| {
-            Box::new(async move { ret64(recv(c, h, ptr, cap, timeout).await) })
-        },
-    )?;
-    linker.func_wrap(
-        super::MODULE,
-        "sock_shutdown",
-        |c: Caller<'_, TaskData>, h: i32| {
-            ret32(
-                conn_of(c.data(), h)
-                    .and_then(|s| s.shutdown().map_err(|e| errno_of(&e)))
-                    .map(|()| 0),
-            )
-        },
-    )?;
-    linker.func_wrap(
-        super::MODULE,
-        "sock_addr",
-        |mut c: Caller<'_, TaskData>, h: i32, peer: i32, buf: i32, cap: i32| {
-            ret32(address(&mut c, h, peer, buf, cap))
-        },
-    )?;
-    Ok(())
 }
 
 /// The error code a task sees for a host socket error.
@@ -178,97 +110,6 @@ impl Deadline {
     }
 }
 
-fn read_addr(
-    c: &mut Caller<'_, TaskData>,
-    ptr: i32,
-    len: i32,
-) -> Result<std::net::SocketAddr, Errno> {
-    let (mem, _) = memory(c)?;
-    let r = range(mem.len(), ptr, len32(len))?;
-    if r.len() > 64 {
-        return Err(Errno::Inval);
-    }
-    parse_addr(&mem.read_vec(r)).ok_or(Errno::Inval)
-}
-
-/// Whether the task could hold one more socket handle now.
-fn room_for_socket(data: &TaskData) -> Result<(), Errno> {
-    let shared = &data.ipc.shared;
-    if data.ipc.handles.room() == 0 || shared.net.sockets() >= shared.net.max_sockets {
-        return Err(Errno::Quota);
-    }
-    Ok(())
-}
-
-fn listen(c: &mut Caller<'_, TaskData>, ptr: i32, len: i32) -> Result<i32, Errno> {
-    let addr = read_addr(c, ptr, len)?;
-    let data = c.data_mut();
-    if !allowed(&data.net.listen, &addr) {
-        return Err(Errno::Denied);
-    }
-    room_for_socket(data)?;
-    let l = Listener::bind(&addr, data.net.buffer).map_err(|e| errno_of(&e))?;
-    data.ipc.handles.insert(Object::Listener(Arc::new(l)))
-}
-
-fn listener_of(data: &TaskData, h: i32) -> Result<Arc<Listener>, Errno> {
-    match data.ipc.handles.get(h)? {
-        Object::Listener(l) => Ok(l.clone()),
-        _ => Err(Errno::BadHandle),
-    }
-}
-
-fn conn_of(data: &TaskData, h: i32) -> Result<Arc<Conn>, Errno> {
-    match data.ipc.handles.get(h)? {
-        Object::Conn(s) => Ok(s.clone()),
-        _ => Err(Errno::BadHandle),
-    }
-}
-
-async fn accept(mut c: Caller<'_, TaskData>, h: i32, timeout: i64) -> Result<i32, Errno> {
-    let l = listener_of(c.data(), h)?;
-    room_for_socket(c.data())?;
-    let conn = Deadline::new(timeout)
-        .wait(l.accept())
-        .await?
-        .map_err(|e| errno_of(&e))?;
-    let data = c.data_mut();
-    data.ipc.shared.net.count_connection();
-    data.ipc.handles.insert(Object::Conn(Arc::new(conn)))
-}
-
-async fn connect(
-    mut c: Caller<'_, TaskData>,
-    ptr: i32,
-    len: i32,
-    timeout: i64,
-) -> Result<i32, Errno> {
-    let addr = read_addr(&mut c, ptr, len)?;
-    if !may_connect(&c.data().net.connect, &addr) {
-        return Err(Errno::Denied);
-    }
-    room_for_socket(c.data())?;
-    let conn = Conn::start_connect(&addr, c.data().net.buffer).map_err(|e| errno_of(&e))?;
-    Deadline::new(timeout)
-        .wait(conn.connected())
-        .await?
-        .map_err(|e| errno_of(&e))?;
-    let data = c.data_mut();
-    data.ipc.shared.net.count_connection();
-    data.ipc.handles.insert(Object::Conn(Arc::new(conn)))
-}
-
-async fn send(
-    mut c: Caller<'_, TaskData>,
-    h: i32,
-    ptr: i32,
-    len: i32,
-    timeout: i64,
-) -> Result<i64, Errno> {
-    let conn = conn_of(c.data(), h)?;
-    send_on(&mut c, &conn, ptr, len32(len), Deadline::new(timeout)).await
-}
-
 /// Sends up to `len` bytes at `ptr` on `conn`, paced by the task's flow;
 /// shared with the WASI socket calls.
 pub(super) async fn send_on(
@@ -304,19 +145,8 @@ pub(super) async fn send_on(
     if let Some(flow) = data.net.flow.as_mut().filter(|f| f.shaped) {
         flow.credit = flow.credit.saturating_sub(n as u64);
     }
-    data.ipc.shared.net.count_sent(n);
+    data.shared.net.count_sent(n);
     Ok(n as i64)
-}
-
-async fn recv(
-    mut c: Caller<'_, TaskData>,
-    h: i32,
-    ptr: i32,
-    cap: i32,
-    timeout: i64,
-) -> Result<i64, Errno> {
-    let conn = conn_of(c.data(), h)?;
-    recv_on(&mut c, &conn, ptr, len32(cap), Deadline::new(timeout)).await
 }
 
 /// Receives up to `cap` bytes into `ptr` from `conn` within the task's
@@ -354,7 +184,7 @@ pub(super) async fn recv_on(
     if let Some(bucket) = &data.net.receive {
         lock(bucket).take(n as u64);
     }
-    data.ipc.shared.net.count_received(n);
+    data.shared.net.count_received(n);
     Ok(n as i64)
 }
 
@@ -404,26 +234,6 @@ async fn guest_io(
 
 fn lock(b: &Mutex<Bucket>) -> std::sync::MutexGuard<'_, Bucket> {
     b.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn address(
-    c: &mut Caller<'_, TaskData>,
-    h: i32,
-    peer: i32,
-    buf: i32,
-    cap: i32,
-) -> Result<i32, Errno> {
-    let text = match c.data().ipc.handles.get(h)? {
-        Object::Conn(s) if peer != 0 => s.peer().to_string(),
-        Object::Conn(s) => s.local().to_string(),
-        Object::Listener(l) if peer == 0 => l.local().to_string(),
-        Object::Listener(_) => return Err(Errno::Inval),
-        _ => return Err(Errno::BadHandle),
-    };
-    let (mem, _) = memory(c)?;
-    let n = text.len().min(len32(cap) as usize);
-    mem.put(buf, &text.as_bytes()[..n])?;
-    Ok(text.len() as i32)
 }
 
 /// Takes a socket slot for a WASI descriptor (see [`take_socket`]).

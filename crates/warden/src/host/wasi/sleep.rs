@@ -12,9 +12,10 @@
 //! (more subscriptions, another clock, an absolute time, a pointer out of
 //! bounds or misaligned) is left to Wasmtime, which answers as before.
 
-use super::guest::{memory, GuestMem};
 use super::subscription::*;
-use super::{range, TaskData};
+use crate::host::guest::range;
+use crate::host::guest::{memory, GuestMem};
+use crate::host::TaskData;
 use std::time::Duration;
 use wasmtime::Caller;
 

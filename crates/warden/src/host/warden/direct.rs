@@ -10,21 +10,18 @@
 //!
 //! A passive call is described in [`super::passive`].
 
-use super::guest::GuestMem;
-use super::ipc::service_of;
+use super::active::service_of;
+use super::message::CallArgs;
 use super::passive::{invoke, invoke_nested_ok, passive_bytes, Passive, Server};
-use super::{len32, memory, range, write_u32, TaskData};
+use crate::host::guest::GuestMem;
+use crate::host::guest::{len32, memory, range, write_u32};
+use crate::host::TaskData;
 use crate::ipc::permit::copy_racy;
 use crate::ipc::service::Direct;
 use crate::ipc::Errno;
 use crate::task::{TaskId, TaskShared};
 use std::future::Future;
 use wasmtime::Caller;
-
-/// The arguments of `warden_call`: portal, request, its length, its
-/// handles and their count, reply buffer, its capacity, reply handles and
-/// the pointer to their count.
-pub(super) type CallArgs = (i32, i32, i32, i32, i32, i32, i32, i32, i32);
 
 /// Who is calling a host service.
 #[derive(Debug, Clone, Copy)]
@@ -65,7 +62,7 @@ pub(super) async fn call(
         Some(server) => server,
         None => {
             let mut lock = std::pin::pin!(p.server.lock());
-            super::wait_for(timeout_ns, |cx| lock.as_mut().poll(cx))
+            crate::host::wait::wait_for(timeout_ns, |cx| lock.as_mut().poll(cx))
                 .await
                 .ok_or(Errno::Timeout)?
         }
@@ -89,7 +86,7 @@ pub(super) fn call_fast(c: &mut Caller<'_, TaskData>, args: CallArgs) -> Result<
     let service = service_of(c.data(), args.0).map_err(|_| Errno::Again)?;
     if service.direct_handler().is_none() {
         let service = service.clone();
-        return super::ipc::call_at_once(c, &service, args);
+        return super::active::call_at_once(c, &service, args);
     }
     let (mem, data, handler) = direct_target(c, args, Errno::BadHandle)?;
     if let Some(h) = handler.downcast_ref::<HostService>() {
@@ -177,7 +174,7 @@ fn host_call(
     args: CallArgs,
 ) -> Result<i64, Errno> {
     let (_, req, req_len, _, _, resp, resp_cap, _, resp_nh) = args;
-    let shared = &data.ipc.shared;
+    let shared = &data.shared;
     let mut st = data.ipc.call_slot.get(shared).lock();
     let r = range(mem.len(), req, len32(req_len))?;
     st.set_request_with(shared, r.len(), |b| mem.read(r, b))?;
@@ -245,7 +242,7 @@ fn passive_call(
     )?;
     write_u32(mem, resp_nh, 0)?;
     if n >= 0 {
-        data.ipc.shared.ipc.count(1, req.len(), n as usize);
+        data.shared.ipc.count(1, req.len(), n as usize);
     }
     Ok(n)
 }

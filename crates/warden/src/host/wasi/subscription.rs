@@ -1,7 +1,7 @@
 //! WASI preview 1's `subscription` and `event` records as they lie in a
 //! guest's memory (little-endian, 8-aligned): the sizes and the offsets
 //! of the fields `poll_oneoff`'s shadows read and write (see `sleep` and
-//! `wasi_net`).
+//! `net`).
 
 /// A `subscription`: userdata (u64), then a tagged union.
 pub(super) const SUBSCRIPTION_BYTES: u64 = 48;

@@ -3,8 +3,11 @@
 //! child tasks (ended) — so one task can serve calls and connections
 //! together.
 
-use super::net::{Deadline, MAX_POLL_HANDLES, POLL_HUP, POLL_IN, POLL_OUT};
-use super::{memory, range, read_u32, ret32, write_u32, TaskData};
+use super::net::{MAX_POLL_HANDLES, POLL_HUP, POLL_IN, POLL_OUT};
+use crate::host::guest::{memory, range, read_u32, ret32, write_u32};
+use crate::host::sockets::Deadline;
+use crate::host::wait::KEPT;
+use crate::host::TaskData;
 use crate::ipc::service::Service;
 use crate::ipc::{Errno, Object};
 use crate::net::socket::{poll_now, Conn, Listener};
@@ -43,7 +46,7 @@ struct Entry {
 /// A task's `poll` buffers, kept between calls so that a poll of a few
 /// handles allocates nothing but the vector of its waits (nothing for one
 /// handle, or when something is ready at once). Buffers that grew past
-/// [`KEPT`] entries are not kept: a task that once polled thousands of
+/// `KEPT` entries are not kept: a task that once polled thousands of
 /// handles does not hold their room for ever.
 #[derive(Default)]
 pub(crate) struct Scratch {
@@ -51,16 +54,13 @@ pub(crate) struct Scratch {
     fds: Vec<libc::pollfd>,
 }
 
-/// Most entries a kept [`Scratch`] has room for.
-pub(super) const KEPT: usize = 64;
-
 async fn poll(mut c: Caller<'_, TaskData>, fds: i32, n: i32, timeout: i64) -> Result<i32, Errno> {
-    let mut scratch = c.data_mut().net.poll.take().unwrap_or_default();
+    let mut scratch = c.data_mut().ipc.poll.take().unwrap_or_default();
     let result = poll_in(&mut c, &mut scratch, fds, n, timeout).await;
     // Its handles' references go now, not at the next call.
     scratch.entries.clear();
     if scratch.entries.capacity() <= KEPT && scratch.fds.capacity() <= KEPT {
-        c.data_mut().net.poll = Some(scratch);
+        c.data_mut().ipc.poll = Some(scratch);
     }
     result
 }
@@ -193,7 +193,7 @@ async fn any_ready(entries: &[Entry]) {
         .iter()
         .filter(|e| can_wake(&e.on, e.events))
         .map(|e| wait_entry(&e.on, e.events));
-    super::any::any_of(waits).await
+    crate::host::wait::any_of(waits).await
 }
 
 /// Whether waiting on `on` for `events` may ever end: a service or child

@@ -1,7 +1,7 @@
 //! Permits: grant access to a range of one's own memory, read and write
 //! through a permit, revoke it.
 
-use super::{len32, memory, range, ret32, ret64};
+use crate::host::guest::{len32, memory, range, ret32, ret64};
 use crate::host::TaskData;
 use crate::ipc::permit::{Permit, PermitRef};
 use crate::ipc::{Errno, Object};
@@ -33,9 +33,9 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
         super::MODULE,
         "permit_revoke",
         |c: Caller<'_, TaskData>, h: i32| {
-            let ipc = &c.data().ipc;
+            let (ipc, shared) = (&c.data().ipc, &c.data().shared);
             let r = match ipc.handles.get(h) {
-                Ok(Object::Permit(p)) if p.0.owner == ipc.shared.id => {
+                Ok(Object::Permit(p)) if p.0.owner == shared.id => {
                     p.0.revoke();
                     Ok(0)
                 }
@@ -56,7 +56,7 @@ fn grant(c: &mut Caller<'_, TaskData>, ptr: i32, len: i32, writable: bool) -> Re
     // SAFETY: the range was checked against the task's own memory, and the
     // permit is recorded among the task's owned objects, which are revoked
     // before its memory is released (`ReleaseOnDrop` in the runtime).
-    let permit = unsafe { Permit::new(ipc.shared.id, mem.at(r.start), r.len() as u64, writable) };
+    let permit = unsafe { Permit::new(data.shared.id, mem.at(r.start), r.len() as u64, writable) };
     ipc.owned.add_permit(&permit);
     ipc.handles.insert(Object::Permit(PermitRef(permit)))
 }

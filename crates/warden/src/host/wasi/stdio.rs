@@ -13,7 +13,8 @@
 //! traps.
 
 use super::cli::{misaligned, out_of_bounds};
-use super::{memory, range, TaskData};
+use crate::host::guest::{memory, range};
+use crate::host::TaskData;
 use wasmtime::Caller;
 
 /// Most bytes one call writes.
@@ -40,7 +41,7 @@ pub(super) fn write(
     n: i32,
     nwritten: i32,
 ) -> Option<wasmtime::Result<i32>> {
-    if !is_output(fd) || !c.data().files.stdio_in_place() {
+    if !is_output(fd) || !c.data().preview1.files.stdio_in_place() {
         return None;
     }
     if n as u32 > MAX_BUFFERS {
@@ -57,9 +58,9 @@ pub(super) fn write(
         Err(e) => return Some(Err(e)),
     };
     let sink = if fd == 1 {
-        &data.ipc.sinks.0
+        &data.sinks.0
     } else {
-        &data.ipc.sinks.1
+        &data.sinks.1
     };
     if sink.write_bytes(&bytes).is_err() {
         return Some(Ok(EIO));
@@ -70,7 +71,7 @@ pub(super) fn write(
 
 /// The bytes of the `n` buffers listed at `iovs` (a pointer and a length
 /// each), up to [`MAX_WRITE`] of them. Each word is read once.
-fn gather(mem: super::GuestMem, iovs: i32, n: u32) -> wasmtime::Result<Vec<u8>> {
+fn gather(mem: crate::host::guest::GuestMem, iovs: i32, n: u32) -> wasmtime::Result<Vec<u8>> {
     if iovs % 4 != 0 {
         return Err(misaligned());
     }
@@ -97,7 +98,7 @@ fn gather(mem: super::GuestMem, iovs: i32, n: u32) -> wasmtime::Result<Vec<u8>> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::GuestMem;
+    use crate::host::guest::GuestMem;
 
     /// A memory holding a gather list at 0 of `bufs` (offset, length).
     fn memory_with(bufs: &[(u32, u32)], bytes: &mut [u8]) {

@@ -1,0 +1,172 @@
+//! Calls to an active service, one a task serves from its own loop
+//! (`recv`, `reply`): the request copied into the client's call slot and
+//! queued, the client's context lent to the server while it waits (CPU
+//! inheritance), a hand-off when the server waits on this worker, and the
+//! reply copied out.
+
+use super::message::{deliver, take_objects, CallArgs};
+use super::state::{InFlight, Made, TaskIpc};
+use crate::host::guest::{len32, memory, range, read_u32, GuestMem};
+use crate::host::TaskData;
+use crate::ipc::service::{CallSlot, CallState, Phase, Service};
+use crate::ipc::{Errno, HandleTable, Object};
+use crate::task::TaskShared;
+use std::sync::{Arc, MutexGuard};
+use wasmtime::Caller;
+
+/// The service `portal` calls, borrowed from the caller's handle table;
+/// `BadHandle` if it is not a portal.
+pub(super) fn service_of(data: &TaskData, portal: i32) -> Result<&Arc<Service>, Errno> {
+    match data.ipc.handles.get(portal)? {
+        Object::Portal(p) => Ok(p.service()),
+        _ => Err(Errno::BadHandle),
+    }
+}
+
+/// `call_fast` on an active service: the call is made and, if the server
+/// answered within this poll (a direct hand-off), finished; otherwise it
+/// is left under way for `call` to wait for, and the answer is `Again`.
+pub(super) fn call_at_once(
+    c: &mut Caller<'_, TaskData>,
+    service: &Service,
+    args: CallArgs,
+) -> Result<i64, Errno> {
+    let (mem, data) = memory(c)?;
+    let (ipc, shared) = (&mut data.ipc, &data.shared);
+    let seq = load_request(mem, ipc, shared, service, args)?;
+    let slot = ipc.call_slot.get(shared);
+    let mut flight = start(slot, shared, service, seq)?;
+    let st = slot.lock();
+    match st.phase {
+        Phase::Done(code) => {
+            flight.answered = true;
+            take_reply(mem, &mut ipc.handles, shared, st, code, args)
+        }
+        _ => {
+            drop(st);
+            ipc.in_flight = Some(flight.into_owned());
+            Err(Errno::Again)
+        }
+    }
+}
+
+/// Starts an active call whose request `load_request` put in `slot` as
+/// call number `seq`: the client's context lent to the server (CPU
+/// inheritance: the server runs on it while the client waits, and a
+/// higher-priority caller boosts it), the call queued and, if its server
+/// waits for it on this worker, handed off to it at once (only to a
+/// server that runs on lent contexts).
+pub(super) fn start<'a>(
+    slot: &'a Arc<CallSlot>,
+    client: &'a Arc<TaskShared>,
+    service: &'a Service,
+    seq: u64,
+) -> Result<Made<'a>, Errno> {
+    let server = service.server();
+    if let Some(server) = server {
+        server.inherit.lend(client.id, client.context());
+    }
+    let mut flight = InFlight {
+        slot,
+        server,
+        answered: false,
+    };
+    let receiver = match service.enqueue(slot, seq) {
+        Ok(receiver) => receiver,
+        Err(e) => {
+            flight.answered = true;
+            let mut st = slot.lock();
+            st.phase = Phase::Idle;
+            st.request_objects.clear();
+            return Err(e);
+        }
+    };
+    // A server waiting in `recv` may answer right here (direct hand-off),
+    // if it runs on its callers' contexts: one that does not waits for its
+    // own turn in the run queue.
+    match (receiver, server) {
+        (Some(receiver), _) => {
+            if server.is_some_and(|s| s.inherit.donor_id().is_some()) {
+                let own = client.inherit.donor_id().is_none();
+                crate::executor::hand_off(receiver, own.then_some(client));
+            } else {
+                receiver.wake();
+            }
+        }
+        // Queued under its own key before it was lent this context: moved
+        // under the client's once the client blocks.
+        (None, Some(s)) if s.state.load().is_queued() => {
+            client
+                .lent_while_queued
+                .store(s.id.0, std::sync::atomic::Ordering::Relaxed);
+        }
+        (None, _) => {}
+    }
+    Ok(flight)
+}
+
+/// Checks a call to `service` and copies its request (bytes and handles)
+/// into the client's call slot; returns the call's number.
+pub(super) fn load_request(
+    mem: GuestMem,
+    ipc: &mut TaskIpc,
+    client: &Arc<TaskShared>,
+    service: &Service,
+    (_, req, req_len, req_h, req_nh, resp, resp_cap, resp_h, resp_nh): CallArgs,
+) -> Result<u64, Errno> {
+    if service.owner == client.id {
+        return Err(Errno::Deadlock);
+    }
+    let (req_len, req_nh) = (len32(req_len), len32(req_nh));
+    if req_len > ipc.grants.max_message_bytes || req_nh > ipc.grants.max_message_handles {
+        return Err(Errno::Quota);
+    }
+    let req = range(mem.len(), req, req_len)?;
+    range(mem.len(), resp, len32(resp_cap))?;
+    let cap_nh = read_u32(mem, resp_nh)? as u64;
+    range(mem.len(), resp_h, cap_nh * 4)?;
+    let slot = ipc.call_slot.get(client);
+    let mut st = slot.lock();
+    st.set_request_with(slot.owner(), req.len(), |b| mem.read(req, b))?;
+    st.request_objects.clear();
+    st.reply_objects.clear();
+    if let Err(e) = take_objects(
+        &mut ipc.handles,
+        mem,
+        req_h,
+        req_nh,
+        &mut st.request_objects,
+    ) {
+        st.request_objects.clear();
+        return Err(e);
+    }
+    st.seq += 1;
+    st.phase = Phase::Queued;
+    Ok(st.seq)
+}
+
+/// The call ended with `code`: an error, or the reply, which is copied
+/// (bytes and handles) into the client's memory and handle table. `st`
+/// is its slot's state, locked.
+pub(super) fn take_reply(
+    mem: GuestMem,
+    handles: &mut HandleTable,
+    client: &TaskShared,
+    mut st: MutexGuard<'_, CallState>,
+    code: i32,
+    (_, _, req_len, _, _, resp, resp_cap, resp_h, resp_nh): CallArgs,
+) -> Result<i64, Errno> {
+    st.phase = Phase::Idle;
+    if code < 0 {
+        st.reply_objects.clear();
+        return Err(Errno::from_code(code));
+    }
+    let st = &mut *st;
+    let (reply, objects) = (&st.reply, &mut st.reply_objects);
+    deliver(
+        handles, mem, reply, resp, resp_cap, objects, resp_h, resp_nh,
+    )?;
+    let len = st.reply.len();
+    client.ipc.count(1, len32(req_len) as usize, len);
+    Ok(len as i64)
+}

@@ -1,0 +1,147 @@
+//! The `warden` import module: handles, calls, names, memory objects,
+//! permits, tasks, sockets and `poll`, one file per group of functions.
+//! Its per-task state is [`TaskIpc`] (`state.rs`).
+//!
+//! The functions and their Wasm signatures are listed in [`FUNCTIONS`];
+//! `sdk/c/warden.h` declares the same imports. Failures are negative
+//! [`Errno`](crate::ipc::Errno) codes.
+//!
+//! Inside, lowest first: `state` and `message` (a message's objects);
+//! `active` (calls to a task's service loop) and `passive` (a passive
+//! task's handler run on the caller's thread); `direct` (passive and host
+//! services behind a portal); then the functions: `ipc`, `handles`,
+//! `names`, `mem`, `permit`, `task`, `net`, `poll`.
+
+mod active;
+mod direct;
+mod handles;
+mod ipc;
+mod mem;
+mod message;
+mod names;
+mod net;
+mod passive;
+mod permit;
+mod poll;
+mod state;
+mod task;
+
+pub(crate) use direct::{call_bytes, HostService};
+pub use direct::{HostCall, HostHandler};
+pub(crate) use passive::{on_tick, Passive, Server};
+pub(crate) use state::{Bindings, Grants, NameMap, Spawner, TaskIpc};
+
+use super::guest::ret64;
+use super::TaskData;
+use wasmtime::{Caller, Linker};
+
+/// The import module name.
+pub const MODULE: &str = "warden";
+
+/// Every host function: name, parameter types, result type (Wasm text
+/// notation). A test instantiates a guest importing all of them.
+pub const FUNCTIONS: &[(&str, &str, &str)] = &[
+    ("close", "i32", "i32"),
+    ("dup", "i32", "i32"),
+    ("service_create", "", "i32"),
+    ("portal_create", "i32", "i32"),
+    ("call", "i32 i32 i32 i32 i32 i32 i32 i32 i32", "i64"),
+    ("call_fast", "i32 i32 i32 i32 i32 i32 i32 i32 i32", "i64"),
+    (
+        "call_timeout",
+        "i32 i32 i32 i32 i32 i32 i32 i32 i32 i64",
+        "i64",
+    ),
+    ("recv", "i32 i32 i32 i32 i32 i32", "i64"),
+    ("reply", "i64 i32 i32 i32 i32", "i32"),
+    ("call_origin", "i64 i32 i32", "i32"),
+    ("name_register", "i32 i32 i32", "i32"),
+    ("name_lookup", "i32 i32 i64", "i32"),
+    ("mem_create", "i64", "i32"),
+    ("mem_view", "i32 i64 i64 i32", "i32"),
+    ("mem_read", "i32 i64 i32 i32", "i64"),
+    ("mem_write", "i32 i64 i32 i32", "i64"),
+    ("mem_size", "i32", "i64"),
+    ("mem_revoke", "i32", "i32"),
+    ("permit_grant", "i32 i32 i32", "i32"),
+    ("permit_read", "i32 i64 i32 i32", "i64"),
+    ("permit_write", "i32 i64 i32 i32", "i64"),
+    ("permit_revoke", "i32", "i32"),
+    ("module_lookup", "i32 i32", "i32"),
+    ("task_spawn", "i32 i32 i32 i32 i32 i32", "i32"),
+    ("task_kill", "i32", "i32"),
+    ("task_wait", "i32 i64 i32", "i32"),
+    ("task_suspend", "i32", "i32"),
+    ("task_resume", "i32", "i32"),
+    ("task_event", "i32 i64 i32", "i32"),
+    ("task_raise", "i32 i64 i64", "i32"),
+    ("task_granted", "i32", "i32"),
+    ("namespace_bind", "i32 i32 i32", "i32"),
+    ("tcp_listen", "i32 i32", "i32"),
+    ("tcp_accept", "i32 i64", "i32"),
+    ("tcp_connect", "i32 i32 i64", "i32"),
+    ("sock_send", "i32 i32 i32 i64", "i64"),
+    ("sock_recv", "i32 i32 i32 i64", "i64"),
+    ("sock_shutdown", "i32", "i32"),
+    ("sock_addr", "i32 i32 i32 i32", "i32"),
+    ("poll", "i32 i32 i64", "i32"),
+];
+
+/// Adds every `warden` host function to `linker`.
+pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
+    handles::add_to_linker(linker)?;
+    ipc::add_to_linker(linker)?;
+    names::add_to_linker(linker)?;
+    mem::add_to_linker(linker)?;
+    permit::add_to_linker(linker)?;
+    task::add_to_linker(linker)?;
+    net::add_to_linker(linker)?;
+    poll::add_to_linker(linker)
+}
+
+/// The `warden` functions a passive task's store links: handles, memory
+/// objects, permits, a `name_lookup` that does not wait and a `call` that
+/// reaches direct services only.
+pub(super) fn add_passive_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
+    handles::add_to_linker(linker)?;
+    mem::add_to_linker(linker)?;
+    permit::add_to_linker(linker)?;
+    names::add_nowait_to_linker(linker)?;
+    // `call_fast` too: the SDK's warden_call tries it first.
+    for name in ["call", "call_fast"] {
+        linker.func_wrap(
+            MODULE,
+            name,
+            |mut c: Caller<'_, TaskData>,
+             a: i32,
+             b: i32,
+             l: i32,
+             h: i32,
+             n: i32,
+             r: i32,
+             rc: i32,
+             rh: i32,
+             rn: i32| {
+                ret64(direct::call_nested(&mut c, (a, b, l, h, n, r, rc, rh, rn)))
+            },
+        )?;
+    }
+    linker.func_wrap(
+        MODULE,
+        "call_timeout",
+        |mut c: Caller<'_, TaskData>,
+         a: i32,
+         b: i32,
+         l: i32,
+         h: i32,
+         n: i32,
+         r: i32,
+         rc: i32,
+         rh: i32,
+         rn: i32,
+         _timeout: i64| {
+            ret64(direct::call_nested(&mut c, (a, b, l, h, n, r, rc, rh, rn)))
+        },
+    )?;
+    Ok(())
+}
