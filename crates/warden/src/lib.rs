@@ -148,10 +148,10 @@ pub use output::{Capture, Output};
 pub use report::TaskReport;
 pub use runtime::machine;
 pub use runtime::{
-    disable_huge_pages, raise_descriptor_limit, Error, GroupSpec, ReportSink, Runtime,
-    RuntimeConfig, SetupStats, TaskView,
+    disable_huge_pages, raise_descriptor_limit, Error, ReportSink, Runtime, RuntimeConfig,
+    SetupStats, TaskView,
 };
 pub use sched::{Params, PolicyKind, RunQueue, TaskSched, Tree};
 pub use system::{load, modules, runtime_config, Step, System, SystemModule, SystemSpec};
-pub use task::{TaskId, TaskSpec, TaskStatus};
+pub use task::{GroupSpec, TaskId, TaskSpec, TaskStatus};
 pub use trim::set_heap_trim;

@@ -95,8 +95,8 @@ mod task;
 use task::{task_specs, RawTask};
 
 use crate::ipc::handle::MAX_HANDLES;
-use crate::runtime::GroupSpec;
 use crate::sched::{Params, PolicyKind};
+use crate::task::GroupSpec;
 use crate::task::{
     MemoryPolicy, Output, TaskSpec, DEFAULT_MAX_HANDLES, DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_MAX_MESSAGE_HANDLES,
@@ -497,7 +497,7 @@ mod tests {
         let m = Manifest::parse(&format!("{base}passive=true\nprovides=['kv']"), d.path()).unwrap();
         assert_eq!(
             m.tasks[0].call_cpu_limit,
-            crate::task::DEFAULT_CALL_CPU_LIMIT
+            crate::task::spec::DEFAULT_CALL_CPU_LIMIT
         );
         for (extra, want) in [
             ("passive=true", "needs a `provides` name"),

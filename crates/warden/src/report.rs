@@ -96,7 +96,7 @@ impl TaskReport {
             net_bytes_received: shared.net.received.load(Ordering::Relaxed),
             connections: shared.net.connections.load(Ordering::Relaxed),
             group: shared.groups.first().map(|g| g.name.clone()),
-            route: shared.route.as_deref().map(str::to_string),
+            route: shared.label.as_deref().map(str::to_string),
             create_ms: shared.create_ns.load(Ordering::Relaxed) as f64 / 1e6,
             teardown_ms: shared.teardown_ns.load(Ordering::Relaxed) as f64 / 1e6,
             start_ms,

@@ -201,7 +201,7 @@ impl Route {
         spec.stdin_bytes = Some(body);
         let capture = Capture::new(self.spec.max_response);
         spec.stdout = Output::Capture(capture.clone());
-        spec.route = Some(self.name.clone());
+        spec.label = Some(self.name.clone());
         (spec, capture)
     }
 

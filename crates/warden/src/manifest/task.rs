@@ -194,7 +194,7 @@ fn task_passive(t: &RawTask, spec: &mut TaskSpec) -> Result<(), String> {
         if t.count.is_some_and(|n| n > 1) {
             return Err("passive: a passive service runs as one task (count must be 1)".into());
         }
-        crate::runtime::check_passive(spec)?;
+        spec.check_passive()?;
     }
     Ok(())
 }

@@ -29,7 +29,6 @@ mod views;
 
 pub use route_stats::{RouteStats, BUCKETS};
 
-pub(crate) use passive::check_spec as check_passive;
 pub use setup::{disable_huge_pages, raise_descriptor_limit};
 pub use views::TaskView;
 
@@ -48,7 +47,8 @@ use crate::limiter::MemoryBudget;
 use crate::module::{self, LoadedModule};
 use crate::output::{HostStream, Sink};
 use crate::report::TaskReport;
-use crate::sched::{Params, PolicyKind};
+use crate::sched::PolicyKind;
+use crate::task::GroupSpec;
 use crate::task::{GroupShared, TaskId, TaskShared, TaskSpec, TaskStatus};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -151,33 +151,6 @@ impl Default for RuntimeConfig {
             memory_limit: None,
         }
     }
-}
-
-/// A scheduling group: its members share what the group gets from its
-/// parent, ordered among themselves by the group's own policy.
-#[derive(Debug, Clone)]
-pub struct GroupSpec {
-    /// Unique name.
-    pub name: String,
-    /// The enclosing group (`None`: the root).
-    pub parent: Option<String>,
-    /// How members are ordered.
-    pub policy: PolicyKind,
-    /// The group's share, tickets and priority in its parent.
-    pub params: Params,
-    /// At most this fraction of one core for all members together.
-    pub cap: Option<f64>,
-    /// Total CPU for all members; past it, all are killed.
-    pub cpu_quota: Option<Duration>,
-    /// The group's weight in sharing the link with its siblings.
-    pub bandwidth_share: u32,
-    /// Most bytes per second all members together may send.
-    pub bandwidth_limit: Option<u64>,
-    /// Most memory all members together may be charged.
-    pub memory_limit: Option<u64>,
-    /// Bytes reserved in the root when the runtime starts, from which
-    /// members' surplus is taken first (see `task::root`).
-    pub memory_guarantee: u64,
 }
 
 /// A group as the runtime keeps it.

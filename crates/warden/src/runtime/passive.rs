@@ -15,37 +15,9 @@ use super::{Error, Runtime};
 use crate::host::{classify, HostCall, HostService, Passive, Server, TaskData};
 use crate::ipc::service::{PortalRef, Service, ServiceRef};
 use crate::ipc::{Errno, Kernel};
-use crate::task::{TaskId, TaskShared, TaskSpec, TaskStatus};
+use crate::task::{TaskId, TaskShared, TaskStatus};
 use std::sync::Arc;
 use wasmtime::{InstancePre, Store};
-
-/// What a passive spec may not ask for, as an error message.
-pub(crate) fn check_spec(spec: &TaskSpec) -> Result<(), String> {
-    let Some(name) = spec.provides.first() else {
-        return Err(
-            "a passive task needs a `provides` name: its service is registered under the first"
-                .into(),
-        );
-    };
-    if name.ends_with('*') {
-        return Err(format!(
-            "a passive task's first `provides` name is its service's name, not a pattern ({name:?})"
-        ));
-    }
-    let refused = [
-        ("dirs", !spec.dirs.is_empty()),
-        ("listen", !spec.net.preopen_listeners.is_empty()),
-        ("stdin", spec.stdin_inherit || spec.stdin_bytes.is_some()),
-        ("modules", !spec.modules.is_empty()),
-    ];
-    match refused.iter().find(|(_, asked)| *asked) {
-        Some((key, _)) => Err(format!(
-            "a passive task cannot have `{key}`: its handler runs inside its callers' \
-             calls and may not wait"
-        )),
-        None => Ok(()),
-    }
-}
 
 /// A passive task's whole life as a future.
 pub(super) async fn run(

@@ -187,7 +187,7 @@ impl Runtime {
     /// in the middle of a guest's call.
     fn entry_module(&self, spec: &TaskSpec, first: bool) -> Result<Arc<LoadedModule>, Error> {
         let module = if spec.passive {
-            passive::check_spec(spec).map_err(|message| Error::Spawn {
+            spec.check_passive().map_err(|message| Error::Spawn {
                 name: spec.name.clone(),
                 message,
             })?;
@@ -259,7 +259,7 @@ impl Runtime {
         task.family.notify_memory = spec.on_memory_limit == crate::limiter::MemoryPolicy::Notify;
         task.family.notify_cpu = spec.on_cpu_limit_notify;
         task.groups = group.map(|g| g.chain.clone()).unwrap_or_default();
-        task.route = spec.route.clone();
+        task.label = spec.label.clone();
         task.event_log = inner.tasks.events.clone();
         task.root = Some(inner.tasks.root.clone());
         task.guarantee = spec.memory_guarantee;

@@ -81,7 +81,7 @@ impl Runtime {
             sockets: s.net.sockets(),
             connections: s.net.connections.load(Ordering::Relaxed),
             group: s.groups.first().map(|g| g.name.clone()),
-            route: s.route.as_deref().map(str::to_string),
+            route: s.label.as_deref().map(str::to_string),
             exit_code: None,
             reason: None,
         }

@@ -2,8 +2,9 @@
 //! dependency on Wasmtime, IPC, the executor or the host functions (they
 //! all depend on this, never the other way round).
 //!
-//! - [`TaskId`], [`TaskSpec`], [`TaskStatus`]: identity, what to start,
-//!   how it ended.
+//! - [`TaskId`], [`TaskStatus`]: identity, how it ended.
+//! - [`spec`]: what to start — [`TaskSpec`], [`NetSpec`], [`GroupSpec`] —
+//!   and the checks a spec must pass whoever made it.
 //! - [`state`]: the lifecycle word — queued, running, blocked, parked,
 //!   done; kill and suspend flags — with its numbered protocol.
 //! - [`account`]: memory, CPU and IPC accounts.
@@ -31,17 +32,20 @@ pub mod family;
 pub mod inherit;
 pub mod net;
 pub mod root;
+pub mod spec;
 pub mod state;
 
 pub use crate::output::Output;
-use crate::sched::Params;
 pub use account::{CpuAccount, IpcCounters, MemoryAccount};
 pub use family::{Family, EVENT_CPU, EVENT_MEMORY};
 pub use inherit::Inheritance;
 pub use net::NetAccount;
 pub use root::RootAccount;
+pub use spec::{
+    GroupSpec, NetSpec, TaskSpec, DEFAULT_MAX_HANDLES, DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_MAX_MESSAGE_HANDLES,
+};
 pub use state::State;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -66,166 +70,6 @@ pub struct TaskId(pub u64);
 impl std::fmt::Display for TaskId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}", self.0)
-    }
-}
-
-/// Everything needed to start a task.
-#[derive(Debug, Clone)]
-pub struct TaskSpec {
-    /// Unique name (for reports and output prefixes).
-    pub name: String,
-    /// The module file (`.wasm`, or `.wat` text).
-    pub module: PathBuf,
-    /// Arguments after argv\[0\] (argv\[0\] is the module's file name).
-    pub args: Vec<String>,
-    /// Environment variables; the task sees these and no others.
-    pub env: Vec<(String, String)>,
-    /// Preopened directories: guest path, host path.
-    pub dirs: Vec<(String, PathBuf)>,
-    /// Bytes of linear memory plus tables; `None` for no limit.
-    pub memory_limit: Option<u64>,
-    /// What a growth past `memory_limit` does, and what is done to the
-    /// task when its surplus is reclaimed (see [`root`]).
-    pub on_memory_limit: MemoryPolicy,
-    /// Bytes of the machine's memory set aside for it at spawn, which it
-    /// can always have (0: none; at most `memory_limit`).
-    pub memory_guarantee: u64,
-    /// Whose surplus is reclaimed first: the lowest priority's.
-    pub memory_priority: i32,
-    /// CPU time after which the task is killed; `None` for no limit.
-    pub cpu_limit: Option<Duration>,
-    /// Where the task's stdout goes.
-    pub stdout: Output,
-    /// Where the task's stderr goes.
-    pub stderr: Output,
-    /// Whether the task reads the host's stdin (otherwise it reads nothing).
-    pub stdin_inherit: bool,
-    /// Bytes the task reads on stdin instead (an HTTP request's body).
-    pub stdin_bytes: Option<bytes::Bytes>,
-    /// The HTTP route whose request the task handles, if it is a
-    /// per-request handler (shown to operators; its end does not count
-    /// as the end of one of the system's own tasks).
-    pub route: Option<Arc<str>>,
-    /// Names the task may register (exact, or a prefix ending in `*`).
-    pub provides: Vec<String>,
-    /// Names the task may look up.
-    pub uses: Vec<String>,
-    /// Of the names it registers, those other nodes of a cluster may call
-    /// (exact, or a prefix ending in `*`; each within `provides`).
-    pub export: Vec<String>,
-    /// Most handles the task may hold at once.
-    pub max_handles: usize,
-    /// Largest message (request or reply) the task may send, bytes.
-    pub max_message_bytes: u64,
-    /// Most handles one message of the task may carry.
-    pub max_message_handles: u64,
-    /// The scheduling group it belongs to (`None`: the root).
-    pub group: Option<String>,
-    /// Its share, tickets and priority within its group.
-    pub sched: Params,
-    /// At most this fraction of one core (0 < cap ≤ 1).
-    pub cap: Option<f64>,
-    /// As a server, run on callers' scheduling contexts (default true).
-    pub inheritance: bool,
-    /// At its CPU limit, suspend and notify the parent instead of dying
-    /// (only for children; a task without a parent is killed).
-    pub on_cpu_limit_notify: bool,
-    /// Modules it may spawn children from, by name.
-    pub modules: Vec<(String, PathBuf)>,
-    /// Its network allowances and budget.
-    pub net: NetSpec,
-    /// A passive service: a reactor module whose handler runs on its
-    /// callers' threads, registered under its first `provides` name.
-    pub passive: bool,
-    /// CPU one call to a passive service may use; past it the service
-    /// ends (callers get `PeerDied`). Also bounds how long a kill of a
-    /// caller inside the call waits for it (default 1 s).
-    pub call_cpu_limit: Duration,
-}
-
-/// Default for [`TaskSpec::call_cpu_limit`].
-pub const DEFAULT_CALL_CPU_LIMIT: Duration = Duration::from_secs(1);
-
-/// A task's network allowances and bandwidth budget.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NetSpec {
-    /// Addresses it may listen on (see `crate::net::grant`).
-    pub listen: Vec<String>,
-    /// Addresses it may connect to.
-    pub connect: Vec<String>,
-    /// Listeners opened for it before it starts, found as WASI
-    /// descriptors after its preopened directories.
-    pub preopen_listeners: Vec<String>,
-    /// Its weight in sharing the link with its siblings.
-    pub bandwidth_share: u32,
-    /// Most bytes per second it may send, however idle the link.
-    pub bandwidth_limit: Option<u64>,
-    /// Most bytes per second it may receive.
-    pub receive_limit: Option<u64>,
-    /// Most sockets it may hold at once.
-    pub max_sockets: u32,
-    /// Bytes of host buffer each way per socket (the host kernel doubles
-    /// it; each connection is charged the four together).
-    pub socket_buffer: usize,
-}
-
-impl Default for NetSpec {
-    fn default() -> Self {
-        NetSpec {
-            listen: vec![],
-            connect: vec![],
-            preopen_listeners: vec![],
-            bandwidth_share: 1,
-            bandwidth_limit: None,
-            receive_limit: None,
-            max_sockets: net::DEFAULT_MAX_SOCKETS,
-            socket_buffer: net::DEFAULT_SOCKET_BUFFER,
-        }
-    }
-}
-
-/// Default for [`TaskSpec::max_handles`].
-pub const DEFAULT_MAX_HANDLES: usize = 1024;
-/// Default for [`TaskSpec::max_message_bytes`].
-pub const DEFAULT_MAX_MESSAGE_BYTES: u64 = 64 * 1024;
-/// Default for [`TaskSpec::max_message_handles`].
-pub const DEFAULT_MAX_MESSAGE_HANDLES: u64 = 16;
-
-impl TaskSpec {
-    /// A spec with defaults: no args, env, dirs or limits; output inherited.
-    pub fn new(name: impl Into<String>, module: impl Into<PathBuf>) -> Self {
-        TaskSpec {
-            name: name.into(),
-            module: module.into(),
-            args: vec![],
-            env: vec![],
-            dirs: vec![],
-            memory_limit: None,
-            on_memory_limit: MemoryPolicy::Deny,
-            memory_guarantee: 0,
-            memory_priority: 0,
-            cpu_limit: None,
-            stdout: Output::Inherit,
-            stderr: Output::Inherit,
-            stdin_inherit: false,
-            stdin_bytes: None,
-            route: None,
-            provides: vec![],
-            export: vec![],
-            uses: vec![],
-            max_handles: DEFAULT_MAX_HANDLES,
-            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
-            max_message_handles: DEFAULT_MAX_MESSAGE_HANDLES,
-            group: None,
-            sched: Params::default(),
-            cap: None,
-            inheritance: true,
-            on_cpu_limit_notify: false,
-            modules: vec![],
-            net: NetSpec::default(),
-            passive: false,
-            call_cpu_limit: DEFAULT_CALL_CPU_LIMIT,
-        }
     }
 }
 
@@ -357,8 +201,8 @@ pub struct TaskShared {
     pub log: Arc<crate::output::LogRing>,
     /// Where its events are written, if anywhere.
     pub event_log: Option<Arc<crate::events::EventLog>>,
-    /// The HTTP route it handles a request of, if any.
-    pub route: Option<Arc<str>>,
+    /// Its spec's label (see [`TaskSpec::label`]).
+    pub label: Option<Arc<str>>,
     /// A server this task lent its context to (by a call) while the
     /// server sat in the run queue under its own key, 0 for none: when
     /// this task blocks, its worker files the server under this task's
@@ -403,7 +247,7 @@ impl TaskShared {
             slice_start_tick: AtomicU64::new(0),
             log: Arc::default(),
             event_log: None,
-            route: None,
+            label: None,
             lent_while_queued: AtomicU64::new(0),
             create_ns: AtomicU64::new(0),
             teardown_ns: AtomicU64::new(0),
