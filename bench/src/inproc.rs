@@ -32,8 +32,8 @@ pub fn runtime(workers: usize, max_tasks: u32) -> Runtime {
 /// A task whose output is discarded.
 pub fn quiet(name: &str, module: &str) -> TaskSpec {
     let mut s = TaskSpec::new(name, module);
-    s.stdout = Output::Null;
-    s.stderr = Output::Null;
+    s.stdio.stdout = Output::Null;
+    s.stdio.stderr = Output::Null;
     s
 }
 
@@ -87,7 +87,7 @@ pub fn spawn_batch(rt: &Runtime, spec: &TaskSpec, n: usize, status: &str) -> Res
 pub fn guest_figures(rt: &Runtime, mut spec: TaskSpec) -> Result<BTreeMap<String, f64>, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let out = dir.path().join("stdout");
-    spec.stdout = Output::File(out.clone());
+    spec.stdio.stdout = Output::File(out.clone());
     let id = rt.spawn(&spec).map_err(|e| e.to_string())?;
     let r = rt
         .wait_timeout(id, Some(Duration::from_secs(300)))
@@ -132,7 +132,7 @@ pub fn ipc_to(
     let mut client = TaskSpec::new("client", guests::IPC_BENCH);
     client.args = vec!["client".into(), calls.to_string()];
     client.args.push(kinds.join(","));
-    client.uses = vec!["bench".into()];
+    client.ipc.uses = vec!["bench".into()];
     let spawned = match server {
         Server::Active | Server::Passive => {
             let mut s = quiet("server", guests::IPC_BENCH);
@@ -141,7 +141,7 @@ pub fn ipc_to(
                 s = quiet("server", guests::PASSIVE_BENCH);
                 s.passive = true;
             }
-            s.provides = vec!["bench".into()];
+            s.ipc.provides = vec!["bench".into()];
             Some(rt.spawn(&s).map_err(|e| e.to_string())?)
         }
         Server::Host => {

@@ -361,7 +361,7 @@ fn scale_sample(broker: &Broker, k: usize, clients: usize, calls: u64) -> Result
     spec.args = ["client", &calls.to_string(), "null", "bench", "1"]
         .map(String::from)
         .into();
-    spec.uses = vec!["bench".into()];
+    spec.ipc.uses = vec!["bench".into()];
     let round = || -> Result<Duration, String> {
         let t = Instant::now();
         let ids = (0..clients)
@@ -493,8 +493,8 @@ impl Node {
         let n = Node::join(broker, node, keys)?;
         let mut s: TaskSpec = quiet("server", guests::IPC_BENCH);
         s.args = vec!["server".into()];
-        s.provides = vec!["bench".into()];
-        s.export = vec!["bench".into()];
+        s.ipc.provides = vec!["bench".into()];
+        s.ipc.export = vec!["bench".into()];
         n.rt.spawn(&s).map_err(|e| e.to_string())?;
         Ok(n)
     }
@@ -552,7 +552,7 @@ impl Pair {
             kinds.join(","),
             "bench".into(),
         ];
-        spec.uses = vec!["bench".into()];
+        spec.ipc.uses = vec!["bench".into()];
         inproc::guest_figures(&self.client.rt, spec)
     }
 }

@@ -9,8 +9,8 @@ use crate::harness::{contestant, interleave, Ctx};
 use crate::inproc::{self, quiet, Raw};
 use crate::model::{Kind, Table};
 use std::time::{Duration, Instant};
-use warden::sched::{Params, PolicyKind};
 use warden::{GroupSpec, Runtime, RuntimeConfig};
+use warden::{PolicyKind, SchedParams as Params};
 use warden_test_guests as guests;
 
 const WARDEN: &str = "Warden task";
@@ -73,7 +73,7 @@ pub fn run(ctx: &Ctx) -> Table {
                     );
                 }
                 let mut spec = quiet("deep", guests::SIEVE_C);
-                spec.group = Some("app".into());
+                spec.sched.group = Some("app".into());
                 s.push(&format!("{WARDEN}/{DEEP}"), timed(&deep, spec)?);
                 Ok(())
             }),

@@ -370,7 +370,7 @@ pub fn child_copies(n: usize, module: &str, cache: Option<PathBuf>) -> Result<()
             std::fs::File::from_raw_fd(saved),
         )
     };
-    spec.stdout = warden::Output::Inherit;
+    spec.stdio.stdout = warden::Output::Inherit;
     let mut lines = BufReader::new(reader);
     let mut line = String::new();
     for _ in 0..n {

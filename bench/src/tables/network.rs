@@ -225,12 +225,12 @@ fn warden_server(buffer: usize) -> Result<Server, String> {
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let out = dir.join("echo.out");
     let mut s = quiet("echo", guests::NET);
-    s.stdout = warden::Output::File(out.clone());
+    s.stdio.stdout = warden::Output::File(out.clone());
     s.args = vec!["echo-poll".into(), "127.0.0.1:0".into()];
     s.net.listen = vec!["127.0.0.1:*".into()];
     s.net.max_sockets = 2100;
     s.net.socket_buffer = buffer;
-    s.max_handles = 4096;
+    s.ipc.max_handles = 4096;
     rt.spawn(&s).map_err(|e| e.to_string())?;
     let t = Instant::now();
     let addr = loop {
@@ -410,7 +410,7 @@ fn echo(ctx: &Ctx) -> Table {
                 echo_round(
                     s,
                     WARDEN_DEFAULT,
-                    warden_server(warden::net::socket::BUFFER)?,
+                    warden_server(warden::DEFAULT_SOCKET_BUFFER)?,
                     ctx,
                 )
             }),

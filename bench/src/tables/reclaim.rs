@@ -87,7 +87,7 @@ fn warden(rt: &warden::Runtime, measure: bool) -> Result<f64, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let out = dir.path().join("out");
     let mut spec = quiet("hold", guests::HOLD);
-    spec.stdout = Output::File(out.clone());
+    spec.stdio.stdout = Output::File(out.clone());
     let before = self_rss_bytes();
     let id = rt.spawn(&spec).map_err(|e| e.to_string())?;
     let deadline = Instant::now() + Duration::from_secs(30);

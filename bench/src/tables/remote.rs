@@ -50,7 +50,7 @@ pub fn run(ctx: &Ctx) -> Table {
                 let mut spec = quiet("prims", guests::PRIMS);
                 spec.args = vec![ops.to_string()];
                 // The permit is timed in a child the owner grants it to.
-                spec.modules = vec![("self".into(), guests::PRIMS.into())];
+                spec.ipc.modules = vec![("self".into(), guests::PRIMS.into())];
                 let f = inproc::guest_figures(&rt, spec)?;
                 let get = |k: &str| figure(&f, k);
                 s.push(&format!("{LOCAL}/field read"), cyc(get("read")?));

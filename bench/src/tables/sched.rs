@@ -9,7 +9,7 @@ use crate::model::{Kind, Samples, Table};
 use crate::peers::{figure, figures};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use warden::sched::{Params, PolicyKind, RunQueue, TaskSched, Tree};
+use warden::{PolicyKind, RunQueue, SchedParams as Params, SchedTree as Tree, TaskSched};
 use warden::{Runtime, RuntimeConfig, TaskId};
 use warden_test_guests as guests;
 
@@ -46,7 +46,7 @@ fn shares(kind: PolicyKind, secs: f64) -> Result<Vec<f64>, String> {
     let ids: Vec<TaskId> = (1..=4u32)
         .map(|w| {
             let mut s = quiet(&format!("spin{w}"), guests::SPIN);
-            s.sched = Params {
+            s.sched.params = Params {
                 share: w,
                 tickets: 100 * w,
                 priority: 0,

@@ -14,7 +14,7 @@ use crate::model::{Kind, Samples, Table};
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use warden::http::HttpServer;
+use warden::HttpServer;
 use warden::{Manifest, Runtime, RuntimeConfig, SetupStats};
 use warden_test_guests as guests;
 
@@ -84,7 +84,7 @@ fn system(text: &str) -> Result<(Runtime, Option<HttpServer>), String> {
     .map_err(|e| e.to_string())?;
     for t in &m.tasks {
         let mut t = t.clone();
-        t.stdout = warden::Output::Null;
+        t.stdio.stdout = warden::Output::Null;
         rt.spawn(&t).map_err(|e| e.to_string())?;
     }
     let server = match m.http.first() {

@@ -6,7 +6,7 @@ use crate::cli::CheckArgs;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::ExitCode;
-use warden::http::Handler;
+use warden::RouteHandler as Handler;
 use warden::{Manifest, Runtime, RuntimeConfig};
 
 pub fn check(args: &CheckArgs) -> Result<ExitCode, String> {
@@ -78,7 +78,7 @@ fn unserved(m: &Manifest) -> Vec<String> {
     let provided: BTreeSet<&str> = m
         .tasks
         .iter()
-        .flat_map(|t| &t.provides)
+        .flat_map(|t| &t.ipc.provides)
         .map(|s| s.as_str())
         .collect();
     m.http
@@ -117,7 +117,7 @@ pub fn cluster_config(manifests: &[std::path::PathBuf]) -> Result<(), String> {
         let spec = m
             .cluster
             .ok_or_else(|| format!("{}: no [cluster] section", path.display()))?;
-        let mut exports: Vec<String> = m.tasks.iter().flat_map(|t| t.export.clone()).collect();
+        let mut exports: Vec<String> = m.tasks.iter().flat_map(|t| t.ipc.export.clone()).collect();
         exports.sort();
         exports.dedup();
         members.push(Member { spec, exports });

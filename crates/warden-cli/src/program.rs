@@ -250,11 +250,11 @@ mod tests {
             vec![("/data".to_string(), dir.path().to_path_buf())]
         );
         assert_eq!(t.env, vec![("A".to_string(), "1".to_string())]);
-        assert!(!t.stdin_inherit);
-        assert_eq!(t.memory_limit, Some(2 << 20));
-        assert_eq!(t.on_memory_limit, warden::MemoryPolicy::Notify);
-        assert_eq!(t.cpu_limit, Some(std::time::Duration::from_secs(3)));
-        assert!(t.on_cpu_limit_notify);
+        assert!(!t.stdio.stdin_inherit);
+        assert_eq!(t.limits.memory_limit, Some(2 << 20));
+        assert_eq!(t.limits.on_memory_limit, warden::MemoryPolicy::Notify);
+        assert_eq!(t.limits.cpu_limit, Some(std::time::Duration::from_secs(3)));
+        assert!(t.limits.on_cpu_limit_notify);
         assert_eq!(
             (t.net.bandwidth_limit, t.net.receive_limit),
             (Some(1_000_000), Some(2_000_000))
@@ -265,11 +265,11 @@ mod tests {
             (t.net.connect.clone(), t.net.listen.clone()),
             (v("127.0.0.1:80"), v("127.0.0.1:*"))
         );
-        assert_eq!((t.max_handles, t.max_message_bytes), (9, 1 << 10));
-        assert_eq!(t.modules, vec![("child".to_string(), module.clone())]);
+        assert_eq!((t.ipc.max_handles, t.ipc.max_message_bytes), (9, 1 << 10));
+        assert_eq!(t.ipc.modules, vec![("child".to_string(), module.clone())]);
         // Defaults for a program: stdin inherited, named after its file.
         let t = task(&module, &[], &ProgramArgs::default()).unwrap();
-        assert!(t.stdin_inherit && t.name == "m");
+        assert!(t.stdio.stdin_inherit && t.name == "m");
         assert!(!any(&ProgramArgs::default()));
     }
 

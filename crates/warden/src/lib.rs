@@ -31,9 +31,9 @@
 //!         (call $exit (i32.load8_u (i32.const 32)))))"#)?;
 //!
 //! let mut spec = TaskSpec::new("plugin", "plugin.wat");
-//! spec.uses = vec!["double".into()];       // the names it may look up
-//! spec.memory_limit = Some(16 << 20);      // its exact budgets
-//! spec.cpu_limit = Some(std::time::Duration::from_secs(1));
+//! spec.ipc.uses = vec!["double".into()];          // the names it may look up
+//! spec.limits.memory_limit = Some(16 << 20);      // its exact budgets
+//! spec.limits.cpu_limit = Some(std::time::Duration::from_secs(1));
 //! // Spawn and wait in one: while a worker is idle, the task runs on this
 //! // thread (rt.spawn returns at once; rt.wait(id) waits for its report).
 //! let report = rt.run(&spec)?;
@@ -61,7 +61,7 @@
 //!   objects and permits, reached by guests through the `warden` import
 //!   module ([`HOST_FUNCTIONS`]; C SDK in `sdk/c/warden.h`), with errors as
 //!   [`Errno`] codes.
-//! - **Network** ([`net`]): TCP listeners and connections as handles (and
+//! - **Network** ([`NetSpec`]): TCP listeners and connections as handles (and
 //!   as WASI descriptors for unmodified programs), reachable only at the
 //!   addresses a task is granted; outgoing bytes shared by hierarchical
 //!   WF2Q+ over the group tree, with caps, and received bytes charged to
@@ -73,7 +73,7 @@
 //!   machines joined through a NATS broker ([`Runtime::join_cluster`]);
 //!   exported names are found by other nodes' lookups and called with the
 //!   semantics of local calls, a dead node being a dead peer.
-//! - **Scheduling** ([`sched`]): policies as plain data structures
+//! - **Scheduling** ([`RunQueue`], [`SchedParams`], [`GroupSpec`]): policies as plain data structures
 //!   (round-robin, priority, stride, lottery, groups, caps), CPU
 //!   inheritance across portal calls, nested tasks with carved budgets.
 //! - **Operators** ([`control`]): the control API, web dashboard and
@@ -91,10 +91,29 @@
 //! `system`, which assembles a running system from them, last. Nothing
 //! low depends on anything high: a test (`src/layers.rs`) reads every
 //! source file and fails on an upward edge.
-//! - [`Manifest`]: a TOML description of a system of tasks.
-//! - [`System`]: a manifest's system started and run (runtime, tasks, web
-//!   servers, control API, cluster), as the `warden` command runs it.
-//! - [`TaskReport`]: how a task ended and what it used.
+//!
+//! # Public API
+//!
+//! The modules are private; what an embedder needs is re-exported here:
+//! - [`Runtime`], [`RuntimeConfig`], [`TaskSpec`] (with its groups
+//!   [`Limits`], [`Stdio`], [`IpcSpec`], [`SchedSpec`], [`NetSpec`]),
+//!   [`GroupSpec`], [`TaskId`], [`TaskStatus`], [`TaskReport`],
+//!   [`TaskView`], [`Errno`], [`MemoryPolicy`], [`Output`]: tasks and
+//!   their budgets;
+//! - [`HostCall`], [`HostHandler`]: host services;
+//! - [`Manifest`]: a TOML description of a system of tasks, and
+//!   [`System`]: a manifest's system started and run (runtime, tasks, web
+//!   servers, control API, cluster), as the `warden` command runs it;
+//! - from the web server: [`HttpServer`], [`HttpSpec`], [`RouteSpec`],
+//!   [`RouteHandler`];
+//! - from the schedulers: [`RunQueue`], [`TaskSched`], [`SchedTree`],
+//!   [`SchedParams`], [`PolicyKind`] (the policies as plain data, for a
+//!   program that drives one itself);
+//! - [`Cluster`], [`ClusterSpec`] and [`cluster_config`]: clusters;
+//! - [`control`]: the control API's server and its access token, the one
+//!   operator module left public, as a namespace of a few items;
+//! - [`units`] and [`descriptors`]: sizes, durations and rates as the
+//!   manifest writes them, and the process's descriptor budget.
 
 #![warn(missing_docs)]
 
@@ -108,7 +127,7 @@ mod events;
 mod executor;
 mod fifo;
 mod host;
-pub mod http;
+mod http;
 mod idmap;
 mod ipc;
 #[cfg(test)]
@@ -116,11 +135,11 @@ mod layers;
 mod limiter;
 mod manifest;
 mod module;
-pub mod net;
+mod net;
 mod output;
 mod report;
 mod runtime;
-pub mod sched;
+mod sched;
 mod system;
 mod task;
 #[cfg(test)]
@@ -138,20 +157,25 @@ pub mod cluster_config {
 }
 pub use executor::{set_idle_spin, ExecutorStats, IDLE_SPIN};
 pub use host::FUNCTIONS as HOST_FUNCTIONS;
-pub use host::{HostCall, HostHandler, Strings};
+pub use host::{HostCall, HostHandler};
 pub use host::{MAX_OPEN_FILES, MAX_POLL_SUBSCRIPTIONS};
+pub use http::{Handler as RouteHandler, HttpServer, HttpSpec, RouteSpec};
 pub use ipc::Errno;
 pub use limiter::{MemoryPolicy, TABLE_ELEMENT_BYTES};
 pub use manifest::{Manifest, RuntimeSection};
 pub use module::{LoadedModule, DEFAULT_MAX_MODULE_BYTES, PROVIDED_IMPORT_MODULES};
-pub use output::{Capture, Output};
+pub use output::{CapturedOutput, Output};
 pub use report::TaskReport;
 pub use runtime::machine;
 pub use runtime::{
     disable_huge_pages, raise_descriptor_limit, Error, ReportSink, Runtime, RuntimeConfig,
     SetupStats, TaskView,
 };
-pub use sched::{Params, PolicyKind, RunQueue, TaskSched, Tree};
+pub use sched::{Params as SchedParams, Tree as SchedTree};
+pub use sched::{PolicyKind, RunQueue, TaskSched};
 pub use system::{load, modules, runtime_config, Step, System, SystemModule, SystemSpec};
-pub use task::{GroupSpec, TaskId, TaskSpec, TaskStatus};
+pub use task::net::DEFAULT_SOCKET_BUFFER;
+pub use task::{
+    GroupSpec, IpcSpec, Limits, NetSpec, SchedSpec, Stdio, TaskId, TaskSpec, TaskStatus,
+};
 pub use trim::set_heap_trim;

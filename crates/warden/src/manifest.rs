@@ -463,9 +463,9 @@ mod tests {
         let names: Vec<_> = m.tasks.iter().map(|t| t.name.as_str()).collect();
         assert_eq!(names, ["a.0", "a.1", "a.2"]);
         let t = &m.tasks[1];
-        assert_eq!(t.memory_limit, Some(1 << 20));
-        assert_eq!(t.on_memory_limit, MemoryPolicy::Kill);
-        assert_eq!(t.cpu_limit, Some(Duration::from_millis(250)));
+        assert_eq!(t.limits.memory_limit, Some(1 << 20));
+        assert_eq!(t.limits.on_memory_limit, MemoryPolicy::Kill);
+        assert_eq!(t.limits.cpu_limit, Some(Duration::from_millis(250)));
         assert_eq!(t.args, ["x", "a.1/1"]);
         assert_eq!(
             t.env,

@@ -18,9 +18,10 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError, StreamResult};
 
 /// The destination of one output stream of a task, as configured.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Output {
     /// The host process's stdout (for a task's stdout) or stderr (for its stderr).
+    #[default]
     Inherit,
     /// Discard everything.
     Null,
@@ -28,14 +29,14 @@ pub enum Output {
     File(PathBuf),
     /// Keep it in memory, up to a bound (how an HTTP handler's response
     /// is collected). Not copied to the task's log.
-    Capture(Capture),
+    Capture(CapturedOutput),
 }
 
 /// Output kept in memory, at most `limit` bytes: a write past the limit
 /// fails (the guest sees an I/O error) and the capture is marked
 /// overflowed. Cheap to clone; clones share the bytes.
 #[derive(Debug, Clone)]
-pub struct Capture(Arc<Mutex<CaptureState>>);
+pub struct CapturedOutput(Arc<Mutex<CaptureState>>);
 
 #[derive(Debug)]
 struct CaptureState {
@@ -44,10 +45,10 @@ struct CaptureState {
     overflowed: bool,
 }
 
-impl Capture {
+impl CapturedOutput {
     /// An empty capture holding at most `limit` bytes.
-    pub fn new(limit: usize) -> Capture {
-        Capture(Arc::new(Mutex::new(CaptureState {
+    pub fn new(limit: usize) -> CapturedOutput {
+        CapturedOutput(Arc::new(Mutex::new(CaptureState {
             bytes: Vec::new(),
             limit,
             overflowed: false,
@@ -78,13 +79,13 @@ impl Capture {
     }
 }
 
-impl PartialEq for Capture {
-    fn eq(&self, other: &Capture) -> bool {
+impl PartialEq for CapturedOutput {
+    fn eq(&self, other: &CapturedOutput) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
     }
 }
 
-impl Eq for Capture {}
+impl Eq for CapturedOutput {}
 
 /// Bytes of output kept per task for operators.
 pub const LOG_RING_BYTES: usize = 64 * 1024;
@@ -128,7 +129,7 @@ enum Target {
     Host(HostStream),
     Null,
     File(std::fs::File),
-    Capture(Capture),
+    Capture(CapturedOutput),
 }
 
 struct SinkInner {

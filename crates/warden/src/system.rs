@@ -108,7 +108,8 @@ pub fn modules<'a>(specs: impl IntoIterator<Item = &'a TaskSpec>) -> Vec<SystemM
     specs
         .into_iter()
         .flat_map(|s| {
-            std::iter::once((&s.module, s.passive)).chain(s.modules.iter().map(|(_, m)| (m, false)))
+            std::iter::once((&s.module, s.passive))
+                .chain(s.ipc.modules.iter().map(|(_, m)| (m, false)))
         })
         .filter(|m| seen.insert(*m))
         .collect()

@@ -75,13 +75,13 @@ fn guest_calls() {
     let rt = runtime(2);
     let mut srv = spec(dir.path(), "srv", guests::ECHO);
     srv.args = vec!["server".into(), "echo".into()];
-    srv.provides = vec!["echo".into()];
+    srv.ipc.provides = vec!["echo".into()];
     let srv = rt.spawn(&srv).unwrap();
     let mut client = spec(dir.path(), "client", guests::ECHO);
     client.args = ["client", "echo", "1000000", "steady"]
         .map(String::from)
         .to_vec();
-    client.uses = vec!["echo".into()];
+    client.ipc.uses = vec!["echo".into()];
     let client = rt.spawn(&client).unwrap();
     let mut tried = 0;
     let mut next = seeds();
@@ -127,11 +127,11 @@ fn fuzzer(rt: &warden::Runtime, dir: &std::path::Path, seed: u64) -> warden::Tas
     std::fs::create_dir_all(&root).unwrap();
     let mut f = spec(dir, &format!("fuzz{seed}"), guests::FUZZ);
     f.args = vec![seed.to_string(), "3000".into()];
-    f.provides = vec!["fz*".into()];
-    f.uses = vec!["fz*".into()];
+    f.ipc.provides = vec!["fz*".into()];
+    f.ipc.uses = vec!["fz*".into()];
     f.dirs = vec![("/fz".into(), root)];
-    f.memory_limit = Some(64 << 20);
-    f.cpu_limit = Some(Duration::from_secs(60));
+    f.limits.memory_limit = Some(64 << 20);
+    f.limits.cpu_limit = Some(Duration::from_secs(60));
     // Loopback only: its own listeners, and connections to them.
     f.net.listen = vec!["127.0.0.1:0".into(), "[::1]:0".into()];
     f.net.connect = vec!["127.0.0.1:*".into(), "[::1]:*".into()];

@@ -91,10 +91,10 @@ fn guarantees_never_add_up_to_more_than_the_root() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime_with_root(256 * MIB);
     let mut first = hostile(dir.path(), "first", &["sleep"]);
-    first.memory_guarantee = 200 * MIB;
+    first.limits.memory_guarantee = 200 * MIB;
     let first = rt.spawn(&first).expect("200 MiB of 256 MiB");
     let mut second = hostile(dir.path(), "second", &["sleep"]);
-    second.memory_guarantee = 100 * MIB;
+    second.limits.memory_guarantee = 100 * MIB;
     let err = rt.spawn(&second).unwrap_err().to_string();
     assert!(
         err.contains("memory guarantee of 100.0 MiB cannot be reserved: 56.0 MiB unreserved"),
@@ -102,13 +102,13 @@ fn guarantees_never_add_up_to_more_than_the_root() {
     );
     assert_eq!(rt.root_memory().guaranteed_bytes, 200 * MIB);
     let mut over = hostile(dir.path(), "over", &["sleep"]);
-    (over.memory_guarantee, over.memory_limit) = (8 * MIB, Some(4 * MIB));
+    (over.limits.memory_guarantee, over.limits.memory_limit) = (8 * MIB, Some(4 * MIB));
     let err = rt.spawn(&over).unwrap_err().to_string();
     assert!(err.contains("more than the task's memory limit"), "{err}");
     rt.kill(first, "done").unwrap();
     wait(&rt, first, Duration::from_secs(20));
     assert_eq!(rt.root_memory().guaranteed_bytes, 0, "given back");
-    second.memory_guarantee = 250 * MIB;
+    second.limits.memory_guarantee = 250 * MIB;
     let id = rt.spawn(&second).expect("room again");
     rt.kill(id, "done").unwrap();
 }
@@ -121,13 +121,13 @@ fn surplus_is_reclaimed_lowest_priority_first_by_kill_and_notify() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime_with_root(512 * MIB);
     let mut low = hostile(dir.path(), "low", &["hold", "150"]);
-    (low.memory_priority, low.on_memory_limit) = (-1, MemoryPolicy::Kill);
+    (low.limits.memory_priority, low.limits.on_memory_limit) = (-1, MemoryPolicy::Kill);
     let mut parent = hostile(dir.path(), "parent", &["parent-of-hold", "150"]);
-    parent.modules = vec![("self".into(), guests::HOSTILE.into())];
-    parent.memory_limit = Some(160 * MIB);
-    parent.on_memory_limit = MemoryPolicy::Notify;
+    parent.ipc.modules = vec![("self".into(), guests::HOSTILE.into())];
+    parent.limits.memory_limit = Some(160 * MIB);
+    parent.limits.on_memory_limit = MemoryPolicy::Notify;
     let mut high = hostile(dir.path(), "high", &["hold", "150"]);
-    (high.memory_priority, high.on_memory_limit) = (5, MemoryPolicy::Kill);
+    (high.limits.memory_priority, high.limits.on_memory_limit) = (5, MemoryPolicy::Kill);
     let low = rt.spawn(&low).unwrap();
     wait_for_output(dir.path(), "low", "hold: 2400 pages");
     let parent = rt.spawn(&parent).unwrap();
@@ -151,7 +151,7 @@ fn surplus_is_reclaimed_lowest_priority_first_by_kill_and_notify() {
     assert!(root.surplus_bytes >= 450 * MIB, "{root:?}");
 
     let mut g = hostile(dir.path(), "guaranteed", &["grow-touch", "240"]);
-    (g.memory_guarantee, g.memory_limit) = (250 * MIB, Some(250 * MIB));
+    (g.limits.memory_guarantee, g.limits.memory_limit) = (250 * MIB, Some(250 * MIB));
     let id = rt.spawn(&g).unwrap_or_else(|e| {
         let tasks = rt.live_tasks();
         let held: Vec<_> = tasks.iter().map(|t| (&t.name, t.surplus_bytes)).collect();
@@ -191,7 +191,7 @@ fn holders_that_deny_keep_their_surplus_and_the_spawn_is_refused() {
         .unwrap();
     wait_for_output(dir.path(), "holder", "hold: ");
     let mut g = hostile(dir.path(), "guaranteed", &["sleep"]);
-    g.memory_guarantee = 64 * MIB;
+    g.limits.memory_guarantee = 64 * MIB;
     let err = rt.spawn(&g).unwrap_err().to_string();
     assert!(
         err.contains(
@@ -215,7 +215,7 @@ fn group(name: &str, limit: Option<u64>, guarantee: u64) -> warden::GroupSpec {
         name: name.into(),
         parent: None,
         policy: warden::PolicyKind::RoundRobin,
-        params: warden::Params::default(),
+        params: warden::SchedParams::default(),
         cap: None,
         cpu_quota: None,
         bandwidth_share: 1,
@@ -252,7 +252,7 @@ fn a_group_covers_its_members_with_a_limit_and_a_guarantee() {
     );
     for i in 0..2 {
         let mut m = hostile(dir.path(), &format!("capped{i}"), &["hold", "40"]);
-        m.group = Some("capped".into());
+        m.sched.group = Some("capped".into());
         rt.spawn(&m).unwrap();
         wait_for_output(dir.path(), &format!("capped{i}"), "hold: ");
     }
@@ -270,11 +270,11 @@ fn a_group_covers_its_members_with_a_limit_and_a_guarantee() {
     // The member is spawned first and grows once the outsider, which
     // has no group, holds all the root's surplus (and says so by name).
     let mut member = hostile(dir.path(), "member", &["wait-grow", "120", "full"]);
-    (member.group, member.uses) = (Some("kept".into()), vec!["full".into()]);
+    (member.sched.group, member.ipc.uses) = (Some("kept".into()), vec!["full".into()]);
     rt.spawn(&member).unwrap();
     wait_for_output(dir.path(), "member", "wait-grow: ready");
     let mut outsider = hostile(dir.path(), "outsider", &["hold", "4096", "full"]);
-    outsider.provides = vec!["full".into()];
+    outsider.ipc.provides = vec!["full".into()];
     rt.spawn(&outsider).unwrap();
     wait_for_output(dir.path(), "outsider", "hold: ");
     let root = rt.root_memory();

@@ -79,7 +79,7 @@ fn stdout_follows_its_descriptor() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime(1);
     let mut s = spec(dir.path(), "moved", guests::STDOUT_RENUMBERED);
-    s.stderr = warden::Output::File(dir.path().join("moved.err"));
+    s.stdio.stderr = warden::Output::File(dir.path().join("moved.err"));
     let r = run_one(&rt, &s, Duration::from_secs(20));
     assert_eq!((r.status, r.exit_code), ("exited", Some(8)), "EBADF on 1");
     assert_eq!(stdout_of(dir.path(), "moved"), "moved\n");

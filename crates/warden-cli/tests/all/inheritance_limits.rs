@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 fn stuck(dir: &std::path::Path, name: &str, mode: &str) -> warden::TaskSpec {
     let mut s = spec(dir, name, guests::STUCK);
     s.args = vec![mode.into()];
-    s.provides = vec!["stuck".into(), "gave-up".into()];
-    s.uses = s.provides.clone();
+    s.ipc.provides = vec!["stuck".into(), "gave-up".into()];
+    s.ipc.uses = s.ipc.provides.clone();
     s
 }
 
@@ -19,7 +19,7 @@ fn a_server_limit_holds_on_inherited_cpu() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime(2);
     let mut server = stuck(dir.path(), "server", "server");
-    server.cpu_limit = Some(Duration::from_millis(300));
+    server.limits.cpu_limit = Some(Duration::from_millis(300));
     let server = rt.spawn(&server).unwrap();
     let client = rt.spawn(&stuck(dir.path(), "client", "client")).unwrap();
     let s = wait(&rt, server, Duration::from_secs(30));
@@ -49,7 +49,7 @@ fn a_client_limit_bounds_cpu_spent_on_its_behalf() {
     let rt = runtime(2);
     let server = rt.spawn(&stuck(dir.path(), "server", "server")).unwrap();
     let mut client = stuck(dir.path(), "client", "client");
-    client.cpu_limit = Some(Duration::from_millis(200));
+    client.limits.cpu_limit = Some(Duration::from_millis(200));
     let client = rt.spawn(&client).unwrap();
     let c = wait(&rt, client, Duration::from_secs(30));
     assert_eq!(c.status, "killed", "{c:?}");

@@ -33,8 +33,8 @@ fn guest_importing_every_host_function() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime(1);
     let mut s = spec(dir.path(), "abi", guests::ABI_ALL);
-    s.provides = vec!["abi".into()];
-    s.uses = vec!["abi".into(), "absent".into()];
+    s.ipc.provides = vec!["abi".into()];
+    s.ipc.uses = vec!["abi".into(), "absent".into()];
     let r = run_one(&rt, &s, Duration::from_secs(20));
     assert_eq!(stdout_of(dir.path(), "abi"), "abi: ok\n");
     assert_eq!(r.exit_code, Some(0));
@@ -82,15 +82,15 @@ fn random_arguments_harm_nobody() {
     let rt = runtime(2);
     let mut srv = spec(dir.path(), "srv", guests::ECHO);
     srv.args = vec!["server".into(), "echo".into()];
-    srv.provides = vec!["echo".into()];
+    srv.ipc.provides = vec!["echo".into()];
     let srv = rt.spawn(&srv).unwrap();
     let fuzzers: Vec<_> = (0..4)
         .map(|seed| {
             let mut f = spec(dir.path(), &format!("fuzz{seed}"), guests::FUZZ);
             f.args = vec![seed.to_string(), "20000".into()];
-            f.provides = vec!["fz*".into()];
-            f.uses = vec!["fz*".into()];
-            f.memory_limit = Some(64 << 20);
+            f.ipc.provides = vec!["fz*".into()];
+            f.ipc.uses = vec!["fz*".into()];
+            f.limits.memory_limit = Some(64 << 20);
             rt.spawn(&f).unwrap()
         })
         .collect();
@@ -101,7 +101,7 @@ fn random_arguments_harm_nobody() {
         "2000".into(),
         "steady".into(),
     ];
-    c.uses = vec!["echo".into()];
+    c.ipc.uses = vec!["echo".into()];
     let c = rt.spawn(&c).unwrap();
     for (seed, id) in fuzzers.into_iter().enumerate() {
         let r = wait(&rt, id, Duration::from_secs(60));

@@ -6,14 +6,14 @@ use std::time::Duration;
 fn server(dir: &std::path::Path, name: &str, service: &str) -> warden::TaskSpec {
     let mut s = spec(dir, name, guests::ECHO);
     s.args = vec!["server".into(), service.into()];
-    s.provides = vec![service.into()];
+    s.ipc.provides = vec![service.into()];
     s
 }
 
 fn client(dir: &std::path::Path, name: &str, service: &str, n: u32, msg: &str) -> warden::TaskSpec {
     let mut s = spec(dir, name, guests::ECHO);
     s.args = vec!["client".into(), service.into(), n.to_string(), msg.into()];
-    s.uses = vec![service.into()];
+    s.ipc.uses = vec![service.into()];
     s
 }
 
@@ -70,12 +70,12 @@ fn names_outside_the_grants_are_denied() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime(1);
     let mut s = server(dir.path(), "srv", "echo");
-    s.provides = vec!["other".into()];
+    s.ipc.provides = vec!["other".into()];
     let r = run_one(&rt, &s, Duration::from_secs(20));
     assert_eq!(r.exit_code, Some(1));
     assert_eq!(stdout_of(dir.path(), "srv"), "server: register: denied\n");
     let mut c = client(dir.path(), "c", "echo", 1, "x");
-    c.uses = vec!["ech".into(), "e*x".into()];
+    c.ipc.uses = vec!["ech".into(), "e*x".into()];
     let r = run_one(&rt, &c, Duration::from_secs(20));
     assert_eq!(r.exit_code, Some(1));
     assert_eq!(stdout_of(dir.path(), "c"), "client: lookup: denied\n");
@@ -88,7 +88,7 @@ fn message_over_quota_is_refused() {
     let rt = runtime(2);
     let srv = rt.spawn(&server(dir.path(), "srv", "echo")).unwrap();
     let mut c = client(dir.path(), "c", "echo", 1, &"x".repeat(200));
-    c.max_message_bytes = 100;
+    c.ipc.max_message_bytes = 100;
     let r = run_one(&rt, &c, Duration::from_secs(20));
     assert_eq!(r.exit_code, Some(2));
     assert_eq!(stdout_of(dir.path(), "c"), "client: call: quota exceeded\n");
@@ -104,10 +104,10 @@ fn moved_portal_and_no_clients() {
     let rt = runtime(2);
     let mut keeper = spec(dir.path(), "keeper", guests::BROKER);
     keeper.args = vec!["keeper".into()];
-    keeper.provides = vec!["keeper".into()];
+    keeper.ipc.provides = vec!["keeper".into()];
     let mut srv = spec(dir.path(), "server", guests::BROKER);
     srv.args = vec!["server".into()];
-    srv.uses = vec!["keeper".into()];
+    srv.ipc.uses = vec!["keeper".into()];
     let k = rt.spawn(&keeper).unwrap();
     let s = rt.spawn(&srv).unwrap();
     assert_eq!(wait(&rt, k, Duration::from_secs(20)).exit_code, Some(0));
@@ -165,7 +165,7 @@ fn a_call_left_under_way_is_abandoned_when_its_caller_ends() {
     wait_for_output(dir.path(), "srv", "server: ready");
     let mut stray = spec(dir.path(), "stray", guests::ECHO);
     stray.args = vec!["stray".into(), "echo".into()];
-    stray.uses = vec!["echo".into()];
+    stray.ipc.uses = vec!["echo".into()];
     let r = run_one(&rt, &stray, Duration::from_secs(30));
     assert_eq!(r.exit_code, Some(0), "{r:?}");
     assert_eq!(

@@ -8,7 +8,7 @@ fn memory_object_semantics() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime(1);
     let mut s = spec(dir.path(), "m", guests::MEMOBJ);
-    s.memory_limit = Some(16 << 20);
+    s.limits.memory_limit = Some(16 << 20);
     let r = run_one(&rt, &s, Duration::from_secs(20));
     assert_eq!(stdout_of(dir.path(), "m"), "memobj: ok\n");
     assert_eq!(r.exit_code, Some(0));
@@ -17,14 +17,14 @@ fn memory_object_semantics() {
 fn reader(dir: &std::path::Path) -> warden::TaskSpec {
     let mut s = spec(dir, "reader", guests::PERMIT);
     s.args = vec!["reader".into()];
-    s.provides = vec!["reader".into()];
+    s.ipc.provides = vec!["reader".into()];
     s
 }
 
 fn owner(dir: &std::path::Path, mode: &str) -> warden::TaskSpec {
     let mut s = spec(dir, "owner", guests::PERMIT);
     s.args = vec![mode.into()];
-    s.uses = vec!["reader".into()];
+    s.ipc.uses = vec!["reader".into()];
     s
 }
 

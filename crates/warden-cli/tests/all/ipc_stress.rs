@@ -11,8 +11,8 @@ const CLIENTS: usize = 4;
 fn echo(dir: &std::path::Path, name: &str, args: &[&str], service: &str) -> warden::TaskSpec {
     let mut s = spec(dir, name, guests::ECHO);
     s.args = args.iter().map(|a| a.to_string()).collect();
-    s.provides = vec![service.into()];
-    s.uses = vec![service.into()];
+    s.ipc.provides = vec![service.into()];
+    s.ipc.uses = vec![service.into()];
     s
 }
 

@@ -6,14 +6,14 @@ use std::time::{Duration, Instant};
 fn server(dir: &std::path::Path) -> warden::TaskSpec {
     let mut s = spec(dir, "srv", guests::ECHO);
     s.args = vec!["server".into(), "echo".into()];
-    s.provides = vec!["echo".into()];
+    s.ipc.provides = vec!["echo".into()];
     s
 }
 
 fn client(dir: &std::path::Path, name: &str, msg: &str) -> warden::TaskSpec {
     let mut s = spec(dir, name, guests::ECHO);
     s.args = vec!["client".into(), "echo".into(), "1".into(), msg.into()];
-    s.uses = vec!["echo".into()];
+    s.ipc.uses = vec!["echo".into()];
     s
 }
 
@@ -138,7 +138,7 @@ fn stress_random_client_kills() {
         .map(|i| {
             let mut s = steady_spec.clone();
             s.name = format!("steady{i}");
-            s.stdout = warden::Output::File(dir.path().join(format!("steady{i}.out")));
+            s.stdio.stdout = warden::Output::File(dir.path().join(format!("steady{i}.out")));
             rt.spawn(&s).unwrap()
         })
         .collect();

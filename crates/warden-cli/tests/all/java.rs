@@ -19,7 +19,7 @@ fn a_java_program_runs_as_a_task() {
     let mut s = spec(dir.path(), "kit", kit());
     s.args = vec!["basics".into(), "one".into(), "two".into()];
     s.env = vec![("HOME".into(), "/h".into()), ("USER".into(), "jó".into())];
-    s.memory_limit = Some(32 << 20);
+    s.limits.memory_limit = Some(32 << 20);
     let r = run_one(&rt, &s, Duration::from_secs(30));
     let out = stdout_of(dir.path(), "kit");
     assert_eq!((r.status, r.exit_code), ("exited", Some(0)), "{out} {r:?}");
@@ -45,10 +45,10 @@ fn java_runs_out_of_its_budgets_with_a_clear_reason() {
     let rt = runtime(2);
     let mut hog = spec(dir.path(), "hog", kit());
     hog.args = vec!["hog".into()];
-    hog.memory_limit = Some(24 << 20);
+    hog.limits.memory_limit = Some(24 << 20);
     let mut spin = spec(dir.path(), "spin", kit());
     spin.args = vec!["spin".into()];
-    spin.cpu_limit = Some(Duration::from_millis(100));
+    spin.limits.cpu_limit = Some(Duration::from_millis(100));
     let (h, s) = (rt.spawn(&hog).unwrap(), rt.spawn(&spin).unwrap());
     let (h, s) = (
         wait(&rt, h, Duration::from_secs(30)),

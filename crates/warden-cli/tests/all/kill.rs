@@ -64,7 +64,7 @@ fn kill_of_queued_tasks() {
     // priority runs, so the others stay queued until they are killed.
     let rt = runtime_with(1, warden::PolicyKind::Priority, 64);
     let mut spinner = spec(dir.path(), "spin", guests::SPIN);
-    spinner.sched.priority = 10;
+    spinner.sched.params.priority = 10;
     let spin = rt.spawn(&spinner).unwrap();
     let queued: Vec<_> = (0..20)
         .map(|i| {

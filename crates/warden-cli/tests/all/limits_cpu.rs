@@ -7,7 +7,7 @@ fn cpu_limit_kills() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime(1);
     let mut s = spec(dir.path(), "spin", guests::SPIN);
-    s.cpu_limit = Some(Duration::from_millis(200));
+    s.limits.cpu_limit = Some(Duration::from_millis(200));
     let r = run_one(&rt, &s, Duration::from_secs(30));
     // Enforced within a tick or two of the limit.
     killed_at_cpu_limit(&r, 200.0, 260.0);
@@ -66,7 +66,7 @@ fn cpu_limit_cuts_a_long_host_call() {
     let rt = runtime(1);
     let mut s = spec(dir.path(), "fill", guests::RANDOM);
     s.args = vec!["fill".into(), "512".into()];
-    s.cpu_limit = Some(Duration::from_millis(100));
+    s.limits.cpu_limit = Some(Duration::from_millis(100));
     let r = run_one(&rt, &s, Duration::from_secs(60));
     killed_at_cpu_limit(&r, 100.0, 160.0);
 }

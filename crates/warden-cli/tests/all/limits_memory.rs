@@ -18,7 +18,7 @@ fn memory_limit_is_exact() {
     ] {
         let name = format!("grow{limit}");
         let mut s = spec(dir.path(), &name, guests::GROW);
-        s.memory_limit = Some(limit);
+        s.limits.memory_limit = Some(limit);
         let r = run_one(&rt, &s, Duration::from_secs(20));
         assert_eq!((r.status, r.exit_code), ("exited", Some(0)), "{r:?}");
         assert_eq!(
@@ -37,7 +37,7 @@ fn malloc_returns_null_and_task_continues() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime(1);
     let mut s = spec(dir.path(), "m", guests::MALLOC_LIMIT);
-    s.memory_limit = Some(8 << 20);
+    s.limits.memory_limit = Some(8 << 20);
     let r = run_one(&rt, &s, Duration::from_secs(20));
     let out = stdout_of(dir.path(), "m");
     assert_eq!((r.status, r.exit_code), ("exited", Some(0)), "{r:?} {out}");
@@ -56,8 +56,8 @@ fn kill_policy_ends_the_task_with_a_reason() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime(1);
     let mut s = spec(dir.path(), "grow", guests::GROW);
-    s.memory_limit = Some(4 * PAGE);
-    s.on_memory_limit = MemoryPolicy::Kill;
+    s.limits.memory_limit = Some(4 * PAGE);
+    s.limits.on_memory_limit = MemoryPolicy::Kill;
     let r = run_one(&rt, &s, Duration::from_secs(20));
     assert_eq!(r.status, "killed", "{r:?}");
     assert_eq!(r.exit_code, None);
@@ -78,7 +78,7 @@ fn initial_memory_over_limit_fails_to_start() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime(1);
     let mut s = spec(dir.path(), "sieve", guests::SIEVE); // 62 initial pages
-    s.memory_limit = Some(10 * PAGE);
+    s.limits.memory_limit = Some(10 * PAGE);
     let r = run_one(&rt, &s, Duration::from_secs(20));
     assert_eq!(r.status, "trapped", "{r:?}");
     assert!(

@@ -7,7 +7,7 @@ use warden::Output;
 fn thousand_tasks_from_one_module() {
     let rt = runtime(2);
     let mut s = warden::TaskSpec::new("hello", guests::HELLO);
-    s.stdout = Output::Null;
+    s.stdio.stdout = Output::Null;
     let ids: Vec<_> = (0..1000)
         .map(|i| {
             s.name = format!("hello.{i}");
@@ -138,7 +138,7 @@ fn stress_spawn_and_wait(workers: usize, threads: usize, tasks: usize) {
                 let modules = [guests::NOOP, "nap30.wat", "nap120.wat"];
                 for i in 0..tasks {
                     let mut s = warden::TaskSpec::new(format!("t{t}.{i}"), modules[(i + t) % 3]);
-                    s.stdout = Output::Null;
+                    s.stdio.stdout = Output::Null;
                     // Spawn after a pause spread over 0-100 µs, so that
                     // the spawn lands anywhere in an idle worker's spin
                     // and just after it.

@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 fn nest(dir: &std::path::Path, name: &str, mode: &str) -> warden::TaskSpec {
     let mut s = spec(dir, name, guests::NEST);
     s.args = vec![mode.into()];
-    s.modules = vec![("self".into(), guests::NEST.into())];
+    s.ipc.modules = vec![("self".into(), guests::NEST.into())];
     // Every other setting is the default: nesting must work with it.
-    s.memory_limit = Some(8 << 20);
+    s.limits.memory_limit = Some(8 << 20);
     s
 }
 
@@ -87,7 +87,7 @@ fn parent_cpu_limit_bounds_children() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime(2);
     let mut s = nest(dir.path(), "root", "tree");
-    s.cpu_limit = Some(Duration::from_millis(400));
+    s.limits.cpu_limit = Some(Duration::from_millis(400));
     let r = run_one(&rt, &s, Duration::from_secs(20));
     assert_eq!(r.status, "killed");
     assert!(
@@ -110,11 +110,11 @@ fn parent_interposes_on_child() {
     // up: only the parent's hiding keeps the child from it.
     let mut other = spec(dir.path(), "other", guests::ECHO);
     other.args = vec!["server".into(), "secret".into()];
-    other.provides = vec!["secret".into()];
+    other.ipc.provides = vec!["secret".into()];
     let other = rt.spawn(&other).unwrap();
     wait_for_output(dir.path(), "other", "server: ready");
     let mut parent = nest(dir.path(), "parent", "interpose");
-    parent.uses = vec!["kv".into(), "secret".into()];
+    parent.ipc.uses = vec!["kv".into(), "secret".into()];
     let r = run_one(&rt, &parent, Duration::from_secs(20));
     rt.kill(other, "test over").unwrap();
     let out = stdout_of(dir.path(), "parent");
@@ -148,8 +148,8 @@ fn overuse_notifies_the_parent() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime(2);
     let mut s = nest(dir.path(), "parent", "overuse");
-    s.on_memory_limit = warden::MemoryPolicy::Notify;
-    s.on_cpu_limit_notify = true;
+    s.limits.on_memory_limit = warden::MemoryPolicy::Notify;
+    s.limits.on_cpu_limit_notify = true;
     let r = run_one(&rt, &s, Duration::from_secs(30));
     let out = stdout_of(dir.path(), "parent");
     assert_eq!(r.exit_code, Some(0), "{out}");
@@ -206,7 +206,7 @@ fn a_deep_chain_ends_without_deep_host_recursion() {
     let rt = runtime_with(2, warden::PolicyKind::RoundRobin, DEPTH as u32 + 100);
     let mut root = nest(dir.path(), "root", "chain");
     root.args.push(DEPTH.to_string());
-    root.memory_limit = Some((DEPTH + 1) * (192 << 10));
+    root.limits.memory_limit = Some((DEPTH + 1) * (192 << 10));
     let root = rt.spawn(&root).unwrap();
     let t = Instant::now();
     while rt.live_tasks().len() < DEPTH as usize + 1 {

@@ -121,7 +121,7 @@ fn an_accepted_connection_is_served_by_a_child() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime(2);
     let mut s = net_task(dir.path(), "parent", &["pass", "127.0.0.1:0"]);
-    s.modules = vec![("child".into(), guests::NET.into())];
+    s.ipc.modules = vec![("child".into(), guests::NET.into())];
     let parent = rt.spawn(&s).unwrap();
     let addr = listening(dir.path(), "parent");
     let mut c = TcpStream::connect(&addr).unwrap();
@@ -178,7 +178,7 @@ fn poll_waits_on_services_and_sockets_together() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime(2);
     let mut s = net_task(dir.path(), "mix", &["pollmix", "127.0.0.1:0"]);
-    s.provides = vec!["mix".into()];
+    s.ipc.provides = vec!["mix".into()];
     let id = rt.spawn(&s).unwrap();
     let addr = listening(dir.path(), "mix");
     let mut c = TcpStream::connect(&addr).unwrap();
@@ -188,7 +188,7 @@ fn poll_waits_on_services_and_sockets_together() {
     assert_eq!(&hi, b"hi");
     let mut caller = spec(dir.path(), "caller", guests::ECHO);
     caller.args = vec!["client".into(), "mix".into(), "1".into(), "ping".into()];
-    caller.uses = vec!["mix".into()];
+    caller.ipc.uses = vec!["mix".into()];
     let r = run_one(&rt, &caller, LIMIT);
     assert!(r.succeeded(), "{}", stdout_of(dir.path(), "caller"));
     // Then each alone, woken only once it waits: the listener, the
@@ -231,7 +231,7 @@ fn socket_count_and_buffers_are_bounded() {
     assert_eq!(r.exit_code, Some(1));
     assert_eq!(stdout_of(dir.path(), "few"), "connect 4: quota exceeded\n");
     let mut small = net_task(dir.path(), "small", &["hold", &addr, "100"]);
-    small.memory_limit = Some(4 << 20);
+    small.limits.memory_limit = Some(4 << 20);
     let r = run_one(&rt, &small, LIMIT);
     assert_eq!(r.exit_code, Some(1));
     let out = stdout_of(dir.path(), "small");

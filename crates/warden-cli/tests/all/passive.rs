@@ -11,7 +11,7 @@ const LIMIT: Duration = Duration::from_secs(30);
 fn passive(dir: &std::path::Path, name: &str, service: &str) -> TaskSpec {
     let mut s = spec(dir, name, guests::PASSIVE);
     s.passive = true;
-    s.provides = vec![service.into()];
+    s.ipc.provides = vec![service.into()];
     s.call_cpu_limit = Duration::from_secs(20);
     s
 }
@@ -21,7 +21,7 @@ fn caller(dir: &std::path::Path, name: &str, service: &str, reqs: &[&str]) -> Ta
     s.args = std::iter::once(service.to_string())
         .chain(reqs.iter().map(|r| r.to_string()))
         .collect();
-    s.uses = vec!["*".into()];
+    s.ipc.uses = vec!["*".into()];
     s
 }
 
@@ -111,7 +111,7 @@ fn the_servers_memory_budget_applies() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime(2);
     let mut s = passive(dir.path(), "srv", "svc");
-    s.memory_limit = Some(4 << 20);
+    s.limits.memory_limit = Some(4 << 20);
     rt.spawn(&s).unwrap();
     let (_, out) = call(
         &rt,
@@ -190,14 +190,14 @@ fn nesting_and_refusals() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime(2);
     let mut front = passive(dir.path(), "front", "front");
-    front.uses = vec!["*".into()];
+    front.ipc.uses = vec!["*".into()];
     rt.spawn(&front).unwrap();
     let mut back = passive(dir.path(), "back", "back");
-    back.uses = vec!["*".into()];
+    back.ipc.uses = vec!["*".into()];
     rt.spawn(&back).unwrap();
     let mut echo = spec(dir.path(), "echo", guests::ECHO);
     echo.args = vec!["server".into(), "active".into()];
-    echo.provides = vec!["active".into()];
+    echo.ipc.provides = vec!["active".into()];
     rt.spawn(&echo).unwrap();
     // The active service is registered before the front calls it.
     let (_, out) = call(&rt, dir.path(), "probe", "active", &[]);
@@ -255,7 +255,7 @@ fn bad_passive_tasks_are_refused() {
     let rt = runtime(1);
     let refused = |s: &TaskSpec| rt.spawn(s).unwrap_err().to_string();
     let mut s = passive(dir.path(), "p", "svc");
-    s.provides.clear();
+    s.ipc.provides.clear();
     assert!(
         refused(&s).contains("needs a `provides` name"),
         "{}",
@@ -276,7 +276,7 @@ fn bad_passive_tasks_are_refused() {
         refused(&s)
     );
     let mut s = spec(dir.path(), "p", guests::PASSIVE);
-    s.provides = vec!["svc".into()];
+    s.ipc.provides = vec!["svc".into()];
     assert!(refused(&s).contains("passive = true"), "{}", refused(&s));
     // A module that waits (an active server) cannot be linked as passive.
     let mut s = passive(dir.path(), "p", "svc");
@@ -322,7 +322,7 @@ fn host_services() {
     );
     // Names are granted as usual.
     let mut s = caller(dir.path(), "stranger", "host.greet", &["x"]);
-    s.uses = vec!["other".into()];
+    s.ipc.uses = vec!["other".into()];
     let r = run_one(&rt, &s, LIMIT);
     assert_eq!(r.exit_code, Some(1));
     assert!(stdout_of(dir.path(), "stranger").contains(&format!("error {}", Errno::Denied.code())));

@@ -42,7 +42,7 @@ fn sequence_in_its_own_process() {
     }
     let rt = runtime(1);
     let mut s = warden::TaskSpec::new("touch", guests::TOUCH);
-    s.stdout = Output::Null;
+    s.stdio.stdout = Output::Null;
     s.args = vec!["4".into()];
     let before = rss_bytes();
     let mut max_rss = before;

@@ -78,7 +78,7 @@ fn the_cpu_limit_holds_for_a_task_run_by_its_caller() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime(1);
     let mut s = spec(dir.path(), "spin", guests::SPIN);
-    s.cpu_limit = Some(Duration::from_millis(100));
+    s.limits.cpu_limit = Some(Duration::from_millis(100));
     let r = run_within(&rt, &s, Duration::from_secs(60));
     assert_eq!(r.status, "killed", "{r:?}");
     assert!(
@@ -111,7 +111,7 @@ fn runs_race_kills_and_suspends() {
     for r in 0..2 {
         let (rt, tx) = (rt.clone(), tx.clone());
         let mut s = spec(dir.path(), &format!("run{r}"), guests::HELLO);
-        s.stdout = warden::Output::Null;
+        s.stdio.stdout = warden::Output::Null;
         std::thread::spawn(move || {
             let mut ends = (0, 0);
             for _ in 0..1000 {

@@ -3,7 +3,7 @@
 
 use crate::util::*;
 use std::time::{Duration, Instant};
-use warden::{GroupSpec, Params, PolicyKind, Runtime, RuntimeConfig, TaskId};
+use warden::{GroupSpec, PolicyKind, Runtime, RuntimeConfig, SchedParams as Params, TaskId};
 
 fn rt_with(scheduler: PolicyKind, groups: Vec<GroupSpec>) -> Runtime {
     Runtime::new(RuntimeConfig {
@@ -45,7 +45,7 @@ fn fractions(v: &[f64]) -> Vec<f64> {
 
 fn spinner(dir: &std::path::Path, name: &str, share: u32, priority: i32) -> warden::TaskSpec {
     let mut s = spec(dir, name, guests::SPIN);
-    s.sched = Params {
+    s.sched.params = Params {
         share,
         tickets: share * 100,
         priority,
@@ -105,7 +105,7 @@ fn caps_limit_a_task_and_a_group() {
     };
     let rt = rt_with(PolicyKind::RoundRobin, vec![group]);
     let mut capped = spinner(dir.path(), "capped", 1, 0);
-    capped.cap = Some(0.25);
+    capped.sched.cap = Some(0.25);
     let a = rt.spawn(&capped).unwrap();
     let b = rt.spawn(&spinner(dir.path(), "free", 1, 0)).unwrap();
     std::thread::sleep(Duration::from_millis(200));
@@ -118,7 +118,7 @@ fn caps_limit_a_task_and_a_group() {
     let mut ids: Vec<_> = (0..2)
         .map(|i| {
             let mut s = spinner(dir.path(), &format!("g{i}"), 1, 0);
-            s.group = Some("capped".into());
+            s.sched.group = Some("capped".into());
             rt.spawn(&s).unwrap()
         })
         .collect();
@@ -173,11 +173,11 @@ fn group_quota_kills_every_member() {
     };
     let rt = rt_with(PolicyKind::RoundRobin, vec![group]);
     let mut sleeper = spec(dir.path(), "sleeper", guests::SLEEP);
-    sleeper.group = Some("tenant".into());
+    sleeper.sched.group = Some("tenant".into());
     let mut ids = vec![rt.spawn(&sleeper).unwrap()];
     for i in 0..2 {
         let mut s = spinner(dir.path(), &format!("t{i}"), 1, 0);
-        s.group = Some("tenant".into());
+        s.sched.group = Some("tenant".into());
         ids.push(rt.spawn(&s).unwrap());
     }
     let outsider = rt.spawn(&spinner(dir.path(), "outsider", 1, 0)).unwrap();
@@ -232,7 +232,7 @@ fn suspend_and_resume() {
         .find_map(|_| {
             let mut nap = spec(dir.path(), "nap", guests::NEST);
             nap.args = vec!["grow".into()];
-            nap.memory_limit = Some(1 << 20);
+            nap.limits.memory_limit = Some(1 << 20);
             let nap = rt.spawn(&nap).unwrap();
             let t = Instant::now();
             while lines() < 2 {
@@ -272,17 +272,17 @@ fn suspend_and_resume() {
 fn work_server(dir: &std::path::Path, priority: i32, inheritance: bool) -> warden::TaskSpec {
     let mut s = spec(dir, "server", guests::WORK);
     s.args = vec!["server".into(), "2000000".into()];
-    s.provides = vec!["work".into()];
-    s.sched.priority = priority;
-    s.inheritance = inheritance;
+    s.ipc.provides = vec!["work".into()];
+    s.sched.params.priority = priority;
+    s.sched.inheritance = inheritance;
     s
 }
 
 fn work_client(dir: &std::path::Path, calls: u32, priority: i32) -> warden::TaskSpec {
     let mut s = spec(dir, "client", guests::WORK);
     s.args = vec!["client".into(), calls.to_string()];
-    s.uses = vec!["work".into()];
-    s.sched.priority = priority;
+    s.ipc.uses = vec!["work".into()];
+    s.sched.params.priority = priority;
     s
 }
 
@@ -415,16 +415,16 @@ fn inheritance_follows_call_chains() {
         // Enough work per call that the CPU served on the client's behalf
         // dwarfs what the servers spend starting up on their own account.
         relay.args = vec!["relay".into(), "3000000".into()];
-        relay.provides = vec!["front".into()];
-        relay.uses = vec!["work".into()];
-        relay.sched.priority = 1;
-        relay.inheritance = inheritance;
+        relay.ipc.provides = vec!["front".into()];
+        relay.ipc.uses = vec!["work".into()];
+        relay.sched.params.priority = 1;
+        relay.sched.inheritance = inheritance;
         let relay = rt.spawn(&relay).unwrap();
         std::thread::sleep(Duration::from_millis(50));
         let _hog = rt.spawn(&spinner(dir.path(), "hog", 1, 5)).unwrap();
         let mut client = work_client(dir.path(), 30, 9);
         client.args.push("front".into());
-        client.uses = vec!["front".into()];
+        client.ipc.uses = vec!["front".into()];
         let client = rt.spawn(&client).unwrap();
         let done = rt
             .wait_timeout(client, Some(Duration::from_secs(3)))

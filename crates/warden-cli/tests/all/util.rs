@@ -31,7 +31,7 @@ pub fn runtime_with(workers: usize, scheduler: PolicyKind, max_tasks: u32) -> Ru
 /// A task spec whose stdout goes to `dir/<name>.out`.
 pub fn spec(dir: &Path, name: &str, module: &str) -> TaskSpec {
     let mut s = TaskSpec::new(name, module);
-    s.stdout = Output::File(dir.join(format!("{name}.out")));
+    s.stdio.stdout = Output::File(dir.join(format!("{name}.out")));
     s
 }
 

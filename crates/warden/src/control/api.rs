@@ -215,8 +215,8 @@ fn short_spec(r: SpawnRequest, module: String) -> Result<TaskSpec, String> {
     });
     let mut spec = TaskSpec::new(name, &path);
     spec.args = r.args;
-    spec.memory_limit = r.memory_limit.as_deref().map(parse_size).transpose()?;
-    spec.cpu_limit = r.cpu_limit.as_deref().map(parse_duration).transpose()?;
+    spec.limits.memory_limit = r.memory_limit.as_deref().map(parse_size).transpose()?;
+    spec.limits.cpu_limit = r.cpu_limit.as_deref().map(parse_duration).transpose()?;
     if !path.is_file() {
         return Err(format!("module not found: {}", path.display()));
     }

@@ -41,13 +41,9 @@ impl Budget {
     }
 
     /// Bytes charged now.
+    #[cfg(test)]
     pub fn used(&self) -> u64 {
         self.used.load(Ordering::Relaxed)
-    }
-
-    /// Its limit.
-    pub fn limit(&self) -> u64 {
-        self.limit
     }
 
     /// Takes `n` bytes if they fit.
@@ -123,11 +119,6 @@ impl Held {
         }
         self.bytes.fetch_add(n, Ordering::AcqRel);
         Ok(())
-    }
-
-    /// Bytes it holds now.
-    pub fn bytes(&self) -> u64 {
-        self.bytes.load(Ordering::Acquire)
     }
 }
 

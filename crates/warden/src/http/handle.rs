@@ -9,7 +9,7 @@ use super::conn::respond;
 use super::conn::RequestBody;
 use crate::ipc::client::HostClient;
 use crate::ipc::Errno;
-use crate::output::Capture;
+use crate::output::CapturedOutput;
 use crate::runtime::RouteStats;
 use crate::runtime::{Error, Runtime};
 use crate::task::{Output, TaskStatus};
@@ -188,7 +188,7 @@ impl Route {
 
     /// The next per-request task: the route's template, numbered, with
     /// `body` as its stdin and its stdout captured.
-    fn task_spec(&self, body: Bytes) -> (crate::task::TaskSpec, Capture) {
+    fn task_spec(&self, body: Bytes) -> (crate::task::TaskSpec, CapturedOutput) {
         let Handler::Module(template) = &self.spec.handler else {
             unreachable!()
         };
@@ -198,9 +198,9 @@ impl Route {
             self.name,
             self.seq.fetch_add(1, Ordering::Relaxed) + 1
         );
-        spec.stdin_bytes = Some(body);
-        let capture = Capture::new(self.spec.max_response);
-        spec.stdout = Output::Capture(capture.clone());
+        spec.stdio.stdin_bytes = Some(body);
+        let capture = CapturedOutput::new(self.spec.max_response);
+        spec.stdio.stdout = Output::Capture(capture.clone());
         spec.label = Some(self.name.clone());
         (spec, capture)
     }
@@ -261,7 +261,7 @@ impl Route {
 
     /// The answer for a per-request task that ended as `status`, having
     /// written `capture`.
-    fn answer_of(&self, status: TaskStatus, capture: &Capture) -> Answer {
+    fn answer_of(&self, status: TaskStatus, capture: &CapturedOutput) -> Answer {
         match status {
             TaskStatus::Exited(0) => {
                 let (out, overflowed) = capture.take();

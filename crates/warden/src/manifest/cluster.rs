@@ -286,7 +286,7 @@ mod tests {
     #[test]
     fn export_within_provides() {
         let m = parse(&format!("{TASK}export=['kv','log.*','log.err']")).unwrap();
-        assert_eq!(m.tasks[0].export, ["kv", "log.*", "log.err"]);
+        assert_eq!(m.tasks[0].ipc.export, ["kv", "log.*", "log.err"]);
         for bad in ["'kv2'", "'*'", "'k*'"] {
             let e = parse(&format!("{TASK}export=[{bad}]")).unwrap_err();
             assert!(

@@ -361,7 +361,11 @@ service = "b"
             panic!()
         };
         assert_eq!(
-            (t.memory_limit, t.group.as_deref(), t.args.len()),
+            (
+                t.limits.memory_limit,
+                t.sched.group.as_deref(),
+                t.args.len()
+            ),
             (Some(1 << 20), Some("g"), 1)
         );
         assert!(matches!(&r[1].handler, Handler::Service(s) if s == "b"));

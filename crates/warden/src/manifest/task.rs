@@ -158,22 +158,22 @@ pub(super) fn task_template(t: &RawTask, base: &Path) -> Result<TaskSpec, String
                 path.display()
             ));
         }
-        spec.modules.push((name.clone(), path));
+        spec.ipc.modules.push((name.clone(), path));
     }
     task_limits(t, &mut spec)?;
-    spec.stdout = output(t.stdout.as_deref(), base).map_err(|e| format!("stdout: {e}"))?;
-    spec.stderr = output(t.stderr.as_deref(), base).map_err(|e| format!("stderr: {e}"))?;
-    spec.stdin_inherit = choice(
+    spec.stdio.stdout = output(t.stdout.as_deref(), base).map_err(|e| format!("stdout: {e}"))?;
+    spec.stdio.stderr = output(t.stderr.as_deref(), base).map_err(|e| format!("stderr: {e}"))?;
+    spec.stdio.stdin_inherit = choice(
         "stdin",
         t.stdin.as_deref(),
         &[("null", false), ("inherit", true)],
     )?;
     task_ipc(t, &mut spec)?;
     task_net(t, &mut spec)?;
-    spec.sched = params(t.share, t.tickets, t.priority)?;
-    spec.cap = cap(t.cap)?;
-    spec.group = t.group.clone();
-    spec.inheritance = t.inheritance.unwrap_or(true);
+    spec.sched.params = params(t.share, t.tickets, t.priority)?;
+    spec.sched.cap = cap(t.cap)?;
+    spec.sched.group = t.group.clone();
+    spec.sched.inheritance = t.inheritance.unwrap_or(true);
     task_passive(t, &mut spec)?;
     Ok(spec)
 }
@@ -237,22 +237,22 @@ fn task_dirs(
 
 /// Memory and CPU limits and what happens at them.
 fn task_limits(t: &RawTask, spec: &mut TaskSpec) -> Result<(), String> {
-    spec.memory_limit = t
+    spec.limits.memory_limit = t
         .memory_limit
         .as_deref()
         .map(parse_size)
         .transpose()
         .map_err(|e| format!("memory_limit: {e}"))?;
-    spec.memory_guarantee = match t.memory_guarantee.as_deref().map(parse_size) {
+    spec.limits.memory_guarantee = match t.memory_guarantee.as_deref().map(parse_size) {
         None => 0,
-        Some(Ok(g)) if spec.memory_limit.is_some_and(|l| g > l) => {
+        Some(Ok(g)) if spec.limits.memory_limit.is_some_and(|l| g > l) => {
             return Err("memory_guarantee: more than memory_limit".into())
         }
         Some(Ok(g)) => g,
         Some(Err(e)) => return Err(format!("memory_guarantee: {e}")),
     };
-    spec.memory_priority = t.memory_priority.unwrap_or(0);
-    spec.on_memory_limit = choice(
+    spec.limits.memory_priority = t.memory_priority.unwrap_or(0);
+    spec.limits.on_memory_limit = choice(
         "on_memory_limit",
         t.on_memory_limit.as_deref(),
         &[
@@ -261,13 +261,13 @@ fn task_limits(t: &RawTask, spec: &mut TaskSpec) -> Result<(), String> {
             ("notify", MemoryPolicy::Notify),
         ],
     )?;
-    spec.cpu_limit = t
+    spec.limits.cpu_limit = t
         .cpu_limit
         .as_deref()
         .map(parse_duration)
         .transpose()
         .map_err(|e| format!("cpu_limit: {e}"))?;
-    spec.on_cpu_limit_notify = choice(
+    spec.limits.on_cpu_limit_notify = choice(
         "on_cpu_limit",
         t.on_cpu_limit.as_deref(),
         &[("kill", false), ("notify", true)],
@@ -277,14 +277,14 @@ fn task_limits(t: &RawTask, spec: &mut TaskSpec) -> Result<(), String> {
 
 /// Handle and message quotas, and the names it may register and look up.
 fn task_ipc(t: &RawTask, spec: &mut TaskSpec) -> Result<(), String> {
-    spec.max_handles = match t.max_handles {
+    spec.ipc.max_handles = match t.max_handles {
         None => DEFAULT_MAX_HANDLES,
         Some(n) if n == 0 || n > MAX_HANDLES => {
             return Err(format!("max_handles: must be between 1 and {MAX_HANDLES}"))
         }
         Some(n) => n,
     };
-    spec.max_message_bytes = match t.max_message_bytes.as_deref().map(parse_size).transpose() {
+    spec.ipc.max_message_bytes = match t.max_message_bytes.as_deref().map(parse_size).transpose() {
         Err(e) => return Err(format!("max_message_bytes: {e}")),
         Ok(Some(n)) if n > MAX_MESSAGE_BYTES => {
             return Err(format!(
@@ -293,7 +293,7 @@ fn task_ipc(t: &RawTask, spec: &mut TaskSpec) -> Result<(), String> {
         }
         Ok(n) => n.unwrap_or(DEFAULT_MAX_MESSAGE_BYTES),
     };
-    spec.max_message_handles = t.max_message_handles.unwrap_or(DEFAULT_MAX_MESSAGE_HANDLES);
+    spec.ipc.max_message_handles = t.max_message_handles.unwrap_or(DEFAULT_MAX_MESSAGE_HANDLES);
     for (key, list) in [
         ("provides", &t.provides),
         ("uses", &t.uses),
@@ -308,9 +308,9 @@ fn task_ipc(t: &RawTask, spec: &mut TaskSpec) -> Result<(), String> {
             "export: {bad:?} is not among the names the task provides"
         ));
     }
-    spec.provides = t.provides.clone();
-    spec.uses = t.uses.clone();
-    spec.export = t.export.clone();
+    spec.ipc.provides = t.provides.clone();
+    spec.ipc.uses = t.uses.clone();
+    spec.ipc.export = t.export.clone();
     Ok(())
 }
 

@@ -208,6 +208,7 @@ impl FairTree {
     }
 
     /// Nodes in the tree, the link included.
+    #[cfg(test)]
     pub fn nodes(&self) -> usize {
         self.nodes.len() - self.free.len()
     }
@@ -262,6 +263,7 @@ impl FairTree {
     }
 
     /// Whether leaf `id` has a packet waiting.
+    #[cfg(test)]
     pub fn waiting(&self, id: NodeId) -> bool {
         self.nodes[id].pending.is_some()
     }

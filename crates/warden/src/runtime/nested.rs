@@ -20,7 +20,7 @@
 use super::{Child, Inner, Runtime};
 use crate::host::{Spawner, TaskData};
 use crate::ipc::{Errno, Object};
-use crate::task::{ChildBudget, TaskId, TaskShared};
+use crate::task::{ChildBudget, TaskId, TaskShared, TaskSpec};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,31 +43,7 @@ impl Spawner for Inner {
             return Err(Errno::NoMem);
         }
         let n = self.next_id.load(std::sync::atomic::Ordering::Relaxed);
-        // Named after the root of its tree, not its whole ancestry: a name
-        // costs the same at any depth.
-        let mut root = p;
-        while let Some(up) = root.parent() {
-            root = up;
-        }
-        spec.name = format!("{}/{}.{n}", root.name, module.0);
-        spec.module = module.1.clone();
-        spec.args = args;
-        spec.dirs = Vec::new();
-        spec.memory_limit = Some(budget.memory_limit);
-        // Its memory is carved from its parent's; no guarantee of its own.
-        spec.memory_guarantee = 0;
-        spec.cpu_limit =
-            (budget.cpu_limit_ns != 0).then(|| Duration::from_nanos(budget.cpu_limit_ns));
-        spec.sched.share = budget.cpu_share;
-        spec.sched.tickets = budget.cpu_share.saturating_mul(100);
-        spec.stdin_inherit = false;
-        spec.stdin_bytes = None;
-        // Its grants are its parent's; its bandwidth is a part of the
-        // parent's (its node hangs under the parent's), so no cap of its
-        // own, and no listeners of its own made for it.
-        spec.net.preopen_listeners.clear();
-        spec.net.bandwidth_limit = None;
-        spec.net.bandwidth_share = budget.cpu_share;
+        child_spec(&mut spec, p, n, module, args, budget);
         let child = Child {
             parent: p.clone(),
             carved_memory: budget.memory_limit,
@@ -103,6 +79,44 @@ impl Spawner for Inner {
     fn resume(&self, id: TaskId) -> bool {
         self.exec.resume(id)
     }
+}
+
+/// A child's spec, from its parent's (`spec`, changed in place): its
+/// name (`n`, its number to be, after the root of its tree's), module,
+/// arguments and budget, and nothing of its own that its parent has not.
+fn child_spec(
+    spec: &mut TaskSpec,
+    parent: &TaskShared,
+    n: u64,
+    module: &(String, PathBuf),
+    args: Vec<String>,
+    budget: ChildBudget,
+) {
+    // Named after the root of its tree, not its whole ancestry: a name
+    // costs the same at any depth.
+    let mut root = parent;
+    while let Some(up) = root.parent() {
+        root = &**up;
+    }
+    spec.name = format!("{}/{}.{n}", root.name, module.0);
+    spec.module = module.1.clone();
+    spec.args = args;
+    spec.dirs = Vec::new();
+    spec.limits.memory_limit = Some(budget.memory_limit);
+    // Its memory is carved from its parent's; no guarantee of its own.
+    spec.limits.memory_guarantee = 0;
+    spec.limits.cpu_limit =
+        (budget.cpu_limit_ns != 0).then(|| Duration::from_nanos(budget.cpu_limit_ns));
+    spec.sched.params.share = budget.cpu_share;
+    spec.sched.params.tickets = budget.cpu_share.saturating_mul(100);
+    spec.stdio.stdin_inherit = false;
+    spec.stdio.stdin_bytes = None;
+    // Its grants are its parent's; its bandwidth is a part of the
+    // parent's (its node hangs under the parent's), so no cap of its
+    // own, and no listeners of its own made for it.
+    spec.net.preopen_listeners.clear();
+    spec.net.bandwidth_limit = None;
+    spec.net.bandwidth_share = budget.cpu_share;
 }
 
 /// A child ended: its memory reservation returns to its parent.

@@ -148,7 +148,7 @@ impl Runtime {
             here,
         } = launch;
         self.admit(&shared, ended.is_none(), || {
-            let (limit, room) = (spec.memory_limit, inner.room);
+            let (limit, room) = (spec.limits.memory_limit, inner.room);
             inner
                 .tasks
                 .enter(&shared, limit, room, watch, passive.clone())
@@ -196,7 +196,7 @@ impl Runtime {
             self.load_module(&spec.module)?
         };
         if first {
-            for (_, m) in &spec.modules {
+            for (_, m) in &spec.ipc.modules {
                 self.load_module(m)?;
             }
         }
@@ -205,7 +205,8 @@ impl Runtime {
 
     /// The group a task's spec names, if any.
     fn group_of(&self, spec: &TaskSpec) -> Result<Option<&Group>, Error> {
-        spec.group
+        spec.sched
+            .group
             .as_ref()
             .map(|name| {
                 self.inner
@@ -233,8 +234,8 @@ impl Runtime {
         let mut store = seed.grow(module.pre.module().engine());
         let on_tick = p.clone();
         store.epoch_deadline_callback(move |_| crate::host::passive_on_tick(&on_tick));
-        let name = spec.provides[0].clone();
-        let exported = crate::ipc::name_allowed(&spec.export, &name);
+        let name = spec.ipc.provides[0].clone();
+        let exported = crate::ipc::name_allowed(&spec.ipc.export, &name);
         Box::pin(passive::run(
             module.pre.clone(),
             store,
@@ -253,18 +254,24 @@ impl Runtime {
     ) -> TaskShared {
         let inner = &*self.inner;
         let id = TaskId(inner.next_id.fetch_add(1, Ordering::Relaxed));
-        let mut task = TaskShared::new(id, spec.name.clone(), spec.cpu_limit, spec.memory_limit);
-        task.inherit = Inheritance::new(id, spec.inheritance, spec.sched.priority);
+        let mut task = TaskShared::new(
+            id,
+            spec.name.clone(),
+            spec.limits.cpu_limit,
+            spec.limits.memory_limit,
+        );
+        task.inherit = Inheritance::new(id, spec.sched.inheritance, spec.sched.params.priority);
         task.net = crate::task::NetAccount::new(spec.net.max_sockets);
-        task.family.notify_memory = spec.on_memory_limit == crate::limiter::MemoryPolicy::Notify;
-        task.family.notify_cpu = spec.on_cpu_limit_notify;
+        task.family.notify_memory =
+            spec.limits.on_memory_limit == crate::limiter::MemoryPolicy::Notify;
+        task.family.notify_cpu = spec.limits.on_cpu_limit_notify;
         task.groups = group.map(|g| g.chain.clone()).unwrap_or_default();
         task.label = spec.label.clone();
         task.event_log = inner.tasks.events.clone();
         task.root = Some(inner.tasks.root.clone());
-        task.guarantee = spec.memory_guarantee;
-        task.memory_priority = spec.memory_priority;
-        task.memory_policy = spec.on_memory_limit;
+        task.guarantee = spec.limits.memory_guarantee;
+        task.memory_priority = spec.limits.memory_priority;
+        task.memory_policy = spec.limits.on_memory_limit;
         if let Some(c) = child {
             task.set_parent(c.parent.clone(), c.carved_memory);
         }
@@ -276,9 +283,12 @@ impl Runtime {
 /// parent.
 fn sched_of(spec: &TaskSpec, group: Option<&Group>, child: Option<&Child>) -> TaskSched {
     TaskSched {
-        params: spec.sched,
+        params: spec.sched.params,
         group: group.map_or(0, |g| g.index),
-        cap: spec.cap.map(|c| Cap::new(c, CAP_WINDOW.as_nanos() as u64)),
+        cap: spec
+            .sched
+            .cap
+            .map(|c| Cap::new(c, CAP_WINDOW.as_nanos() as u64)),
         parent: child.map(|c| c.parent.id.0),
     }
 }

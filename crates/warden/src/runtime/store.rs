@@ -93,8 +93,8 @@ impl Runtime {
         };
         let wasi = self.wasi_seed(spec, &sinks)?;
         let cli = cli(spec, module, env);
-        let budget = MemoryBudget::new(spec.on_memory_limit, shared.clone());
-        let mut handles = HandleTable::new(spec.max_handles, shared.clone());
+        let budget = MemoryBudget::new(spec.limits.on_memory_limit, shared.clone());
+        let mut handles = HandleTable::new(spec.ipc.max_handles, shared.clone());
         let (granted, names) = match child {
             Some(c) => {
                 let mut granted = Vec::with_capacity(c.grants.len());
@@ -120,7 +120,7 @@ impl Runtime {
             spawner: Arc::downgrade(&self.inner) as std::sync::Weak<dyn crate::host::Spawner>,
             owned: Owned::default(),
             // Only a task that may spawn children needs its spec later.
-            spec: (!spec.modules.is_empty()).then(|| Arc::new(spec.clone())),
+            spec: (!spec.ipc.modules.is_empty()).then(|| Arc::new(spec.clone())),
             granted,
             names,
             child_names: crate::host::Bindings::new(shared.clone()),
@@ -152,17 +152,17 @@ impl Runtime {
             Sink::open(o, h, prefix.clone(), log.clone()).map_err(|e| format!("{what}: {e}"))
         };
         Ok((
-            open(&spec.stdout, HostStream::Stdout, "stdout")?,
-            open(&spec.stderr, HostStream::Stderr, "stderr")?,
+            open(&spec.stdio.stdout, HostStream::Stdout, "stdout")?,
+            open(&spec.stdio.stderr, HostStream::Stderr, "stderr")?,
         ))
     }
 
     /// The task's WASI context now if opening its directories or
     /// listeners' placeholders may fail, else what to build it from.
     fn wasi_seed(&self, spec: &TaskSpec, sinks: &(Sink, Sink)) -> Result<WasiSeed, String> {
-        let stdin = match &spec.stdin_bytes {
+        let stdin = match &spec.stdio.stdin_bytes {
             Some(bytes) => Stdin::Bytes(bytes.clone()),
-            None if spec.stdin_inherit => Stdin::Inherit,
+            None if spec.stdio.stdin_inherit => Stdin::Inherit,
             None => Stdin::Empty,
         };
         if spec.dirs.is_empty() && spec.net.preopen_listeners.is_empty() {

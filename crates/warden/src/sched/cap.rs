@@ -1,8 +1,5 @@
 //! CPU caps: at most a fraction of one core over a window.
 
-/// Default window over which a cap is measured.
-pub const DEFAULT_WINDOW_NS: u64 = 100_000_000;
-
 /// A cap of `fraction` of one core per `window_ns`. CPU is charged as it
 /// is used; once the window's allowance is spent, the capped entry is not
 /// eligible until the next window starts. An entry can overrun its

@@ -118,12 +118,6 @@ pub trait Policy: Send {
     fn uses_charges(&self) -> bool {
         false
     }
-    /// Queued children.
-    fn len(&self) -> usize;
-    /// Whether no child is queued.
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 /// The decision interface between the executor and the scheduling policy.

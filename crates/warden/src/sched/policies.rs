@@ -44,9 +44,6 @@ impl Policy for RoundRobin {
         }
         removed
     }
-    fn len(&self) -> usize {
-        self.queued.len()
-    }
 }
 
 /// Fixed priorities: always the highest runnable priority, round-robin
@@ -97,9 +94,6 @@ impl Policy for FixedPriority {
     fn set_params(&mut self, key: u64, params: &Params) {
         // Takes effect from the child's next enqueue.
         self.priority.insert(key, params.priority);
-    }
-    fn len(&self) -> usize {
-        self.queued.len()
     }
 }
 
@@ -189,9 +183,6 @@ impl Policy for Stride {
     }
     fn uses_charges(&self) -> bool {
         true
-    }
-    fn len(&self) -> usize {
-        self.ready.len()
     }
 }
 
@@ -290,8 +281,5 @@ impl Policy for Lottery {
     }
     fn uses_charges(&self) -> bool {
         true
-    }
-    fn len(&self) -> usize {
-        self.ready.len()
     }
 }

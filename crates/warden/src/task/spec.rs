@@ -8,8 +8,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Everything needed to start a task.
+/// Everything needed to start a task: what to run, and its limits, its
+/// standard streams, what it may reach by IPC, how it is scheduled and
+/// its network allowances, each a group of its own. Made by
+/// [`TaskSpec::new`] with defaults and changed field by field; the
+/// groups may gain fields without breaking anyone.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct TaskSpec {
     /// Unique name (for reports and output prefixes).
     pub name: String,
@@ -21,59 +26,21 @@ pub struct TaskSpec {
     pub env: Vec<(String, String)>,
     /// Preopened directories: guest path, host path.
     pub dirs: Vec<(String, PathBuf)>,
-    /// Bytes of linear memory plus tables; `None` for no limit.
-    pub memory_limit: Option<u64>,
-    /// What a growth past `memory_limit` does, and what is done to the
-    /// task when its surplus is reclaimed (see [`root`]).
-    pub on_memory_limit: MemoryPolicy,
-    /// Bytes of the machine's memory set aside for it at spawn, which it
-    /// can always have (0: none; at most `memory_limit`).
-    pub memory_guarantee: u64,
-    /// Whose surplus is reclaimed first: the lowest priority's.
-    pub memory_priority: i32,
-    /// CPU time after which the task is killed; `None` for no limit.
-    pub cpu_limit: Option<Duration>,
-    /// Where the task's stdout goes.
-    pub stdout: Output,
-    /// Where the task's stderr goes.
-    pub stderr: Output,
-    /// Whether the task reads the host's stdin (otherwise it reads nothing).
-    pub stdin_inherit: bool,
-    /// Bytes the task reads on stdin instead (an HTTP request's body).
-    pub stdin_bytes: Option<bytes::Bytes>,
+    /// Its memory and CPU budgets.
+    pub limits: Limits,
+    /// Its standard streams.
+    pub stdio: Stdio,
+    /// What it may reach by IPC, and its message quotas.
+    pub ipc: IpcSpec,
+    /// Its place and weight in the scheduler.
+    pub sched: SchedSpec,
+    /// Its network allowances and budget.
+    pub net: NetSpec,
     /// A label naming what the task was started to serve (a web route's
     /// per-request handler is labelled with the route's name): shown to
     /// operators, and a labelled task's end does not count as the end of
     /// one of the system's own tasks.
     pub label: Option<Arc<str>>,
-    /// Names the task may register (exact, or a prefix ending in `*`).
-    pub provides: Vec<String>,
-    /// Names the task may look up.
-    pub uses: Vec<String>,
-    /// Of the names it registers, those other nodes of a cluster may call
-    /// (exact, or a prefix ending in `*`; each within `provides`).
-    pub export: Vec<String>,
-    /// Most handles the task may hold at once.
-    pub max_handles: usize,
-    /// Largest message (request or reply) the task may send, bytes.
-    pub max_message_bytes: u64,
-    /// Most handles one message of the task may carry.
-    pub max_message_handles: u64,
-    /// The scheduling group it belongs to (`None`: the root).
-    pub group: Option<String>,
-    /// Its share, tickets and priority within its group.
-    pub sched: Params,
-    /// At most this fraction of one core (0 < cap ≤ 1).
-    pub cap: Option<f64>,
-    /// As a server, run on callers' scheduling contexts (default true).
-    pub inheritance: bool,
-    /// At its CPU limit, suspend and notify the parent instead of dying
-    /// (only for children; a task without a parent is killed).
-    pub on_cpu_limit_notify: bool,
-    /// Modules it may spawn children from, by name.
-    pub modules: Vec<(String, PathBuf)>,
-    /// Its network allowances and budget.
-    pub net: NetSpec,
     /// A passive service: a reactor module whose handler runs on its
     /// callers' threads, registered under its first `provides` name.
     pub passive: bool,
@@ -83,11 +50,107 @@ pub struct TaskSpec {
     pub call_cpu_limit: Duration,
 }
 
+/// A task's memory and CPU budgets.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct Limits {
+    /// Bytes of linear memory plus tables; `None` for no limit.
+    pub memory_limit: Option<u64>,
+    /// What a growth past `memory_limit` does, and what is done to the
+    /// task when its surplus is reclaimed (see [`root`](super::root)).
+    pub on_memory_limit: MemoryPolicy,
+    /// Bytes of the machine's memory set aside for it at spawn, which it
+    /// can always have (0: none; at most `memory_limit`).
+    pub memory_guarantee: u64,
+    /// Whose surplus is reclaimed first: the lowest priority's.
+    pub memory_priority: i32,
+    /// CPU time after which the task is killed; `None` for no limit.
+    pub cpu_limit: Option<Duration>,
+    /// At its CPU limit, suspend and notify the parent instead of dying
+    /// (only for children; a task without a parent is killed).
+    pub on_cpu_limit_notify: bool,
+}
+
+/// A task's standard streams.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct Stdio {
+    /// Where the task's stdout goes.
+    pub stdout: Output,
+    /// Where the task's stderr goes.
+    pub stderr: Output,
+    /// Whether the task reads the host's stdin (otherwise it reads nothing).
+    pub stdin_inherit: bool,
+    /// Bytes the task reads on stdin instead (an HTTP request's body).
+    pub stdin_bytes: Option<bytes::Bytes>,
+}
+
+/// What a task may reach by IPC, and its quotas.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct IpcSpec {
+    /// Names the task may register (exact, or a prefix ending in `*`).
+    pub provides: Vec<String>,
+    /// Names the task may look up.
+    pub uses: Vec<String>,
+    /// Of the names it registers, those other nodes of a cluster may call
+    /// (exact, or a prefix ending in `*`; each within `provides`).
+    pub export: Vec<String>,
+    /// Modules it may spawn children from, by name.
+    pub modules: Vec<(String, PathBuf)>,
+    /// Most handles the task may hold at once.
+    pub max_handles: usize,
+    /// Largest message (request or reply) the task may send, bytes.
+    pub max_message_bytes: u64,
+    /// Most handles one message of the task may carry.
+    pub max_message_handles: u64,
+}
+
+impl Default for IpcSpec {
+    fn default() -> Self {
+        IpcSpec {
+            provides: vec![],
+            uses: vec![],
+            export: vec![],
+            modules: vec![],
+            max_handles: DEFAULT_MAX_HANDLES,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            max_message_handles: DEFAULT_MAX_MESSAGE_HANDLES,
+        }
+    }
+}
+
+/// A task's place and weight in the scheduler.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SchedSpec {
+    /// The scheduling group it belongs to (`None`: the root).
+    pub group: Option<String>,
+    /// Its share, tickets and priority within its group.
+    pub params: Params,
+    /// At most this fraction of one core (0 < cap ≤ 1).
+    pub cap: Option<f64>,
+    /// As a server, run on callers' scheduling contexts (default true).
+    pub inheritance: bool,
+}
+
+impl Default for SchedSpec {
+    fn default() -> Self {
+        SchedSpec {
+            group: None,
+            params: Params::default(),
+            cap: None,
+            inheritance: true,
+        }
+    }
+}
+
 /// Default for [`TaskSpec::call_cpu_limit`].
 pub const DEFAULT_CALL_CPU_LIMIT: Duration = Duration::from_secs(1);
 
 /// A task's network allowances and bandwidth budget.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct NetSpec {
     /// Addresses it may listen on (see `crate::net::grant`).
     pub listen: Vec<String>,
@@ -124,11 +187,11 @@ impl Default for NetSpec {
     }
 }
 
-/// Default for [`TaskSpec::max_handles`].
+/// Default for [`IpcSpec::max_handles`].
 pub const DEFAULT_MAX_HANDLES: usize = 1024;
-/// Default for [`TaskSpec::max_message_bytes`].
+/// Default for [`IpcSpec::max_message_bytes`].
 pub const DEFAULT_MAX_MESSAGE_BYTES: u64 = 64 * 1024;
-/// Default for [`TaskSpec::max_message_handles`].
+/// Default for [`IpcSpec::max_message_handles`].
 pub const DEFAULT_MAX_MESSAGE_HANDLES: u64 = 16;
 
 impl TaskSpec {
@@ -140,29 +203,12 @@ impl TaskSpec {
             args: vec![],
             env: vec![],
             dirs: vec![],
-            memory_limit: None,
-            on_memory_limit: MemoryPolicy::Deny,
-            memory_guarantee: 0,
-            memory_priority: 0,
-            cpu_limit: None,
-            stdout: Output::Inherit,
-            stderr: Output::Inherit,
-            stdin_inherit: false,
-            stdin_bytes: None,
-            label: None,
-            provides: vec![],
-            export: vec![],
-            uses: vec![],
-            max_handles: DEFAULT_MAX_HANDLES,
-            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
-            max_message_handles: DEFAULT_MAX_MESSAGE_HANDLES,
-            group: None,
-            sched: Params::default(),
-            cap: None,
-            inheritance: true,
-            on_cpu_limit_notify: false,
-            modules: vec![],
+            limits: Limits::default(),
+            stdio: Stdio::default(),
+            ipc: IpcSpec::default(),
+            sched: SchedSpec::default(),
             net: NetSpec::default(),
+            label: None,
             passive: false,
             call_cpu_limit: DEFAULT_CALL_CPU_LIMIT,
         }
@@ -173,7 +219,7 @@ impl TaskSpec {
     /// What a passive spec may not ask for, as an error message.
     pub(crate) fn check_passive(&self) -> Result<(), String> {
         let spec = self;
-        let Some(name) = spec.provides.first() else {
+        let Some(name) = spec.ipc.provides.first() else {
             return Err(
                 "a passive task needs a `provides` name: its service is registered under the first"
                     .into(),
@@ -187,8 +233,11 @@ impl TaskSpec {
         let refused = [
             ("dirs", !spec.dirs.is_empty()),
             ("listen", !spec.net.preopen_listeners.is_empty()),
-            ("stdin", spec.stdin_inherit || spec.stdin_bytes.is_some()),
-            ("modules", !spec.modules.is_empty()),
+            (
+                "stdin",
+                spec.stdio.stdin_inherit || spec.stdio.stdin_bytes.is_some(),
+            ),
+            ("modules", !spec.ipc.modules.is_empty()),
         ];
         match refused.iter().find(|(_, asked)| *asked) {
             Some((key, _)) => Err(format!(

@@ -19,6 +19,12 @@ use std::task::Poll;
 use wasmtime::{Caller, Linker};
 
 pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
+    add_services(linker)?;
+    add_calls(linker)
+}
+
+/// `service_create` and `portal_create`.
+fn add_services(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
     linker.func_wrap(
         super::MODULE,
         "service_create",
@@ -44,6 +50,11 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
             ret32(table.insert(Object::Portal(portal)))
         },
     )?;
+    Ok(())
+}
+
+/// `call`, `call_fast`, `call_timeout`, `recv`, `reply`, `call_origin`.
+fn add_calls(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
     linker.func_wrap_async(
         super::MODULE,
         "call",

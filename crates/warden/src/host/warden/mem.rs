@@ -7,6 +7,12 @@ use crate::ipc::{Errno, Object};
 use wasmtime::{Caller, Linker};
 
 pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
+    add_objects(linker)?;
+    add_access(linker)
+}
+
+/// `mem_create` and `mem_view`.
+fn add_objects(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
     linker.func_wrap(
         super::MODULE,
         "mem_create",
@@ -35,6 +41,11 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
             ret32(r)
         },
     )?;
+    Ok(())
+}
+
+/// `mem_read`, `mem_write`, `mem_size`, `mem_revoke`.
+fn add_access(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
     linker.func_wrap(
         super::MODULE,
         "mem_read",

@@ -29,11 +29,11 @@ impl Grants {
     /// The grants in `spec`.
     pub(crate) fn of(spec: &TaskSpec) -> Self {
         Grants {
-            provides: spec.provides.clone(),
-            uses: spec.uses.clone(),
-            export: spec.export.clone(),
-            max_message_bytes: spec.max_message_bytes,
-            max_message_handles: spec.max_message_handles,
+            provides: spec.ipc.provides.clone(),
+            uses: spec.ipc.uses.clone(),
+            export: spec.ipc.export.clone(),
+            max_message_bytes: spec.ipc.max_message_bytes,
+            max_message_handles: spec.ipc.max_message_handles,
         }
     }
 }

@@ -16,6 +16,13 @@ const MAX_ARGS: u64 = 256;
 const MAX_ARG_LEN: usize = 4096;
 
 pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
+    add_control(linker)?;
+    add_events(linker)
+}
+
+/// `module_lookup`, `task_spawn`, `task_kill`, `task_suspend`,
+/// `task_resume`.
+fn add_control(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
     linker.func_wrap(
         super::MODULE,
         "module_lookup",
@@ -49,6 +56,12 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
         "task_resume",
         |c: Caller<'_, TaskData>, h: i32| control(&c, h, |s, id| s.resume(id)),
     )?;
+    Ok(())
+}
+
+/// `task_wait`, `task_event`, `task_raise`, `task_granted`,
+/// `namespace_bind`.
+fn add_events(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
     linker.func_wrap_async(
         super::MODULE,
         "task_wait",
@@ -97,7 +110,7 @@ fn module_lookup(c: &mut Caller<'_, TaskData>, ptr: i32, len: i32) -> Result<i32
     let (mem, data) = memory(c)?;
     let name = super::names::read_name(mem, ptr, len)?;
     let ipc = &mut data.ipc;
-    let modules = ipc.spec.as_ref().map_or(&[][..], |s| &s.modules[..]);
+    let modules = ipc.spec.as_ref().map_or(&[][..], |s| &s.ipc.modules[..]);
     let found = modules.iter().find(|(n, _)| *n == name).cloned();
     let module = found.ok_or(Errno::Denied)?;
     ipc.handles.insert(Object::Module(Arc::new(module)))

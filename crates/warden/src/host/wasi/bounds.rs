@@ -110,7 +110,14 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
     })
 }
 
+/// `path_open`, `fd_close` and `fd_renumber`, counting the task's open
+/// files.
 fn add_file_counting(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
+    add_open(linker)?;
+    add_close(linker)
+}
+
+fn add_open(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
     type PathOpen = (i32, i32, i32, i32, i32, i64, i64, i32, i32);
     linker.func_wrap_async(
         "wasi_snapshot_preview1",
@@ -135,6 +142,10 @@ fn add_file_counting(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
             })
         },
     )?;
+    Ok(())
+}
+
+fn add_close(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
     linker.func_wrap_async(
         "wasi_snapshot_preview1",
         "fd_close",
@@ -185,7 +196,17 @@ fn add_file_counting(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
 /// Shadows the calls that take a descriptor which may be a socket: each
 /// answers for sockets and hands anything else to Wasmtime.
 fn add_sockets(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
-    const M: &str = "wasi_snapshot_preview1";
+    add_socket_calls(linker)?;
+    add_socket_io(linker)?;
+    add_socket_metadata(linker)?;
+    add_socket_prestat(linker)
+}
+
+/// The name of WASI preview 1's import module.
+const M: &str = "wasi_snapshot_preview1";
+
+/// `sock_accept`, `sock_recv`, `sock_send`, `sock_shutdown`.
+fn add_socket_calls(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
     linker.func_wrap_async(
         M,
         "sock_accept",
@@ -243,6 +264,12 @@ fn add_sockets(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
             })
         },
     )?;
+    Ok(())
+}
+
+/// `fd_read` and `fd_write` on a socket (and `fd_write` to stdout or
+/// stderr, straight to the sinks).
+fn add_socket_io(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
     linker.func_wrap_async(
         M,
         "fd_read",
@@ -270,6 +297,11 @@ fn add_sockets(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
             })
         },
     )?;
+    Ok(())
+}
+
+/// A socket's `fd_fdstat_get`, `fd_fdstat_set_flags`, `fd_filestat_get`.
+fn add_socket_metadata(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
     linker.func_wrap_async(
         M,
         "fd_fdstat_get",
@@ -306,6 +338,12 @@ fn add_sockets(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
             })
         },
     )?;
+    Ok(())
+}
+
+/// `fd_prestat_get` and `fd_prestat_dir_name`: a socket is no preopened
+/// directory (which also ends wasi-libc's scan of them).
+fn add_socket_prestat(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
     linker.func_wrap_async(
         M,
         "fd_prestat_get",

@@ -70,28 +70,33 @@ impl Strings {
         });
     }
 
+    #[cfg(test)]
     /// How many strings.
     pub fn len(&self) -> usize {
         self.count as usize
     }
 
+    #[cfg(test)]
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.count == 0
     }
 
+    #[cfg(test)]
     /// The strings, without their NULs.
     pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
         let end = self.bytes.len().saturating_sub(1);
         self.bytes[..end].split(|&b| b == 0).take(self.len())
     }
 
+    #[cfg(test)]
     /// The `name=value` string whose name is `name`, its value.
     pub fn var(&self, name: &str) -> Option<&[u8]> {
         self.iter()
             .find_map(|s| s.strip_prefix(name.as_bytes())?.strip_prefix(b"="))
     }
 
+    #[cfg(test)]
     /// The whole buffer.
     pub fn as_bytes(&self) -> &[u8] {
         &self.bytes
