@@ -83,7 +83,7 @@ pub struct ClusterSpec {
     /// This node's name, unique within the cluster.
     pub node: String,
     /// The cluster's name: clusters sharing a broker never hear each
-    /// other ([`DEFAULT_CLUSTER`] when the manifest names none).
+    /// other (`DEFAULT_CLUSTER` when the manifest names none).
     pub cluster: String,
     /// How the node proves who it is to the broker.
     pub auth: BrokerAuth,

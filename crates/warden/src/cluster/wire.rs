@@ -107,7 +107,7 @@ pub struct Announce {
     pub exports: Vec<String>,
 }
 
-/// Whether `node` can name a node: 1 to [`MAX_NODE`] letters, digits,
+/// Whether `node` can name a node: 1 to `MAX_NODE` letters, digits,
 /// `-` or `_`.
 pub fn valid_node(node: &str) -> bool {
     (1..=MAX_NODE).contains(&node.len())

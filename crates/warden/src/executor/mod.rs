@@ -212,7 +212,7 @@ pub struct ExecutorStats {
     pub queued: usize,
     /// Polls performed so far.
     pub polls: u64,
-    /// Of those, slices run by a host thread ([`host_hand_off`]).
+    /// Of those, slices run by a host thread (`host_hand_off`).
     pub host_polls: u64,
     /// Polls that followed another on the same worker without idling.
     pub switches: u64,

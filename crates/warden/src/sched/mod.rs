@@ -60,14 +60,14 @@ impl Default for Params {
 /// The policy a group uses among its children.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PolicyKind {
-    /// [`RoundRobin`].
+    /// `RoundRobin`.
     #[default]
     RoundRobin,
-    /// [`FixedPriority`].
+    /// `FixedPriority`.
     Priority,
-    /// [`Stride`].
+    /// `Stride`.
     Stride,
-    /// [`Lottery`].
+    /// `Lottery`.
     Lottery,
 }
 

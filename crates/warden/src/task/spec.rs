@@ -57,7 +57,7 @@ pub struct Limits {
     /// Bytes of linear memory plus tables; `None` for no limit.
     pub memory_limit: Option<u64>,
     /// What a growth past `memory_limit` does, and what is done to the
-    /// task when its surplus is reclaimed (see [`root`](super::root)).
+    /// task when its surplus is reclaimed (see `task::root`).
     pub on_memory_limit: MemoryPolicy,
     /// Bytes of the machine's memory set aside for it at spawn, which it
     /// can always have (0: none; at most `memory_limit`).
