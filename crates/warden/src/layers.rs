@@ -30,7 +30,7 @@ const LAYERS: &[&[&str]] = &[
         "test_waker",
     ],
     &["task", "output"],
-    &["cpu", "limiter", "net", "report", "cache"],
+    &["cpu", "limiter", "net", "serving", "report", "cache"],
     &["executor", "ipc"],
     &["host", "module", "cluster"],
     &["runtime"],

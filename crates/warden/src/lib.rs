@@ -140,6 +140,7 @@ mod output;
 mod report;
 mod runtime;
 mod sched;
+mod serving;
 mod system;
 mod task;
 #[cfg(test)]

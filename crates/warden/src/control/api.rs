@@ -187,7 +187,7 @@ fn history(samples: &Mutex<Samples>) -> Reply {
 
 /// Decodes %XX escapes in a URL path segment.
 fn decode(s: &str) -> String {
-    String::from_utf8_lossy(&crate::http::cgi::percent_decode(s)).into_owned()
+    String::from_utf8_lossy(&crate::serving::percent_decode(s)).into_owned()
 }
 
 fn spawn(rt: &Runtime, body: &[u8]) -> Result<TaskId, String> {

@@ -7,7 +7,7 @@
 //! | what | limit |
 //! |---|---|
 //! | connections open at once | [`MAX_CONNECTIONS`]; when full, one with no request at work makes room, or the new one is closed at accept if all have one |
-//! | request head (line + headers) | 16 KiB, at most 64 headers, read within 5 s (`http::conn`) |
+//! | request head (line + headers) | 16 KiB, at most 64 headers, read within 5 s (`serving::conn`) |
 //! | request body | [`MAX_BODY`] (413 if declared or sent larger), read within 10 s (408) |
 //! | one connection's life | 60 s; then it is closed after the request in flight |
 //!
@@ -20,8 +20,8 @@
 use super::api::{self, Reply};
 use super::auth::{self, Credentials, Token};
 use super::samples::{self, Samples};
-use crate::http::conn::{self, Gate, Limits};
 use crate::runtime::Runtime;
+use crate::serving::conn::{self, Gate, Limits};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::{Request, Response};
@@ -36,7 +36,7 @@ pub const MAX_BODY: usize = 64 << 10;
 
 const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bytes the API's requests and answers may hold at once (see
-/// `http::budget`): its largest answers, a busy system's metrics, are a
+/// `serving::budget`): its largest answers, a busy system's metrics, are a
 /// few MiB.
 const MAX_BUFFERED: u64 = 256 << 20;
 const CONNECTION_LIFE: Duration = Duration::from_secs(60);

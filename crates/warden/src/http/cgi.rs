@@ -140,33 +140,7 @@ pub fn host(p: &Parts) -> Option<&str> {
 
 /// `%XX` escapes decoded, when the result is UTF-8; else `path` as given.
 fn decode(path: &str) -> String {
-    String::from_utf8(percent_decode(path)).unwrap_or_else(|_| path.to_string())
-}
-
-/// The bytes `s` stands for with its `%XX` escapes decoded (a `%` not
-/// followed by two hex digits stays as it is).
-pub fn percent_decode(s: &str) -> Vec<u8> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        match (
-            b[i],
-            b.get(i + 1).and_then(|&c| hex(c)),
-            b.get(i + 2).and_then(|&c| hex(c)),
-        ) {
-            (b'%', Some(h), Some(l)) => {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-            }
-            (c, _, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    out
+    String::from_utf8(crate::serving::percent_decode(path)).unwrap_or_else(|_| path.to_string())
 }
 
 /// A parsed CGI response.

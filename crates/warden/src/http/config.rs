@@ -10,10 +10,10 @@ pub struct HttpSpec {
     /// The address it listens on, `host:port`.
     pub listen: String,
     /// Most connections serving at once; when full, one with no request
-    /// at work makes room for a new one (see `http::gate`).
+    /// at work makes room for a new one (see `serving::gate`).
     pub max_connections: usize,
     /// Bytes its requests may hold at once, all connections together:
-    /// heads, bodies and answers (past it, 503; see `http::budget`).
+    /// heads, bodies and answers (past it, 503; see `serving::budget`).
     pub max_buffered: u64,
     /// Bytes the requests of one connection may hold at once.
     pub max_buffered_per_connection: u64,

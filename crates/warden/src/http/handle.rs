@@ -2,16 +2,16 @@
 //! answered by a fresh task (WAGI) or by a servlet's service, with every
 //! fault turned into an HTTP answer.
 
-use super::budget;
 use super::cgi;
 use super::config::{Handler, RouteSpec};
-use super::conn::respond;
-use super::conn::RequestBody;
 use crate::ipc::client::HostClient;
 use crate::ipc::Errno;
 use crate::output::CapturedOutput;
 use crate::runtime::RouteStats;
 use crate::runtime::{Error, Runtime};
+use crate::serving::budget;
+use crate::serving::conn::respond;
+use crate::serving::conn::RequestBody;
 use crate::task::{Output, TaskStatus};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};

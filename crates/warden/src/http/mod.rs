@@ -28,20 +28,17 @@
 //! | wall-clock timeout | 504 |
 //!
 //! Slow or hostile clients are bounded by the connection rules of
-//! [`conn`]: they hold a connection, never a handler task (a body is read
+//! `serving::conn`: they hold a connection, never a handler task (a body is read
 //! whole before any task starts).
 
-pub mod budget;
 pub mod cgi;
 pub mod config;
-pub mod conn;
-mod gate;
 mod handle;
-mod preface;
 
 pub use config::{Handler, HttpSpec, RouteSpec};
 
 use crate::runtime::Runtime;
+use crate::serving::conn;
 use handle::Route;
 use std::net::SocketAddr;
 use std::sync::Arc;

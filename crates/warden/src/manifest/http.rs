@@ -169,7 +169,7 @@ fn buffered(
         .map(|r| r.max_body + r.max_response as u64)
         .max()
         .unwrap_or(0)
-        + (crate::http::conn::MAX_HEAD as u64) * 2;
+        + (crate::serving::conn::MAX_HEAD as u64) * 2;
     let size = |key: &str, given: &Option<String>, default: u64, least: u64| match given {
         None => Ok(default.max(least)),
         Some(t) => match parse_size(t).map_err(|e| format!("{key}: {e}"))? {
