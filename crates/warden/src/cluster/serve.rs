@@ -18,7 +18,7 @@
 use super::wire;
 use super::{seal, Shared};
 use crate::ipc::service::{Origin, PortalRef};
-use crate::ipc::Errno;
+use crate::ipc::{Errno, Object};
 use futures_util::StreamExt;
 use std::collections::HashMap;
 use std::future::Future;
@@ -192,6 +192,17 @@ impl Shared {
             Poll::Ready(r) => r,
             Poll::Pending => self.with_progress(&reply_to, work).await,
         };
+        self.answer(&label, reply_to, result).await;
+    }
+
+    /// Sends a served call's answer to `reply_to`: the reply with its
+    /// portals lent to the caller's node, or the error.
+    async fn answer(
+        self: &Arc<Self>,
+        label: &str,
+        reply_to: async_nats::Subject,
+        result: Result<(Vec<u8>, Vec<Object>), Errno>,
+    ) {
         let result = match result {
             // Portals in the reply are lent to the caller's node.
             Ok((bytes, objects)) => match self.lend_all(objects).await {
@@ -203,7 +214,7 @@ impl Shared {
             Err(Errno::Denied) => Err(Errno::PeerDied),
             Err(e) => Err(e),
         };
-        self.stats.served(&label, result.is_ok());
+        self.stats.served(label, result.is_ok());
         let reply = result
             .as_ref()
             .map(|(b, s)| (&b[..], &s[..]))

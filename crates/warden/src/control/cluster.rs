@@ -17,6 +17,48 @@ fn label(s: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// A counter of the calls by name.
+type Field = fn(&crate::NameCounts) -> u64;
+
+/// The per-name counters: metric, help, and its field.
+const SERIES: [(&str, &str, Field); 7] = [
+    (
+        "warden_cluster_calls_total",
+        "Calls this node's tasks made to other nodes, by name.",
+        |c| c.calls,
+    ),
+    (
+        "warden_cluster_call_failures_total",
+        "Of those, calls that failed.",
+        |c| c.failures,
+    ),
+    (
+        "warden_cluster_sent_bytes_total",
+        "Request bytes sent to other nodes, by name.",
+        |c| c.bytes_out,
+    ),
+    (
+        "warden_cluster_received_bytes_total",
+        "Reply bytes received from other nodes, by name.",
+        |c| c.bytes_in,
+    ),
+    (
+        "warden_cluster_served_total",
+        "Calls from other nodes served here, by name.",
+        |c| c.served,
+    ),
+    (
+        "warden_cluster_served_failures_total",
+        "Of those, calls that ended in an error.",
+        |c| c.served_failures,
+    ),
+    (
+        "warden_cluster_busy_total",
+        "Calls from other nodes refused busy (too much waiting), by name.",
+        |c| c.busy,
+    ),
+];
+
 /// The cluster's counters, in the Prometheus text format.
 pub(super) fn metrics(rt: &Runtime, out: &mut String) {
     let Some(cluster) = rt.cluster() else { return };
@@ -56,45 +98,7 @@ pub(super) fn metrics(rt: &Runtime, out: &mut String) {
             "# HELP {metric} {help}\n# TYPE {metric} counter\n{metric} {n}"
         );
     }
-    type Field = fn(&crate::NameCounts) -> u64;
-    let series: [(&str, &str, Field); 7] = [
-        (
-            "warden_cluster_calls_total",
-            "Calls this node's tasks made to other nodes, by name.",
-            |c| c.calls,
-        ),
-        (
-            "warden_cluster_call_failures_total",
-            "Of those, calls that failed.",
-            |c| c.failures,
-        ),
-        (
-            "warden_cluster_sent_bytes_total",
-            "Request bytes sent to other nodes, by name.",
-            |c| c.bytes_out,
-        ),
-        (
-            "warden_cluster_received_bytes_total",
-            "Reply bytes received from other nodes, by name.",
-            |c| c.bytes_in,
-        ),
-        (
-            "warden_cluster_served_total",
-            "Calls from other nodes served here, by name.",
-            |c| c.served,
-        ),
-        (
-            "warden_cluster_served_failures_total",
-            "Of those, calls that ended in an error.",
-            |c| c.served_failures,
-        ),
-        (
-            "warden_cluster_busy_total",
-            "Calls from other nodes refused busy (too much waiting), by name.",
-            |c| c.busy,
-        ),
-    ];
-    for (metric, help, field) in series {
+    for (metric, help, field) in SERIES {
         let _ = writeln!(out, "# HELP {metric} {help}\n# TYPE {metric} counter");
         for (name, c) in &names {
             let _ = writeln!(out, "{metric}{{name=\"{}\"}} {}", label(name), field(c));

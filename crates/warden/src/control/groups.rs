@@ -4,7 +4,7 @@
 
 use super::samples::{is_finished, Rates};
 use crate::runtime::{Runtime, TaskView};
-use crate::task::TaskId;
+use crate::task::{GroupSpec, TaskId};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 
@@ -42,32 +42,7 @@ pub(super) fn tree(rt: &Runtime, rates: &HashMap<TaskId, Rates>) -> Value {
     }
     let groups: Vec<Value> = specs
         .iter()
-        .map(|g| {
-            let t = totals.remove(&g.name).unwrap_or_default();
-            let members: Vec<Value> = views
-                .iter()
-                .filter(|v| v.group.as_deref() == Some(g.name.as_str()))
-                .map(|v| json!({ "id": v.id, "name": v.name, "parent": v.parent }))
-                .collect();
-            json!({
-                "name": g.name,
-                "parent": g.parent,
-                "cpu_share": g.params.share,
-                "cpu_cap": g.cap,
-                "bandwidth_share": g.bandwidth_share,
-                "bandwidth_limit": g.bandwidth_limit,
-                "members": members,
-                "tasks": t.tasks,
-                "cpu_pct": t.cpu_pct,
-                "cpu_ms": t.cpu_ms,
-                "memory_bytes": t.memory_bytes,
-                "sockets": t.sockets,
-                "net_bytes_sent": t.sent,
-                "net_bytes_received": t.received,
-                "net_tx_rate": t.tx_rate,
-                "net_rx_rate": t.rx_rate,
-            })
-        })
+        .map(|g| group_json(g, totals.remove(&g.name).unwrap_or_default(), &views))
         .collect();
     let ungrouped: Vec<TaskId> = views
         .iter()
@@ -75,6 +50,33 @@ pub(super) fn tree(rt: &Runtime, rates: &HashMap<TaskId, Rates>) -> Value {
         .map(|v| v.id)
         .collect();
     json!({ "link_rate": rt.config().link_rate, "groups": groups, "ungrouped": ungrouped })
+}
+
+/// One group as the API shows it: its spec, its members and its totals.
+fn group_json(g: &GroupSpec, t: Totals, views: &[TaskView]) -> Value {
+    let members: Vec<Value> = views
+        .iter()
+        .filter(|v| v.group.as_deref() == Some(g.name.as_str()))
+        .map(|v| json!({ "id": v.id, "name": v.name, "parent": v.parent }))
+        .collect();
+    json!({
+        "name": g.name,
+        "parent": g.parent,
+        "cpu_share": g.params.share,
+        "cpu_cap": g.cap,
+        "bandwidth_share": g.bandwidth_share,
+        "bandwidth_limit": g.bandwidth_limit,
+        "members": members,
+        "tasks": t.tasks,
+        "cpu_pct": t.cpu_pct,
+        "cpu_ms": t.cpu_ms,
+        "memory_bytes": t.memory_bytes,
+        "sockets": t.sockets,
+        "net_bytes_sent": t.sent,
+        "net_bytes_received": t.received,
+        "net_tx_rate": t.tx_rate,
+        "net_rx_rate": t.rx_rate,
+    })
 }
 
 /// What a group's live tasks use together.

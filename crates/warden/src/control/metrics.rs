@@ -184,6 +184,13 @@ pub fn metrics(rt: &Runtime) -> String {
     root_metrics(rt, &mut out);
     super::routes::metrics(rt, &mut out);
     super::cluster::metrics(rt, &mut out);
+    task_counts(&views, &mut out);
+    kernel_metrics(rt, &mut out);
+    out
+}
+
+/// How many tasks are alive, and how many ended, by how.
+fn task_counts(views: &[TaskView], out: &mut String) {
     let count = |state: &str| views.iter().filter(|v| v.state == state).count();
     let _ = writeln!(
         out,
@@ -205,6 +212,10 @@ pub fn metrics(rt: &Runtime) -> String {
             count(state)
         );
     }
+}
+
+/// The kernel's own time: creating and releasing tasks, slices run.
+fn kernel_metrics(rt: &Runtime, out: &mut String) {
     let setup = rt.setup_stats();
     for (name, secs, what) in [
         (
@@ -235,7 +246,6 @@ pub fn metrics(rt: &Runtime) -> String {
         "# HELP warden_host_polls_total Time slices run by a host thread that called a waiting server (the web server's).\n# TYPE warden_host_polls_total counter\nwarden_host_polls_total {}",
         stats.host_polls
     );
-    out
 }
 
 /// Per group, its subtree's network bytes (live tasks and the finished

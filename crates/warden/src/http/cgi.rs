@@ -75,7 +75,19 @@ pub fn environment(m: &Meta, base: &[(String, String)]) -> Strings {
     env.push_var("X_RAW_PATH_INFO", path);
     env.push_var("QUERY_STRING", p.uri.query().unwrap_or(""));
     num(&mut env, "CONTENT_LENGTH", &m.body_len);
-    for name in p.headers.keys() {
+    header_vars(&mut env, &p.headers);
+    // An HTTP/2 request names its host in its URI, not in a header.
+    if let (Some(h), None) = (host, p.headers.get(hyper::header::HOST)) {
+        env.push_var("HTTP_HOST", h);
+    }
+    env
+}
+
+/// The request's headers as `HTTP_*` variables (and `CONTENT_TYPE`), as
+/// CGI has them: repeated headers joined into one, no `HTTP_PROXY` and
+/// none whose name has an underscore (it would pass for a dash).
+fn header_vars(env: &mut Strings, headers: &hyper::HeaderMap) {
+    for name in headers.keys() {
         // No HTTP_PROXY from a client's `Proxy` header ("httpoxy"): a
         // handler's HTTP library may take it for its proxy setting.
         if name == hyper::header::CONTENT_LENGTH
@@ -84,12 +96,7 @@ pub fn environment(m: &Meta, base: &[(String, String)]) -> Strings {
         {
             continue;
         }
-        let values = || {
-            p.headers
-                .get_all(name)
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-        };
+        let values = || headers.get_all(name).iter().filter_map(|v| v.to_str().ok());
         if values().next().is_none() {
             continue;
         }
@@ -113,11 +120,6 @@ pub fn environment(m: &Meta, base: &[(String, String)]) -> Strings {
             }
         });
     }
-    // An HTTP/2 request names its host in its URI, not in a header.
-    if let (Some(h), None) = (host, p.headers.get(hyper::header::HOST)) {
-        env.push_var("HTTP_HOST", h);
-    }
-    env
 }
 
 /// A version as CGI's `SERVER_PROTOCOL` gives it (`HTTP/1.1`).
@@ -188,19 +190,7 @@ pub fn parse(out: &[u8]) -> Result<Response, Malformed> {
         if line.is_empty() {
             break;
         }
-        let Some(colon) = line.iter().position(|&c| c == b':') else {
-            return Err(format!(
-                "header line without ':': {:?}",
-                String::from_utf8_lossy(line)
-            ));
-        };
-        let name = HeaderName::from_bytes(&line[..colon]).map_err(|_| {
-            format!(
-                "bad header name {:?}",
-                String::from_utf8_lossy(&line[..colon])
-            )
-        })?;
-        let value = line[colon + 1..].trim_ascii();
+        let (name, value) = header_line(line)?;
         if name.as_str() == "status" {
             status = Some(parse_status(value)?);
             continue;
@@ -226,6 +216,23 @@ pub fn parse(out: &[u8]) -> Result<Response, Malformed> {
         headers,
         body_at: at,
     })
+}
+
+/// A response header line's name and (trimmed) value.
+fn header_line(line: &[u8]) -> Result<(HeaderName, &[u8]), Malformed> {
+    let Some(colon) = line.iter().position(|&c| c == b':') else {
+        return Err(format!(
+            "header line without ':': {:?}",
+            String::from_utf8_lossy(line)
+        ));
+    };
+    let name = HeaderName::from_bytes(&line[..colon]).map_err(|_| {
+        format!(
+            "bad header name {:?}",
+            String::from_utf8_lossy(&line[..colon])
+        )
+    })?;
+    Ok((name, line[colon + 1..].trim_ascii()))
 }
 
 fn parse_status(value: &[u8]) -> Result<StatusCode, Malformed> {

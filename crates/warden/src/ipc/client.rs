@@ -181,16 +181,7 @@ impl HostClient {
         let others = self.calls.fetch_add(1, Ordering::Relaxed);
         let _in_flight = InFlight(&self.calls);
         let slot = self.slot();
-        let seq = {
-            let mut st = slot.lock();
-            st.set_request_with(&self.owner, request.len(), |b| b.copy_from_slice(request))?;
-            st.request_objects = objects;
-            st.reply_objects.clear();
-            st.origin = origin;
-            st.seq += 1;
-            st.phase = Phase::Queued;
-            st.seq
-        };
+        let seq = self.load(&slot, origin, request, objects)?;
         let mut waiting = Waiting {
             slot: &slot,
             answered: false,
@@ -215,25 +206,52 @@ impl HostClient {
         let code = std::future::poll_fn(|cx| slot.poll_done(cx)).await;
         waiting.answered = true;
         drop(waiting);
-        let reply = {
-            let mut st = slot.lock();
-            st.phase = Phase::Idle;
-            st.request_objects.clear();
-            let objects = std::mem::take(&mut st.reply_objects);
-            match code {
-                c if c < 0 => Err(Errno::from_code(c)),
-                // Taken, not copied: the slot's buffer leaves the client's
-                // account with it (a slot that carried a large reply would
-                // not be kept anyway).
-                _ => admit_reply(st.reply.len()).map(|()| {
-                    let reply = std::mem::take(&mut st.reply);
-                    self.owner.refund(reply.capacity() as u64);
-                    (reply, objects)
-                }),
-            }
-        };
+        let reply = self.take_answer(&slot, code, admit_reply);
         self.give_back(slot);
         reply
+    }
+
+    /// Puts a call's request in `slot`, queued; its number.
+    fn load(
+        &self,
+        slot: &CallSlot,
+        origin: Option<Origin>,
+        request: &[u8],
+        objects: Vec<super::Object>,
+    ) -> Result<u64, Errno> {
+        let mut st = slot.lock();
+        st.set_request_with(&self.owner, request.len(), |b| b.copy_from_slice(request))?;
+        st.request_objects = objects;
+        st.reply_objects.clear();
+        st.origin = origin;
+        st.seq += 1;
+        st.phase = Phase::Queued;
+        Ok(st.seq)
+    }
+
+    /// The answer in `slot` of a call that ended with `code`: an error, or
+    /// the reply and its objects if `admit_reply` takes its length.
+    fn take_answer(
+        &self,
+        slot: &CallSlot,
+        code: i32,
+        admit_reply: &(dyn Fn(usize) -> Result<(), Errno> + Sync),
+    ) -> Result<(Vec<u8>, Vec<super::Object>), Errno> {
+        let mut st = slot.lock();
+        st.phase = Phase::Idle;
+        st.request_objects.clear();
+        let objects = std::mem::take(&mut st.reply_objects);
+        match code {
+            c if c < 0 => Err(Errno::from_code(c)),
+            // Taken, not copied: the slot's buffer leaves the client's
+            // account with it (a slot that carried a large reply would
+            // not be kept anyway).
+            _ => admit_reply(st.reply.len()).map(|()| {
+                let reply = std::mem::take(&mut st.reply);
+                self.owner.refund(reply.capacity() as u64);
+                (reply, objects)
+            }),
+        }
     }
 
     fn slot(&self) -> Arc<CallSlot> {

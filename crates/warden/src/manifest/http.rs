@@ -203,28 +203,7 @@ fn route(r: RawRoute, base: &Path, groups: &[&str]) -> Result<RouteSpec, String>
     if let Some(g) = r.group.as_deref().filter(|g| !groups.contains(g)) {
         return Err(format!("group: no [[group]] named {g:?}"));
     }
-    let handler = match (&r.module, &r.service) {
-        (Some(_), Some(_)) | (None, None) => {
-            return Err(
-                "give exactly one of module (a task per request) and service (a servlet)".into(),
-            )
-        }
-        (None, Some(s)) => {
-            if let Some(key) = task_keys_given(&r) {
-                return Err(format!(
-                    "{key}: only for module routes (a servlet's limits are its [[task]]'s)"
-                ));
-            }
-            Handler::Service(s.clone())
-        }
-        (Some(_), None) => {
-            // The template leaves args and env to each copy; a route has one.
-            let mut spec = task_template(&raw_task(&r, &name), base)?;
-            spec.args = r.args.clone();
-            spec.env = r.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-            Handler::Module(Box::new(spec))
-        }
-    };
+    let handler = handler(&r, &name, base)?;
     let size = |key: &str, v: &Option<String>, default: u64| -> Result<u64, String> {
         v.as_deref().map_or(Ok(default), |t| {
             parse_size(t).map_err(|e| format!("{key}: {e}"))
@@ -254,6 +233,32 @@ fn route(r: RawRoute, base: &Path, groups: &[&str]) -> Result<RouteSpec, String>
             defaults::MAX_RESPONSE as u64,
         )?)
         .map_err(|_| "max_response: too large".to_string())?,
+    })
+}
+
+/// Who answers a route: a task per request (its module), or a servlet.
+fn handler(r: &RawRoute, name: &str, base: &Path) -> Result<Handler, String> {
+    Ok(match (&r.module, &r.service) {
+        (Some(_), Some(_)) | (None, None) => {
+            return Err(
+                "give exactly one of module (a task per request) and service (a servlet)".into(),
+            )
+        }
+        (None, Some(s)) => {
+            if let Some(key) = task_keys_given(r) {
+                return Err(format!(
+                    "{key}: only for module routes (a servlet's limits are its [[task]]'s)"
+                ));
+            }
+            Handler::Service(s.clone())
+        }
+        (Some(_), None) => {
+            // The template leaves args and env to each copy; a route has one.
+            let mut spec = task_template(&raw_task(r, name), base)?;
+            spec.args = r.args.clone();
+            spec.env = r.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            Handler::Module(Box::new(spec))
+        }
     })
 }
 

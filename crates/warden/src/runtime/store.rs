@@ -96,17 +96,7 @@ impl Runtime {
         let budget = MemoryBudget::new(spec.limits.on_memory_limit, shared.clone());
         let mut handles = HandleTable::new(spec.ipc.max_handles, shared.clone());
         let (granted, names) = match child {
-            Some(c) => {
-                let mut granted = Vec::with_capacity(c.grants.len());
-                for object in c.grants {
-                    granted.push(
-                        handles
-                            .insert(object)
-                            .map_err(|e| format!("granting handles: {e}"))?,
-                    );
-                }
-                (granted, c.names)
-            }
+            Some(c) => (grant(&mut handles, c.grants)?, c.names),
             None => (Vec::new(), None),
         };
         let ipc = TaskIpc {
@@ -209,6 +199,17 @@ fn finish_wasi(mut b: WasiCtxBuilder, sinks: &(Sink, Sink), stdin: Stdin) -> Was
 
 /// A task's arguments (argv\[0\] its module's file name) and
 /// environment (`env`, or else its spec's).
+/// The objects a parent granted its child, installed in the child's
+/// table in order; their handles.
+fn grant(handles: &mut HandleTable, grants: Vec<Object>) -> Result<Vec<i32>, String> {
+    let mut granted = Vec::with_capacity(grants.len());
+    for object in grants {
+        let h = handles.insert(object);
+        granted.push(h.map_err(|e| format!("granting handles: {e}"))?);
+    }
+    Ok(granted)
+}
+
 fn cli(spec: &TaskSpec, module: &Path, env: Option<Strings>) -> Cli {
     let file = module.file_name().map(|n| n.to_string_lossy());
     Cli {

@@ -147,20 +147,7 @@ fn check(entries: &mut [Entry], fds: &mut Vec<libc::pollfd>) -> i32 {
     for (e, pfd) in entries.iter_mut().zip(fds.iter()) {
         let events = e.events;
         e.revents = match &e.on {
-            Waitable::Conn(_) | Waitable::Listener(_) => {
-                let r = pfd.revents;
-                let mut out = 0;
-                if r & libc::POLLIN != 0 {
-                    out |= POLL_IN;
-                }
-                if r & libc::POLLOUT != 0 {
-                    out |= POLL_OUT;
-                }
-                if r & (libc::POLLHUP | libc::POLLERR | libc::POLLRDHUP) != 0 {
-                    out |= POLL_HUP;
-                }
-                out & (events | POLL_HUP)
-            }
+            Waitable::Conn(_) | Waitable::Listener(_) => socket_events(pfd.revents, events),
             Waitable::Service(s) => {
                 if s.is_ready() {
                     POLL_IN & events
@@ -181,6 +168,22 @@ fn check(entries: &mut [Entry], fds: &mut Vec<libc::pollfd>) -> i32 {
         }
     }
     ready
+}
+
+/// A socket's `WARDEN_POLL_*` bits from its `poll(2)` result: those asked
+/// for in `events`, and a hang-up always.
+fn socket_events(revents: i16, events: u32) -> u32 {
+    let mut out = 0;
+    if revents & libc::POLLIN != 0 {
+        out |= POLL_IN;
+    }
+    if revents & libc::POLLOUT != 0 {
+        out |= POLL_OUT;
+    }
+    if revents & (libc::POLLHUP | libc::POLLERR | libc::POLLRDHUP) != 0 {
+        out |= POLL_HUP;
+    }
+    out & (events | POLL_HUP)
 }
 
 /// Resolves when any entry may have become ready. One entry, the usual
