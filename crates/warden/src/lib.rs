@@ -73,9 +73,10 @@
 //!   machines joined through a NATS broker ([`Runtime::join_cluster`]);
 //!   exported names are found by other nodes' lookups and called with the
 //!   semantics of local calls, a dead node being a dead peer.
-//! - **Scheduling** ([`RunQueue`], [`SchedParams`], [`GroupSpec`]): policies as plain data structures
-//!   (round-robin, priority, stride, lottery, groups, caps), CPU
-//!   inheritance across portal calls, nested tasks with carved budgets.
+//! - **Scheduling** ([`RunQueue`], [`SchedParams`], [`GroupSpec`]):
+//!   policies as plain data structures (round-robin, priority, stride,
+//!   lottery, groups, caps), CPU inheritance across portal calls, nested
+//!   tasks with carved budgets.
 //! - **Operators** ([`control`]): the control API, web dashboard and
 //!   metrics a running system serves; the event log
 //!   ([`RuntimeConfig::events`]).
