@@ -32,7 +32,7 @@ pub fn check(args: &CheckArgs) -> Result<ExitCode, String> {
         ..warden::runtime_config(&m)
     };
     let rt = Runtime::new(config).map_err(|e| format!("{}: {e}", path.display()))?;
-    let modules = modules(&m);
+    let modules = warden::modules(&m.tasks, &m.http);
     let mut problems = bad.len();
     for module in &modules {
         if let Err(e) = warden::load(&rt, module) {
@@ -57,20 +57,6 @@ pub fn check(args: &CheckArgs) -> Result<ExitCode, String> {
         modules.len()
     );
     Ok(ExitCode::SUCCESS)
-}
-
-/// Every module the manifest names: its tasks', the modules they may
-/// spawn children from, and its per-request routes'.
-fn modules(m: &Manifest) -> Vec<warden::SystemModule<'_>> {
-    let routes = m.http.iter().flat_map(|h| &h.routes);
-    warden::modules(
-        m.tasks
-            .iter()
-            .chain(routes.filter_map(|r| match &r.handler {
-                Handler::Module(spec) => Some(&**spec),
-                Handler::Service(_) => None,
-            })),
-    )
 }
 
 /// Service routes whose service no task provides.

@@ -1,4 +1,4 @@
-//! The compiled-code cache: native code for each module, kept on disk
+//! The compiled-code cache: native code for each module and component, kept on disk
 //! between runs so a module is compiled once, not once per run.
 //!
 //! Location, in order: `$WARDEN_CACHE_DIR`, `$XDG_CACHE_HOME/warden`,
@@ -21,6 +21,7 @@
 use sha2::{Digest, Sha256};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
+use wasmtime::component::Component;
 use wasmtime::{Engine, Module};
 
 /// A directory of compiled modules.
@@ -130,23 +131,62 @@ impl CodeCache {
         engine: &Engine,
         wasm: &[u8],
     ) -> wasmtime::Result<(Module, CacheOutcome)> {
+        self.cached(
+            engine,
+            wasm,
+            Module::from_binary,
+            Module::serialize,
+            |e, p| {
+                // SAFETY: see `cached`.
+                unsafe { Module::deserialize_file(e, p) }
+            },
+        )
+    }
+
+    /// [`CodeCache::load_or_compile`] for a component's bytes.
+    pub fn load_or_compile_component(
+        &self,
+        engine: &Engine,
+        wasm: &[u8],
+    ) -> wasmtime::Result<(Component, CacheOutcome)> {
+        self.cached(
+            engine,
+            wasm,
+            Component::from_binary,
+            Component::serialize,
+            |e, p| {
+                // SAFETY: see `cached`.
+                unsafe { Component::deserialize_file(e, p) }
+            },
+        )
+    }
+
+    /// The entry of `wasm` loaded by `load` (which may trust it: entries
+    /// are only ever written by `serialize` below into a directory
+    /// private to the operator, see the module docs, and are keyed by
+    /// the engine's compatibility hash), or else compiled and stored.
+    fn cached<C>(
+        &self,
+        engine: &Engine,
+        wasm: &[u8],
+        compile: impl FnOnce(&Engine, &[u8]) -> wasmtime::Result<C>,
+        serialize: impl FnOnce(&C) -> wasmtime::Result<Vec<u8>>,
+        load: impl FnOnce(&Engine, &Path) -> wasmtime::Result<C>,
+    ) -> wasmtime::Result<(C, CacheOutcome)> {
         let path = self.entry(engine, wasm);
         if path.is_file() {
-            // SAFETY: entries are only ever written by `Module::serialize`
-            // below into a directory private to the operator (see module
-            // docs), and are keyed by the engine's compatibility hash.
-            if let Ok(m) = unsafe { Module::deserialize_file(engine, &path) } {
+            if let Ok(m) = load(engine, &path) {
                 return Ok((m, CacheOutcome::Hit));
             }
         }
-        let module = Module::from_binary(engine, wasm)?;
-        if let Ok(bytes) = module.serialize() {
+        let code = compile(engine, wasm)?;
+        if let Ok(bytes) = serialize(&code) {
             let tmp = path.with_extension(format!("tmp{}", std::process::id()));
             if std::fs::write(&tmp, &bytes).is_ok() && std::fs::rename(&tmp, &path).is_err() {
                 let _ = std::fs::remove_file(&tmp);
             }
         }
-        Ok((module, CacheOutcome::Miss))
+        Ok((code, CacheOutcome::Miss))
     }
 }
 

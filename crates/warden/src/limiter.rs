@@ -36,8 +36,15 @@ pub struct MemoryBudget {
     /// Memory growth requests seen, approved or not (see
     /// [`MemoryBudget::memory_grows`]).
     memory_grows: u64,
+    /// Instances the store may hold: a module task has one; a
+    /// component's has one per core instance inside it.
+    instances: usize,
     shared: Arc<TaskShared>,
 }
+
+/// Core instances a component task may have (a Python component has
+/// about twenty).
+pub const MAX_COMPONENT_INSTANCES: usize = 1000;
 
 impl MemoryBudget {
     /// The budget of the task `shared` describes.
@@ -47,8 +54,17 @@ impl MemoryBudget {
             last_grant: 0,
             granted: 0,
             memory_grows: 0,
+            instances: 1,
             shared,
         }
+    }
+
+    /// The budget of a component task: as [`MemoryBudget::new`], with
+    /// room for [`MAX_COMPONENT_INSTANCES`] core instances.
+    pub fn for_component(policy: MemoryPolicy, shared: Arc<TaskShared>) -> Self {
+        let mut budget = Self::new(policy, shared);
+        budget.instances = MAX_COMPONENT_INSTANCES;
+        budget
     }
 
     /// How many times one of the store's memories has asked to grow.
@@ -155,7 +171,7 @@ impl wasmtime::ResourceLimiter for MemoryBudget {
     }
 
     fn instances(&self) -> usize {
-        1
+        self.instances
     }
 
     fn tables(&self) -> usize {

@@ -1,11 +1,16 @@
 //! Loading modules: read, check, compile (once per runtime, cached on disk)
 //! and pre-link against the host functions, so that spawning a task is only
-//! instantiation.
+//! instantiation. A task's code is a core module (WASI preview 1) or a
+//! component (WASI 0.2: `component`).
+
+mod component;
 
 use crate::cache::{CacheOutcome, CodeCache};
 use crate::host::TaskData;
 use std::path::{Path, PathBuf};
 use wasmtime::{Engine, ExternType, InstancePre, Linker, Module, ModuleExport, Precompiled};
+
+pub(crate) use component::Linked;
 
 /// Import modules Warden provides to guests.
 pub const PROVIDED_IMPORT_MODULES: &[&str] = &[
@@ -20,10 +25,18 @@ pub struct LoadedModule {
     pub path: PathBuf,
     /// Whether the compiled code came from the disk cache (`None`: no cache).
     pub cache: Option<CacheOutcome>,
-    pub(crate) pre: InstancePre<TaskData>,
-    /// Where its `_start` and `memory` exports are, found once here rather
-    /// than by name (and type) in every task's instance.
-    pub(crate) exports: Exports,
+    pub(crate) code: Code,
+}
+
+/// What a task's instance is made from.
+pub(crate) enum Code {
+    /// A core module, pre-linked, with the exports a task's start needs.
+    Core {
+        pre: InstancePre<TaskData>,
+        exports: Exports,
+    },
+    /// A component, pre-linked for the world it is run in.
+    Component(Linked),
 }
 
 /// A command module's exports a task's start needs, as indices into its
@@ -51,52 +64,128 @@ impl Exports {
 impl LoadedModule {
     /// The module's compiled code, as `warden compile -o` writes it.
     pub fn precompiled(&self) -> Result<Vec<u8>, String> {
-        self.pre
-            .module()
-            .serialize()
-            .map_err(|e| format!("{}: {e:#}", self.path.display()))
+        match &self.code {
+            Code::Core { pre, .. } => pre.module().serialize(),
+            Code::Component(linked) => linked.component().serialize(),
+        }
+        .map_err(|e| format!("{}: {e:#}", self.path.display()))
+    }
+
+    /// Whether it is a component (WASI 0.2) rather than a core module.
+    pub fn is_component(&self) -> bool {
+        matches!(self.code, Code::Component(_))
+    }
+
+    /// The engine it was compiled for.
+    pub(crate) fn engine(&self) -> &Engine {
+        match &self.code {
+            Code::Core { pre, .. } => pre.module().engine(),
+            Code::Component(linked) => linked.component().engine(),
+        }
     }
 }
 
+/// What loading needs from the runtime: its engine, linkers, code cache
+/// and settings.
+pub(crate) struct Loader<'a> {
+    pub engine: &'a Engine,
+    /// The linker of the entry being loaded (a task's, or a passive
+    /// task's).
+    pub linker: &'a Linker<TaskData>,
+    /// The components' linker.
+    pub components: &'a wasmtime::component::Linker<TaskData>,
+    pub cache: Option<&'a CodeCache>,
+    pub allow_precompiled: bool,
+    pub max_bytes: u64,
+}
+
 /// Reads (unless given its `bytes`), validates, compiles and links the
-/// module at `path`.
+/// module or component at `path`.
 ///
 /// Refuses, with a message naming the file, anything that is not a
-/// WebAssembly core module (binary, or text in a `.wat` file) or a module
-/// precompiled by `warden compile`, a component, a module that does not
-/// fit a task slot (more than one memory or table, a table over the
-/// element limit: Wasmtime's compiler says which), a module without a
-/// `_start` command entry point, and a module importing anything Warden
+/// WebAssembly core module (binary, or text in a `.wat` file), a
+/// component, or either precompiled by `warden compile`; a module that
+/// does not fit a task slot (more than one memory or table, a table over
+/// the element limit: Wasmtime's compiler says which); a module without
+/// a `_start` command entry point, a component without the export its
+/// entry calls (see `component`); and anything importing what Warden
 /// does not provide (the message names the import).
 ///
-/// A precompiled module is native code that is not checked again, so it
+/// A precompiled file is native code that is not checked again, so it
 /// is loaded only if `cache` recorded writing it or `allow_precompiled`.
 pub(crate) fn load(
-    engine: &Engine,
-    linker: &Linker<TaskData>,
-    cache: Option<&CodeCache>,
+    loader: &Loader,
     path: &Path,
     bytes: Option<Vec<u8>>,
-    allow_precompiled: bool,
-    max_bytes: u64,
     entry: Entry,
 ) -> Result<LoadedModule, String> {
     let shown = path.display();
     let bytes = match bytes {
         Some(b) => b,
-        None => read(path, max_bytes).map_err(|e| format!("cannot read module {shown}: {e}"))?,
+        None => {
+            read(path, loader.max_bytes).map_err(|e| format!("cannot read module {shown}: {e}"))?
+        }
     };
-    let (module, outcome) = if let Some(kind) = Engine::detect_precompiled(&bytes) {
-        let trusted = allow_precompiled || cache.is_some_and(|c| c.trusts(&bytes));
-        (precompiled(engine, path, &bytes, kind, trusted)?, None)
+    let (code, cache) = if let Some(kind) = Engine::detect_precompiled(&bytes) {
+        let trusted = loader.allow_precompiled || loader.cache.is_some_and(|c| c.trusts(&bytes));
+        match kind {
+            Precompiled::Module => {
+                let module = precompiled(loader.engine, path, &bytes, trusted)?;
+                (link_core(loader, path, module, entry)?, None)
+            }
+            Precompiled::Component => {
+                let component = component::precompiled(loader.engine, path, &bytes, trusted)?;
+                (component::link(loader, path, component, entry)?, None)
+            }
+        }
+    } else if component::is_component(&bytes) {
+        let (component, outcome) = component::compile(loader, path, &bytes)?;
+        (component::link(loader, path, component, entry)?, outcome)
     } else {
         let wasm = wasm_bytes(path, bytes)?;
-        match cache {
-            Some(c) => c.load_or_compile(engine, &wasm).map(|(m, o)| (m, Some(o))),
-            None => Module::from_binary(engine, &wasm).map(|m| (m, None)),
+        let (module, outcome) = match loader.cache {
+            Some(c) => c
+                .load_or_compile(loader.engine, &wasm)
+                .map(|(m, o)| (m, Some(o))),
+            None => Module::from_binary(loader.engine, &wasm).map(|m| (m, None)),
         }
-        .map_err(|e| format!("{shown}: invalid module: {e:#}"))?
+        .map_err(|e| format!("{shown}: invalid module: {e:#}"))?;
+        (link_core(loader, path, module, entry)?, outcome)
     };
+    Ok(LoadedModule {
+        path: path.to_path_buf(),
+        cache,
+        code,
+    })
+}
+
+/// A core module's code: its imports checked, its entry's exports found,
+/// pre-linked with `loader`'s linker.
+fn link_core(loader: &Loader, path: &Path, module: Module, entry: Entry) -> Result<Code, String> {
+    let shown = path.display();
+    check_core_imports(path, &module)?;
+    entry.check(&module).map_err(|e| format!("{shown}: {e}"))?;
+    let pre = loader
+        .linker
+        .instantiate_pre(&module)
+        .map_err(|e| match entry {
+            Entry::Passive => format!(
+                "{shown}: {e:#} (a passive task's handler runs inside its callers' calls \
+             and may not wait: it can use WASI, handles, memory objects, permits, \
+             name_lookup and calls to other passive or host services)"
+            ),
+            _ => format!("{shown}: {e:#}"),
+        })?;
+    Ok(Code::Core {
+        exports: Exports::of(&module, entry),
+        pre,
+    })
+}
+
+/// Refuses a core module importing anything Warden does not provide,
+/// naming the import.
+fn check_core_imports(path: &Path, module: &Module) -> Result<(), String> {
+    let shown = path.display();
     for import in module.imports() {
         let teavm = import.module() == crate::host::TEAVM_MODULE;
         if let Some(why) = crate::host::teavm_refusal(import.name()).filter(|_| teavm) {
@@ -106,30 +195,23 @@ pub(crate) fn load(
             ));
         }
         if !PROVIDED_IMPORT_MODULES.contains(&import.module()) {
+            let hint = match import.module().starts_with("wasi:") {
+                true => {
+                    "; WASI 0.2 interfaces are for components: make one with \
+                         `wasm-tools component new`"
+                }
+                false => "",
+            };
             return Err(format!(
                 "{shown}: imports `{}::{}`, which Warden does not provide \
-                 (provided import modules: {})",
+                 (provided import modules: {}){hint}",
                 import.module(),
                 import.name(),
                 PROVIDED_IMPORT_MODULES.join(", ")
             ));
         }
     }
-    entry.check(&module).map_err(|e| format!("{shown}: {e}"))?;
-    let pre = linker.instantiate_pre(&module).map_err(|e| match entry {
-        Entry::Command => format!("{shown}: {e:#}"),
-        Entry::Passive => format!(
-            "{shown}: {e:#} (a passive task's handler runs inside its callers' calls \
-             and may not wait: it can use WASI, handles, memory objects, permits, \
-             name_lookup and calls to other passive or host services)"
-        ),
-    })?;
-    Ok(LoadedModule {
-        path: path.to_path_buf(),
-        cache: outcome,
-        exports: Exports::of(&module, entry),
-        pre,
-    })
+    Ok(())
 }
 
 /// Default largest module file (see [`crate::RuntimeConfig::max_module_bytes`]).
@@ -175,6 +257,9 @@ pub(crate) enum Entry {
     /// then `warden_passive_call` for each call, with request buffers from
     /// `warden_passive_alloc` (see `sdk/c/warden.h`).
     Passive,
+    /// A `wasi:http/proxy` component: `wasi:http/incoming-handler` runs
+    /// each request (see `component`).
+    Http,
 }
 
 impl Entry {
@@ -200,6 +285,11 @@ impl Entry {
                         .into(),
                 )
             }
+            Entry::Http => Err(
+                "a core module; a route's `component` is a wasi:http/proxy component \
+                 (a WAGI module is a route's `module`)"
+                    .into(),
+            ),
             _ => Ok(()),
         }
     }
@@ -211,8 +301,8 @@ fn wasm_bytes(path: &Path, bytes: Vec<u8>) -> Result<Vec<u8>, String> {
     if bytes.starts_with(b"\0asm") {
         if bytes.get(4..8) != Some(&[1, 0, 0, 0]) {
             return Err(format!(
-                "{shown}: a WebAssembly component or unknown binary version; \
-                 Warden runs core modules (WASI preview 1)"
+                "{shown}: an unknown WebAssembly binary version (Warden runs core \
+                 modules, version 1, and components)"
             ));
         }
         Ok(bytes)
@@ -232,24 +322,24 @@ fn precompiled(
     engine: &Engine,
     path: &Path,
     bytes: &[u8],
-    kind: Precompiled,
     trusted: bool,
 ) -> Result<Module, String> {
     let shown = path.display();
-    if !matches!(kind, Precompiled::Module) {
-        return Err(format!(
-            "{shown}: a precompiled component; Warden runs core modules"
-        ));
-    }
     if !trusted {
-        return Err(format!(
-            "{shown}: precompiled elsewhere: its native code would run unchecked \
-             (--allow-precompiled if you trust it, or compile the .wasm here)"
-        ));
+        return Err(untrusted(path));
     }
     // SAFETY: the caller trusts the file: this runtime's cache recorded
     // writing it, or the operator said so. Wasmtime still refuses code
     // built for another engine version, configuration or machine.
     unsafe { Module::deserialize(engine, bytes) }
         .map_err(|e| format!("{shown}: cannot load precompiled module ({e:#}); compile it again"))
+}
+
+/// Why a precompiled file from elsewhere is refused.
+fn untrusted(path: &Path) -> String {
+    format!(
+        "{}: precompiled elsewhere: its native code would run unchecked \
+         (--allow-precompiled if you trust it, or compile the .wasm here)",
+        path.display()
+    )
 }

@@ -98,28 +98,59 @@ pub fn runtime_config(m: &Manifest) -> RuntimeConfig {
     config
 }
 
-/// A module of a system: its path, and whether a passive task runs it.
-pub type SystemModule<'a> = (&'a PathBuf, bool);
+/// How a system's module is used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ModuleUse {
+    /// Its tasks run it (a command module or component).
+    Task,
+    /// A passive task runs it.
+    Passive,
+    /// A route runs it per request: a WAGI module.
+    Wagi,
+    /// A route runs it per request: a `wasi:http/proxy` component.
+    HttpComponent,
+}
 
-/// Every distinct module of `specs`, in order: the tasks' own and those
-/// they may spawn children from.
-pub fn modules<'a>(specs: impl IntoIterator<Item = &'a TaskSpec>) -> Vec<SystemModule<'a>> {
+/// A module of a system: its path, and how it is used.
+pub type SystemModule<'a> = (&'a PathBuf, ModuleUse);
+
+/// Every distinct module of `specs` and of the routes of `http`, in
+/// order: the tasks' own, those they may spawn children from, and the
+/// routes' per-request modules and components.
+pub fn modules<'a>(
+    specs: impl IntoIterator<Item = &'a TaskSpec>,
+    http: &'a [HttpSpec],
+) -> Vec<SystemModule<'a>> {
     let mut seen = std::collections::HashSet::new();
+    let passive = |s: &TaskSpec| match s.passive {
+        true => ModuleUse::Passive,
+        false => ModuleUse::Task,
+    };
+    let routes = http
+        .iter()
+        .flat_map(|h| &h.routes)
+        .filter_map(|r| match &r.handler {
+            crate::http::Handler::Module(t) => Some((&t.module, ModuleUse::Wagi)),
+            crate::http::Handler::Component(t) => Some((&t.module, ModuleUse::HttpComponent)),
+            crate::http::Handler::Service(_) => None,
+        });
     specs
         .into_iter()
         .flat_map(|s| {
-            std::iter::once((&s.module, s.passive))
-                .chain(s.ipc.modules.iter().map(|(_, m)| (m, false)))
+            std::iter::once((&s.module, passive(s)))
+                .chain(s.ipc.modules.iter().map(|(_, m)| (m, ModuleUse::Task)))
         })
+        .chain(routes)
         .filter(|m| seen.insert(*m))
         .collect()
 }
 
 /// Loads a system's module as the tasks that run it need it.
-pub fn load(rt: &Runtime, (path, passive): &SystemModule) -> Result<(), crate::Error> {
-    match passive {
-        true => rt.load_passive_module(path).map(drop),
-        false => rt.load_module(path).map(drop),
+pub fn load(rt: &Runtime, (path, used): &SystemModule) -> Result<(), crate::Error> {
+    match used {
+        ModuleUse::Passive => rt.load_passive_module(path).map(drop),
+        ModuleUse::Task | ModuleUse::Wagi => rt.load_module(path).map(drop),
+        ModuleUse::HttpComponent => rt.load_http_component(path).map(drop),
     }
 }
 
@@ -157,7 +188,7 @@ impl System {
         mut progress: impl FnMut(Step, usize, usize),
     ) -> Result<System, String> {
         let rt = Runtime::new(spec.config).map_err(|e| e.to_string())?;
-        let modules = modules(&spec.tasks);
+        let modules = modules(&spec.tasks, &spec.http);
         for (i, m) in modules.iter().enumerate() {
             progress(Step::Compiling, i, modules.len());
             load(&rt, m).map_err(|e| e.to_string())?;

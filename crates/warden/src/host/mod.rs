@@ -6,7 +6,10 @@
 //! - `wasi/`: `wasi_snapshot_preview1` as Wasmtime defines it, with the
 //!   calls whose cost a guest chooses bounded and sockets added, its
 //!   state [`Preview1`];
-//! - `teavm.rs`: the few `teavm` imports TeaVM's Java output needs.
+//! - `teavm.rs`: the few `teavm` imports TeaVM's Java output needs;
+//! - `component/`: WASI 0.2 for components (`wasi:cli`, `wasi:http`, …)
+//!   as Wasmtime defines it, with sockets refused and outgoing HTTP
+//!   held to the task's grants, its state [`Component`].
 //!
 //! Below them, shared by both groups: the guest's memory as host calls
 //! touch it (`guest`), waiting (`wait`), the sockets' byte moving, pacing
@@ -45,6 +48,7 @@ macro_rules! delegate {
     }};
 }
 
+mod component;
 mod ending;
 mod guest;
 mod sockets;
@@ -53,6 +57,10 @@ mod wait;
 mod warden;
 mod wasi;
 
+pub(crate) use component::unprovided_import;
+pub(crate) use component::Response as HttpResponse;
+pub use component::PROVIDED_PACKAGES;
+pub(crate) use component::{network as component_network, Component, Incoming};
 pub(crate) use ending::classify;
 pub(crate) use guest::MemoryCache;
 pub(crate) use sockets::{ChildNet, TaskNet};
@@ -91,6 +99,8 @@ pub(crate) struct TaskData {
     pub(crate) memory: MemoryCache,
     /// Its output streams, which its children share.
     pub(crate) sinks: (Sink, Sink),
+    /// The component group's state, in a component task's store only.
+    pub(crate) component: Option<Box<Component>>,
     /// Epoch ticks in its scheduling slice (the deadline callback's
     /// setting, here so that the callback captures nothing: a closure
     /// with no state is boxed without an allocation).
@@ -103,6 +113,13 @@ pub(crate) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
     wasi::add_to_linker(linker)?;
     warden::add_to_linker(linker)?;
     teavm::add_to_linker(linker)
+}
+
+/// Every import a component task may have: WASI 0.2 (see `component`).
+pub(crate) fn add_to_component_linker(
+    linker: &mut wasmtime::component::Linker<TaskData>,
+) -> wasmtime::Result<()> {
+    component::add_to_linker(linker)
 }
 
 /// A passive task's imports: WASI (synchronous), the `warden` functions

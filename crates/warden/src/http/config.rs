@@ -42,7 +42,8 @@ pub struct RouteSpec {
     pub max_queue: usize,
     /// Largest request body; larger ones get 413 before any task starts.
     pub max_body: u64,
-    /// Largest CGI response a handler may write.
+    /// Largest response a handler may give (a CGI response, a servlet's
+    /// reply, a component's body).
     pub max_response: usize,
 }
 
@@ -54,6 +55,10 @@ pub enum Handler {
     Module(Box<TaskSpec>),
     /// Portal calls to the task providing this service name.
     Service(String),
+    /// A fresh task per request from this template, whose module is a
+    /// `wasi:http/proxy` component: `wasi:http/incoming-handler` gets
+    /// the request and answers it. Its name is filled per request.
+    Component(Box<TaskSpec>),
 }
 
 /// Route defaults.

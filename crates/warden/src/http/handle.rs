@@ -2,6 +2,8 @@
 //! answered by a fresh task (WAGI) or by a servlet's service, with every
 //! fault turned into an HTTP answer.
 
+mod component;
+
 use super::cgi;
 use super::config::{Handler, RouteSpec};
 use crate::ipc::client::HostClient;
@@ -71,6 +73,7 @@ impl Route {
         let kind = match spec.handler {
             Handler::Module(_) => "module",
             Handler::Service(_) => "service",
+            Handler::Component(_) => "component",
         };
         let stats = Arc::new(RouteStats::new(&spec.name, &spec.path, server, kind));
         rt.register_route(stats.clone());
@@ -151,6 +154,10 @@ impl Route {
                 let _slot = slot;
                 self.servlet(name, &parts, &body, deadline, held).await
             }
+            Handler::Component(template) => {
+                let request = component::request(parts, body, local);
+                self.component(rt, template, request, deadline, slot).await
+            }
         }
     }
 
@@ -186,22 +193,29 @@ impl Route {
         }
     }
 
+    /// The next per-request task of `template`: numbered, labelled
+    /// with the route.
+    fn numbered(&self, template: &crate::task::TaskSpec) -> crate::task::TaskSpec {
+        let mut spec = template.clone();
+        spec.name = format!(
+            "{}#{}",
+            self.name,
+            self.seq.fetch_add(1, Ordering::Relaxed) + 1
+        );
+        spec.label = Some(self.name.clone());
+        spec
+    }
+
     /// The next per-request task: the route's template, numbered, with
     /// `body` as its stdin and its stdout captured.
     fn task_spec(&self, body: Bytes) -> (crate::task::TaskSpec, CapturedOutput) {
         let Handler::Module(template) = &self.spec.handler else {
             unreachable!()
         };
-        let mut spec = (**template).clone();
-        spec.name = format!(
-            "{}#{}",
-            self.name,
-            self.seq.fetch_add(1, Ordering::Relaxed) + 1
-        );
+        let mut spec = self.numbered(template);
         spec.stdio.stdin_bytes = Some(body);
         let capture = CapturedOutput::new(self.spec.max_response);
         spec.stdio.stdout = Output::Capture(capture.clone());
-        spec.label = Some(self.name.clone());
         (spec, capture)
     }
 
@@ -217,30 +231,13 @@ impl Route {
         let (spec, capture) = self.task_spec(body);
         let (id, mut ended, done) = match rt.spawn_ending(&spec, env) {
             Ok(x) => x,
-            Err(e @ (Error::Full(_) | Error::Mappings(_) | Error::Memory(_))) => {
-                return text(503, e)
-            }
-            Err(e) => return text(500, e),
+            Err(e) => return refused(e),
         };
-        let mut running = Running {
-            rt: rt.clone(),
-            id,
-            done: Some(done),
-            slot: Some(slot),
-            ended: false,
-        };
+        let mut running = Running::new(rt, id, done, slot);
         // The answer goes out as soon as the task's code has returned; its
         // store is released after (or, if it never ran that far, from its
         // report).
-        let ending = async {
-            let done = running.done.as_mut().expect("taken only when dropped");
-            tokio::select! {
-                biased;
-                Ok(status) = &mut ended => Some(status),
-                report = done => report.ok().map(|r| r.ending()),
-            }
-        };
-        let ending = tokio::time::timeout_at(deadline, ending).await;
+        let ending = tokio::time::timeout_at(deadline, running.ending(&mut ended)).await;
         let status = match ending {
             Ok(Some(status)) => status,
             Ok(None) => {
@@ -262,24 +259,22 @@ impl Route {
     /// The answer for a per-request task that ended as `status`, having
     /// written `capture`.
     fn answer_of(&self, status: TaskStatus, capture: &CapturedOutput) -> Answer {
-        match status {
-            TaskStatus::Exited(0) => {
-                let (out, overflowed) = capture.take();
-                if overflowed {
-                    return text(
-                        502,
-                        format!("handler's response over {} bytes", self.spec.max_response),
-                    );
-                }
-                from_cgi(out)
-            }
-            TaskStatus::Exited(code) => text(500, format!("handler exited with code {code}")),
-            TaskStatus::Killed(r) if r.contains("memory limit") => {
-                text(500, format!("handler killed: {r}"))
-            }
-            TaskStatus::Killed(r) => text(503, format!("handler killed: {r}")),
-            TaskStatus::Trapped(r) => text(500, format!("handler failed: {r}")),
+        if let Some(fault) = fault(&status) {
+            return fault;
         }
+        let (out, overflowed) = capture.take();
+        if overflowed {
+            return self.over_max_response();
+        }
+        from_cgi(out)
+    }
+
+    /// The 502 for a response over `max_response`.
+    fn over_max_response(&self) -> Answer {
+        text(
+            502,
+            format!("handler's response over {} bytes", self.spec.max_response),
+        )
     }
 
     /// A servlet: one portal call carrying the request; the reply is CGI.
@@ -341,6 +336,29 @@ impl Route {
     }
 }
 
+/// The answer for a per-request task that ended as `status`, unless it
+/// exited 0: a handler's fault.
+fn fault(status: &TaskStatus) -> Option<Answer> {
+    Some(match status {
+        TaskStatus::Exited(0) => return None,
+        TaskStatus::Exited(code) => text(500, format!("handler exited with code {code}")),
+        TaskStatus::Killed(r) if r.contains("memory limit") => {
+            text(500, format!("handler killed: {r}"))
+        }
+        TaskStatus::Killed(r) => text(503, format!("handler killed: {r}")),
+        TaskStatus::Trapped(r) => text(500, format!("handler failed: {r}")),
+    })
+}
+
+/// The answer when a per-request task could not be spawned: 503 when
+/// the runtime is full, else 500.
+fn refused(e: Error) -> Answer {
+    match e {
+        e @ (Error::Full(_) | Error::Mappings(_) | Error::Memory(_)) => text(503, e),
+        e => text(500, e),
+    }
+}
+
 /// A body's bytes, at most `limit` of them, in one buffer of their own:
 /// each frame is copied and let go at once, so the protocol's read
 /// buffers it was cut from are freed as the body arrives (and no second
@@ -379,6 +397,61 @@ struct Running {
 }
 
 impl Running {
+    fn new(
+        rt: &Runtime,
+        id: crate::task::TaskId,
+        done: tokio::sync::oneshot::Receiver<crate::report::TaskReport>,
+        slot: OwnedSemaphorePermit,
+    ) -> Running {
+        Running {
+            rt: rt.clone(),
+            id,
+            done: Some(done),
+            slot: Some(slot),
+            ended: false,
+        }
+    }
+
+    /// How the task ended: as soon as its code returned (`ended`), or
+    /// else from its report; `None` if the runtime dropped it.
+    async fn ending(
+        &mut self,
+        ended: &mut tokio::sync::oneshot::Receiver<TaskStatus>,
+    ) -> Option<TaskStatus> {
+        let done = self.done.as_mut().expect("taken only when dropped");
+        tokio::select! {
+            biased;
+            Ok(status) = ended => Some(status),
+            report = done => report.ok().map(|r| r.ending()),
+        }
+    }
+
+    /// The answer is out: the task keeps the route's slot until it ends,
+    /// and is killed if it has not by `deadline`.
+    fn release_by(&mut self, deadline: Instant) {
+        let Some(mut done) = self.done.take() else {
+            return;
+        };
+        self.ended = true;
+        let slot = self.slot.take();
+        if !matches!(
+            done.try_recv(),
+            Err(tokio::sync::oneshot::error::TryRecvError::Empty)
+        ) {
+            return;
+        }
+        let (rt, id) = (self.rt.clone(), self.id);
+        if let Ok(here) = tokio::runtime::Handle::try_current() {
+            here.spawn(async move {
+                if tokio::time::timeout_at(deadline, &mut done).await.is_err() {
+                    let _ = rt.kill(id, "still running at its route's timeout");
+                    let _ = done.await;
+                }
+                drop(slot);
+            });
+        }
+    }
+
     /// Kills the task for `why` and waits until it is gone.
     async fn end(&mut self, why: &str) {
         let _ = self.rt.kill(self.id, why);

@@ -31,6 +31,11 @@
 //! [[http.route]]
 //! path = "/kv/*"
 //! service = "kv"               # servlet: portal calls to the task providing "kv"
+//!
+//! [[http.route]]
+//! path = "/py/*"
+//! component = "handler.wasm"   # per request: a fresh wasi:http/proxy
+//!                              # component (the same keys as module)
 //! ```
 
 use super::task::{task_template, RawTask};
@@ -60,6 +65,7 @@ struct RawRoute {
     name: Option<String>,
     module: Option<String>,
     service: Option<String>,
+    component: Option<String>,
     timeout: Option<String>,
     max_concurrent: Option<usize>,
     max_queue: Option<usize>,
@@ -236,14 +242,20 @@ fn route(r: RawRoute, base: &Path, groups: &[&str]) -> Result<RouteSpec, String>
     })
 }
 
-/// Who answers a route: a task per request (its module), or a servlet.
+/// Who answers a route: a task per request (its module or component),
+/// or a servlet.
 fn handler(r: &RawRoute, name: &str, base: &Path) -> Result<Handler, String> {
+    let given = [&r.module, &r.service, &r.component];
+    if given.iter().filter(|k| k.is_some()).count() != 1 {
+        return Err(
+            "give exactly one of module (a task per request), component (a \
+                    wasi:http/proxy component per request) and service (a servlet)"
+                .into(),
+        );
+    }
     Ok(match (&r.module, &r.service) {
-        (Some(_), Some(_)) | (None, None) => {
-            return Err(
-                "give exactly one of module (a task per request) and service (a servlet)".into(),
-            )
-        }
+        (None, None) => Handler::Component(Box::new(template(r, &raw_task(r, name), base)?)),
+        (Some(_), Some(_)) => unreachable!("counted above"),
         (None, Some(s)) => {
             if let Some(key) = task_keys_given(r) {
                 return Err(format!(
@@ -252,14 +264,17 @@ fn handler(r: &RawRoute, name: &str, base: &Path) -> Result<Handler, String> {
             }
             Handler::Service(s.clone())
         }
-        (Some(_), None) => {
-            // The template leaves args and env to each copy; a route has one.
-            let mut spec = task_template(&raw_task(r, name), base)?;
-            spec.args = r.args.clone();
-            spec.env = r.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-            Handler::Module(Box::new(spec))
-        }
+        (Some(_), None) => Handler::Module(Box::new(template(r, &raw_task(r, name), base)?)),
     })
+}
+
+/// A per-request route's task template from its keys as `raw`.
+fn template(r: &RawRoute, raw: &RawTask, base: &Path) -> Result<crate::task::TaskSpec, String> {
+    // The template leaves args and env to each copy; a route has one.
+    let mut spec = task_template(raw, base)?;
+    spec.args = r.args.clone();
+    spec.env = r.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    Ok(spec)
 }
 
 /// The first per-request task key a servlet route was given, if any.
@@ -293,7 +308,11 @@ fn task_keys_given(r: &RawRoute) -> Option<&'static str> {
 fn raw_task(r: &RawRoute, name: &str) -> RawTask {
     RawTask {
         name: name.chars().filter(|c| !c.is_whitespace()).collect(),
-        module: r.module.clone().unwrap_or_default(),
+        module: r
+            .module
+            .clone()
+            .or_else(|| r.component.clone())
+            .unwrap_or_default(),
         args: r.args.clone(),
         env: r.env.clone(),
         dirs: r.dirs.clone(),

@@ -55,7 +55,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-use wasmtime::{Engine, Linker, Store};
+use wasmtime::{Engine, Store};
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 /// Largest table a module may declare, in elements.
@@ -227,10 +227,11 @@ struct Inner {
     engine: Engine,
     /// How many tasks may be alive at once.
     room: setup::Room,
-    linker: Linker<TaskData>,
-    /// The linker of passive tasks, and their modules linked with it.
-    passive_linker: Linker<TaskData>,
+    /// The host functions, for each kind of task.
+    linkers: setup::Linkers,
+    /// Modules (and components) loaded for each entry (see `modules`).
     passive_modules: Mutex<HashMap<PathBuf, Arc<LoadedModule>>>,
+    http_components: Mutex<HashMap<PathBuf, Arc<LoadedModule>>>,
     /// Host services' holder references (they live as long as the runtime).
     host_services: Mutex<Vec<crate::ipc::service::ServiceRef>>,
     config: RuntimeConfig,
@@ -272,7 +273,7 @@ impl Runtime {
     pub fn new(config: RuntimeConfig) -> Result<Runtime, Error> {
         let map_count = config.max_map_count.or_else(setup::read_map_count);
         let mappable = setup::mappable_tasks(config.max_tasks, map_count)?;
-        let (engine, linker, passive_linker) = setup::engine(mappable)?;
+        let (engine, linkers) = setup::engine(mappable)?;
         let cache = setup::cache(&config)?;
         let tokio = setup::io_runtime()?;
         let kernel = Arc::new(Kernel::default());
@@ -302,9 +303,9 @@ impl Runtime {
                     mappable,
                     map_count,
                 },
-                linker,
-                passive_linker,
+                linkers,
                 passive_modules: Mutex::default(),
+                http_components: Mutex::default(),
                 host_services: Mutex::default(),
                 groups,
                 exec,

@@ -1,5 +1,6 @@
-//! Loading modules into a runtime: from files or bytes, as commands or
-//! as passive tasks' reactors, each compiled once per runtime.
+//! Loading modules into a runtime: from files or bytes, as commands, as
+//! passive tasks' reactors or as HTTP components, each compiled once per
+//! runtime.
 
 use super::*;
 
@@ -14,6 +15,12 @@ impl Runtime {
     /// the passive handler), once per runtime.
     pub fn load_passive_module(&self, path: &Path) -> Result<Arc<LoadedModule>, Error> {
         self.load_entry(path, module::Entry::Passive)
+    }
+
+    /// Loads the `wasi:http/proxy` component at `path`, as an HTTP
+    /// route's handler (`Entry::Http`), once per runtime.
+    pub fn load_http_component(&self, path: &Path) -> Result<Arc<LoadedModule>, Error> {
+        self.load_entry(path, module::Entry::Http)
     }
 
     /// Compiles the module in `bytes` (binary, or text if `name` ends in
@@ -48,8 +55,9 @@ impl Runtime {
     ) -> Result<Arc<LoadedModule>, Error> {
         let inner = &*self.inner;
         let (map, linker) = match entry {
-            module::Entry::Command => (&inner.modules, &inner.linker),
-            module::Entry::Passive => (&inner.passive_modules, &inner.passive_linker),
+            module::Entry::Command => (&inner.modules, &inner.linkers.task),
+            module::Entry::Passive => (&inner.passive_modules, &inner.linkers.passive),
+            module::Entry::Http => (&inner.http_components, &inner.linkers.task),
         };
         let mut modules = map.lock().unwrap_or_else(|e| e.into_inner());
         // Spawning looks the module up by the path it was given; only a
@@ -67,13 +75,16 @@ impl Runtime {
         }
         let m = Arc::new(
             module::load(
-                &inner.engine,
-                linker,
-                inner.cache.as_ref(),
+                &module::Loader {
+                    engine: &inner.engine,
+                    linker,
+                    components: &inner.linkers.component,
+                    cache: inner.cache.as_ref(),
+                    allow_precompiled: inner.config.allow_precompiled,
+                    max_bytes: inner.config.max_module_bytes,
+                },
                 path,
                 bytes,
-                inner.config.allow_precompiled,
-                inner.config.max_module_bytes,
                 entry,
             )
             .map_err(Error::Module)?,

@@ -1,7 +1,8 @@
 //! A task's life as a future, and its epoch deadline callback.
 
-use crate::host::classify;
 use crate::host::TaskData;
+use crate::host::{classify, Incoming};
+use crate::module::{Code, Linked};
 use crate::task::{KillSignal, TaskShared, TaskStatus};
 use std::mem::ManuallyDrop;
 use std::sync::atomic::Ordering;
@@ -65,13 +66,14 @@ pub(super) async fn run(
     seed: Box<super::store::StoreSeed>,
     shared: Arc<TaskShared>,
     ended: Option<tokio::sync::oneshot::Sender<TaskStatus>>,
+    incoming: Option<Box<Incoming>>,
 ) -> TaskStatus {
     let began = crate::clock::ticks::now();
     // Moved into the block so that its box is freed at the block's end,
     // not with the future.
     let store = {
         let seed = seed;
-        seed.grow(module.pre.module().engine())
+        seed.grow(module.engine())
     };
     let mut task = ReleaseOnDrop {
         store: ManuallyDrop::new(store),
@@ -80,7 +82,7 @@ pub(super) async fn run(
     task.shared
         .create_ns
         .fetch_add(crate::clock::ticks::ns_since(began), Ordering::Relaxed);
-    let status = start(&module, &mut task.store, &task.shared).await;
+    let status = start(&module, &mut task.store, &task.shared, incoming).await;
     if let Some(tx) = ended {
         let _ = tx.send(status.clone());
     }
@@ -132,8 +134,30 @@ impl Drop for ReleaseOnDrop {
     }
 }
 
+/// Instantiates the task's code and runs its entry: a core module's
+/// `_start`, a command component's `wasi:cli/run`, an HTTP component's
+/// `wasi:http/incoming-handler.handle` for its request.
 async fn start(
     module: &crate::module::LoadedModule,
+    store: &mut Store<TaskData>,
+    shared: &TaskShared,
+    incoming: Option<Box<Incoming>>,
+) -> TaskStatus {
+    match (&module.code, incoming) {
+        (Code::Core { pre, exports }, _) => start_core(pre, exports, store, shared).await,
+        (Code::Component(Linked::Command(pre)), _) => start_command(pre, store, shared).await,
+        (Code::Component(Linked::Proxy(pre)), Some(incoming)) => {
+            start_proxy(pre, *incoming, store, shared).await
+        }
+        (Code::Component(Linked::Proxy(_)), None) => {
+            TaskStatus::Trapped("cannot start: an HTTP component runs only for a request".into())
+        }
+    }
+}
+
+async fn start_core(
+    pre: &wasmtime::InstancePre<TaskData>,
+    exports: &crate::module::Exports,
     store: &mut Store<TaskData>,
     shared: &TaskShared,
 ) -> TaskStatus {
@@ -141,7 +165,7 @@ async fn start(
     // Boxed: Wasmtime's instantiation future is about 1 KiB, five times
     // the `_start` call's that follows it, and unboxed it would set the
     // size of every task's future for the task's whole life.
-    let instance = match Box::pin(module.pre.instantiate_async(&mut *store)).await {
+    let instance = match Box::pin(pre.instantiate_async(&mut *store)).await {
         Ok(i) => i,
         Err(e) => return classify(&e, shared, "cannot start: "),
     };
@@ -152,8 +176,8 @@ async fn start(
         e.as_ref()
             .and_then(|e| instance.get_module_export(&mut *store, e))
     };
-    let memory = export(&module.exports.memory).and_then(Extern::into_memory);
-    let start = export(&module.exports.start).and_then(Extern::into_func);
+    let memory = export(&exports.memory).and_then(Extern::into_memory);
+    let start = export(&exports.start).and_then(Extern::into_func);
     let base = memory.map_or(std::ptr::null_mut(), |m| m.data_ptr(&*store));
     store.data_mut().memory.set(memory, base);
     let Some(start) = start else {
@@ -164,6 +188,56 @@ async fn start(
     // of an instance of that module.
     let start = unsafe { TypedFunc::<(), ()>::new_unchecked(&*store, start) };
     match start.call_async(&mut *store, ()).await {
+        Ok(()) => TaskStatus::Exited(0),
+        Err(e) => classify(&e, shared, ""),
+    }
+}
+
+/// A command component: instantiated (its start functions run), then
+/// `wasi:cli/run`, whose `err` is exit code 1, as `wasmtime run` has it.
+async fn start_command(
+    pre: &wasmtime_wasi::p2::bindings::CommandPre<TaskData>,
+    store: &mut Store<TaskData>,
+    shared: &TaskShared,
+) -> TaskStatus {
+    let began = crate::clock::ticks::now();
+    let command = match Box::pin(pre.instantiate_async(&mut *store)).await {
+        Ok(c) => c,
+        Err(e) => return classify(&e, shared, "cannot start: "),
+    };
+    shared
+        .create_ns
+        .fetch_add(crate::clock::ticks::ns_since(began), Ordering::Relaxed);
+    match Box::pin(command.wasi_cli_run().call_run(&mut *store)).await {
+        Ok(Ok(())) => TaskStatus::Exited(0),
+        Ok(Err(())) => TaskStatus::Exited(1),
+        Err(e) => classify(&e, shared, ""),
+    }
+}
+
+/// An HTTP component: instantiated, then handed its request and the
+/// slot of its response. Its body may still be written after `handle`
+/// returns only until the store is dropped, with the task.
+async fn start_proxy(
+    pre: &wasmtime_wasi_http::p2::bindings::ProxyPre<TaskData>,
+    incoming: Incoming,
+    store: &mut Store<TaskData>,
+    shared: &TaskShared,
+) -> TaskStatus {
+    let began = crate::clock::ticks::now();
+    let proxy = match Box::pin(pre.instantiate_async(&mut *store)).await {
+        Ok(p) => p,
+        Err(e) => return classify(&e, shared, "cannot start: "),
+    };
+    shared
+        .create_ns
+        .fetch_add(crate::clock::ticks::ns_since(began), Ordering::Relaxed);
+    let (request, out) = match incoming.enter(store.data_mut()) {
+        Ok(handles) => handles,
+        Err(e) => return classify(&e, shared, "cannot start: "),
+    };
+    let handler = proxy.wasi_http_incoming_handler();
+    match Box::pin(handler.call_handle(&mut *store, request, out)).await {
         Ok(()) => TaskStatus::Exited(0),
         Err(e) => classify(&e, shared, ""),
     }

@@ -9,11 +9,19 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, Linker, PoolingAllocationConfig};
 
-/// The engine, with slots for `tasks` tasks; a linker holding WASI and
-/// the `warden` host functions; and the linker of passive tasks, whose
-/// functions never wait (see `host::direct`). Each task's memory gets
-/// the first of [`reservations`] whose pool maps.
-pub(super) fn engine(tasks: u32) -> Result<(Engine, Linker<TaskData>, Linker<TaskData>), Error> {
+/// The host functions each kind of task is linked with.
+pub(super) struct Linkers {
+    /// A task's: WASI preview 1 and the `warden` functions.
+    pub(super) task: Linker<TaskData>,
+    /// A passive task's, whose functions never wait (see `host::direct`).
+    pub(super) passive: Linker<TaskData>,
+    /// A component task's: WASI 0.2.
+    pub(super) component: wasmtime::component::Linker<TaskData>,
+}
+
+/// The engine, with slots for `tasks` tasks, and its [`Linkers`]. Each
+/// task's memory gets the first of [`reservations`] whose pool maps.
+pub(super) fn engine(tasks: u32) -> Result<(Engine, Linkers), Error> {
     let start = |e: wasmtime::Error| Error::Start(format!("{e:#}"));
     // Freed slots wait in batches of DECOMMIT_BATCH before they are
     // reused, so the pools hold that many more than `tasks`.
@@ -35,11 +43,20 @@ pub(super) fn engine(tasks: u32) -> Result<(Engine, Linker<TaskData>, Linker<Tas
                  (lower max_tasks): {failure}"
             ))
         })?;
-    let mut linker: Linker<TaskData> = Linker::new(&engine);
-    crate::host::add_to_linker(&mut linker).map_err(start)?;
+    let mut task: Linker<TaskData> = Linker::new(&engine);
+    crate::host::add_to_linker(&mut task).map_err(start)?;
     let mut passive = Linker::new(&engine);
     crate::host::add_to_passive_linker(&mut passive).map_err(start)?;
-    Ok((engine, linker, passive))
+    let mut component = wasmtime::component::Linker::new(&engine);
+    crate::host::add_to_component_linker(&mut component).map_err(start)?;
+    Ok((
+        engine,
+        Linkers {
+            task,
+            passive,
+            component,
+        },
+    ))
 }
 
 fn engine_config(slots: u32, reservation: u64) -> Config {
@@ -50,7 +67,11 @@ fn engine_config(slots: u32, reservation: u64) -> Config {
     wc.memory_may_move(false);
     wc.memory_reservation(reservation);
     let mut pool = PoolingAllocationConfig::new();
-    pool.total_core_instances(slots)
+    // A component's core instances (a Python one has about 20) are
+    // counted, not reserved: only memories, tables and stacks take
+    // address space up front.
+    pool.total_core_instances(slots.saturating_mul(CORE_INSTANCES_PER_TASK))
+        .total_component_instances(slots)
         .total_memories(slots)
         .total_tables(slots)
         .total_stacks(slots)
@@ -67,6 +88,10 @@ fn engine_config(slots: u32, reservation: u64) -> Config {
     wc.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     wc
 }
+
+/// Core instances a task may have on average: a core module has one, a
+/// component one per core module inside it.
+const CORE_INSTANCES_PER_TASK: u32 = 32;
 
 /// What a freed slot keeps resident for the next task in it: nothing.
 ///

@@ -22,6 +22,8 @@ pub(super) struct Launch {
     /// Started on the spawning thread if a worker is idle (see
     /// [`crate::executor::Executor::spawn_here`]).
     here: bool,
+    /// The request an HTTP component task is started for.
+    incoming: Option<Box<crate::host::Incoming>>,
 }
 
 impl Runtime {
@@ -106,6 +108,34 @@ impl Runtime {
             // the handler's code returns, while a worker releases the
             // store (run here, the release came first).
             here: false,
+            incoming: None,
+        };
+        let shared = self.spawn_inner(spec, None, launch)?;
+        Ok((shared.id, end_rx, rx))
+    }
+
+    /// [`Runtime::spawn_ending`] for an HTTP component: the task, from
+    /// the `wasi:http/proxy` component `spec` names, handles `incoming`
+    /// (whose response goes where it says) with the spec's environment.
+    pub(crate) fn spawn_incoming(
+        &self,
+        spec: &TaskSpec,
+        incoming: crate::host::Incoming,
+    ) -> Result<
+        (
+            TaskId,
+            tokio::sync::oneshot::Receiver<TaskStatus>,
+            tokio::sync::oneshot::Receiver<TaskReport>,
+        ),
+        Error,
+    > {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (end_tx, end_rx) = tokio::sync::oneshot::channel();
+        let launch = Launch {
+            watch: Some(tx),
+            ended: Some(end_tx),
+            incoming: Some(Box::new(incoming)),
+            ..Launch::default()
         };
         let shared = self.spawn_inner(spec, None, launch)?;
         Ok((shared.id, end_rx, rx))
@@ -127,7 +157,7 @@ impl Runtime {
         launch: Launch,
     ) -> Result<Arc<TaskShared>, Error> {
         let began = crate::clock::ticks::now();
-        let module = self.entry_module(spec, child.is_none())?;
+        let module = self.entry_module(spec, child.is_none(), launch.incoming.is_some())?;
         let inner = &*self.inner;
         let group = self.group_of(spec)?;
         let shared = Arc::new(self.task_shared(spec, group, child.as_ref()));
@@ -146,6 +176,7 @@ impl Runtime {
             ended,
             env,
             here,
+            incoming,
         } = launch;
         self.admit(&shared, ended.is_none(), || {
             let (limit, room) = (spec.limits.memory_limit, inner.room);
@@ -158,7 +189,7 @@ impl Runtime {
             None => group.map(|g| g.link_node),
         };
         let seed = self
-            .store_seed(spec, &module.path, &shared, child, link_parent, env)
+            .store_seed(spec, &module, &shared, child, link_parent, env)
             .map_err(|message| {
                 inner.tasks.leave(&shared);
                 Error::Spawn {
@@ -170,7 +201,7 @@ impl Runtime {
             "spawn",
             || serde_json::json!({ "parent": shared.parent().map(|p| p.id), "module": module.path }),
         );
-        let future = self.task_future(spec, &module, seed, &shared, passive, ended);
+        let future = self.task_future(spec, &module, seed, &shared, passive, (ended, incoming));
         shared
             .create_ns
             .fetch_add(crate::clock::ticks::ns_since(began), Ordering::Relaxed);
@@ -181,12 +212,20 @@ impl Runtime {
         Ok(shared)
     }
 
-    /// The module a task runs, loaded (and checked, for a passive task);
-    /// for a task the host spawns (`first`), the modules its children may
-    /// come from too: compiled now, by the spawner, not later on a worker
-    /// in the middle of a guest's call.
-    fn entry_module(&self, spec: &TaskSpec, first: bool) -> Result<Arc<LoadedModule>, Error> {
-        let module = if spec.passive {
+    /// The module a task runs, loaded (and checked, for a passive task;
+    /// as an HTTP component, for a request's); for a task the host spawns
+    /// (`first`), the modules its children may come from too: compiled
+    /// now, by the spawner, not later on a worker in the middle of a
+    /// guest's call.
+    fn entry_module(
+        &self,
+        spec: &TaskSpec,
+        first: bool,
+        request: bool,
+    ) -> Result<Arc<LoadedModule>, Error> {
+        let module = if request {
+            self.load_http_component(&spec.module)?
+        } else if spec.passive {
             spec.check_passive().map_err(|message| Error::Spawn {
                 name: spec.name.clone(),
                 message,
@@ -226,18 +265,22 @@ impl Runtime {
         seed: StoreSeed,
         shared: &Arc<TaskShared>,
         passive: Option<Arc<crate::host::Passive>>,
-        ended: Option<tokio::sync::oneshot::Sender<TaskStatus>>,
+        (ended, incoming): (Ended, Option<Box<crate::host::Incoming>>),
     ) -> crate::executor::TaskFuture {
         let Some(p) = passive else {
-            return Box::pin(run(module.clone(), Box::new(seed), shared.clone(), ended));
+            let seed = Box::new(seed);
+            return Box::pin(run(module.clone(), seed, shared.clone(), ended, incoming));
         };
-        let mut store = seed.grow(module.pre.module().engine());
+        let crate::module::Code::Core { pre, .. } = &module.code else {
+            unreachable!("a passive task's module is a core module (module::Entry::Passive)")
+        };
+        let mut store = seed.grow(module.engine());
         let on_tick = p.clone();
         store.epoch_deadline_callback(move |_| crate::host::passive_on_tick(&on_tick));
         let name = spec.ipc.provides[0].clone();
         let exported = crate::ipc::name_allowed(&spec.ipc.export, &name);
         Box::pin(passive::run(
-            module.pre.clone(),
+            pre.clone(),
             store,
             p,
             self.inner.kernel.clone(),
@@ -278,6 +321,9 @@ impl Runtime {
         task
     }
 }
+
+/// Where a task's ending goes as soon as its code returns.
+type Ended = Option<tokio::sync::oneshot::Sender<TaskStatus>>;
 
 /// How the executor schedules a task: its parameters, group, cap and
 /// parent.

@@ -6,7 +6,7 @@
 //! too when it has nothing to open.
 
 use super::*;
-use crate::host::{Cli, MemoryCache, Preview1, Strings};
+use crate::host::{Cli, Component, MemoryCache, Preview1, Strings};
 use crate::output::Sink;
 use wasmtime_wasi::p1::WasiP1Ctx;
 
@@ -24,6 +24,8 @@ pub(super) struct StoreSeed {
     net: Box<crate::host::TaskNet>,
     sinks: (Sink, Sink),
     slice_ticks: u64,
+    /// The component group's state, for a component task.
+    component: Option<Box<Component>>,
 }
 
 /// A task's WASI context, or what it is built from when building it
@@ -60,6 +62,7 @@ impl StoreSeed {
             memory: MemoryCache::default(),
             sinks: self.sinks,
             slice_ticks: self.slice_ticks,
+            component: self.component,
         };
         let mut store = Store::new(engine, data);
         store.limiter(|d| &mut d.budget);
@@ -78,7 +81,7 @@ impl Runtime {
     pub(super) fn store_seed(
         &self,
         spec: &TaskSpec,
-        module: &Path,
+        module: &LoadedModule,
         shared: &Arc<TaskShared>,
         child: Option<Child>,
         link_parent: Option<crate::net::fair::NodeId>,
@@ -91,9 +94,18 @@ impl Runtime {
             Some(c) => c.sinks.clone(),
             None => self.sinks(spec, &shared.log)?,
         };
-        let wasi = self.wasi_seed(spec, &sinks)?;
-        let cli = cli(spec, module, env);
-        let budget = MemoryBudget::new(spec.limits.on_memory_limit, shared.clone());
+        let cli = cli(spec, &module.path, env);
+        let component = module
+            .is_component()
+            .then(|| Component::new(net.connect.clone()));
+        let wasi = match component {
+            Some(_) => self.component_wasi(spec, &sinks, &cli)?,
+            None => self.wasi_seed(spec, &sinks)?,
+        };
+        let budget = match module.is_component() {
+            true => MemoryBudget::for_component(spec.limits.on_memory_limit, shared.clone()),
+            false => MemoryBudget::new(spec.limits.on_memory_limit, shared.clone()),
+        };
         let mut handles = HandleTable::new(spec.ipc.max_handles, shared.clone());
         let (granted, names) = match child {
             Some(c) => (grant(&mut handles, c.grants)?, c.names),
@@ -125,6 +137,7 @@ impl Runtime {
             net: Box::new(net),
             sinks,
             slice_ticks: (inner.config.slice.as_nanos() / TICK.as_nanos()).max(1) as u64,
+            component,
         })
     }
 
@@ -150,11 +163,7 @@ impl Runtime {
     /// The task's WASI context now if opening its directories or
     /// listeners' placeholders may fail, else what to build it from.
     fn wasi_seed(&self, spec: &TaskSpec, sinks: &(Sink, Sink)) -> Result<WasiSeed, String> {
-        let stdin = match &spec.stdio.stdin_bytes {
-            Some(bytes) => Stdin::Bytes(bytes.clone()),
-            None if spec.stdio.stdin_inherit => Stdin::Inherit,
-            None => Stdin::Empty,
-        };
+        let stdin = stdin(spec);
         if spec.dirs.is_empty() && spec.net.preopen_listeners.is_empty() {
             return Ok(WasiSeed::Later { stdin });
         }
@@ -177,6 +186,48 @@ impl Runtime {
     }
 }
 
+impl Runtime {
+    /// A component task's WASI context: its directories, arguments and
+    /// environment in Wasmtime's context (a component's `wasi:cli` reads
+    /// them there), and no network (see `host::component`). A listener
+    /// opened for it is refused: it could not reach it.
+    fn component_wasi(
+        &self,
+        spec: &TaskSpec,
+        sinks: &(Sink, Sink),
+        cli: &Cli,
+    ) -> Result<WasiSeed, String> {
+        if !spec.net.preopen_listeners.is_empty() || !spec.net.listen.is_empty() {
+            return Err(NO_COMPONENT_SOCKETS.into());
+        }
+        let mut b = WasiCtxBuilder::new();
+        for (guest, host) in &spec.dirs {
+            b.preopened_dir(host, guest, FsPerms::ReadWrite)
+                .map_err(|e| format!("cannot open directory {}: {e:#}", host.display()))?;
+        }
+        for arg in cli.args.iter() {
+            b.arg(String::from_utf8_lossy(arg));
+        }
+        for var in cli.env.iter() {
+            let var = String::from_utf8_lossy(var);
+            let (name, value) = var.split_once('=').unwrap_or((&var, ""));
+            b.env(name, value);
+        }
+        crate::host::component_network(&mut b);
+        Ok(WasiSeed::Built(Box::new(finish_wasi(
+            b,
+            sinks,
+            stdin(spec),
+        ))))
+    }
+}
+
+/// Why a component task may not listen.
+pub(crate) const NO_COMPONENT_SOCKETS: &str =
+    "a component gets no sockets (wasi:sockets is refused: its sockets would escape the \
+     task's socket and bandwidth accounting), so it cannot listen; its `connect` grants \
+     govern its outgoing wasi:http requests";
+
 /// The WASI context from a builder holding its directories: the task's
 /// random sources, output sinks and input. Arguments and environment are
 /// the task's `Cli`, not Wasmtime's.
@@ -197,8 +248,15 @@ fn finish_wasi(mut b: WasiCtxBuilder, sinks: &(Sink, Sink), stdin: Stdin) -> Was
     b.build_p1()
 }
 
-/// A task's arguments (argv\[0\] its module's file name) and
-/// environment (`env`, or else its spec's).
+/// Where a task's standard input comes from.
+fn stdin(spec: &TaskSpec) -> Stdin {
+    match &spec.stdio.stdin_bytes {
+        Some(bytes) => Stdin::Bytes(bytes.clone()),
+        None if spec.stdio.stdin_inherit => Stdin::Inherit,
+        None => Stdin::Empty,
+    }
+}
+
 /// The objects a parent granted its child, installed in the child's
 /// table in order; their handles.
 fn grant(handles: &mut HandleTable, grants: Vec<Object>) -> Result<Vec<i32>, String> {
@@ -210,6 +268,8 @@ fn grant(handles: &mut HandleTable, grants: Vec<Object>) -> Result<Vec<i32>, Str
     Ok(granted)
 }
 
+/// A task's arguments (argv\[0\] its module's file name) and
+/// environment (`env`, or else its spec's).
 fn cli(spec: &TaskSpec, module: &Path, env: Option<Strings>) -> Cli {
     let file = module.file_name().map(|n| n.to_string_lossy());
     Cli {

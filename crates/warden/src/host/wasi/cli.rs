@@ -70,9 +70,8 @@ impl Strings {
         });
     }
 
-    #[cfg(test)]
     /// How many strings.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.count as usize
     }
 
@@ -82,9 +81,8 @@ impl Strings {
         self.count == 0
     }
 
-    #[cfg(test)]
     /// The strings, without their NULs.
-    pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &[u8]> {
         let end = self.bytes.len().saturating_sub(1);
         self.bytes[..end].split(|&b| b == 0).take(self.len())
     }

@@ -1,0 +1,171 @@
+//! WASI 0.2 for components (`wasi:cli/command` and `wasi:http/proxy`):
+//! Wasmtime's definitions of `wasi:cli`, `wasi:clocks`,
+//! `wasi:filesystem`, `wasi:io`, `wasi:random`, `wasi:sockets` and
+//! `wasi:http`, on the task's own WASI context, and the group's state
+//! ([`Component`]).
+//!
+//! What Warden changes:
+//!
+//! - **Sockets are refused.** Preview 2's sockets are Wasmtime's own
+//!   objects, outside the accounting a module's sockets get (a socket
+//!   charged to the task, `max_sockets`, the link's fair queueing and the
+//!   receive budget), so a component gets none: creating a TCP or UDP
+//!   socket and resolving a name fail with `access-denied` before any
+//!   system call (see [`network`]), whatever its grants.
+//! - **Outgoing HTTP reaches only what `connect` grants** (`outgoing`):
+//!   each resolved address is checked against the task's grants before
+//!   the connection is made; plain `http` only.
+//!
+//! Everything else is the task's as for a module: its memory budget is
+//! the store's limiter (every memory and table of every core instance
+//! inside the component), its CPU is sliced by the same epoch deadline,
+//! its directories, arguments, environment and standard streams come
+//! from its spec.
+
+mod outgoing;
+
+use super::TaskData;
+use crate::net::grant::Grant;
+use wasmtime::component::Resource;
+use wasmtime_wasi::{WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+/// The interfaces a component may import, by package: the ones
+/// [`add_to_linker`] defines, at their 0.2 versions.
+pub const PROVIDED_PACKAGES: &[&str] = &[
+    "wasi:cli",
+    "wasi:clocks",
+    "wasi:filesystem",
+    "wasi:io",
+    "wasi:random",
+    "wasi:sockets",
+    "wasi:http",
+];
+
+/// The group's state in a component task's store: `wasi:http`'s context
+/// and what its outgoing requests may reach.
+pub(crate) struct Component {
+    http: WasiHttpCtx,
+    outgoing: outgoing::Outgoing,
+}
+
+impl Component {
+    /// The state of a component task whose `connect` grants are `connect`.
+    pub(crate) fn new(connect: Vec<Grant>) -> Box<Component> {
+        Box::new(Component {
+            http: WasiHttpCtx::new(),
+            outgoing: outgoing::Outgoing::new(connect),
+        })
+    }
+}
+
+/// What a `wasi:http/proxy` component task's response is: a head with
+/// a body the guest writes, or the error it answered with.
+pub(crate) type Response = Result<
+    hyper::Response<wasmtime_wasi_http::p2::body::HyperOutgoingBody>,
+    wasmtime_wasi_http::p2::bindings::http::types::ErrorCode,
+>;
+
+/// One request for a `wasi:http/proxy` component task, and where its
+/// response goes.
+pub(crate) struct Incoming {
+    pub(crate) request: hyper::Request<http_body_util::Full<bytes::Bytes>>,
+    pub(crate) respond: tokio::sync::oneshot::Sender<Response>,
+}
+
+/// The resources `wasi:http/incoming-handler.handle` is called with.
+type Handles = (
+    Resource<wasmtime_wasi_http::p2::types::HostIncomingRequest>,
+    Resource<wasmtime_wasi_http::p2::types::HostResponseOutparam>,
+);
+
+impl Incoming {
+    /// Puts the request and its response's slot into the task's
+    /// resource table.
+    pub(crate) fn enter(self, data: &mut TaskData) -> wasmtime::Result<Handles> {
+        let mut http = data.http();
+        let request = http.new_incoming_request(Scheme::Http, self.request)?;
+        let out = http.new_response_outparam(self.respond)?;
+        Ok((request, out))
+    }
+}
+
+/// A component's network, as its WASI context is built: no sockets, no
+/// name lookups (see the module docs).
+pub(crate) fn network(b: &mut WasiCtxBuilder) {
+    b.allow_tcp(false);
+    b.allow_udp(false);
+    b.allow_ip_name_lookup(false);
+}
+
+impl WasiView for TaskData {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        self.wasi.ctx()
+    }
+}
+
+impl WasiHttpView for TaskData {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        let component = self
+            .component
+            .as_deref_mut()
+            .expect("only component tasks link wasi:http");
+        WasiHttpCtxView {
+            ctx: &mut component.http,
+            table: self.wasi.ctx().table,
+            hooks: &mut component.outgoing,
+        }
+    }
+}
+
+/// Every interface of [`PROVIDED_PACKAGES`], async (a task's store runs
+/// on a fiber), into a component linker.
+pub(crate) fn add_to_linker(
+    linker: &mut wasmtime::component::Linker<TaskData>,
+) -> wasmtime::Result<()> {
+    wasmtime_wasi::p2::add_to_linker_async(linker)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)
+}
+
+/// The first import of `component` outside [`PROVIDED_PACKAGES`]'s 0.2
+/// versions, if any: its name.
+pub(crate) fn unprovided_import(
+    component: &wasmtime::component::Component,
+    engine: &wasmtime::Engine,
+) -> Option<String> {
+    let ty = component.component_type();
+    let first = ty
+        .imports(engine)
+        .map(|(name, _)| name)
+        .find(|name| !provided(name))
+        .map(str::to_string);
+    first
+}
+
+/// Whether an import named `name` (`wasi:io/streams@0.2.6`) is one of
+/// the provided packages at a 0.2 version.
+fn provided(name: &str) -> bool {
+    let Some((path, version)) = name.split_once('@') else {
+        return false;
+    };
+    let package = path.split('/').next().unwrap_or(path);
+    PROVIDED_PACKAGES.contains(&package) && version.starts_with("0.2.")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::provided;
+
+    #[test]
+    fn only_the_provided_packages_at_0_2_are_provided() {
+        assert!(provided("wasi:io/streams@0.2.0"));
+        assert!(provided("wasi:http/types@0.2.12"));
+        assert!(!provided("wasi:io/streams@0.3.0-rc-2025-09-16"));
+        assert!(!provided("wasi:keyvalue/store@0.2.0-draft"));
+        assert!(!provided("wasi:io/streams"));
+        assert!(!provided("my:own/thing@0.2.0"));
+        // A package whose name merely begins like a provided one.
+        assert!(!provided("wasi:cli-extra/x@0.2.0"));
+    }
+}
