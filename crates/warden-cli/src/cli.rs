@@ -36,6 +36,13 @@ pub enum Command {
     /// Ctrl-C). A manifest's system exits 0 when every task it started
     /// exited 0, else 1. Warden's own errors exit 2.
     Run(Box<RunArgs>),
+    /// Serve HTTP with a wasi:http/proxy component, a fresh instance for
+    /// every request (as `wasmtime serve` does), within limits.
+    ///
+    /// Every path is routed to the component. Faults are answers: a trap
+    /// or a handler that sets no response is 500, one killed at its CPU
+    /// limit 503, one over its timeout 504. Runs until Ctrl-C or --for.
+    Serve(Box<ServeArgs>),
     /// Compile modules into the compiled-code cache ahead of time, or into
     /// a precompiled file.
     Compile(CompileArgs),
@@ -205,6 +212,57 @@ pub struct RunArgs {
     pub args: Vec<String>,
     #[command(flatten)]
     pub program: ProgramArgs,
+    #[command(flatten)]
+    pub system: SystemArgs,
+}
+
+/// `warden serve`: one wasi:http/proxy component behind a web server.
+#[derive(Args)]
+pub struct ServeArgs {
+    /// The component (.wasm, or .cwasm from `warden compile`).
+    pub component: PathBuf,
+    /// Arguments for the component (after `--`).
+    #[arg(last = true, value_name = "ARGS")]
+    pub args: Vec<String>,
+    /// The address to listen on.
+    #[arg(long, value_name = "IP:PORT", default_value = "127.0.0.1:8080")]
+    pub addr: String,
+    /// Preopen host directory HOST for every request's instance, as
+    /// GUEST (default: the same path). Repeatable.
+    #[arg(long, value_name = "HOST[::GUEST]")]
+    pub dir: Vec<String>,
+    /// Set an environment variable, or pass the host's NAME on (skipped if
+    /// unset). Repeatable.
+    #[arg(long, value_name = "NAME[=VALUE]")]
+    pub env: Vec<String>,
+    /// Memory limit of each request's instance, e.g. 64MiB.
+    #[arg(long, value_name = "SIZE", value_parser = size)]
+    pub memory_limit: Option<String>,
+    /// What a growth past the memory limit does.
+    #[arg(long, value_name = "deny|kill", value_parser = ["deny", "kill"])]
+    pub on_memory_limit: Option<String>,
+    /// CPU-time limit of each request, e.g. 100ms.
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub cpu_limit: Option<String>,
+    /// Wall-clock limit of each request, queueing included (default 30s).
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub timeout: Option<String>,
+    /// Requests handled at once (default 64); the rest wait.
+    #[arg(long, value_name = "N")]
+    pub max_concurrent: Option<usize>,
+    /// Requests waiting at most (default 1024); past it, 503.
+    #[arg(long, value_name = "N")]
+    pub max_queue: Option<usize>,
+    /// Largest request body (default 1MiB); larger ones get 413.
+    #[arg(long, value_name = "SIZE", value_parser = size)]
+    pub max_body: Option<String>,
+    /// Largest response body (default 16MiB); larger ones are 502.
+    #[arg(long, value_name = "SIZE", value_parser = size)]
+    pub max_response: Option<String>,
+    /// Addresses the component's outgoing HTTP requests may reach, e.g.
+    /// 127.0.0.1:5000-5099. Repeatable.
+    #[arg(long, value_name = "GRANT")]
+    pub allow_connect: Vec<String>,
     #[command(flatten)]
     pub system: SystemArgs,
 }

@@ -1,4 +1,4 @@
-//! `warden compile`: modules compiled ahead of time, into the
+//! `warden compile`: modules and components compiled ahead of time, into the
 //! compiled-code cache (so that the next `warden run` only loads them) and,
 //! with `-o`, into a precompiled file that `warden run` takes in place of
 //! the module.
@@ -25,12 +25,14 @@ pub fn compile(args: &CompileArgs) -> Result<(), String> {
     }
     let rt = Runtime::new(config).map_err(|e| e.to_string())?;
     for module in &args.modules {
-        // A reactor compiles as the passive task it can only be.
+        // A reactor compiles as the passive task it can only be, a
+        // wasi:http/proxy component as a route's handler.
         let loaded = rt
             .load_module(module)
-            .or_else(|e| match rt.load_passive_module(module) {
-                Ok(m) => Ok(m),
-                Err(_) => Err(e),
+            .or_else(|e| {
+                rt.load_passive_module(module)
+                    .or_else(|_| rt.load_http_component(module))
+                    .map_err(|_| e)
             })
             .map_err(|e| e.to_string())?;
         match (loaded.cache, &cache) {

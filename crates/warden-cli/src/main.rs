@@ -11,6 +11,7 @@ mod new;
 mod outcome;
 mod program;
 mod run;
+mod serve;
 mod tables;
 mod top;
 
@@ -56,6 +57,7 @@ fn dispatch(command: Command) -> Result<ExitCode, String> {
     let done = |r: Result<(), String>| r.map(|()| ExitCode::SUCCESS);
     match command {
         Command::Run(args) => run::run(*args),
+        Command::Serve(args) => serve::serve(*args),
         Command::Compile(args) => done(compile::compile(&args)),
         Command::Check(args) => check::check(&args),
         Command::New { kind, name } => done(new::new(kind, &name)),

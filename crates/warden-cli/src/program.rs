@@ -132,12 +132,12 @@ pub fn any(p: &ProgramArgs) -> bool {
         || max_handles.is_some()
 }
 
-fn strings(list: &[String]) -> Value {
+pub fn strings(list: &[String]) -> Value {
     Value::Array(list.iter().map(|s| s.as_str().into()).collect())
 }
 
 /// `--env NAME=VALUE` sets; `--env NAME` passes the host's value on.
-fn env(flags: &[String]) -> Result<Table, String> {
+pub fn env(flags: &[String]) -> Result<Table, String> {
     let mut env = Table::new();
     for flag in flags {
         let (name, value) = match flag.split_once('=') {
@@ -155,7 +155,7 @@ fn env(flags: &[String]) -> Result<Table, String> {
 }
 
 /// `--dir HOST[::GUEST]`, as guest path → host path.
-fn dirs(flags: &[String]) -> Result<Table, String> {
+pub fn dirs(flags: &[String]) -> Result<Table, String> {
     let mut dirs = Table::new();
     for flag in flags {
         let (host, guest) = flag.split_once("::").unwrap_or((flag, flag));

@@ -12,11 +12,21 @@ pub fn run(args: RunArgs) -> Result<ExitCode, String> {
     warden::raise_descriptor_limit();
     let is_manifest = args.target.extension().is_some_and(|e| e == "toml");
     let sys = &args.system;
-    let mut spec = if is_manifest {
+    let spec = if is_manifest {
         manifest_system(&args)?
     } else {
         SystemSpec::program(program::task(&args.target, &args.args, &args.program)?)
     };
+    run_system(spec, sys, is_manifest)
+}
+
+/// Runs `spec` as the system flags `sys` say, until its tasks end (a
+/// single program, unless `is_manifest`) or it is stopped.
+pub fn run_system(
+    mut spec: SystemSpec,
+    sys: &SystemArgs,
+    is_manifest: bool,
+) -> Result<ExitCode, String> {
     if sys.control.is_some() {
         spec.control = sys.control.clone();
     }
