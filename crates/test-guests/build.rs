@@ -1,15 +1,19 @@
 //! Compiles every guest program under `guests/` into `$OUT_DIR`:
 //! `.wat` files with the `wat` crate, `.c` files with clang for
 //! `wasm32-wasi` (install: `apt-get install clang lld wasi-libc
-//! libclang-rt-dev-wasm32`), and each Java class with a `main` under
-//! `guests/java/` with `scripts/guest-build java` (javac and TeaVM).
-//! Generates one `pub const` path per guest. A Java guest that cannot be
-//! built (no JDK) becomes an empty path and a reason in
-//! `UNBUILT`: the tests that need it fail with that reason, and the rest
-//! still build and run.
+//! libclang-rt-dev-wasm32`), each Java class with a `main` under
+//! `guests/java/` with `scripts/guest-build java` (javac and TeaVM), and
+//! the components of `guests/components/` (see [`components`]).
+//! Generates one `pub const` path per guest. A Java guest or a component
+//! that cannot be built (no JDK, no network for its toolchain) becomes an
+//! empty path and a reason in `UNBUILT`: the tests that need it fail with
+//! that reason, and the rest still build and run.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+#[path = "build/components.rs"]
+mod components;
 
 fn main() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap());
@@ -74,18 +78,23 @@ fn main() {
             dest.to_str().unwrap()
         ));
     }
-    java(&out, &mut consts);
+    let mut unbuilt = String::new();
+    java(&out, &mut consts, &mut unbuilt);
+    components::build(&out, &mut consts, &mut unbuilt);
+    consts.push_str(&format!(
+        "/// Guests that could not be built, with the reason.\n\
+         pub const UNBUILT: &[(&str, &str)] = &[{unbuilt}];\n"
+    ));
     std::fs::write(out.join("guests.rs"), consts).unwrap();
 }
 
 /// Builds each class with a `main` under `guests/java` (all the directory's
 /// sources together, with the Java SDK) into `java_<name>.wasm`.
-fn java(out: &Path, consts: &mut String) {
+fn java(out: &Path, consts: &mut String, unbuilt: &mut String) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     println!("cargo:rerun-if-changed=../../sdk/java");
     println!("cargo:rerun-if-changed=../../scripts/guest-build");
     let dir = Path::new("guests/java");
-    let mut unbuilt = String::new();
     let mut classes: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -116,10 +125,6 @@ fn java(out: &Path, consts: &mut String) {
             path_text
         ));
     }
-    consts.push_str(&format!(
-        "/// Guests that could not be built, with the reason.\n\
-         pub const UNBUILT: &[(&str, &str)] = &[{unbuilt}];\n"
-    ));
 }
 
 /// `JavaKit` as `java_kit`.

