@@ -1,7 +1,8 @@
 """A wasi:http/proxy component in Python (componentize-py), for the
-component route tests. By path:
+component route tests. By the last segment of its path (a route may
+take it under a prefix: /py/echo is /echo):
 
-  /echo            200, "python <method> <path> <body length> <body>"
+  /echo            200, "python <method> <path and query> <body length> <body>"
   /big?n=N         200, a body of N bytes ("x" repeated)
   /trap            raises: the handler traps (500)
   /spin            loops for ever (killed at its CPU limit: 503)
@@ -88,11 +89,11 @@ class IncomingHandler(exports.IncomingHandler):
     def handle(self, request: IncomingRequest, out: ResponseOutparam) -> None:
         target = urlparse(request.path_with_query() or "/")
         query = parse_qs(target.query)
-        path = target.path
+        path = "/" + target.path.rsplit("/", 1)[-1]
         if path == "/echo":
             body = read_body(request)
             method = type(request.method()).__name__.split("_")[-1].upper()
-            head = "python %s %s %d " % (method, path, len(body))
+            head = "python %s %s %d " % (method, request.path_with_query(), len(body))
             respond(out, 200, head.encode() + body)
         elif path == "/big":
             respond(out, 200, b"x" * int(query["n"][0]))

@@ -2,25 +2,41 @@
 //! and by servlets, driven by a real HTTP client (curl) against a running
 //! `warden run`.
 
-use crate::util::{free_port, manifest, serve, warden, Served};
+use crate::util::{free_port, manifest, serve_with, warden, Served};
 use std::process::Command;
 use std::time::{Duration, Instant};
 use warden_test_guests as guests;
 
 /// A running `warden run` with HTTP servers and its control API.
-struct Web {
-    served: Served,
+pub struct Web {
+    pub served: Served,
     /// `http://ADDR` of its first server.
-    base: String,
+    pub base: String,
     /// Its control API address.
-    control: String,
+    pub control: String,
 }
 
 impl Web {
     /// Starts `manifest` and waits for its "serving" line.
-    fn start(dir: &std::path::Path, text: &str) -> Web {
+    pub fn start(dir: &std::path::Path, text: &str) -> Web {
+        Web::start_with(dir, text, &["--no-cache"], |_| {})
+    }
+
+    /// [`Web::start`] with `args` for `warden run` (besides the control
+    /// API's address), its command first given to `prepare`.
+    pub fn start_with(
+        dir: &std::path::Path,
+        text: &str,
+        args: &[&str],
+        prepare: impl FnOnce(&mut Command),
+    ) -> Web {
         let control = format!("127.0.0.1:{}", free_port());
-        let served = serve(&["--no-cache", "--control", &control], &manifest(dir, text));
+        let args: Vec<&str> = args
+            .iter()
+            .copied()
+            .chain(["--control", &control])
+            .collect();
+        let served = serve_with(&args, &manifest(dir, text), prepare);
         Web {
             base: served.base.clone(),
             served,
@@ -31,14 +47,14 @@ impl Web {
 
 /// A response as curl saw it.
 #[derive(Debug)]
-struct Reply {
-    status: u16,
-    head: String,
-    body: String,
+pub struct Reply {
+    pub status: u16,
+    pub head: String,
+    pub body: String,
 }
 
 /// One request with curl; `args` come before the URL.
-fn curl(url: &str, args: &[&str]) -> Reply {
+pub fn curl(url: &str, args: &[&str]) -> Reply {
     let out = Command::new("curl")
         .args(["-sS", "-i", "--max-time", "60"])
         .args(args)
@@ -64,17 +80,17 @@ fn curl(url: &str, args: &[&str]) -> Reply {
     }
 }
 
-fn get(web: &Web, path: &str) -> Reply {
+pub fn get(web: &Web, path: &str) -> Reply {
     curl(&format!("{}{path}", web.base), &[])
 }
 
 /// The server's `/metrics` text.
-fn metrics(web: &Web) -> String {
+pub fn metrics(web: &Web) -> String {
     curl(&format!("http://{}/metrics", web.control), &[]).body
 }
 
 /// `/api/routes` as JSON.
-fn routes(web: &Web) -> serde_json::Value {
+pub fn routes(web: &Web) -> serde_json::Value {
     serde_json::from_str(&curl(&format!("http://{}/api/routes", web.control), &[]).body).unwrap()
 }
 

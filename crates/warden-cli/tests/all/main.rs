@@ -10,6 +10,8 @@ mod cli_program;
 mod cli_tools;
 mod cluster;
 mod cluster_security;
+mod components;
+mod components_http;
 mod control;
 mod control_access;
 mod dashboard;
