@@ -28,15 +28,17 @@ from wit_world.imports.types import (
 
 
 def read_body(request):
-    body = request.consume()
-    stream = body.stream()
+    incoming = request.consume()
+    stream = incoming.stream()
     data = bytearray()
     while True:
         try:
             data += stream.blocking_read(65536)
         except Exception:
             break
+    # A resource goes before the one it came from.
     stream.__exit__(None, None, None)
+    incoming.__exit__(None, None, None)
     return bytes(data)
 
 

@@ -196,6 +196,65 @@ fn site_example() {
     assert!(curl("/count").contains("/count has been visited 2 times;"));
 }
 
+/// The components example: its Python and C commands, and its Python
+/// and JavaScript HTTP routes.
+#[test]
+fn components_example() {
+    let root = built_examples();
+    let example = root.join("examples/components");
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(example.join("components.toml"))
+        .unwrap()
+        .replace("127.0.0.1:8090", "127.0.0.1:0")
+        .replace("\"build/", &format!("\"{}/build/", example.display()))
+        .replace(
+            "\"/data\" = \".\"",
+            &format!("\"/data\" = \"{}\"", example.display()),
+        );
+    let path = manifest(dir.path(), &text);
+    let served = serve_with(&["--control", "off"], &path, |c| {
+        c.env("WARDEN_CACHE_DIR", crate::components::cache_dir())
+            .stdout(std::process::Stdio::piped());
+    });
+    let curl = |path: &str| {
+        let o = std::process::Command::new("curl")
+            .args([
+                "-sS",
+                "--max-time",
+                "30",
+                "-d",
+                "abc",
+                &format!("{}{path}", served.base),
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    assert_eq!(curl("/py/x?y=1"), "Python got /py/x?y=1 with 3 bytes\n");
+    assert_eq!(curl("/js/z"), "JavaScript got /js/z\n");
+    // The tasks' lines, read as they come (the commands end on their own).
+    let mut served = served;
+    let stdout = served.child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let count = text.lines().count();
+    let mut wants = vec![
+        "[hello] hello from Python, Alta, JX".to_string(),
+        format!("[hello] /data/components.toml has {count} lines"),
+        "[count] C component read 0 bytes".to_string(),
+    ];
+    while !wants.is_empty() {
+        let line = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("never printed {wants:?}"));
+        wants.retain(|w| *w != line);
+    }
+}
+
 /// The demo system runs as the README says: its site answers while its
 /// batch tasks end (the hog and the spinner killed at their limits), and
 /// Ctrl-C ends it with exit code 1.
