@@ -3,6 +3,7 @@
 //! (file service, servlets) add a module and a line in [`run_all`].
 
 mod cluster;
+mod components;
 mod compute;
 mod copies;
 mod mass_death;
@@ -48,6 +49,7 @@ pub fn run_all(ctx: &Ctx, only: Option<&str>) -> Vec<Table> {
         ("network: bandwidth shares and echo throughput", Box::new(network::run)),
         ("web server: one task, servlets, per-request tasks, native hyper (seed 004, Figure 5)", Box::new(web::run)),
         ("cluster: remote calls through NATS beside Erlang distribution", Box::new(cluster::run)),
+        ("components: spawn beside raw Wasmtime, HTTP handlers beside wasmtime serve", Box::new(components::run)),
     ];
     let mut out = vec![];
     for (name, run) in steps {

@@ -95,7 +95,7 @@ fn system(text: &str) -> Result<(Runtime, Option<HttpServer>), String> {
 }
 
 /// Waits until `url` answers 200 (servers listening, servlets registered).
-fn ready(url: &str) -> Result<(), String> {
+pub(super) fn ready(url: &str) -> Result<(), String> {
     let t = Instant::now();
     loop {
         let ok = Command::new("curl")
@@ -326,7 +326,7 @@ pub fn child_hyper() -> Result<(), String> {
 }
 
 /// wrk's requests per second and its p50 and p99 latency (ms).
-fn wrk(url: &str, connections: usize, secs: u64) -> Result<(f64, f64, f64), String> {
+pub(super) fn wrk(url: &str, connections: usize, secs: u64) -> Result<(f64, f64, f64), String> {
     let out = Command::new("wrk")
         .args(["-t", if connections > 1 { "2" } else { "1" }])
         .args([

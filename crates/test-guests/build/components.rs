@@ -18,7 +18,7 @@ use std::path::Path;
 use std::process::Command;
 
 /// The C guests also built as components.
-const ADAPTED: &[&str] = &["program", "files", "malloc_limit", "stdin_count"];
+const ADAPTED: &[&str] = &["program", "files", "malloc_limit", "stdin_count", "noop"];
 
 pub fn build(out: &Path, consts: &mut String, unbuilt: &mut String) {
     let dir = Path::new("guests/components");
@@ -51,7 +51,7 @@ pub fn build(out: &Path, consts: &mut String, unbuilt: &mut String) {
         let core = out.join(format!("{name}.wasm"));
         let dest = out.join(format!("{name}_component.wasm"));
         let built = guest_build(&["component", core.to_str().unwrap()], &dest);
-        let what = format!("`guests/{name}.c` adapted into a wasi:cli/command component.");
+        let what = format!("`guests/{name}` adapted into a wasi:cli/command component.");
         put(&format!("{name}_component"), &what, built);
     }
     let c_http = c_component(dir, out, "c_http", &wit_dir(), "wasi:http/proxy");
