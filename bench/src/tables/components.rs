@@ -83,7 +83,12 @@ fn raw_store(engine: &Engine) -> Store<Raw> {
 
 /// Instantiates and runs `pre`'s component `n` times, one after the
 /// other (`batched`: all `n` stores made first); nanoseconds per run.
-fn raw_runs(engine: &Engine, pre: &CommandPre<Raw>, n: usize, batched: bool) -> Result<f64, String> {
+fn raw_runs(
+    engine: &Engine,
+    pre: &CommandPre<Raw>,
+    n: usize,
+    batched: bool,
+) -> Result<f64, String> {
     let t = Instant::now();
     let mut stores: Vec<Store<Raw>> = match batched {
         true => (0..n).map(|_| raw_store(engine)).collect(),
@@ -139,17 +144,32 @@ fn spawn(ctx: &Ctx) -> Table {
         ctx.rounds,
         vec![
             contestant(TASK, |s| {
-                s.push(&key(TASK, ONE), inproc::spawn_serial(&rt, &spec, n, "exited")? / 1e3);
-                s.push(&key(TASK, BATCHED), inproc::spawn_batch(&rt, &spec, n, "exited")? / 1e3);
+                s.push(
+                    &key(TASK, ONE),
+                    inproc::spawn_serial(&rt, &spec, n, "exited")? / 1e3,
+                );
+                s.push(
+                    &key(TASK, BATCHED),
+                    inproc::spawn_batch(&rt, &spec, n, "exited")? / 1e3,
+                );
                 Ok(())
             }),
             contestant(RUN, |s| {
-                s.push(&key(RUN, ONE), inproc::run_serial(&rt, &spec, n, "exited")? / 1e3);
+                s.push(
+                    &key(RUN, ONE),
+                    inproc::run_serial(&rt, &spec, n, "exited")? / 1e3,
+                );
                 Ok(())
             }),
             contestant(MODULE, |s| {
-                s.push(&key(MODULE, ONE), inproc::spawn_serial(&rt, &module, n, "exited")? / 1e3);
-                s.push(&key(MODULE, BATCHED), inproc::spawn_batch(&rt, &module, n, "exited")? / 1e3);
+                s.push(
+                    &key(MODULE, ONE),
+                    inproc::spawn_serial(&rt, &module, n, "exited")? / 1e3,
+                );
+                s.push(
+                    &key(MODULE, BATCHED),
+                    inproc::spawn_batch(&rt, &module, n, "exited")? / 1e3,
+                );
                 Ok(())
             }),
             contestant(RAW, |s| {
@@ -212,7 +232,12 @@ fn wasmtime_cli() -> Result<std::path::PathBuf, String> {
 
 /// The wasmtime CLI's `--version` line.
 fn cli_version() -> String {
-    let out = wasmtime_cli().and_then(|p| Command::new(p).arg("--version").output().map_err(|e| e.to_string()));
+    let out = wasmtime_cli().and_then(|p| {
+        Command::new(p)
+            .arg("--version")
+            .output()
+            .map_err(|e| e.to_string())
+    });
     match out {
         Ok(o) => String::from_utf8_lossy(&o.stdout).trim().to_string(),
         Err(e) => format!("(not found: {e})"),
@@ -226,7 +251,13 @@ fn wasmtime_serve(component: &str) -> Result<(Served, String), String> {
         .map_err(|e| e.to_string())?
         .port();
     let child = Command::new(wasmtime_cli()?)
-        .args(["serve", "-Scli", "--addr", &format!("127.0.0.1:{port}"), component])
+        .args([
+            "serve",
+            "-Scli",
+            "--addr",
+            &format!("127.0.0.1:{port}"),
+            component,
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -237,7 +268,10 @@ fn wasmtime_serve(component: &str) -> Result<(Served, String), String> {
 /// One Warden runtime (2 workers) with a component route per handler
 /// and the WAGI route, and `wasmtime serve` of each component.
 fn sites() -> Result<Sites, String> {
-    let (py, c) = (guests::built(guests::PY_HTTP), guests::built(guests::C_HTTP));
+    let (py, c) = (
+        guests::built(guests::PY_HTTP),
+        guests::built(guests::C_HTTP),
+    );
     let route = |path: &str, key: &str, module: &str, extra: &str| {
         format!(
             "[[http.route]]\npath = \"{path}\"\n{key} = \"{module}\"\nmemory_limit = \"64MiB\"\n\
@@ -283,10 +317,20 @@ fn web(ctx: &Ctx) -> Table {
     let bursts = ctx.pick(12, 3);
     let cols: Vec<String> = CONNECTIONS
         .iter()
-        .flat_map(|c| [format!("{c} conn req/s"), format!("{c} conn p50"), format!("{c} conn p99")])
+        .flat_map(|c| {
+            [
+                format!("{c} conn req/s"),
+                format!("{c} conn p50"),
+                format!("{c} conn p99"),
+            ]
+        })
         .collect();
     let units = ["req/s", "ms", "ms"];
-    let cols: Vec<(&str, &str)> = cols.iter().zip(units.iter().cycle()).map(|(c, u)| (c.as_str(), *u)).collect();
+    let cols: Vec<(&str, &str)> = cols
+        .iter()
+        .zip(units.iter().cycle())
+        .map(|(c, u)| (c.as_str(), *u))
+        .collect();
     let mut t = Table::new(
         "component_web",
         "HTTP components: requests/s and latency, Warden's route beside wasmtime serve",
@@ -360,9 +404,11 @@ fn measure(sites: &Sites, bursts: usize, s: &mut Samples, errors: &mut BTreeMap<
 /// requests per second over `wasmtime serve`'s with the same component.
 fn targets(s: &Samples) -> Vec<String> {
     let median = |k: String| s.cell(&k).map(|c| c.median);
-    let mut out = vec!["Target: each component route at least 1× wasmtime serve's requests per \
+    let mut out = vec![
+        "Target: each component route at least 1× wasmtime serve's requests per \
                         second with the same component, at 1 and at 64 connections."
-        .to_string()];
+            .to_string(),
+    ];
     for (route, serve, what) in [(PY_ROUTE, PY_SERVE, "Python"), (C_ROUTE, C_SERVE, "C")] {
         let ratios: Vec<String> = CONNECTIONS
             .iter()
@@ -373,7 +419,10 @@ fn targets(s: &Samples) -> Vec<String> {
             })
             .collect();
         if !ratios.is_empty() {
-            out.push(format!("{what}: Warden's route / wasmtime serve, requests/s: {}.", ratios.join(", ")));
+            out.push(format!(
+                "{what}: Warden's route / wasmtime serve, requests/s: {}.",
+                ratios.join(", ")
+            ));
         }
     }
     out

@@ -252,7 +252,7 @@ struct Inner {
     /// preopened listener's descriptor number.
     empty_dir: PathBuf,
     // Drives WASI's timers and blocking I/O; dropped after the executor.
-    _tokio: tokio::runtime::Runtime,
+    _tokio: setup::IoRuntime,
 }
 
 impl Drop for Inner {

@@ -356,6 +356,24 @@ fn mappings_error(alive: u32, max_tasks: u32, limit: u64) -> Error {
 mod tests {
     use super::*;
 
+    /// The last handle to a runtime may go on an async thread (a web
+    /// server's request held it): dropping it there must not panic, as a
+    /// tokio runtime's plain drop would.
+    #[test]
+    fn a_runtime_may_be_dropped_on_an_async_thread() {
+        let rt = crate::Runtime::new(crate::RuntimeConfig {
+            workers: 1,
+            max_tasks: 16,
+            cache_dir: None,
+            ..Default::default()
+        })
+        .unwrap();
+        let outer = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        outer.block_on(async move { drop(rt) });
+    }
+
     /// The guard's arithmetic: what it admits fits, one more does not, and
     /// the count that once started tasks that could not map (15,850 at the
     /// default limit of 65,530) is cut to what fits.
@@ -414,13 +432,36 @@ pub(super) fn cache(config: &RuntimeConfig) -> Result<Option<crate::cache::CodeC
 
 /// The runtime's I/O thread: a one-worker tokio runtime for sockets,
 /// timers and the cluster's broker connection.
-pub(super) fn io_runtime() -> Result<tokio::runtime::Runtime, Error> {
+pub(super) fn io_runtime() -> Result<IoRuntime, Error> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("warden-io")
         .enable_all()
         .build()
+        .map(|rt| IoRuntime(Some(rt)))
         .map_err(|e| Error::Start(e.to_string()))
+}
+
+/// The I/O runtime, shut down without waiting when dropped: the last
+/// handle to a Warden runtime may be let go on any thread, an async one
+/// among them (a web server's, whose requests hold the runtime), where a
+/// tokio runtime's plain drop, which waits for its blocking threads,
+/// panics. By then the executor is gone, and no task's I/O is left.
+pub(super) struct IoRuntime(Option<tokio::runtime::Runtime>);
+
+impl std::ops::Deref for IoRuntime {
+    type Target = tokio::runtime::Runtime;
+    fn deref(&self) -> &Self::Target {
+        self.0.as_ref().expect("taken only when dropped")
+    }
+}
+
+impl Drop for IoRuntime {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
 }
 
 /// The event log `config.events` names, if any, created.
