@@ -80,9 +80,10 @@ enum Child {
         #[arg(long, default_value = "null")]
         kinds: String,
     },
-    /// N null tasks spawned and waited for one at a time, on one worker.
+    /// N null tasks spawned and waited for one at a time, on one worker
+    /// (of the smallest module, or of the module or component given).
     #[command(hide = true)]
-    ChildSpawn { n: usize },
+    ChildSpawn { n: usize, module: Option<String> },
     /// The web table's native hyper server, alone: prints its two URLs,
     /// then serves until killed (to profile it beside `warden run`).
     #[command(hide = true)]
@@ -100,7 +101,7 @@ fn main() -> ExitCode {
             Some(tables::child_copies(n, &module, cache))
         }
         Some(Child::ChildIpc { n, server, kinds }) => Some(tables::child_ipc(n, &server, &kinds)),
-        Some(Child::ChildSpawn { n }) => Some(tables::child_spawn(n)),
+        Some(Child::ChildSpawn { n, module }) => Some(tables::child_spawn(n, module.as_deref())),
         Some(Child::ChildHyper) => Some(tables::child_hyper()),
         None => None,
     };

@@ -139,7 +139,7 @@ fn spawn(ctx: &Ctx) -> Table {
     let rt = inproc::runtime(1, n as u32 + 64);
     let spec = quiet("noop", component);
     let module = quiet("noop", guests::NOOP);
-    let raw = raw_command(component, 64);
+    let raw = raw_command(component, n as u32 + 64);
     let (samples, errors) = interleave(
         ctx.rounds,
         vec![
@@ -184,6 +184,11 @@ fn spawn(ctx: &Ctx) -> Table {
     t.row_from(RUN, Kind::Warden, &samples, &format!("{RUN}/"));
     t.row_from(MODULE, Kind::Warden, &samples, &format!("{MODULE}/"));
     t.row_from(RAW, Kind::Peer, &samples, &format!("{RAW}/"));
+    t.absent(
+        RUN,
+        &[BATCHED],
+        "Runtime::run waits for the task it starts: it has no batch",
+    );
     t.ratio_from = vec![TASK.into(), RUN.into()];
     t.notes.push(
         "Target: a component task's spawn to exit at most 1.5× raw Wasmtime's, one at a time \

@@ -323,10 +323,11 @@ fn push_java(
 /// column's Warden loop alone, `n` tasks; prints the time per task, the
 /// spawn call's share of it, and the kernel's own creation (spawn call and
 /// instantiation) and teardown times; then the time per task of the same
-/// loop made with `Runtime::run`.
-pub fn child_spawn(n: usize) -> Result<(), String> {
+/// loop made with `Runtime::run`. `module` (a module or a component)
+/// runs instead of the smallest module if given.
+pub fn child_spawn(n: usize, module: Option<&str>) -> Result<(), String> {
     let rt = inproc::runtime(1, 64);
-    let noop = quiet("noop", guests::NOOP);
+    let noop = quiet("noop", module.unwrap_or(guests::NOOP));
     let t = Instant::now();
     let mut spawning = Duration::ZERO;
     for _ in 0..n {
