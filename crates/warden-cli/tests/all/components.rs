@@ -210,26 +210,6 @@ fn a_spinning_component_is_held_to_its_cpu_limit_and_killed() {
 }
 
 #[test]
-fn a_component_whose_start_function_loops_is_contained() {
-    let dir = tempfile::tempdir().unwrap();
-    let rt = runtime();
-    let mut spec = util::spec(dir.path(), "loop", component(guests::LOOP_START));
-    spec.limits.cpu_limit = Some(Duration::from_millis(200));
-    let looping = rt.spawn(&spec).unwrap();
-    // A bystander on the same two workers runs to its end meanwhile.
-    let bystander = util::spec(dir.path(), "hello", component(guests::PROGRAM_COMPONENT));
-    let r = util::run_one(&rt, &bystander, Duration::from_secs(60));
-    // Its usage line and status 2, which wasi:cli/exit makes 1.
-    assert_eq!(r.ending(), TaskStatus::Exited(1), "{r:?}");
-    assert!(util::stdout_of(dir.path(), "hello").starts_with("usage: program"));
-    let r = util::wait(&rt, looping, Duration::from_secs(20));
-    match &r.ending() {
-        TaskStatus::Killed(why) => assert!(why.contains("cpu limit"), "{why}"),
-        other => panic!("{other:?}"),
-    }
-}
-
-#[test]
 fn what_a_component_cannot_be_given_is_one_clear_line() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime();

@@ -14,6 +14,7 @@ mod args_bomb;
 mod bad_modules;
 mod call_self;
 mod cgi_responses;
+mod components;
 mod deep_nesting;
 mod descriptor_exhaustion;
 mod dying_peers;
