@@ -8,8 +8,9 @@
 //!
 //! A run writes `DIR/results/<date>.json` (every sample), `DIR/plots/*.png`
 //! and `DIR/REPORT.md`, then checks that every table has its figures and
-//! exits 1 if one does not. `DIR` is `bench/` for a full run and
-//! `target/bench-quick/` for `--quick`, which takes under two minutes.
+//! exits 1 if one does not. `DIR` is `bench/` for a full run,
+//! `target/bench-quick/` for `--quick` (a few minutes) and
+//! `target/bench-only/` for `--only`.
 
 mod harness;
 mod inproc;
@@ -47,7 +48,8 @@ struct Cli {
     #[arg(long)]
     rounds: Option<usize>,
     /// Only the tables whose step title contains this text (for example
-    /// "network"); the report then holds only those.
+    /// "network"); the report then holds only those (written, unless
+    /// --out says otherwise, to target/bench-only/).
     #[arg(long)]
     only: Option<String>,
     #[command(subcommand)]
@@ -115,9 +117,12 @@ fn main() -> ExitCode {
         };
     }
     let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // Only a full run of every table replaces bench/REPORT.md.
     let out = cli.out.unwrap_or_else(|| {
         if cli.quick {
             manifest_dir.join("../target/bench-quick")
+        } else if cli.only.is_some() {
+            manifest_dir.join("../target/bench-only")
         } else {
             manifest_dir.to_path_buf()
         }
