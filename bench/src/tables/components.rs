@@ -23,6 +23,7 @@ const TASK: &str = "Warden component task (spawn, wait)";
 const RUN: &str = "Warden component task (Runtime::run)";
 const MODULE: &str = "Warden module task, the same program before adapting (spawn, wait)";
 const RAW: &str = "raw Wasmtime, pooling allocator (in-process)";
+const RAW_WARDEN: &str = "raw Wasmtime on Warden's engine, async (in-process)";
 const ONE: &str = "one at a time";
 const BATCHED: &str = "batched";
 
@@ -78,7 +79,41 @@ fn raw_store(engine: &Engine) -> Store<Raw> {
         ctx: WasiCtxBuilder::new().build(),
         table: ResourceTable::new(),
     };
-    Store::new(engine, state)
+    let mut store = Store::new(engine, state);
+    // With epoch checks compiled in (Warden's engine), never reach the
+    // deadline.
+    store.set_epoch_deadline(u64::MAX / 2);
+    store
+}
+
+/// Raw Wasmtime on `engine` (a Warden runtime's, with every one of its
+/// settings), run as a task is: WASI's async functions, instantiation and
+/// `wasi:cli/run` on fibers from the engine's pool, polled on the calling
+/// thread. What is left between this and a Warden task is Warden's own.
+fn raw_async_runs(engine: &Engine, path: &str, n: usize) -> Result<f64, String> {
+    let component = Component::from_file(engine, path).map_err(|e| format!("{e:#}"))?;
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| e.to_string())?;
+    let pre = linker
+        .instantiate_pre(&component)
+        .and_then(wasmtime_wasi::p2::bindings::CommandPre::new)
+        .map_err(|e| format!("{e:#}"))?;
+    let fibers = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let t = Instant::now();
+    for _ in 0..n {
+        let mut store = raw_store(engine);
+        let ran = fibers.block_on(async {
+            let command = pre.instantiate_async(&mut store).await?;
+            command.wasi_cli_run().call_run(&mut store).await
+        });
+        if !matches!(ran, Ok(Ok(()))) {
+            return Err(format!("the component did not exit 0: {ran:?}"));
+        }
+    }
+    Ok(t.elapsed().as_nanos() as f64 / n as f64)
 }
 
 /// Instantiates and runs `pre`'s component `n` times, one after the
@@ -131,7 +166,9 @@ fn spawn(ctx: &Ctx) -> Table {
          Raw Wasmtime: the same component on an engine with the pooling allocator and \
          copy-on-write memory images, a store with a WASI 0.2 context made, the component \
          instantiated and wasi:cli/run called, on the calling thread (batched: all {n} stores \
-         made first). The Warden module row runs the same program unadapted, for what the \
+         made first); and again on a Warden runtime's own engine, with every one of its \
+         settings, instantiated and run async on fibers from its pool, as a task is (one at a \
+         time). The Warden module row runs the same program unadapted, for what the \
          component form adds. Waiting differs: the thread waiting for a Warden task's report \
          looks for it awake for 50 µs before it sleeps; raw Wasmtime does not wait."
     );
@@ -140,6 +177,8 @@ fn spawn(ctx: &Ctx) -> Table {
     let spec = quiet("noop", component);
     let module = quiet("noop", guests::NOOP);
     let raw = raw_command(component, n as u32 + 64);
+    // Its own runtime, so that its instances take none of `rt`'s slots.
+    let engine_rt = inproc::runtime(1, 64);
     let (samples, errors) = interleave(
         ctx.rounds,
         vec![
@@ -178,12 +217,23 @@ fn spawn(ctx: &Ctx) -> Table {
                 s.push(&key(RAW, BATCHED), raw_runs(engine, pre, n, true)? / 1e3);
                 Ok(())
             }),
+            contestant(RAW_WARDEN, |s| {
+                let us = raw_async_runs(engine_rt.engine(), component, n)? / 1e3;
+                s.push(&key(RAW_WARDEN, ONE), us);
+                Ok(())
+            }),
         ],
     );
     t.row_from(TASK, Kind::Warden, &samples, &format!("{TASK}/"));
     t.row_from(RUN, Kind::Warden, &samples, &format!("{RUN}/"));
     t.row_from(MODULE, Kind::Warden, &samples, &format!("{MODULE}/"));
     t.row_from(RAW, Kind::Peer, &samples, &format!("{RAW}/"));
+    t.row_from(RAW_WARDEN, Kind::Peer, &samples, &format!("{RAW_WARDEN}/"));
+    t.absent(
+        RAW_WARDEN,
+        &[BATCHED],
+        "run one at a time, as the module table's row on Warden's engine is",
+    );
     t.absent(
         RUN,
         &[BATCHED],

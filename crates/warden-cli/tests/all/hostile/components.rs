@@ -66,6 +66,9 @@ fn allocation_until_refused_ends_at_the_limit() {
     // end that says why.
     let r = run.report("bomb");
     assert_eq!(r["status"], "trapped", "{r}");
-    assert!(r["reason"].as_str().unwrap().contains("refused to grow"), "{r}");
+    assert!(
+        r["reason"].as_str().unwrap().contains("refused to grow"),
+        "{r}"
+    );
     assert!(r["peak_memory_bytes"].as_u64().unwrap() <= 8 << 20, "{r}");
 }
