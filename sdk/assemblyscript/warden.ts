@@ -50,6 +50,7 @@ export function describe(code: i64): string {
     case -13: return "out of range";
     case -14: return "no reply";
     case -16: return "busy";
+    case -17: return "I/O error";
     default: return code >= 0 ? "success" : "unknown error";
   }
 }

@@ -47,7 +47,8 @@ typedef int32_t warden_handle;            /* >= 0: handle; < 0: error code */
 #define WARDEN_ERANGE      (-13)  /* offset or length outside the object */
 #define WARDEN_ENOREPLY    (-14)  /* the server closed the call without replying */
 #define WARDEN_EAGAIN      (-15)  /* internal: the call must wait (warden_call then waits) */
-#define WARDEN_EBUSY       (-16)  /* the serving node has too many calls waiting: try later */
+#define WARDEN_EBUSY       (-16)  /* the serving node has too many calls waiting: try later; a device another handle holds */
+#define WARDEN_EIO         (-17)  /* a device's host file failed the operation */
 
 /* In a message's handle list: move the handle instead of duplicating it. */
 #define WARDEN_MOVE        ((warden_handle)0x40000000)
@@ -199,6 +200,24 @@ typedef struct { warden_handle handle; uint32_t events; uint32_t revents; } ward
 #define WARDEN_POLL_HUP 4u
 int32_t warden_poll(warden_pollfd *fds, size_t n, int64_t timeout_ns);     /* how many are ready; 0 on timeout */
 
+/* Block devices. A manifest's [[device]] is a host file of 512-byte
+ * sectors; a task whose devices = [...] names it opens it (WARDEN_EDENIED
+ * otherwise, WARDEN_EBUSY while another handle holds it: one holder at a
+ * time, freed when that handle is closed or its task ends). The handle
+ * cannot be duplicated or sent. Reads and writes move `count` whole
+ * sectors at sector `sector`, at most 1 MiB a call, between the device
+ * and `buf` (which must hold count * 512 bytes: WARDEN_EINVAL otherwise;
+ * sectors past the end: WARDEN_ERANGE), and return the bytes moved.
+ * Writes reach the host's page cache; warden_device_sync flushes them to
+ * its storage (fdatasync). The host file failing is WARDEN_EIO. */
+#define WARDEN_SECTOR 512u
+typedef struct { uint64_t sector_size; uint64_t sectors; } warden_device_info_t;
+warden_handle warden_device_open(const char *name);
+int32_t warden_device_info(warden_handle dev, warden_device_info_t *info);
+int64_t warden_device_read(warden_handle dev, uint64_t sector, uint32_t count, void *buf, size_t cap);
+int64_t warden_device_write(warden_handle dev, uint64_t sector, uint32_t count, const void *buf, size_t len);
+int32_t warden_device_sync(warden_handle dev);
+
 /* ---- Raw imports: the host functions of the "warden" module. ---- */
 
 #define WARDEN_IMPORT(name) __attribute__((import_module("warden"), import_name(#name)))
@@ -259,6 +278,11 @@ WARDEN_IMPORT(sock_recv)      int64_t __warden_sock_recv(int32_t sock, void *buf
 WARDEN_IMPORT(sock_shutdown)  int32_t __warden_sock_shutdown(int32_t sock);
 WARDEN_IMPORT(sock_addr)      int32_t __warden_sock_addr(int32_t sock, int32_t peer, char *buf, uint32_t cap);
 WARDEN_IMPORT(poll)           int32_t __warden_poll(warden_pollfd *fds, uint32_t n, int64_t timeout_ns);
+WARDEN_IMPORT(device_open)    int32_t __warden_device_open(const char *name, uint32_t len);
+WARDEN_IMPORT(device_info)    int32_t __warden_device_info(int32_t dev, warden_device_info_t *info);
+WARDEN_IMPORT(device_read)    int64_t __warden_device_read(int32_t dev, uint64_t sector, uint32_t count, void *buf, uint32_t cap);
+WARDEN_IMPORT(device_write)   int64_t __warden_device_write(int32_t dev, uint64_t sector, uint32_t count, const void *buf, uint32_t len);
+WARDEN_IMPORT(device_sync)    int32_t __warden_device_sync(int32_t dev);
 
 /* ---- Definitions (weak: including this header in several files is fine). ---- */
 
@@ -283,6 +307,7 @@ WARDEN_DEF const char *warden_strerror(int32_t code) {
     case WARDEN_ENOREPLY:   return "no reply";
     case WARDEN_EAGAIN:     return "would wait";
     case WARDEN_EBUSY:      return "busy";
+    case WARDEN_EIO:        return "I/O error";
     default:                return code >= 0 ? "success" : "unknown error";
     }
 }
@@ -382,6 +407,21 @@ WARDEN_DEF int32_t warden_sock_addr(warden_handle s, int32_t peer, char *buf, si
 WARDEN_DEF int32_t warden_poll(warden_pollfd *fds, size_t n, int64_t timeout_ns) {
     return __warden_poll(fds, n, timeout_ns);
 }
+WARDEN_DEF warden_handle warden_device_open(const char *name) {
+    return __warden_device_open(name, __warden_strlen(name));
+}
+WARDEN_DEF int32_t warden_device_info(warden_handle dev, warden_device_info_t *info) {
+    return __warden_device_info(dev, info);
+}
+WARDEN_DEF int64_t warden_device_read(warden_handle dev, uint64_t sector, uint32_t count, void *buf,
+                                      size_t cap) {
+    return __warden_device_read(dev, sector, count, buf, cap);
+}
+WARDEN_DEF int64_t warden_device_write(warden_handle dev, uint64_t sector, uint32_t count,
+                                       const void *buf, size_t len) {
+    return __warden_device_write(dev, sector, count, buf, len);
+}
+WARDEN_DEF int32_t warden_device_sync(warden_handle dev) { return __warden_device_sync(dev); }
 WARDEN_DEF warden_handle warden_task_spawn(warden_handle module, const char *const *argv, size_t argc,
                                            const warden_budget *budget, const warden_handle *grant,
                                            size_t ngrant) {

@@ -31,6 +31,7 @@ pub const Error = error{
     Range,
     NoReply,
     Busy,
+    Io,
     Unknown,
 };
 
@@ -53,6 +54,7 @@ pub fn check(r: i64) Error!i64 {
         -13 => Error.Range,
         -14 => Error.NoReply,
         -16 => Error.Busy,
+        -17 => Error.Io,
         else => Error.Unknown,
     };
 }

@@ -69,6 +69,12 @@ int main(void) {
     CHECK(warden_poll(fds, 1, 0), 0);
     fds[0].handle = p;
     CHECK(warden_poll(fds, 1, 0), WARDEN_EBADHANDLE);
+    warden_device_info_t info;
+    CHECK(warden_device_open("disk0"), WARDEN_EDENIED);
+    CHECK(warden_device_info(p, &info), WARDEN_EBADHANDLE);
+    CHECK(warden_device_read(p, 0, 1, buf, sizeof buf), WARDEN_EBADHANDLE);
+    CHECK(warden_device_write(p, 0, 1, buf, sizeof buf), WARDEN_EBADHANDLE);
+    CHECK(warden_device_sync(p), WARDEN_EBADHANDLE);
     printf(failures ? "abi: %d failures\n" : "abi: ok\n", failures);
     return failures;
 }

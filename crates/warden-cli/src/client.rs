@@ -98,6 +98,10 @@ pub fn ps(addr: &str, as_json: bool, all: bool, wide: bool) -> Result<(), String
     print!("{}", tables::tasks(&tasks, None, wide));
     print!("{}", tables::groups(&ok(addr, "GET", "/api/groups", None)?));
     print!("{}", tables::routes(&ok(addr, "GET", "/api/routes", None)?));
+    print!(
+        "{}",
+        tables::devices(&ok(addr, "GET", "/api/devices", None)?)
+    );
     Ok(())
 }
 

@@ -304,6 +304,42 @@ pub fn routes(routes: &Value) -> String {
     format!("\n{}", grid.render())
 }
 
+/// The block devices, each with who holds it and what was done to it.
+/// Empty without devices.
+pub fn devices(devices: &Value) -> String {
+    let devices = devices.as_array().map_or(&[][..], Vec::as_slice);
+    if devices.is_empty() {
+        return String::new();
+    }
+    let mut grid = Grid::new(&[
+        ("DEVICE", Left),
+        ("SIZE", Right),
+        ("HELD", Left),
+        ("READS", Right),
+        ("READ", Right),
+        ("WRITES", Right),
+        ("WRITTEN", Right),
+        ("SYNCS", Right),
+        ("ERRORS", Right),
+    ]);
+    let size = |v: &Value| v.as_u64().map_or("-".into(), warden::units::format_size);
+    for d in devices {
+        let sectors = d["sectors"].as_u64().unwrap_or(0);
+        grid.push(vec![
+            d["name"].as_str().unwrap_or("?").to_string(),
+            warden::units::format_size(sectors * warden::DEVICE_SECTOR),
+            if d["claimed"] == true { "yes" } else { "no" }.to_string(),
+            num(&d["reads"]),
+            size(&d["read_bytes"]),
+            num(&d["writes"]),
+            size(&d["written_bytes"]),
+            num(&d["syncs"]),
+            num(&d["errors"]),
+        ]);
+    }
+    format!("\n{}", grid.render())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

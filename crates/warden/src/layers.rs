@@ -30,7 +30,7 @@ const LAYERS: &[&[&str]] = &[
         "test_waker",
     ],
     &["task", "output"],
-    &["cpu", "limiter", "net", "serving", "report", "cache"],
+    &["cpu", "limiter", "net", "serving", "report", "cache", "dev"],
     &["executor", "ipc"],
     &["host", "module", "cluster"],
     &["runtime"],

@@ -124,6 +124,7 @@ mod cluster;
 pub mod control;
 mod cpu;
 pub mod descriptors;
+mod dev;
 mod events;
 mod executor;
 mod fifo;
@@ -151,6 +152,7 @@ pub mod units;
 
 pub use cache::{CacheOutcome, CodeCache};
 pub use cluster::{Cluster, ClusterSpec, NameCounts};
+pub use dev::{DeviceSpec, SECTOR as DEVICE_SECTOR};
 /// Writing a broker's configuration for a cluster's nodes, and its keys.
 pub mod cluster_config {
     pub use crate::cluster::{
@@ -170,8 +172,8 @@ pub use output::{CapturedOutput, Output};
 pub use report::TaskReport;
 pub use runtime::machine;
 pub use runtime::{
-    disable_huge_pages, raise_descriptor_limit, Error, ReportSink, Runtime, RuntimeConfig,
-    SetupStats, TaskView,
+    disable_huge_pages, raise_descriptor_limit, DeviceView, Error, ReportSink, Runtime,
+    RuntimeConfig, SetupStats, TaskView,
 };
 pub use sched::{Params as SchedParams, Tree as SchedTree};
 pub use sched::{PolicyKind, RunQueue, TaskSched};

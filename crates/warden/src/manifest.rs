@@ -87,6 +87,7 @@
 //! offending key or file.
 
 mod cluster;
+mod device;
 mod http;
 mod locate;
 mod runtime;
@@ -121,6 +122,8 @@ pub struct Manifest {
     pub http: Vec<crate::http::HttpSpec>,
     /// The cluster the system joins, if any (see `manifest/cluster.rs`).
     pub cluster: Option<crate::cluster::ClusterSpec>,
+    /// Block devices (see `manifest/device.rs`).
+    pub devices: Vec<crate::DeviceSpec>,
 }
 
 /// The `[runtime]` section.
@@ -159,6 +162,8 @@ struct RawManifest {
     #[serde(default)]
     http: Vec<http::RawHttp>,
     cluster: Option<cluster::RawCluster>,
+    #[serde(default)]
+    device: Vec<device::RawDevice>,
 }
 
 #[derive(Deserialize)]
@@ -266,6 +271,8 @@ impl Manifest {
         }
         let empty = raw.task.is_empty() && raw.http.is_empty();
         let tasks = tasks(raw.task, base, &groups, &mut problems);
+        let devices = device::devices(raw.device, base, &mut problems);
+        device::check_grants(&tasks, &devices, &mut problems);
         let group_names: Vec<&str> = groups.iter().map(|g| g.name.as_str()).collect();
         let http = http::servers(raw.http, base, &group_names, &mut problems);
         if empty {
@@ -280,6 +287,7 @@ impl Manifest {
             tasks,
             http,
             cluster,
+            devices,
         };
         (m, problems)
     }

@@ -45,6 +45,14 @@ pub struct TaskReport {
     pub net_bytes_received: u64,
     /// Connections it opened or accepted.
     pub connections: u64,
+    /// Block-device reads it made.
+    pub device_reads: u64,
+    /// Block-device writes it made.
+    pub device_writes: u64,
+    /// Bytes it read from block devices.
+    pub device_read_bytes: u64,
+    /// Bytes it wrote to block devices.
+    pub device_written_bytes: u64,
     /// Its scheduling group, if any.
     pub group: Option<String>,
     /// The HTTP route whose request it handled, if it was a per-request
@@ -76,6 +84,13 @@ impl TaskReport {
             TaskStatus::Trapped(r) => ("trapped", None, Some(r)),
             TaskStatus::Killed(r) => ("killed", None, Some(r)),
         };
+        let device =
+            |counter: fn(&crate::task::DeviceCounters) -> &std::sync::atomic::AtomicU64| {
+                shared
+                    .device
+                    .get()
+                    .map_or(0, |d| counter(d).load(Ordering::Relaxed))
+            };
         TaskReport {
             id: shared.id,
             name: shared.name.clone(),
@@ -95,6 +110,10 @@ impl TaskReport {
             net_bytes_sent: shared.net.sent.load(Ordering::Relaxed),
             net_bytes_received: shared.net.received.load(Ordering::Relaxed),
             connections: shared.net.connections.load(Ordering::Relaxed),
+            device_reads: device(|d| &d.reads),
+            device_writes: device(|d| &d.writes),
+            device_read_bytes: device(|d| &d.read_bytes),
+            device_written_bytes: device(|d| &d.written_bytes),
             group: shared.groups.first().map(|g| g.name.clone()),
             route: shared.label.as_deref().map(str::to_string),
             create_ms: shared.create_ns.load(Ordering::Relaxed) as f64 / 1e6,

@@ -93,6 +93,7 @@ pub fn runtime_config(m: &Manifest) -> RuntimeConfig {
     }
     config.memory_limit = m.runtime.memory_limit.or(config.memory_limit);
     config.groups = m.groups.clone();
+    config.devices = m.devices.clone();
     let n = u32::try_from(m.tasks.len()).unwrap_or(u32::MAX);
     config.max_tasks = m.runtime.max_tasks.unwrap_or(config.max_tasks.max(n));
     config

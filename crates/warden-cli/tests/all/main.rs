@@ -15,6 +15,7 @@ mod components_http;
 mod control;
 mod control_access;
 mod dashboard;
+mod devices;
 mod docs;
 mod errors;
 mod examples;

@@ -83,6 +83,7 @@ pub(super) fn route(
             json(200, super::groups::tree(rt, &rates))
         }
         (&Method::GET, ["api", "routes"]) => json(200, super::routes::list(rt)),
+        (&Method::GET, ["api", "devices"]) => json(200, super::devices::list(rt)),
         (&Method::GET, ["api", "memory"]) => json(
             200,
             serde_json::to_value(rt.root_memory()).unwrap_or_default(),

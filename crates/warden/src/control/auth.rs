@@ -119,6 +119,7 @@ fn is_open_on_loopback(path: &str) -> bool {
             | "/api/routes"
             | "/api/cluster"
             | "/api/memory"
+            | "/api/devices"
             | "/metrics"
     )
 }

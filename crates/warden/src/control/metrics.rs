@@ -184,6 +184,7 @@ pub fn metrics(rt: &Runtime) -> String {
     root_metrics(rt, &mut out);
     super::routes::metrics(rt, &mut out);
     super::cluster::metrics(rt, &mut out);
+    super::devices::metrics(rt, &mut out);
     task_counts(&views, &mut out);
     kernel_metrics(rt, &mut out);
     out

@@ -36,6 +36,7 @@
 mod api;
 mod auth;
 mod cluster;
+mod devices;
 mod groups;
 mod metrics;
 mod routes;

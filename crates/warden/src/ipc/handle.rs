@@ -57,6 +57,8 @@ pub enum Object {
     Listener(Arc<Listener>),
     /// A TCP connection.
     Conn(Arc<Conn>),
+    /// The claim on a block device (not copied, not sent: see `dev`).
+    Device(crate::dev::Claim),
 }
 
 impl Object {
@@ -71,7 +73,7 @@ impl Object {
             Object::Module(m) => Object::Module(m.clone()),
             Object::Listener(l) => Object::Listener(l.clone()),
             Object::Conn(c) => Object::Conn(c.clone()),
-            Object::Call(_) => return Err(Errno::Inval),
+            Object::Call(_) | Object::Device(_) => return Err(Errno::Inval),
         })
     }
 

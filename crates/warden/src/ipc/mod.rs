@@ -94,6 +94,9 @@ pub enum Errno {
     /// (from this caller's node, or for this name): try again later
     #[error("busy")]
     Busy = -16,
+    /// a device's host file failed the operation
+    #[error("I/O error")]
+    Io = -17,
 }
 
 /// Runtime-wide IPC state shared by every task.
@@ -103,6 +106,8 @@ pub struct Kernel {
     pub names: names::Names,
     /// This runtime's node name, once it joins a cluster.
     pub node: std::sync::OnceLock<String>,
+    /// The runtime's block devices, set once at its start.
+    pub devices: std::sync::OnceLock<crate::dev::Devices>,
 }
 
 impl Errno {
@@ -115,7 +120,7 @@ impl Errno {
     }
 
     /// Every code, for tables and tests.
-    pub const ALL: [Errno; 16] = [
+    pub const ALL: [Errno; 17] = [
         Errno::BadHandle,
         Errno::Revoked,
         Errno::PeerDied,
@@ -132,6 +137,7 @@ impl Errno {
         Errno::NoReply,
         Errno::Again,
         Errno::Busy,
+        Errno::Io,
     ];
 
     /// The code as returned to the guest.

@@ -53,6 +53,8 @@ pub(super) struct RawTask {
     pub(super) socket_buffer: Option<String>,
     pub(super) passive: Option<bool>,
     pub(super) call_cpu_limit: Option<String>,
+    #[serde(default)]
+    pub(super) devices: Vec<String>,
 }
 
 /// Network grants, preopened listeners and bandwidth.
@@ -160,6 +162,7 @@ pub(super) fn task_template(t: &RawTask, base: &Path) -> Result<TaskSpec, String
         }
         spec.ipc.modules.push((name.clone(), path));
     }
+    spec.ipc.devices = t.devices.clone();
     task_limits(t, &mut spec)?;
     spec.stdio.stdout = output(t.stdout.as_deref(), base).map_err(|e| format!("stdout: {e}"))?;
     spec.stdio.stderr = output(t.stderr.as_deref(), base).map_err(|e| format!("stderr: {e}"))?;

@@ -30,7 +30,7 @@ mod views;
 pub use route_stats::{RouteStats, BUCKETS};
 
 pub use setup::{disable_huge_pages, raise_descriptor_limit};
-pub use views::TaskView;
+pub use views::{DeviceView, TaskView};
 
 use heap::{mass_death, return_free_heap};
 use run::{on_tick, run};
@@ -118,6 +118,9 @@ pub struct RuntimeConfig {
     /// cgroup has, less a reserve for the host process
     /// ([`machine::default_limit`]).
     pub memory_limit: Option<u64>,
+    /// Block devices, opened at start, that tasks' `devices` may name
+    /// (see [`crate::DeviceSpec`]).
+    pub devices: Vec<crate::DeviceSpec>,
 }
 
 /// A callback that receives every finished task's report (for example to
@@ -149,6 +152,7 @@ impl Default for RuntimeConfig {
             allow_precompiled: false,
             max_module_bytes: crate::module::DEFAULT_MAX_MODULE_BYTES,
             memory_limit: None,
+            devices: Vec::new(),
         }
     }
 }
@@ -277,6 +281,7 @@ impl Runtime {
         let cache = setup::cache(&config)?;
         let tokio = setup::io_runtime()?;
         let kernel = Arc::new(Kernel::default());
+        let _ = kernel.devices.set(setup::devices(&config.devices)?);
         let link = crate::net::link::Link::new(config.link_rate);
         let root = Arc::new(crate::task::RootAccount::new(Some(machine::root_limit(
             &config,

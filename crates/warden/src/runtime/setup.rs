@@ -464,6 +464,21 @@ impl Drop for IoRuntime {
     }
 }
 
+/// The block devices `specs` name, each opened (see `dev`).
+pub(super) fn devices(specs: &[crate::DeviceSpec]) -> Result<crate::dev::Devices, Error> {
+    let mut devices = crate::dev::Devices::new();
+    for spec in specs {
+        let device = crate::dev::Device::open(spec).map_err(Error::Start)?;
+        if devices
+            .insert(spec.name.clone(), Arc::new(device))
+            .is_some()
+        {
+            return Err(Error::Start(format!("device {:?}: named twice", spec.name)));
+        }
+    }
+    Ok(devices)
+}
+
 /// The event log `config.events` names, if any, created.
 pub(super) fn event_log(
     config: &RuntimeConfig,

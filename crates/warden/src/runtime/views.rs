@@ -167,3 +167,55 @@ impl Runtime {
         Some(ring.read_from(from))
     }
 }
+
+/// A block device as operators see it (see `crate::dev`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DeviceView {
+    /// Its name.
+    pub name: String,
+    /// Its size in sectors of [`crate::DEVICE_SECTOR`] bytes.
+    pub sectors: u64,
+    /// Whether a task holds it now.
+    pub claimed: bool,
+    /// Reads done, by every task that held it.
+    pub reads: u64,
+    /// Writes done.
+    pub writes: u64,
+    /// Bytes read.
+    pub read_bytes: u64,
+    /// Bytes written.
+    pub written_bytes: u64,
+    /// Flushes to the host file's storage.
+    pub syncs: u64,
+    /// Operations its host file failed.
+    pub errors: u64,
+}
+
+impl Runtime {
+    /// The block devices, by name.
+    pub fn devices(&self) -> Vec<DeviceView> {
+        let Some(devices) = self.inner.kernel.devices.get() else {
+            return Vec::new();
+        };
+        let mut out: Vec<DeviceView> = devices
+            .values()
+            .map(|d| {
+                let get = crate::task::DeviceCounters::get;
+                let s = &d.stats;
+                DeviceView {
+                    name: d.name().to_string(),
+                    sectors: d.sectors(),
+                    claimed: d.claimed(),
+                    reads: get(&s.reads),
+                    writes: get(&s.writes),
+                    read_bytes: get(&s.read_bytes),
+                    written_bytes: get(&s.written_bytes),
+                    syncs: get(&s.syncs),
+                    errors: get(&s.errors),
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+}

@@ -206,6 +206,41 @@ impl CpuAccount {
     }
 }
 
+/// Block-device traffic: a device's, and a task's to the devices it held
+/// (see `dev`).
+#[derive(Debug, Default)]
+pub struct DeviceCounters {
+    /// Reads done.
+    pub reads: AtomicU64,
+    /// Writes done.
+    pub writes: AtomicU64,
+    /// Bytes read.
+    pub read_bytes: AtomicU64,
+    /// Bytes written.
+    pub written_bytes: AtomicU64,
+    /// Flushes to the host file's storage.
+    pub syncs: AtomicU64,
+    /// Operations the host file failed.
+    pub errors: AtomicU64,
+}
+
+impl DeviceCounters {
+    /// Counts one read (`write`: a write) of `bytes`.
+    pub fn count(&self, write: bool, bytes: u64) {
+        let (ops, moved) = match write {
+            true => (&self.writes, &self.written_bytes),
+            false => (&self.reads, &self.read_bytes),
+        };
+        ops.fetch_add(1, Ordering::Relaxed);
+        moved.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// A counter's value.
+    pub fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+}
+
 /// Portal traffic, for operators.
 #[derive(Debug, Default)]
 pub struct IpcCounters {

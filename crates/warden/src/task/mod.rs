@@ -36,7 +36,7 @@ pub mod spec;
 pub mod state;
 
 pub use crate::output::Output;
-pub use account::{CpuAccount, IpcCounters, MemoryAccount};
+pub use account::{CpuAccount, DeviceCounters, IpcCounters, MemoryAccount};
 pub use family::{Family, EVENT_CPU, EVENT_MEMORY};
 pub use inherit::Inheritance;
 pub use net::NetAccount;
@@ -189,6 +189,8 @@ pub struct TaskShared {
     pub ipc: IpcCounters,
     /// Sockets and network traffic.
     pub net: NetAccount,
+    /// Block-device traffic, made when it first opens a device.
+    pub device: std::sync::OnceLock<Box<DeviceCounters>>,
     /// Parent, carved budget, events, exit.
     pub family: Family,
     /// Contexts lent to it by blocked clients.
@@ -240,6 +242,7 @@ impl TaskShared {
             carved_out: AtomicU64::new(0),
             cpu: CpuAccount::new(cpu_limit, false),
             ipc: IpcCounters::default(),
+            device: std::sync::OnceLock::new(),
             net: NetAccount::default(),
             family: Family::default(),
             inherit: Inheritance::new(id, true, 0),

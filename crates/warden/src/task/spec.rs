@@ -98,6 +98,8 @@ pub struct IpcSpec {
     pub export: Vec<String>,
     /// Modules it may spawn children from, by name.
     pub modules: Vec<(String, PathBuf)>,
+    /// Block devices of the runtime it may open, by name (see `dev`).
+    pub devices: Vec<String>,
     /// Most handles the task may hold at once.
     pub max_handles: usize,
     /// Largest message (request or reply) the task may send, bytes.
@@ -113,6 +115,7 @@ impl Default for IpcSpec {
             uses: vec![],
             export: vec![],
             modules: vec![],
+            devices: vec![],
             max_handles: DEFAULT_MAX_HANDLES,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             max_message_handles: DEFAULT_MAX_MESSAGE_HANDLES,

@@ -21,6 +21,7 @@ public class WardenException extends RuntimeException {
     public static final int RANGE = -13;
     public static final int NO_REPLY = -14;
     public static final int BUSY = -16;
+    public static final int IO = -17;
 
     private final int code;
 
@@ -56,6 +57,7 @@ public class WardenException extends RuntimeException {
             case RANGE: return "out of range";
             case NO_REPLY: return "no reply";
             case BUSY: return "busy";
+            case IO: return "I/O error";
             default: return code >= 0 ? "success" : "unknown error";
         }
     }

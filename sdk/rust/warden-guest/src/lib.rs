@@ -69,6 +69,7 @@ impl Error {
             -14 => "no reply",
             -15 => "would wait",
             -16 => "busy",
+            -17 => "I/O error",
             _ => "unknown error",
         }
     }

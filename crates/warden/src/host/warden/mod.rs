@@ -10,9 +10,10 @@
 //! `active` (calls to a task's service loop) and `passive` (a passive
 //! task's handler run on the caller's thread); `direct` (passive and host
 //! services behind a portal); then the functions: `ipc`, `handles`,
-//! `names`, `mem`, `permit`, `task`, `net`, `poll`.
+//! `names`, `mem`, `permit`, `task`, `net`, `poll`, `device`.
 
 mod active;
+mod device;
 mod direct;
 mod handles;
 mod ipc;
@@ -85,6 +86,11 @@ pub const FUNCTIONS: &[(&str, &str, &str)] = &[
     ("sock_shutdown", "i32", "i32"),
     ("sock_addr", "i32 i32 i32 i32", "i32"),
     ("poll", "i32 i32 i64", "i32"),
+    ("device_open", "i32 i32", "i32"),
+    ("device_info", "i32 i32", "i32"),
+    ("device_read", "i32 i64 i32 i32 i32", "i64"),
+    ("device_write", "i32 i64 i32 i32 i32", "i64"),
+    ("device_sync", "i32", "i32"),
 ];
 
 /// Adds every `warden` host function to `linker`.
@@ -96,7 +102,8 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
     permit::add_to_linker(linker)?;
     task::add_to_linker(linker)?;
     net::add_to_linker(linker)?;
-    poll::add_to_linker(linker)
+    poll::add_to_linker(linker)?;
+    device::add_to_linker(linker)
 }
 
 /// The `warden` functions a passive task's store links: handles, memory
@@ -106,6 +113,9 @@ pub(super) fn add_passive_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::
     handles::add_to_linker(linker)?;
     mem::add_to_linker(linker)?;
     permit::add_to_linker(linker)?;
+    // Device I/O does not wait for another task: a passive file system
+    // serves its callers on their threads.
+    device::add_to_linker(linker)?;
     names::add_nowait_to_linker(linker)?;
     // `call_fast` too: the SDK's warden_call tries it first.
     for name in ["call", "call_fast"] {

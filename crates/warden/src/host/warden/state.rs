@@ -23,6 +23,8 @@ pub(crate) struct Grants {
     pub(crate) max_message_bytes: u64,
     /// Per-message handle quota.
     pub(crate) max_message_handles: u64,
+    /// Block devices it may open.
+    pub(crate) devices: Vec<String>,
 }
 
 impl Grants {
@@ -34,6 +36,7 @@ impl Grants {
             export: spec.ipc.export.clone(),
             max_message_bytes: spec.ipc.max_message_bytes,
             max_message_handles: spec.ipc.max_message_handles,
+            devices: spec.ipc.devices.clone(),
         }
     }
 }
