@@ -78,6 +78,7 @@ fn main() {
             dest.to_str().unwrap()
         ));
     }
+    services(&out, &sdk, &clang, &mut consts);
     let mut unbuilt = String::new();
     java(&out, &mut consts, &mut unbuilt);
     components::build(&out, &mut consts, &mut unbuilt);
@@ -86,6 +87,43 @@ fn main() {
          pub const UNBUILT: &[(&str, &str)] = &[{unbuilt}];\n"
     ));
     std::fs::write(out.join("guests.rs"), consts).unwrap();
+}
+
+/// Builds each service under the repository's `services/` (every C file
+/// of its directory, with the C SDK) into `<name>.wasm`: `EXT2`, ….
+fn services(out: &Path, sdk: &Path, clang: &str, consts: &mut String) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../services");
+    println!("cargo:rerun-if-changed=../../services");
+    let mut dirs: Vec<_> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    for dir in dirs {
+        let name = dir.file_name().unwrap().to_str().unwrap().to_string();
+        let mut sources: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "c"))
+            .collect();
+        sources.sort();
+        let dest = out.join(format!("{name}.wasm"));
+        let status = Command::new(clang)
+            .args(["--target=wasm32-wasi", "-O2", "-Wall", "-Werror", "-I"])
+            .arg(sdk)
+            .args(&sources)
+            .arg("-o")
+            .arg(&dest)
+            .status()
+            .unwrap_or_else(|e| panic!("cannot run {clang} to build services/{name}: {e}"));
+        assert!(status.success(), "{clang} failed on services/{name}");
+        consts.push_str(&format!(
+            "/// `services/{name}` compiled.\npub const {}: &str = {:?};\n",
+            name.to_uppercase(),
+            dest.to_str().unwrap()
+        ));
+    }
 }
 
 /// Builds each class with a `main` under `guests/java` (all the directory's

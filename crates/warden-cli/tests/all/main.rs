@@ -19,6 +19,7 @@ mod devices;
 mod docs;
 mod errors;
 mod examples;
+mod ext2;
 mod fuzz;
 mod guarantees;
 mod hello;

@@ -1,0 +1,83 @@
+/* Reading, writing and truncating a file's bytes through its block map
+ * and the buffer cache (holes read as zeros). */
+#include <string.h>
+#include "ext2.h"
+
+long file_read(uint32_t ino, uint64_t off, void *dst, size_t len) {
+    ext2_inode in;
+    int r = inode_read(ino, &in);
+    if (r) return r;
+    uint64_t size = inode_size(&in);
+    if (off >= size) return 0;
+    if (len > size - off) len = (size_t)(size - off);
+    size_t done = 0;
+    while (done < len) {
+        uint64_t at = off + done;
+        uint32_t in_block = (uint32_t)(at % fs.block_size), block;
+        size_t n = fs.block_size - in_block;
+        if (n > len - done) n = len - done;
+        if ((r = bmap(&in, ino, at / fs.block_size, 0, &block)) != 0) return r;
+        if (!block) {
+            memset((uint8_t *)dst + done, 0, n);
+        } else {
+            buf *b = bread(block);
+            if (!b) return cache_error;
+            memcpy((uint8_t *)dst + done, bdata(b) + in_block, n);
+            brelse(b);
+        }
+        done += n;
+    }
+    return (long)done;
+}
+
+long file_write(uint32_t ino, uint64_t off, const void *src, size_t len) {
+    ext2_inode in;
+    int r = inode_read(ino, &in);
+    if (r) return r;
+    size_t done = 0;
+    while (done < len) {
+        uint64_t at = off + done;
+        uint32_t in_block = (uint32_t)(at % fs.block_size), block;
+        size_t n = fs.block_size - in_block;
+        if (n > len - done) n = len - done;
+        if ((r = bmap(&in, ino, at / fs.block_size, 1, &block)) != 0) break;
+        /* A block written whole need not be read first. */
+        buf *b = n == fs.block_size ? bzero_get(block) : bread(block);
+        if (!b) {
+            r = cache_error;
+            break;
+        }
+        memcpy(bdata(b) + in_block, (const uint8_t *)src + done, n);
+        bdirty(b);
+        brelse(b);
+        done += n;
+    }
+    if (off + done > inode_size(&in)) inode_set_size(&in, off + done);
+    in.mtime = in.ctime = now_seconds();
+    int w = inode_write(ino, &in);
+    if (done == 0) return r ? r : w;
+    return w ? w : (long)done;
+}
+
+int file_truncate(uint32_t ino, uint64_t size) {
+    ext2_inode in;
+    int r = inode_read(ino, &in);
+    if (r) return r;
+    uint64_t old = inode_size(&in);
+    if (size < old) {
+        /* The kept part of the last block is what a later extension
+         * would expose: zero it. */
+        uint32_t tail = (uint32_t)(size % fs.block_size), block;
+        if (tail && (r = bmap(&in, ino, size / fs.block_size, 0, &block)) == 0 && block) {
+            buf *b = bread(block);
+            if (!b) return cache_error;
+            memset(bdata(b) + tail, 0, fs.block_size - tail);
+            bdirty(b);
+            brelse(b);
+        }
+        if ((r = truncate_blocks(&in, size)) != 0) return r;
+    }
+    inode_set_size(&in, size);
+    in.mtime = in.ctime = now_seconds();
+    return inode_write(ino, &in);
+}
