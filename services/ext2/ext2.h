@@ -85,6 +85,7 @@ typedef struct {
     ext2_group *gd;
     uint32_t gd_blocks;
     uint16_t new_extra_isize;   /* what new large inodes carry, as mke2fs's root */
+    uint64_t max_file;          /* the largest file size the block map can address */
     int dirty_meta;             /* superblock or descriptors changed since sync */
 } ext2_fs;
 extern ext2_fs fs;

@@ -27,8 +27,13 @@ int fs_mount(warden_handle dev, size_t cache_bytes) {
         return -95; /* EOPNOTSUPP: a journal, extents, checksums … */
     fs.block_size = 1024u << s->log_block_size;
     fs.inode_size = s->inode_size;
-    fs.addr_per_block = fs.block_size / 4;
     fs.groups = (s->blocks_count - s->first_data_block + s->blocks_per_group - 1) / s->blocks_per_group;
+    uint64_t apb = fs.addr_per_block = fs.block_size / 4;
+    uint64_t blocks = EXT2_NDIR + apb + apb * apb + apb * apb * apb;
+    /* Below what the block map addresses, and what a 32-bit count of
+     * 512-byte sectors (the inode's `blocks`) can hold: 2 TiB. */
+    fs.max_file = blocks * fs.block_size;
+    if (fs.max_file > (1ull << 41) - fs.block_size) fs.max_file = (1ull << 41) - fs.block_size;
     if (fs.groups == 0 || fs.inode_size < 128 || fs.inode_size > fs.block_size) return -22;
     cache_init(dev, fs.block_size, cache_bytes);
     size_t gd_bytes = (size_t)fs.groups * sizeof(ext2_group);

@@ -157,7 +157,8 @@ static int do_rename(uint32_t from, const char *name, size_t len, uint32_t to, c
 
 static int do_symlink(uint32_t dir, const char *name, size_t len, const char *target, size_t tlen,
                       uint32_t *ino) {
-    if (tlen == 0 || tlen >= fs.block_size) return -36; /* ENAMETOOLONG */
+    if (tlen >= fs.block_size) return -36; /* ENAMETOOLONG */
+    if (tlen == 0 || memchr(target, 0, tlen)) return -22;
     int r = create(dir, name, len, 0xA1FF, EXT2_FT_SYMLINK, ino);
     if (r) return r;
     if (tlen < 60) {
@@ -203,14 +204,29 @@ static int do_statfs(uint8_t *out, uint32_t *len) {
     return 0;
 }
 
+/* Whether `ino` is a file a client may name: in use, and the root or an
+ * ordinary inode (not one of ext2's reserved ones: bad blocks, resize,
+ * journal …). */
+static int live(uint64_t ino, uint16_t *mode) {
+    ext2_inode in;
+    if (ino > UINT32_MAX || (ino != EXT2_ROOT_INO && ino < fs.sb.first_ino)) return 0;
+    if (inode_read((uint32_t)ino, &in) != 0 || !in.links_count || !(in.mode & 0xF000)) return 0;
+    *mode = in.mode;
+    return 1;
+}
+
 /* One request: its status; its payload written to `out` (`*len` bytes). */
 static int handle(const warden_fs_req *q, const char *name, const uint8_t *data, uint8_t *out,
                   uint32_t *len) {
     uint32_t ino = (uint32_t)q->ino, made;
     long n;
     int r;
+    uint16_t mode = 0;
     *len = 0;
-    if (q->ino > UINT32_MAX) return -22;
+    if (q->op != WARDEN_FS_STATFS && q->op != WARDEN_FS_FSYNC && !live(q->ino, &mode)) return -116; /* ESTALE */
+    int regular = (mode & 0xF000) == 0x8000;
+    if ((q->op == WARDEN_FS_READ || q->op == WARDEN_FS_WRITE || q->op == WARDEN_FS_TRUNCATE) && !regular)
+        return (mode & 0xF000) == 0x4000 ? -21 : -22;
     switch (q->op) {
     case WARDEN_FS_LOOKUP:
         if (q->name_len == 0 || q->name_len > 255) return -22;
@@ -226,7 +242,7 @@ static int handle(const warden_fs_req *q, const char *name, const uint8_t *data,
         return 0;
     case WARDEN_FS_WRITE:
         if (is_dir(ino)) return -21;
-        if (q->a + q->data_len < q->a) return -27;
+        if (q->a > fs.max_file || q->data_len > fs.max_file - q->a) return -27; /* EFBIG */
         n = file_write(ino, q->a, data, q->data_len);
         if (n < 0) return (int)n;
         return attr_of(ino, out, len);
@@ -257,7 +273,7 @@ static int handle(const warden_fs_req *q, const char *name, const uint8_t *data,
         *len = (uint32_t)n;
         return 0;
     case WARDEN_FS_TRUNCATE:
-        if (is_dir(ino)) return -21;
+        if (q->a > fs.max_file) return -27;
         if ((r = file_truncate(ino, q->a)) != 0) return r;
         return attr_of(ino, out, len);
     case WARDEN_FS_FSYNC:
@@ -267,6 +283,7 @@ static int handle(const warden_fs_req *q, const char *name, const uint8_t *data,
     case WARDEN_FS_LINK:
         if (q->b > UINT32_MAX || is_dir(ino)) return -1; /* EPERM */
         if (!valid_name(name, q->name_len)) return -22;
+        if (!is_dir((uint32_t)q->b)) return -20;
         if ((r = dir_lookup((uint32_t)q->b, name, q->name_len, &made)) == 0) return -17;
         if ((r = dir_add((uint32_t)q->b, name, q->name_len, ino, EXT2_FT_REG)) != 0) return r;
         if ((r = links(ino, 1)) != 0) return r;

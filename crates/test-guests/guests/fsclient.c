@@ -9,6 +9,12 @@
  *                                     failed
  *   fsclient NAME hammer              write and fsync files for ever,
  *                                     printing "wrote N" (to be killed)
+ *   fsclient NAME garbage N           N requests of random operations,
+ *                                     inodes, arguments, names and
+ *                                     lengths (some shorter or longer
+ *                                     than their header says); then
+ *                                     print "still serving" if the root
+ *                                     still answers
  *
  * NAME is the service to look up (the task's manifest must use it). */
 #include <stdio.h>
@@ -171,6 +177,37 @@ static int hammer(void) {
     }
 }
 
+static uint64_t seed = 88172645463325252ull;
+static uint64_t rnd(void) {
+    seed ^= seed << 13;
+    seed ^= seed >> 7;
+    seed ^= seed << 17;
+    return seed;
+}
+
+static int garbage(long n) {
+    static uint8_t junk[70000];
+    for (long i = 0; i < n; i++) {
+        uint64_t inos[] = {0, 1, 2, 7, 11, 12, 13, 20, rnd() % 300, rnd()};
+        warden_fs_req q = {(uint32_t)(rnd() % 20), (uint32_t)(rnd() % 300), inos[rnd() % 10],
+                           rnd() % 3 ? rnd() % 100000 : rnd(), rnd() % 3 ? rnd() % 100000 : rnd(),
+                           (uint32_t)(rnd() % 2000), 0};
+        if (q.op == WARDEN_FS_RMDIR || q.op == WARDEN_FS_UNLINK || q.op == WARDEN_FS_RENAME) q.ino = 0;
+        for (size_t k = 0; k < 2400; k++) junk[k] = (uint8_t)(rnd() % 4 ? 'a' + rnd() % 3 : rnd());
+        size_t total = sizeof q + q.name_len + q.data_len;
+        if (rnd() % 4 == 0) total = rnd() % (total + 64); /* lie about the lengths */
+        memcpy(req, &q, sizeof q < total ? sizeof q : total);
+        if (total > sizeof q) memcpy(req + sizeof q, junk, total - sizeof q);
+        int64_t r = warden_call(fs, req, total, NULL, 0, rep, sizeof rep, NULL, NULL);
+        if (r < 0) return printf("call %ld: %s\n", i, warden_strerror((int32_t)r)), 1;
+    }
+    warden_fs_attr root;
+    int r = attr(WARDEN_FS_GETATTR, WARDEN_FS_ROOT, 0, 0, 0, 0, 0, &root);
+    if (r == 0) r = call(WARDEN_FS_FSYNC, WARDEN_FS_ROOT, 0, 0, 0, 0, 0, NULL);
+    printf(r == 0 && (root.mode & WARDEN_FS_S_IFMT) == WARDEN_FS_S_IFDIR ? "still serving\n" : "root: %d\n", r);
+    return r;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) return printf("usage: fsclient NAME cat|ls|workload|hammer [PATH]\n"), 2;
     fs = warden_name_lookup(argv[1], 10LL * 1000 * 1000 * 1000);
@@ -179,5 +216,6 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[2], "ls") && argc > 3) return ls(argv[3]);
     if (!strcmp(argv[2], "workload")) return workload();
     if (!strcmp(argv[2], "hammer")) return hammer();
+    if (!strcmp(argv[2], "garbage") && argc > 3) return garbage(atol(argv[3]));
     return printf("unknown command\n"), 2;
 }

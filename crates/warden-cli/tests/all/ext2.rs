@@ -73,14 +73,26 @@ fn system(fs_keys: &str, clients: &[(&str, &str)]) -> String {
     text
 }
 
-/// Runs `text` (in `dir`) until its tasks end or `secs` pass.
-fn run(dir: &Path, text: &str, secs: u64) -> std::process::Output {
-    warden()
-        .args(["run", "--control", "off", "--for", &format!("{secs}s")])
-        .arg(manifest(dir, text))
-        .current_dir(dir)
-        .output()
-        .unwrap()
+/// Runs `text` (in `dir`) until each task of `until` has printed its
+/// marker (the file system serves on until it is stopped), then stops it
+/// as Ctrl-C does.
+fn run(dir: &Path, text: &str, until: &[(&str, &str)]) {
+    let mut child = util::Reaped(
+        warden()
+            .args(["run", "--control", "off"])
+            .arg(manifest(dir, text))
+            .current_dir(dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    for (task, marker) in until {
+        util::wait_for_output(dir, task, marker);
+    }
+    // SAFETY: a signal to the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let _ = child.wait();
 }
 
 #[test]
@@ -95,8 +107,7 @@ fn images_from_mke2fs_are_served_and_stay_clean() {
                 ("cat", "\"fs\", \"cat\", \"/docs/readme.txt\""),
             ],
         );
-        // The file system serves until the system stops; the clients end.
-        run(dir.path(), &text, 8);
+        run(dir.path(), &text, &[("work", "workload"), ("cat", "\n")]);
         let out = |n: &str| std::fs::read_to_string(dir.path().join(format!("{n}.out"))).unwrap();
         assert!(out("fs").starts_with(&format!("ext2: serving fs ({block_size}-byte blocks")));
         assert_eq!(out("work"), "workload ok\n", "{block_size}-byte blocks");
@@ -216,7 +227,24 @@ fn a_killed_file_system_fails_its_clients_and_another_serves_the_image() {
         "args = [\"fs\", \"disk0\"]",
         &[("cat", "\"fs\", \"cat\", \"/docs/readme.txt\"")],
     );
-    run(dir.path(), &text, 5);
+    run(dir.path(), &text, &[("cat", "\n")]);
     let cat = std::fs::read_to_string(dir.path().join("cat.out")).unwrap();
     assert_eq!(cat, "made by mke2fs -d\n");
+}
+
+#[test]
+fn garbage_requests_are_refused_and_leave_the_image_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = image(dir.path(), 1024, "16M");
+    // Random operations, reserved and unused inodes, huge offsets and
+    // sizes, names with slashes and NULs, lengths that lie.
+    let text = system(
+        "args = [\"fs\", \"disk0\"]\nmemory_limit = \"16MiB\"",
+        &[("garbage", "\"fs\", \"garbage\", \"20000\"")],
+    );
+    run(dir.path(), &text, &[("garbage", "\n")]);
+    let out = std::fs::read_to_string(dir.path().join("garbage.out")).unwrap();
+    assert_eq!(out, "still serving\n");
+    let (code, report) = fsck(&img);
+    assert_eq!(code, 0, "{report}");
 }
