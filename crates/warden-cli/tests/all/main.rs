@@ -42,6 +42,7 @@ mod nested;
 mod net;
 mod net_bandwidth;
 mod net_operators;
+mod nfs;
 mod passive;
 mod reclaim;
 mod runtime_run;

@@ -1,0 +1,231 @@
+//! The NFS server task (`services/nfs`) on the ext2 task: real NFS clients
+//! from Debian's libnfs-utils list, read, write and copy files through it
+//! on loopback; the image stays e2fsck-clean and debugfs reads back what
+//! they wrote; malformed calls, oversized records and clients that stall
+//! harm neither the server task nor its other clients.
+
+use crate::util::{self, free_port, guests, manifest, warden};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+/// A served image: the `warden run` process, the directory and the port.
+struct Served {
+    child: util::Reaped,
+    dir: tempfile::TempDir,
+    port: u16,
+}
+
+impl Served {
+    /// An ext2 image (mke2fs, with `/docs/readme.txt`) served on a free
+    /// loopback port by the file system and NFS tasks.
+    fn start() -> Served {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src/docs");
+        std::fs::create_dir_all(&src).unwrap();
+        std::fs::write(src.join("readme.txt"), "made by mke2fs -d\n").unwrap();
+        let out = Command::new("mke2fs")
+            .args(["-q", "-F", "-t", "ext2", "-d"])
+            .arg(dir.path().join("src"))
+            .arg(dir.path().join("disk.img"))
+            .arg("64M")
+            .output()
+            .expect("mke2fs (e2fsprogs) is installed");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let port = free_port();
+        let text = format!(
+            "[runtime]\ncontrol = \"off\"\n[[device]]\nname = \"disk0\"\nfile = \"disk.img\"\n\
+             [[task]]\nname = \"fs\"\nmodule = \"{}\"\nargs = [\"fs\", \"disk0\"]\ndevices = [\"disk0\"]\n\
+             provides = [\"fs\"]\nmax_message_bytes = \"1MiB\"\nmemory_limit = \"32MiB\"\nstdout = \"fs.out\"\n\
+             [[task]]\nname = \"nfs\"\nmodule = \"{}\"\nargs = [\"fs\", \"127.0.0.1:{port}\", \"/export\"]\n\
+             uses = [\"fs\"]\nlisten = [\"127.0.0.1:{port}\"]\nmax_message_bytes = \"1MiB\"\n\
+             memory_limit = \"96MiB\"\nstdout = \"nfs.out\"\n",
+            guests::EXT2,
+            guests::NFS
+        );
+        let child = util::Reaped(
+            warden()
+                .arg("run")
+                .arg(manifest(dir.path(), &text))
+                .current_dir(dir.path())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        util::wait_for_output(dir.path(), "nfs", "nfs: serving /export");
+        Served { child, dir, port }
+    }
+
+    /// The NFS URL of `path` under the export (libnfs: ports given, no
+    /// portmapper).
+    fn url(&self, path: &str) -> String {
+        let p = self.port;
+        format!("nfs://127.0.0.1/export{path}?nfsport={p}&mountport={p}&version=3")
+    }
+
+    /// Stops the system as Ctrl-C does; the image's path.
+    fn stop(mut self) -> (tempfile::TempDir, std::path::PathBuf) {
+        // SAFETY: a signal to the child this test started.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let _ = self.child.wait();
+        let img = self.dir.path().join("disk.img");
+        (self.dir, img)
+    }
+}
+
+/// Runs a libnfs tool: its stdout, failing the test unless it exits 0.
+fn nfs(tool: &str, args: &[&str]) -> String {
+    let out = Command::new(tool)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{tool} (libnfs-utils) is installed: {e}"));
+    assert!(
+        out.status.success(),
+        "{tool} {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn fsck(img: &Path) -> (i32, String) {
+    let out = Command::new("e2fsck").arg("-fn").arg(img).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn libnfs_clients_list_read_write_and_copy_through_the_task() {
+    let served = Served::start();
+    let listing = nfs("nfs-ls", &[&served.url("")]);
+    assert!(
+        listing.contains(" docs") && listing.contains(" lost+found"),
+        "{listing}"
+    );
+    assert_eq!(
+        nfs("nfs-cat", &[&served.url("/docs/readme.txt")]),
+        "made by mke2fs -d\n"
+    );
+    // A file of 3 MB up and back, and one to a subdirectory.
+    let data: Vec<u8> = (0..3_000_000u32)
+        .map(|i| (i * 2654435761u32 >> 13) as u8)
+        .collect();
+    let up = served.dir.path().join("up.bin");
+    std::fs::write(&up, &data).unwrap();
+    nfs("nfs-cp", &[up.to_str().unwrap(), &served.url("/up.bin")]);
+    nfs(
+        "nfs-cp",
+        &[up.to_str().unwrap(), &served.url("/docs/copy.bin")],
+    );
+    let down = served.dir.path().join("down.bin");
+    nfs("nfs-cp", &[&served.url("/up.bin"), down.to_str().unwrap()]);
+    assert!(
+        std::fs::read(&down).unwrap() == data,
+        "the copy back differs"
+    );
+    let listing = nfs("nfs-ls", &["-R", &served.url("")]);
+    assert!(
+        listing.contains("3000000 up.bin") && listing.contains("docs/copy.bin"),
+        "{listing}"
+    );
+    let (_dir, img) = served.stop();
+    let (code, report) = fsck(&img);
+    assert_eq!(code, 0, "{report}");
+    let dumped = img.with_file_name("dumped.bin");
+    let out = Command::new("debugfs")
+        .args(["-R", &format!("dump /docs/copy.bin {}", dumped.display())])
+        .arg(&img)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(
+        std::fs::read(&dumped).unwrap() == data,
+        "debugfs reads back another file"
+    );
+}
+
+/// An RPC record: the last-fragment header and `body`.
+fn record(body: &[u8]) -> Vec<u8> {
+    let mut r = (0x8000_0000u32 | body.len() as u32).to_be_bytes().to_vec();
+    r.extend_from_slice(body);
+    r
+}
+
+/// An RPC call's header (AUTH_NONE) for `prog`, `vers`, `proc`.
+fn call(xid: u32, prog: u32, vers: u32, proc_: u32) -> Vec<u8> {
+    let mut b = Vec::new();
+    for v in [xid, 0, 2, prog, vers, proc_, 0, 0, 0, 0] {
+        b.extend_from_slice(&v.to_be_bytes());
+    }
+    b
+}
+
+/// The reply to one record: its accept status (the word after the
+/// verifier), or None if the server closed the connection.
+fn answer(s: &mut TcpStream, rec: &[u8]) -> Option<u32> {
+    s.write_all(rec).ok()?;
+    let mut head = [0u8; 4];
+    s.read_exact(&mut head).ok()?;
+    let len = (u32::from_be_bytes(head) & 0x7fff_ffff) as usize;
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body).ok()?;
+    Some(u32::from_be_bytes(body[20..24].try_into().unwrap()))
+}
+
+#[test]
+fn malformed_calls_oversized_records_and_stalled_clients_harm_nobody() {
+    let served = Served::start();
+    let addr = format!("127.0.0.1:{}", served.port);
+    let connect = || {
+        let s = TcpStream::connect(&addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        s
+    };
+    let mut s = connect();
+    // Unknown program, other version, unknown procedure, garbage arguments.
+    assert_eq!(answer(&mut s, &record(&call(1, 999_999, 1, 0))), Some(1));
+    assert_eq!(answer(&mut s, &record(&call(2, 100_003, 2, 0))), Some(2));
+    assert_eq!(answer(&mut s, &record(&call(3, 100_003, 3, 99))), Some(3));
+    let mut garbage = call(4, 100_003, 3, 1);
+    garbage.extend_from_slice(&[0xff; 7]);
+    assert_eq!(answer(&mut s, &record(&garbage)), Some(4));
+    // A handle the server never gave: BADHANDLE or STALE, not a crash.
+    let mut forged = call(5, 100_003, 3, 1);
+    forged.extend_from_slice(&8u32.to_be_bytes());
+    forged.extend_from_slice(&[0x41; 8]);
+    assert_eq!(answer(&mut s, &record(&forged)), Some(0));
+    // A record over the limit, and bytes that are no call: the server
+    // closes those connections.
+    let mut big = connect();
+    let _ = big.write_all(&0x8100_0000u32.to_be_bytes());
+    assert_eq!(answer(&mut big, &record(&call(6, 100_003, 3, 0))), None);
+    let mut noise = connect();
+    assert_eq!(answer(&mut noise, &record(&[0x13; 40])), None);
+    // Clients that stall half way through a record hold only their
+    // connections: others are served meanwhile.
+    let stalled: Vec<TcpStream> = (0..20)
+        .map(|_| {
+            let mut c = connect();
+            c.write_all(&0x8000_1000u32.to_be_bytes()).unwrap();
+            c.write_all(&[0u8; 100]).unwrap();
+            c
+        })
+        .collect();
+    assert_eq!(
+        nfs("nfs-cat", &[&served.url("/docs/readme.txt")]),
+        "made by mke2fs -d\n"
+    );
+    assert_eq!(answer(&mut s, &record(&call(7, 100_005, 3, 0))), Some(0));
+    drop(stalled);
+    let (_dir, img) = served.stop();
+    assert_eq!(fsck(&img).0, 0);
+}

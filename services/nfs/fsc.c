@@ -1,0 +1,86 @@
+/* The file-service client: one portal call per request to the file-system
+ * task (sdk/c/warden_fs.h), and NFS file handles made of its inode
+ * numbers and generations. */
+#include <string.h>
+#include "nfs.h"
+
+static warden_handle fs = -1;
+static uint8_t req[sizeof(warden_fs_req) + 255 + WARDEN_FS_MAX_IO];
+static uint8_t rep[sizeof(warden_fs_reply) + WARDEN_FS_MAX_IO];
+
+int fsc_init(const char *service) {
+    fs = warden_name_lookup(service, 30LL * 1000 * 1000 * 1000);
+    return fs < 0 ? fs : 0;
+}
+
+int fsc_call(uint32_t op, uint64_t ino, uint64_t a, uint64_t b, const void *name, uint32_t name_len,
+             const void *data, uint32_t data_len, const uint8_t **out, uint32_t *len) {
+    if (name_len > 255 || data_len > WARDEN_FS_MAX_IO) return -22;
+    warden_fs_req q = {op, name_len, ino, a, b, data_len, 0};
+    memcpy(req, &q, sizeof q);
+    if (name_len) memcpy(req + sizeof q, name, name_len);
+    if (data_len) memcpy(req + sizeof q + name_len, data, data_len);
+    int64_t n = warden_call(fs, req, sizeof q + name_len + data_len, NULL, 0, rep, sizeof rep, NULL, NULL);
+    if (n < (int64_t)sizeof(warden_fs_reply)) return -5; /* the file system is gone: EIO */
+    warden_fs_reply r;
+    memcpy(&r, rep, sizeof r);
+    if (r.len > n - sizeof r) return -5;
+    if (out) *out = rep + sizeof r;
+    if (len) *len = r.len;
+    return r.status;
+}
+
+int fsc_attr(uint32_t op, uint64_t ino, uint64_t a, uint64_t b, const void *name, uint32_t name_len,
+             const void *data, uint32_t data_len, warden_fs_attr *attr) {
+    const uint8_t *p;
+    uint32_t len;
+    int r = fsc_call(op, ino, a, b, name, name_len, data, data_len, &p, &len);
+    if (r == 0 && attr) {
+        if (len < sizeof *attr) return -5;
+        memcpy(attr, p, sizeof *attr);
+    }
+    return r;
+}
+
+void put_fh(xdr_out *o, const warden_fs_attr *a) {
+    uint8_t fh[FH_LEN];
+    uint32_t ino = (uint32_t)a->ino, gen = a->generation;
+    memcpy(fh, &ino, 4);
+    memcpy(fh + 4, &gen, 4);
+    o_opaque(o, fh, sizeof fh);
+}
+
+int get_fh(xdr_in *x, uint64_t *ino, warden_fs_attr *attr) {
+    uint32_t len;
+    const uint8_t *fh = x_opaque(x, 64, &len);
+    if (!fh) return -1;
+    if (len != FH_LEN) return NFS3ERR_BADHANDLE;
+    uint32_t i, gen;
+    memcpy(&i, fh, 4);
+    memcpy(&gen, fh + 4, 4);
+    if (fsc_attr(WARDEN_FS_GETATTR, i, 0, 0, 0, 0, 0, 0, attr) != 0 || attr->generation != gen)
+        return NFS3ERR_STALE;
+    *ino = i;
+    return 0;
+}
+
+uint32_t nfs_status(int s) {
+    switch (-s) {
+    case 0: return NFS3_OK;
+    case 1: return 1;   /* PERM */
+    case 2: return 2;   /* NOENT */
+    case 13: return 13; /* ACCES */
+    case 17: return 17; /* EXIST */
+    case 18: return 18; /* XDEV */
+    case 20: return 20; /* NOTDIR */
+    case 21: return 21; /* ISDIR */
+    case 22: return 22; /* INVAL */
+    case 27: return 27; /* FBIG */
+    case 28: return 28; /* NOSPC */
+    case 36: return 63; /* NAMETOOLONG */
+    case 39: return 66; /* NOTEMPTY */
+    case 116: return NFS3ERR_STALE;
+    case 38: return NFS3ERR_NOTSUPP;
+    default: return NFS3ERR_IO;
+    }
+}

@@ -1,0 +1,198 @@
+/* The NFS task: a TCP listener on the address its manifest grants, ONC
+ * RPC (RFC 5531) calls in records (each record one or more fragments, a
+ * 4-byte header with the last-fragment bit), NFS version 3 and MOUNT
+ * version 3 on the one port.
+ *
+ *   nfs FS ADDR EXPORT
+ *
+ * FS is the file-system task's service (the manifest's `uses`), ADDR the
+ * address to listen on (its `listen`), EXPORT the path clients mount.
+ * Prints "nfs: serving EXPORT on ADDR" once listening.
+ *
+ * A hostile client holds its connection and nothing else: a record over
+ * MAX_RECORD bytes, or one whose fragments do not add up, closes the
+ * connection; a connection silent for IDLE_SECONDS in the middle of a
+ * record is closed; a reply the client does not read within
+ * SEND_SECONDS closes it; calls that do not decode are answered
+ * GARBAGE_ARGS, unknown programs PROG_UNAVAIL, other versions
+ * PROG_MISMATCH. At most MAX_CONNS connections: past it, new ones are
+ * closed at once. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "nfs.h"
+
+#define MAX_CONNS 64
+#define MAX_RECORD (256u * 1024u)
+#define IDLE_SECONDS 30
+#define SEND_SECONDS 10
+
+const char *export_path;
+
+typedef struct {
+    uint8_t *buf;     /* the record being received */
+    size_t len;       /* bytes of it so far (headers removed) */
+    uint8_t head[4];  /* the fragment header being received */
+    size_t head_len;
+    size_t frag_left; /* bytes left of the current fragment */
+    int last;         /* the current fragment is the record's last */
+    int64_t seen;     /* when it last sent something, s */
+} conn;
+
+static warden_pollfd fds[MAX_CONNS + 1];
+static conn conns[MAX_CONNS + 1];
+static uint8_t reply[MAX_RECORD + 1024];
+
+static int64_t now(void) {
+    extern int clock_gettime(int, void *);
+    struct { int64_t s; long ns; } ts = {0, 0};
+    clock_gettime(1, &ts);
+    return ts.s;
+}
+
+static int send_all(warden_handle c, const uint8_t *p, size_t n) {
+    while (n > 0) {
+        int64_t w = warden_sock_send(c, p, n, (int64_t)SEND_SECONDS * 1000000000);
+        if (w <= 0) return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Answers the RPC call in `rec`: the reply's length in `reply` (after its
+ * record header), or 0 to close the connection (not a call). */
+static size_t answer(const uint8_t *rec, size_t len) {
+    xdr_in x = {rec, len, 0, 0};
+    xdr_out o = {reply + 4, sizeof reply - 4, 0, 0};
+    uint32_t xid = x_u32(&x), type = x_u32(&x), rpcvers = x_u32(&x);
+    uint32_t prog = x_u32(&x), vers = x_u32(&x), proc = x_u32(&x), blen;
+    x_u32(&x);
+    x_opaque(&x, 400, &blen); /* credential (AUTH_UNIX or none: not checked) */
+    x_u32(&x);
+    x_opaque(&x, 400, &blen); /* verifier */
+    if (x.bad || type != 0) return 0;
+    o_u32(&o, xid);
+    o_u32(&o, 1); /* REPLY */
+    if (rpcvers != 2) {
+        o_u32(&o, 1); /* MSG_DENIED */
+        o_u32(&o, 0); /* RPC_MISMATCH */
+        o_u32(&o, 2);
+        o_u32(&o, 2);
+        return o.len;
+    }
+    o_u32(&o, 0); /* MSG_ACCEPTED */
+    o_u32(&o, 0); /* verifier: AUTH_NONE */
+    o_u32(&o, 0);
+    size_t status_at = o.len;
+    o_u32(&o, 0); /* SUCCESS, unless changed below */
+    int known = prog == NFS_PROGRAM || prog == MOUNT_PROGRAM;
+    uint32_t accept = !known ? 1 : vers != 3 ? 2 : 0;
+    if (!accept) {
+        accept = (uint32_t)(prog == NFS_PROGRAM ? nfs3_proc(proc, &x, &o) : mount_proc(proc, &x, &o));
+        if (o.full) accept = 5; /* SYSTEM_ERR: the results did not fit */
+    }
+    if (accept) {
+        o.len = status_at;
+        o.full = 0;
+        o_u32(&o, accept);
+        if (accept == 2) {
+            o_u32(&o, 3);
+            o_u32(&o, 3);
+        }
+    }
+    return o.len;
+}
+
+/* Takes `n` received bytes of connection `c` into its record; answers
+ * each record completed. -1 closes it. */
+static int take(warden_handle h, conn *c, const uint8_t *p, size_t n) {
+    while (n > 0) {
+        if (c->head_len < 4) {
+            size_t k = 4 - c->head_len < n ? 4 - c->head_len : n;
+            memcpy(c->head + c->head_len, p, k);
+            c->head_len += k, p += k, n -= k;
+            if (c->head_len < 4) return 0;
+            uint32_t h32 = (uint32_t)c->head[0] << 24 | (uint32_t)c->head[1] << 16 | (uint32_t)c->head[2] << 8 | c->head[3];
+            c->last = h32 >> 31;
+            c->frag_left = h32 & 0x7fffffffu;
+            if (c->len + c->frag_left > MAX_RECORD) return -1;
+        }
+        size_t k = c->frag_left < n ? c->frag_left : n;
+        memcpy(c->buf + c->len, p, k);
+        c->len += k, c->frag_left -= k, p += k, n -= k;
+        if (c->frag_left) return 0;
+        c->head_len = 0;
+        if (!c->last) continue;
+        size_t len = answer(c->buf, c->len);
+        c->len = 0;
+        if (!len) return -1;
+        uint32_t mark = 0x80000000u | (uint32_t)len;
+        uint8_t m[4] = {(uint8_t)(mark >> 24), (uint8_t)(mark >> 16), (uint8_t)(mark >> 8), (uint8_t)mark};
+        memcpy(reply, m, 4);
+        if (send_all(h, reply, len + 4) < 0) return -1;
+    }
+    return 0;
+}
+
+static void drop(size_t i, size_t *n) {
+    warden_close(fds[i].handle);
+    free(conns[i].buf);
+    fds[i] = fds[*n - 1];
+    conns[i] = conns[*n - 1];
+    (*n)--;
+}
+
+static void accept_all(warden_handle l, size_t *n) {
+    warden_handle c;
+    while ((c = warden_tcp_accept(l, 0)) >= 0) {
+        uint8_t *buf = *n <= MAX_CONNS ? malloc(MAX_RECORD) : NULL;
+        if (!buf) {
+            warden_close(c);
+            continue;
+        }
+        fds[*n] = (warden_pollfd){c, WARDEN_POLL_IN, 0};
+        conns[*n] = (conn){buf, 0, {0}, 0, 0, 0, now()};
+        (*n)++;
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4) {
+        fprintf(stderr, "usage: nfs FS ADDR EXPORT\n");
+        return 2;
+    }
+    export_path = argv[3];
+    if (fsc_init(argv[1]) != 0) {
+        fprintf(stderr, "nfs: no file system %s\n", argv[1]);
+        return 1;
+    }
+    warden_handle l = warden_tcp_listen(argv[2]);
+    if (l < 0) {
+        fprintf(stderr, "nfs: cannot listen on %s: %s\n", argv[2], warden_strerror(l));
+        return 1;
+    }
+    char addr[64] = "";
+    warden_sock_addr(l, 0, addr, sizeof addr);
+    printf("nfs: serving %s on %s\n", export_path, addr);
+    fflush(stdout);
+    static uint8_t in[64 * 1024];
+    size_t n = 1;
+    fds[0] = (warden_pollfd){l, WARDEN_POLL_IN, 0};
+    for (;;) {
+        if (warden_poll(fds, n, 1000000000) < 0) return 1;
+        if (fds[0].revents) accept_all(l, &n);
+        int64_t t = now();
+        for (size_t i = n; i-- > 1;) {
+            if (!fds[i].revents) {
+                int midway = conns[i].len || conns[i].head_len;
+                if (midway && t - conns[i].seen > IDLE_SECONDS) drop(i, &n);
+                continue;
+            }
+            int64_t got = warden_sock_recv(fds[i].handle, in, sizeof in, 0);
+            if (got == WARDEN_ETIMEOUT) continue;
+            conns[i].seen = t;
+            if (got <= 0 || take(fds[i].handle, &conns[i], in, (size_t)got) < 0) drop(i, &n);
+        }
+    }
+}
