@@ -380,3 +380,58 @@ fn cluster_example() {
         "{stdout}"
     );
 }
+
+/// The file server example: an ext2 image served over NFS by tasks, as
+/// its README says, reached by libnfs's nfs-ls.
+#[test]
+fn fileserver_example() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("disk.img");
+    std::fs::create_dir_all(dir.path().join("files")).unwrap();
+    std::fs::write(dir.path().join("files/hello.txt"), "served\n").unwrap();
+    let made = std::process::Command::new("mke2fs")
+        .args(["-q", "-F", "-t", "ext2", "-d"])
+        .arg(dir.path().join("files"))
+        .arg(&img)
+        .arg("64M")
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let port = free_port().to_string();
+    let mut child = Reaped(
+        std::process::Command::new(root.join("examples/fileserver/run"))
+            .arg(&img)
+            .arg(&port)
+            // The warden under test, whatever else is on the PATH.
+            .env(
+                "PATH",
+                format!(
+                    "{}:{}",
+                    Path::new(env!("CARGO_BIN_EXE_warden"))
+                        .parent()
+                        .unwrap()
+                        .display(),
+                    std::env::var("PATH").unwrap_or_default()
+                ),
+            )
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
+    let url = lines.next().unwrap().unwrap();
+    assert_eq!(
+        url,
+        format!("nfs://127.0.0.1/export?nfsport={port}&mountport={port}&version=3")
+    );
+    // Serving once its tasks have printed their lines.
+    let served = lines.any(|l| l.is_ok_and(|l| l.contains("nfs: serving /export")));
+    assert!(served);
+    let cat = std::process::Command::new("nfs-cat")
+        .arg(url.replace("/export?", "/export/hello.txt?"))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&cat.stdout), "served\n");
+}
