@@ -12,7 +12,7 @@
 //!   held to the task's grants, its state [`Component`].
 //!
 //! Below them, shared by both groups: the guest's memory as host calls
-//! touch it (`guest`), waiting (`wait`), the sockets' byte moving, pacing
+//! touch it (`guest`), waiting (`wait`), active calls under way (`calls`), the sockets' byte moving, pacing
 //! and charges (`sockets`, state [`TaskNet`]) and how a task's run ended
 //! (`ending`). The groups never name each other; this file composes
 //! their states into one [`TaskData`] and their functions into the two
@@ -48,6 +48,7 @@ macro_rules! delegate {
     }};
 }
 
+mod calls;
 mod component;
 mod ending;
 mod guest;
@@ -68,7 +69,7 @@ pub use teavm::{refusal as teavm_refusal, MODULE as TEAVM_MODULE};
 pub(crate) use warden::{call_bytes, HostService, Passive, Server};
 pub(crate) use warden::{on_tick as passive_on_tick, Bindings, Grants, NameMap, Spawner, TaskIpc};
 pub use warden::{HostCall, HostHandler, FUNCTIONS, MODULE};
-pub(crate) use wasi::{Cli, Preview1, Sockets, ThreadRandom};
+pub(crate) use wasi::{Cli, Preview1, Served, Sockets, ThreadRandom};
 pub use wasi::{Strings, MAX_OPEN_FILES, MAX_POLL_SUBSCRIPTIONS};
 
 use crate::limiter::MemoryBudget;

@@ -151,7 +151,7 @@ pub(super) fn task_template(t: &RawTask, base: &Path) -> Result<TaskSpec, String
         return Err(format!("module: file not found: {}", module.display()));
     }
     let mut spec = TaskSpec::new(t.name.clone(), module);
-    spec.dirs = task_dirs(&t.dirs, base)?;
+    (spec.dirs, spec.served_dirs) = task_dirs(&t.dirs, base)?;
     for (name, file) in &t.modules {
         let path = base.join(file);
         if !path.is_file() {
@@ -217,26 +217,41 @@ fn choice<T: Copy>(key: &str, value: Option<&str>, options: &[(&str, T)]) -> Res
         })
 }
 
+/// A task's `dirs`: host directories, and directories a file-system
+/// task serves (`"service:NAME"`).
 fn task_dirs(
     dirs: &std::collections::BTreeMap<String, String>,
     base: &Path,
-) -> Result<Vec<(String, PathBuf)>, String> {
-    dirs.iter()
-        .map(|(guest, host)| {
-            if guest.is_empty() || guest.contains('\0') {
-                return Err(format!("dirs: bad guest path {guest:?}"));
-            }
-            let host_path = base.join(host);
-            if !host_path.is_dir() {
+) -> Result<(Vec<(String, PathBuf)>, Vec<(String, String)>), String> {
+    let (mut host, mut served) = (Vec::new(), Vec::new());
+    for (guest, value) in dirs {
+        if guest.is_empty() || guest.contains('\0') {
+            return Err(format!("dirs: bad guest path {guest:?}"));
+        }
+        if let Some(name) = value.strip_prefix(SERVICE_PREFIX) {
+            if name.is_empty() || name.ends_with('*') || name.contains('\0') {
                 return Err(format!(
-                    "dirs.{guest:?}: directory not found: {}",
-                    host_path.display()
+                    "dirs.{guest:?}: {value:?} names no service (write \"service:NAME\")"
                 ));
             }
-            Ok((guest.clone(), host_path))
-        })
-        .collect()
+            served.push((guest.clone(), name.to_string()));
+            continue;
+        }
+        let host_path = base.join(value);
+        if !host_path.is_dir() {
+            return Err(format!(
+                "dirs.{guest:?}: directory not found: {}",
+                host_path.display()
+            ));
+        }
+        host.push((guest.clone(), host_path));
+    }
+    Ok((host, served))
 }
+
+/// A `dirs` value naming a file-system task's service rather than a
+/// host directory: `"service:fs"`.
+const SERVICE_PREFIX: &str = "service:";
 
 /// Memory and CPU limits and what happens at them.
 fn task_limits(t: &RawTask, spec: &mut TaskSpec) -> Result<(), String> {

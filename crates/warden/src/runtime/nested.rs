@@ -102,6 +102,7 @@ fn child_spec(
     spec.module = module.1.clone();
     spec.args = args;
     spec.dirs = Vec::new();
+    spec.served_dirs = Vec::new();
     spec.limits.memory_limit = Some(budget.memory_limit);
     // Its memory is carved from its parent's; no guarantee of its own.
     spec.limits.memory_guarantee = 0;

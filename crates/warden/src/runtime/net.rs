@@ -62,7 +62,11 @@ impl Runtime {
             receive,
             buffer: n.socket_buffer,
         };
-        let sockets = crate::host::Sockets::new(shared.clone(), spec.dirs.len(), listeners)?;
+        let sockets = crate::host::Sockets::new(
+            shared.clone(),
+            spec.dirs.len() + spec.served_dirs.len(),
+            listeners,
+        )?;
         Ok((net, sockets))
     }
 }

@@ -131,7 +131,7 @@ impl Runtime {
         Ok(StoreSeed {
             wasi,
             shared: shared.clone(),
-            preview1: Preview1::new(cli, sockets),
+            preview1: Preview1::new(cli, sockets, served(spec, &inner.kernel)),
             budget,
             ipc,
             net: Box::new(net),
@@ -164,13 +164,22 @@ impl Runtime {
     /// listeners' placeholders may fail, else what to build it from.
     fn wasi_seed(&self, spec: &TaskSpec, sinks: &(Sink, Sink)) -> Result<WasiSeed, String> {
         let stdin = stdin(spec);
-        if spec.dirs.is_empty() && spec.net.preopen_listeners.is_empty() {
+        if spec.dirs.is_empty()
+            && spec.served_dirs.is_empty()
+            && spec.net.preopen_listeners.is_empty()
+        {
             return Ok(WasiSeed::Later { stdin });
         }
         let mut b = WasiCtxBuilder::new();
         for (guest, host) in &spec.dirs {
             b.preopened_dir(host, guest, FsPerms::ReadWrite)
                 .map_err(|e| format!("cannot open directory {}: {e:#}", host.display()))?;
+        }
+        // Holds each served directory's number in Wasmtime's table, and
+        // its name for `fd_prestat_dir_name` (see `host::wasi::served`).
+        for (guest, _) in &spec.served_dirs {
+            b.preopened_dir(&self.inner.empty_dir, guest, FsPerms::ReadOnly)
+                .map_err(|e| format!("served directory {guest}: {e:#}"))?;
         }
         // Holds each preopened listener's number in Wasmtime's table (see
         // `host::wasi::net`).
@@ -200,6 +209,12 @@ impl Runtime {
         if !spec.net.preopen_listeners.is_empty() || !spec.net.listen.is_empty() {
             return Err(NO_COMPONENT_SOCKETS.into());
         }
+        if let Some((guest, _)) = spec.served_dirs.first() {
+            return Err(format!(
+                "dirs.{guest:?}: a component's files cannot be served by a task yet \
+                 (only a preview-1 module's are); give it a host directory"
+            ));
+        }
         let mut b = WasiCtxBuilder::new();
         for (guest, host) in &spec.dirs {
             b.preopened_dir(host, guest, FsPerms::ReadWrite)
@@ -220,6 +235,17 @@ impl Runtime {
             stdin(spec),
         ))))
     }
+}
+
+/// The interposer's state for a task with served directories, which
+/// are preopened after its host directories.
+fn served(spec: &TaskSpec, kernel: &Arc<crate::ipc::Kernel>) -> Option<Box<crate::host::Served>> {
+    if spec.served_dirs.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = spec.served_dirs.iter().map(|(_, n)| n.clone()).collect();
+    let first = 3 + spec.dirs.len() as u32;
+    Some(crate::host::Served::new(kernel.clone(), &names, first))
 }
 
 /// Why a component task may not listen.

@@ -26,6 +26,9 @@ pub struct TaskSpec {
     pub env: Vec<(String, String)>,
     /// Preopened directories: guest path, host path.
     pub dirs: Vec<(String, PathBuf)>,
+    /// Preopened directories a file-system task serves: guest path, the
+    /// name its service is registered under. Preopened after `dirs`.
+    pub served_dirs: Vec<(String, String)>,
     /// Its memory and CPU budgets.
     pub limits: Limits,
     /// Its standard streams.
@@ -206,6 +209,7 @@ impl TaskSpec {
             args: vec![],
             env: vec![],
             dirs: vec![],
+            served_dirs: vec![],
             limits: Limits::default(),
             stdio: Stdio::default(),
             ipc: IpcSpec::default(),
@@ -234,7 +238,7 @@ impl TaskSpec {
             ));
         }
         let refused = [
-            ("dirs", !spec.dirs.is_empty()),
+            ("dirs", !spec.dirs.is_empty() || !spec.served_dirs.is_empty()),
             ("listen", !spec.net.preopen_listeners.is_empty()),
             (
                 "stdin",

@@ -5,10 +5,11 @@
 //! reply copied out.
 
 use super::message::{deliver, take_objects, CallArgs};
-use super::state::{InFlight, Made, TaskIpc};
+use super::state::TaskIpc;
+use crate::host::calls::start;
 use crate::host::guest::{len32, memory, range, read_u32, GuestMem};
 use crate::host::TaskData;
-use crate::ipc::service::{CallSlot, CallState, Phase, Service};
+use crate::ipc::service::{CallState, Phase, Service};
 use crate::ipc::{Errno, HandleTable, Object};
 use crate::task::TaskShared;
 use std::sync::{Arc, MutexGuard};
@@ -48,61 +49,6 @@ pub(super) fn call_at_once(
             Err(Errno::Again)
         }
     }
-}
-
-/// Starts an active call whose request `load_request` put in `slot` as
-/// call number `seq`: the client's context lent to the server (CPU
-/// inheritance: the server runs on it while the client waits, and a
-/// higher-priority caller boosts it), the call queued and, if its server
-/// waits for it on this worker, handed off to it at once (only to a
-/// server that runs on lent contexts).
-pub(super) fn start<'a>(
-    slot: &'a Arc<CallSlot>,
-    client: &'a Arc<TaskShared>,
-    service: &'a Service,
-    seq: u64,
-) -> Result<Made<'a>, Errno> {
-    let server = service.server();
-    if let Some(server) = server {
-        server.inherit.lend(client.id, client.context());
-    }
-    let mut flight = InFlight {
-        slot,
-        server,
-        answered: false,
-    };
-    let receiver = match service.enqueue(slot, seq) {
-        Ok(receiver) => receiver,
-        Err(e) => {
-            flight.answered = true;
-            let mut st = slot.lock();
-            st.phase = Phase::Idle;
-            st.request_objects.clear();
-            return Err(e);
-        }
-    };
-    // A server waiting in `recv` may answer right here (direct hand-off),
-    // if it runs on its callers' contexts: one that does not waits for its
-    // own turn in the run queue.
-    match (receiver, server) {
-        (Some(receiver), _) => {
-            if server.is_some_and(|s| s.inherit.donor_id().is_some()) {
-                let own = client.inherit.donor_id().is_none();
-                crate::executor::hand_off(receiver, own.then_some(client));
-            } else {
-                receiver.wake();
-            }
-        }
-        // Queued under its own key before it was lent this context: moved
-        // under the client's once the client blocks.
-        (None, Some(s)) if s.state.load().is_queued() => {
-            client
-                .lent_while_queued
-                .store(s.id.0, std::sync::atomic::Ordering::Relaxed);
-        }
-        (None, _) => {}
-    }
-    Ok(flight)
 }
 
 /// Checks a call to `service` and copies its request (bytes and handles)

@@ -8,7 +8,8 @@
 //! into the client's memory. Longer messages than the receiver's buffer
 //! are truncated: the return value is always the full length.
 
-use super::active::{load_request, service_of, start, take_reply};
+use super::active::{load_request, service_of, take_reply};
+use crate::host::calls::start;
 use super::message::{deliver, take_objects, CallArgs};
 use crate::host::guest::{len32, memory, range, read_u32, ret32, ret64, write_u64};
 use crate::host::TaskData;

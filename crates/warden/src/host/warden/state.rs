@@ -2,6 +2,7 @@
 //! its manifest entry grants it, the names it sees and binds, and what it
 //! may reach of the runtime to spawn and control children.
 
+use crate::host::calls::InFlight;
 use crate::host::TaskData;
 use crate::ipc::service::{CallSlot, PortalRef};
 use crate::ipc::{Errno, HandleTable, Kernel, Object, Owned};
@@ -164,52 +165,6 @@ pub(crate) trait Spawner: Send + Sync {
     fn suspend(&self, id: TaskId) -> bool;
     /// Resumes a task.
     fn resume(&self, id: TaskId) -> bool;
-}
-
-/// An active call under way. On any end — an answer taken, a timeout,
-/// or the client's death (its future or its store dropped) — it
-/// withdraws the context the client lent the server; unless answered, it
-/// also abandons the call, so the server's late reply gets `PeerDied`.
-///
-/// It borrows the client's slot and the server while the host call that
-/// made it runs ([`Made`]) and owns them ([`InFlight::into_owned`]) only
-/// once it is kept past that call: a call answered at once (a direct
-/// hand-off) counts no references.
-pub(crate) struct InFlight<S = Arc<CallSlot>, T = Arc<TaskShared>>
-where
-    S: AsRef<CallSlot>,
-    T: AsRef<TaskShared>,
-{
-    pub(super) slot: S,
-    pub(super) server: Option<T>,
-    pub(super) answered: bool,
-}
-
-/// A call under way, borrowed from the host call that made it.
-pub(super) type Made<'a> = InFlight<&'a Arc<CallSlot>, &'a Arc<TaskShared>>;
-
-impl<S: AsRef<CallSlot>, T: AsRef<TaskShared>> Drop for InFlight<S, T> {
-    fn drop(&mut self) {
-        let slot = self.slot.as_ref();
-        if let Some(server) = &self.server {
-            server.as_ref().inherit.withdraw(slot.owner().id);
-        }
-        if !self.answered {
-            slot.abandon();
-        }
-    }
-}
-
-impl Made<'_> {
-    /// The same call, kept past the host call that made it.
-    pub(super) fn into_owned(self) -> InFlight {
-        let made = std::mem::ManuallyDrop::new(self);
-        InFlight {
-            slot: made.slot.clone(),
-            server: made.server.cloned(),
-            answered: made.answered,
-        }
-    }
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@
 //!   straight to the task's output sinks (see `stdio`).
 //! - `poll_oneoff` that only sleeps is a timer (see `sleep`).
 
-use super::{net, poll, sleep, stdio};
+use super::{net, poll, served, sleep, stdio};
 use crate::host::TaskData;
 use std::collections::HashSet;
 use wasmtime::{Caller, Extern, Linker};
@@ -106,7 +106,8 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
             },
         )?;
         add_file_counting(linker)?;
-        add_sockets(linker)
+        add_sockets(linker)?;
+        served::add_to_linker(linker)
     })
 }
 
@@ -128,6 +129,10 @@ fn add_open(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
                 if let Err(errno) = caller.data().preview1.files.reserve() {
                     return Ok(errno);
                 }
+                if served::has(caller.data(), dir) {
+                    let r = open_served(&mut caller, (dir, dflags, path, len, oflags, base, fdflags, out));
+                    return Ok(r.await);
+                }
                 let r = delegate!(
                     caller,
                     path_open(dir, dflags, path, len, oflags, base, inh, fdflags, out)
@@ -143,6 +148,28 @@ fn add_open(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         },
     )?;
     Ok(())
+}
+
+/// `path_open` from a served directory; the new descriptor counted.
+async fn open_served(
+    c: &mut Caller<'_, TaskData>,
+    (dir, dflags, path, len, oflags, base, fdflags, out): (i32, i32, i32, i32, i32, i64, i32, i32),
+) -> i32 {
+    if read_u32(c, out).is_none() {
+        OpenFiles::unreserve();
+        return net::errno::FAULT;
+    }
+    match served::path_open(c, dir, dflags, path, len, oflags, base, fdflags).await {
+        Ok(fd) => {
+            let _ = write_u32(c, out, fd);
+            c.data_mut().preview1.files.open.insert(fd);
+            0
+        }
+        Err(errno) => {
+            OpenFiles::unreserve();
+            errno
+        }
+    }
 }
 
 fn add_close(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
@@ -161,6 +188,7 @@ fn add_close(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
                 let r = delegate!(caller, fd_close(fd));
                 if let Ok(0) = r {
                     caller.data_mut().preview1.files.closed(fd as u32);
+                    served::closed(caller.data_mut(), fd);
                 }
                 r
             })
@@ -185,6 +213,7 @@ fn add_close(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
                     if files.open.remove(&(from as u32)) {
                         files.open.insert(to as u32);
                     }
+                    served::renumbered(caller.data_mut(), from, to);
                 }
                 r
             })
@@ -275,6 +304,9 @@ fn add_socket_io(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         "fd_read",
         |mut c: Caller<'_, TaskData>, (fd, iovs, n, nread): (i32, i32, i32, i32)| {
             Box::new(async move {
+                if served::has(c.data(), fd) {
+                    return Ok(served::read(&mut c, fd, iovs, n, nread, None).await);
+                }
                 if !c.data().preview1.sockets.has(fd) {
                     return delegate!(c, fd_read(fd, iovs, n, nread));
                 }
@@ -287,6 +319,9 @@ fn add_socket_io(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         "fd_write",
         |mut c: Caller<'_, TaskData>, (fd, iovs, n, nw): (i32, i32, i32, i32)| {
             Box::new(async move {
+                if served::has(c.data(), fd) {
+                    return Ok(served::write(&mut c, fd, iovs, n, nw, None).await);
+                }
                 if !c.data().preview1.sockets.has(fd) {
                     if let Some(r) = stdio::write(&mut c, fd, iovs, n, nw) {
                         return r;
@@ -307,6 +342,9 @@ fn add_socket_metadata(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         "fd_fdstat_get",
         |mut c: Caller<'_, TaskData>, (fd, out): (i32, i32)| {
             Box::new(async move {
+                if served::has(c.data(), fd) {
+                    return Ok(served::fdstat_get(&mut c, fd, out));
+                }
                 if !c.data().preview1.sockets.has(fd) {
                     return delegate!(c, fd_fdstat_get(fd, out));
                 }
@@ -319,6 +357,9 @@ fn add_socket_metadata(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         "fd_fdstat_set_flags",
         |mut c: Caller<'_, TaskData>, (fd, flags): (i32, i32)| {
             Box::new(async move {
+                if served::has(c.data(), fd) {
+                    return Ok(served::set_flags(&mut c, fd, flags));
+                }
                 if !c.data().preview1.sockets.has(fd) {
                     return delegate!(sync c, fd_fdstat_set_flags(fd, flags));
                 }
@@ -331,6 +372,9 @@ fn add_socket_metadata(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         "fd_filestat_get",
         |mut c: Caller<'_, TaskData>, (fd, out): (i32, i32)| {
             Box::new(async move {
+                if served::has(c.data(), fd) {
+                    return Ok(served::filestat_get(&mut c, fd, out).await);
+                }
                 if !c.data().preview1.sockets.has(fd) {
                     return delegate!(c, fd_filestat_get(fd, out));
                 }
@@ -372,6 +416,11 @@ fn add_socket_prestat(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
 }
 
 fn write_u16(caller: &mut Caller<'_, TaskData>, ptr: i32, v: u16) -> Option<()> {
+    let (mem, _) = crate::host::guest::memory(caller).ok()?;
+    mem.put(ptr, &v.to_le_bytes()).ok()
+}
+
+fn write_u32(caller: &mut Caller<'_, TaskData>, ptr: i32, v: u32) -> Option<()> {
     let (mem, _) = crate::host::guest::memory(caller).ok()?;
     mem.put(ptr, &v.to_le_bytes()).ok()
 }

@@ -11,13 +11,16 @@
 //! - `sleep`, `subscription`: `poll_oneoff` that only sleeps, as a timer;
 //! - `net`, `poll`: sockets as WASI descriptors, and `poll_oneoff` over
 //!   them (the bytes move through `host::sockets`, as the `warden`
-//!   group's do).
+//!   group's do);
+//! - `served`: directories whose files a file-system task serves, every
+//!   file call under them carried to it.
 
 mod bounds;
 mod cli;
 mod net;
 mod poll;
 mod random;
+mod served;
 mod sleep;
 mod stdio;
 mod subscription;
@@ -27,6 +30,7 @@ pub(crate) use cli::Cli;
 pub use cli::Strings;
 pub(crate) use net::Sockets;
 pub(crate) use random::ThreadRandom;
+pub(crate) use served::Served;
 
 use crate::host::TaskData;
 use wasmtime::Linker;
@@ -41,17 +45,20 @@ pub(crate) struct Preview1 {
     pub(crate) sockets: Sockets,
     /// `poll_oneoff`'s buffers when it waits on sockets (see `poll`).
     pub(crate) poll: Option<Box<poll::Scratch>>,
+    /// Its directories served by file-system tasks, if it has any.
+    pub(crate) served: Option<Box<Served>>,
 }
 
 impl Preview1 {
-    /// A task's state: its arguments and environment, and its sockets
-    /// (the preopened listeners among them).
-    pub(crate) fn new(cli: Cli, sockets: Sockets) -> Self {
+    /// A task's state: its arguments and environment, its sockets (the
+    /// preopened listeners among them) and its served directories.
+    pub(crate) fn new(cli: Cli, sockets: Sockets, served: Option<Box<Served>>) -> Self {
         Preview1 {
             cli,
             files: Default::default(),
             sockets,
             poll: None,
+            served,
         }
     }
 }

@@ -1,0 +1,197 @@
+//! The interposer's calls to a file-system task. Each is the task's own
+//! call in every way that matters: its request and reply pass through a
+//! call slot the task owns (their buffers charged to its budget), its
+//! context is lent to the server while it waits (CPU inheritance, as a
+//! `warden_call` lends it), it counts in the task's IPC figures, and the
+//! task's death mid-call abandons it. The slot is the interposer's own,
+//! so the task's `warden_call`s and its file calls never meet.
+//!
+//! A mount finds its service by name in the name service, waiting at
+//! most [`FIRST_WAIT`] the first time (the file system may still be
+//! starting), and not at all after that. A server that has gone answers
+//! `EIO`; the mount forgets it and looks the name up again at its next
+//! call, so a restarted file system serves the task again.
+
+use super::proto::{self, errno, Req, REQ};
+use super::Served;
+use crate::host::calls::{start, InFlight};
+use crate::host::guest::{memory, GuestMem};
+use crate::host::wait::wait_for;
+use crate::host::TaskData;
+use crate::ipc::service::{CallSlot, Phase, Service};
+use crate::ipc::Errno;
+use std::ops::Range;
+use std::sync::Arc;
+use wasmtime::Caller;
+
+/// How long a mount's first call waits for its service's name.
+const FIRST_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// What a request carries after its name.
+pub(super) enum Data<'a> {
+    None,
+    /// Bytes of the host's.
+    Host(&'a [u8]),
+    /// A checked range of the task's memory.
+    Guest(Range<usize>),
+}
+
+impl Data<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Data::None => 0,
+            Data::Host(b) => b.len(),
+            Data::Guest(r) => r.len(),
+        }
+    }
+}
+
+/// The interposer's state in the caller's store. Only a task with served
+/// directories reaches the interposer, so it is there.
+pub(super) fn served<'a>(c: &'a mut Caller<'_, TaskData>) -> &'a mut Served {
+    c.data_mut()
+        .preview1
+        .served
+        .as_deref_mut()
+        .expect("a served descriptor implies the interposer's state")
+}
+
+/// One request to mount `mount`'s file system; on success, the length of
+/// the reply's payload, which [`with_reply`] reads.
+pub(super) async fn rpc(
+    c: &mut Caller<'_, TaskData>,
+    mount: usize,
+    q: &Req<'_>,
+    data: Data<'_>,
+) -> Result<usize, i32> {
+    let service = connect(c, mount).await?;
+    let len = REQ + q.name.len() + data.len();
+    let sent = call(c, &service, len, |mem, buf| {
+        q.encode(buf, data.len());
+        let rest = &mut buf[REQ + q.name.len()..];
+        match &data {
+            Data::None => {}
+            Data::Host(b) => rest.copy_from_slice(b),
+            Data::Guest(r) => mem.read(r.clone(), rest),
+        }
+    })
+    .await;
+    served(c).mounts[mount].ops += 1;
+    match sent {
+        Ok(()) => {}
+        Err(Errno::NoMem | Errno::Quota) => return Err(errno::NOMEM),
+        Err(_) => {
+            served(c).mounts[mount].portal = None; // gone, or refusing: look it up again
+            return Err(errno::IO);
+        }
+    }
+    match with_reply(c, |_, _| ())? {
+        (0.., n, ()) => Ok(n),
+        (status, _, ()) => Err(proto::wasi_errno(status)),
+    }
+}
+
+/// The last reply's status and payload length, and what `f` made of its
+/// payload (given the task's memory, to copy into); `EIO` if the server
+/// sent no whole reply.
+pub(super) fn with_reply<R>(
+    c: &mut Caller<'_, TaskData>,
+    f: impl FnOnce(GuestMem<'_>, &[u8]) -> R,
+) -> Result<(i32, usize, R), i32> {
+    let (mem, data) = memory(c).map_err(|_| errno::FAULT)?;
+    let Some(slot) = data.preview1.served.as_ref().and_then(|s| s.slot.clone()) else {
+        return Err(errno::IO);
+    };
+    let st = slot.lock();
+    let (status, n) = proto::reply_header(&st.reply).ok_or(errno::IO)?;
+    let r = f(mem, &st.reply[proto::REPLY..proto::REPLY + n]);
+    Ok((status, n, r))
+}
+
+/// The service mount `mount` reaches, looked up if it has none.
+async fn connect(c: &mut Caller<'_, TaskData>, mount: usize) -> Result<Arc<Service>, i32> {
+    let s = served(c);
+    let m = &mut s.mounts[mount];
+    if let Some(p) = &m.portal {
+        return Ok(p.service().clone());
+    }
+    let wait = match std::mem::replace(&mut m.looked_up, true) {
+        false => FIRST_WAIT.as_nanos() as i64,
+        true => 0,
+    };
+    let (kernel, name) = (s.kernel.clone(), m.service.clone());
+    let mut waker = None;
+    let found = wait_for(wait, |cx| {
+        waker = Some(cx.waker().clone());
+        kernel.names.poll_lookup(&name, cx)
+    })
+    .await;
+    let Some(portal) = found else {
+        if let Some(w) = waker {
+            kernel.names.cancel_wait(&name, &w);
+        }
+        return Err(errno::IO);
+    };
+    let service = portal.service().clone();
+    served(c).mounts[mount].portal = Some(portal);
+    Ok(service)
+}
+
+/// One call to the active `service`: a request of `len` bytes that
+/// `fill` writes (given the task's memory, to copy from), and the wait
+/// for its answer, which stays in the slot.
+async fn call(
+    c: &mut Caller<'_, TaskData>,
+    service: &Arc<Service>,
+    len: usize,
+    fill: impl FnOnce(GuestMem<'_>, &mut [u8]),
+) -> Result<(), Errno> {
+    let mut flight = begin(c, service, len, fill)?;
+    let code = wait_for(-1, |cx| flight.slot.poll_done(cx)).await;
+    flight.answered = true;
+    let mut st = flight.slot.lock();
+    st.phase = Phase::Idle;
+    st.reply_objects.clear(); // a file service sends none; none are kept
+    let code = code.unwrap_or(Errno::Timeout.code());
+    if code < 0 {
+        return Err(Errno::from_code(code));
+    }
+    let reply = st.reply.len();
+    drop(st);
+    c.data().shared.ipc.count(1, len, reply);
+    Ok(())
+}
+
+/// Writes the request into the interposer's slot (made at its first
+/// call) and queues it.
+fn begin(
+    c: &mut Caller<'_, TaskData>,
+    service: &Arc<Service>,
+    len: usize,
+    fill: impl FnOnce(GuestMem<'_>, &mut [u8]),
+) -> Result<InFlight, Errno> {
+    if service.direct_handler().is_some() {
+        return Err(Errno::Inval); // a passive service runs no such calls
+    }
+    let (mem, data) = memory(c)?;
+    let shared = &data.shared;
+    if service.owner == shared.id {
+        return Err(Errno::Deadlock);
+    }
+    let s = data.preview1.served.as_deref_mut().ok_or(Errno::Inval)?;
+    let slot = s
+        .slot
+        .get_or_insert_with(|| CallSlot::new(shared.clone()))
+        .clone();
+    let seq = {
+        let mut st = slot.lock();
+        st.set_request_with(slot.owner(), len, |b| fill(mem, b))?;
+        st.request_objects.clear();
+        st.reply_objects.clear();
+        st.seq += 1;
+        st.phase = Phase::Queued;
+        st.seq
+    };
+    let flight = start(&slot, shared, service, seq)?.into_owned();
+    Ok(flight)
+}
