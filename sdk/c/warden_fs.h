@@ -26,7 +26,8 @@
  *   FSYNC      file       -          -          -     -         -        (everything reaches the device)
  *   STATFS     -          -          -          -     -         warden_fs_statfs
  *   LINK       file       -          dir        name  -         attr
- *   SETATTR    file       mode|-1    mtime|-1   -     -         attr     (mode bits 07777; mtime in s)
+ *   SETATTR    file       mode|-1    mtime|-1   -     [ns]      attr     (mode bits 07777; mtime in s,
+ *                                                                          data: its nanoseconds, a u32)
  *
  * READDIR's entries are warden_fs_dirent records (each followed by its
  * name), as many as fit in `max bytes`; a record's `next` is the cookie
@@ -93,6 +94,10 @@ typedef struct {
     int64_t ctime;
     uint32_t generation;
     uint32_t reserved;
+    uint32_t atime_ns;   /* and nanoseconds (0 where the file system keeps none) */
+    uint32_t mtime_ns;
+    uint32_t ctime_ns;
+    uint32_t reserved2;
 } warden_fs_attr;
 
 typedef struct {

@@ -95,6 +95,8 @@ int fs_sync(void);
 int inode_read(uint32_t ino, ext2_inode *in);
 int inode_write(uint32_t ino, const ext2_inode *in);
 uint64_t inode_size(const ext2_inode *in);
+void inode_times_ns(uint32_t ino, uint32_t ns[3]);
+int inode_set_mtime_ns(uint32_t ino, uint32_t ns);
 void inode_set_size(ext2_inode *in, uint64_t size);
 int inode_alloc(uint32_t parent, int dir, uint32_t *ino);
 int inode_free(uint32_t ino, int dir);

@@ -82,10 +82,63 @@ int inode_read(uint32_t ino, ext2_inode *in) {
     return r ? r : cache_read_raw(at, in, sizeof *in);
 }
 
+/* A large inode's sub-second times (at byte 128 on: the extra size,
+ * then ctime's, mtime's and atime's nanoseconds, each shifted left two
+ * bits over two epoch bits), if its extra area reaches them. */
+typedef struct {
+    uint16_t extra_isize, checksum_hi;
+    uint32_t ctime_extra, mtime_extra, atime_extra;
+} inode_extra;
+
+/* The inode's extra area as far as `inode_extra` goes; 0 if it has
+ * none that holds all three times. */
+static int extra_read(uint64_t at, inode_extra *x) {
+    memset(x, 0, sizeof *x);
+    if (fs.inode_size < 128 + sizeof *x) return 0;
+    if (cache_read_raw(at + 128, x, sizeof *x) != 0) return 0;
+    return x->extra_isize >= sizeof *x;
+}
+
 int inode_write(uint32_t ino, const ext2_inode *in) {
     uint64_t at;
     int r = inode_at(ino, &at);
-    return r ? r : cache_write_raw(at, in, sizeof *in);
+    if (r) return r;
+    inode_extra x;
+    ext2_inode old;
+    /* A time set in whole seconds drops the nanoseconds it had. */
+    if (extra_read(at, &x) && cache_read_raw(at, &old, sizeof old) == 0) {
+        int changed = 0;
+        if (old.ctime != in->ctime && x.ctime_extra) x.ctime_extra = 0, changed = 1;
+        if (old.mtime != in->mtime && x.mtime_extra) x.mtime_extra = 0, changed = 1;
+        if (old.atime != in->atime && x.atime_extra) x.atime_extra = 0, changed = 1;
+        if (changed && (r = cache_write_raw(at + 128, &x, sizeof x)) != 0) return r;
+    }
+    return cache_write_raw(at, in, sizeof *in);
+}
+
+/* The nanoseconds of inode `ino`'s atime, mtime and ctime (0 where it
+ * keeps none). */
+void inode_times_ns(uint32_t ino, uint32_t ns[3]) {
+    uint64_t at;
+    inode_extra x;
+    ns[0] = ns[1] = ns[2] = 0;
+    if (inode_at(ino, &at) == 0 && extra_read(at, &x)) {
+        ns[0] = x.atime_extra >> 2;
+        ns[1] = x.mtime_extra >> 2;
+        ns[2] = x.ctime_extra >> 2;
+    }
+}
+
+/* Sets inode `ino`'s mtime nanoseconds (`ns` below 10^9), if it keeps
+ * them: 0, or -EOPNOTSUPP for an inode without room for them. */
+int inode_set_mtime_ns(uint32_t ino, uint32_t ns) {
+    uint64_t at;
+    inode_extra x;
+    int r = inode_at(ino, &at);
+    if (r) return r;
+    if (!extra_read(at, &x)) return ns ? -95 : 0;
+    x.mtime_extra = ns << 2;
+    return cache_write_raw(at + 128, &x, sizeof x);
 }
 
 uint64_t inode_size(const ext2_inode *in) {
@@ -117,6 +170,11 @@ void to_attr(uint32_t ino, const ext2_inode *in, warden_fs_attr *a) {
     a->mtime = in->mtime;
     a->ctime = in->ctime;
     a->generation = in->generation;
+    uint32_t ns[3];
+    inode_times_ns(ino, ns);
+    a->atime_ns = ns[0];
+    a->mtime_ns = ns[1];
+    a->ctime_ns = ns[2];
 }
 
 /* ---- Bitmaps ---- */

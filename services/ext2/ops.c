@@ -67,7 +67,10 @@ static int drop(uint32_t ino) {
     int r = inode_read(ino, &in);
     if (r) return r;
     if (in.links_count > 1) return links(ino, -1);
-    if ((r = truncate_blocks(&in, 0)) != 0) return r;
+    /* A fast symbolic link keeps its target in the block map's place:
+     * there are no blocks to free. */
+    if ((in.mode & 0xF000) == 0xA000 && in.blocks == 0) memset(in.block, 0, sizeof in.block);
+    else if ((r = truncate_blocks(&in, 0)) != 0) return r;
     inode_set_size(&in, 0);
     if ((r = inode_write(ino, &in)) != 0) return r;
     return inode_free(ino, 0);
@@ -186,14 +189,18 @@ static long do_readlink(uint32_t ino, uint8_t *out, size_t cap) {
     return file_read(ino, 0, out, (size_t)size);
 }
 
-static int do_setattr(uint32_t ino, uint64_t mode, uint64_t mtime) {
+/* Sets the mode bits (unless `mode` is all ones) and the mtime (unless
+ * `mtime` is), with `ns` nanoseconds if `has_ns`. */
+static int do_setattr(uint32_t ino, uint64_t mode, uint64_t mtime, int has_ns, uint32_t ns) {
     ext2_inode in;
+    if (has_ns && ns >= 1000000000u) return -22;
     int r = inode_read(ino, &in);
     if (r) return r;
     if (mode != UINT64_MAX) in.mode = (uint16_t)((in.mode & 0xF000) | (mode & 07777));
     if (mtime != UINT64_MAX) in.mtime = (uint32_t)mtime;
     in.ctime = now_seconds();
-    return inode_write(ino, &in);
+    if ((r = inode_write(ino, &in)) != 0) return r;
+    return mtime != UINT64_MAX && has_ns ? inode_set_mtime_ns(ino, ns) : 0;
 }
 
 static int do_statfs(uint8_t *out, uint32_t *len) {
@@ -202,6 +209,20 @@ static int do_statfs(uint8_t *out, uint32_t *len) {
     memcpy(out, &s, sizeof s);
     *len = sizeof s;
     return 0;
+}
+
+/* The directory entry type of a file of `mode`. */
+static uint8_t file_type(uint16_t mode) {
+    switch (mode & 0xF000) {
+    case 0x8000: return EXT2_FT_REG;
+    case 0x4000: return EXT2_FT_DIR;
+    case 0xA000: return EXT2_FT_SYMLINK;
+    case 0x2000: return 3; /* character device */
+    case 0x6000: return 4; /* block device */
+    case 0x1000: return 5; /* FIFO */
+    case 0xC000: return 6; /* socket */
+    default: return 0;
+    }
 }
 
 /* Whether `ino` is a file a client may name: in use, and the root or an
@@ -285,12 +306,15 @@ static int handle(const warden_fs_req *q, const char *name, const uint8_t *data,
         if (!valid_name(name, q->name_len)) return -22;
         if (!is_dir((uint32_t)q->b)) return -20;
         if ((r = dir_lookup((uint32_t)q->b, name, q->name_len, &made)) == 0) return -17;
-        if ((r = dir_add((uint32_t)q->b, name, q->name_len, ino, EXT2_FT_REG)) != 0) return r;
+        if ((r = dir_add((uint32_t)q->b, name, q->name_len, ino, file_type(mode))) != 0) return r;
         if ((r = links(ino, 1)) != 0) return r;
         return attr_of(ino, out, len);
-    case WARDEN_FS_SETATTR:
-        if ((r = do_setattr(ino, q->a, q->b)) != 0) return r;
+    case WARDEN_FS_SETATTR: {
+        uint32_t ns = 0;
+        if (q->data_len >= 4) memcpy(&ns, data, 4);
+        if ((r = do_setattr(ino, q->a, q->b, q->data_len >= 4, ns)) != 0) return r;
         return attr_of(ino, out, len);
+    }
     default:
         return -38; /* ENOSYS */
     }

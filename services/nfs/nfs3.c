@@ -33,9 +33,10 @@ static void put_fattr(xdr_out *o, const warden_fs_attr *a) {
     o_u64(o, 1); /* fsid */
     o_u64(o, a->ino);
     const int64_t times[3] = {a->atime, a->mtime, a->ctime};
+    const uint32_t ns[3] = {a->atime_ns, a->mtime_ns, a->ctime_ns};
     for (int i = 0; i < 3; i++) {
         o_u32(o, (uint32_t)times[i]);
-        o_u32(o, 0);
+        o_u32(o, ns[i]);
     }
 }
 
@@ -76,10 +77,12 @@ static int get_dirop(xdr_in *x, dirop *d, uint32_t *status) {
 /* sattr3: the mode, size and mtime asked to be set (-1: not asked). */
 typedef struct {
     uint64_t mode, size, mtime;
+    uint32_t mtime_ns;
 } sattr;
 
 static int get_sattr(xdr_in *x, sattr *s) {
     s->mode = s->size = s->mtime = UINT64_MAX;
+    s->mtime_ns = 0;
     if (x_u32(x)) s->mode = x_u32(x);
     if (x_u32(x)) x_u32(x); /* uid */
     if (x_u32(x)) x_u32(x); /* gid */
@@ -88,7 +91,7 @@ static int get_sattr(xdr_in *x, sattr *s) {
     if (how == 2) x_u64(x);
     how = x_u32(x);
     if (how == 1) s->mtime = 0; /* now: SETATTR's mtime 0 is "now" below */
-    if (how == 2) s->mtime = x_u32(x), x_u32(x);
+    if (how == 2) s->mtime = x_u32(x), s->mtime_ns = x_u32(x);
     return x->bad ? -1 : 0;
 }
 
@@ -104,7 +107,8 @@ static int apply(uint64_t ino, const sattr *s) {
             clock_gettime(0, &ts);
             mtime = (uint64_t)ts.s;
         }
-        r = fsc_attr(WARDEN_FS_SETATTR, ino, s->mode, mtime, 0, 0, 0, 0, 0);
+        uint32_t ns = mtime == s->mtime ? s->mtime_ns : 0;
+        r = fsc_attr(WARDEN_FS_SETATTR, ino, s->mode, mtime, 0, 0, &ns, sizeof ns, 0);
     }
     return r;
 }

@@ -6,6 +6,7 @@ mod cluster;
 mod components;
 mod compute;
 mod copies;
+mod files;
 mod mass_death;
 pub use copies::child_copies;
 pub use cycles::child_ipc;
@@ -50,6 +51,7 @@ pub fn run_all(ctx: &Ctx, only: Option<&str>) -> Vec<Table> {
         ("web server: one task, servlets, per-request tasks, native hyper (seed 004, Figure 5)", Box::new(web::run)),
         ("cluster: remote calls through NATS beside Erlang distribution", Box::new(cluster::run)),
         ("components: spawn beside raw Wasmtime, HTTP handlers beside wasmtime serve", Box::new(components::run)),
+        ("file system as a task: re-read through ext2 beside a host directory (seeds 001/002)", Box::new(files::run)),
     ];
     let mut out = vec![];
     for (name, run) in steps {

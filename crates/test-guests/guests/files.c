@@ -1,11 +1,21 @@
 /* For each path argument: print its contents, or why it cannot be read.
- * "write:PATH:TEXT" writes TEXT to PATH instead. */
+ * "write:PATH:TEXT" writes TEXT to PATH instead; "sync:PATH" opens PATH
+ * and fsyncs it. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
+        if (strncmp(argv[i], "sync:", 5) == 0) {
+            int fd = open(argv[i] + 5, O_RDONLY);
+            if (fd < 0 || fsync(fd) != 0) printf("%s: error: %s\n", argv[i] + 5, strerror(errno));
+            else printf("%s: synced\n", argv[i] + 5);
+            if (fd >= 0) close(fd);
+            continue;
+        }
         if (strncmp(argv[i], "write:", 6) == 0) {
             char path[256];
             const char *text = strchr(argv[i] + 6, ':');

@@ -102,6 +102,8 @@ pub fn ps(addr: &str, as_json: bool, all: bool, wide: bool) -> Result<(), String
         "{}",
         tables::devices(&ok(addr, "GET", "/api/devices", None)?)
     );
+    let services = ok(addr, "GET", "/api/file-services", None)?;
+    print!("{}", tables::file_services(&services));
     Ok(())
 }
 

@@ -340,6 +340,35 @@ pub fn devices(devices: &Value) -> String {
     format!("\n{}", grid.render())
 }
 
+/// The file services tasks' directories are served by, each with what
+/// the directories carried. Empty without any.
+pub fn file_services(services: &Value) -> String {
+    let services = services.as_array().map_or(&[][..], Vec::as_slice);
+    if services.is_empty() {
+        return String::new();
+    }
+    let mut grid = Grid::new(&[
+        ("FILE SERVICE", Left),
+        ("CLIENTS", Right),
+        ("OPS", Right),
+        ("READ", Right),
+        ("WRITTEN", Right),
+        ("ERRORS", Right),
+    ]);
+    let size = |v: &Value| v.as_u64().map_or("-".into(), warden::units::format_size);
+    for f in services {
+        grid.push(vec![
+            f["name"].as_str().unwrap_or("?").to_string(),
+            num(&f["clients"]),
+            num(&f["ops"]),
+            size(&f["read_bytes"]),
+            size(&f["written_bytes"]),
+            num(&f["errors"]),
+        ]);
+    }
+    format!("\n{}", grid.render())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -172,7 +172,7 @@ pub use output::{CapturedOutput, Output};
 pub use report::TaskReport;
 pub use runtime::machine;
 pub use runtime::{
-    disable_huge_pages, raise_descriptor_limit, DeviceView, Error, ReportSink, Runtime,
+    disable_huge_pages, raise_descriptor_limit, DeviceView, Error, FileServiceView, ReportSink, Runtime,
     RuntimeConfig, SetupStats, TaskView,
 };
 pub use sched::{Params as SchedParams, Tree as SchedTree};

@@ -33,7 +33,8 @@
 //! module = "hello.wasm"            # relative to the manifest
 //! args = ["--greeting", "hi"]      # argv[1..]; argv[0] is the module's file name
 //! env = { LANG = "C" }
-//! dirs = { "/data" = "data" }      # guest path -> host path (relative to the manifest)
+//! dirs = { "/data" = "data" }      # guest path -> host path (relative to the manifest),
+//!                                  # or "service:fs": served by the file-system task "fs"
 //! memory_limit = "64MiB"           # linear memories + tables
 //! on_memory_limit = "deny"         # or "kill", or "notify" (its parent);
 //!                                  # also what reclaiming its surplus does

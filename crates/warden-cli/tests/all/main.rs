@@ -46,6 +46,7 @@ mod nfs;
 mod passive;
 mod reclaim;
 mod runtime_run;
+mod served;
 mod sched;
 mod traps;
 mod tutorial;

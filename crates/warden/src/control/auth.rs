@@ -120,6 +120,7 @@ fn is_open_on_loopback(path: &str) -> bool {
             | "/api/cluster"
             | "/api/memory"
             | "/api/devices"
+            | "/api/file-services"
             | "/metrics"
     )
 }

@@ -185,6 +185,7 @@ pub fn metrics(rt: &Runtime) -> String {
     super::routes::metrics(rt, &mut out);
     super::cluster::metrics(rt, &mut out);
     super::devices::metrics(rt, &mut out);
+    super::devices::file_service_metrics(rt, &mut out);
     task_counts(&views, &mut out);
     kernel_metrics(rt, &mut out);
     out

@@ -75,6 +75,28 @@ function renderRoutes(routes) {
   }
 }
 
+// Rows of plain cells into the table `id`.
+function renderRows(id, rows) {
+  const body = document.querySelector(`#${id} tbody`);
+  body.textContent = "";
+  for (const cells of rows) {
+    const tr = document.createElement("tr");
+    for (const c of cells) { const td = document.createElement("td"); td.textContent = c; tr.appendChild(td); }
+    body.appendChild(tr);
+  }
+}
+
+const mib = b => (b / 1048576).toFixed(1);
+
+// Block devices, and the file services tasks' directories are served by:
+// their operations and bytes.
+function renderStorage(devices, services) {
+  renderRows("devices", devices.map(d => [d.name, mib(d.sectors * 512), d.claimed ? "yes" : "no",
+    d.reads, mib(d.read_bytes), d.writes, mib(d.written_bytes), d.syncs, d.errors]));
+  renderRows("fileservices", services.map(f => [f.name, f.clients, f.ops, mib(f.read_bytes),
+    mib(f.written_bytes), f.errors]));
+}
+
 function renderTasks(tasks) {
   const body = document.querySelector("#tasks tbody");
   body.textContent = "";
@@ -197,6 +219,7 @@ async function tick() {
     renderBudget(tasks);
     renderGroups(await get("/api/groups"));
     renderRoutes(await get("/api/routes"));
+    renderStorage(await get("/api/devices"), await get("/api/file-services"));
     if (selected != null) {
       const sel = tasks.find(t => t.id === selected);
       document.getElementById("selected").textContent = sel ? `— ${sel.name}` : "";

@@ -9,6 +9,7 @@
 //! - [`client`]: calls made by the host itself, not by a task.
 //! - [`memobj`]: kernel-owned memory objects with views and revocation.
 //! - [`permit`]: grants of access to a range of a task's own memory.
+//! - [`files`]: what tasks' served directories carried, per file service.
 //!
 //! Nothing here touches Wasmtime: the host functions in `crate::host`
 //! check and copy guest memory and call into these types.
@@ -31,6 +32,7 @@
 //!    every memory object it created is revoked, and its names are removed.
 
 pub mod client;
+pub mod files;
 pub mod handle;
 pub mod memobj;
 pub mod names;
@@ -108,6 +110,8 @@ pub struct Kernel {
     pub node: std::sync::OnceLock<String>,
     /// The runtime's block devices, set once at its start.
     pub devices: std::sync::OnceLock<crate::dev::Devices>,
+    /// The file services tasks' directories are served by, counted.
+    pub file_services: files::FileServices,
 }
 
 impl Errno {

@@ -30,7 +30,7 @@ mod views;
 pub use route_stats::{RouteStats, BUCKETS};
 
 pub use setup::{disable_huge_pages, raise_descriptor_limit};
-pub use views::{DeviceView, TaskView};
+pub use views::{DeviceView, FileServiceView, TaskView};
 
 use heap::{mass_death, return_free_heap};
 use run::{on_tick, run};

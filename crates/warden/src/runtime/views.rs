@@ -168,6 +168,25 @@ impl Runtime {
     }
 }
 
+/// A file service as operators see it: what the directories it serves
+/// carried, counted by the tasks' WASI interposer (see
+/// `crate::ipc::files`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FileServiceView {
+    /// The name it is reached by.
+    pub name: String,
+    /// Tasks whose directories it serves now.
+    pub clients: usize,
+    /// Requests sent to it.
+    pub ops: u64,
+    /// Requests that failed.
+    pub errors: u64,
+    /// Bytes read from it.
+    pub read_bytes: u64,
+    /// Bytes written to it.
+    pub written_bytes: u64,
+}
+
 /// A block device as operators see it (see `crate::dev`).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct DeviceView {
@@ -192,6 +211,22 @@ pub struct DeviceView {
 }
 
 impl Runtime {
+    /// The file services tasks' directories are served by, by name.
+    pub fn file_services(&self) -> Vec<FileServiceView> {
+        let totals = self.inner.kernel.file_services.totals();
+        totals
+            .into_iter()
+            .map(|(name, clients, [ops, errors, read_bytes, written_bytes])| FileServiceView {
+                name,
+                clients,
+                ops,
+                errors,
+                read_bytes,
+                written_bytes,
+            })
+            .collect()
+    }
+
     /// The block devices, by name.
     pub fn devices(&self) -> Vec<DeviceView> {
         let Some(devices) = self.inner.kernel.devices.get() else {

@@ -18,6 +18,7 @@ use crate::host::calls::{start, InFlight};
 use crate::host::guest::{memory, GuestMem};
 use crate::host::wait::wait_for;
 use crate::host::TaskData;
+use crate::ipc::files::FileServiceStats;
 use crate::ipc::service::{CallSlot, Phase, Service};
 use crate::ipc::Errno;
 use std::ops::Range;
@@ -76,19 +77,24 @@ pub(super) async fn rpc(
         }
     })
     .await;
-    served(c).mounts[mount].ops += 1;
-    match sent {
-        Ok(()) => {}
-        Err(Errno::NoMem | Errno::Quota) => return Err(errno::NOMEM),
+    let r = match sent {
+        Ok(()) => match with_reply(c, |_, _| ()) {
+            Ok((0.., n, ())) => Ok(n),
+            Ok((status, _, ())) => Err(proto::wasi_errno(status)),
+            Err(e) => Err(e),
+        },
+        Err(Errno::NoMem | Errno::Quota) => Err(errno::NOMEM),
         Err(_) => {
             served(c).mounts[mount].portal = None; // gone, or refusing: look it up again
-            return Err(errno::IO);
+            Err(errno::IO)
         }
+    };
+    let stats = &served(c).mounts[mount].stats;
+    FileServiceStats::add(&stats.ops, 1);
+    if r.is_err() {
+        FileServiceStats::add(&stats.errors, 1);
     }
-    match with_reply(c, |_, _| ())? {
-        (0.., n, ()) => Ok(n),
-        (status, _, ()) => Err(proto::wasi_errno(status)),
-    }
+    r
 }
 
 /// The last reply's status and payload length, and what `f` made of its

@@ -13,6 +13,7 @@ use super::walk::{attr_of, getattr};
 use super::{get, update, Open};
 use crate::host::guest::{memory, range, read_u32, write_u32, write_u64};
 use crate::host::TaskData;
+use crate::ipc::files::FileServiceStats;
 use wasmtime::Caller;
 
 /// The first non-empty buffer of the iovec list at `iovs`: its range in
@@ -98,7 +99,7 @@ async fn read_into(
         };
         let at = buf.start + done;
         with_reply(c, |mem, p| mem.write(at, &p[..n]))?;
-        served(c).mounts[f.mount].read += n as u64;
+        FileServiceStats::add(&served(c).mounts[f.mount].stats.read_bytes, n as u64);
         done += n;
         if n < want {
             break;
@@ -155,7 +156,7 @@ async fn write_from(
             Err(e) if done == 0 => return Err(e),
             Err(_) => break,
         }
-        served(c).mounts[f.mount].written += n as u64;
+        FileServiceStats::add(&served(c).mounts[f.mount].stats.written_bytes, n as u64);
         done += n;
     }
     Ok(done)

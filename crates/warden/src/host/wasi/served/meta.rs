@@ -2,8 +2,10 @@
 //! `fd_fdstat_*`, `fd_filestat_*`, `path_filestat_*`, and `fd_readdir`.
 //! Rights are reported as Wasmtime reports them (every right the
 //! descriptor's type and open mode allow; a preopened directory's fixed
-//! set), and changing them is unsupported, as there. The file system
-//! keeps times in whole seconds: a time set is rounded down to one.
+//! set), and changing them is unsupported, as there. Only the
+//! modification time can be set (the file system keeps the access time
+//! itself); ext2 keeps nanoseconds in inodes of 256 bytes (mke2fs's
+//! default), whole seconds in 128-byte ones.
 
 use super::client::{rpc, served, with_reply, Data};
 use super::open::{APPEND, NONBLOCK};
@@ -12,6 +14,7 @@ use super::walk::{attr_of, getattr, read_path, resolve};
 use super::{get, update, Open};
 use crate::host::guest::memory;
 use crate::host::TaskData;
+use crate::ipc::files::FileServiceStats;
 use wasmtime::Caller;
 
 /// Every right (`rights` has 30 bits), and those a directory or a file
@@ -179,39 +182,46 @@ const ATIM_NOW: i32 = 2;
 const MTIM: i32 = 4;
 const MTIM_NOW: i32 = 8;
 
-/// The modification time (in seconds) `fst` asks for, if any; `EINVAL`
-/// for contradictory flags, as in Wasmtime.
-fn new_mtime(mtim: u64, fst: i32) -> Result<Option<u64>, i32> {
+/// The modification time `fst` asks for (seconds and nanoseconds), if
+/// any; `EINVAL` for contradictory flags, as in Wasmtime.
+fn new_mtime(mtim: u64, fst: i32) -> Result<Option<(u64, u32)>, i32> {
     if fst & !(ATIM | ATIM_NOW | MTIM | MTIM_NOW) != 0
         || fst & (ATIM | ATIM_NOW) == ATIM | ATIM_NOW
         || fst & (MTIM | MTIM_NOW) == MTIM | MTIM_NOW
     {
         return Err(errno::INVAL);
     }
+    let split = |ns: u64| (ns / 1_000_000_000, (ns % 1_000_000_000) as u32);
     let now = || {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs())
+            .map_or(0, |d| d.as_nanos() as u64)
     };
     Ok(match fst {
-        f if f & MTIM != 0 => Some(mtim / 1_000_000_000),
-        f if f & MTIM_NOW != 0 => Some(now()),
+        f if f & MTIM != 0 => Some(split(mtim)),
+        f if f & MTIM_NOW != 0 => Some(split(now())),
         _ => None,
     })
 }
 
-/// Sets file `ino`'s modification time as `fst` asks (the file system
-/// keeps no access time apart from it).
-async fn set_times(c: &mut Caller<'_, TaskData>, mount: usize, ino: u64, mtim: u64, fst: i32) -> Result<(), i32> {
-    let Some(mtime) = new_mtime(mtim, fst)? else {
+/// Sets file `ino`'s modification time as `fst` asks. The access time
+/// is left as it is: the file system sets it itself.
+async fn set_times(
+    c: &mut Caller<'_, TaskData>,
+    mount: usize,
+    ino: u64,
+    mtim: u64,
+    fst: i32,
+) -> Result<(), i32> {
+    let Some((secs, ns)) = new_mtime(mtim, fst)? else {
         return Ok(());
     };
     let q = Req {
         a: u64::MAX, // the mode stays
-        b: mtime,
+        b: secs,
         ..Req::on(SETATTR, ino)
     };
-    attr_of(c, mount, &q, Data::None).await.map(drop)
+    attr_of(c, mount, &q, Data::Host(&ns.to_le_bytes())).await.map(drop)
 }
 
 /// `fd_filestat_set_times` on a served descriptor.
@@ -296,7 +306,7 @@ async fn fill_entries(
         let at = buf.start;
         let room = buf.len();
         let (n, next) = with_reply(c, |mem, p| copy_entries(mem, at, room, done, p))?.2;
-        served(c).mounts[d.mount].read += (n - done) as u64;
+        FileServiceStats::add(&served(c).mounts[d.mount].stats.read_bytes, (n - done) as u64);
         match next {
             Some(next) if n > done => (done, cookie) = (n, next),
             _ => return Ok(n),

@@ -34,6 +34,7 @@ pub(super) use meta::{fdstat_get, filestat_get, set_flags};
 pub(super) use open::path_open;
 
 use crate::host::TaskData;
+use crate::ipc::files::FileServiceStats;
 use crate::ipc::service::{CallSlot, PortalRef};
 use crate::ipc::Kernel;
 use std::collections::HashMap;
@@ -54,9 +55,8 @@ struct Mount {
     portal: Option<PortalRef>,
     /// Whether the name was ever looked up (only the first lookup waits).
     looked_up: bool,
-    ops: u64,
-    read: u64,
-    written: u64,
+    /// The service's counters, which every task reaching it shares.
+    stats: Arc<FileServiceStats>,
 }
 
 /// An open served descriptor.
@@ -88,9 +88,7 @@ impl Served {
                     service: service.clone(),
                     portal: None,
                     looked_up: false,
-                    ops: 0,
-                    read: 0,
-                    written: 0,
+                    stats: kernel.file_services.stats(service),
                 }
             })
             .collect();
@@ -100,14 +98,6 @@ impl Served {
             kernel,
             slot: None,
         })
-    }
-
-    /// Each served directory's service, and its operations, bytes read
-    /// and bytes written so far.
-    pub(crate) fn counters(&self) -> impl Iterator<Item = (&str, u64, u64, u64)> {
-        self.mounts
-            .iter()
-            .map(|m| (m.service.as_str(), m.ops, m.read, m.written))
     }
 }
 

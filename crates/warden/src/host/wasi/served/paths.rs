@@ -4,7 +4,8 @@
 //! link in the last one (POSIX's rule for these calls, Wasmtime's too);
 //! the file system checks what only it can (a directory not empty, a
 //! rename into its own subtree). Two names on different file systems
-//! (or one on a host directory) are `EXDEV`.
+//! (or one on a host directory) are `EXDEV`. A symbolic link to an
+//! absolute path is refused (`EPERM`), as Wasmtime refuses it.
 
 use super::client::{rpc, with_reply, Data};
 use super::meta::{dir, guest_range};
@@ -121,6 +122,9 @@ pub(super) async fn rename(
 pub(super) async fn symlink(c: &mut Caller<'_, TaskData>, (old, old_len): (i32, i32), fd: i32, p: i32, len: i32) -> i32 {
     let r = async {
         let link_target = read_path(c, old, old_len)?;
+        if link_target.first() == Some(&b'/') {
+            return Err(errno::PERM); // it would lead out of the directory
+        }
         let (d, t) = target(c, fd, p, len, false).await?;
         fresh(&t)?;
         if t.slash {

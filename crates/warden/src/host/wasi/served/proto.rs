@@ -28,7 +28,7 @@ pub(super) const MAX_IO: usize = 256 * 1024;
 /// entry's fixed part.
 pub(super) const REQ: usize = 40;
 pub(super) const REPLY: usize = 8;
-pub(super) const ATTR: usize = 72;
+pub(super) const ATTR: usize = 88;
 pub(super) const DIRENT: usize = 24;
 
 /// A request's fixed part; its name and data follow it.
@@ -94,6 +94,8 @@ pub(super) struct Attr {
     pub(super) atime: i64,
     pub(super) mtime: i64,
     pub(super) ctime: i64,
+    /// The nanoseconds of atime, mtime, ctime.
+    pub(super) ns: [u32; 3],
 }
 
 impl Attr {
@@ -109,6 +111,7 @@ impl Attr {
             atime: u64_at(b, 40) as i64,
             mtime: u64_at(b, 48) as i64,
             ctime: u64_at(b, 56) as i64,
+            ns: [u32_at(b, 72), u32_at(b, 76), u32_at(b, 80)].map(|n| n.min(999_999_999)),
         })
     }
 
@@ -139,16 +142,20 @@ impl Attr {
 
     /// As WASI's 64-byte `filestat`, on device `dev`.
     pub(super) fn filestat(&self, dev: u64) -> [u8; 64] {
-        let ns = |s: i64| (s.max(0) as u64).saturating_mul(1_000_000_000);
+        let ns = |s: i64, n: u32| {
+            (s.max(0) as u64)
+                .saturating_mul(1_000_000_000)
+                .saturating_add(n.into())
+        };
         let mut out = [0u8; 64];
         out[0..8].copy_from_slice(&dev.to_le_bytes());
         out[8..16].copy_from_slice(&self.ino.to_le_bytes());
         out[16] = self.filetype();
         out[24..32].copy_from_slice(&u64::from(self.nlink).to_le_bytes());
         out[32..40].copy_from_slice(&self.size.to_le_bytes());
-        out[40..48].copy_from_slice(&ns(self.atime).to_le_bytes());
-        out[48..56].copy_from_slice(&ns(self.mtime).to_le_bytes());
-        out[56..64].copy_from_slice(&ns(self.ctime).to_le_bytes());
+        out[40..48].copy_from_slice(&ns(self.atime, self.ns[0]).to_le_bytes());
+        out[48..56].copy_from_slice(&ns(self.mtime, self.ns[1]).to_le_bytes());
+        out[56..64].copy_from_slice(&ns(self.ctime, self.ns[2]).to_le_bytes());
         out
     }
 }

@@ -1,0 +1,158 @@
+//! JX's file-server benchmark (seed 001, the IOZone re-read figure; seed
+//! 002): one WASI program re-reading a file it has just read, through an
+//! ext2 file system running as a task (its buffer cache hit), beside the
+//! same program on a host directory preopen (Linux's page cache), for
+//! files from 4 KiB to 16 MiB and records from 4 KiB up; and the first
+//! write and read of the largest file.
+
+use super::finish;
+use crate::harness::{contestant, interleave, Ctx};
+use crate::inproc::guest_figures;
+use crate::model::{key, Kind, Table};
+use crate::peers::figure;
+use std::path::Path;
+use std::process::Command;
+use warden::{Manifest, System, SystemSpec, TaskSpec};
+use warden_test_guests as guests;
+
+const SERVED: &str = "Warden task, directory served by an ext2 task (its buffer cache)";
+const HOST: &str = "Warden task, host directory preopen (Linux page cache)";
+
+/// (file size, record size) in KiB, and the column each re-read fills.
+const SIZES: [(u64, u64, &str); 7] = [
+    (4, 4, "re-read 4 KiB file, 4 KiB records"),
+    (64, 4, "re-read 64 KiB, 4 KiB records"),
+    (1024, 4, "re-read 1 MiB, 4 KiB records"),
+    (1024, 64, "re-read 1 MiB, 64 KiB records"),
+    (16384, 4, "re-read 16 MiB, 4 KiB records"),
+    (16384, 64, "re-read 16 MiB, 64 KiB records"),
+    (16384, 1024, "re-read 16 MiB, 1 MiB records"),
+];
+const FIRST_WRITE: &str = "first write 16 MiB, 64 KiB records";
+const FIRST_READ: &str = "first read 16 MiB, 64 KiB records";
+
+pub fn run(ctx: &Ctx) -> Vec<Table> {
+    let mut columns: Vec<(&str, &str)> = SIZES.iter().map(|s| (s.2, "MB/s")).collect();
+    columns.push((FIRST_WRITE, "MB/s"));
+    columns.push((FIRST_READ, "MB/s"));
+    let mut t = Table::new(
+        "files",
+        "A file system as a task: re-read throughput (MB/s, higher is better)",
+        "seeds 001/002 (JX), IOZone re-read: JX's ext2 task reached about half of Linux",
+        &columns,
+    );
+    let rounds: u32 = ctx.pick(20, 3);
+    t.method = format!(
+        "One C program (crates/test-guests/guests/reread.c) writes a file in records with \
+         write(2), reads it back once, then reads it {rounds} more times; it times each phase with \
+         the monotonic clock inside the guest and reports the best re-read (MB/s = 10^6 bytes per \
+         second). The same program runs as a Warden task twice per round, alternating: once on a \
+         directory served by services/ext2 (an ext2 image made by mke2fs, 1 KiB blocks, on a block \
+         device backed by a host file, the task's buffer cache 48 MiB so that the file stays \
+         cached; every read is requests of the file-service protocol of at most 256 KiB), once on \
+         a host directory preopened through Wasmtime (reads served from Linux's page cache). Both \
+         tasks run on one runtime with 2 workers."
+    );
+    let setup = Setup::new();
+    let (samples, errors) = match &setup {
+        Ok(s) => interleave(
+            ctx.rounds,
+            vec![
+                contestant(SERVED, |out| s.measure(SERVED, true, rounds, out)),
+                contestant(HOST, |out| s.measure(HOST, false, rounds, out)),
+            ],
+        ),
+        Err(e) => (
+            Default::default(),
+            [SERVED, HOST].map(|n| (n.to_string(), e.clone())).into_iter().collect(),
+        ),
+    };
+    t.row_from(SERVED, Kind::Warden, &samples, &format!("{SERVED}/"));
+    t.row_from(HOST, Kind::Peer, &samples, &format!("{HOST}/"));
+    vec![finish(t, &errors)]
+}
+
+/// The system both contestants' tasks run on: an ext2 task serving an
+/// image, and a host directory.
+struct Setup {
+    system: System,
+    dir: tempfile::TempDir,
+}
+
+impl Setup {
+    fn new() -> Result<Setup, String> {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        std::fs::create_dir_all(dir.path().join("src")).map_err(|e| e.to_string())?;
+        std::fs::create_dir_all(dir.path().join("host")).map_err(|e| e.to_string())?;
+        mke2fs(dir.path())?;
+        let text = format!(
+            "[runtime]\ncontrol = \"off\"\nworkers = 2\n\
+             [[device]]\nname = \"disk\"\nfile = \"disk.img\"\n\
+             [[task]]\nname = \"fs\"\nmodule = \"{}\"\nargs = [\"fs\", \"disk\", \"49152\"]\n\
+             devices = [\"disk\"]\nprovides = [\"fs\"]\nmax_message_bytes = \"1MiB\"\n\
+             memory_limit = \"96MiB\"\nstdout = \"null\"\n",
+            guests::EXT2
+        );
+        let m = Manifest::parse(&text, dir.path())?;
+        let system = System::start(SystemSpec::from_manifest(m))?;
+        Ok(Setup { system, dir })
+    }
+
+    /// One round of every size for the contestant `name`.
+    fn measure(
+        &self,
+        name: &str,
+        served: bool,
+        rounds: u32,
+        out: &mut crate::model::Samples,
+    ) -> Result<(), String> {
+        for (size, record, column) in SIZES {
+            let f = self.run(served, size, record, rounds)?;
+            out.push(&key(name, column), figure(&f, "reread")?);
+            if size == 16384 && record == 64 {
+                out.push(&key(name, FIRST_WRITE), figure(&f, "write")?);
+                out.push(&key(name, FIRST_READ), figure(&f, "read")?);
+            }
+        }
+        Ok(())
+    }
+
+    fn run(
+        &self,
+        served: bool,
+        size_kib: u64,
+        record_kib: u64,
+        rounds: u32,
+    ) -> Result<std::collections::BTreeMap<String, f64>, String> {
+        let mut spec = TaskSpec::new("reread", guests::REREAD);
+        // Small files re-read more often, so each is timed over ~16 MiB.
+        let rounds = rounds.max((16384 / size_kib).min(2000) as u32);
+        spec.args = vec![
+            "/data".into(),
+            (size_kib << 10).to_string(),
+            (record_kib << 10).to_string(),
+            rounds.to_string(),
+        ];
+        spec.ipc.max_message_bytes = 1 << 20;
+        spec.limits.memory_limit = Some(64 << 20);
+        match served {
+            true => spec.served_dirs = vec![("/data".into(), "fs".into())],
+            false => spec.dirs = vec![("/data".into(), self.dir.path().join("host"))],
+        }
+        guest_figures(self.system.runtime(), spec)
+    }
+}
+
+/// An ext2 image of 64 MiB with 1 KiB blocks at `dir/disk.img`.
+fn mke2fs(dir: &Path) -> Result<(), String> {
+    let out = Command::new("mke2fs")
+        .args(["-q", "-F", "-t", "ext2", "-b", "1024"])
+        .arg(dir.join("disk.img"))
+        .arg("64M")
+        .output()
+        .map_err(|e| format!("mke2fs (e2fsprogs): {e}"))?;
+    match out.status.success() {
+        true => Ok(()),
+        false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
+    }
+}
