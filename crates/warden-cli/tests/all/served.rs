@@ -59,7 +59,12 @@ fn file_system(name: &str) -> String {
 
 /// Starts the system `text` (in `dir`, control off) in this process.
 fn start(dir: &Path, text: &str) -> System {
-    let text = format!("[runtime]\ncontrol = \"off\"\ncache = false\n{text}");
+    start_with(dir, text, "off")
+}
+
+/// [`start`], the control API on `control`.
+fn start_with(dir: &Path, text: &str, control: &str) -> System {
+    let text = format!("[runtime]\ncontrol = \"{control}\"\ncache = false\n{text}");
     let m = Manifest::parse(&text, dir).unwrap_or_else(|e| panic!("{e}\n{text}"));
     System::start(SystemSpec::from_manifest(m)).expect("system starts")
 }
@@ -88,8 +93,24 @@ fn unmodified_programs_read_and_write_files_on_the_image() {
              \"sync:/data/docs/new.txt\"]\n",
             guests::FILES
         );
-    let sys = start(dir.path(), &text);
+    let control = format!("127.0.0.1:{}", util::free_port());
+    let sys = start_with(dir.path(), &text, &control);
     assert_eq!(exit_code(&sys, "files"), Some(0));
+    // Operators see what the served directory carried.
+    let services: serde_json::Value =
+        serde_json::from_str(&util::get_body(&control, "/api/file-services")).unwrap();
+    let fs = &services[0];
+    assert_eq!(fs["name"], "fs", "{services}");
+    assert!(fs["ops"].as_u64().unwrap() >= 6, "{services}");
+    assert!(fs["errors"].as_u64().unwrap() >= 1, "the missing file: {services}");
+    assert_eq!(fs["written_bytes"], 20, "{services}");
+    assert!(fs["read_bytes"].as_u64().unwrap() >= 38, "{services}");
+    let metrics = util::get_body(&control, "/metrics");
+    assert!(metrics.contains("warden_file_service_written_bytes_total{service=\"fs\"} 20"), "{metrics}");
+    let ps = util::warden().args(["ps", "--control", &control]).output().unwrap();
+    let ps = String::from_utf8_lossy(&ps.stdout);
+    assert!(ps.contains("FILE SERVICE"), "{ps}");
+    assert!(ps.lines().any(|l| l.starts_with("fs ") && l.contains("20 B")), "{ps}");
     sys.shutdown(Some("the test is over"));
     let out = util::stdout_of(dir.path(), "files");
     let want = "/data/docs/readme.txt: made by mke2fs -d\n\n\

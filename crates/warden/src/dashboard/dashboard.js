@@ -86,8 +86,6 @@ function renderRows(id, rows) {
   }
 }
 
-const mib = b => (b / 1048576).toFixed(1);
-
 // Block devices, and the file services tasks' directories are served by:
 // their operations and bytes.
 function renderStorage(devices, services) {
