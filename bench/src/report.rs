@@ -136,7 +136,13 @@ pub fn render(run: &Run, json_name: &str, plots: &Path) -> String {
 /// The ratios of Warden row `warden` to each peer, as a table.
 fn ratio_block(out: &mut String, t: &Table, warden: &str) {
     let ratios: Vec<_> = t.ratios.iter().filter(|r| r.warden == warden).collect();
-    let _ = writeln!(out, "Ratio {warden} / peer (below 1: Warden takes less):\n");
+    // Rates (calls/s, MB/s) are better higher; times and sizes lower.
+    let rates = t.columns.iter().all(|c| c.unit.ends_with("/s"));
+    let reading = match rates {
+        true => "above 1: Warden does more",
+        false => "below 1: Warden takes less",
+    };
+    let _ = writeln!(out, "Ratio {warden} / peer ({reading}):\n");
     let cols: Vec<&String> = t
         .columns
         .iter()

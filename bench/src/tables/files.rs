@@ -7,7 +7,7 @@
 
 use super::finish;
 use crate::harness::{contestant, interleave, Ctx};
-use crate::inproc::guest_figures;
+use crate::inproc::{guest_figures, Raw, RawPre};
 use crate::model::{key, Kind, Table};
 use crate::peers::figure;
 use std::path::Path;
@@ -17,6 +17,7 @@ use warden_test_guests as guests;
 
 const SERVED: &str = "Warden task, directory served by an ext2 task (its buffer cache)";
 const HOST: &str = "Warden task, host directory preopen (Linux page cache)";
+const RAW: &str = "raw Wasmtime, synchronous WASI, host directory (Linux page cache)";
 
 /// (file size, record size) in KiB, and the column each re-read fills.
 const SIZES: [(u64, u64, &str); 7] = [
@@ -47,11 +48,14 @@ pub fn run(ctx: &Ctx) -> Vec<Table> {
          write(2), reads it back once, then reads it {rounds} more times; it times each phase with \
          the monotonic clock inside the guest and reports the best re-read (MB/s = 10^6 bytes per \
          second). The same program runs as a Warden task twice per round, alternating: once on a \
-         directory served by services/ext2 (an ext2 image made by mke2fs, 1 KiB blocks, on a block \
+         directory served by services/ext2 (an ext2 image made by mke2fs, 4 KiB blocks, on a block \
          device backed by a host file, the task's buffer cache 48 MiB so that the file stays \
          cached; every read is requests of the file-service protocol of at most 256 KiB), once on \
-         a host directory preopened through Wasmtime (reads served from Linux's page cache). Both \
-         tasks run on one runtime with 2 workers."
+         a host directory preopened through Wasmtime (reads served from Linux's page cache; Warden's \
+         WASI is Wasmtime's asynchronous one, which reads a file on a blocking thread). Both tasks \
+         run on one runtime with 2 workers. The third row is the same program under raw Wasmtime \
+         on the harness's thread with synchronous WASI, which reads straight into the guest's \
+         memory: the plain WASI runtime's speed on the page cache."
     );
     let setup = Setup::new();
     let (samples, errors) = match &setup {
@@ -60,15 +64,20 @@ pub fn run(ctx: &Ctx) -> Vec<Table> {
             vec![
                 contestant(SERVED, |out| s.measure(SERVED, true, rounds, out)),
                 contestant(HOST, |out| s.measure(HOST, false, rounds, out)),
+                contestant(RAW, |out| s.measure(RAW, false, rounds, out)),
             ],
         ),
         Err(e) => (
             Default::default(),
-            [SERVED, HOST].map(|n| (n.to_string(), e.clone())).into_iter().collect(),
+            [SERVED, HOST, RAW]
+                .map(|n| (n.to_string(), e.clone()))
+                .into_iter()
+                .collect(),
         ),
     };
     t.row_from(SERVED, Kind::Warden, &samples, &format!("{SERVED}/"));
     t.row_from(HOST, Kind::Peer, &samples, &format!("{HOST}/"));
+    t.row_from(RAW, Kind::Peer, &samples, &format!("{RAW}/"));
     vec![finish(t, &errors)]
 }
 
@@ -77,6 +86,8 @@ pub fn run(ctx: &Ctx) -> Vec<Table> {
 struct Setup {
     system: System,
     dir: tempfile::TempDir,
+    raw: Raw,
+    raw_pre: RawPre,
 }
 
 impl Setup {
@@ -95,7 +106,14 @@ impl Setup {
         );
         let m = Manifest::parse(&text, dir.path())?;
         let system = System::start(SystemSpec::from_manifest(m))?;
-        Ok(Setup { system, dir })
+        let raw = Raw::new();
+        let raw_pre = raw.pre(guests::REREAD);
+        Ok(Setup {
+            system,
+            dir,
+            raw,
+            raw_pre,
+        })
     }
 
     /// One round of every size for the contestant `name`.
@@ -107,7 +125,10 @@ impl Setup {
         out: &mut crate::model::Samples,
     ) -> Result<(), String> {
         for (size, record, column) in SIZES {
-            let f = self.run(served, size, record, rounds)?;
+            let f = match name {
+                RAW => self.run_raw(size, record, rounds)?,
+                _ => self.run(served, size, record, rounds)?,
+            };
             out.push(&key(name, column), figure(&f, "reread")?);
             if size == 16384 && record == 64 {
                 out.push(&key(name, FIRST_WRITE), figure(&f, "write")?);
@@ -125,14 +146,7 @@ impl Setup {
         rounds: u32,
     ) -> Result<std::collections::BTreeMap<String, f64>, String> {
         let mut spec = TaskSpec::new("reread", guests::REREAD);
-        // Small files re-read more often, so each is timed over ~16 MiB.
-        let rounds = rounds.max((16384 / size_kib).min(2000) as u32);
-        spec.args = vec![
-            "/data".into(),
-            (size_kib << 10).to_string(),
-            (record_kib << 10).to_string(),
-            rounds.to_string(),
-        ];
+        spec.args = args(size_kib, record_kib, rounds);
         spec.ipc.max_message_bytes = 1 << 20;
         spec.limits.memory_limit = Some(64 << 20);
         match served {
@@ -141,12 +155,39 @@ impl Setup {
         }
         guest_figures(self.system.runtime(), spec)
     }
+
+    /// The program under raw Wasmtime on this thread, its WASI
+    /// synchronous (reads straight from the host file).
+    fn run_raw(
+        &self,
+        size_kib: u64,
+        record_kib: u64,
+        rounds: u32,
+    ) -> Result<std::collections::BTreeMap<String, f64>, String> {
+        let args = args(size_kib, record_kib, rounds);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let host = self.dir.path().join("host");
+        self.raw
+            .figures_in_dir(&self.raw_pre, &args, (&host, "/data"))
+    }
 }
 
-/// An ext2 image of 64 MiB with 1 KiB blocks at `dir/disk.img`.
+/// The program's arguments: directory, file size, record size, rounds
+/// (small files re-read more often, so that each is timed over ~16 MiB).
+fn args(size_kib: u64, record_kib: u64, rounds: u32) -> Vec<String> {
+    let rounds = rounds.max((16384 / size_kib).min(2000) as u32);
+    vec![
+        "/data".into(),
+        (size_kib << 10).to_string(),
+        (record_kib << 10).to_string(),
+        rounds.to_string(),
+    ]
+}
+
+/// An ext2 image of 64 MiB with 4 KiB blocks at `dir/disk.img`.
 fn mke2fs(dir: &Path) -> Result<(), String> {
     let out = Command::new("mke2fs")
-        .args(["-q", "-F", "-t", "ext2", "-b", "1024"])
+        .args(["-q", "-F", "-t", "ext2", "-b", "4096"])
         .arg(dir.join("disk.img"))
         .arg("64M")
         .output()

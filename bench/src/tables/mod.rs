@@ -14,6 +14,7 @@ pub use primitives::child_spawn;
 pub use web::child_hyper;
 mod cycles;
 mod network;
+mod nfs;
 mod primitives;
 mod process;
 mod reclaim;
@@ -52,6 +53,7 @@ pub fn run_all(ctx: &Ctx, only: Option<&str>) -> Vec<Table> {
         ("cluster: remote calls through NATS beside Erlang distribution", Box::new(cluster::run)),
         ("components: spawn beside raw Wasmtime, HTTP handlers beside wasmtime serve", Box::new(components::run)),
         ("file system as a task: re-read through ext2 beside a host directory (seeds 001/002)", Box::new(files::run)),
+        ("NFS server as a task: nfs-cp through it beside nfs-ganesha (seed 002)", Box::new(nfs::run)),
     ];
     let mut out = vec![];
     for (name, run) in steps {

@@ -172,8 +172,8 @@ pub use output::{CapturedOutput, Output};
 pub use report::TaskReport;
 pub use runtime::machine;
 pub use runtime::{
-    disable_huge_pages, raise_descriptor_limit, DeviceView, Error, FileServiceView, ReportSink, Runtime,
-    RuntimeConfig, SetupStats, TaskView,
+    disable_huge_pages, raise_descriptor_limit, DeviceView, Error, FileServiceView, ReportSink,
+    Runtime, RuntimeConfig, SetupStats, TaskView,
 };
 pub use sched::{Params as SchedParams, Tree as SchedTree};
 pub use sched::{PolicyKind, RunQueue, TaskSched};

@@ -23,7 +23,11 @@ fn image(dir: &Path, name: &str, src: &Path, size: &str) -> PathBuf {
         .arg(size)
         .output()
         .expect("mke2fs (e2fsprogs) is installed");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     img
 }
 
@@ -102,15 +106,28 @@ fn unmodified_programs_read_and_write_files_on_the_image() {
     let fs = &services[0];
     assert_eq!(fs["name"], "fs", "{services}");
     assert!(fs["ops"].as_u64().unwrap() >= 6, "{services}");
-    assert!(fs["errors"].as_u64().unwrap() >= 1, "the missing file: {services}");
+    assert!(
+        fs["errors"].as_u64().unwrap() >= 1,
+        "the missing file: {services}"
+    );
     assert_eq!(fs["written_bytes"], 20, "{services}");
     assert!(fs["read_bytes"].as_u64().unwrap() >= 38, "{services}");
     let metrics = util::get_body(&control, "/metrics");
-    assert!(metrics.contains("warden_file_service_written_bytes_total{service=\"fs\"} 20"), "{metrics}");
-    let ps = util::warden().args(["ps", "--control", &control]).output().unwrap();
+    assert!(
+        metrics.contains("warden_file_service_written_bytes_total{service=\"fs\"} 20"),
+        "{metrics}"
+    );
+    let ps = util::warden()
+        .args(["ps", "--control", &control])
+        .output()
+        .unwrap();
     let ps = String::from_utf8_lossy(&ps.stdout);
     assert!(ps.contains("FILE SERVICE"), "{ps}");
-    assert!(ps.lines().any(|l| l.starts_with("fs ") && l.contains("20 B")), "{ps}");
+    assert!(
+        ps.lines()
+            .any(|l| l.starts_with("fs ") && l.contains("20 B")),
+        "{ps}"
+    );
     sys.shutdown(Some("the test is over"));
     let out = util::stdout_of(dir.path(), "files");
     let want = "/data/docs/readme.txt: made by mke2fs -d\n\n\
@@ -144,8 +161,11 @@ fn a_dead_file_system_fails_its_clients_with_eio_and_a_restarted_one_serves_them
              dirs = {{ \"/data\" = \"service:fs\" }}\nargs = [\"/data/note.txt\"]\n",
             guests::SERVED_LOOP
         );
-    let m = Manifest::parse(&format!("[runtime]\ncontrol = \"off\"\ncache = false\n{text}"), dir.path())
-        .unwrap();
+    let m = Manifest::parse(
+        &format!("[runtime]\ncontrol = \"off\"\ncache = false\n{text}"),
+        dir.path(),
+    )
+    .unwrap();
     let fs_spec = m.tasks.iter().find(|t| t.name == "fs").unwrap().clone();
     let sys = System::start(SystemSpec::from_manifest(m)).expect("system starts");
     let rt = sys.runtime();
@@ -155,7 +175,8 @@ fn a_dead_file_system_fails_its_clients_with_eio_and_a_restarted_one_serves_them
     util::wait(rt, fs, Duration::from_secs(20));
     // The reader's calls fail at once, never hang, while nobody serves.
     util::wait_for_output(dir.path(), "reader", "error: I/O error");
-    rt.spawn(&fs_spec).expect("a new file system starts on the device");
+    rt.spawn(&fs_spec)
+        .expect("a new file system starts on the device");
     assert_eq!(exit_code(&sys, "reader"), Some(0));
     let out = util::stdout_of(dir.path(), "reader");
     assert!(out.ends_with("read again: on the image\n"), "{out}");
@@ -164,7 +185,9 @@ fn a_dead_file_system_fails_its_clients_with_eio_and_a_restarted_one_serves_them
 
 /// The tests of the WASI test suite (`tests/wasi-testsuite`) in `suite`.
 fn suite_tests(suite: &str) -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/wasi-testsuite").join(suite);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/wasi-testsuite")
+        .join(suite);
     let mut tests: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -210,16 +233,27 @@ fn the_wasi_test_suite_passes_on_a_served_directory() {
     for name in &names {
         let code = exit_code(&sys, name);
         if code != Some(0) {
-            let err = std::fs::read_to_string(dir.path().join(format!("{name}.err"))).unwrap_or_default();
+            let err =
+                std::fs::read_to_string(dir.path().join(format!("{name}.err"))).unwrap_or_default();
             failed.push(format!("{name}: {code:?}: {}", err.trim()));
         }
     }
     sys.shutdown(Some("the test is over"));
     let unexpected: Vec<&String> = failed
         .iter()
-        .filter(|f| !KNOWN_FAILURES.iter().any(|(n, _)| f.starts_with(&format!("{n}:"))))
+        .filter(|f| {
+            !KNOWN_FAILURES
+                .iter()
+                .any(|(n, _)| f.starts_with(&format!("{n}:")))
+        })
         .collect();
-    assert!(unexpected.is_empty(), "{} of {} failed:\n{}", failed.len(), names.len(), failed.join("\n"));
+    assert!(
+        unexpected.is_empty(),
+        "{} of {} failed:\n{}",
+        failed.len(),
+        names.len(),
+        failed.join("\n")
+    );
     for (known, why) in KNOWN_FAILURES {
         assert!(
             failed.iter().any(|f| f.starts_with(&format!("{known}:"))),

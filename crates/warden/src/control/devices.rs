@@ -23,15 +23,36 @@ pub(super) fn file_service_metrics(rt: &Runtime, out: &mut String) {
     }
     type Value = fn(&crate::FileServiceView) -> u64;
     let series: [(&str, &str, &str, Value); 5] = [
-        ("warden_file_service_ops_total", "counter", "Requests sent.", |f| f.ops),
-        ("warden_file_service_errors_total", "counter", "Requests failed.", |f| f.errors),
-        ("warden_file_service_read_bytes_total", "counter", "Bytes read.", |f| f.read_bytes),
-        ("warden_file_service_written_bytes_total", "counter", "Bytes written.", |f| {
-            f.written_bytes
-        }),
-        ("warden_file_service_clients", "gauge", "Tasks it serves directories of.", |f| {
-            f.clients as u64
-        }),
+        (
+            "warden_file_service_ops_total",
+            "counter",
+            "Requests sent.",
+            |f| f.ops,
+        ),
+        (
+            "warden_file_service_errors_total",
+            "counter",
+            "Requests failed.",
+            |f| f.errors,
+        ),
+        (
+            "warden_file_service_read_bytes_total",
+            "counter",
+            "Bytes read.",
+            |f| f.read_bytes,
+        ),
+        (
+            "warden_file_service_written_bytes_total",
+            "counter",
+            "Bytes written.",
+            |f| f.written_bytes,
+        ),
+        (
+            "warden_file_service_clients",
+            "gauge",
+            "Tasks it serves directories of.",
+            |f| f.clients as u64,
+        ),
     ];
     for (name, kind, help, value) in series {
         let _ = writeln!(

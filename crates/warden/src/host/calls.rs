@@ -110,4 +110,3 @@ pub(in crate::host) fn start<'a>(
     }
     Ok(flight)
 }
-

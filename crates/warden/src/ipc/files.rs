@@ -51,7 +51,11 @@ impl FileServices {
         map.iter()
             .map(|(name, s)| {
                 let c = [&s.ops, &s.errors, &s.read_bytes, &s.written_bytes];
-                (name.clone(), Arc::strong_count(s) - 1, c.map(|a| a.load(Relaxed)))
+                (
+                    name.clone(),
+                    Arc::strong_count(s) - 1,
+                    c.map(|a| a.load(Relaxed)),
+                )
             })
             .collect()
     }

@@ -216,14 +216,16 @@ impl Runtime {
         let totals = self.inner.kernel.file_services.totals();
         totals
             .into_iter()
-            .map(|(name, clients, [ops, errors, read_bytes, written_bytes])| FileServiceView {
-                name,
-                clients,
-                ops,
-                errors,
-                read_bytes,
-                written_bytes,
-            })
+            .map(
+                |(name, clients, [ops, errors, read_bytes, written_bytes])| FileServiceView {
+                    name,
+                    clients,
+                    ops,
+                    errors,
+                    read_bytes,
+                    written_bytes,
+                },
+            )
             .collect()
     }
 

@@ -238,7 +238,10 @@ impl TaskSpec {
             ));
         }
         let refused = [
-            ("dirs", !spec.dirs.is_empty() || !spec.served_dirs.is_empty()),
+            (
+                "dirs",
+                !spec.dirs.is_empty() || !spec.served_dirs.is_empty(),
+            ),
             ("listen", !spec.net.preopen_listeners.is_empty()),
             (
                 "stdin",

@@ -9,8 +9,8 @@
 //! are truncated: the return value is always the full length.
 
 use super::active::{load_request, service_of, take_reply};
-use crate::host::calls::start;
 use super::message::{deliver, take_objects, CallArgs};
+use crate::host::calls::start;
 use crate::host::guest::{len32, memory, range, read_u32, ret32, ret64, write_u64};
 use crate::host::TaskData;
 use crate::ipc::service::{CallRef, PortalRef, Service, ServiceRef};

@@ -130,7 +130,10 @@ fn add_open(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
                     return Ok(errno);
                 }
                 if served::has(caller.data(), dir) {
-                    let r = open_served(&mut caller, (dir, dflags, path, len, oflags, base, fdflags, out));
+                    let r = open_served(
+                        &mut caller,
+                        (dir, dflags, path, len, oflags, base, fdflags, out),
+                    );
                     return Ok(r.await);
                 }
                 let r = delegate!(

@@ -18,7 +18,11 @@ use wasmtime::Caller;
 
 /// The first non-empty buffer of the iovec list at `iovs`: its range in
 /// the task's memory (empty if there is none).
-fn first_iovec(c: &mut Caller<'_, TaskData>, iovs: i32, n: i32) -> Result<std::ops::Range<usize>, i32> {
+fn first_iovec(
+    c: &mut Caller<'_, TaskData>,
+    iovs: i32,
+    n: i32,
+) -> Result<std::ops::Range<usize>, i32> {
     let (mem, _) = memory(c).map_err(|_| errno::FAULT)?;
     let n = n as u32 as u64;
     range(mem.len(), iovs, n.saturating_mul(8)).map_err(|_| errno::FAULT)?;
@@ -174,7 +178,13 @@ fn finish(c: &mut Caller<'_, TaskData>, r: Result<usize, i32>, out: i32) -> i32 
 }
 
 /// `fd_seek`: `whence` 0 (set), 1 (current), 2 (end).
-pub(super) async fn seek(c: &mut Caller<'_, TaskData>, fd: i32, delta: i64, whence: i32, out: i32) -> i32 {
+pub(super) async fn seek(
+    c: &mut Caller<'_, TaskData>,
+    fd: i32,
+    delta: i64,
+    whence: i32,
+    out: i32,
+) -> i32 {
     let r = async {
         let f = get(c.data(), fd)?;
         if f.dir {

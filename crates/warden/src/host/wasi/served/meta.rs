@@ -29,7 +29,9 @@ const FD_FILESTAT_SET_SIZE: u64 = 1 << 22;
 /// A preopened directory's rights, as Wasmtime reports them: the path
 /// calls and `fd_readdir`, and for what is opened under it everything a
 /// file may do.
-const PREOPEN_BASE: u64 = bits(&[9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 20, 21, 23, 24, 25, 26]);
+const PREOPEN_BASE: u64 = bits(&[
+    9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 20, 21, 23, 24, 25, 26,
+]);
 const PREOPEN_INHERITING: u64 = PREOPEN_BASE | bits(&[0, 1, 2, 3, 4, 5, 6, 7, 8, 22, 27]);
 
 /// The rights whose bit numbers are `b`.
@@ -221,11 +223,18 @@ async fn set_times(
         b: secs,
         ..Req::on(SETATTR, ino)
     };
-    attr_of(c, mount, &q, Data::Host(&ns.to_le_bytes())).await.map(drop)
+    attr_of(c, mount, &q, Data::Host(&ns.to_le_bytes()))
+        .await
+        .map(drop)
 }
 
 /// `fd_filestat_set_times` on a served descriptor.
-pub(super) async fn fd_set_times(c: &mut Caller<'_, TaskData>, fd: i32, mtim: u64, fst: i32) -> i32 {
+pub(super) async fn fd_set_times(
+    c: &mut Caller<'_, TaskData>,
+    fd: i32,
+    mtim: u64,
+    fst: i32,
+) -> i32 {
     let r = async {
         let f = get(c.data(), fd)?;
         set_times(c, f.mount, f.ino, mtim, fst).await
@@ -306,7 +315,10 @@ async fn fill_entries(
         let at = buf.start;
         let room = buf.len();
         let (n, next) = with_reply(c, |mem, p| copy_entries(mem, at, room, done, p))?.2;
-        FileServiceStats::add(&served(c).mounts[d.mount].stats.read_bytes, (n - done) as u64);
+        FileServiceStats::add(
+            &served(c).mounts[d.mount].stats.read_bytes,
+            (n - done) as u64,
+        );
         match next {
             Some(next) if n > done => (done, cookie) = (n, next),
             _ => return Ok(n),

@@ -141,7 +141,9 @@ async fn placeholder(c: &mut Caller<'_, TaskData>, dirfd: i32) -> Result<u32, i3
     )
     .await;
     match r {
-        Ok(0) => Ok(u32::from_le_bytes(scratch[OUT..OUT + 4].try_into().unwrap())),
+        Ok(0) => Ok(u32::from_le_bytes(
+            scratch[OUT..OUT + 4].try_into().unwrap(),
+        )),
         Ok(e) => Err(e),
         Err(_) => Err(errno::IO),
     }

@@ -63,7 +63,13 @@ pub(super) async fn mkdir(c: &mut Caller<'_, TaskData>, fd: i32, p: i32, len: i3
 }
 
 /// `path_remove_directory` (`rmdir = true`) or `path_unlink_file`.
-pub(super) async fn remove(c: &mut Caller<'_, TaskData>, fd: i32, p: i32, len: i32, rmdir: bool) -> i32 {
+pub(super) async fn remove(
+    c: &mut Caller<'_, TaskData>,
+    fd: i32,
+    p: i32,
+    len: i32,
+    rmdir: bool,
+) -> i32 {
     let r = async {
         let (d, t) = target(c, fd, p, len, false).await?;
         if t.name.is_empty() {
@@ -119,7 +125,13 @@ pub(super) async fn rename(
 }
 
 /// `path_symlink`: a link at `path` from `fd` holding `old`.
-pub(super) async fn symlink(c: &mut Caller<'_, TaskData>, (old, old_len): (i32, i32), fd: i32, p: i32, len: i32) -> i32 {
+pub(super) async fn symlink(
+    c: &mut Caller<'_, TaskData>,
+    (old, old_len): (i32, i32),
+    fd: i32,
+    p: i32,
+    len: i32,
+) -> i32 {
     let r = async {
         let link_target = read_path(c, old, old_len)?;
         if link_target.first() == Some(&b'/') {
@@ -134,7 +146,9 @@ pub(super) async fn symlink(c: &mut Caller<'_, TaskData>, (old, old_len): (i32, 
             name: &t.name,
             ..Req::on(SYMLINK, t.parent)
         };
-        attr_of(c, d.mount, &q, Data::Host(&link_target)).await.map(drop)
+        attr_of(c, d.mount, &q, Data::Host(&link_target))
+            .await
+            .map(drop)
     };
     code(r.await)
 }

@@ -135,9 +135,7 @@ pub(super) async fn attr_of(
     data: Data<'_>,
 ) -> Result<Attr, i32> {
     rpc(c, mount, q, data).await?;
-    with_reply(c, |_, p| Attr::decode(p))?
-        .2
-        .ok_or(errno::IO)
+    with_reply(c, |_, p| Attr::decode(p))?.2.ok_or(errno::IO)
 }
 
 /// What `name` in directory `dir` holds.
@@ -155,7 +153,11 @@ pub(super) async fn lookup(
 }
 
 /// File `ino`'s attributes.
-pub(super) async fn getattr(c: &mut Caller<'_, TaskData>, mount: usize, ino: u64) -> Result<Attr, i32> {
+pub(super) async fn getattr(
+    c: &mut Caller<'_, TaskData>,
+    mount: usize,
+    ino: u64,
+) -> Result<Attr, i32> {
     attr_of(c, mount, &Req::on(GETATTR, ino), Data::None).await
 }
 
