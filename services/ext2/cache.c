@@ -127,7 +127,14 @@ static buf *get(uint32_t block, int read) {
 buf *bread(uint32_t block) { return get(block, 1); }
 buf *bzero_get(uint32_t block) { return get(block, 0); }
 uint8_t *bdata(buf *b) { return b->data; }
-void bdirty(buf *b) { b->dirty = 1; }
+static int unsynced; /* a block was dirtied since the last cache_sync */
+
+void bdirty(buf *b) {
+    b->dirty = 1;
+    unsynced = 1;
+}
+
+int cache_unsynced(void) { return unsynced; }
 void brelse(buf *b) {
     if (b && b->refs) b->refs--;
 }
@@ -137,6 +144,7 @@ int cache_sync(void) {
     for (buf *b = lru.lru_next; b != &lru; b = b->lru_next)
         if (write_back(b) != 0) r = -5;
     if (warden_device_sync(device) != 0) r = -5;
+    if (r == 0) unsynced = 0;
     return r;
 }
 

@@ -74,6 +74,7 @@ uint8_t *bdata(buf *b);
 void bdirty(buf *b);
 void brelse(buf *b);
 int cache_sync(void);           /* writes every dirty block, then syncs the device */
+int cache_unsynced(void);       /* whether a block was dirtied since the last cache_sync */
 int cache_read_raw(uint64_t offset, void *dst, size_t len);
 int cache_write_raw(uint64_t offset, const void *src, size_t len);
 extern int cache_error;

@@ -2,6 +2,7 @@
  * mounted file system, and the service loop that answers them. */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include "ext2.h"
 
 #define REQ_MAX (sizeof(warden_fs_req) + 255 + WARDEN_FS_MAX_IO)
@@ -320,11 +321,41 @@ static int handle(const warden_fs_req *q, const char *name, const uint8_t *data,
     }
 }
 
+/* Write-back, as a kernel's flusher does it: what clients wrote reaches
+ * the device once the service has had no request for WRITEBACK_IDLE_NS,
+ * or at the latest WRITEBACK_MAX_NS after it was first left unsynced, so
+ * that a program that never calls fsync loses at most that much. */
+#define WRITEBACK_IDLE_NS 500000000LL
+#define WRITEBACK_MAX_NS 5000000000LL
+
+static int64_t monotonic_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static void write_back(warden_handle service, int64_t *dirty_since) {
+    if (!cache_unsynced() && !fs.dirty_meta) {
+        *dirty_since = 0;
+        return;
+    }
+    int64_t now = monotonic_ns();
+    if (!*dirty_since) *dirty_since = now;
+    warden_pollfd p = {service, WARDEN_POLL_IN, 0};
+    int idle = warden_poll(&p, 1, WRITEBACK_IDLE_NS) == 0;
+    if (idle || now - *dirty_since >= WRITEBACK_MAX_NS) {
+        fs_sync();
+        *dirty_since = 0;
+    }
+}
+
 /* Answers requests for ever; returns when the service is gone. Whatever
  * a request holds, it is checked before use: a short or inconsistent
  * request is -EINVAL. */
 int serve(warden_handle service) {
+    int64_t dirty_since = 0;
     for (;;) {
+        write_back(service, &dirty_since);
         uint64_t call;
         int64_t n = warden_recv(service, &call, req_buf, sizeof req_buf, NULL, NULL);
         if (n < 0) {

@@ -435,3 +435,42 @@ fn fileserver_example() {
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&cat.stdout), "served\n");
 }
+
+/// Five unmodified programs, in C, Rust, Zig, AssemblyScript and Java,
+/// whose /data an ext2 task serves: what each wrote is on the image, as
+/// debugfs reads it, and e2fsck finds the image clean.
+#[test]
+fn files_example() {
+    let root = built_examples();
+    let out = std::process::Command::new(root.join("examples/files/run"))
+        // The warden under test, whatever else is on the PATH.
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                Path::new(env!("CARGO_BIN_EXE_warden"))
+                    .parent()
+                    .unwrap()
+                    .display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        )
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for lang in ["c", "rust", "zig", "assemblyscript", "java"] {
+        let said = format!("[{lang}] {lang}: wrote and read back /data/{lang}.txt");
+        assert!(stdout.contains(&said), "{said:?} missing from {stdout}");
+        let on_image = format!("{lang}.txt: written by {lang}\n");
+        assert!(
+            stdout.contains(&on_image),
+            "{on_image:?} missing from {stdout}"
+        );
+    }
+    assert!(stdout.ends_with("--- e2fsck -fn:\nclean\n"), "{stdout}");
+}

@@ -183,6 +183,67 @@ fn a_dead_file_system_fails_its_clients_with_eio_and_a_restarted_one_serves_them
     sys.shutdown(Some("the test is over"));
 }
 
+/// An attacker on a served directory: wild pointers, lying lengths,
+/// descriptors it does not hold, paths and links that climb out, a link
+/// loop, more files than it may open; each gets its errno, and the file
+/// system and the image are unharmed.
+#[test]
+fn hostile_calls_on_a_served_directory_get_errors_and_harm_nobody() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let img = image(dir.path(), "fs", &src, "8M");
+    let text = file_system("fs")
+        + &format!(
+            "[[task]]\nname = \"hostile\"\nmodule = \"{}\"\nstdout = \"hostile.out\"\n\
+             dirs = {{ \"/data\" = \"service:fs\" }}\n\
+             [[task]]\nname = \"after\"\nmodule = \"{}\"\nstdout = \"after.out\"\n\
+             dirs = {{ \"/data\" = \"service:fs\" }}\n\
+             args = [\"write:/data/after.txt:still serving\", \"/data/after.txt\", \"sync:/data/after.txt\"]\n",
+            guests::SERVED_HOSTILE,
+            guests::FILES
+        );
+    let sys = start(dir.path(), &text);
+    assert_eq!(exit_code(&sys, "hostile"), Some(0));
+    assert_eq!(exit_code(&sys, "after"), Some(0));
+    sys.shutdown(Some("the test is over"));
+    let out = util::stdout_of(dir.path(), "hostile");
+    assert!(out.contains("checks, 0 wrong"), "{out}");
+    let after = util::stdout_of(dir.path(), "after");
+    assert!(after.contains("/data/after.txt: still serving"), "{after}");
+    let (code, report) = fsck(&img);
+    assert_eq!(code, 0, "{report}");
+}
+
+/// A file service that answers garbage (replies shorter than their
+/// header, lengths past their end, attributes cut short, records whose
+/// names run past the reply): its clients' calls fail, none hangs or
+/// harms the host, and they see nothing of the garbage as data.
+#[test]
+fn a_lying_file_service_fails_its_clients_calls_and_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[[task]]\nname = \"liar\"\nmodule = \"{}\"\nargs = [\"fs\"]\nprovides = [\"fs\"]\n\
+         max_message_bytes = \"1MiB\"\n\
+         [[task]]\nname = \"victim\"\nmodule = \"{}\"\nstdout = \"victim.out\"\n\
+         dirs = {{ \"/data\" = \"service:fs\" }}\n\
+         args = [{}]\n",
+        guests::FS_LIAR,
+        guests::FILES,
+        (0..40)
+            .map(|i| format!("\"/data/f{i}\", \"write:/data/w{i}:x\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let sys = start(dir.path(), &text);
+    assert_eq!(exit_code(&sys, "victim"), Some(0));
+    sys.shutdown(Some("the test is over"));
+    let out = util::stdout_of(dir.path(), "victim");
+    assert_eq!(out.lines().count(), 80, "{out}");
+    // Every call failed: nothing the liar sent was taken for a file.
+    assert!(out.lines().all(|l| l.contains(": error: ")), "{out}");
+}
+
 /// The tests of the WASI test suite (`tests/wasi-testsuite`) in `suite`.
 fn suite_tests(suite: &str) -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
