@@ -47,6 +47,11 @@ fn add_file_io(l: &mut Linker<TaskData>) -> wasmtime::Result<()> {
             })
         },
     )?;
+    add_position(l)
+}
+
+/// `fd_seek`, `fd_tell`, `fd_sync`, `fd_datasync`.
+fn add_position(l: &mut Linker<TaskData>) -> wasmtime::Result<()> {
     type Seek = (i32, i64, i32, i32);
     l.func_wrap_async(
         M,
@@ -116,6 +121,11 @@ fn add_file_meta(l: &mut Linker<TaskData>) -> wasmtime::Result<()> {
             })
         },
     )?;
+    add_file_hints(l)
+}
+
+/// `fd_advise`, `fd_allocate`, `fd_fdstat_set_rights`, `fd_readdir`.
+fn add_file_hints(l: &mut Linker<TaskData>) -> wasmtime::Result<()> {
     type Advise = (i32, i64, i64, i32);
     l.func_wrap_async(
         M,

@@ -89,16 +89,7 @@ pub(super) async fn resolve(
                 let attr = found?;
                 if link {
                     links += 1;
-                    if links > MAX_LINKS {
-                        return Err(errno::LOOP);
-                    }
-                    let target = readlink(c, mount, attr.ino).await?;
-                    if target.first() == Some(&b'/') {
-                        return Err(errno::PERM);
-                    }
-                    if target.is_empty() {
-                        return Err(errno::NOENT);
-                    }
+                    let target = link_target(c, mount, attr.ino, links).await?;
                     todo.extend(components(&target));
                     continue;
                 }
@@ -116,6 +107,25 @@ pub(super) async fn resolve(
         found: getattr(c, mount, dir).await,
         slash,
     })
+}
+
+/// The target of symbolic link `ino`, the `links`th on a path: refused
+/// past [`MAX_LINKS`] (`ELOOP`), if absolute (`EPERM`) or empty.
+async fn link_target(
+    c: &mut Caller<'_, TaskData>,
+    mount: usize,
+    ino: u64,
+    links: u32,
+) -> Result<Vec<u8>, i32> {
+    if links > MAX_LINKS {
+        return Err(errno::LOOP);
+    }
+    let target = readlink(c, mount, ino).await?;
+    match target.first() {
+        Some(b'/') => Err(errno::PERM),
+        None => Err(errno::NOENT),
+        Some(_) => Ok(target),
+    }
 }
 
 /// `path`'s names, last first (so that popping walks them in order).
