@@ -15,6 +15,8 @@
 //! - `fd_write` to stdout or stderr, while neither has moved, goes
 //!   straight to the task's output sinks (see `stdio`).
 //! - `poll_oneoff` that only sleeps is a timer (see `sleep`).
+//! - A call on a descriptor of a served directory goes to `served`
+//!   (its opens counted here like any other file's).
 
 use super::{net, poll, served, sleep, stdio};
 use crate::host::TaskData;
