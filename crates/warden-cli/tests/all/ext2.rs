@@ -38,24 +38,6 @@ fn image(dir: &Path, block_size: u32, size: &str) -> std::path::PathBuf {
     img
 }
 
-/// `e2fsck -fn` of `img`: its exit status and what it printed.
-fn fsck(img: &Path) -> (i32, String) {
-    let out = Command::new("e2fsck").arg("-fn").arg(img).output().unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.code().unwrap_or(-1), text)
-}
-
-/// What `debugfs -R REQUEST img` printed.
-fn debugfs(img: &Path, request: &str) -> String {
-    let out = Command::new("debugfs")
-        .args(["-R", request])
-        .arg(img)
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// A system: the file system on `disk.img` with `fs_keys`, and clients.
 fn system(fs_keys: &str, clients: &[(&str, &str)]) -> String {
     let mut text = format!(
@@ -112,18 +94,21 @@ fn images_from_mke2fs_are_served_and_stay_clean() {
         assert!(out("fs").starts_with(&format!("ext2: serving fs ({block_size}-byte blocks")));
         assert_eq!(out("work"), "workload ok\n", "{block_size}-byte blocks");
         assert_eq!(out("cat"), "made by mke2fs -d\n");
-        let (code, report) = fsck(&img);
+        let (code, report) = util::e2fsck(&img);
         assert_eq!(code, 0, "{block_size}-byte blocks: {report}");
-        assert_eq!(debugfs(&img, "cat /dir/moved.txt"), "written by a task\n");
-        let listing = debugfs(&img, "ls -p /sub2");
+        assert_eq!(
+            util::debugfs(&img, "cat /dir/moved.txt"),
+            "written by a task\n"
+        );
+        let listing = util::debugfs(&img, "ls -p /sub2");
         assert!(listing.contains("/file-with-a-long-name-149/"), "{listing}");
         assert!(
             !listing.contains("/file-with-a-long-name-148/"),
             "{listing}"
         );
-        let link = debugfs(&img, "stat /short");
+        let link = util::debugfs(&img, "stat /short");
         assert!(link.contains("Fast link dest: \"dir/moved.txt\""), "{link}");
-        assert!(debugfs(&img, "stat /big.bin").contains("Size: 100000"));
+        assert!(util::debugfs(&img, "stat /big.bin").contains("Size: 100000"));
     }
 }
 
@@ -203,7 +188,7 @@ fn a_killed_file_system_fails_its_clients_and_another_serves_the_image() {
     // last fsync lost, and bitmaps, free counts and inodes of that window
     // out of step. e2fsck, told to fix nothing, reports them (exit 4) or
     // finds nothing (exit 0); nothing else.
-    let (code, report) = fsck(&img);
+    let (code, report) = util::e2fsck(&img);
     assert!(code == 0 || code == 4, "{report}");
     for line in report.lines().filter(|l| l.contains("?")) {
         let known = [
@@ -245,6 +230,6 @@ fn garbage_requests_are_refused_and_leave_the_image_clean() {
     run(dir.path(), &text, &[("garbage", "\n")]);
     let out = std::fs::read_to_string(dir.path().join("garbage.out")).unwrap();
     assert_eq!(out, "still serving\n");
-    let (code, report) = fsck(&img);
+    let (code, report) = util::e2fsck(&img);
     assert_eq!(code, 0, "{report}");
 }

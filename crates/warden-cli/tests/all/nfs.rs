@@ -7,7 +7,6 @@
 use crate::util::{self, free_port, guests, manifest, warden};
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -95,14 +94,6 @@ fn nfs(tool: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn fsck(img: &Path) -> (i32, String) {
-    let out = Command::new("e2fsck").arg("-fn").arg(img).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
-}
-
 #[test]
 fn libnfs_clients_list_read_write_and_copy_through_the_task() {
     let served = Served::start();
@@ -138,7 +129,7 @@ fn libnfs_clients_list_read_write_and_copy_through_the_task() {
         "{listing}"
     );
     let (_dir, img) = served.stop();
-    let (code, report) = fsck(&img);
+    let (code, report) = util::e2fsck(&img);
     assert_eq!(code, 0, "{report}");
     let dumped = img.with_file_name("dumped.bin");
     let out = Command::new("debugfs")
@@ -227,5 +218,5 @@ fn malformed_calls_oversized_records_and_stalled_clients_harm_nobody() {
     assert_eq!(answer(&mut s, &record(&call(7, 100_005, 3, 0))), Some(0));
     drop(stalled);
     let (_dir, img) = served.stop();
-    assert_eq!(fsck(&img).0, 0);
+    assert_eq!(util::e2fsck(&img).0, 0);
 }

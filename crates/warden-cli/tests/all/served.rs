@@ -31,24 +31,6 @@ fn image(dir: &Path, name: &str, src: &Path, size: &str) -> PathBuf {
     img
 }
 
-/// `e2fsck -fn` of `img`: its exit status and what it printed.
-fn fsck(img: &Path) -> (i32, String) {
-    let out = Command::new("e2fsck").arg("-fn").arg(img).output().unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.code().unwrap_or(-1), text)
-}
-
-/// What `debugfs -R REQUEST img` printed.
-fn debugfs(img: &Path, request: &str) -> String {
-    let out = Command::new("debugfs")
-        .args(["-R", request])
-        .arg(img)
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// A file-system task `NAME` on device `NAME` (the image `NAME.img`),
 /// serving under the name `NAME`.
 fn file_system(name: &str) -> String {
@@ -143,9 +125,12 @@ fn unmodified_programs_read_and_write_files_on_the_image() {
     assert!(!out.contains("root:"), "{out}");
     // What reached the device: everything, once the program synced.
     assert!(out.ends_with("/data/docs/new.txt: synced\n"), "{out}");
-    let (code, report) = fsck(&img);
+    let (code, report) = util::e2fsck(&img);
     assert_eq!(code, 0, "{report}");
-    assert_eq!(debugfs(&img, "cat /docs/new.txt"), "written through WASI");
+    assert_eq!(
+        util::debugfs(&img, "cat /docs/new.txt"),
+        "written through WASI"
+    );
 }
 
 #[test]
@@ -211,7 +196,7 @@ fn hostile_calls_on_a_served_directory_get_errors_and_harm_nobody() {
     assert!(out.contains("checks, 0 wrong"), "{out}");
     let after = util::stdout_of(dir.path(), "after");
     assert!(after.contains("/data/after.txt: still serving"), "{after}");
-    let (code, report) = fsck(&img);
+    let (code, report) = util::e2fsck(&img);
     assert_eq!(code, 0, "{report}");
 }
 

@@ -356,3 +356,22 @@ pub fn wait_blocked(rt: &warden::Runtime, id: warden::TaskId) {
         v.state == "blocked"
     });
 }
+
+/// `e2fsck -fn` of the ext2 image `img`: its exit status and what it
+/// printed.
+pub fn e2fsck(img: &Path) -> (i32, String) {
+    let out = Command::new("e2fsck").arg("-fn").arg(img).output().unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code().unwrap_or(-1), text)
+}
+
+/// What `debugfs -R REQUEST img` printed.
+pub fn debugfs(img: &Path, request: &str) -> String {
+    let out = Command::new("debugfs")
+        .args(["-R", request])
+        .arg(img)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

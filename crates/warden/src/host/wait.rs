@@ -7,6 +7,28 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+/// The portal registered under `name` in the name service, waiting at
+/// most `timeout_ns` (as [`wait_for`]) for it to be registered; a wait
+/// that times out is withdrawn from the name service.
+pub(super) async fn name(
+    kernel: &crate::ipc::Kernel,
+    name: &str,
+    timeout_ns: i64,
+) -> Option<crate::ipc::service::PortalRef> {
+    let mut waker = None;
+    let found = wait_for(timeout_ns, |cx| {
+        waker = Some(cx.waker().clone());
+        kernel.names.poll_lookup(name, cx)
+    })
+    .await;
+    if found.is_none() {
+        if let Some(w) = waker {
+            kernel.names.cancel_wait(name, &w);
+        }
+    }
+    found
+}
+
 /// Polls `ready` until it yields a value, or until `timeout_ns` passes
 /// (`None`); a negative timeout waits forever, zero does not wait.
 pub(super) async fn wait_for<T>(

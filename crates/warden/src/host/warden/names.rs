@@ -107,16 +107,7 @@ async fn lookup(
         return data.ipc.handles.insert(Object::Portal(portal));
     }
     let kernel = data.ipc.kernel.clone();
-    let mut waker = None;
-    let found = crate::host::wait::wait_for(timeout_ns, |cx| {
-        waker = Some(cx.waker().clone());
-        kernel.names.poll_lookup(&name, cx)
-    })
-    .await;
-    let Some(portal) = found else {
-        if let Some(w) = waker {
-            kernel.names.cancel_wait(&name, &w);
-        }
+    let Some(portal) = crate::host::wait::name(&kernel, &name, timeout_ns).await else {
         return Err(Errno::Timeout);
     };
     c.data_mut().ipc.handles.insert(Object::Portal(portal))

@@ -126,16 +126,7 @@ async fn connect(c: &mut Caller<'_, TaskData>, mount: usize) -> Result<Arc<Servi
         true => 0,
     };
     let (kernel, name) = (s.kernel.clone(), m.service.clone());
-    let mut waker = None;
-    let found = wait_for(wait, |cx| {
-        waker = Some(cx.waker().clone());
-        kernel.names.poll_lookup(&name, cx)
-    })
-    .await;
-    let Some(portal) = found else {
-        if let Some(w) = waker {
-            kernel.names.cancel_wait(&name, &w);
-        }
+    let Some(portal) = crate::host::wait::name(&kernel, &name, wait).await else {
         return Err(errno::IO);
     };
     let service = portal.service().clone();
