@@ -93,11 +93,12 @@ fn a_cap_holds_on_an_idle_link() {
     wait_for_output(dir.path(), "capped", "connected");
     wait_for_output(dir.path(), "free", "connected");
     let (sent, secs) = measure_sinks(&[capped_got, free_got], Duration::from_secs(2));
+    // The cap is a ceiling: what arrived stays under it. A machine whose
+    // cores are all busy may leave the sender short of CPU to reach it, so
+    // below the cap only "most of it" is asked for.
     let rate = sent[0] as f64 / secs;
-    assert!(
-        (rate / cap as f64 - 1.0).abs() < 0.05,
-        "capped at {rate}, cap {cap}"
-    );
+    assert!(rate < cap as f64 * 1.05, "capped at {rate}, cap {cap}");
+    assert!(rate > cap as f64 * 0.6, "the cap is reached: {rate}, cap {cap}");
     assert!(
         sent[1] > 2 * sent[0],
         "the free one is not held back: {sent:?}"
@@ -139,10 +140,15 @@ fn a_receive_limit_bounds_what_a_task_reads() {
     let (a, t) = (counted(), Instant::now());
     std::thread::sleep(Duration::from_secs(2));
     let (b, secs) = (counted(), t.elapsed().as_secs_f64());
+    // A ceiling, as a cap is (a_cap_holds_on_an_idle_link).
     let rate = (b - a) as f64 / secs;
     assert!(
-        (rate / limit as f64 - 1.0).abs() < 0.06,
+        rate < limit as f64 * 1.06,
         "received {rate}/s, limit {limit}"
+    );
+    assert!(
+        rate > limit as f64 * 0.6,
+        "the limit is reached: {rate}/s, limit {limit}"
     );
     rt.kill(id, "done").unwrap();
     assert_eq!(wait(&rt, id, LIMIT).status, "killed");
