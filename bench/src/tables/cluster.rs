@@ -17,7 +17,7 @@ use warden_test_guests as guests;
 const REMOTE: &str = "Warden remote portal call (2 nodes, nats-server)";
 const ERLANG: &str = "Erlang distribution (2 nodes, erl -sname)";
 const LOCAL: &str = "Warden local portal call (1 node)";
-const KEYED: &str = "Warden remote portal call, keyed cluster (every frame signed)";
+const KEYED: &str = "Warden remote portal call, keyed cluster (every frame sealed)";
 const NATS: &str = "NATS request/reply alone (async-nats, same broker)";
 const NATS_TWO: &str = "NATS request/reply alone, answered from another thread";
 const ONE_CLIENT: &str = "Warden remote calls, one client";
@@ -51,8 +51,8 @@ fn latency(ctx: &Ctx, broker: &Broker) -> Table {
          waits for the answer (an atom; a 100-character string, its length back). Local: the \
          same Warden calls between two tasks of one runtime. Keyed: the same two nodes in a \
          cluster whose members are listed with their nkeys (`cluster.key`, `cluster.members`), \
-         so that each call, progress note and reply is signed by its sender and checked by its \
-         receiver."
+         so that each call, progress note and reply is sealed by its sender (HMAC-SHA256 with the \
+         key the two nodes share, see doc/clusters.md) and checked by its receiver."
     );
     let keyring = Keyring::new(&["a", "b"]);
     let keyed = keyring.and_then(|k| Pair::start(broker, Some(&k)));

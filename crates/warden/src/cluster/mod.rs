@@ -36,6 +36,7 @@ mod directory;
 mod permissions;
 mod portal;
 mod remote;
+mod replay;
 mod seal;
 mod serve;
 mod stats;
@@ -67,6 +68,8 @@ pub const NODE_TTL: Duration = Duration::from_millis(1500);
 pub const PROGRESS: Duration = Duration::from_millis(250);
 /// A call that hears nothing this long fails with `PeerDied`.
 pub const SILENCE: Duration = Duration::from_millis(1500);
+/// A frame's receiver when it is meant for any node (see `sealed`).
+const ANY: (&str, u64) = ("", 0);
 /// How long joining waits for the broker.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long `warden ps --cluster` waits for the other nodes.
@@ -195,7 +198,7 @@ pub(crate) struct Shared {
     pending: Mutex<HashMap<u64, remote::Pending>>,
     /// Replay windows of the calls to names served here: by calling
     /// node, then by name.
-    windows: Mutex<HashMap<String, HashMap<Arc<str>, seal::Window>>>,
+    windows: Mutex<HashMap<String, HashMap<Arc<str>, replay::Window>>>,
     /// Portals lent to other nodes, by number.
     lent: Mutex<HashMap<u64, AbortHandle>>,
     next_call: AtomicU64,
@@ -297,7 +300,7 @@ impl Cluster {
                 spec.cluster
             ));
         }
-        let instance = seal::instance_number();
+        let instance = replay::instance_number();
         let trust = seal::Trust::load(&spec.node, instance, spec.keys.as_ref())?;
         let broker = broker_endpoints(spec);
         let reactor = Reactor::start()?;
@@ -496,10 +499,17 @@ impl Shared {
         false
     }
 
-    /// `frame` sealed for `subject` and `reply`, meant for instance `to`
-    /// (0: any node); unchanged in an open cluster.
-    fn sealed(&self, subject: &str, reply: &str, mut frame: Vec<u8>, to: u64) -> bytes::Bytes {
-        self.trust.seal(subject, reply, &mut frame, to);
+    /// `frame` sealed for `subject` and `reply`, meant for node
+    /// `receiver`'s instance `to` ("" and 0: any node, any instance);
+    /// unchanged in an open cluster.
+    fn sealed(
+        &self,
+        subject: &str,
+        reply: &str,
+        mut frame: Vec<u8>,
+        (receiver, to): (&str, u64),
+    ) -> bytes::Bytes {
+        self.trust.seal(subject, reply, &mut frame, to, receiver);
         frame.into()
     }
 
@@ -522,7 +532,7 @@ impl Shared {
     async fn answer_hello(self: Arc<Self>, mut sub: async_nats::Subscriber) {
         while let Some(msg) = sub.next().await {
             if let Some(reply) = msg.reply {
-                let answer = self.sealed(&reply, "", self.node.clone().into_bytes(), 0);
+                let answer = self.sealed(&reply, "", self.node.clone().into_bytes(), ANY);
                 let _ = self.client.publish(reply, answer).await;
             }
         }
@@ -531,7 +541,7 @@ impl Shared {
     /// Keeps the directory from the other nodes' announcements, waking
     /// lookups that wait for a name just offered.
     async fn listen_nodes(self: Arc<Self>, mut sub: async_nats::Subscriber) {
-        let mut windows: HashMap<String, seal::Window> = HashMap::new();
+        let mut windows: HashMap<String, replay::Window> = HashMap::new();
         while let Some(msg) = sub.next().await {
             let Some(a) = self.announcement(&msg, &mut windows) else {
                 continue;
@@ -565,7 +575,7 @@ impl Shared {
     fn announcement(
         &self,
         msg: &async_nats::Message,
-        windows: &mut HashMap<String, seal::Window>,
+        windows: &mut HashMap<String, replay::Window>,
     ) -> Option<wire::Announce> {
         let node = msg.subject.as_str().rsplit('.').next().unwrap_or("");
         if node == self.node {
@@ -613,7 +623,7 @@ impl Shared {
                 exports,
             };
             let bytes = serde_json::to_vec(&a).unwrap_or_default();
-            let frame = self.sealed(&subject, "", bytes, 0);
+            let frame = self.sealed(&subject, "", bytes, ANY);
             let _ = self.client.publish(subject.clone(), frame).await;
             let now = self.now_ms();
             let gone = self.lock_dir().expire(now);
@@ -636,7 +646,7 @@ impl Shared {
     /// Answers `warden ps --cluster` from other nodes: in a keyed
     /// cluster, only members' questions, each once.
     async fn answer_ps(self: Arc<Self>, mut sub: async_nats::Subscriber) {
-        let mut windows: HashMap<String, seal::Window> = HashMap::new();
+        let mut windows: HashMap<String, replay::Window> = HashMap::new();
         while let Some(msg) = sub.next().await {
             let Some(reply) = msg.reply.clone() else {
                 continue;
@@ -654,7 +664,7 @@ impl Shared {
             let s = self.clone();
             let mine = tokio::task::spawn_blocking(move || s.my_tasks()).await;
             let bytes = serde_json::to_vec(&mine.unwrap_or_default()).unwrap_or_default();
-            let answer = self.sealed(&reply, "", bytes, 0);
+            let answer = self.sealed(&reply, "", bytes, ANY);
             let _ = self.client.publish(reply, answer).await;
         }
     }
@@ -683,7 +693,7 @@ impl Shared {
             return all;
         };
         let ps = self.subjects.ps();
-        let question = self.sealed(&ps, &inbox, Vec::new(), 0);
+        let question = self.sealed(&ps, &inbox, Vec::new(), ANY);
         if self
             .client
             .publish_with_reply(ps, inbox, question)

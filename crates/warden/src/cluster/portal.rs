@@ -15,7 +15,7 @@
 
 use super::serve::Check;
 use super::wire::{self, PortalFrame};
-use super::{seal, Shared};
+use super::{replay, Shared};
 use crate::ipc::service::{PortalRef, Service, ServiceRef};
 use crate::ipc::{Errno, Object};
 use futures_util::StreamExt;
@@ -118,7 +118,7 @@ async fn serve_lent(
     let label: Arc<str> = super::remote::LENT.into();
     let waiting = Arc::default();
     // Replay windows of the members calling through the portal.
-    let mut windows: HashMap<String, seal::Window> = HashMap::new();
+    let mut windows: HashMap<String, replay::Window> = HashMap::new();
     while let Some(msg) = sub.next().await {
         let Some(msg) = shared.unsealed(msg, |_, frame, seal| {
             let Some(f) = wire::decode_portal_frame(frame) else {

@@ -222,14 +222,14 @@ impl Shared {
         let heard_ms = self.now_ms();
         let pending = Pending {
             token,
-            from,
+            from: from.clone(),
             tx,
             heard_ms,
         };
         self.lock_pending().insert(id, pending);
         let _forget = Forget(self, id);
         let reply_to = format!("{}.{id}_{token:016x}", self.inbox);
-        let frame = self.sealed(subject, &reply_to, frame, to);
+        let frame = self.sealed(subject, &reply_to, frame, (&from, to));
         let sent = self
             .client
             .publish_with_reply(subject.to_string(), reply_to, frame)
@@ -347,7 +347,8 @@ pub(super) async fn relay_loop(
         tokio.spawn(s.forward(dest.clone(), label.clone(), call));
     }
     if let (Some(s), Dest::Portal(subject)) = (shared.upgrade(), dest) {
-        let release = s.sealed(&subject, "", wire::encode_release(), 0);
+        let lender = s.subjects.lender_of(&subject).unwrap_or("");
+        let release = s.sealed(&subject, "", wire::encode_release(), (lender, 0));
         let _ = s.client.publish(subject.to_string(), release).await;
     }
 }

@@ -1,26 +1,42 @@
-//! Frames signed by the node that sends them, for a cluster whose
+//! Frames sealed by the node that sends them, for a cluster whose
 //! members are listed with their keys.
 //!
 //! Each node of such a cluster holds an nkey (an Ed25519 key pair, as
 //! NATS uses) and the public keys of every member, by node name. Every
 //! frame it sends — calls, answers, announcements, questions to every
 //! node — gets a *seal*: a trailer naming the sender, its instance, a
-//! sequence number, the instance the frame is meant for, and a signature
-//! over all that together with the frame's subject and reply subject:
+//! sequence number and the instance the frame is meant for, then a tag
+//! over all that together with the frame's subject and reply subject,
+//! and the tag's kind:
 //!
 //! ```text
-//! [frame][signer][signer len: u8][instance: u64 LE][seq: u64 LE][to: u64 LE][signature: 64]
-//! signature = Ed25519(SHA-256("warden-seal-1" subject 0 reply 0 frame signer len instance seq to))
+//! [frame][signer][signer len: u8][instance: u64 LE][seq: u64 LE][to: u64 LE][tag][kind: u8]
+//! input = "warden-seal-2" subject 0 reply 0 frame signer len instance seq to kind
+//! kind 1: tag = Ed25519(SHA-256(input)), 64 bytes: anyone may check it
+//! kind 2: tag = HMAC-SHA256(pair key, input), 32 bytes: only the receiver
 //! ```
 //!
-//! The receiver checks the signature with the signer's listed key, so a
-//! frame is refused if it was forged, altered, moved to another subject or
-//! given another reply subject. Replays are refused by a [`Window`] per
-//! signer (and per name served): an instance number starts with the
-//! process's start time, so a restarted node's frames are newer than its
-//! predecessor's, and within an instance each sequence number is
-//! accepted once. A call also names the instance of the node it is sent
-//! to, so a restarted server refuses the calls sent to its predecessor.
+//! A frame for every node (an announcement, a question to all) is
+//! signed (kind 1). A frame for one node — a call, its progress notes and
+//! its answer, the bulk of the traffic — is tagged with the key that
+//! node and the sender share (kind 2), which costs a hash instead of a
+//! signature and its check: the *pair key* is the SHA-256 of the two
+//! names and the X25519 agreement of one node's key with the other's
+//! (each Ed25519 key taken as its Curve25519 twin, as libsodium's
+//! `crypto_sign_ed25519_*_to_curve25519` do), computed once per member
+//! when the node joins. Only the two nodes can make or check such a tag,
+//! and a frame tagged by a node names it as the signer, so it cannot be
+//! reflected back to its sender as the other's.
+//!
+//! The receiver checks the tag with the signer's listed key, so a frame
+//! is refused if it was forged, altered, moved to another subject or
+//! given another reply subject. Replays are refused by a
+//! [`super::replay::Window`] per signer (and per name served): an
+//! instance number starts with the process's start time, so a restarted
+//! node's frames are newer than its predecessor's, and within an
+//! instance each sequence number is accepted once. A call also names the
+//! instance of the node it is sent to, so a restarted server refuses the
+//! calls sent to its predecessor.
 //!
 //! A cluster without members is *open*: frames go unsealed, and anyone
 //! who can reach the broker is trusted (see doc/clusters.md).
@@ -40,13 +56,18 @@ pub struct Keys {
     pub members: BTreeMap<String, String>,
 }
 
-/// Bytes of a seal past its signer's name.
-const FIXED: usize = 1 + 8 + 8 + 8 + 64;
+/// Bytes of a seal past its signer's name and tag: its length, instance,
+/// sequence number, `to`, and the tag's kind.
+const FIXED: usize = 1 + 8 + 8 + 8 + 1;
+/// A signature's kind and length.
+const SIGNED: (u8, usize) = (1, 64);
+/// A pair key's tag: its kind and length.
+const PAIRED: (u8, usize) = (2, 32);
 
 /// What a seal says about its frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Seal<'a> {
-    /// The node that signed the frame.
+    /// The node that sealed the frame.
     pub signer: &'a str,
     /// The signer's instance.
     pub instance: u64,
@@ -56,11 +77,19 @@ pub struct Seal<'a> {
     pub to: u64,
 }
 
-/// How a node's frames are signed and checked.
+/// A member as a keyed node knows it.
+pub struct Peer {
+    /// Its public key, to check its signatures.
+    public: nkeys::KeyPair,
+    /// The key this node and it share (none for this node itself).
+    pair: Option<ring::hmac::Key>,
+}
+
+/// How a node's frames are sealed and checked.
 pub enum Trust {
-    /// No keys: nothing is signed or checked.
+    /// No keys: nothing is sealed or checked.
     Open,
-    /// Signed with `me`, checked against `members`.
+    /// Sealed with `me` (or a pair key), checked against `members`.
     Keyed {
         /// This node's name.
         node: String,
@@ -70,8 +99,8 @@ pub enum Trust {
         instance: u64,
         /// The last sequence number used.
         seq: AtomicU64,
-        /// Every member's public key, by node name.
-        members: HashMap<String, nkeys::KeyPair>,
+        /// Every member, by node name.
+        members: HashMap<String, Peer>,
     },
 }
 
@@ -82,12 +111,12 @@ pub enum Refusal {
     Unsealed,
     /// A signer that is not a member.
     Stranger,
-    /// A signature that does not verify.
+    /// A tag that does not verify.
     Forged,
 }
 
 impl Trust {
-    /// How node `node`, instance `instance`, signs and checks: open
+    /// How node `node`, instance `instance`, seals and checks: open
     /// without `keys`. Errors name the file or member at fault, never a
     /// seed.
     pub fn load(node: &str, instance: u64, keys: Option<&Keys>) -> Result<Trust, String> {
@@ -99,12 +128,6 @@ impl Trust {
             .map_err(|e| format!("cluster.key: cannot read {path}: {e}"))?;
         let me = nkeys::KeyPair::from_seed(seed.trim())
             .map_err(|_| format!("cluster.key: {path} holds no nkey seed"))?;
-        let mut members = HashMap::new();
-        for (name, public) in &keys.members {
-            let key = nkeys::KeyPair::from_public_key(public)
-                .map_err(|_| format!("cluster.members: {name}'s key is not an nkey public key"))?;
-            members.insert(name.clone(), key);
-        }
         match keys.members.get(node) {
             Some(k) if *k == me.public_key() => {}
             Some(_) => {
@@ -113,6 +136,18 @@ impl Trust {
                 ))
             }
             None => return Err(format!("cluster.members: node {node} is not listed")),
+        }
+        let agree =
+            Agreement::of(seed.trim()).ok_or(format!("cluster.key: {path} holds no nkey seed"))?;
+        let mut members = HashMap::new();
+        for (name, public) in &keys.members {
+            let bad = || format!("cluster.members: {name}'s key is not an nkey public key");
+            let key = nkeys::KeyPair::from_public_key(public).map_err(|_| bad())?;
+            let pair = match name == node {
+                true => None,
+                false => Some(agree.pair_key(node, name, public).ok_or_else(bad)?),
+            };
+            members.insert(name.clone(), Peer { public: key, pair });
         }
         Ok(Trust::Keyed {
             node: node.to_string(),
@@ -124,30 +159,42 @@ impl Trust {
     }
 
     /// Seals `frame` for `subject` and `reply`, meant for instance `to`
-    /// (0: any).
-    pub fn seal(&self, subject: &str, reply: &str, frame: &mut Vec<u8>, to: u64) {
+    /// (0: any) of node `receiver` ("": any node, and then signed).
+    pub fn seal(&self, subject: &str, reply: &str, frame: &mut Vec<u8>, to: u64, receiver: &str) {
         let Trust::Keyed {
             node,
             me,
             instance,
             seq,
-            ..
+            members,
         } = self
         else {
             return;
         };
-        let body = frame.len();
-        frame.reserve(node.len() + FIXED);
+        let pair = members.get(receiver).and_then(|m| m.pair.as_ref());
+        let (kind, tag_len) = if pair.is_some() { PAIRED } else { SIGNED };
+        frame.reserve(node.len() + FIXED + tag_len);
         frame.extend_from_slice(node.as_bytes());
         frame.push(node.len() as u8);
         frame.extend_from_slice(&instance.to_le_bytes());
         let n = seq.fetch_add(1, Ordering::Relaxed) + 1;
         frame.extend_from_slice(&n.to_le_bytes());
         frame.extend_from_slice(&to.to_le_bytes());
-        let digest = digest(subject, reply, &frame[..]);
-        let signature = me.sign(&digest).unwrap_or_else(|_| vec![0; 64]);
-        debug_assert_eq!((signature.len(), frame.len() - body), (64, node.len() + 25));
-        frame.extend_from_slice(&signature);
+        match pair {
+            Some(key) => {
+                let mut mac = ring::hmac::Context::with_key(key);
+                input(subject, reply, frame, kind, |b| mac.update(b));
+                frame.extend_from_slice(mac.sign().as_ref());
+            }
+            None => {
+                let mut h = Sha256::new();
+                input(subject, reply, frame, kind, |b| h.update(b));
+                let digest: [u8; 32] = h.finalize().into();
+                let signature = me.sign(&digest).unwrap_or_else(|_| vec![0; 64]);
+                frame.extend_from_slice(&signature);
+            }
+        }
+        frame.push(kind);
     }
 
     /// Checks the seal of `frame`, heard on `subject` with `reply`: the
@@ -162,31 +209,59 @@ impl Trust {
         let Trust::Keyed { members, .. } = self else {
             return Ok((frame, None));
         };
-        let (body, seal, signature) = split(frame).ok_or(Refusal::Unsealed)?;
-        let key = members.get(seal.signer).ok_or(Refusal::Stranger)?;
-        let signed = &frame[..frame.len() - 64];
-        key.verify(&digest(subject, reply, signed), signature)
-            .map_err(|_| Refusal::Forged)?;
-        Ok((body, Some(seal)))
+        let (body, seal, sealed, tag, kind) = split(frame).ok_or(Refusal::Unsealed)?;
+        let member = members.get(seal.signer).ok_or(Refusal::Stranger)?;
+        let good = match (kind, &member.pair) {
+            (k, _) if k == SIGNED.0 => {
+                let mut h = Sha256::new();
+                input(subject, reply, sealed, kind, |b| h.update(b));
+                let digest: [u8; 32] = h.finalize().into();
+                member.public.verify(&digest, tag).is_ok()
+            }
+            (_, Some(key)) => {
+                let mut mac = ring::hmac::Context::with_key(key);
+                input(subject, reply, sealed, kind, |b| mac.update(b));
+                same(mac.sign().as_ref(), tag)
+            }
+            // This node's own name on a pair key's tag: a reflection.
+            (_, None) => false,
+        };
+        match good {
+            true => Ok((body, Some(seal))),
+            false => Err(Refusal::Forged),
+        }
     }
 }
 
-/// The digest a seal signs.
-fn digest(subject: &str, reply: &str, signed: &[u8]) -> [u8; 32] {
-    let mut h = Sha256::new();
-    h.update(b"warden-seal-1");
-    h.update(subject.as_bytes());
-    h.update([0]);
-    h.update(reply.as_bytes());
-    h.update([0]);
-    h.update(signed);
-    h.finalize().into()
+/// Whether two tags are equal, in a time that does not depend on where
+/// they differ.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0, |d, (x, y)| d | (x ^ y)) == 0
 }
 
-/// Splits a sealed frame into the frame, its seal and its signature.
-fn split(frame: &[u8]) -> Option<(&[u8], Seal<'_>, &[u8])> {
-    let fixed_at = frame.len().checked_sub(FIXED)?;
-    let (rest, fixed) = frame.split_at(fixed_at);
+/// Feeds a seal's tagged input to `update`: `sealed` is the frame with
+/// its seal up to the tag.
+fn input(subject: &str, reply: &str, sealed: &[u8], kind: u8, mut update: impl FnMut(&[u8])) {
+    update(b"warden-seal-2");
+    update(subject.as_bytes());
+    update(&[0]);
+    update(reply.as_bytes());
+    update(&[0]);
+    update(sealed);
+    update(&[kind]);
+}
+
+/// Splits a sealed frame into the frame, its seal, the frame and seal up
+/// to the tag, the tag and the tag's kind.
+fn split(frame: &[u8]) -> Option<(&[u8], Seal<'_>, &[u8], &[u8], u8)> {
+    let (&kind, rest) = frame.split_last()?;
+    let tag_len = match kind {
+        k if k == SIGNED.0 => SIGNED.1,
+        k if k == PAIRED.0 => PAIRED.1,
+        _ => return None,
+    };
+    let (sealed, tag) = rest.split_at(rest.len().checked_sub(tag_len)?);
+    let (rest, fixed) = sealed.split_at(sealed.len().checked_sub(FIXED - 1)?);
     let len = fixed[0] as usize;
     let word = |i: usize| u64::from_le_bytes(fixed[1 + 8 * i..9 + 8 * i].try_into().unwrap());
     let signer_at = rest.len().checked_sub(len)?;
@@ -200,176 +275,149 @@ fn split(frame: &[u8]) -> Option<(&[u8], Seal<'_>, &[u8])> {
         seq: word(1),
         to: word(2),
     };
-    Some((&rest[..signer_at], seal, &fixed[25..]))
+    Some((&rest[..signer_at], seal, sealed, tag, kind))
 }
 
-/// Sequence numbers a receiver has seen from one signer, to refuse
-/// replays: frames of an instance older than the newest heard are
-/// refused, and within the newest each number is taken once. Frames may
-/// arrive a little out of order (they are sent from several tasks), so
-/// numbers up to [`Window::SPAN`] below the highest are still taken if
-/// they were not seen.
-#[derive(Debug, Clone, Default)]
-pub struct Window {
-    instance: u64,
-    highest: u64,
-    /// Bit `i` set: `highest - i` was seen.
-    seen: [u64; Window::WORDS],
-}
+/// This node's half of the agreements that make pair keys: its Ed25519
+/// seed's Curve25519 scalar.
+struct Agreement([u8; 32]);
 
-impl Window {
-    const WORDS: usize = 16;
-    /// How far below the highest number a frame may arrive.
-    pub const SPAN: u64 = 64 * Self::WORDS as u64;
-
-    /// Takes `(instance, seq)` if it was not taken before.
-    pub fn take(&mut self, instance: u64, seq: u64) -> bool {
-        if instance < self.instance {
-            return false;
-        }
-        if instance > self.instance {
-            *self = Window {
-                instance,
-                highest: seq,
-                seen: [0; Self::WORDS],
-            };
-            self.seen[0] = 1;
-            return true;
-        }
-        if seq > self.highest {
-            self.shift(seq - self.highest);
-            self.highest = seq;
-            self.seen[0] |= 1;
-            return true;
-        }
-        let back = self.highest - seq;
-        if back >= Self::SPAN {
-            return false;
-        }
-        let (word, bit) = ((back / 64) as usize, back % 64);
-        let fresh = self.seen[word] & (1 << bit) == 0;
-        self.seen[word] |= 1 << bit;
-        fresh
+impl Agreement {
+    /// The scalar of the nkey seed `seed`.
+    fn of(seed: &str) -> Option<Agreement> {
+        let (_, raw) = nkeys::decode_seed(seed).ok()?;
+        let signing = ed25519_dalek::SigningKey::from_bytes(&raw);
+        Some(Agreement(signing.to_scalar_bytes()))
     }
 
-    /// Moves every seen bit `by` places further from the highest.
-    fn shift(&mut self, by: u64) {
-        if by >= Self::SPAN {
-            self.seen = [0; Self::WORDS];
-            return;
+    /// The key node `me` shares with node `other`, whose nkey public key
+    /// is `public`: the same on both sides.
+    fn pair_key(&self, me: &str, other: &str, public: &str) -> Option<ring::hmac::Key> {
+        let (_, raw) = nkeys::from_public_key(public).ok()?;
+        let point = ed25519_dalek::VerifyingKey::from_bytes(&raw).ok()?;
+        let shared = point.to_montgomery().mul_clamped(self.0);
+        if shared.as_bytes() == &[0; 32] {
+            return None;
         }
-        let (words, bits) = ((by / 64) as usize, (by % 64) as u32);
-        for i in (0..Self::WORDS).rev() {
-            let from = i.checked_sub(words);
-            let low = from.map_or(0, |f| self.seen[f]);
-            let lower = from
-                .and_then(|f| f.checked_sub(1))
-                .map_or(0, |f| self.seen[f]);
-            self.seen[i] = if bits == 0 {
-                low
-            } else {
-                (low << bits) | (lower >> (64 - bits))
-            };
-        }
+        let (low, high) = if me < other { (me, other) } else { (other, me) };
+        let mut h = Sha256::new();
+        h.update(b"warden-pair-1");
+        h.update(low.as_bytes());
+        h.update([0]);
+        h.update(high.as_bytes());
+        h.update([0]);
+        h.update(shared.as_bytes());
+        Some(ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &h.finalize()))
     }
-}
-
-/// An instance number: the process's start time in ms, then 16 random
-/// bits, so that a restarted node's is the larger.
-pub fn instance_number() -> u64 {
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
-    (ms << 16) | u64::from(rand::random::<u16>())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Node `node` with key `me`, knowing `members`, as [`Trust::load`]
+    /// would make it from files.
     fn keyed(node: &str, me: &nkeys::KeyPair, members: &[(&str, &nkeys::KeyPair)]) -> Trust {
-        let public = |k: &nkeys::KeyPair| nkeys::KeyPair::from_public_key(&k.public_key()).unwrap();
-        Trust::Keyed {
-            node: node.into(),
-            me: nkeys::KeyPair::from_seed(&me.seed().unwrap()).unwrap(),
-            instance: 7,
-            seq: AtomicU64::new(0),
-            members: members
-                .iter()
-                .map(|(n, k)| (n.to_string(), public(k)))
-                .collect(),
-        }
+        let dir = tempfile::tempdir().unwrap();
+        let seed = dir.path().join("seed");
+        std::fs::write(&seed, me.seed().unwrap()).unwrap();
+        let mut listed: BTreeMap<String, String> = members
+            .iter()
+            .map(|(n, k)| (n.to_string(), k.public_key()))
+            .collect();
+        // A rogue claims a member's name with its own key: its own view
+        // lists that key under the name.
+        listed.insert(node.to_string(), me.public_key());
+        let keys = Keys {
+            seed,
+            members: listed,
+        };
+        Trust::load(node, 7, Some(&keys)).unwrap()
     }
 
-    #[test]
-    fn seals_verify_only_whole_and_in_place() {
-        let (ka, kb, kr) = (
-            nkeys::KeyPair::new_server(),
-            nkeys::KeyPair::new_server(),
-            nkeys::KeyPair::new_server(),
-        );
-        let members = [("a", &ka), ("b", &kb)];
-        let (a, b) = (keyed("a", &ka, &members), keyed("b", &kb, &members));
+    fn sealed(t: &Trust, receiver: &str, to: u64) -> Vec<u8> {
         let mut f = b"call".to_vec();
-        a.seal("s", "r", &mut f, 9);
-        let (body, seal) = b.open("s", "r", &f).unwrap();
-        let want = Seal {
-            signer: "a",
-            instance: 7,
-            seq: 1,
-            to: 9,
-        };
-        assert_eq!((body, seal), (&b"call"[..], Some(want)));
-        assert_eq!(b.open("s2", "r", &f), Err(Refusal::Forged), "moved");
-        assert_eq!(b.open("s", "r2", &f), Err(Refusal::Forged), "redirected");
+        t.seal("s", "r", &mut f, to, receiver);
+        f
+    }
+
+    /// Every way a sealed frame can be tampered with is refused.
+    fn only_whole(b: &Trust, f: &[u8]) {
+        assert_eq!(b.open("s2", "r", f), Err(Refusal::Forged), "moved");
+        assert_eq!(b.open("s", "r2", f), Err(Refusal::Forged), "redirected");
         for i in 0..f.len() {
-            let mut bad = f.clone();
+            let mut bad = f.to_vec();
             bad[i] ^= 1;
             assert!(b.open("s", "r", &bad).is_err(), "byte {i} altered");
         }
         for cut in 0..f.len() {
             assert!(b.open("s", "r", &f[..cut]).is_err(), "cut at {cut}");
         }
-        // A stranger's key, under a member's name or its own.
-        let rogue_as_a = keyed("a", &kr, &members);
-        let mut f = b"call".to_vec();
-        rogue_as_a.seal("s", "r", &mut f, 0);
-        assert_eq!(b.open("s", "r", &f), Err(Refusal::Forged));
-        let rogue = keyed("r", &kr, &members);
-        let mut f = b"call".to_vec();
-        rogue.seal("s", "r", &mut f, 0);
-        assert_eq!(b.open("s", "r", &f), Err(Refusal::Stranger));
+    }
+
+    #[test]
+    fn seals_verify_only_whole_and_in_place() {
+        let (ka, kb, kc, kr) = (
+            nkeys::KeyPair::new_server(),
+            nkeys::KeyPair::new_server(),
+            nkeys::KeyPair::new_server(),
+            nkeys::KeyPair::new_server(),
+        );
+        let members = [("a", &ka), ("b", &kb), ("c", &kc)];
+        let (a, b, c) = (
+            keyed("a", &ka, &members),
+            keyed("b", &kb, &members),
+            keyed("c", &kc, &members),
+        );
+        let want = |seq| Seal {
+            signer: "a",
+            instance: 7,
+            seq,
+            to: 9,
+        };
+        // Signed for anyone: every member checks it.
+        let f = sealed(&a, "", 9);
+        assert_eq!(f.len(), 4 + 1 + 1 + 24 + 64 + 1);
+        assert_eq!(b.open("s", "r", &f), Ok((&b"call"[..], Some(want(1)))));
+        assert_eq!(c.open("s", "r", &f), Ok((&b"call"[..], Some(want(1)))));
+        only_whole(&b, &f);
+        // Tagged for b with the key a and b share: b checks it, c cannot,
+        // and a refuses it back as its own.
+        let f = sealed(&a, "b", 9);
+        assert_eq!(f.len(), 4 + 1 + 1 + 24 + 32 + 1);
+        assert_eq!(b.open("s", "r", &f), Ok((&b"call"[..], Some(want(2)))));
+        assert_eq!(c.open("s", "r", &f), Err(Refusal::Forged));
+        assert_eq!(a.open("s", "r", &f), Err(Refusal::Forged));
+        only_whole(&b, &f);
+        // b's answer, tagged for a, checks at a.
+        let f = sealed(&b, "a", 0);
+        assert!(matches!(a.open("s", "r", &f), Ok((_, Some(s))) if s.signer == "b"));
+        // A stranger's key, under a member's name or its own, either way.
+        for receiver in ["", "b"] {
+            let rogue_as_a = keyed("a", &kr, &members);
+            let f = sealed(&rogue_as_a, receiver, 0);
+            assert_eq!(b.open("s", "r", &f), Err(Refusal::Forged), "{receiver:?}");
+            let rogue = keyed("r", &kr, &members);
+            let f = sealed(&rogue, receiver, 0);
+            assert_eq!(b.open("s", "r", &f), Err(Refusal::Stranger));
+        }
         assert_eq!(b.open("s", "r", b"call"), Err(Refusal::Unsealed));
         // An open cluster neither seals nor checks.
-        let mut f = b"call".to_vec();
-        Trust::Open.seal("s", "r", &mut f, 0);
+        let f = sealed(&Trust::Open, "b", 0);
         assert_eq!(Trust::Open.open("s", "r", &f), Ok((&b"call"[..], None)));
     }
 
     #[test]
-    fn windows_take_each_number_once_and_no_older_instance() {
-        let mut w = Window::default();
-        assert!(w.take(5, 10));
-        assert!(!w.take(5, 10), "a replay");
-        assert!(w.take(5, 8) && w.take(5, 9), "late, not seen");
-        assert!(!w.take(5, 8), "late, seen");
-        assert!(w.take(5, 10 + Window::SPAN));
-        assert!(!w.take(5, 10), "fell out of the window");
-        assert!(w.take(5, 11), "just inside it");
-        assert!(!w.take(4, 1_000_000), "an older instance");
-        assert!(w.take(6, 1), "a newer one starts again");
-        assert!(!w.take(5, 1_000_000));
-        // Out of order across word boundaries.
-        let mut w = Window::default();
-        let order: Vec<u64> = (1..=300).rev().step_by(3).chain(1..=300).collect();
-        let taken = order.iter().filter(|&&s| w.take(1, s)).count();
-        assert_eq!(taken, 300, "each number once");
-    }
-
-    #[test]
-    fn instances_grow_with_time() {
-        let a = instance_number();
-        std::thread::sleep(std::time::Duration::from_millis(2));
-        assert!(instance_number() > a);
+    fn pair_keys_agree_on_both_sides_and_differ_between_pairs() {
+        let keys: Vec<_> = (0..3).map(|_| nkeys::KeyPair::new_server()).collect();
+        let agree = |i: usize| Agreement::of(&keys[i].seed().unwrap()).unwrap();
+        let tag = |k: ring::hmac::Key| ring::hmac::sign(&k, b"x").as_ref().to_vec();
+        let pub_of = |i: usize| keys[i].public_key();
+        let ab = tag(agree(0).pair_key("a", "b", &pub_of(1)).unwrap());
+        let ba = tag(agree(1).pair_key("b", "a", &pub_of(0)).unwrap());
+        let ac = tag(agree(0).pair_key("a", "c", &pub_of(2)).unwrap());
+        assert_eq!(ab, ba);
+        assert_ne!(ab, ac);
+        assert!(agree(0).pair_key("a", "b", "not a key").is_none());
     }
 }

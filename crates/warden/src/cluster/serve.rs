@@ -169,6 +169,7 @@ impl Shared {
             self.stats.drop_frame();
             return;
         }
+        let caller = call.node;
         let origin = Some(Origin {
             node: call.node.to_string(),
             task: call.task,
@@ -190,17 +191,17 @@ impl Shared {
         let answered = std::future::poll_fn(|cx| Poll::Ready(work.as_mut().poll(cx))).await;
         let result = match answered {
             Poll::Ready(r) => r,
-            Poll::Pending => self.with_progress(&reply_to, work).await,
+            Poll::Pending => self.with_progress((&reply_to, caller), work).await,
         };
-        self.answer(&label, reply_to, result).await;
+        self.answer(&label, (reply_to, caller), result).await;
     }
 
-    /// Sends a served call's answer to `reply_to`: the reply with its
-    /// portals lent to the caller's node, or the error.
+    /// Sends a served call's answer to `reply_to` on node `caller`: the
+    /// reply with its portals lent to the caller's node, or the error.
     async fn answer(
         self: &Arc<Self>,
         label: &str,
-        reply_to: async_nats::Subject,
+        (reply_to, caller): (async_nats::Subject, &str),
         result: Result<(Vec<u8>, Vec<Object>), Errno>,
     ) {
         let result = match result {
@@ -219,18 +220,19 @@ impl Shared {
             .as_ref()
             .map(|(b, s)| (&b[..], &s[..]))
             .map_err(|e| *e);
-        let mut frame = self.sealed(&reply_to, "", wire::encode_reply(reply), 0);
+        let mut frame = self.sealed(&reply_to, "", wire::encode_reply(reply), (caller, 0));
         if frame.len() > self.client.server_info().max_payload {
-            frame = self.sealed(&reply_to, "", wire::encode_reply(Err(Errno::Quota)), 0);
+            let quota = wire::encode_reply(Err(Errno::Quota));
+            frame = self.sealed(&reply_to, "", quota, (caller, 0));
         }
         let _ = self.client.publish(reply_to, frame).await;
     }
 
-    /// Waits for `work`, sending a progress frame to `reply_to` every
-    /// [`super::PROGRESS`] meanwhile.
+    /// Waits for `work`, sending a progress frame to `reply_to` on node
+    /// `caller` every [`super::PROGRESS`] meanwhile.
     async fn with_progress<T>(
         &self,
-        reply_to: &async_nats::Subject,
+        (reply_to, caller): (&async_nats::Subject, &str),
         work: std::pin::Pin<&mut impl Future<Output = T>>,
     ) -> T {
         let mut work = work;
@@ -243,7 +245,7 @@ impl Shared {
             tokio::select! {
                 r = &mut work => return r,
                 _ = progress.tick() => {
-                    let note = self.sealed(reply_to, "", wire::encode_progress(), 0);
+                    let note = self.sealed(reply_to, "", wire::encode_progress(), (caller, 0));
                     let _ = self.client.publish(reply_to.clone(), note).await;
                 }
             }
@@ -364,7 +366,8 @@ impl Shared {
         }
         self.stats.busy(label);
         if let Some(reply) = msg.reply.clone() {
-            let frame = self.sealed(&reply, "", wire::encode_reply(Err(Errno::Busy)), 0);
+            let busy = wire::encode_reply(Err(Errno::Busy));
+            let frame = self.sealed(&reply, "", busy, (node, 0));
             let _ = self.client.publish(reply, frame).await;
         }
         None
