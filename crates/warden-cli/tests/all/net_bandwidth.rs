@@ -98,7 +98,10 @@ fn a_cap_holds_on_an_idle_link() {
     // below the cap only "most of it" is asked for.
     let rate = sent[0] as f64 / secs;
     assert!(rate < cap as f64 * 1.05, "capped at {rate}, cap {cap}");
-    assert!(rate > cap as f64 * 0.6, "the cap is reached: {rate}, cap {cap}");
+    assert!(
+        rate > cap as f64 * 0.6,
+        "the cap is reached: {rate}, cap {cap}"
+    );
     assert!(
         sent[1] > 2 * sent[0],
         "the free one is not held back: {sent:?}"
