@@ -79,27 +79,36 @@ impl Route {
     /// the fault that kept it from giving one.
     async fn response(
         &self,
-        response: oneshot::Receiver<HttpResponse>,
+        mut response: oneshot::Receiver<HttpResponse>,
         ended: &mut oneshot::Receiver<TaskStatus>,
         running: &mut Running,
     ) -> Answer {
-        // The response is set inside the handler's call, so it is there
-        // before the task's end is: checked first, it is never missed.
-        let set = tokio::select! {
+        // The response is set inside the handler's call, so it is sent
+        // before the task's end is. But one poll looks at the response
+        // before it looks at the end, and both may arrive in between: an
+        // end heard first is followed by another look at the response,
+        // which then finds it if it was set.
+        let (set, status) = tokio::select! {
             biased;
-            set = response => set.ok(),
-            status = running.ending(ended) => return ended_without(status),
+            set = &mut response => (set.ok(), None),
+            status = running.ending(ended) => (response.try_recv().ok(), Some(status)),
         };
         match set {
-            None => ended_without(running.ending(ended).await),
+            None => match status {
+                Some(status) => ended_without(status),
+                None => ended_without(running.ending(ended).await),
+            },
             Some(Err(code)) => text(502, format!("handler answered with an error: {code:?}")),
             Some(Ok(head)) => {
                 let answer = match self.collect(head).await {
                     Ok(answer) => answer,
                     Err(Some(over)) => return over,
-                    Err(None) => text(500, "handler's response body broke off"),
+                    Err(None) => return text(500, "handler's response body broke off"),
                 };
-                checked(answer, ended, running).await
+                match status {
+                    Some(status) => ended_with(answer, status),
+                    None => checked(answer, ended, running).await,
+                }
             }
         }
     }
@@ -140,15 +149,21 @@ async fn checked(
 ) -> Answer {
     use oneshot::error::TryRecvError;
     let status = match ended.try_recv() {
-        Ok(status) => status,
+        Ok(status) => Some(status),
         Err(TryRecvError::Empty) => return answer,
         // Killed while blocked: its report says how.
-        Err(TryRecvError::Closed) => match running.ending(ended).await {
-            Some(status) => status,
-            None => return text(503, "the runtime is stopping"),
-        },
+        Err(TryRecvError::Closed) => running.ending(ended).await,
     };
-    fault(&status).unwrap_or(answer)
+    ended_with(answer, status)
+}
+
+/// `answer` from a handler that ended as `status` (if known): the fault
+/// that cut its body short, if it was one.
+fn ended_with(answer: Answer, status: Option<TaskStatus>) -> Answer {
+    match status {
+        None => text(503, "the runtime is stopping"),
+        Some(status) => fault(&status).unwrap_or(answer),
+    }
 }
 
 /// The answer for a handler whose code ended (as `status`, if known)
