@@ -103,7 +103,7 @@ impl Route {
                 let answer = match self.collect(head).await {
                     Ok(answer) => answer,
                     Err(Some(over)) => return over,
-                    Err(None) => return text(500, "handler's response body broke off"),
+                    Err(None) => text(500, "handler's response body broke off"),
                 };
                 match status {
                     Some(status) => ended_with(answer, status),
