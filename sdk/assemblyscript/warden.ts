@@ -28,6 +28,17 @@ declare function __name_register(name: usize, len: u32, portal: i32): i32;
 @external("warden", "name_lookup")
 declare function __name_lookup(name: usize, len: u32, timeoutNs: i64): i32;
 
+@external("warden", "device_open")
+declare function __device_open(name: usize, len: u32): i32;
+@external("warden", "device_info")
+declare function __device_info(dev: i32, info: usize): i32;
+@external("warden", "device_read")
+declare function __device_read(dev: i32, sector: u64, count: u32, buf: usize, cap: u32): i64;
+@external("warden", "device_write")
+declare function __device_write(dev: i32, sector: u64, count: u32, buf: usize, len: u32): i64;
+@external("warden", "device_sync")
+declare function __device_sync(dev: i32): i32;
+
 /** Bytes a receive or a call's reply takes at most by default. */
 export const DEFAULT_CAPACITY: i32 = 64 * 1024;
 const EAGAIN: i64 = -15;
@@ -138,4 +149,50 @@ export class Service {
 export function check(code: i32): i32 {
   if (code < 0) abort(describe(code));
   return code;
+}
+
+/** Bytes in a block device's sector. */
+export const SECTOR: i32 = 512;
+
+/**
+ * A block device the manifest grants this task ([[device]], and
+ * devices = [...] on the task): whole sectors read and written, one holder
+ * at a time (see sdk/c/warden.h). `handle` is negative (a code: -5
+ * denied, -16 busy) if the open failed.
+ */
+export class Device {
+  private info: Uint64Array = new Uint64Array(2);
+  constructor(public handle: i32) {}
+
+  static open(name: string): Device {
+    const n = String.UTF8.encode(name);
+    return new Device(__device_open(changetype<usize>(n), <u32>n.byteLength));
+  }
+
+  /** The device's size in sectors, or a negative code. */
+  sectors(): i64 {
+    const r = __device_info(this.handle, this.info.dataStart);
+    return r < 0 ? <i64>r : <i64>this.info[1];
+  }
+
+  /** Fills `buf` (whole sectors, at most 1 MiB) from sector `sector` on: the bytes read, or a negative code. */
+  read(sector: u64, buf: Uint8Array): i64 {
+    if (buf.length % SECTOR != 0) return -10;
+    return __device_read(this.handle, sector, <u32>(buf.length / SECTOR), buf.dataStart, <u32>buf.length);
+  }
+
+  /** Writes `data` (whole sectors, at most 1 MiB) from sector `sector` on: the bytes written, or a negative code. */
+  write(sector: u64, data: Uint8Array): i64 {
+    if (data.length % SECTOR != 0) return -10;
+    return __device_write(this.handle, sector, <u32>(data.length / SECTOR), data.dataStart, <u32>data.length);
+  }
+
+  /** Flushes what was written to the host's storage (fdatasync): 0 or a negative code. */
+  sync(): i32 {
+    return __device_sync(this.handle);
+  }
+
+  close(): void {
+    __close(this.handle);
+  }
 }

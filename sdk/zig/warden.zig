@@ -71,3 +71,41 @@ pub fn call(portal: c.warden_handle, request: []const u8, reply: []u8) Error![]u
     if (n > reply.len) return Error.Quota;
     return reply[0..n];
 }
+
+/// Bytes in a block device's sector.
+pub const sector_size: usize = 512;
+
+/// Opens the block device `name` the manifest grants this task
+/// (Error.Denied unless granted, Error.Busy while another handle holds
+/// it); close it with c.warden_close.
+pub fn deviceOpen(name: [*:0]const u8) Error!c.warden_handle {
+    return @intCast(try check(c.warden_device_open(name)));
+}
+
+/// The device's size in sectors.
+pub fn deviceSectors(dev: c.warden_handle) Error!u64 {
+    var info: c.warden_device_info_t = undefined;
+    _ = try check(c.warden_device_info(dev, &info));
+    return info.sectors;
+}
+
+/// Fills `buf` (whole sectors, at most 1 MiB) from sector `sector` on:
+/// the bytes read.
+pub fn deviceRead(dev: c.warden_handle, sector: u64, buf: []u8) Error!usize {
+    if (buf.len % sector_size != 0) return Error.Invalid;
+    const count: u32 = @intCast(buf.len / sector_size);
+    return @intCast(try check(c.warden_device_read(dev, sector, count, buf.ptr, buf.len)));
+}
+
+/// Writes `data` (whole sectors, at most 1 MiB) from sector `sector` on:
+/// the bytes written.
+pub fn deviceWrite(dev: c.warden_handle, sector: u64, data: []const u8) Error!usize {
+    if (data.len % sector_size != 0) return Error.Invalid;
+    const count: u32 = @intCast(data.len / sector_size);
+    return @intCast(try check(c.warden_device_write(dev, sector, count, data.ptr, data.len)));
+}
+
+/// Flushes what was written to the host's storage (fdatasync).
+pub fn deviceSync(dev: c.warden_handle) Error!void {
+    _ = try check(c.warden_device_sync(dev));
+}

@@ -84,6 +84,29 @@ fn polyglot_example() {
     assert!(out.contains("[server] served 2004 calls"), "{out}");
 }
 
+/// Block devices from the Java, Zig, Rust and AssemblyScript SDKs: each
+/// task writes, syncs, reads back and checks four sectors of its own
+/// device, and the host file holds what it wrote.
+#[test]
+fn devices_example() {
+    let root = built_examples();
+    let dir = root.join("examples/devices");
+    let out = run(&dir.join("devices.toml"));
+    for lang in ["java", "zig", "rust", "assemblyscript"] {
+        assert!(
+            out.contains(&format!("[{lang}] {lang}: device checked, 128 sectors")),
+            "{lang} missing from {out}"
+        );
+        let image = std::fs::read(dir.join(format!("build/{lang}.img"))).unwrap();
+        assert_eq!(image.len(), 64 << 10, "{lang}");
+        for sector in 2..6 {
+            let line = format!("{lang} sector {sector}\n");
+            let at = sector * 512;
+            assert_eq!(&image[at..at + line.len()], line.as_bytes(), "{lang}");
+        }
+    }
+}
+
 /// The network examples: TCP echo, three tenants sharing a link, and the
 /// WASI file server fetched with curl.
 #[test]

@@ -119,6 +119,21 @@ final class Abi {
     @Import(module = "warden", name = "sock_addr")
     static native int sockAddr(int sock, int peer, Address buf, int cap);
 
+    @Import(module = "warden", name = "device_open")
+    static native int deviceOpen(Address name, int len);
+
+    @Import(module = "warden", name = "device_info")
+    static native int deviceInfo(int dev, Address info);
+
+    @Import(module = "warden", name = "device_read")
+    static native long deviceRead(int dev, long sector, int count, Address buf, int cap);
+
+    @Import(module = "warden", name = "device_write")
+    static native long deviceWrite(int dev, long sector, int count, Address buf, int len);
+
+    @Import(module = "warden", name = "device_sync")
+    static native int deviceSync(int dev);
+
     @Import(module = "wasi_snapshot_preview1", name = "poll_oneoff")
     static native int pollOneoff(Address subscriptions, Address events, int n, Address nevents);
 

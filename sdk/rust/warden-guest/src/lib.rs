@@ -49,6 +49,12 @@ impl Error {
     pub const TIMEOUT: Error = Error(-9);
     /// An invalid argument.
     pub const INVALID: Error = Error(-10);
+    /// Out of range (sectors past a device's end).
+    pub const RANGE: Error = Error(-13);
+    /// Held by another handle (a device).
+    pub const BUSY: Error = Error(-16);
+    /// The host's storage failed (a device).
+    pub const IO: Error = Error(-17);
 
     /// What the code means (the text of `warden_strerror`).
     pub fn describe(self) -> &'static str {
@@ -275,4 +281,65 @@ impl MemoryObject {
     pub fn size(&self) -> Result<u64> {
         Ok(check(unsafe { raw::mem_size(self.0 .0) })? as u64)
     }
+}
+
+/// Bytes in a block device's sector.
+pub const SECTOR: usize = 512;
+
+/// A block device the manifest grants this task (`[[device]]`, and
+/// `devices = [...]` on the task): whole sectors read and written, one
+/// holder at a time, released when dropped (see `sdk/c/warden.h`).
+#[derive(Debug)]
+pub struct Device(Handle);
+
+impl Device {
+    /// Opens the device `name`: [`Error::DENIED`] unless granted,
+    /// [`Error::BUSY`] while another handle holds it.
+    pub fn open(name: &str) -> Result<Device> {
+        let h = unsafe { raw::device_open(name.as_ptr(), name.len() as u32) };
+        Ok(Device(Handle(check(h as i64)? as i32)))
+    }
+
+    /// The device's size in sectors.
+    pub fn sectors(&self) -> Result<u64> {
+        let mut info = raw::DeviceInfo {
+            sector_size: 0,
+            sectors: 0,
+        };
+        check(unsafe { raw::device_info(self.0 .0, &mut info) } as i64)?;
+        Ok(info.sectors)
+    }
+
+    /// Fills `buf` (a whole number of sectors, at most 1 MiB) from sector
+    /// `sector` on: the bytes read.
+    pub fn read(&self, sector: u64, buf: &mut [u8]) -> Result<usize> {
+        let count = sectors_in(buf.len())?;
+        let n = unsafe {
+            raw::device_read(self.0 .0, sector, count, buf.as_mut_ptr(), buf.len() as u32)
+        };
+        Ok(check(n)? as usize)
+    }
+
+    /// Writes `data` (a whole number of sectors, at most 1 MiB) from
+    /// sector `sector` on: the bytes written.
+    pub fn write(&self, sector: u64, data: &[u8]) -> Result<usize> {
+        let count = sectors_in(data.len())?;
+        let n = unsafe {
+            raw::device_write(self.0 .0, sector, count, data.as_ptr(), data.len() as u32)
+        };
+        Ok(check(n)? as usize)
+    }
+
+    /// Flushes what was written to the host's storage (fdatasync).
+    pub fn sync(&self) -> Result<()> {
+        check(unsafe { raw::device_sync(self.0 .0) } as i64).map(|_| ())
+    }
+}
+
+/// How many sectors `len` bytes are: [`Error::INVALID`] unless whole.
+fn sectors_in(len: usize) -> Result<u32> {
+    if len % SECTOR != 0 || len / SECTOR > u32::MAX as usize {
+        return Err(Error::INVALID);
+    }
+    Ok((len / SECTOR) as u32)
 }

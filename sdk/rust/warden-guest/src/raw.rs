@@ -7,6 +7,12 @@ pub struct Budget {
     pub cpu_share: u32,
 }
 
+#[repr(C)]
+pub struct DeviceInfo {
+    pub sector_size: u64,
+    pub sectors: u64,
+}
+
 #[link(wasm_import_module = "warden")]
 extern "C" {
     pub fn close(h: i32) -> i32;
@@ -30,4 +36,9 @@ extern "C" {
         grant: *const i32, ngrant: u32) -> i32;
     pub fn task_kill(task: i32) -> i32;
     pub fn task_wait(task: i32, timeout_ns: i64, status: *mut i32) -> i32;
+    pub fn device_open(name: *const u8, len: u32) -> i32;
+    pub fn device_info(dev: i32, info: *mut DeviceInfo) -> i32;
+    pub fn device_read(dev: i32, sector: u64, count: u32, buf: *mut u8, cap: u32) -> i64;
+    pub fn device_write(dev: i32, sector: u64, count: u32, buf: *const u8, len: u32) -> i64;
+    pub fn device_sync(dev: i32) -> i32;
 }
