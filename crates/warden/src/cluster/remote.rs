@@ -209,7 +209,7 @@ impl Shared {
         if self.client.connection_state() != async_nats::connection::State::Connected {
             return Some(Err(Errno::PeerDied));
         }
-        if frame.len() + MAX_SEAL > self.client.server_info().max_payload {
+        if frame.len() + MAX_SEAL > self.client.max_payload() {
             return Some(Err(Errno::Quota));
         }
         let id = self

@@ -221,7 +221,7 @@ impl Shared {
             .map(|(b, s)| (&b[..], &s[..]))
             .map_err(|e| *e);
         let mut frame = self.sealed(&reply_to, "", wire::encode_reply(reply), (caller, 0));
-        if frame.len() > self.client.server_info().max_payload {
+        if frame.len() > self.client.max_payload() {
             let quota = wire::encode_reply(Err(Errno::Quota));
             frame = self.sealed(&reply_to, "", quota, (caller, 0));
         }
