@@ -28,6 +28,7 @@ const LAYERS: &[&[&str]] = &[
         "descriptors",
         "sched",
         "test_waker",
+        "timing_safe",
     ],
     &["task", "output"],
     &["cpu", "limiter", "net", "serving", "report", "cache", "dev"],

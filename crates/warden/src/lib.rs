@@ -147,6 +147,7 @@ mod system;
 mod task;
 #[cfg(test)]
 mod test_waker;
+mod timing_safe;
 mod trim;
 pub mod units;
 

@@ -182,14 +182,11 @@ impl Trust {
         frame.extend_from_slice(&to.to_le_bytes());
         match pair {
             Some(key) => {
-                let mut mac = ring::hmac::Context::with_key(key);
-                input(subject, reply, frame, kind, |b| mac.update(b));
-                frame.extend_from_slice(mac.sign().as_ref());
+                let tag = pair_tag(key, subject, reply, frame, kind);
+                frame.extend_from_slice(tag.as_ref());
             }
             None => {
-                let mut h = Sha256::new();
-                input(subject, reply, frame, kind, |b| h.update(b));
-                let digest: [u8; 32] = h.finalize().into();
+                let digest = digest(subject, reply, frame, kind);
                 let signature = me.sign(&digest).unwrap_or_else(|_| vec![0; 64]);
                 frame.extend_from_slice(&signature);
             }
@@ -213,15 +210,12 @@ impl Trust {
         let member = members.get(seal.signer).ok_or(Refusal::Stranger)?;
         let good = match (kind, &member.pair) {
             (k, _) if k == SIGNED.0 => {
-                let mut h = Sha256::new();
-                input(subject, reply, sealed, kind, |b| h.update(b));
-                let digest: [u8; 32] = h.finalize().into();
+                let digest = digest(subject, reply, sealed, kind);
                 member.public.verify(&digest, tag).is_ok()
             }
             (_, Some(key)) => {
-                let mut mac = ring::hmac::Context::with_key(key);
-                input(subject, reply, sealed, kind, |b| mac.update(b));
-                same(mac.sign().as_ref(), tag)
+                let want = pair_tag(key, subject, reply, sealed, kind);
+                crate::timing_safe::eq(want.as_ref(), tag)
             }
             // This node's own name on a pair key's tag: a reflection.
             (_, None) => false,
@@ -233,10 +227,24 @@ impl Trust {
     }
 }
 
-/// Whether two tags are equal, in a time that does not depend on where
-/// they differ.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0, |d, (x, y)| d | (x ^ y)) == 0
+/// What a signature signs (kind 1): the SHA-256 of the seal's input.
+fn digest(subject: &str, reply: &str, sealed: &[u8], kind: u8) -> [u8; 32] {
+    let mut h = Sha256::new();
+    input(subject, reply, sealed, kind, |b| h.update(b));
+    h.finalize().into()
+}
+
+/// A pair key's tag (kind 2): the HMAC of the seal's input.
+fn pair_tag(
+    key: &ring::hmac::Key,
+    subject: &str,
+    reply: &str,
+    sealed: &[u8],
+    kind: u8,
+) -> ring::hmac::Tag {
+    let mut mac = ring::hmac::Context::with_key(key);
+    input(subject, reply, sealed, kind, |b| mac.update(b));
+    mac.sign()
 }
 
 /// Feeds a seal's tagged input to `update`: `sealed` is the frame with

@@ -46,8 +46,7 @@ impl Token {
         let Some(given) = header.and_then(|h| h.strip_prefix("Bearer ")) else {
             return false;
         };
-        let (a, b) = (self.0.as_bytes(), given.trim().as_bytes());
-        a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
+        crate::timing_safe::eq(self.0.as_bytes(), given.trim().as_bytes())
     }
 }
 
