@@ -606,7 +606,7 @@ impl Shared {
 
     async fn listen_inbox(self: Arc<Self>, mut sub: async_nats::Subscriber) {
         while let Some(msg) = sub.next().await {
-            self.heard(msg);
+            self.heard(msg).await;
         }
     }
 

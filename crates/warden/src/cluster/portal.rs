@@ -146,8 +146,8 @@ async fn serve_lent(
                 let target = super::serve::Target::Portal(portal.clone());
                 let s = shared.clone();
                 shared
-                    .tokio
-                    .spawn(s.serve_call(label.clone(), target, msg, place));
+                    .serve_here(s.serve_call(label.clone(), target, msg, place))
+                    .await;
             }
             None => shared.stats.drop_frame(),
         }

@@ -9,38 +9,31 @@
 //! broker says nobody listens there any more), sealed for that node (see
 //! [`super::seal`]); its answer must be sealed by that node.
 //!
-//! Answers come back on this node's inbox, one subject per call. The
-//! serving node sends a progress frame every [`super::PROGRESS`] while it
-//! works; a call that hears nothing for [`super::SILENCE`] fails with
-//! `PeerDied` (the node died, or the broker is gone), and so does a call
-//! made while this node is cut off from the broker, or to a name nobody
-//! serves any more (the broker's "no responders").
+//! Answers come back on this node's inbox, one subject per call, and
+//! the inbox's listener answers the waiting call itself ([`Pending`]):
+//! no task waits per call, and the relay sends each call from its own
+//! loop (a call whose request carries portals, which must be lent first,
+//! from a task of its own). The serving node sends a progress frame every
+//! [`super::PROGRESS`] while it works; a call that hears nothing for
+//! [`super::SILENCE`] fails with `PeerDied` (the node died, or the broker
+//! is gone), and so does a call made while this node is cut off from the
+//! broker, or to a name nobody serves any more (the broker's "no
+//! responders").
 //!
 //! Portals in a request are lent, and portals in a reply borrowed, as
 //! [`super::portal`] describes.
 
-use super::wire::{self, Answer};
+use super::wire::{self, Answer, Reply};
 use super::Shared;
 use crate::ipc::names::Remote;
 use crate::ipc::service::{CallRef, PortalRef, Service, ServiceRef};
 use crate::ipc::Errno;
+use std::fmt::Write as _;
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Waker};
-use tokio::sync::mpsc;
 
 /// The label of borrowed portals' calls in the counts.
 pub(super) const LENT: &str = "(portal)";
-
-/// A reply from another node: its bytes and its portals' subjects.
-type Answered = Result<(Vec<u8>, Vec<String>), Errno>;
-
-/// What a call's inbox subject delivered.
-pub(super) enum Heard {
-    Progress,
-    Done(Answered),
-    /// The broker's "no responders": nobody listens on the subject.
-    Nobody,
-}
 
 /// A remote name's relay: the portal that keeps it open (as a name's
 /// registration does for a local service).
@@ -48,15 +41,35 @@ pub(super) struct Relay {
     portal: PortalRef,
 }
 
-/// A call waiting for its answer: the secret its answer's subject
-/// carries, the node that must have sealed the answer (in a keyed
-/// cluster), where the answer goes, and when the call last heard from
-/// that node (see [`Shared::silence_loop`]).
+/// A call sent to another node and waiting for its answer: the secret
+/// its answer's subject carries, the node that must have sealed the
+/// answer (in a keyed cluster), when the call last heard from that node
+/// (see [`Shared::silence_loop`]), the call itself, and for a name's call
+/// what it takes to send it to the next node serving the name.
 pub(super) struct Pending {
     token: u64,
     from: Arc<str>,
-    tx: mpsc::Sender<Heard>,
     heard_ms: u64,
+    sending: Sending,
+    next: Option<Next>,
+}
+
+/// A call on its way: the task's call, its label in the counts, and the
+/// bytes of its frame.
+struct Sending {
+    call: CallRef,
+    label: Arc<str>,
+    sent: usize,
+}
+
+/// A name's call, as it would go to another node serving the name: the
+/// name, where the turn started and how far it got, and the frame
+/// unsealed (the front of the sealed one, shared with it).
+struct Next {
+    name: Arc<str>,
+    first: usize,
+    attempt: usize,
+    frame: bytes::Bytes,
 }
 
 /// How often calls are checked for [`super::SILENCE`]: a call fails at
@@ -128,89 +141,79 @@ impl Shared {
         portal
     }
 
-    /// Sends one call to `dest` and answers it; `label` names it in the
+    /// Sends one call to `dest` (its portals lent first); its answer
+    /// reaches it through [`Shared::heard`]. `label` names it in the
     /// counts.
     async fn forward(self: Arc<Self>, dest: Dest, label: Arc<str>, call: CallRef) {
         let objects = std::mem::take(&mut call.slot().lock().request_objects);
-        let (sent, result) = match self.lend_all(objects).await {
-            Ok(portals) => {
-                let mut frame = Vec::new();
-                {
-                    let st = call.slot().lock();
-                    let task = call.client().0;
-                    wire::encode_call(&mut frame, &self.node, task, &portals, &st.request);
-                }
-                (frame.len(), self.send_call(&dest, frame).await)
+        let portals = if objects.is_empty() {
+            Vec::new()
+        } else {
+            match self.lend_all(objects).await {
+                Ok(portals) => portals,
+                Err(e) => return self.failed(Sending { call, label, sent: 0 }, e),
             }
-            Err(e) => (0, Err(e)),
         };
-        let counted = result.as_ref().map(|(b, _)| b.len()).map_err(|_| ());
-        self.stats.called(&label, sent, counted);
-        match result {
-            Ok((reply, portals)) if portals.iter().all(|p| self.subjects.owns_portal(p)) => {
-                let subjects: Vec<&str> = portals.iter().map(String::as_str).collect();
-                let objects = self.borrow_all(&subjects);
-                let copy = |b: &mut [u8]| b.copy_from_slice(&reply);
-                let _ = call.reply_handing_off(reply.len(), copy, objects);
-            }
-            Ok(_) => {
-                self.stats.drop_frame();
-                call.fail(Errno::PeerDied);
-            }
-            Err(e) => call.fail(e),
+        let mut frame = Vec::new();
+        {
+            let st = call.slot().lock();
+            let task = call.client().0;
+            wire::encode_call(&mut frame, &self.node, task, &portals, &st.request);
         }
-    }
-
-    /// Sends a call frame to `dest` and waits for its answer. A name's
-    /// call goes to one of the nodes serving it, taken in turn; if the
-    /// broker says nobody listens there (the node just died), to the
-    /// next.
-    async fn send_call(&self, dest: &Dest, mut frame: Vec<u8>) -> Answered {
-        let name = match dest {
+        let sent = frame.len();
+        let sending = Sending { call, label, sent };
+        match dest {
             Dest::Portal(subject) => {
-                let lender = self.subjects.lender_of(subject).unwrap_or("");
-                let ask = self.exchange(subject, lender.into(), 0, frame).await;
-                return ask.unwrap_or(Err(Errno::PeerDied));
+                let lender = self.subjects.lender_of(&subject).unwrap_or("");
+                let to = (lender.into(), 0);
+                self.exchange(&subject, to, frame, sending, None).await;
             }
-            Dest::Name(name) => name,
-        };
-        let body = frame.len();
-        // Spread calls over the nodes serving the name.
-        let first = rand::random::<u32>() as usize;
-        for attempt in 0.. {
-            let provider = {
-                let names = self.lock_names();
-                let all = names.served.get(&**name).map_or(&[][..], |v| &v[..]);
-                if attempt >= all.len() {
-                    return Err(Errno::PeerDied);
-                }
-                all[first.wrapping_add(attempt) % all.len()].clone()
-            };
-            let subject = self.subjects.call(&self.node, &provider.node, name);
-            frame.truncate(body);
-            let asked = self.exchange(&subject, provider.node, provider.instance, frame.clone());
-            if let Some(answered) = asked.await {
-                return answered;
+            // Calls are spread over the nodes serving the name.
+            Dest::Name(name) => {
+                let first = rand::random::<u32>() as usize;
+                self.to_provider((name, first, 0), frame, sending).await;
             }
         }
-        Err(Errno::PeerDied)
     }
 
-    /// Publishes a call frame, sealed for instance `to` of node `from`,
-    /// and waits for its answer (see the module docs for when it gives
-    /// up); `None` if nobody listens on `subject`.
+    /// Sends a name's call to node `first + attempt` (in turn) of those
+    /// serving the name; fails it with `PeerDied` once each has had it.
+    async fn to_provider(
+        &self,
+        (name, first, attempt): (Arc<str>, usize, usize),
+        frame: Vec<u8>,
+        sending: Sending,
+    ) {
+        let provider = {
+            let names = self.lock_names();
+            let all = names.served.get(&*name).map_or(&[][..], |v| &v[..]);
+            (attempt < all.len()).then(|| all[first.wrapping_add(attempt) % all.len()].clone())
+        };
+        let Some(provider) = provider else {
+            return self.failed(sending, Errno::PeerDied);
+        };
+        let subject = self.subjects.call(&self.node, &provider.node, &name);
+        let to = (provider.node, provider.instance);
+        let next = Some((name, first, attempt));
+        self.exchange(&subject, to, frame, sending, next).await;
+    }
+
+    /// Publishes a call frame on `subject`, sealed for instance `to` of
+    /// node `from`, with a reply subject of its own, after entering the
+    /// call in the table of those waiting for answers.
     async fn exchange(
         &self,
         subject: &str,
-        from: Arc<str>,
-        to: u64,
+        (from, to): (Arc<str>, u64),
         frame: Vec<u8>,
-    ) -> Option<Answered> {
+        sending: Sending,
+        name: Option<(Arc<str>, usize, usize)>,
+    ) {
         if self.client.connection_state() != async_nats::connection::State::Connected {
-            return Some(Err(Errno::PeerDied));
+            return self.failed(sending, Errno::PeerDied);
         }
         if frame.len() + MAX_SEAL > self.client.max_payload() {
-            return Some(Err(Errno::Quota));
+            return self.failed(sending, Errno::Quota);
         }
         let id = self
             .next_call
@@ -218,40 +221,63 @@ impl Shared {
         // The answer's subject carries a secret of this call: nobody who
         // has not seen the call can answer it.
         let token: u64 = rand::random();
-        let (tx, mut rx) = mpsc::channel(4);
-        let heard_ms = self.now_ms();
+        let mut reply_to = String::with_capacity(self.inbox.len() + 40);
+        let _ = write!(reply_to, "{}.{id}_{token:016x}", self.inbox);
+        let body = frame.len();
+        let frame = self.sealed(subject, &reply_to, frame, (&from, to));
+        let next = name.map(|(name, first, attempt)| Next {
+            name,
+            first,
+            attempt,
+            frame: frame.slice(..body),
+        });
         let pending = Pending {
             token,
-            from: from.clone(),
-            tx,
-            heard_ms,
+            from,
+            heard_ms: self.now_ms(),
+            sending,
+            next,
         };
         self.lock_pending().insert(id, pending);
-        let _forget = Forget(self, id);
-        let reply_to = format!("{}.{id}_{token:016x}", self.inbox);
-        let frame = self.sealed(subject, &reply_to, frame, (&from, to));
         let sent = self
             .client
             .publish_with_reply(subject.to_string(), reply_to, frame)
             .await;
         if sent.is_err() {
-            return Some(Err(Errno::PeerDied));
-        }
-        // No timer per call: the silence loop drops the call's sender
-        // once it has heard nothing for too long.
-        loop {
-            match rx.recv().await {
-                Some(Heard::Progress) => continue,
-                Some(Heard::Done(result)) => return Some(result),
-                Some(Heard::Nobody) => return None,
-                None => return Some(Err(Errno::PeerDied)),
+            let gone = self.lock_pending().remove(&id);
+            if let Some(p) = gone {
+                self.failed(p.sending, Errno::PeerDied);
             }
         }
     }
 
-    /// Every [`SWEEP`], ends the wait of each call that has heard nothing
-    /// for [`super::SILENCE`] (its node died, or the broker is gone): its
-    /// entry goes, and with it the sender its wait listens to.
+    /// Ends a call that got no answer with `e`.
+    fn failed(&self, sending: Sending, e: Errno) {
+        self.stats.called(&sending.label, sending.sent, Err(()));
+        sending.call.fail(e);
+    }
+
+    /// Ends a call with the answer its node sent.
+    fn answered(&self, sending: Sending, result: Result<Reply<'_>, Errno>) {
+        let counted = result.as_ref().map(|r| r.bytes.len()).map_err(|_| ());
+        self.stats.called(&sending.label, sending.sent, counted);
+        match result {
+            Ok(r) if r.portals.iter().all(|p| self.subjects.owns_portal(p)) => {
+                let objects = self.borrow_all(&r.portals);
+                let copy = |b: &mut [u8]| b.copy_from_slice(r.bytes);
+                let _ = sending.call.reply_handing_off(r.bytes.len(), copy, objects);
+            }
+            Ok(_) => {
+                self.stats.drop_frame();
+                sending.call.fail(Errno::PeerDied);
+            }
+            Err(e) => sending.call.fail(e),
+        }
+    }
+
+    /// Every [`SWEEP`], fails with `PeerDied` each call that has heard
+    /// nothing for [`super::SILENCE`] (its node died, or the broker is
+    /// gone).
     pub(super) async fn silence_loop(self: Arc<Self>) {
         let mut sweep = tokio::time::interval(SWEEP);
         sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -259,50 +285,78 @@ impl Shared {
         loop {
             sweep.tick().await;
             let now = self.now_ms();
-            self.lock_pending()
-                .retain(|_, p| now.saturating_sub(p.heard_ms) < silence);
+            let silent: Vec<Pending> = self
+                .lock_pending()
+                .extract_if(|_, p| now.saturating_sub(p.heard_ms) >= silence)
+                .map(|(_, p)| p)
+                .collect();
+            for p in silent {
+                self.failed(p.sending, Errno::PeerDied);
+            }
         }
     }
 
-    /// Routes a message heard on this node's inbox to its call.
-    pub(super) fn heard(&self, msg: async_nats::Message) {
-        let id = msg
-            .subject
-            .as_str()
-            .strip_prefix(self.inbox.as_str())
-            .and_then(|rest| rest.strip_prefix('.')?.split_once('_'))
-            .and_then(|(id, token)| {
-                let token = u64::from_str_radix(token, 16).ok()?;
-                Some((id.parse::<u64>().ok()?, token))
-            });
-        let Some((id, token)) = id else {
+    /// Takes what a message heard on this node's inbox says to its call.
+    pub(super) async fn heard(&self, msg: async_nats::Message) {
+        let Some((id, token)) = self.call_of(&msg.subject) else {
             self.stats.drop_frame();
             return;
         };
-        let (heard, signer) = if msg.status == Some(async_nats::StatusCode::NO_RESPONDERS) {
-            (Heard::Nobody, None)
-        } else {
-            let Some((frame, seal)) = self.opened(&msg) else {
+        if msg.status == Some(async_nats::StatusCode::NO_RESPONDERS) {
+            // Nobody listens where the call went (the node just died):
+            // the next node serving the name gets it.
+            let Some(p) = self.waiting(id, token, None, true) else {
                 return;
             };
-            let Some(heard) = decode_heard(frame) else {
-                self.stats.drop_frame();
-                return;
+            return match p.next {
+                Some(n) => {
+                    let name = (n.name, n.first, n.attempt + 1);
+                    self.to_provider(name, n.frame.to_vec(), p.sending).await
+                }
+                None => self.failed(p.sending, Errno::PeerDied),
             };
-            (heard, seal.map(|s| s.signer))
+        }
+        let Some((frame, seal)) = self.opened(&msg) else {
+            return;
         };
+        let signer = seal.map(|s| s.signer);
+        match wire::decode_answer(frame) {
+            Some(Answer::Progress) => drop(self.waiting(id, token, signer, false)),
+            Some(Answer::Done(result)) => {
+                if let Some(p) = self.waiting(id, token, signer, true) {
+                    self.answered(p.sending, result);
+                }
+            }
+            None => self.stats.drop_frame(),
+        }
+    }
+
+    /// The call number and secret an inbox subject names.
+    fn call_of(&self, subject: &str) -> Option<(u64, u64)> {
+        let rest = subject.strip_prefix(self.inbox.as_str())?;
+        let (id, token) = rest.strip_prefix('.')?.split_once('_')?;
+        let token = u64::from_str_radix(token, 16).ok()?;
+        Some((id.parse::<u64>().ok()?, token))
+    }
+
+    /// Call `id` waiting for its answer, if `token` is its secret and
+    /// `signer` (in a keyed cluster) the node it went to: marked as
+    /// heard from, and taken out of the table if `ends`. A wrong secret
+    /// or signer is counted as forged.
+    fn waiting(&self, id: u64, token: u64, signer: Option<&str>, ends: bool) -> Option<Pending> {
         let now = self.now_ms();
         let mut pending = self.lock_pending();
         match pending.get_mut(&id) {
             Some(p) if p.token == token && signer.is_none_or(|s| s == &*p.from) => {
                 p.heard_ms = now;
-                drop(p.tx.try_send(heard));
+                ends.then(|| pending.remove(&id)).flatten()
             }
             Some(_) => {
                 drop(pending);
                 self.stats.forged();
+                None
             }
-            None => {}
+            None => None,
         }
     }
 }
@@ -310,29 +364,10 @@ impl Shared {
 /// The most a seal adds to a frame.
 const MAX_SEAL: usize = 256;
 
-/// What a frame on a call's inbox subject says.
-fn decode_heard(frame: &[u8]) -> Option<Heard> {
-    Some(match wire::decode_answer(frame)? {
-        Answer::Progress => Heard::Progress,
-        Answer::Done(r) => Heard::Done(r.map(|r| {
-            let portals = r.portals.iter().map(|s| s.to_string()).collect();
-            (r.bytes.to_vec(), portals)
-        })),
-    })
-}
-
-/// Removes a call's inbox entry however its wait ends.
-struct Forget<'a>(&'a Shared, u64);
-
-impl Drop for Forget<'_> {
-    fn drop(&mut self) {
-        self.0.lock_pending().remove(&self.1);
-    }
-}
-
-/// Receives the relay's calls and forwards each on its own to `dest`.
-/// A borrowed portal's relay ends when its last portal here is closed,
-/// and tells the lender so.
+/// Receives the relay's calls and sends each to `dest`, from this loop
+/// (a call with portals to lend, from a task of its own). A borrowed
+/// portal's relay ends when its last portal here is closed, and tells the
+/// lender so.
 pub(super) async fn relay_loop(
     shared: Weak<Shared>,
     dest: Dest,
@@ -343,8 +378,13 @@ pub(super) async fn relay_loop(
     while let Ok((slot, seq)) = std::future::poll_fn(|cx| service.poll_next(cx)).await {
         let call = CallRef::new(slot, seq);
         let Some(s) = shared.upgrade() else { return };
-        let tokio = s.tokio.clone();
-        tokio.spawn(s.forward(dest.clone(), label.clone(), call));
+        let lends = !call.slot().lock().request_objects.is_empty();
+        let forward = s.clone().forward(dest.clone(), label.clone(), call);
+        if lends {
+            s.tokio.spawn(forward);
+        } else {
+            forward.await;
+        }
     }
     if let (Some(s), Dest::Portal(subject)) = (shared.upgrade(), dest) {
         let lender = s.subjects.lender_of(&subject).unwrap_or("");

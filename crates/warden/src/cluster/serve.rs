@@ -5,11 +5,12 @@
 //! calls to this node (each caller picks one of the nodes serving a
 //! name). A call is checked — its caller named alike by subject, frame
 //! and (in a keyed cluster) seal, sealed for this instance, not a replay
-//! — and becomes a host client's call to the local service, on behalf of
+//! — and becomes a host client's call to the local service on behalf of
 //! the remote caller (its node and task travel in the frame, and the
-//! server may ask for them). While the local call
-//! runs, a progress frame goes back every [`super::PROGRESS`], so the
-//! caller can tell a slow service from a dead node. At most
+//! server may ask for them), made from the subscription's own loop until
+//! it first waits ([`Shared::serve_here`]). While the local call runs, a
+//! progress frame goes back every [`super::PROGRESS`], so the caller can
+//! tell a slow service from a dead node. At most
 //! [`MAX_IN_FLIGHT`] remote calls run at once; the others wait, and what
 //! waits is bounded ([`Waiting`]): past [`NAME_BYTES`] of calls for one
 //! name, or [`NODE_BYTES`] of them from one calling node, a call is
@@ -287,8 +288,8 @@ async fn serve_name(shared: Arc<Shared>, name: String, mut sub: async_nats::Subs
         let target = Target::Name(name.clone());
         let s = shared.clone();
         shared
-            .tokio
-            .spawn(s.serve_call(name.clone(), target, msg, place));
+            .serve_here(s.serve_call(name.clone(), target, msg, place))
+            .await;
     }
 }
 
@@ -324,6 +325,17 @@ impl Shared {
                 self.stats.forged();
                 None
             }
+        }
+    }
+
+    /// Runs `serving`, a call being served, on this thread until it first
+    /// waits, then as a task of its own: a service that answers while it
+    /// is handed the call here has its answer sent with no task spawned.
+    pub(super) async fn serve_here(&self, serving: impl Future<Output = ()> + Send + 'static) {
+        let mut serving = Box::pin(serving);
+        let first = std::future::poll_fn(|cx| Poll::Ready(serving.as_mut().poll(cx))).await;
+        if first.is_pending() {
+            self.tokio.spawn(serving);
         }
     }
 
