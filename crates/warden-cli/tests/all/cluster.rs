@@ -337,6 +337,68 @@ fn nodes_exporting_one_name_share_its_calls() {
     assert!(na >= 80 && nc >= 80, "a {na}, c {nc}");
 }
 
+/// A node listed as serving a name but not listening for its calls (in
+/// life, a node just died, until its silence ends its listing; here a
+/// stranger announcing itself in an open cluster) never fails a call: the
+/// broker says nobody listens there, and the call goes to the next node
+/// serving the name. Without that, the first call sent to "ghost" would
+/// fail with "peer died" and end the client.
+#[test]
+fn a_call_nobody_hears_goes_to_the_next_node_serving_the_name() {
+    let d = tempfile::tempdir().unwrap();
+    let broker = Broker::start();
+    let c = Node::start(d.path(), "c", &broker.url(), &server("kv", "c"));
+    c.wait_for("server: ready");
+    let calls = 20_000;
+    let mut b = Node::start(
+        d.path(),
+        "b",
+        &broker.url(),
+        &client("calls", &["call", "kv", &calls.to_string(), "x"], &["kv"]),
+    );
+    // Once b's calls are under way, "ghost" announces kv every 200 ms.
+    let t = Instant::now();
+    while c.metric("warden_cluster_served_total{name=\"kv\"}") < 1.0 {
+        assert!(t.elapsed() < Duration::from_secs(60), "no call reached c");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let ghost = {
+        let stop = stop.clone();
+        let port = broker.port;
+        std::thread::spawn(move || announce_ghost(port, &stop))
+    };
+    // Until b lists ghost beside c (or b's client has failed).
+    let mut heard = false;
+    while !heard && b.child.try_wait().unwrap().is_none() {
+        assert!(t.elapsed() < Duration::from_secs(60), "b never heard ghost");
+        heard = b.metric("warden_cluster_nodes") >= 2.0;
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let code = b.finish();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    ghost.join().unwrap();
+    assert_eq!(code, 0, "{}", b.out());
+    assert!(heard, "b's calls ended before it heard ghost");
+    assert!(b.out().contains(&format!("client: from c {calls}")), "{}", b.out());
+}
+
+/// Announces node "ghost", exporting kv, until `stop`; subscribes to
+/// nothing.
+fn announce_ghost(port: u16, stop: &std::sync::atomic::AtomicBool) {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(b"CONNECT {\"verbose\":false}\r\n").unwrap();
+    let announce = r#"{"node":"ghost","instance":1,"exports":["kv"]}"#;
+    let frame = format!(
+        "PUB warden.default.node.ghost {}\r\n{announce}\r\n",
+        announce.len()
+    );
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        s.write_all(frame.as_bytes()).unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// A call to a node that dies fails with "peer died" once the node has
 /// been silent for 1.5 s (its last word came at most 250 ms before the
 /// kill); the bound adds a margin for timers late on a busy machine.

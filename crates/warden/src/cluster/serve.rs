@@ -206,6 +206,7 @@ impl Shared {
         result: Result<(Vec<u8>, Vec<Object>), Errno>,
     ) {
         let result = match result {
+            Ok((bytes, objects)) if objects.is_empty() => Ok((bytes, Vec::new())),
             // Portals in the reply are lent to the caller's node.
             Ok((bytes, objects)) => match self.lend_all(objects).await {
                 Ok(subjects) => Ok((bytes, subjects)),
