@@ -380,7 +380,11 @@ fn a_call_nobody_hears_goes_to_the_next_node_serving_the_name() {
     ghost.join().unwrap();
     assert_eq!(code, 0, "{}", b.out());
     assert!(heard, "b's calls ended before it heard ghost");
-    assert!(b.out().contains(&format!("client: from c {calls}")), "{}", b.out());
+    assert!(
+        b.out().contains(&format!("client: from c {calls}")),
+        "{}",
+        b.out()
+    );
 }
 
 /// Announces node "ghost", exporting kv, until `stop`; subscribes to

@@ -151,7 +151,14 @@ impl Shared {
         } else {
             match self.lend_all(objects).await {
                 Ok(portals) => portals,
-                Err(e) => return self.failed(Sending { call, label, sent: 0 }, e),
+                Err(e) => {
+                    let unsent = Sending {
+                        call,
+                        label,
+                        sent: 0,
+                    };
+                    return self.failed(unsent, e);
+                }
             }
         };
         let mut frame = Vec::new();
