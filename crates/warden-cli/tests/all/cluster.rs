@@ -3,7 +3,7 @@
 //! a lost broker, bad frames and the operators' views.
 
 use crate::util::*;
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -180,23 +180,27 @@ impl Node {
     /// `GET path` on the node's control API (once it is up).
     pub fn get(&self, path: &str) -> String {
         let t = Instant::now();
-        let mut s = loop {
-            match std::net::TcpStream::connect(&self.control) {
-                Ok(s) => break s,
+        loop {
+            match self.try_get(path) {
+                Ok(text) => return text,
                 Err(e) => assert!(t.elapsed() < Duration::from_secs(30), "control API: {e}"),
             }
             std::thread::sleep(Duration::from_millis(20));
-        };
+        }
+    }
+
+    /// `GET path` on the node's control API, tried once.
+    fn try_get(&self, path: &str) -> std::io::Result<String> {
+        let mut s = std::net::TcpStream::connect(&self.control)?;
         let token = token_of(&self.control);
         write!(
             s,
             "GET {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n",
             self.control
-        )
-        .unwrap();
+        )?;
         let mut text = String::new();
-        s.read_to_string(&mut text).unwrap();
-        text
+        s.read_to_string(&mut text)?;
+        Ok(text)
     }
 
     /// Waits until the node's counter `metric` reaches `at_least`.
@@ -215,11 +219,16 @@ impl Node {
 
     /// A counter of the node's `/metrics`, 0 if absent.
     pub fn metric(&self, line_start: &str) -> f64 {
-        self.get("/metrics")
-            .lines()
-            .find_map(|l| l.strip_prefix(line_start)?.trim().parse().ok())
-            .unwrap_or(0.0)
+        counter(&self.get("/metrics"), line_start)
     }
+}
+
+/// The counter `line_start` names in a `/metrics` text, 0 if absent.
+fn counter(metrics: &str, line_start: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(line_start)?.trim().parse().ok())
+        .unwrap_or(0.0)
 }
 
 /// A task serving `name` for the cluster, answering with `tag`.
@@ -372,7 +381,11 @@ fn a_call_nobody_hears_goes_to_the_next_node_serving_the_name() {
     let mut heard = false;
     while !heard && b.child.try_wait().unwrap().is_none() {
         assert!(t.elapsed() < Duration::from_secs(60), "b never heard ghost");
-        heard = b.metric("warden_cluster_nodes") >= 2.0;
+        // Tried once: b may end between the check and the request.
+        let nodes = b
+            .try_get("/metrics")
+            .map(|m| counter(&m, "warden_cluster_nodes"));
+        heard = nodes.is_ok_and(|n| n >= 2.0);
         std::thread::sleep(Duration::from_millis(5));
     }
     let code = b.finish();
@@ -390,15 +403,10 @@ fn a_call_nobody_hears_goes_to_the_next_node_serving_the_name() {
 /// Announces node "ghost", exporting kv, until `stop`; subscribes to
 /// nothing.
 fn announce_ghost(port: u16, stop: &std::sync::atomic::AtomicBool) {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.write_all(b"CONNECT {\"verbose\":false}\r\n").unwrap();
-    let announce = r#"{"node":"ghost","instance":1,"exports":["kv"]}"#;
-    let frame = format!(
-        "PUB warden.default.node.ghost {}\r\n{announce}\r\n",
-        announce.len()
-    );
+    let mut ghost = Rogue::connect(port);
+    let announce = br#"{"node":"ghost","instance":1,"exports":["kv"]}"#;
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-        s.write_all(frame.as_bytes()).unwrap();
+        ghost.publish("warden.default.node.ghost", "", announce);
         std::thread::sleep(Duration::from_millis(200));
     }
 }
@@ -619,4 +627,137 @@ fn portals_cross_nodes_both_ways_and_are_given_back() {
     }
     assert!(b.metric("warden_cluster_served_total{name=\"(portal)\"}") >= 1.0);
     assert!(a.metric("warden_cluster_served_total{name=\"(portal)\"}") >= 1.0);
+}
+
+/// A raw NATS client: the attacker.
+pub(crate) struct Rogue {
+    s: std::net::TcpStream,
+    r: BufReader<std::net::TcpStream>,
+}
+
+impl Rogue {
+    pub(crate) fn connect(port: u16) -> Rogue {
+        Self::open(port, "")
+    }
+
+    /// Connects with a user name and password.
+    pub(crate) fn connect_as(port: u16, user: &str, pass: &str) -> Rogue {
+        let mut me = Self::open(port, &format!(",\"user\":\"{user}\",\"pass\":\"{pass}\""));
+        me.send(b"PING\r\n");
+        assert_eq!(me.violations(), 0, "connected");
+        me
+    }
+
+    /// Reads the broker's INFO and sends CONNECT with `more` fields.
+    pub(crate) fn open(port: u16, more: &str) -> Rogue {
+        let s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        let mut info = String::new();
+        r.read_line(&mut info).unwrap();
+        let mut me = Rogue { s, r };
+        let connect = format!("CONNECT {{\"verbose\":false,\"pedantic\":false{more}}}\r\n");
+        me.send(connect.as_bytes());
+        me
+    }
+
+    /// Reads until the broker's PONG; how many permission violations it
+    /// reported before it (panics on a message: nothing may arrive).
+    pub(crate) fn violations(&mut self) -> usize {
+        self.s
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut n = 0;
+        loop {
+            let mut line = String::new();
+            self.r.read_line(&mut line).unwrap();
+            match line.trim() {
+                "PONG" => return n,
+                "PING" => self.send(b"PONG\r\n"),
+                l if l.contains("Permissions Violation") => n += 1,
+                l if l.starts_with("MSG") => panic!("the rogue heard {l}"),
+                l if l.starts_with("-ERR") => panic!("{l}"),
+                _ => {}
+            }
+        }
+    }
+
+    pub(crate) fn send(&mut self, bytes: &[u8]) {
+        self.s.write_all(bytes).unwrap();
+    }
+
+    pub(crate) fn publish(&mut self, subject: &str, reply: &str, payload: &[u8]) {
+        let head = format!("PUB {subject} {reply} {}\r\n", payload.len());
+        let mut m = head.into_bytes();
+        m.extend_from_slice(payload);
+        m.extend_from_slice(b"\r\n");
+        self.send(&m);
+    }
+
+    /// Waits for the broker's PONG.
+    pub(crate) fn pong(&mut self) {
+        self.s
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut line = String::new();
+        while line.trim() != "PONG" {
+            line.clear();
+            self.r.read_line(&mut line).unwrap();
+            if line.starts_with("MSG") {
+                let len: usize = line.split_whitespace().last().unwrap().parse().unwrap();
+                let mut skip = vec![0; len + 2];
+                self.r.read_exact(&mut skip).unwrap();
+            }
+        }
+    }
+
+    /// The next message's subject, reply subject and payload, answering
+    /// the broker's pings; `None` after `within`.
+    pub(crate) fn next(&mut self, within: Duration) -> Option<(String, String, Vec<u8>)> {
+        self.s.set_read_timeout(Some(within)).unwrap();
+        loop {
+            let mut line = String::new();
+            self.r.read_line(&mut line).ok()?;
+            let parts: Vec<&str> = line.split_whitespace().collect();
+            match parts.first().copied() {
+                Some("PING") => self.send(b"PONG\r\n"),
+                Some("MSG") => {
+                    let len: usize = parts.last()?.parse().ok()?;
+                    let reply = if parts.len() == 5 { parts[3] } else { "" }.to_string();
+                    let mut payload = vec![0; len + 2];
+                    self.r.read_exact(&mut payload).ok()?;
+                    payload.truncate(len);
+                    return Some((parts[1].to_string(), reply, payload));
+                }
+                Some(_) => {}
+                None => return None,
+            }
+        }
+    }
+}
+
+impl Rogue {
+    /// Subjects of the messages heard before the broker's PONG.
+    pub(crate) fn heard_until_pong(&mut self) -> Vec<String> {
+        self.send(b"PING\r\n");
+        self.s
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut heard = vec![];
+        loop {
+            let mut line = String::new();
+            self.r.read_line(&mut line).unwrap();
+            let parts: Vec<&str> = line.split_whitespace().collect();
+            match parts.first().copied() {
+                Some("PONG") => return heard,
+                Some("PING") => self.send(b"PONG\r\n"),
+                Some("MSG") => {
+                    let len: usize = parts.last().unwrap().parse().unwrap();
+                    let mut skip = vec![0; len + 2];
+                    self.r.read_exact(&mut skip).unwrap();
+                    heard.push(parts[1].to_string());
+                }
+                _ => {}
+            }
+        }
+    }
 }

@@ -5,9 +5,8 @@
 //! call; and a flood of calls answered `busy` within a byte budget. The
 //! attacker is a raw NATS client written here.
 
-use crate::cluster::{client, server, Broker, Node};
+use crate::cluster::{client, server, Broker, Node, Rogue};
 use crate::util::*;
-use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -279,112 +278,6 @@ fn warden_ok(args: &[std::ffi::OsString]) -> Vec<u8> {
     out.stdout
 }
 
-/// A raw NATS client: the attacker.
-struct Rogue {
-    s: std::net::TcpStream,
-    r: BufReader<std::net::TcpStream>,
-}
-
-impl Rogue {
-    fn connect(port: u16) -> Rogue {
-        Self::open(port, "")
-    }
-
-    /// Connects with a user name and password.
-    fn connect_as(port: u16, user: &str, pass: &str) -> Rogue {
-        let mut me = Self::open(port, &format!(",\"user\":\"{user}\",\"pass\":\"{pass}\""));
-        me.send(b"PING\r\n");
-        assert_eq!(me.violations(), 0, "connected");
-        me
-    }
-
-    /// Reads the broker's INFO and sends CONNECT with `more` fields.
-    fn open(port: u16, more: &str) -> Rogue {
-        let s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-        let mut r = BufReader::new(s.try_clone().unwrap());
-        let mut info = String::new();
-        r.read_line(&mut info).unwrap();
-        let mut me = Rogue { s, r };
-        let connect = format!("CONNECT {{\"verbose\":false,\"pedantic\":false{more}}}\r\n");
-        me.send(connect.as_bytes());
-        me
-    }
-
-    /// Reads until the broker's PONG; how many permission violations it
-    /// reported before it (panics on a message: nothing may arrive).
-    fn violations(&mut self) -> usize {
-        self.s
-            .set_read_timeout(Some(Duration::from_secs(30)))
-            .unwrap();
-        let mut n = 0;
-        loop {
-            let mut line = String::new();
-            self.r.read_line(&mut line).unwrap();
-            match line.trim() {
-                "PONG" => return n,
-                "PING" => self.send(b"PONG\r\n"),
-                l if l.contains("Permissions Violation") => n += 1,
-                l if l.starts_with("MSG") => panic!("the rogue heard {l}"),
-                l if l.starts_with("-ERR") => panic!("{l}"),
-                _ => {}
-            }
-        }
-    }
-
-    fn send(&mut self, bytes: &[u8]) {
-        self.s.write_all(bytes).unwrap();
-    }
-
-    fn publish(&mut self, subject: &str, reply: &str, payload: &[u8]) {
-        let head = format!("PUB {subject} {reply} {}\r\n", payload.len());
-        let mut m = head.into_bytes();
-        m.extend_from_slice(payload);
-        m.extend_from_slice(b"\r\n");
-        self.send(&m);
-    }
-
-    /// Waits for the broker's PONG.
-    fn pong(&mut self) {
-        self.s
-            .set_read_timeout(Some(Duration::from_secs(30)))
-            .unwrap();
-        let mut line = String::new();
-        while line.trim() != "PONG" {
-            line.clear();
-            self.r.read_line(&mut line).unwrap();
-            if line.starts_with("MSG") {
-                let len: usize = line.split_whitespace().last().unwrap().parse().unwrap();
-                let mut skip = vec![0; len + 2];
-                self.r.read_exact(&mut skip).unwrap();
-            }
-        }
-    }
-
-    /// The next message's subject, reply subject and payload, answering
-    /// the broker's pings; `None` after `within`.
-    fn next(&mut self, within: Duration) -> Option<(String, String, Vec<u8>)> {
-        self.s.set_read_timeout(Some(within)).unwrap();
-        loop {
-            let mut line = String::new();
-            self.r.read_line(&mut line).ok()?;
-            let parts: Vec<&str> = line.split_whitespace().collect();
-            match parts.first().copied() {
-                Some("PING") => self.send(b"PONG\r\n"),
-                Some("MSG") => {
-                    let len: usize = parts.last()?.parse().ok()?;
-                    let reply = if parts.len() == 5 { parts[3] } else { "" }.to_string();
-                    let mut payload = vec![0; len + 2];
-                    self.r.read_exact(&mut payload).ok()?;
-                    payload.truncate(len);
-                    return Some((parts[1].to_string(), reply, payload));
-                }
-                Some(_) => {}
-                None => return None,
-            }
-        }
-    }
-}
-
 /// A call frame from node `node` carrying `request`.
 fn call_frame(node: &str, request: &[u8]) -> Vec<u8> {
     let mut f = vec![1, 1, node.len() as u8];
@@ -592,33 +485,6 @@ fn the_generated_broker_config_holds_each_node_to_its_own_subjects() {
     // No call reached the rogue's subscriptions.
     rogue.send(b"PING\r\n");
     assert_eq!(rogue.violations(), 0);
-}
-
-impl Rogue {
-    /// Subjects of the messages heard before the broker's PONG.
-    fn heard_until_pong(&mut self) -> Vec<String> {
-        self.send(b"PING\r\n");
-        self.s
-            .set_read_timeout(Some(Duration::from_secs(30)))
-            .unwrap();
-        let mut heard = vec![];
-        loop {
-            let mut line = String::new();
-            self.r.read_line(&mut line).unwrap();
-            let parts: Vec<&str> = line.split_whitespace().collect();
-            match parts.first().copied() {
-                Some("PONG") => return heard,
-                Some("PING") => self.send(b"PONG\r\n"),
-                Some("MSG") => {
-                    let len: usize = parts.last().unwrap().parse().unwrap();
-                    let mut skip = vec![0; len + 2];
-                    self.r.read_exact(&mut skip).unwrap();
-                    heard.push(parts[1].to_string());
-                }
-                _ => {}
-            }
-        }
-    }
 }
 
 const FORGED: &str = "warden_cluster_forged_frames_total";
