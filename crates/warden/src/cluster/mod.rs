@@ -210,11 +210,14 @@ pub(crate) struct Shared {
     task_list: TaskList,
 }
 
-/// A node serving a name, as the caller's side sees it.
+/// A node serving a name, as the caller's side sees it: with the
+/// subject this node's calls to the name go to there, made once when
+/// the node is heard to serve it rather than for each call.
 #[derive(Clone)]
 pub(crate) struct Provider {
     node: Arc<str>,
     instance: u64,
+    subject: async_nats::Subject,
 }
 
 /// What lookups read: the live nodes serving each name, the lookups
@@ -229,8 +232,15 @@ struct Names {
 
 impl Names {
     /// Applies what one node's announcement (or silence) changed; true
-    /// if a name nobody served is served now.
-    fn apply(&mut self, node: &str, change: directory::Change) -> bool {
+    /// if a name nobody served is served now. `calls` holds, for each name
+    /// added, the subject of this node's calls to it on `node` (made
+    /// before the lock is taken).
+    fn apply(
+        &mut self,
+        node: &str,
+        change: directory::Change,
+        calls: Vec<async_nats::Subject>,
+    ) -> bool {
         for name in &change.removed {
             if let Some(v) = self.served.get_mut(name) {
                 v.retain(|p| &*p.node != node);
@@ -241,10 +251,12 @@ impl Names {
         }
         let mut new = false;
         let node: Arc<str> = node.into();
-        for name in change.added {
+        debug_assert_eq!(change.added.len(), calls.len());
+        for (name, subject) in change.added.into_iter().zip(calls) {
             let p = Provider {
                 node: node.clone(),
                 instance: change.instance,
+                subject,
             };
             match self.served.get_mut(&name) {
                 Some(v) => v.push(p),
@@ -556,9 +568,12 @@ impl Shared {
                     continue;
                 }
             };
+            let calls = change.added.iter();
+            let calls = calls.map(|name| self.subjects.call(&self.node, &node, name).into());
+            let calls = calls.collect();
             let woken = {
                 let mut names = self.lock_names();
-                if !names.apply(&node, change) {
+                if !names.apply(&node, change, calls) {
                     continue;
                 }
                 std::mem::take(&mut names.waiters)
@@ -632,7 +647,7 @@ impl Shared {
                     removed,
                     ..Default::default()
                 };
-                self.lock_names().apply(&node, change);
+                self.lock_names().apply(&node, change, Vec::new());
             }
             let _ = tokio::time::timeout(ANNOUNCE, self.exports_changed.notified()).await;
         }

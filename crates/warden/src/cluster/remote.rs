@@ -28,7 +28,6 @@ use super::Shared;
 use crate::ipc::names::Remote;
 use crate::ipc::service::{CallRef, PortalRef, Service, ServiceRef};
 use crate::ipc::Errno;
-use std::fmt::Write as _;
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Waker};
 
@@ -82,7 +81,7 @@ pub(super) enum Dest {
     /// To one of the nodes serving a name.
     Name(Arc<str>),
     /// To the node that lent a portal, on the portal's subject.
-    Portal(Arc<str>),
+    Portal(async_nats::Subject),
 }
 
 impl Remote for Shared {
@@ -173,7 +172,8 @@ impl Shared {
             Dest::Portal(subject) => {
                 let lender = self.subjects.lender_of(&subject).unwrap_or("");
                 let to = (lender.into(), 0);
-                self.exchange(&subject, to, frame, sending, None).await;
+                self.exchange(subject.clone(), to, frame, sending, None)
+                    .await;
             }
             // Calls are spread over the nodes serving the name.
             Dest::Name(name) => {
@@ -199,10 +199,10 @@ impl Shared {
         let Some(provider) = provider else {
             return self.failed(sending, Errno::PeerDied);
         };
-        let subject = self.subjects.call(&self.node, &provider.node, &name);
         let to = (provider.node, provider.instance);
         let next = Some((name, first, attempt));
-        self.exchange(&subject, to, frame, sending, next).await;
+        self.exchange(provider.subject, to, frame, sending, next)
+            .await;
     }
 
     /// Publishes a call frame on `subject`, sealed for instance `to` of
@@ -210,7 +210,7 @@ impl Shared {
     /// call in the table of those waiting for answers.
     async fn exchange(
         &self,
-        subject: &str,
+        subject: async_nats::Subject,
         (from, to): (Arc<str>, u64),
         frame: Vec<u8>,
         sending: Sending,
@@ -228,10 +228,9 @@ impl Shared {
         // The answer's subject carries a secret of this call: nobody who
         // has not seen the call can answer it.
         let token: u64 = rand::random();
-        let mut reply_to = String::with_capacity(self.inbox.len() + 40);
-        let _ = write!(reply_to, "{}.{id}_{token:016x}", self.inbox);
+        let reply_to = wire::reply_subject(&self.inbox, id, token);
         let body = frame.len();
-        let frame = self.sealed(subject, &reply_to, frame, (&from, to));
+        let frame = self.sealed(&subject, &reply_to, frame, (&from, to));
         let next = name.map(|(name, first, attempt)| Next {
             name,
             first,
@@ -248,7 +247,7 @@ impl Shared {
         self.lock_pending().insert(id, pending);
         let sent = self
             .client
-            .publish_with_reply(subject.to_string(), reply_to, frame)
+            .publish_with_reply(subject, reply_to, frame)
             .await;
         if sent.is_err() {
             let gone = self.lock_pending().remove(&id);
@@ -340,10 +339,7 @@ impl Shared {
 
     /// The call number and secret an inbox subject names.
     fn call_of(&self, subject: &str) -> Option<(u64, u64)> {
-        let rest = subject.strip_prefix(self.inbox.as_str())?;
-        let (id, token) = rest.strip_prefix('.')?.split_once('_')?;
-        let token = u64::from_str_radix(token, 16).ok()?;
-        Some((id.parse::<u64>().ok()?, token))
+        wire::reply_call(&self.inbox, subject)
     }
 
     /// Call `id` waiting for its answer, if `token` is its secret and
@@ -396,6 +392,6 @@ pub(super) async fn relay_loop(
     if let (Some(s), Dest::Portal(subject)) = (shared.upgrade(), dest) {
         let lender = s.subjects.lender_of(&subject).unwrap_or("");
         let release = s.sealed(&subject, "", wire::encode_release(), (lender, 0));
-        let _ = s.client.publish(subject.to_string(), release).await;
+        let _ = s.client.publish(subject.clone(), release).await;
     }
 }

@@ -41,30 +41,35 @@ pub const NAME_CALLS: usize = 4 * MAX_IN_FLIGHT;
 const CALL_COST: usize = 512;
 
 /// The calls admitted for one name and not yet answered: their bytes,
-/// and those from each calling node.
+/// and those from each calling node. A node's entry stays when it drops
+/// to nothing, so that its next call takes no allocation, while at most
+/// [`IDLE_NODES`] entries are kept.
 #[derive(Default)]
 pub(super) struct Waiting {
     calls: usize,
     bytes: usize,
-    by_node: HashMap<String, usize>,
+    by_node: HashMap<Arc<str>, usize>,
 }
 
+/// Most calling nodes whose entries in a [`Waiting`] are kept at zero.
+const IDLE_NODES: usize = 64;
+
 impl Waiting {
-    /// Admits a call of `bytes` from `node`, if it fits.
-    fn admit(&mut self, node: &str, bytes: usize) -> bool {
+    /// Admits a call of `bytes` from `node`, if it fits: the node's name
+    /// as the entry holds it.
+    fn admit(&mut self, node: &str, bytes: usize) -> Option<Arc<str>> {
         let bytes = bytes + CALL_COST;
-        let from = self.by_node.get(node).copied().unwrap_or(0);
+        let known = self.by_node.get_key_value(node);
+        let from = known.map_or(0, |(_, n)| *n);
         if self.calls >= NAME_CALLS || self.bytes + bytes > NAME_BYTES || from + bytes > NODE_BYTES
         {
-            return false;
+            return None;
         }
+        let name = known.map_or_else(|| node.into(), |(name, _)| name.clone());
         self.calls += 1;
         self.bytes += bytes;
-        match self.by_node.get_mut(node) {
-            Some(n) => *n += bytes,
-            None => drop(self.by_node.insert(node.to_string(), bytes)),
-        }
-        true
+        self.by_node.insert(name.clone(), from + bytes);
+        Some(name)
     }
 
     /// Gives back what [`admit`](Self::admit) took.
@@ -74,7 +79,7 @@ impl Waiting {
         self.bytes -= bytes;
         if let Some(n) = self.by_node.get_mut(node) {
             *n -= bytes;
-            if *n == 0 {
+            if *n == 0 && self.by_node.len() > IDLE_NODES {
                 self.by_node.remove(node);
             }
         }
@@ -84,7 +89,7 @@ impl Waiting {
 /// A call's place in its name's [`Waiting`], given back when dropped.
 pub(super) struct Admitted {
     waiting: Arc<std::sync::Mutex<Waiting>>,
-    node: String,
+    node: Arc<str>,
     bytes: usize,
 }
 
@@ -368,9 +373,8 @@ impl Shared {
             let mut w = waiting.lock().unwrap_or_else(|e| e.into_inner());
             w.admit(node, bytes)
         };
-        if admitted {
+        if let Some(node) = admitted {
             let waiting = waiting.clone();
-            let node = node.to_string();
             return Some(Admitted {
                 waiting,
                 node,
@@ -397,18 +401,28 @@ mod tests {
         // Almost a node's whole share: four nodes fill the name's.
         let big = NODE_BYTES - 4096;
         assert_eq!(NAME_BYTES, 4 * NODE_BYTES);
-        assert!(w.admit("a", big) && !w.admit("a", big), "a node's share");
+        assert!(
+            w.admit("a", big).is_some() && w.admit("a", big).is_none(),
+            "a node's share"
+        );
         for node in ["b", "c", "d"] {
-            assert!(w.admit(node, big), "{node}");
+            assert!(w.admit(node, big).is_some(), "{node}");
         }
-        assert!(!w.admit("e", big), "the name's bytes");
+        assert!(w.admit("e", big).is_none(), "the name's bytes");
         w.release("a", big);
-        assert!(w.admit("e", big), "room again");
+        assert!(w.admit("e", big).is_some(), "room again");
         for node in ["b", "c", "d", "e"] {
             w.release(node, big);
         }
-        assert_eq!((w.calls, w.bytes, w.by_node.len()), (0, 0, 0));
-        let admitted = (0..NAME_CALLS + 1).filter(|i| w.admit(&i.to_string(), 0));
+        assert_eq!((w.calls, w.bytes), (0, 0));
+        assert!(w.by_node.values().all(|n| *n == 0));
+        let admitted = (0..NAME_CALLS + 1).filter(|i| w.admit(&i.to_string(), 0).is_some());
         assert_eq!(admitted.count(), NAME_CALLS, "the name's calls");
+        // Past IDLE_NODES, the nodes with nothing waiting are forgotten.
+        for i in 0..NAME_CALLS {
+            w.release(&i.to_string(), 0);
+        }
+        assert_eq!((w.calls, w.bytes), (0, 0));
+        assert!(w.by_node.len() <= IDLE_NODES, "{}", w.by_node.len());
     }
 }

@@ -230,6 +230,44 @@ impl Subjects {
     }
 }
 
+/// The subject call number `id` is answered on in `inbox`: the call's
+/// number, then its secret `token` in hex (written by hand: this runs
+/// for every call).
+pub fn reply_subject(inbox: &str, id: u64, token: u64) -> String {
+    let mut s = String::with_capacity(inbox.len() + 38);
+    s.push_str(inbox);
+    s.push('.');
+    let mut digits = [0u8; 20];
+    let mut n = id;
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    digits[at..].iter().for_each(|&d| s.push(d as char));
+    s.push('_');
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    (0..16)
+        .rev()
+        .for_each(|i| s.push(HEX[(token >> (4 * i)) as usize & 15] as char));
+    s
+}
+
+/// The call number and secret of a [`reply_subject`] in `inbox`.
+pub fn reply_call(inbox: &str, subject: &str) -> Option<(u64, u64)> {
+    let rest = subject.strip_prefix(inbox)?;
+    let (id, token) = rest.strip_prefix('.')?.split_once('_')?;
+    if token.len() != 16 || id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let token = u64::from_str_radix(token, 16).ok()?;
+    Some((id.parse::<u64>().ok()?, token))
+}
+
 /// Whether `s` can be a lent portal's subject (of any cluster: a frame
 /// is checked against its receiver's with [`Subjects::owns_portal`]).
 pub fn valid_portal_subject(s: &str) -> bool {
@@ -483,6 +521,37 @@ mod tests {
         assert_eq!(decode_answer(&with_bytes), None, "an error with bytes");
         assert_eq!(decode_answer(&[VERSION]), None);
         assert_eq!(decode_answer(&[]), None);
+    }
+
+    #[test]
+    fn reply_subjects_carry_the_call_and_its_secret() {
+        let inbox = "warden.prod.inbox.b.00000000000000ff";
+        for (id, token) in [
+            (0, 0),
+            (1, 0xfe),
+            (12_345, 0x0123_4567_89ab_cdef),
+            (u64::MAX, u64::MAX),
+        ] {
+            let s = reply_subject(inbox, id, token);
+            assert_eq!(s, format!("{inbox}.{id}_{token:016x}"));
+            assert_eq!(reply_call(inbox, &s), Some((id, token)), "{s}");
+        }
+        for bad in [
+            "",
+            ".1_00",
+            ".+1_0000000000000000",
+            "._0000000000000000",
+            ".1_000000000000000g",
+        ] {
+            assert_eq!(reply_call(inbox, &format!("{inbox}{bad}")), None, "{bad}");
+        }
+        assert_eq!(
+            reply_call(
+                inbox,
+                "warden.prod.inbox.c.00000000000000ff.1_0000000000000000"
+            ),
+            None
+        );
     }
 
     #[test]
