@@ -54,7 +54,7 @@ use directory::Directory;
 use futures_util::StreamExt;
 use remote::Relay;
 use std::collections::HashMap;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::Waker;
 use std::time::{Duration, Instant};
@@ -202,6 +202,8 @@ pub(crate) struct Shared {
     /// Portals lent to other nodes, by number.
     lent: Mutex<HashMap<u64, AbortHandle>>,
     next_call: AtomicU64,
+    /// Set once the node leaves: no call is sent (or waits) after.
+    left: std::sync::atomic::AtomicBool,
     inbox: String,
     stats: stats::Stats,
     in_flight: tokio::sync::Semaphore,
@@ -340,6 +342,7 @@ impl Cluster {
             windows: Mutex::default(),
             lent: Mutex::default(),
             next_call: AtomicU64::new(1),
+            left: Default::default(),
             stats: stats::Stats::default(),
             in_flight: tokio::sync::Semaphore::new(serve::MAX_IN_FLIGHT),
             exports_changed: tokio::sync::Notify::new(),
@@ -407,6 +410,12 @@ impl Drop for Cluster {
         for (_, h) in self.shared.lock_lent().drain() {
             h.abort();
         }
+        // Nothing will answer the calls waiting now, nor sweep them: they
+        // fail, on the node's thread, after which no call waits (see
+        // `exchange`).
+        self.shared.left.store(true, Ordering::Release);
+        let s = self.shared.clone();
+        self.reactor.run(async move { s.fail_all_pending() });
     }
 }
 
@@ -509,6 +518,12 @@ impl Shared {
             }
         }
         false
+    }
+
+    /// Whether frames are sealed and checked (the cluster lists its
+    /// members' keys).
+    fn keyed(&self) -> bool {
+        matches!(self.trust, seal::Trust::Keyed { .. })
     }
 
     /// `frame` sealed for `subject` and `reply`, meant for node

@@ -50,7 +50,13 @@ impl Shared {
             }
             let mut subjects = Vec::with_capacity(portals.len());
             for p in portals {
-                subjects.push(me.lend(p).await?);
+                match me.lend(p).await {
+                    Ok(subject) => subjects.push(subject),
+                    Err(e) => {
+                        me.unlend(&subjects);
+                        return Err(e);
+                    }
+                }
             }
             Ok(subjects)
         })
@@ -77,6 +83,21 @@ impl Shared {
         let task = self.tokio.spawn(serve_lent(self.clone(), n, portal, sub));
         self.lock_lent().insert(n, task.abort_handle());
         Ok(subject)
+    }
+
+    /// Stops lending the portals this node lent on `subjects` (for a
+    /// message that never reached a node that would borrow them).
+    pub(super) fn unlend(&self, subjects: &[String]) {
+        if subjects.is_empty() {
+            return;
+        }
+        let mut lent = self.lock_lent();
+        for s in subjects {
+            let n = self.subjects.portal_number(&self.node, s);
+            if let Some(task) = n.and_then(|n| lent.remove(&n)) {
+                task.abort();
+            }
+        }
     }
 
     /// Portals, as objects for a local task, to the subjects another node

@@ -42,23 +42,28 @@ pub(super) struct Relay {
 
 /// A call sent to another node and waiting for its answer: the secret
 /// its answer's subject carries, the node that must have sealed the
-/// answer (in a keyed cluster), when the call last heard from that node
+/// answer (in a keyed cluster) and the number of the last seal heard from
+/// it for this call (a frame of the call's sealed with the same or a
+/// lower number is a replay), when the call last heard from that node
 /// (see [`Shared::silence_loop`]), the call itself, and for a name's call
 /// what it takes to send it to the next node serving the name.
 pub(super) struct Pending {
     token: u64,
     from: Arc<str>,
+    last_seq: u64,
     heard_ms: u64,
     sending: Sending,
     next: Option<Next>,
 }
 
-/// A call on its way: the task's call, its label in the counts, and the
-/// bytes of its frame.
+/// A call on its way: the task's call, its label in the counts, the
+/// bytes of its frame, and the portals lent for it (given back if the
+/// call fails before a node has borrowed them).
 struct Sending {
     call: CallRef,
     label: Arc<str>,
     sent: usize,
+    lent: Vec<String>,
 }
 
 /// A name's call, as it would go to another node serving the name: the
@@ -145,19 +150,23 @@ impl Shared {
     /// counts.
     async fn forward(self: Arc<Self>, dest: Dest, label: Arc<str>, call: CallRef) {
         let objects = std::mem::take(&mut call.slot().lock().request_objects);
+        let unsent = |call| Sending {
+            call,
+            label: label.clone(),
+            sent: 0,
+            lent: Vec::new(),
+        };
         let portals = if objects.is_empty() {
             Vec::new()
         } else {
+            // What can refuse the call is checked before its portals are
+            // lent (and checked again as it is sent).
+            if let Err(e) = self.can_send(&dest, &call, objects.len()) {
+                return self.failed(unsent(call), e);
+            }
             match self.lend_all(objects).await {
                 Ok(portals) => portals,
-                Err(e) => {
-                    let unsent = Sending {
-                        call,
-                        label,
-                        sent: 0,
-                    };
-                    return self.failed(unsent, e);
-                }
+                Err(e) => return self.failed(unsent(call), e),
             }
         };
         let mut frame = Vec::new();
@@ -167,7 +176,12 @@ impl Shared {
             wire::encode_call(&mut frame, &self.node, task, &portals, &st.request);
         }
         let sent = frame.len();
-        let sending = Sending { call, label, sent };
+        let sending = Sending {
+            call,
+            label,
+            sent,
+            lent: portals,
+        };
         match dest {
             Dest::Portal(subject) => {
                 let lender = self.subjects.lender_of(&subject).unwrap_or("");
@@ -181,6 +195,26 @@ impl Shared {
                 self.to_provider((name, first, 0), frame, sending).await;
             }
         }
+    }
+
+    /// Whether a call to `dest` with `portals` portals could be sent now:
+    /// this node is connected, some node serves the name, and the frame,
+    /// its portals' subjects at their longest, fits the broker's payload.
+    fn can_send(&self, dest: &Dest, call: &CallRef, portals: usize) -> Result<(), Errno> {
+        if self.client.connection_state() != async_nats::connection::State::Connected {
+            return Err(Errno::PeerDied);
+        }
+        if let Dest::Name(name) = dest {
+            if !self.lock_names().served.contains_key(&**name) {
+                return Err(Errno::PeerDied);
+            }
+        }
+        let request = call.slot().lock().request.len();
+        let most = wire::call_len(&self.node, portals, request) + MAX_SEAL;
+        if most > self.client.max_payload() {
+            return Err(Errno::Quota);
+        }
+        Ok(())
     }
 
     /// Sends a name's call to node `first + attempt` (in turn) of those
@@ -237,9 +271,13 @@ impl Shared {
             attempt,
             frame: frame.slice(..body),
         });
+        if self.left.load(std::sync::atomic::Ordering::Acquire) {
+            return self.failed(sending, Errno::PeerDied);
+        }
         let pending = Pending {
             token,
             from,
+            last_seq: 0,
             heard_ms: self.now_ms(),
             sending,
             next,
@@ -257,10 +295,20 @@ impl Shared {
         }
     }
 
-    /// Ends a call that got no answer with `e`.
+    /// Ends a call that got no answer with `e`, giving back the portals
+    /// lent for it.
     fn failed(&self, sending: Sending, e: Errno) {
         self.stats.called(&sending.label, sending.sent, Err(()));
+        self.unlend(&sending.lent);
         sending.call.fail(e);
+    }
+
+    /// Fails every call waiting for an answer (the node is leaving).
+    pub(super) fn fail_all_pending(&self) {
+        let all: Vec<Pending> = self.lock_pending().drain().map(|(_, p)| p).collect();
+        for p in all {
+            self.failed(p.sending, Errno::PeerDied);
+        }
     }
 
     /// Ends a call with the answer its node sent.
@@ -277,13 +325,19 @@ impl Shared {
                 self.stats.drop_frame();
                 sending.call.fail(Errno::PeerDied);
             }
+            // Refused before the node borrowed the request's portals.
+            Err(Errno::Busy) => {
+                self.unlend(&sending.lent);
+                sending.call.fail(Errno::Busy);
+            }
             Err(e) => sending.call.fail(e),
         }
     }
 
     /// Every [`SWEEP`], fails with `PeerDied` each call that has heard
     /// nothing for [`super::SILENCE`] (its node died, or the broker is
-    /// gone).
+    /// gone), and forgets those its task no longer waits for (timed out,
+    /// or the task died).
     pub(super) async fn silence_loop(self: Arc<Self>) {
         let mut sweep = tokio::time::interval(SWEEP);
         sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -291,9 +345,12 @@ impl Shared {
         loop {
             sweep.tick().await;
             let now = self.now_ms();
+            // Lock order: the pending table, then each call's slot.
             let silent: Vec<Pending> = self
                 .lock_pending()
-                .extract_if(|_, p| now.saturating_sub(p.heard_ms) >= silence)
+                .extract_if(|_, p| {
+                    now.saturating_sub(p.heard_ms) >= silence || !p.sending.call.is_waiting()
+                })
                 .map(|(_, p)| p)
                 .collect();
             for p in silent {
@@ -310,7 +367,13 @@ impl Shared {
         };
         if msg.status == Some(async_nats::StatusCode::NO_RESPONDERS) {
             // Nobody listens where the call went (the node just died):
-            // the next node serving the name gets it.
+            // the next node serving the name gets it. No seal covers this
+            // status, and whoever reads the call can send it: a keyed
+            // cluster does not take its word (the call would run twice),
+            // and the call fails on silence instead.
+            if self.keyed() {
+                return;
+            }
             let Some(p) = self.waiting(id, token, None, true) else {
                 return;
             };
@@ -325,7 +388,7 @@ impl Shared {
         let Some((frame, seal)) = self.opened(&msg) else {
             return;
         };
-        let signer = seal.map(|s| s.signer);
+        let signer = seal.map(|s| (s.signer, s.seq));
         match wire::decode_answer(frame) {
             Some(Answer::Progress) => drop(self.waiting(id, token, signer, false)),
             Some(Answer::Done(result)) => {
@@ -343,15 +406,24 @@ impl Shared {
     }
 
     /// Call `id` waiting for its answer, if `token` is its secret and
-    /// `signer` (in a keyed cluster) the node it went to: marked as
-    /// heard from, and taken out of the table if `ends`. A wrong secret
-    /// or signer is counted as forged.
-    fn waiting(&self, id: u64, token: u64, signer: Option<&str>, ends: bool) -> Option<Pending> {
+    /// `seal` (in a keyed cluster: signer and number) names the node it
+    /// went to and a frame newer than the last heard for the call: marked
+    /// as heard from, and taken out of the table if `ends`. A wrong
+    /// secret, signer or number is counted as forged.
+    fn waiting(
+        &self,
+        id: u64,
+        token: u64,
+        seal: Option<(&str, u64)>,
+        ends: bool,
+    ) -> Option<Pending> {
         let now = self.now_ms();
         let mut pending = self.lock_pending();
+        let fresh = |p: &Pending| seal.is_none_or(|(s, n)| s == &*p.from && n > p.last_seq);
         match pending.get_mut(&id) {
-            Some(p) if p.token == token && signer.is_none_or(|s| s == &*p.from) => {
+            Some(p) if p.token == token && fresh(p) => {
                 p.heard_ms = now;
+                p.last_seq = seal.map_or(0, |(_, n)| n);
                 ends.then(|| pending.remove(&id)).flatten()
             }
             Some(_) => {

@@ -180,22 +180,32 @@ impl Shared {
             node: call.node.to_string(),
             task: call.task,
         });
-        let _permit = self.in_flight.acquire().await;
-        let objects = self.borrow_all(&call.portals);
-        let host = &self.host;
-        let work = async move {
+        // The permit is waited for under progress notes too: a call queued
+        // behind MAX_IN_FLIGHT others is slow, not lost. It is held until
+        // the answer is sent (see `drain`).
+        let work = async {
+            let permit = self.in_flight.acquire().await;
+            let objects = self.borrow_all(&call.portals);
             let portal = match target {
-                Target::Name(name) => host.kernel().names.lookup(&name).ok_or(Errno::Denied)?,
-                Target::Portal(p) => p,
+                Target::Name(name) => self.host.kernel().names.lookup(&name),
+                Target::Portal(p) => Some(p),
             };
-            host.call_portal(origin, portal, call.request, objects)
-                .await
+            let result = match portal {
+                Some(portal) => {
+                    let request = call.request;
+                    self.host
+                        .call_portal(origin, portal, request, objects)
+                        .await
+                }
+                None => Err(Errno::Denied),
+            };
+            (result, permit)
         };
         tokio::pin!(work);
         // A server given the call on this thread (see `HostClient::
         // handing_off`) has often answered by now: then no timer is set.
         let answered = std::future::poll_fn(|cx| Poll::Ready(work.as_mut().poll(cx))).await;
-        let result = match answered {
+        let (result, _permit) = match answered {
             Poll::Ready(r) => r,
             Poll::Pending => self.with_progress((&reply_to, caller), work).await,
         };
@@ -229,6 +239,9 @@ impl Shared {
             .map_err(|e| *e);
         let mut frame = self.sealed(&reply_to, "", wire::encode_reply(reply), (caller, 0));
         if frame.len() > self.client.max_payload() {
+            if let Ok((_, lent)) = &result {
+                self.unlend(lent);
+            }
             let quota = wire::encode_reply(Err(Errno::Quota));
             frame = self.sealed(&reply_to, "", quota, (caller, 0));
         }

@@ -56,6 +56,9 @@ pub const MAX_ANNOUNCE: usize = 64 << 10;
 /// Most portals one message may carry across nodes.
 pub const MAX_PORTALS: usize = 64;
 
+/// The longest a lent portal's subject may be.
+pub const MAX_PORTAL_SUBJECT: usize = 160;
+
 /// A call as it arrives at the serving node.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Call<'a> {
@@ -186,6 +189,16 @@ impl Subjects {
         )
     }
 
+    /// The number a lent portal's subject was made with (see
+    /// [`Subjects::portal`]), if `s` is one of node `node`'s.
+    pub fn portal_number(&self, node: &str, s: &str) -> Option<u64> {
+        let rest = s.strip_prefix(self.prefix.as_str())?;
+        let rest = rest.strip_prefix(".portal.")?.strip_prefix(node)?;
+        let last = rest.strip_prefix('.')?.split('.').nth(1)?;
+        let n = last.get(..last.len().checked_sub(16)?)?;
+        u64::from_str_radix(n, 16).ok()
+    }
+
     /// Whether `s` is a lent portal's subject in this cluster.
     pub fn owns_portal(&self, s: &str) -> bool {
         s.strip_prefix(self.prefix.as_str())
@@ -261,7 +274,11 @@ pub fn reply_subject(inbox: &str, id: u64, token: u64) -> String {
 pub fn reply_call(inbox: &str, subject: &str) -> Option<(u64, u64)> {
     let rest = subject.strip_prefix(inbox)?;
     let (id, token) = rest.strip_prefix('.')?.split_once('_')?;
-    if token.len() != 16 || id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
+    let hex = |b: u8| b.is_ascii_digit() || (b'a'..=b'f').contains(&b);
+    if token.len() != 16 || !token.bytes().all(hex) {
+        return None;
+    }
+    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     let token = u64::from_str_radix(token, 16).ok()?;
@@ -272,7 +289,7 @@ pub fn reply_call(inbox: &str, subject: &str) -> Option<(u64, u64)> {
 /// is checked against its receiver's with [`Subjects::owns_portal`]).
 pub fn valid_portal_subject(s: &str) -> bool {
     let tokens: Vec<&str> = s.split('.').collect();
-    s.len() <= 160
+    s.len() <= MAX_PORTAL_SUBJECT
         && tokens.len() == 6
         && tokens[0] == PREFIX
         && valid_node(tokens[1])
@@ -311,6 +328,12 @@ fn decode_portals(bytes: &[u8]) -> Option<(Vec<&str>, &[u8])> {
         rest = &after[len as usize..];
     }
     Some((portals, rest))
+}
+
+/// The longest a call frame from `node` with `portals` portals and a
+/// request of `request` bytes can be.
+pub fn call_len(node: &str, portals: usize, request: usize) -> usize {
+    3 + node.len() + 8 + 1 + portals * (1 + MAX_PORTAL_SUBJECT) + request
 }
 
 /// Appends a call frame to `out`.
@@ -524,6 +547,18 @@ mod tests {
     }
 
     #[test]
+    fn a_lent_portals_subject_names_its_number() {
+        let s = Subjects::of("prod");
+        for n in [0, 1, 0xabc, u64::MAX] {
+            let subject = s.portal("a", 0x1234, n, 0xfeed);
+            assert_eq!(s.portal_number("a", &subject), Some(n), "{subject}");
+            assert_eq!(s.portal_number("b", &subject), None, "another node's");
+            assert_eq!(Subjects::of("test").portal_number("a", &subject), None);
+        }
+        assert_eq!(s.portal_number("a", "warden.prod.portal.a.1.00ff"), None);
+    }
+
+    #[test]
     fn reply_subjects_carry_the_call_and_its_secret() {
         let inbox = "warden.prod.inbox.b.00000000000000ff";
         for (id, token) in [
@@ -542,6 +577,8 @@ mod tests {
             ".+1_0000000000000000",
             "._0000000000000000",
             ".1_000000000000000g",
+            ".1_+000000000000000",
+            ".1_000000000000000A",
         ] {
             assert_eq!(reply_call(inbox, &format!("{inbox}{bad}")), None, "{bad}");
         }

@@ -537,6 +537,15 @@ impl CallRef {
         }
     }
 
+    /// Whether the call's client still waits for this answer (it has
+    /// not timed out, been cancelled or died since).
+    pub fn is_waiting(&self) -> bool {
+        self.slot.as_ref().is_some_and(|slot| {
+            let st = slot.lock();
+            st.seq == self.seq && st.phase == Phase::Received
+        })
+    }
+
     /// The call's slot (its request, for a server that is not a task).
     pub fn slot(&self) -> &CallSlot {
         self.slot.as_ref().expect("unanswered call")
