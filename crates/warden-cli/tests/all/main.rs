@@ -9,6 +9,7 @@ mod cli_operators;
 mod cli_program;
 mod cli_tools;
 mod cluster;
+mod cluster_keyed;
 mod cluster_security;
 mod components;
 mod components_http;

@@ -5,10 +5,13 @@
 //! directory's ttl. A node that announces a new instance number has
 //! restarted: its old state is replaced.
 //!
-//! What announcements may cost is bounded before they are decoded
-//! ([`Directory::admit`]): each node may announce [`BURST`] times at once
-//! and [`PER_SECOND`] times a second after that, all of them together
-//! [`BYTES_PER_SECOND`]; at most [`MAX_NODES`] nodes are kept, each with
+//! What announcements may cost is bounded before they are decoded: all
+//! of them together [`CHECKS_PER_SECOND`] and [`BYTES_PER_SECOND`], before
+//! their seals are checked ([`Directory::admit_bytes`]); each node
+//! [`BURST`] at once and [`PER_SECOND`] a second after that
+//! ([`Directory::admit`], in a keyed cluster once the seal has shown the
+//! node sent it, so that nobody else spends a node's allowance); at most
+//! [`MAX_NODES`] nodes are kept, each with
 //! at most [`MAX_NAMES`] names. Past a bound, an announcement is refused
 //! (and counted by the caller). Recording one ([`Directory::heard`]) costs
 //! time linear in the names of that node before and after, and returns
@@ -28,6 +31,10 @@ pub const PER_SECOND: u64 = 10;
 pub const BYTES_PER_SECOND: u64 = 8 << 20;
 /// Most nodes kept.
 pub const MAX_NODES: usize = 1024;
+/// Announcements heard a second from all nodes together (as many again
+/// at once): what [`MAX_NODES`] nodes send, each every 250 ms. Each may
+/// cost a signature's check.
+pub const CHECKS_PER_SECOND: u64 = 4 * MAX_NODES as u64;
 /// Most names kept for one node.
 pub const MAX_NAMES: usize = 1024;
 
@@ -104,6 +111,7 @@ pub struct Directory {
     nodes: HashMap<String, NodeInfo>,
     rates: HashMap<String, Bucket>,
     bytes: Bucket,
+    checks: Bucket,
 }
 
 impl Directory {
@@ -114,11 +122,27 @@ impl Directory {
             nodes: HashMap::new(),
             rates: HashMap::new(),
             bytes: Bucket::full(BYTES_PER_SECOND, 0),
+            checks: Bucket::full(CHECKS_PER_SECOND, 0),
         }
     }
 
-    /// Whether an announcement of `bytes` from `node` may be decoded now.
-    pub fn admit(&mut self, node: &str, bytes: usize, now_ms: u64) -> Result<(), Refused> {
+    /// Whether an announcement of `bytes` (from any node) may be checked
+    /// now, within what all nodes' announcements may cost together.
+    pub fn admit_bytes(&mut self, bytes: usize, now_ms: u64) -> Result<(), Refused> {
+        let all = CHECKS_PER_SECOND;
+        if !self.checks.take(1, all, all, now_ms) {
+            return Err(Refused::Rate);
+        }
+        let all = BYTES_PER_SECOND;
+        if !self.bytes.take(bytes as u64, all, all, now_ms) {
+            return Err(Refused::Rate);
+        }
+        Ok(())
+    }
+
+    /// Whether an announcement from `node` may be decoded now, within
+    /// that node's own rate and the bound on nodes kept.
+    pub fn admit(&mut self, node: &str, now_ms: u64) -> Result<(), Refused> {
         if !self.nodes.contains_key(node) && self.nodes.len() >= MAX_NODES {
             return Err(Refused::Nodes);
         }
@@ -133,10 +157,6 @@ impl Directory {
             return Err(Refused::Nodes);
         };
         if !rate.take(1, BURST, PER_SECOND, now_ms) {
-            return Err(Refused::Rate);
-        }
-        let all = BYTES_PER_SECOND;
-        if !self.bytes.take(bytes as u64, all, all, now_ms) {
             return Err(Refused::Rate);
         }
         Ok(())
@@ -280,24 +300,31 @@ mod tests {
     fn announcements_are_bounded_in_rate_bytes_and_nodes() {
         let mut d = Directory::new(1500);
         for _ in 0..BURST {
-            assert_eq!(d.admit("a", 100, 0), Ok(()));
+            assert_eq!(d.admit("a", 0), Ok(()));
         }
-        assert_eq!(d.admit("a", 100, 0), Err(Refused::Rate), "past the burst");
-        assert_eq!(d.admit("b", 100, 0), Ok(()), "another node's own rate");
-        assert_eq!(d.admit("a", 100, 99), Err(Refused::Rate));
-        assert_eq!(d.admit("a", 100, 100), Ok(()), "one more each 100 ms");
+        assert_eq!(d.admit("a", 0), Err(Refused::Rate), "past the burst");
+        assert_eq!(d.admit("b", 0), Ok(()), "another node's own rate");
+        assert_eq!(d.admit("a", 99), Err(Refused::Rate));
+        assert_eq!(d.admit("a", 100), Ok(()), "one more each 100 ms");
         // All nodes' bytes together.
         let all = BYTES_PER_SECOND as usize;
-        assert_eq!(d.admit("c", all, 100), Err(Refused::Rate));
-        assert_eq!(d.admit("c", all / 2, 1100), Ok(()));
+        assert_eq!(d.admit_bytes(all, 100), Ok(()), "as much again at once");
+        assert_eq!(d.admit_bytes(all, 100), Err(Refused::Rate));
+        assert_eq!(d.admit_bytes(all / 2, 1100), Ok(()));
+        // And their number, whoever they claim to be from.
+        let mut d = Directory::new(1500);
+        let checks = CHECKS_PER_SECOND as usize;
+        assert!((0..checks).all(|_| d.admit_bytes(10, 0).is_ok()));
+        assert_eq!(d.admit_bytes(10, 0), Err(Refused::Rate));
+        assert_eq!(d.admit_bytes(10, 1), Ok(()), "4 more each ms");
         let mut d = Directory::new(1500);
         for i in 0..MAX_NODES {
             d.heard(announce(&i.to_string(), 1, &[]), 0).unwrap();
         }
-        assert_eq!(d.admit("new", 10, 0), Err(Refused::Nodes));
+        assert_eq!(d.admit("new", 0), Err(Refused::Nodes));
         assert_eq!(d.heard(announce("new", 1, &[]), 0), Err(Refused::Nodes));
-        assert_eq!(d.admit("7", 10, 0), Ok(()), "a kept node");
+        assert_eq!(d.admit("7", 0), Ok(()), "a kept node");
         assert_eq!(d.expire(2000).len(), MAX_NODES);
-        assert_eq!(d.admit("new", 10, 2000), Ok(()), "room again");
+        assert_eq!(d.admit("new", 2000), Ok(()), "room again");
     }
 }

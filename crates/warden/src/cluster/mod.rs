@@ -601,7 +601,9 @@ impl Shared {
 
     /// Another node's announcement in `msg`, if it is within the bounds
     /// on announcements, sealed by that node (in a keyed cluster: and not
-    /// a replay, by `windows`) and well formed.
+    /// a replay, by `windows`) and well formed. A node's own rate is
+    /// charged once the seal shows the node sent it (at once, in an open
+    /// cluster, where nothing can show it).
     fn announcement(
         &self,
         msg: &async_nats::Message,
@@ -612,7 +614,13 @@ impl Shared {
             return None;
         }
         let now = self.now_ms();
-        if self.lock_dir().admit(node, msg.payload.len(), now).is_err() {
+        let keyed = self.keyed();
+        let admitted = {
+            let mut dir = self.lock_dir();
+            let all = dir.admit_bytes(msg.payload.len(), now);
+            all.and_then(|()| if keyed { Ok(()) } else { dir.admit(node, now) })
+        };
+        if admitted.is_err() {
             self.stats.refuse_announcement();
             return None;
         }
@@ -624,6 +632,10 @@ impl Shared {
             };
             if seal.signer != node || !window.take(seal.instance, seal.seq) {
                 self.stats.forged();
+                return None;
+            }
+            if self.lock_dir().admit(node, now).is_err() {
+                self.stats.refuse_announcement();
                 return None;
             }
         }
