@@ -201,6 +201,8 @@ pub(crate) struct Shared {
     windows: Mutex<HashMap<String, HashMap<Arc<str>, replay::Window>>>,
     /// Portals lent to other nodes, by number.
     lent: Mutex<HashMap<u64, AbortHandle>>,
+    /// Loans being made (changed under `lent`'s lock).
+    lending: std::sync::atomic::AtomicUsize,
     next_call: AtomicU64,
     /// Set once the node leaves: no call is sent (or waits) after.
     left: std::sync::atomic::AtomicBool,
@@ -343,6 +345,7 @@ impl Cluster {
             lent: Mutex::default(),
             next_call: AtomicU64::new(1),
             left: Default::default(),
+            lending: Default::default(),
             stats: stats::Stats::default(),
             in_flight: tokio::sync::Semaphore::new(serve::MAX_IN_FLIGHT),
             exports_changed: tokio::sync::Notify::new(),

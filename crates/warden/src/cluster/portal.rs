@@ -62,26 +62,27 @@ impl Shared {
         })
     }
 
-    /// Serves `portal` on a fresh subject; the subject.
+    /// Serves `portal` on a fresh subject; the subject. A loan being made
+    /// (subscribing) counts against [`MAX_LENT`] as one made does.
     async fn lend(self: &Arc<Self>, portal: PortalRef) -> Result<String, Errno> {
+        use std::sync::atomic::Ordering::Relaxed;
         let n = {
             let lent = self.lock_lent();
-            if lent.len() >= MAX_LENT {
+            if lent.len() + self.lending.load(Relaxed) >= MAX_LENT {
                 return Err(Errno::Quota);
             }
-            self.next_call
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            self.lending.fetch_add(1, Relaxed);
+            self.next_call.fetch_add(1, Relaxed)
         };
         let subject = self
             .subjects
             .portal(&self.node, self.instance, n, rand::random());
-        let sub = self
-            .client
-            .subscribe(subject.clone())
-            .await
-            .map_err(|_| Errno::PeerDied)?;
+        let sub = self.client.subscribe(subject.clone()).await;
+        let mut lent = self.lock_lent();
+        self.lending.fetch_sub(1, Relaxed);
+        let sub = sub.map_err(|_| Errno::PeerDied)?;
         let task = self.tokio.spawn(serve_lent(self.clone(), n, portal, sub));
-        self.lock_lent().insert(n, task.abort_handle());
+        lent.insert(n, task.abort_handle());
         Ok(subject)
     }
 
