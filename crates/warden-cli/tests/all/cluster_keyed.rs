@@ -5,26 +5,8 @@
 //! member's standing. The stranger is a raw NATS client written here.
 
 use crate::cluster::{client, server, Broker, Node, Rogue};
-use crate::cluster_security::{put, warden_ok, FORGED};
-use std::path::Path;
+use crate::cluster_security::{members, FORGED};
 use std::time::{Duration, Instant};
-
-/// Keys for `nodes` made by `warden cluster key` in `dir`, each node's
-/// seed in its directory; the `[cluster]` lines that use them.
-fn members(dir: &Path, nodes: &[&str]) -> &'static str {
-    let keys = dir.join("keys");
-    std::fs::create_dir_all(&keys).unwrap();
-    let mut args: Vec<std::ffi::OsString> = vec!["cluster".into(), "key".into()];
-    args.extend(nodes.iter().map(Into::into));
-    args.extend(["--dir".into(), keys.clone().into_os_string()]);
-    let listed = warden_ok(&args);
-    std::fs::write(dir.join("members.toml"), &listed).unwrap();
-    for node in nodes {
-        let seed = std::fs::read_to_string(keys.join(format!("{node}.nk"))).unwrap();
-        put(dir, node, "node.nk", &seed);
-    }
-    "key = 'node.nk'\nmembers = '../members.toml'"
-}
 
 /// A keyed cluster on a broker without permissions, where a stranger
 /// reads every call and every answer. The broker's "no responders"

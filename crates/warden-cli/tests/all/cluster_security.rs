@@ -20,7 +20,7 @@ fn conf(dir: &Path, text: &str) -> std::path::PathBuf {
 }
 
 /// Writes `text` to `dir/name/file` (a node's directory).
-pub(crate) fn put(dir: &Path, node: &str, file: &str, text: &str) {
+fn put(dir: &Path, node: &str, file: &str, text: &str) {
     std::fs::create_dir_all(dir.join(node)).unwrap();
     std::fs::write(dir.join(node).join(file), text).unwrap();
 }
@@ -271,7 +271,7 @@ fn clusters_sharing_a_broker_never_hear_each_other() {
 }
 
 /// Runs `warden args`, which must succeed; its stdout.
-pub(crate) fn warden_ok(args: &[std::ffi::OsString]) -> Vec<u8> {
+fn warden_ok(args: &[std::ffi::OsString]) -> Vec<u8> {
     let out = warden().args(args).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
@@ -489,15 +489,18 @@ fn the_generated_broker_config_holds_each_node_to_its_own_subjects() {
 
 pub(crate) const FORGED: &str = "warden_cluster_forged_frames_total";
 
-#[test]
-fn a_keyed_cluster_refuses_impostors_replays_and_strangers() {
-    let d = tempfile::tempdir().unwrap();
-    let keys = d.path().join("keys");
+/// Keys for `nodes` made by `warden cluster key` in `dir` (each seed
+/// readable by its owner only), the members' list in `members.toml`,
+/// each node's seed in its directory; the `[cluster]` lines that use them.
+pub(crate) fn members(dir: &Path, nodes: &[&str]) -> &'static str {
+    let keys = dir.join("keys");
     std::fs::create_dir_all(&keys).unwrap();
-    let args = ["cluster", "key", "a", "b", "c", "--dir"].map(Into::into);
-    let listed = warden_ok(&[&args[..], &[keys.clone().into_os_string()]].concat());
-    std::fs::write(d.path().join("members.toml"), &listed).unwrap();
-    for node in ["a", "b", "c"] {
+    let mut args: Vec<std::ffi::OsString> = vec!["cluster".into(), "key".into()];
+    args.extend(nodes.iter().map(Into::into));
+    args.extend(["--dir".into(), keys.clone().into_os_string()]);
+    let listed = warden_ok(&args);
+    std::fs::write(dir.join("members.toml"), &listed).unwrap();
+    for node in nodes {
         let seed = keys.join(format!("{node}.nk"));
         let mode = std::fs::metadata(&seed).unwrap().permissions();
         assert_eq!(
@@ -505,13 +508,19 @@ fn a_keyed_cluster_refuses_impostors_replays_and_strangers() {
             0o600
         );
         put(
-            d.path(),
+            dir,
             node,
             "node.nk",
             &std::fs::read_to_string(&seed).unwrap(),
         );
     }
-    let keyed = "key = 'node.nk'\nmembers = '../members.toml'";
+    "key = 'node.nk'\nmembers = '../members.toml'"
+}
+
+#[test]
+fn a_keyed_cluster_refuses_impostors_replays_and_strangers() {
+    let d = tempfile::tempdir().unwrap();
+    let keyed = members(d.path(), &["a", "b", "c"]);
     let broker = Broker::start();
     let url = broker.url();
     let a = Node::start_with(d.path(), "a", &url, keyed, &server("kv", "a"), &[]);
@@ -527,7 +536,7 @@ fn a_keyed_cluster_refuses_impostors_replays_and_strangers() {
     let fake = nkeys::KeyPair::new_server();
     let impostor_dir = d.path().join("impostor");
     put(&impostor_dir, "a", "node.nk", &fake.seed().unwrap());
-    let b_key = String::from_utf8(listed.clone()).unwrap();
+    let b_key = std::fs::read_to_string(d.path().join("members.toml")).unwrap();
     let b_line = b_key.lines().find(|l| l.starts_with("b =")).unwrap();
     let theirs = format!(
         "key = 'node.nk'\nmembers = {{ a = \"{}\", {} }}",

@@ -361,7 +361,7 @@ impl Shared {
 
     /// Takes what a message heard on this node's inbox says to its call.
     pub(super) async fn heard(&self, msg: async_nats::Message) {
-        let Some((id, token)) = self.call_of(&msg.subject) else {
+        let Some((id, token)) = wire::reply_call(&self.inbox, &msg.subject) else {
             self.stats.drop_frame();
             return;
         };
@@ -398,11 +398,6 @@ impl Shared {
             }
             None => self.stats.drop_frame(),
         }
-    }
-
-    /// The call number and secret an inbox subject names.
-    fn call_of(&self, subject: &str) -> Option<(u64, u64)> {
-        wire::reply_call(&self.inbox, subject)
     }
 
     /// Call `id` waiting for its answer, if `token` is its secret and
