@@ -6,7 +6,8 @@
  *                              "server: got hang"), "callback" with a
  *                              portal gets what a "ping" through that
  *                              portal got, "give" gets a portal to this
- *                              service; anything else gets "TAG:" and
+ *                              service, "slowgive" the same after
+ *                              300 ms; anything else gets "TAG:" and
  *                              the request back
  *   cluster call NAME N MSG [LOOKUP_MS]
  *                              N calls of MSG; prints how many replies
@@ -18,6 +19,8 @@
  *                              to BACK; prints "callback: REPLY"
  *   cluster give NAME          a "give" call, then a "hello" call through
  *                              the portal it returned; "given: REPLY"
+ *   cluster late NAME N        N "slowgive" calls, each given up after
+ *                              100 ms; "late: N timed out"
  *
  * A lookup waits up to 10 s (or LOOKUP_MS); its failure prints
  * "client: lookup: ERROR". */
@@ -54,6 +57,12 @@ static int serve(const char *name, const char *tag) {
             warden_handle mine = warden_portal_create(s);
             warden_handle moved = mine | WARDEN_MOVE;
             warden_reply(call, "here", 4, &moved, 1);
+            continue;
+        }
+        if (n == 8 && memcmp(buf, "slowgive", 8) == 0) {
+            usleep(300 * 1000);
+            warden_handle moved = warden_portal_create(s) | WARDEN_MOVE;
+            warden_reply(call, "late", 4, &moved, 1);
             continue;
         }
         if (n == 4 && memcmp(buf, "hang", 4) == 0) {
@@ -146,6 +155,20 @@ static int give(const char *name) {
     return 0;
 }
 
+static int late(const char *name, long n) {
+    warden_handle p = find(name, 10000);
+    if (p < 0) return 1;
+    for (long i = 0; i < n; i++) {
+        warden_handle got[1];
+        size_t nh = 1;
+        int64_t r = warden_call_timeout(p, "slowgive", 8, NULL, 0, resp, sizeof resp, got, &nh,
+                                        100LL * 1000 * 1000);
+        if (r != WARDEN_ETIMEOUT) { printf("client: late: %s\n", r < 0 ? warden_strerror((int32_t)r) : "answered"); return 2; }
+    }
+    printf("late: %ld timed out\n", n);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && strcmp(argv[1], "serve") == 0) return serve(argv[2], argv[3]);
     if ((argc == 5 || argc == 6) && strcmp(argv[1], "call") == 0)
@@ -153,6 +176,7 @@ int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "origin") == 0) return origin(argv[2]);
     if (argc == 4 && strcmp(argv[1], "callback") == 0) return callback(argv[2], argv[3]);
     if (argc == 3 && strcmp(argv[1], "give") == 0) return give(argv[2]);
+    if (argc == 4 && strcmp(argv[1], "late") == 0) return late(argv[2], atol(argv[3]));
     fprintf(stderr, "usage: cluster serve NAME TAG | call NAME N MSG | origin NAME\n");
     return 64;
 }

@@ -76,13 +76,13 @@ pub struct Change {
 /// A token bucket with an injected clock; levels in thousandths of a
 /// token, so that refilling `rate` a second adds `rate` per ms exactly.
 #[derive(Debug, Clone, Copy)]
-struct Bucket {
+pub(super) struct Bucket {
     milli: u64,
     at_ms: u64,
 }
 
 impl Bucket {
-    fn full(capacity: u64, now_ms: u64) -> Bucket {
+    pub(super) fn full(capacity: u64, now_ms: u64) -> Bucket {
         Bucket {
             milli: capacity * 1000,
             at_ms: now_ms,
@@ -91,7 +91,7 @@ impl Bucket {
 
     /// Takes `cost` tokens if there are that many, after refilling
     /// `rate` a second up to `capacity`.
-    fn take(&mut self, cost: u64, capacity: u64, rate: u64, now_ms: u64) -> bool {
+    pub(super) fn take(&mut self, cost: u64, capacity: u64, rate: u64, now_ms: u64) -> bool {
         let elapsed = now_ms.saturating_sub(self.at_ms);
         self.milli = (self.milli + elapsed.saturating_mul(rate)).min(capacity * 1000);
         self.at_ms = now_ms.max(self.at_ms);

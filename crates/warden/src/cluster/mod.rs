@@ -13,8 +13,9 @@
 //! Locks: the directory's (`Shared::dir`, taken only by the node's own
 //! thread and by operators' queries), the providers' index that lookups
 //! read (`Shared::names`), the table of calls waiting for answers
-//! (`Shared::pending`), that of lent portals (`Shared::lent`) and the
-//! replay windows (`Shared::windows`) are never held together (only the
+//! (`Shared::pending`), that of calls given up on (`Shared::abandoned`),
+//! that of lent portals (`Shared::lent`) and the replay windows
+//! (`Shared::windows`) are never held together (only the
 //! list of the node's background tasks, `Shared::tasks`, is taken under
 //! the index's, when a lookup makes a relay), and the name service
 //! releases its own lock before it asks this module. An
@@ -70,6 +71,8 @@ pub const PROGRESS: Duration = Duration::from_millis(250);
 pub const SILENCE: Duration = Duration::from_millis(1500);
 /// A frame's receiver when it is meant for any node (see `sealed`).
 const ANY: (&str, u64) = ("", 0);
+/// Most questions "is this name taken?" answered a second (and at once).
+const HELLOS_PER_SECOND: u64 = 16;
 /// How long joining waits for the broker.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long `warden ps --cluster` waits for the other nodes.
@@ -196,6 +199,8 @@ pub(crate) struct Shared {
     names: Mutex<Names>,
     /// Calls waiting for an answer, by number.
     pending: Mutex<HashMap<u64, remote::Pending>>,
+    /// Calls given up on whose answers may still come.
+    abandoned: Mutex<remote::Abandoned>,
     /// Replay windows of the calls to names served here: by calling
     /// node, then by name.
     windows: Mutex<HashMap<String, HashMap<Arc<str>, replay::Window>>>,
@@ -341,6 +346,7 @@ impl Cluster {
             dir: Mutex::new(Directory::new(NODE_TTL.as_millis() as u64)),
             names: Mutex::default(),
             pending: Mutex::default(),
+            abandoned: Mutex::default(),
             windows: Mutex::default(),
             lent: Mutex::default(),
             next_call: AtomicU64::new(1),
@@ -455,6 +461,10 @@ impl Shared {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    fn lock_abandoned(&self) -> MutexGuard<'_, remote::Abandoned> {
+        self.abandoned.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Checks the node name is free, then starts the node's loops.
     async fn start(self: Arc<Self>) -> Result<(), String> {
         let c = &self.client;
@@ -559,8 +569,16 @@ impl Shared {
         }
     }
 
+    /// Answers whoever asks whether this node's name is taken, at most
+    /// [`HELLOS_PER_SECOND`] a second (each answer costs a signature in a
+    /// keyed cluster); questions past that are dropped.
     async fn answer_hello(self: Arc<Self>, mut sub: async_nats::Subscriber) {
+        let mut rate = directory::Bucket::full(HELLOS_PER_SECOND, self.now_ms());
         while let Some(msg) = sub.next().await {
+            if !rate.take(1, HELLOS_PER_SECOND, HELLOS_PER_SECOND, self.now_ms()) {
+                self.stats.drop_frame();
+                continue;
+            }
             if let Some(reply) = msg.reply {
                 let answer = self.sealed(&reply, "", self.node.clone().into_bytes(), ANY);
                 let _ = self.client.publish(reply, answer).await;

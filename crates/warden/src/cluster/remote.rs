@@ -346,14 +346,18 @@ impl Shared {
             sweep.tick().await;
             let now = self.now_ms();
             // Lock order: the pending table, then each call's slot.
-            let silent: Vec<Pending> = self
+            let silent: Vec<(u64, Pending)> = self
                 .lock_pending()
                 .extract_if(|_, p| {
                     now.saturating_sub(p.heard_ms) >= silence || !p.sending.call.is_waiting()
                 })
-                .map(|(_, p)| p)
                 .collect();
-            for p in silent {
+            let mut abandoned = self.lock_abandoned();
+            for (id, p) in &silent {
+                abandoned.insert(*id, p.token, p.from.clone());
+            }
+            drop(abandoned);
+            for (_, p) in silent {
                 self.failed(p.sending, Errno::PeerDied);
             }
         }
@@ -374,7 +378,7 @@ impl Shared {
             if self.keyed() {
                 return;
             }
-            let Some(p) = self.waiting(id, token, None, true) else {
+            let Ok(Some(p)) = self.waiting(id, token, None, true) else {
                 return;
             };
             return match p.next {
@@ -391,27 +395,48 @@ impl Shared {
         let signer = seal.map(|s| (s.signer, s.seq));
         match wire::decode_answer(frame) {
             Some(Answer::Progress) => drop(self.waiting(id, token, signer, false)),
-            Some(Answer::Done(result)) => {
-                if let Some(p) = self.waiting(id, token, signer, true) {
-                    self.answered(p.sending, result);
+            Some(Answer::Done(result)) => match self.waiting(id, token, signer, true) {
+                Ok(Some(p)) => self.answered(p.sending, result),
+                Ok(None) | Err(NotWaiting::Forged) => {}
+                Err(NotWaiting::Gone) => {
+                    let signer = signer.map(|(s, _)| s);
+                    let from = self.lock_abandoned().take(id, token, signer);
+                    if let Some(from) = from {
+                        self.orphaned(result, &from).await;
+                    }
                 }
-            }
+            },
             None => self.stats.drop_frame(),
         }
     }
 
-    /// Call `id` waiting for its answer, if `token` is its secret and
-    /// `seal` (in a keyed cluster: signer and number) names the node it
-    /// went to and a frame newer than the last heard for the call: marked
-    /// as heard from, and taken out of the table if `ends`. A wrong
-    /// secret, signer or number is counted as forged.
+    /// Gives back the portals node `from` lent in its late answer to an
+    /// abandoned call: nothing here will borrow them, and `from` would
+    /// keep them lent until its end.
+    async fn orphaned(&self, result: Result<Reply<'_>, Errno>, from: &str) {
+        let Ok(reply) = result else { return };
+        for &subject in &reply.portals {
+            let theirs = self.subjects.lender_of(subject) == Some(from);
+            if !theirs || !self.subjects.owns_portal(subject) {
+                continue;
+            }
+            let release = self.sealed(subject, "", wire::encode_release(), (from, 0));
+            let _ = self.client.publish(subject.to_string(), release).await;
+        }
+    }
+
+    /// Marks call `id` as heard from, if `token` is its secret and `seal`
+    /// (in a keyed cluster: signer and number) names the node it went to
+    /// and a frame newer than the last heard for the call; the call, taken
+    /// out of the table, if `ends`. A wrong secret, signer or number is
+    /// counted as forged.
     fn waiting(
         &self,
         id: u64,
         token: u64,
         seal: Option<(&str, u64)>,
         ends: bool,
-    ) -> Option<Pending> {
+    ) -> Result<Option<Pending>, NotWaiting> {
         let now = self.now_ms();
         let mut pending = self.lock_pending();
         let fresh = |p: &Pending| seal.is_none_or(|(s, n)| s == &*p.from && n > p.last_seq);
@@ -419,16 +444,58 @@ impl Shared {
             Some(p) if p.token == token && fresh(p) => {
                 p.heard_ms = now;
                 p.last_seq = seal.map_or(0, |(_, n)| n);
-                ends.then(|| pending.remove(&id)).flatten()
+                Ok(ends.then(|| pending.remove(&id)).flatten())
             }
             Some(_) => {
                 drop(pending);
                 self.stats.forged();
-                None
+                Err(NotWaiting::Forged)
             }
-            None => None,
+            None => Err(NotWaiting::Gone),
         }
     }
+}
+
+/// Calls given up on (silent too long, or no longer waited for) whose
+/// answers may still come, the latest [`ABANDONED`] of them: each one's
+/// secret and the node it went to. A late answer to one gives back the
+/// portals lent in it, once (a replay finds nothing).
+#[derive(Default)]
+pub(super) struct Abandoned {
+    calls: std::collections::HashMap<u64, (u64, Arc<str>)>,
+    order: std::collections::VecDeque<u64>,
+}
+
+/// How many abandoned calls are remembered.
+const ABANDONED: usize = 1024;
+
+impl Abandoned {
+    fn insert(&mut self, id: u64, token: u64, from: Arc<str>) {
+        if self.order.len() == ABANDONED {
+            let oldest = self.order.pop_front();
+            oldest.map(|old| self.calls.remove(&old));
+        }
+        self.calls.insert(id, (token, from));
+        self.order.push_back(id);
+    }
+
+    /// The node abandoned call `id` went to, forgotten, if `token` is
+    /// its secret and `signer` (in a keyed cluster) is that node.
+    fn take(&mut self, id: u64, token: u64, signer: Option<&str>) -> Option<Arc<str>> {
+        let (t, from) = self.calls.get(&id)?;
+        if *t != token || signer.is_some_and(|s| s != &**from) {
+            return None;
+        }
+        self.calls.remove(&id).map(|(_, from)| from)
+    }
+}
+
+/// Why an answer found no call to take it.
+enum NotWaiting {
+    /// No call of its number waits (any more).
+    Gone,
+    /// Its call waits, but the answer is not from where the call went.
+    Forged,
 }
 
 /// The most a seal adds to a frame.
@@ -460,5 +527,28 @@ pub(super) async fn relay_loop(
         let lender = s.subjects.lender_of(&subject).unwrap_or("");
         let release = s.sealed(&subject, "", wire::encode_release(), (lender, 0));
         let _ = s.client.publish(subject.clone(), release).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An abandoned call's late answer is taken once, with its secret and
+    /// from its node only; the oldest are forgotten past the bound.
+    #[test]
+    fn abandoned_calls_are_taken_once_and_bounded() {
+        let mut a = Abandoned::default();
+        a.insert(1, 7, "a".into());
+        assert_eq!(a.take(1, 8, None), None, "wrong secret");
+        assert_eq!(a.take(1, 7, Some("c")), None, "another node's seal");
+        assert_eq!(a.take(1, 7, Some("a")).as_deref(), Some("a"));
+        assert_eq!(a.take(1, 7, Some("a")), None, "a replay");
+        for id in 0..ABANDONED as u64 + 10 {
+            a.insert(id, id, "b".into());
+        }
+        assert_eq!(a.calls.len(), ABANDONED);
+        assert_eq!(a.take(9, 9, None), None, "forgotten");
+        assert!(a.take(10, 10, None).is_some());
     }
 }

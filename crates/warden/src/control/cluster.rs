@@ -78,7 +78,7 @@ pub(super) fn metrics(rt: &Runtime, out: &mut String) {
     let totals = [
         (
             "warden_cluster_dropped_frames_total",
-            "Frames from the broker dropped as malformed or oversized.",
+            "Frames from the broker dropped as malformed or oversized, and questions whether a name is taken past 16 a second.",
             refused.dropped,
         ),
         (
