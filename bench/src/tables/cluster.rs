@@ -4,7 +4,7 @@
 //! how calls per second grow with the nodes serving one name.
 
 use super::finish;
-use crate::harness::{contestant, interleave, Ctx};
+use crate::harness::{contestant, interleave, without_idle_spin, Ctx};
 use crate::inproc::{self, quiet};
 use crate::model::{Kind, Table};
 use crate::peers::{figure, figures};
@@ -52,7 +52,9 @@ fn latency(ctx: &Ctx, broker: &Broker) -> Table {
          same Warden calls between two tasks of one runtime. Keyed: the same two nodes in a \
          cluster whose members are listed with their nkeys (`cluster.key`, `cluster.members`), \
          so that each call, progress note and reply is sealed by its sender (HMAC-SHA256 with the \
-         key the two nodes share, see doc/clusters.md) and checked by its receiver."
+         key the two nodes share, see doc/clusters.md) and checked by its receiver. Waiting: \
+         Warden's remote rows run with its idle spin off (warden::set_idle_spin(0)), so that \
+         every thread waiting for a message blocks at once, as the NATS clients' and Erlang's do."
     );
     let keyring = Keyring::new(&["a", "b"]);
     let keyed = keyring.and_then(|k| Pair::start(broker, Some(&k)));
@@ -69,7 +71,7 @@ fn latency(ctx: &Ctx, broker: &Broker) -> Table {
         ctx.rounds,
         vec![
             contestant(REMOTE, |s| {
-                let f = nodes.call(calls, &kinds)?;
+                let f = without_idle_spin(|| nodes.call(calls, &kinds))?;
                 s.push(
                     &format!("{REMOTE}/{}", COLUMNS[0]),
                     figure(&f, "null")? / 1e3,
@@ -107,7 +109,7 @@ fn latency(ctx: &Ctx, broker: &Broker) -> Table {
             }),
             contestant(KEYED, |s| {
                 let keyed = keyed.as_ref().map_err(Clone::clone)?;
-                let f = keyed.call(calls, &kinds)?;
+                let f = without_idle_spin(|| keyed.call(calls, &kinds))?;
                 s.push(
                     &format!("{KEYED}/{}", COLUMNS[0]),
                     figure(&f, "null")? / 1e3,
@@ -141,9 +143,12 @@ fn latency(ctx: &Ctx, broker: &Broker) -> Table {
     t.notes.push(
         "The NATS rows are the broker's own floor: two async-nats clients in one process, one \
          answering the other's messages (published with a reply subject, the answer read from \
-         a subscription), the same frames' sizes, no Warden around them; in the first both \
-         clients share one thread, in the second each has its own, as two Warden nodes do. \
-         Target: the Warden round trip within 1.15× of these."
+         a subscription), requests with the calls' bodies (empty, 100 bytes) and 4-byte \
+         answers, no Warden around them; in the \
+         first both clients share one thread, in the second each has its own. Target: the \
+         Warden round trip within 1.15× of the second, the floor of two parties each on a \
+         thread of its own, as two nodes are (two processes, in use). The first shares one \
+         thread between both clients, which no two nodes can do; it is shown for reference."
             .into(),
     );
     t.notes.push(
