@@ -492,9 +492,9 @@ fn a_flood_of_name_questions_gets_few_answers() {
         questions.extend_from_slice(q.as_bytes());
     }
     rogue.send(&questions);
-    // (Questions past the subscription's capacity are lost before they
-    // are counted.)
-    a.wait_metric("warden_cluster_dropped_frames_total", 1000.0);
+    // Questions past the subscription's capacity may be lost before they
+    // are counted, but at least its 1,024 reach the node.
+    a.wait_metric("warden_cluster_dropped_frames_total", 900.0);
     let mut answers = 0;
     while rogue.next(Duration::from_millis(500)).is_some() {
         answers += 1;
