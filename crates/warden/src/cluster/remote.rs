@@ -420,9 +420,15 @@ impl Shared {
             if !theirs || !self.subjects.owns_portal(subject) {
                 continue;
             }
-            let release = self.sealed(subject, "", wire::encode_release(), (from, 0));
-            let _ = self.client.publish(subject.to_string(), release).await;
+            self.release(subject.into(), from).await;
         }
+    }
+
+    /// Tells `lender` that the portal it lent on `subject` is borrowed no
+    /// more here.
+    async fn release(&self, subject: async_nats::Subject, lender: &str) {
+        let release = self.sealed(&subject, "", wire::encode_release(), (lender, 0));
+        let _ = self.client.publish(subject, release).await;
     }
 
     /// Marks call `id` as heard from, if `token` is its secret and `seal`
@@ -457,13 +463,13 @@ impl Shared {
 }
 
 /// Calls given up on (silent too long, or no longer waited for) whose
-/// answers may still come, the latest [`ABANDONED`] of them: each one's
-/// secret and the node it went to. A late answer to one gives back the
-/// portals lent in it, once (a replay finds nothing).
+/// answers may still come, by number, the latest [`ABANDONED`] of them
+/// (calls are numbered in the order they are made): each one's secret
+/// and the node it went to. A late answer to one gives back the portals
+/// lent in it, once (a replay finds nothing).
 #[derive(Default)]
 pub(super) struct Abandoned {
-    calls: std::collections::HashMap<u64, (u64, Arc<str>)>,
-    order: std::collections::VecDeque<u64>,
+    calls: std::collections::BTreeMap<u64, (u64, Arc<str>)>,
 }
 
 /// How many abandoned calls are remembered.
@@ -471,12 +477,10 @@ const ABANDONED: usize = 1024;
 
 impl Abandoned {
     fn insert(&mut self, id: u64, token: u64, from: Arc<str>) {
-        if self.order.len() == ABANDONED {
-            let oldest = self.order.pop_front();
-            oldest.map(|old| self.calls.remove(&old));
-        }
         self.calls.insert(id, (token, from));
-        self.order.push_back(id);
+        if self.calls.len() > ABANDONED {
+            self.calls.pop_first();
+        }
     }
 
     /// The node abandoned call `id` went to, forgotten, if `token` is
@@ -525,8 +529,7 @@ pub(super) async fn relay_loop(
     }
     if let (Some(s), Dest::Portal(subject)) = (shared.upgrade(), dest) {
         let lender = s.subjects.lender_of(&subject).unwrap_or("");
-        let release = s.sealed(&subject, "", wire::encode_release(), (lender, 0));
-        let _ = s.client.publish(subject.clone(), release).await;
+        s.release(subject.clone(), lender).await;
     }
 }
 
