@@ -2,8 +2,10 @@
 //! a locked-down `nats-server` (passwords, tokens, nkeys, TLS with client
 //! certificates) and never print a secret; clusters sharing a broker that
 //! never hear each other; answers nobody can forge without seeing the
-//! call; and a flood of calls answered `busy` within a byte budget. The
-//! attacker is a raw NATS client written here.
+//! call; a flood of calls answered `busy` within a byte budget, and one
+//! of questions whether a name is taken answered only so often; and
+//! portals in answers to calls given up on, given back. The attacker is
+//! a raw NATS client written here.
 
 use crate::cluster::{client, server, Broker, Node, Rogue};
 use crate::util::*;
@@ -703,4 +705,72 @@ fn nodes_on_two_routed_servers_call_across_and_fail_over() {
     );
     assert_eq!(c.finish(), 0, "{}{}", c.out(), c.err());
     assert!(c.out().contains("client: from a 3"), "{}", c.out());
+}
+
+/// Each answer to "is this name taken?" costs a node a signature in a
+/// keyed cluster: a flood of questions gets at most 16 a second, the rest
+/// are dropped and counted, and the name is still found taken.
+#[test]
+fn a_flood_of_name_questions_gets_few_answers() {
+    let d = tempfile::tempdir().unwrap();
+    let broker = Broker::start();
+    let a = Node::start(d.path(), "a", &broker.url(), &server("kv", "a"));
+    a.wait_for("server: ready");
+    let mut rogue = Rogue::connect(broker.port);
+    rogue.send(b"SUB flood.* 1\r\n");
+    let t = Instant::now();
+    let mut questions = Vec::new();
+    for i in 0..2000 {
+        let q = format!("PUB warden.default.hello.a flood.{i} 0\r\n\r\n");
+        questions.extend_from_slice(q.as_bytes());
+    }
+    rogue.send(&questions);
+    // Questions past the subscription's capacity may be lost before they
+    // are counted, but at least its 1,024 reach the node.
+    a.wait_metric("warden_cluster_dropped_frames_total", 900.0);
+    let mut answers = 0;
+    while rogue.next(Duration::from_millis(500)).is_some() {
+        answers += 1;
+    }
+    let most = 16.0 * (2.0 + t.elapsed().as_secs_f64());
+    assert!(
+        answers >= 1 && answers as f64 <= most,
+        "{answers} answers in {:?}",
+        t.elapsed()
+    );
+    let mut again = Node::start(&d.path().join("2"), "a", &broker.url(), &server("kv", "a"));
+    assert_eq!(again.finish(), 2, "{}", again.err());
+}
+
+/// A guest giving up on calls whose late answers carry portals must not
+/// leave them lent at the serving node (one that did could fill the
+/// node's 4,096 loans and deny portal passing to all its tasks).
+#[test]
+fn portals_in_answers_to_abandoned_calls_are_given_back() {
+    let d = tempfile::tempdir().unwrap();
+    let broker = Broker::start();
+    let a = Node::start(d.path(), "a", &broker.url(), &server("kv", "a"));
+    let b = Node::start(
+        d.path(),
+        "b",
+        &broker.url(),
+        // b's server keeps it running after the caller ends.
+        &(server("log", "b") + &client("late", &["late", "kv", "3"], &["kv"])),
+    );
+    b.wait_for("[late] late: 3 timed out");
+    // a lends a portal in each of its three answers, the last about
+    // 900 ms after the first call; b, whose calls are gone, gives them back.
+    let t = Instant::now();
+    loop {
+        let lent = a.metric("warden_cluster_lent_portals");
+        if lent == 0.0 && a.metric("warden_cluster_served_total{name=\"kv\"}") == 3.0 {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "a still lends {lent} portals"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(b.metric("warden_cluster_forged_frames_total"), 0.0);
 }
