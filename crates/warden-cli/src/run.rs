@@ -9,7 +9,6 @@ use std::time::Duration;
 use warden::{Manifest, RuntimeConfig, Step, System, SystemSpec};
 
 pub fn run(args: RunArgs) -> Result<ExitCode, String> {
-    warden::raise_descriptor_limit();
     let is_manifest = args.target.extension().is_some_and(|e| e == "toml");
     let sys = &args.system;
     let spec = if is_manifest {
@@ -104,6 +103,11 @@ fn manifest_system(args: &RunArgs) -> Result<SystemSpec, String> {
 
 /// Command-line settings, which override the manifest's.
 pub fn apply_flags(sys: &SystemArgs, config: &mut RuntimeConfig) -> Result<(), String> {
+    // The command owns its process: as a server does, it raises its
+    // descriptor limit, and its allocator's heaps are trimmed after a
+    // mass death.
+    config.raise_descriptor_limit = true;
+    config.heap_trim = Some(crate::heap_trim);
     if let Some(w) = sys.workers {
         if w == 0 {
             return Err("--workers must be at least 1".into());

@@ -12,7 +12,6 @@ use toml::{Table, Value};
 use warden::{Manifest, SystemSpec};
 
 pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
-    warden::raise_descriptor_limit();
     if !args.component.is_file() {
         return Err(format!("component not found: {}", args.component.display()));
     }

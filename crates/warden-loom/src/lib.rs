@@ -1,20 +1,15 @@
-//! Model checks of the task lifecycle word (`crates/warden/src/task/state.rs`)
-//! and the fair lock of passive services (`crates/warden/src/fifo.rs`)
-//! under every interleaving loom can find.
+//! Model checks of Warden's lock-free protocols — the task lifecycle word
+//! (`warden_sync::state`) and the fair lock of passive services
+//! (`warden_sync::fifo`) — under every interleaving loom can find.
 //!
-//! Those modules are compiled here on their own, against loom's atomics,
-//! because `--cfg loom` cannot be given to Warden's whole dependency tree
-//! (tokio, for one, reads the same flag). Run with
-//! `RUSTFLAGS="--cfg loom" cargo test -p warden-loom --release`
+//! `warden-sync` names its atomics and locks through one facade that is
+//! loom's when built with `--cfg loom`; that crate depends on nothing
+//! else, so the flag, which tokio reads too, reaches no other crate. Run
+//! with `RUSTFLAGS="--cfg loom" cargo test -p warden-loom --release`
 //! (`scripts/loom` does); without the flag this crate is empty.
 #![cfg(loom)]
 
-#[path = "../../warden/src/task/state.rs"]
-#[allow(dead_code)]
-pub mod state;
-
-#[path = "../../warden/src/fifo.rs"]
-pub mod fifo;
+pub use warden_sync::{fifo, state};
 
 #[cfg(test)]
 mod models;

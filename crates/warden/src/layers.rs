@@ -35,7 +35,7 @@ const LAYERS: &[&[&str]] = &[
     &["executor", "ipc"],
     &["host", "module", "cluster"],
     &["runtime"],
-    &["manifest", "http", "control", "dashboard"],
+    &["manifest", "http", "control"],
     &["system"],
 ];
 
@@ -46,19 +46,29 @@ fn layer_of(module: &str) -> Option<usize> {
     LAYERS.iter().position(|l| l.contains(&module))
 }
 
-/// The top-level module a root re-export (`crate::Runtime`) comes from,
-/// read from `lib.rs`'s `pub use m::{…}` lines.
+/// The top-level module each root re-export comes from (`crate::Runtime`
+/// and `crate::machine` alike), read from `lib.rs`'s `pub use m::{…}`
+/// lines. A name re-exported from a crate below the library (`pub use
+/// warden_policy::units`) stands for itself: `units` is in a layer.
 fn root_exports(lib: &str) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     for item in lib.split(';') {
-        let Some(rest) = item.trim().strip_prefix("pub use ") else {
+        let item = item.trim();
+        let Some(rest) = item
+            .strip_prefix("pub use ")
+            .or_else(|| item.strip_prefix("pub(crate) use "))
+            .or_else(|| item.strip_prefix("use "))
+        else {
             continue;
         };
         let Some((module, names)) = rest.split_once("::") else {
             continue;
         };
+        if module.starts_with("warden_") || module == "std" {
+            continue;
+        }
         for name in names.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
-            if name.starts_with(|c: char| c.is_ascii_uppercase()) {
+            if !name.is_empty() && name != "self" && name != "as" && name != module {
                 out.insert(name.to_string(), module.to_string());
             }
         }
@@ -66,21 +76,60 @@ fn root_exports(lib: &str) -> BTreeMap<String, String> {
     out
 }
 
-/// The code of a source file: without its inline test module (tests may
-/// use anything) and its comment lines (a doc link is not a dependency).
+/// A source file's code without its test modules (`#[cfg(test)] mod
+/// tests { … }`, wherever they stand: code after one is still read) and
+/// its comment lines (a doc link is not a dependency).
 fn code(src: &str) -> String {
-    let src = match src.find("#[cfg(test)]\nmod tests") {
-        Some(i) => &src[..i],
-        None => src,
-    };
+    let mut src = src.to_string();
+    while let Some(i) = src.find("#[cfg(test)]\nmod tests {") {
+        let body = i + src[i..].find('{').unwrap();
+        let mut depth = 0;
+        let mut end = src.len();
+        for (j, c) in src[body..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = body + j + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        src.replace_range(i..end, "");
+    }
     src.lines()
         .filter(|l| !l.trim_start().starts_with("//"))
         .collect::<Vec<_>>()
         .join("\n")
 }
 
-/// The top-level modules a file's code names.
-fn named(src: &str, exports: &BTreeMap<String, String>) -> BTreeSet<String> {
+/// Every path a file's code names, as text starting at the first word
+/// after `crate::`, or after a chain of `super::` that climbs out of the
+/// file's top-level module (`module`: the file's module path, as
+/// [`module_path`] gives it).
+fn crate_paths<'a>(src: &'a str, module: &[String]) -> Vec<&'a str> {
+    let mut out: Vec<&str> = src.split("crate::").skip(1).collect();
+    let mut rest = src;
+    while let Some(i) = rest.find("super::") {
+        // Not the middle of a longer chain, which the first one handles.
+        let (mut depth, mut tail) = (module.len(), &rest[i..]);
+        while let Some(t) = tail.strip_prefix("super::") {
+            depth = depth.saturating_sub(1);
+            tail = t;
+        }
+        if depth == 0 {
+            out.push(tail);
+        }
+        rest = tail;
+    }
+    out
+}
+
+/// The top-level modules a file's code names (`module`: its module path).
+fn named(src: &str, module: &[String], exports: &BTreeMap<String, String>) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     let mut add = |word: &str| {
         let word: String = word
@@ -93,7 +142,7 @@ fn named(src: &str, exports: &BTreeMap<String, String>) -> BTreeSet<String> {
             out.insert(word);
         }
     };
-    for piece in src.split("crate::").skip(1) {
+    for piece in crate_paths(src, module) {
         match piece.strip_prefix('{') {
             // `use crate::{a::x, b::{y, z}, C}`: the first word of each
             // top-level item.
@@ -119,35 +168,57 @@ fn named(src: &str, exports: &BTreeMap<String, String>) -> BTreeSet<String> {
     out
 }
 
-/// Every `(from, to)` edge between top-level modules.
-fn edges(src: &Path) -> BTreeSet<(String, String)> {
-    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
-    let exports = root_exports(&lib);
-    let mut out = BTreeSet::new();
-    let mut stack = vec![src.to_path_buf()];
+/// Every `.rs` file under `dir`.
+fn rust_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = vec![];
+    let mut stack = vec![dir.to_path_buf()];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
             if path.is_dir() {
                 stack.push(path);
-                continue;
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
             }
-            let rel = path.strip_prefix(src).unwrap();
-            let top = rel.iter().next().unwrap().to_string_lossy();
-            let top = top.trim_end_matches(".rs").to_string();
-            let is_test = path.file_name().is_some_and(|n| n == "tests.rs");
-            if top == "lib"
-                || top == "layers"
-                || is_test
-                || path.extension().is_none_or(|e| e != "rs")
-            {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap();
-            for to in named(&code(&text), &exports) {
-                if to != top {
-                    out.insert((top.clone(), to));
-                }
+        }
+    }
+    files
+}
+
+/// Whether the file at `path` is a test module: a `tests.rs` that its
+/// parent declares under `#[cfg(test)]` (tests may use anything).
+fn is_test_module(path: &Path) -> bool {
+    if path.file_name().is_none_or(|n| n != "tests.rs") {
+        return false;
+    }
+    let dir = path.parent().unwrap();
+    let parent = [
+        dir.join("mod.rs"),
+        dir.with_extension("rs"),
+        dir.join("lib.rs"),
+    ]
+    .into_iter()
+    .find_map(|p| std::fs::read_to_string(p).ok())
+    .unwrap_or_default();
+    parent.contains("#[cfg(test)]\nmod tests;")
+}
+
+/// Every `(from, to)` edge between top-level modules.
+fn edges(src: &Path) -> BTreeSet<(String, String)> {
+    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
+    let exports = root_exports(&lib);
+    let mut out = BTreeSet::new();
+    for path in rust_files(src) {
+        let rel = path.strip_prefix(src).unwrap();
+        let module = module_path(rel);
+        let top = module[0].clone();
+        if top == "lib" || top == "layers" || is_test_module(&path) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        for to in named(&code(&text), &module, &exports) {
+            if to != top {
+                out.insert((top.clone(), to));
             }
         }
     }
@@ -184,11 +255,25 @@ fn no_module_names_a_higher_one() {
 
 #[test]
 fn the_reader_finds_paths_in_every_form() {
-    let exports = root_exports("pub use runtime::{Error, Runtime};\npub use task::TaskSpec;");
+    let exports = root_exports(
+        "pub use runtime::{Error, Runtime};\npub use task::TaskSpec;\n\
+         pub use runtime::machine;\npub use warden_policy::units;",
+    );
     let src = "use crate::{net::x, sched::{a, b}, Runtime};\nfn f() { crate::ipc::call(); }\n\
-               let t: crate::TaskSpec;";
-    let got: Vec<String> = named(src, &exports).into_iter().collect();
-    assert_eq!(got, ["ipc", "net", "runtime", "sched", "task"]);
+               let t: crate::TaskSpec; let m = crate::machine::x(); crate::units::y();\n\
+               #[cfg(test)]\nmod tests { use crate::system::Z; }\n\
+               use super::super::control::Api; use super::cpu::X;";
+    let module = ["executor", "worker"].map(String::from);
+    let got: Vec<String> = named(&code(src), &module, &exports).into_iter().collect();
+    assert_eq!(
+        got,
+        ["control", "ipc", "net", "runtime", "sched", "task", "units"]
+    );
+    // At crate level, one `super::` leaves the module.
+    let got: Vec<String> = named("use super::cpu::X;", &["limiter".into()], &exports)
+        .into_iter()
+        .collect();
+    assert_eq!(got, ["cpu"]);
 }
 
 /// A file of `host/` as a module path: `host/warden/ipc.rs` is
@@ -250,18 +335,7 @@ fn host_paths(src: &str, module: &[String]) -> Vec<(Vec<String>, String)> {
 /// to linkers). A name that is no file is an item of a `mod.rs` (such as
 /// `TaskData`, the composed store data) and makes no edge.
 fn host_edges(src: &Path) -> BTreeSet<(String, String)> {
-    let mut files = vec![];
-    let mut stack = vec![src.join("host")];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                files.push(path);
-            }
-        }
-    }
+    let files = rust_files(&src.join("host"));
     let unit = |m: &[String]| m.join("/");
     let is_file = |m: &[String]| {
         let p = src.join(m.join("/"));
@@ -285,7 +359,7 @@ fn host_edges(src: &Path) -> BTreeSet<(String, String)> {
 }
 
 /// The host functions are one folder per import group (`host/warden`,
-/// `host/wasi`, `host/teavm.rs`) on shared files (`host/guest.rs`,
+/// `host/wasi`, `host/component`, `host/teavm.rs`) on shared files (`host/guest.rs`,
 /// `host/sockets.rs`, …): a group names no other group, a shared file
 /// names no group, and the files form no cycle.
 #[test]
@@ -295,7 +369,7 @@ fn host_groups_name_no_other_group() {
     assert!(edges.len() > 20, "the reader found too little: {edges:?}");
     let group = |u: &str| {
         let g = u.split('/').nth(1).unwrap_or("").to_string();
-        ["warden", "wasi", "teavm"]
+        ["warden", "wasi", "teavm", "component"]
             .contains(&g.as_str())
             .then_some(g)
     };

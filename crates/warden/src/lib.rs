@@ -48,7 +48,7 @@
 //! - **Task** ([`TaskSpec`], [`TaskId`]): one store + instance of a WASI
 //!   command module with its own args, env, stdio and preopened
 //!   directories. Its lifecycle is one atomic word with a numbered
-//!   protocol (`src/task/state.rs`), model-checked with loom.
+//!   protocol (`warden_sync::state`), model-checked with loom.
 //! - **Budget**: an exact limit on a task's linear memories and tables
 //!   together ([`MemoryPolicy`] says whether growth past it is denied or
 //!   kills), and a CPU-time limit measured with the thread CPU clock.
@@ -119,7 +119,6 @@
 #![warn(missing_docs)]
 
 mod cache;
-mod clock;
 mod cluster;
 pub mod control;
 mod cpu;
@@ -127,10 +126,8 @@ pub mod descriptors;
 mod dev;
 mod events;
 mod executor;
-mod fifo;
 mod host;
 mod http;
-mod idmap;
 mod ipc;
 #[cfg(test)]
 mod layers;
@@ -141,7 +138,6 @@ mod net;
 mod output;
 mod report;
 mod runtime;
-mod sched;
 mod serving;
 mod system;
 mod task;
@@ -149,7 +145,12 @@ mod task;
 mod test_waker;
 mod timing_safe;
 mod trim;
-pub mod units;
+
+// The layers below the library (see `layers.rs`): pure policy, and the
+// lock-free protocols with their loom facade.
+pub use warden_policy::units;
+use warden_policy::{clock, idmap, sched};
+use warden_sync::fifo;
 
 pub use cache::{CacheOutcome, CodeCache};
 pub use cluster::{Cluster, ClusterSpec, NameCounts};
@@ -160,7 +161,7 @@ pub mod cluster_config {
         broker_config, valid_node, BrokerAuth, BrokerTls, ClusterKeys, Member, Refusals, Secret,
     };
 }
-pub use executor::{set_idle_spin, ExecutorStats, IDLE_SPIN};
+pub use executor::{ExecutorStats, IDLE_SPIN};
 pub use host::FUNCTIONS as HOST_FUNCTIONS;
 pub use host::{HostCall, HostHandler};
 pub use host::{MAX_OPEN_FILES, MAX_POLL_SUBSCRIPTIONS};
@@ -173,8 +174,7 @@ pub use output::{CapturedOutput, Output};
 pub use report::TaskReport;
 pub use runtime::machine;
 pub use runtime::{
-    disable_huge_pages, raise_descriptor_limit, DeviceView, Error, FileServiceView, ReportSink,
-    Runtime, RuntimeConfig, SetupStats, TaskView,
+    DeviceView, Error, FileServiceView, ReportSink, Runtime, RuntimeConfig, SetupStats, TaskView,
 };
 pub use sched::{Params as SchedParams, Tree as SchedTree};
 pub use sched::{PolicyKind, RunQueue, TaskSched};
@@ -185,4 +185,3 @@ pub use task::net::DEFAULT_SOCKET_BUFFER;
 pub use task::{
     GroupSpec, IpcSpec, Limits, NetSpec, SchedSpec, Stdio, TaskId, TaskSpec, TaskStatus,
 };
-pub use trim::set_heap_trim;

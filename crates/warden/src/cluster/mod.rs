@@ -301,6 +301,20 @@ impl Tasks {
     }
 }
 
+/// Whether `spec`'s node and cluster names are names.
+fn check_names(spec: &ClusterSpec) -> Result<(), String> {
+    if !valid_node(&spec.node) {
+        return Err(format!("cluster.node: {:?} is not a node name", spec.node));
+    }
+    if !valid_node(&spec.cluster) {
+        return Err(format!(
+            "cluster.name: {:?} is not a cluster name",
+            spec.cluster
+        ));
+    }
+    Ok(())
+}
+
 impl Cluster {
     /// Connects to the broker and joins the cluster as `spec.node`:
     /// refused if the broker cannot be reached or another live node has
@@ -312,15 +326,7 @@ impl Cluster {
         host: HostClient,
         task_list: TaskList,
     ) -> Result<Cluster, String> {
-        if !valid_node(&spec.node) {
-            return Err(format!("cluster.node: {:?} is not a node name", spec.node));
-        }
-        if !valid_node(&spec.cluster) {
-            return Err(format!(
-                "cluster.name: {:?} is not a cluster name",
-                spec.cluster
-            ));
-        }
+        check_names(spec)?;
         let instance = replay::instance_number();
         let trust = seal::Trust::load(&spec.node, instance, spec.keys.as_ref())?;
         let broker = broker_endpoints(spec);

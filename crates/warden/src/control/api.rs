@@ -93,21 +93,10 @@ pub(super) fn route(
             Some(nodes) => json(200, nodes),
             None => error(404, "this system is not in a cluster"),
         },
-        (&Method::GET, [""]) => asset(
-            "text/html; charset=utf-8",
-            include_str!("../dashboard/index.html"),
-        ),
-        (&Method::GET, ["dashboard.js"]) => {
-            asset("text/javascript", include_str!("../dashboard/dashboard.js"))
+        (&Method::GET, [file]) if dashboard_file(file).is_some() => {
+            let (kind, text) = dashboard_file(file).unwrap_or_default();
+            asset(kind, text)
         }
-        (&Method::GET, ["uplot.js"]) => asset(
-            "text/javascript",
-            include_str!("../dashboard/vendor/uPlot.iife.min.js"),
-        ),
-        (&Method::GET, ["uplot.css"]) => asset(
-            "text/css",
-            include_str!("../dashboard/vendor/uPlot.min.css"),
-        ),
         (&Method::GET, ["metrics"]) => Reply {
             status: 200,
             kind: "text/plain; version=0.0.4",
@@ -115,6 +104,26 @@ pub(super) fn route(
         },
         _ => error(404, format!("no such endpoint: {method} {path}")),
     }
+}
+
+/// The dashboard's files: each name's content type and text.
+fn dashboard_file(name: &str) -> Option<(&'static str, &'static str)> {
+    Some(match name {
+        "" => (
+            "text/html; charset=utf-8",
+            include_str!("../dashboard/index.html"),
+        ),
+        "dashboard.js" => ("text/javascript", include_str!("../dashboard/dashboard.js")),
+        "uplot.js" => (
+            "text/javascript",
+            include_str!("../dashboard/vendor/uPlot.iife.min.js"),
+        ),
+        "uplot.css" => (
+            "text/css",
+            include_str!("../dashboard/vendor/uPlot.min.css"),
+        ),
+        _ => return None,
+    })
 }
 
 /// `GET /api/tasks`: every task with its CPU share and network rates of

@@ -1,7 +1,8 @@
 //! Executor tests with plain futures (no Wasm): ordering and a stress test
 //! of wakes, yields and kills racing on two workers.
 use super::*;
-use crate::sched::{PolicyKind, Tree};
+use crate::sched::{PolicyKind, TaskSched, Tree};
+use std::task::Waker;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicUsize;
 use std::task::{Context, Poll};
@@ -15,7 +16,7 @@ fn counting_executor(
     let done = Arc::new(AtomicUsize::new(0));
     let d = done.clone();
     let exec = Executor::start(
-        workers,
+        Threads::new(workers),
         Box::new(Tree::new(PolicyKind::RoundRobin)),
         tokio.handle().clone(),
         Arc::new(|| {}),
@@ -79,7 +80,7 @@ fn stress_wake_yield_suspend_kill() {
     let trapped = Arc::new(Mutex::new(Vec::new()));
     let (f, tr) = (finished.clone(), trapped.clone());
     let exec = Executor::start(
-        2,
+        Threads::new(2),
         Box::new(Tree::new(PolicyKind::RoundRobin)),
         tokio.handle().clone(),
         Arc::new(|| {}),
@@ -201,7 +202,7 @@ fn killing_a_running_task_advances_the_epoch_at_once() {
     let done = Arc::new(AtomicUsize::new(0));
     let d = done.clone();
     let exec = Executor::start(
-        1,
+        Threads::new(1),
         Box::new(Tree::new(PolicyKind::RoundRobin)),
         tokio.handle().clone(),
         Arc::new(move || {
@@ -481,7 +482,7 @@ fn stress_host_hand_offs_race_workers_and_each_other() {
     let d = done.clone();
     let exec = Arc::new(
         Executor::start(
-            2,
+            Threads::new(2),
             Box::new(Tree::new(PolicyKind::RoundRobin)),
             tokio.handle().clone(),
             Arc::new(|| {}),

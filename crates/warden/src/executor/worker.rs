@@ -1,10 +1,8 @@
 //! A worker thread: takes a task from its hand-off slot or the run queue,
 //! polls it for one slice, and hands it back as its lifecycle word says.
 
-use super::{
-    finish_killed, kill_group, kill_id, Queue, Shared, TaskCell, HANDOFF, HANDOFF_LIMIT,
-    LAST_POLL_END, NESTED, POLLING,
-};
+use super::harness::{finish_killed, kill_group, kill_id};
+use super::{Queue, Shared, TaskCell, HANDOFF, HANDOFF_LIMIT, LAST_POLL_END, NESTED, POLLING};
 use crate::cpu;
 use crate::task::state::{AfterPoll, Start};
 use crate::task::{TaskShared, TaskStatus};
@@ -85,14 +83,17 @@ fn next_queued(exec: &Arc<Shared>) -> Option<Arc<TaskCell>> {
         // idle spell: a worker woken for throttled tasks does not spin).
         if !spun {
             spun = true;
-            if super::spin_until(|| exec.pushes.load(Ordering::Acquire) != seen) {
+            if exec
+                .spin
+                .until(|| exec.pushes.load(Ordering::Acquire) != seen)
+            {
                 q = exec.lock();
                 continue;
             }
         }
         // About to sleep: what the spin used is nobody's (see `cpu::settle`).
         cpu::reconcile();
-        crate::trim::if_asked();
+        exec.trim.if_asked();
         q = exec.lock();
         if q.shutdown {
             return None;
@@ -220,7 +221,7 @@ fn poll_once(
     account: &Arc<TaskShared>,
 ) -> PollResult {
     let shared = &cell.shared;
-    let waker = super::waker_ref(cell);
+    let waker = super::waker::waker_ref(cell);
     let mut cx = Context::from_waker(&waker);
     shared
         .slice_start_tick

@@ -14,8 +14,7 @@
 //! its `receive_limit` (a [`fair::Bucket`]); the host functions in
 //! `crate::host` apply all of this.
 
-pub mod fair;
-pub mod grant;
+pub use warden_policy::{fair, grant};
 pub mod link;
 pub mod own;
 pub mod socket;

@@ -19,7 +19,7 @@
 //! servers of another in the same process either. Entries are removed
 //! when their [`OwnEndpoint`] guard is dropped.
 
-use super::grant::canonical;
+use super::grant::{allowed, canonical, Grant};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::RwLock;
 
@@ -45,6 +45,17 @@ impl Drop for OwnEndpoint {
         let mut all = ENDPOINTS.write().unwrap_or_else(|e| e.into_inner());
         all.retain(|&(n, _)| n != self.0);
     }
+}
+
+/// Whether a task with `grants` may connect to `addr`: a grant covers
+/// it, and if it is one of Warden's own endpoints, a grant names it
+/// exactly.
+pub fn may_connect(grants: &[Grant], addr: &SocketAddr) -> bool {
+    allowed(grants, addr)
+        && match reached(addr) {
+            None => true,
+            Some(_) => grants.iter().any(|g| g.names_exactly(addr)),
+        }
 }
 
 /// The own endpoint a connection to `target` would reach, if any.
@@ -102,5 +113,21 @@ mod tests {
         }
         drop((lo, any, v6));
         assert_eq!(reached(&a("127.0.0.1:1")), None, "gone with its guard");
+    }
+
+    #[test]
+    fn own_endpoints_need_a_grant_that_names_them() {
+        let own = register(a("127.0.0.1:47"));
+        let wide = [
+            Grant::parse("127.0.0.1:*").unwrap(),
+            Grant::parse("*:*").unwrap(),
+        ];
+        assert!(!may_connect(&wide, &a("127.0.0.1:47")));
+        assert!(!may_connect(&wide, &a("[::ffff:127.0.0.1]:47")));
+        assert!(may_connect(&wide, &a("127.0.0.1:48")));
+        let exact = [Grant::parse("127.0.0.1:47").unwrap()];
+        assert!(may_connect(&exact, &a("127.0.0.1:47")));
+        drop(own);
+        assert!(may_connect(&wide, &a("127.0.0.1:47")));
     }
 }

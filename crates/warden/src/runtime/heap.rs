@@ -16,8 +16,8 @@ pub(super) fn mass_death(peak_live: &mut usize, live: usize) -> bool {
 /// Returns free heap pages to the system (glibc keeps them otherwise, and
 /// a run's RSS would stay at its highest point for ever), and asks every
 /// worker to do the same with the program's allocator (see `crate::trim`).
-pub(super) fn return_free_heap() {
-    crate::trim::ask_all();
+pub(super) fn return_free_heap(trim: &crate::trim::HeapTrim) {
+    trim.ask_all();
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only releases memory malloc holds unused.
     unsafe {

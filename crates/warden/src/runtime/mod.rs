@@ -29,7 +29,6 @@ mod views;
 
 pub use route_stats::{RouteStats, BUCKETS};
 
-pub use setup::{disable_huge_pages, raise_descriptor_limit};
 pub use views::{DeviceView, FileServiceView, TaskView};
 
 use heap::{mass_death, return_free_heap};
@@ -121,6 +120,26 @@ pub struct RuntimeConfig {
     /// Block devices, opened at start, that tasks' `devices` may name
     /// (see [`crate::DeviceSpec`]).
     pub devices: Vec<crate::DeviceSpec>,
+    /// How long a thread about to sleep for want of work (an idle worker,
+    /// a thread waiting for a task's end) first looks for it awake
+    /// (default [`crate::IDLE_SPIN`]; zero: it sleeps at once, as a
+    /// thread blocking on a condition variable does).
+    pub idle_spin: Duration,
+    /// How a worker hands its free heap back to the system after a mass
+    /// death of tasks, for an allocator with thread-local heaps (for
+    /// mimalloc, `mi_collect(true)`); `None` (default): only the C
+    /// allocator's `malloc_trim`.
+    pub heap_trim: Option<fn()>,
+    /// Turn transparent huge pages off for the whole process when the
+    /// runtime starts (default false; the `warden` command turns them
+    /// off). With them on, an allocator that asks for them on its arenas
+    /// (mimalloc does) holds whole 2 MiB pages per thread of which it
+    /// uses a few KiB.
+    pub disable_huge_pages: bool,
+    /// Raise the process's limit on open descriptors when the runtime
+    /// starts, as servers do (default false; the `warden` command raises
+    /// it): tasks together may hold half of it (see [`crate::descriptors`]).
+    pub raise_descriptor_limit: bool,
 }
 
 /// A callback that receives every finished task's report (for example to
@@ -153,6 +172,10 @@ impl Default for RuntimeConfig {
             max_module_bytes: crate::module::DEFAULT_MAX_MODULE_BYTES,
             memory_limit: None,
             devices: Vec::new(),
+            idle_spin: crate::executor::IDLE_SPIN,
+            heap_trim: None,
+            disable_huge_pages: false,
+            raise_descriptor_limit: false,
         }
     }
 }
@@ -275,6 +298,7 @@ pub struct Runtime {
 impl Runtime {
     /// Starts a runtime: engine, worker threads and epoch timer.
     pub fn new(config: RuntimeConfig) -> Result<Runtime, Error> {
+        setup::process(&config);
         let map_count = config.max_map_count.or_else(setup::read_map_count);
         let mappable = setup::mappable_tasks(config.max_tasks, map_count)?;
         let (engine, linkers) = setup::engine(mappable)?;
@@ -290,16 +314,7 @@ impl Runtime {
         let empty_dir = setup::empty_dir()?;
         let events = setup::event_log(&config)?;
         let tasks = Arc::new(Tasks::new(&config, events, kernel.clone(), root));
-        let t = tasks.clone();
-        let e = engine.clone();
-        let exec = Executor::start(
-            config.workers,
-            Box::new(tree),
-            tokio.handle().clone(),
-            Arc::new(move || e.increment_epoch()),
-            Box::new(move |shared, status| t.finish(shared, status)),
-        )
-        .map_err(|e| Error::Start(e.to_string()))?;
+        let exec = setup::executor(&config, &tasks, &engine, tree, &tokio)?;
         let runtime = Runtime {
             inner: Arc::new(Inner {
                 engine,
@@ -333,6 +348,12 @@ impl Runtime {
             .runtime
             .set(Arc::downgrade(&runtime.inner));
         Ok(runtime)
+    }
+
+    /// Changes how long this runtime's idle threads look for work awake
+    /// before they sleep ([`RuntimeConfig::idle_spin`]), from now on.
+    pub fn set_idle_spin(&self, window: Duration) {
+        self.inner.tasks.spin.set(window);
     }
 
     /// The runtime's settings.

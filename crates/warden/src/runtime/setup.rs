@@ -192,8 +192,46 @@ pub(super) fn groups(
     Ok((tree, groups))
 }
 
-/// Turns transparent huge pages off for this process, as the `warden`
-/// command does at start; a program embedding Warden may call it too.
+/// The executor of a runtime whose task table is `tasks`: its worker
+/// threads, run queue (`tree`) and epoch timer, which advances `engine`'s
+/// epoch.
+pub(super) fn executor(
+    config: &RuntimeConfig,
+    tasks: &Arc<super::Tasks>,
+    engine: &Engine,
+    tree: Tree,
+    tokio: &IoRuntime,
+) -> Result<crate::executor::Executor, Error> {
+    let t = tasks.clone();
+    let e = engine.clone();
+    crate::executor::Executor::start(
+        crate::executor::Threads {
+            workers: config.workers,
+            idle_spin: tasks.spin.clone(),
+            heap_trim: tasks.trim.clone(),
+        },
+        Box::new(tree),
+        tokio.handle().clone(),
+        Arc::new(move || e.increment_epoch()),
+        Box::new(move |shared, status| t.finish(shared, status)),
+    )
+    .map_err(|e| Error::Start(e.to_string()))
+}
+
+/// The process-wide effects `config` asks for (see
+/// [`RuntimeConfig::disable_huge_pages`] and
+/// [`RuntimeConfig::raise_descriptor_limit`]), applied as the runtime
+/// starts.
+pub(super) fn process(config: &RuntimeConfig) {
+    if config.disable_huge_pages {
+        disable_huge_pages();
+    }
+    if config.raise_descriptor_limit {
+        raise_descriptor_limit();
+    }
+}
+
+/// Turns transparent huge pages off for this process.
 ///
 /// With them on, an allocator that asks for them on its arenas (mimalloc
 /// does) holds whole 2 MiB pages per thread of which it uses a few KiB:
@@ -203,7 +241,7 @@ pub(super) fn groups(
 /// stacks are counted, kept resident and returned 4 KiB at a time (see
 /// `KEEP_MEMORY`) and never ask for huge pages themselves. Best effort:
 /// a kernel without the setting keeps its default.
-pub fn disable_huge_pages() {
+fn disable_huge_pages() {
     // SAFETY: prctl with integer arguments only; it sets this process's
     // memory policy and touches no memory of ours.
     unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
@@ -213,10 +251,8 @@ pub fn disable_huge_pages() {
 /// servers do: to the kernel's `fs.nr_open` where the process is allowed
 /// to raise its hard limit (as root), else the soft limit to the hard one.
 /// Tasks together may hold half of it, files and sockets alike (see
-/// [`crate::descriptors`]); the other half is Warden's own. The
-/// `warden` command does this at start; a program embedding many sockets'
-/// worth of tasks may call it too.
-pub fn raise_descriptor_limit() {
+/// [`crate::descriptors`]); the other half is Warden's own.
+fn raise_descriptor_limit() {
     let nr_open: Option<libc::rlim_t> = std::fs::read_to_string("/proc/sys/fs/nr_open")
         .ok()
         .and_then(|s| s.trim().parse().ok());

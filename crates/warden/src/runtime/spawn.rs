@@ -162,12 +162,7 @@ impl Runtime {
         let group = self.group_of(spec)?;
         let shared = Arc::new(self.task_shared(spec, group, child.as_ref()));
         let sched = sched_of(spec, group, child.as_ref());
-        let passive = spec.passive.then(|| {
-            crate::host::Passive::new(
-                shared.clone(),
-                spec.call_cpu_limit.as_nanos().min(u64::MAX as u128) as u64,
-            )
-        });
+        let passive = passive_of(spec, &shared);
         // Take a slot in the task table first, so that concurrent spawns
         // cannot together exceed `max_tasks`. A request's handler (told
         // how it ended) does not wait for surplus.
@@ -337,4 +332,14 @@ fn sched_of(spec: &TaskSpec, group: Option<&Group>, child: Option<&Child>) -> Ta
             .map(|c| Cap::new(c, CAP_WINDOW.as_nanos() as u64)),
         parent: child.map(|c| c.parent.id.0),
     }
+}
+
+/// A passive task's call state (none for an active task).
+fn passive_of(spec: &TaskSpec, shared: &Arc<TaskShared>) -> Option<Arc<crate::host::Passive>> {
+    spec.passive.then(|| {
+        crate::host::Passive::new(
+            shared.clone(),
+            spec.call_cpu_limit.as_nanos().min(u64::MAX as u128) as u64,
+        )
+    })
 }

@@ -111,23 +111,7 @@ impl Runtime {
             Some(c) => (grant(&mut handles, c.grants)?, c.names),
             None => (Vec::new(), None),
         };
-        let ipc = TaskIpc {
-            handles,
-            call_slot: Default::default(),
-            in_flight: None,
-            grants: Grants::of(spec),
-            kernel: inner.kernel.clone(),
-            // Not through a strong reference: every task's spawn would
-            // then write the runtime's reference counts three times.
-            spawner: Arc::downgrade(&self.inner) as std::sync::Weak<dyn crate::host::Spawner>,
-            owned: Owned::default(),
-            // Only a task that may spawn children needs its spec later.
-            spec: (!spec.ipc.modules.is_empty()).then(|| Arc::new(spec.clone())),
-            granted,
-            names,
-            child_names: crate::host::Bindings::new(shared.clone()),
-            poll: None,
-        };
+        let ipc = self.task_ipc(spec, shared, handles, granted, names);
         Ok(StoreSeed {
             wasi,
             shared: shared.clone(),
@@ -139,6 +123,34 @@ impl Runtime {
             slice_ticks: (inner.config.slice.as_nanos() / TICK.as_nanos()).max(1) as u64,
             component,
         })
+    }
+
+    /// The `warden` group's state of a new task.
+    fn task_ipc(
+        &self,
+        spec: &TaskSpec,
+        shared: &Arc<TaskShared>,
+        handles: HandleTable,
+        granted: Vec<i32>,
+        names: Option<Arc<crate::host::NameMap>>,
+    ) -> TaskIpc {
+        TaskIpc {
+            handles,
+            call_slot: Default::default(),
+            in_flight: None,
+            grants: Grants::of(spec),
+            kernel: self.inner.kernel.clone(),
+            // Not through a strong reference: every task's spawn would
+            // then write the runtime's reference counts three times.
+            spawner: Arc::downgrade(&self.inner) as std::sync::Weak<dyn crate::host::Spawner>,
+            owned: Owned::default(),
+            // Only a task that may spawn children needs its spec later.
+            spec: (!spec.ipc.modules.is_empty()).then(|| Arc::new(spec.clone())),
+            granted,
+            names,
+            child_names: crate::host::Bindings::new(shared.clone()),
+            poll: None,
+        }
     }
 
     fn sinks(

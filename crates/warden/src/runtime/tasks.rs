@@ -82,6 +82,10 @@ pub(super) struct Tasks {
     /// Notified when the last live task finishes.
     pub(super) empty: Condvar,
     pub(super) epoch: Instant,
+    /// How a thread waiting for a finish looks for it before sleeping.
+    pub(super) spin: Arc<crate::executor::IdleSpin>,
+    /// How freed heap goes back to the system after a mass death.
+    pub(super) trim: Arc<crate::trim::HeapTrim>,
 }
 
 impl Tasks {
@@ -104,6 +108,8 @@ impl Tasks {
             finished: std::sync::atomic::AtomicU64::new(0),
             empty: Condvar::new(),
             epoch: Instant::now(),
+            spin: Arc::new(crate::executor::IdleSpin::new(config.idle_spin)),
+            trim: Arc::new(crate::trim::HeapTrim::new(config.heap_trim)),
         }
     }
 
@@ -139,7 +145,7 @@ impl Tasks {
         let trim = mass_death(&mut t.peak_live, live);
         drop(t);
         if trim {
-            return_free_heap();
+            return_free_heap(&self.trim);
         }
         if wake {
             self.changed.notify_all();
@@ -267,11 +273,11 @@ impl Tasks {
     ) -> MutexGuard<'a, Table> {
         use std::sync::atomic::Ordering::Acquire;
         // Watch for a finish awake for a moment before sleeping (see
-        // `executor::IDLE_SPIN`); finishes bump `finished` under the lock,
+        // `executor::IdleSpin`); finishes bump `finished` under the lock,
         // so one after `seen` is either seen here or wakes the sleep.
         let seen = self.finished.load(Acquire);
         drop(t);
-        let came = crate::executor::spin_until(|| self.finished.load(Acquire) != seen);
+        let came = self.spin.until(|| self.finished.load(Acquire) != seen);
         let mut t = self.lock();
         if came || self.finished.load(Acquire) != seen {
             return t;

@@ -33,7 +33,7 @@ pub mod inherit;
 pub mod net;
 pub mod root;
 pub mod spec;
-pub mod state;
+pub use warden_sync::state;
 
 pub use crate::output::Output;
 pub use account::{CpuAccount, DeviceCounters, IpcCounters, MemoryAccount};

@@ -11,7 +11,8 @@
 //! the guest asks for less), and within the task's life: the request's
 //! future is dropped with the store.
 
-use crate::net::grant::{canonical, may_connect, Grant};
+use crate::net::grant::{canonical, Grant};
+use crate::net::own::may_connect;
 use http_body_util::BodyExt;
 use hyper::http::uri::Scheme;
 use std::future::Future;

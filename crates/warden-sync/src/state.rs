@@ -62,10 +62,7 @@
 //! any two of them, racing, are ordered as if one ran first. The models in
 //! the `loom` tests run each pair under every interleaving.
 
-#[cfg(loom)]
-use loom::sync::atomic::{AtomicU32, Ordering};
-#[cfg(not(loom))]
-use std::sync::atomic::{AtomicU32, Ordering};
+use crate::loom::{AtomicU32, Ordering};
 
 const RUNNING: u32 = 1 << 0;
 const QUEUED: u32 = 1 << 1;

@@ -69,8 +69,7 @@ impl Grant {
     }
 
     /// Whether the grant names `addr` alone: one host address and one
-    /// port, as a grant to one of Warden's own endpoints must (see
-    /// [`super::own`]).
+    /// port, as a grant to one of Warden's own endpoints must.
     pub fn names_exactly(&self, addr: &SocketAddr) -> bool {
         let addr = canonical(*addr);
         let host = match self.net {
@@ -84,17 +83,6 @@ impl Grant {
 /// Whether any of `grants` covers `addr`.
 pub fn allowed(grants: &[Grant], addr: &SocketAddr) -> bool {
     grants.iter().any(|g| g.covers(addr))
-}
-
-/// Whether a task with `grants` may connect to `addr`: a grant covers
-/// it, and if it is one of Warden's own endpoints, a grant names it
-/// exactly.
-pub fn may_connect(grants: &[Grant], addr: &SocketAddr) -> bool {
-    allowed(grants, addr)
-        && match super::own::reached(addr) {
-            None => true,
-            Some(_) => grants.iter().any(|g| g.names_exactly(addr)),
-        }
 }
 
 /// Parses a socket address as a task gives it: numbers only, IPv6 in
@@ -243,22 +231,6 @@ mod tests {
         assert!(mapped_net.covers(&addr("10.1.2.3:5")));
         assert!(!mapped_net.covers(&addr("11.1.2.3:5")));
         assert!(!mapped_net.covers(&addr("[::1]:5")));
-    }
-
-    #[test]
-    fn own_endpoints_need_a_grant_that_names_them() {
-        let own = super::super::own::register(addr("127.0.0.1:47"));
-        let wide = [
-            Grant::parse("127.0.0.1:*").unwrap(),
-            Grant::parse("*:*").unwrap(),
-        ];
-        assert!(!may_connect(&wide, &addr("127.0.0.1:47")));
-        assert!(!may_connect(&wide, &addr("[::ffff:127.0.0.1]:47")));
-        assert!(may_connect(&wide, &addr("127.0.0.1:48")));
-        let exact = [Grant::parse("127.0.0.1:47").unwrap()];
-        assert!(may_connect(&exact, &addr("127.0.0.1:47")));
-        drop(own);
-        assert!(may_connect(&wide, &addr("127.0.0.1:47")));
     }
 
     #[test]

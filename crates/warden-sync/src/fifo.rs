@@ -31,33 +31,7 @@
 //!
 //! The models in the `loom` tests race these rules against each other.
 
-#[cfg(loom)]
-use loom::{
-    cell::UnsafeCell,
-    sync::atomic::{AtomicBool, AtomicU8, Ordering},
-    sync::{Arc, Mutex, MutexGuard},
-};
-#[cfg(not(loom))]
-use std::sync::{
-    atomic::{AtomicBool, AtomicU8, Ordering},
-    Arc, Mutex, MutexGuard,
-};
-
-/// `std`'s cell with loom's way in (`with_mut`), so that the same code
-/// runs in the models.
-#[cfg(not(loom))]
-struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
-
-#[cfg(not(loom))]
-impl<T> UnsafeCell<T> {
-    fn new(value: T) -> Self {
-        UnsafeCell(std::cell::UnsafeCell::new(value))
-    }
-    fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
-        f(self.0.get())
-    }
-}
-
+use crate::loom::{Arc, AtomicBool, AtomicU8, Mutex, MutexGuard, Ordering, UnsafeCell};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;

@@ -208,7 +208,6 @@ impl FairTree {
     }
 
     /// Nodes in the tree, the link included.
-    #[cfg(test)]
     pub fn nodes(&self) -> usize {
         self.nodes.len() - self.free.len()
     }

@@ -17,17 +17,17 @@ use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// A map keyed by kernel-assigned ids (see the module's note).
-pub(crate) type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+pub type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 
 /// A set of kernel-assigned ids (see the module's note).
-pub(crate) type IdSet<K> = HashSet<K, BuildHasherDefault<IdHasher>>;
+pub type IdSet<K> = HashSet<K, BuildHasherDefault<IdHasher>>;
 
 /// The multiplier: 2^64 over the golden ratio, rounded to odd.
 const K: u64 = 0x9e37_79b9_7f4a_7c15;
 
 /// Hashes integer ids by one multiplication (see the module's note).
 #[derive(Default, Clone, Copy)]
-pub(crate) struct IdHasher(u64);
+pub struct IdHasher(u64);
 
 impl Hasher for IdHasher {
     fn write(&mut self, bytes: &[u8]) {
