@@ -12,7 +12,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// The default idle spin (see [`IdleSpin`]).
+/// The default idle spin: how long a thread about to sleep for want of
+/// work first looks for it awake (see [`crate::RuntimeConfig::idle_spin`]).
 pub const IDLE_SPIN: Duration = Duration::from_micros(50);
 
 /// How long a thread about to sleep for want of work (an idle worker, a

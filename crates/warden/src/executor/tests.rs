@@ -2,9 +2,9 @@
 //! of wakes, yields and kills racing on two workers.
 use super::*;
 use crate::sched::{PolicyKind, TaskSched, Tree};
-use std::task::Waker;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicUsize;
+use std::task::Waker;
 use std::task::{Context, Poll};
 
 /// An executor of `workers` workers on a round-robin queue whose finish

@@ -16,7 +16,24 @@ use wasmtime::Linker;
 /// The import module name.
 pub const MODULE: &str = "teavm";
 
-pub(crate) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
+/// The group has no per-task state.
+pub(crate) struct State;
+
+impl super::Group for State {
+    fn prepare(_: &mut super::Prepare<'_>) -> Result<State, String> {
+        Ok(State)
+    }
+
+    fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
+        add_to_linker(linker)
+    }
+
+    fn add_to_passive_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
+        add_to_linker(linker)
+    }
+}
+
+fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
     static START: OnceLock<Instant> = OnceLock::new();
     linker.func_wrap(MODULE, "nanoTime", || -> f64 {
         START.get_or_init(Instant::now).elapsed().as_secs_f64() * 1e3

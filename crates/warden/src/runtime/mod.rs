@@ -39,9 +39,8 @@ use tasks::{Live, Tasks};
 
 use crate::cache::CodeCache;
 use crate::executor::{Executor, ExecutorStats, TICK};
-use crate::host::{Grants, TaskData, TaskIpc};
-use crate::ipc::Owned;
-use crate::ipc::{HandleTable, Kernel, Object};
+use crate::host::TaskData;
+use crate::ipc::{Kernel, Object};
 use crate::limiter::MemoryBudget;
 use crate::module::{self, LoadedModule};
 use crate::output::{HostStream, Sink};

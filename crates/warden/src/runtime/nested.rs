@@ -18,7 +18,7 @@
 //!   children are killed, and their reservations return to it.
 
 use super::{Child, Inner, Runtime};
-use crate::host::{Spawner, TaskData};
+use crate::host::{Parent, Spawner};
 use crate::ipc::{Errno, Object};
 use crate::task::{ChildBudget, TaskId, TaskShared, TaskSpec};
 use std::path::PathBuf;
@@ -28,7 +28,7 @@ use std::time::Duration;
 impl Spawner for Inner {
     fn spawn_child(
         self: Arc<Self>,
-        parent: &TaskData,
+        parent: Parent<'_>,
         module: &(String, PathBuf),
         args: Vec<String>,
         budget: ChildBudget,
@@ -37,8 +37,8 @@ impl Spawner for Inner {
         if budget.memory_limit == 0 || budget.cpu_share == 0 {
             return Err(Errno::Inval);
         }
-        let p = &parent.shared;
-        let mut spec = parent.ipc.spec.as_deref().ok_or(Errno::Denied)?.clone();
+        let p = parent.shared;
+        let mut spec = parent.spec.ok_or(Errno::Denied)?.clone();
         if !p.carve(budget.memory_limit) {
             return Err(Errno::NoMem);
         }
@@ -48,9 +48,9 @@ impl Spawner for Inner {
             parent: p.clone(),
             carved_memory: budget.memory_limit,
             grants,
-            names: parent.ipc.child_names.snapshot(),
+            names: parent.names,
             sinks: parent.sinks.clone(),
-            net: parent.net.for_child(),
+            net: parent.net,
         };
         let rt = Runtime {
             inner: self.clone(),

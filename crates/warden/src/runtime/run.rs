@@ -113,7 +113,7 @@ impl Drop for ReleaseOnDrop {
     fn drop(&mut self) {
         let began = crate::clock::ticks::now();
         let store = &mut *self.store;
-        store.data_mut().ipc.owned.revoke_all();
+        store.data_mut().revoke_owned();
         if let Some(memory) = store.data().memory.memory {
             let (ptr, len) = (memory.data_ptr(&*store), memory.data_size(&*store));
             if len >= EAGER_RELEASE_BYTES {

@@ -6,7 +6,7 @@
 //! too when it has nothing to open.
 
 use super::*;
-use crate::host::{Cli, Component, MemoryCache, Preview1, Strings};
+use crate::host::{Cli, Core, Groups, MemoryCache, Prepare, Spawner, Strings};
 use crate::output::Sink;
 use wasmtime_wasi::p1::WasiP1Ctx;
 
@@ -18,14 +18,12 @@ use wasmtime_wasi::p1::WasiP1Ctx;
 pub(super) struct StoreSeed {
     wasi: WasiSeed,
     shared: Arc<TaskShared>,
-    preview1: Preview1,
     budget: MemoryBudget,
-    ipc: TaskIpc,
     net: Box<crate::host::TaskNet>,
     sinks: (Sink, Sink),
     slice_ticks: u64,
-    /// The component group's state, for a component task.
-    component: Option<Box<Component>>,
+    /// Each import group's state.
+    groups: Groups,
 }
 
 /// A task's WASI context, or what it is built from when building it
@@ -52,18 +50,16 @@ impl StoreSeed {
             WasiSeed::Built(wasi) => *wasi,
             WasiSeed::Later { stdin } => finish_wasi(WasiCtxBuilder::new(), &self.sinks, stdin),
         };
-        let data = TaskData {
+        let core = Core {
             shared: self.shared,
             wasi,
-            preview1: self.preview1,
-            ipc: self.ipc,
             net: self.net,
             budget: self.budget,
             memory: MemoryCache::default(),
             sinks: self.sinks,
             slice_ticks: self.slice_ticks,
-            component: self.component,
         };
+        let data = TaskData::new(core, self.groups);
         let mut store = Store::new(engine, data);
         store.limiter(|d| &mut d.budget);
         store.set_epoch_deadline(1);
@@ -95,62 +91,36 @@ impl Runtime {
             None => self.sinks(spec, &shared.log)?,
         };
         let cli = cli(spec, &module.path, env);
-        let component = module
-            .is_component()
-            .then(|| Component::new(net.connect.clone()));
-        let wasi = match component {
-            Some(_) => self.component_wasi(spec, &sinks, &cli)?,
-            None => self.wasi_seed(spec, &sinks)?,
+        let wasi = match module.is_component() {
+            true => self.component_wasi(spec, &sinks, &cli)?,
+            false => self.wasi_seed(spec, &sinks)?,
         };
         let budget = match module.is_component() {
             true => MemoryBudget::for_component(spec.limits.on_memory_limit, shared.clone()),
             false => MemoryBudget::new(spec.limits.on_memory_limit, shared.clone()),
         };
-        let mut handles = HandleTable::new(spec.ipc.max_handles, shared.clone());
-        let (granted, names) = match child {
-            Some(c) => (grant(&mut handles, c.grants)?, c.names),
-            None => (Vec::new(), None),
-        };
-        let ipc = self.task_ipc(spec, shared, handles, granted, names);
+        let groups = Groups::prepare(Prepare {
+            spec,
+            shared,
+            kernel: &inner.kernel,
+            // Not through a strong reference: every task's spawn would
+            // then write the runtime's reference counts three times.
+            spawner: Arc::downgrade(&self.inner) as std::sync::Weak<dyn Spawner>,
+            component: module.is_component(),
+            connect: &net.connect,
+            cli: Some(cli),
+            sockets: Some(sockets),
+            child: child.map(|c| (c.grants, c.names)),
+        })?;
         Ok(StoreSeed {
             wasi,
             shared: shared.clone(),
-            preview1: Preview1::new(cli, sockets, served(spec, &inner.kernel)),
             budget,
-            ipc,
             net: Box::new(net),
             sinks,
             slice_ticks: (inner.config.slice.as_nanos() / TICK.as_nanos()).max(1) as u64,
-            component,
+            groups,
         })
-    }
-
-    /// The `warden` group's state of a new task.
-    fn task_ipc(
-        &self,
-        spec: &TaskSpec,
-        shared: &Arc<TaskShared>,
-        handles: HandleTable,
-        granted: Vec<i32>,
-        names: Option<Arc<crate::host::NameMap>>,
-    ) -> TaskIpc {
-        TaskIpc {
-            handles,
-            call_slot: Default::default(),
-            in_flight: None,
-            grants: Grants::of(spec),
-            kernel: self.inner.kernel.clone(),
-            // Not through a strong reference: every task's spawn would
-            // then write the runtime's reference counts three times.
-            spawner: Arc::downgrade(&self.inner) as std::sync::Weak<dyn crate::host::Spawner>,
-            owned: Owned::default(),
-            // Only a task that may spawn children needs its spec later.
-            spec: (!spec.ipc.modules.is_empty()).then(|| Arc::new(spec.clone())),
-            granted,
-            names,
-            child_names: crate::host::Bindings::new(shared.clone()),
-            poll: None,
-        }
     }
 
     fn sinks(
@@ -249,17 +219,6 @@ impl Runtime {
     }
 }
 
-/// The interposer's state for a task with served directories, which
-/// are preopened after its host directories.
-fn served(spec: &TaskSpec, kernel: &Arc<crate::ipc::Kernel>) -> Option<Box<crate::host::Served>> {
-    if spec.served_dirs.is_empty() {
-        return None;
-    }
-    let names: Vec<String> = spec.served_dirs.iter().map(|(_, n)| n.clone()).collect();
-    let first = 3 + spec.dirs.len() as u32;
-    Some(crate::host::Served::new(kernel.clone(), &names, first))
-}
-
 /// Why a component task may not listen.
 pub(crate) const NO_COMPONENT_SOCKETS: &str =
     "a component gets no sockets (wasi:sockets is refused: its sockets would escape the \
@@ -293,17 +252,6 @@ fn stdin(spec: &TaskSpec) -> Stdin {
         None if spec.stdio.stdin_inherit => Stdin::Inherit,
         None => Stdin::Empty,
     }
-}
-
-/// The objects a parent granted its child, installed in the child's
-/// table in order; their handles.
-fn grant(handles: &mut HandleTable, grants: Vec<Object>) -> Result<Vec<i32>, String> {
-    let mut granted = Vec::with_capacity(grants.len());
-    for object in grants {
-        let h = handles.insert(object);
-        granted.push(h.map_err(|e| format!("granting handles: {e}"))?);
-    }
-    Ok(granted)
 }
 
 /// A task's arguments (argv\[0\] its module's file name) and

@@ -45,14 +45,14 @@ pub const PROVIDED_PACKAGES: &[&str] = &[
 
 /// The group's state in a component task's store: `wasi:http`'s context
 /// and what its outgoing requests may reach.
-pub(crate) struct Component {
+struct Component {
     http: WasiHttpCtx,
     outgoing: outgoing::Outgoing,
 }
 
 impl Component {
     /// The state of a component task whose `connect` grants are `connect`.
-    pub(crate) fn new(connect: Vec<Grant>) -> Box<Component> {
+    fn new(connect: Vec<Grant>) -> Box<Component> {
         Box::new(Component {
             http: WasiHttpCtx::new(),
             outgoing: outgoing::Outgoing::new(connect),
@@ -108,24 +108,39 @@ impl WasiView for TaskData {
 impl WasiHttpView for TaskData {
     fn http(&mut self) -> WasiHttpCtxView<'_> {
         let component = self
+            .groups
             .component
+            .0
             .as_deref_mut()
             .expect("only component tasks link wasi:http");
         WasiHttpCtxView {
             ctx: &mut component.http,
-            table: self.wasi.ctx().table,
+            table: self.core.wasi.ctx().table,
             hooks: &mut component.outgoing,
         }
     }
 }
 
-/// Every interface of [`PROVIDED_PACKAGES`], async (a task's store runs
-/// on a fiber), into a component linker.
-pub(crate) fn add_to_linker(
-    linker: &mut wasmtime::component::Linker<TaskData>,
-) -> wasmtime::Result<()> {
-    wasmtime_wasi::p2::add_to_linker_async(linker)?;
-    wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)
+/// The component group's state of one task: `wasi:http`'s context and
+/// the outgoing requests' grants, for a component task only. Only this
+/// folder opens it.
+pub(crate) struct State(Option<Box<Component>>);
+
+impl super::Group for State {
+    fn prepare(p: &mut super::Prepare<'_>) -> Result<State, String> {
+        Ok(State(
+            p.component.then(|| Component::new(p.connect.to_vec())),
+        ))
+    }
+
+    /// Every interface of [`PROVIDED_PACKAGES`], async (a task's store
+    /// runs on a fiber).
+    fn add_to_component_linker(
+        linker: &mut wasmtime::component::Linker<TaskData>,
+    ) -> wasmtime::Result<()> {
+        wasmtime_wasi::p2::add_to_linker_async(linker)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)
+    }
 }
 
 /// The first import of `component` outside [`PROVIDED_PACKAGES`]'s 0.2

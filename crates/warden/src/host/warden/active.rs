@@ -18,7 +18,7 @@ use wasmtime::Caller;
 /// The service `portal` calls, borrowed from the caller's handle table;
 /// `BadHandle` if it is not a portal.
 pub(super) fn service_of(data: &TaskData, portal: i32) -> Result<&Arc<Service>, Errno> {
-    match data.ipc.handles.get(portal)? {
+    match data.ipc().handles.get(portal)? {
         Object::Portal(p) => Ok(p.service()),
         _ => Err(Errno::BadHandle),
     }
@@ -33,7 +33,8 @@ pub(super) fn call_at_once(
     args: CallArgs,
 ) -> Result<i64, Errno> {
     let (mem, data) = memory(c)?;
-    let (ipc, shared) = (&mut data.ipc, &data.shared);
+    let (ipc, core) = data.warden_parts();
+    let shared = &core.shared;
     let seq = load_request(mem, ipc, shared, service, args)?;
     let slot = ipc.call_slot.get(shared);
     let mut flight = start(slot, shared, service, seq)?;

@@ -47,7 +47,7 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
 
 /// The device behind handle `h`.
 fn device(data: &TaskData, h: i32) -> Result<&crate::dev::Claim, Errno> {
-    match data.ipc.handles.get(h)? {
+    match data.ipc().handles.get(h)? {
         Object::Device(d) => Ok(d),
         _ => Err(Errno::BadHandle),
     }
@@ -56,14 +56,14 @@ fn device(data: &TaskData, h: i32) -> Result<&crate::dev::Claim, Errno> {
 fn open(c: &mut Caller<'_, TaskData>, ptr: i32, len: i32) -> Result<i32, Errno> {
     let (mem, data) = memory(c)?;
     let name = super::names::read_name(mem, ptr, len)?;
-    let ipc = &mut data.ipc;
+    let (ipc, core) = data.warden_parts();
     if !ipc.grants.devices.contains(&name) {
         return Err(Errno::Denied);
     }
     let devices = ipc.kernel.devices.get().ok_or(Errno::Denied)?;
     let device = devices.get(&name).ok_or(Errno::Denied)?;
     let claim = device.claim().ok_or(Errno::Busy)?;
-    data.shared.device.get_or_init(Default::default);
+    core.shared.device.get_or_init(Default::default);
     ipc.handles.insert(Object::Device(claim))
 }
 

@@ -80,7 +80,7 @@ pub(super) async fn call(
 pub(super) fn call_fast(c: &mut Caller<'_, TaskData>, args: CallArgs) -> Result<i64, Errno> {
     // Anything but a portal is the waiting call's to judge, and so is a
     // call while another is under way.
-    if c.data().ipc.in_flight.is_some() {
+    if c.data().ipc().in_flight.is_some() {
         return Err(Errno::Again);
     }
     let service = service_of(c.data(), args.0).map_err(|_| Errno::Again)?;
@@ -152,7 +152,7 @@ fn check(
     data: &TaskData,
     (_, req, req_len, _, req_nh, resp, resp_cap, _, resp_nh): CallArgs,
 ) -> Result<(), Errno> {
-    let grants = &data.ipc.grants;
+    let grants = &data.ipc().grants;
     if len32(req_len) > grants.max_message_bytes {
         return Err(Errno::Quota);
     }
@@ -175,7 +175,7 @@ fn host_call(
 ) -> Result<i64, Errno> {
     let (_, req, req_len, _, _, resp, resp_cap, _, resp_nh) = args;
     let shared = &data.shared;
-    let mut st = data.ipc.call_slot.get(shared).lock();
+    let mut st = data.ipc().call_slot.get(shared).lock();
     let r = range(mem.len(), req, len32(req_len))?;
     st.set_request_with(shared, r.len(), |b| mem.read(r, b))?;
     let st = &mut *st;
@@ -224,7 +224,7 @@ fn passive_call(
     (_, req, req_len, _, _, resp, resp_cap, _, resp_nh): CallArgs,
 ) -> Result<i64, Errno> {
     let req = range(mem.len(), req, len32(req_len))?;
-    let cap = len32(resp_cap).min(data.ipc.grants.max_message_bytes) as u32;
+    let cap = len32(resp_cap).min(data.ipc().grants.max_message_bytes) as u32;
     let n = invoke(
         p,
         server,

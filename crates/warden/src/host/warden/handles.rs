@@ -15,7 +15,7 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
         super::MODULE,
         "dup",
         |mut c: Caller<'_, TaskData>, h: i32| {
-            let table = &mut c.data_mut().ipc.handles;
+            let table = &mut c.data_mut().ipc_mut().handles;
             ret32(
                 table
                     .get(h)
@@ -28,7 +28,7 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
 }
 
 fn close(data: &mut TaskData, h: i32) -> Result<i32, Errno> {
-    match data.ipc.handles.remove(h)? {
+    match data.ipc_mut().handles.remove(h)? {
         // An unanswered call closed on purpose: the client hears NoReply.
         Object::Call(call) => {
             data.shared.inherit.withdraw(call.client());

@@ -31,7 +31,8 @@ fn add_services(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         "service_create",
         |mut c: Caller<'_, TaskData>| {
             let data = c.data_mut();
-            let (ipc, service) = (&mut data.ipc, Service::of(&data.shared));
+            let (ipc, core) = data.warden_parts();
+            let service = Service::of(&core.shared);
             ret32(
                 ipc.handles
                     .insert(Object::Service(ServiceRef::new(&service))),
@@ -42,7 +43,7 @@ fn add_services(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         super::MODULE,
         "portal_create",
         |mut c: Caller<'_, TaskData>, service: i32| {
-            let table = &mut c.data_mut().ipc.handles;
+            let table = &mut c.data_mut().ipc_mut().handles;
             let portal = match table.get(service) {
                 Ok(Object::Service(s)) => PortalRef::new(s.service()),
                 Ok(_) => return Errno::BadHandle.code(),
@@ -119,13 +120,13 @@ fn add_calls(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
 fn origin(c: &mut Caller<'_, TaskData>, call_id: i64, buf: i32, cap: i32) -> Result<i32, Errno> {
     let call = i32::try_from(call_id).map_err(|_| Errno::BadHandle)?;
     let (mem, data) = memory(c)?;
-    let Object::Call(call) = data.ipc.handles.get(call)? else {
+    let Object::Call(call) = data.ipc().handles.get(call)? else {
         return Err(Errno::BadHandle);
     };
     let text = match &call.slot().lock().origin {
         Some(o) => format!("{}/{}", o.node, o.task),
         None => {
-            let node = data.ipc.kernel.node.get().map_or("", String::as_str);
+            let node = data.ipc().kernel.node.get().map_or("", String::as_str);
             format!("{node}/{}", call.client().0)
         }
     };
@@ -144,7 +145,7 @@ type CallTimeoutArgs = (i32, i32, i32, i32, i32, i32, i32, i32, i32, i64);
 /// A call `call_fast` left under way is waited for here (the SDKs make
 /// this call, with the same arguments, right after).
 async fn call(mut c: Caller<'_, TaskData>, args: CallArgs, timeout_ns: i64) -> Result<i64, Errno> {
-    let mut flight = match c.data_mut().ipc.in_flight.take() {
+    let mut flight = match c.data_mut().ipc_mut().in_flight.take() {
         Some(flight) => flight,
         None => {
             let service = service_of(c.data(), args.0)?.clone();
@@ -152,7 +153,8 @@ async fn call(mut c: Caller<'_, TaskData>, args: CallArgs, timeout_ns: i64) -> R
                 return super::direct::call(c, handler, args, timeout_ns).await;
             }
             let (mem, data) = memory(&mut c)?;
-            let (ipc, shared) = (&mut data.ipc, &data.shared);
+            let (ipc, core) = data.warden_parts();
+            let shared = &core.shared;
             let seq = load_request(mem, ipc, shared, &service, args)?;
             let made = start(ipc.call_slot.get(shared), shared, &service, seq)?;
             made.into_owned()
@@ -162,7 +164,8 @@ async fn call(mut c: Caller<'_, TaskData>, args: CallArgs, timeout_ns: i64) -> R
     let code = code.ok_or(Errno::Timeout)?;
     flight.answered = true;
     let (mem, data) = memory(&mut c)?;
-    let (ipc, shared) = (&mut data.ipc, &data.shared);
+    let (ipc, core) = data.warden_parts();
+    let shared = &core.shared;
     take_reply(
         mem,
         &mut ipc.handles,
@@ -176,7 +179,7 @@ async fn call(mut c: Caller<'_, TaskData>, args: CallArgs, timeout_ns: i64) -> R
 /// The service the handle `service` holds (to receive on), borrowed from
 /// the task's handle table; `BadHandle` if it holds none.
 fn service_in(data: &TaskData, service: i32) -> Result<&Arc<Service>, Errno> {
-    match data.ipc.handles.get(service)? {
+    match data.ipc().handles.get(service)? {
         Object::Service(s) => Ok(s.service()),
         _ => Err(Errno::BadHandle),
     }
@@ -194,7 +197,9 @@ async fn recv(
         let cap_nh = read_u32(mem, nh)? as u64;
         range(mem.len(), h, cap_nh * 4)?;
         // Room for the call handle and the handles the request may carry.
-        if (data.ipc.handles.room() as u64) < 1 + cap_nh.min(data.ipc.grants.max_message_handles) {
+        if (data.ipc().handles.room() as u64)
+            < 1 + cap_nh.min(data.ipc().grants.max_message_handles)
+        {
             return Err(Errno::Quota);
         }
     }
@@ -214,7 +219,7 @@ async fn recv(
     let (request, objects) = (&st_ref.request, &mut st_ref.request_objects);
     // Pointers were checked before waiting; memory never shrinks.
     deliver(
-        &mut data.ipc.handles,
+        &mut data.ipc_mut().handles,
         mem,
         request,
         buf,
@@ -227,7 +232,7 @@ async fn recv(
     drop(st);
     data.shared.ipc.count(1, 0, len as usize);
     let handle = data
-        .ipc
+        .ipc_mut()
         .handles
         .insert(Object::Call(CallRef::new(slot, seq)))?;
     write_u64(mem, call_id, handle as u64)?;
@@ -244,7 +249,7 @@ fn reply(
 ) -> Result<i32, Errno> {
     let call = i32::try_from(call_id).map_err(|_| Errno::BadHandle)?;
     let (mem, data) = memory(c)?;
-    let ipc = &mut data.ipc;
+    let ipc = data.ipc_mut();
     if !matches!(ipc.handles.get(call)?, Object::Call(_)) {
         return Err(Errno::BadHandle);
     }

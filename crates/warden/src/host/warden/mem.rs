@@ -18,7 +18,8 @@ fn add_objects(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         "mem_create",
         |mut c: Caller<'_, TaskData>, size: i64| {
             let data = c.data_mut();
-            let (ipc, shared) = (&mut data.ipc, &data.shared);
+            let (ipc, core) = data.warden_parts();
+            let shared = &core.shared;
             let r = u64::try_from(size)
                 .map_err(|_| Errno::Inval)
                 .and_then(|size| MemObject::create(size, shared))
@@ -34,7 +35,7 @@ fn add_objects(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         super::MODULE,
         "mem_view",
         |mut c: Caller<'_, TaskData>, h: i32, off: i64, len: i64, readonly: i32| {
-            let table = &mut c.data_mut().ipc.handles;
+            let table = &mut c.data_mut().ipc_mut().handles;
             let r = view(table.get(h))
                 .and_then(|v| v.sub(off as u64, len as u64, readonly != 0))
                 .and_then(|v| table.insert(Object::Mem(v)));
@@ -65,7 +66,7 @@ fn add_access(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         "mem_size",
         |c: Caller<'_, TaskData>, h: i32| {
             ret64(
-                view(c.data().ipc.handles.get(h))
+                view(c.data().ipc().handles.get(h))
                     .and_then(|v| v.size())
                     .map(|s| s as i64),
             )
@@ -75,7 +76,7 @@ fn add_access(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         super::MODULE,
         "mem_revoke",
         |mut c: Caller<'_, TaskData>, h: i32| {
-            let table = &mut c.data_mut().ipc.handles;
+            let table = &mut c.data_mut().ipc_mut().handles;
             ret32(
                 view(table.get(h))
                     .and_then(MemView::revoke)
@@ -102,7 +103,7 @@ fn copy(
     write: bool,
 ) -> Result<i64, Errno> {
     let (mem, data) = memory(c)?;
-    let v = view(data.ipc.handles.get(h))?;
+    let v = view(data.ipc().handles.get(h))?;
     let r = range(mem.len(), ptr, len32(len))?;
     let n = r.len();
     if write {

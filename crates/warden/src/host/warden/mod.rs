@@ -30,11 +30,73 @@ mod task;
 pub(crate) use direct::{call_bytes, HostService};
 pub use direct::{HostCall, HostHandler};
 pub(crate) use passive::{on_tick, Passive, Server};
-pub(crate) use state::{Bindings, Grants, NameMap, Spawner, TaskIpc};
+pub(crate) use state::{NameMap, Parent, Spawner};
 
 use super::guest::ret64;
-use super::TaskData;
+use super::{Core, Prepare, TaskData};
+use state::{Bindings, Grants, TaskIpc};
+use std::sync::Arc;
 use wasmtime::{Caller, Linker};
+
+/// The `warden` group's state of one task: its handle table, calls,
+/// grants, names and children. Only this folder opens it.
+pub(crate) struct State(TaskIpc);
+
+impl super::Group for State {
+    fn prepare(p: &mut Prepare<'_>) -> Result<State, String> {
+        let mut handles = crate::ipc::HandleTable::new(p.spec.ipc.max_handles, p.shared.clone());
+        let (granted, names) = match p.child.take() {
+            Some((grants, names)) => (state::grant(&mut handles, grants)?, names),
+            None => (Vec::new(), None),
+        };
+        Ok(State(TaskIpc {
+            handles,
+            call_slot: Default::default(),
+            in_flight: None,
+            grants: Grants::of(p.spec),
+            kernel: p.kernel.clone(),
+            spawner: p.spawner.clone(),
+            owned: Default::default(),
+            // Only a task that may spawn children needs its spec later.
+            spec: (!p.spec.ipc.modules.is_empty()).then(|| Arc::new(p.spec.clone())),
+            granted,
+            names,
+            child_names: Bindings::new(p.shared.clone()),
+            poll: None,
+        }))
+    }
+
+    fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
+        add_to_linker(linker)
+    }
+
+    fn add_to_passive_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
+        add_passive_to_linker(linker)
+    }
+}
+
+impl TaskData {
+    /// This group's state.
+    fn ipc(&self) -> &TaskIpc {
+        &self.groups.warden.0
+    }
+
+    /// This group's state, to change.
+    fn ipc_mut(&mut self) -> &mut TaskIpc {
+        &mut self.groups.warden.0
+    }
+
+    /// This group's state and the shared core, borrowed apart.
+    fn warden_parts(&mut self) -> (&mut TaskIpc, &mut Core) {
+        (&mut self.groups.warden.0, &mut self.core)
+    }
+
+    /// Revokes the permits and memory objects the task created, before its
+    /// memory is released (its run has ended).
+    pub(crate) fn revoke_owned(&mut self) {
+        self.ipc_mut().owned.revoke_all();
+    }
+}
 
 /// The import module name.
 pub const MODULE: &str = "warden";
@@ -94,7 +156,7 @@ pub const FUNCTIONS: &[(&str, &str, &str)] = &[
 ];
 
 /// Adds every `warden` host function to `linker`.
-pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
+fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
     handles::add_to_linker(linker)?;
     ipc::add_to_linker(linker)?;
     names::add_to_linker(linker)?;
@@ -109,7 +171,7 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
 /// The `warden` functions a passive task's store links: handles, memory
 /// objects, permits, a `name_lookup` that does not wait and a `call` that
 /// reaches direct services only.
-pub(super) fn add_passive_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
+fn add_passive_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
     handles::add_to_linker(linker)?;
     mem::add_to_linker(linker)?;
     permit::add_to_linker(linker)?;

@@ -40,7 +40,7 @@ pub(super) fn read_name(mem: GuestMem, ptr: i32, len: i32) -> Result<String, Err
 fn register(c: &mut Caller<'_, TaskData>, ptr: i32, len: i32, portal: i32) -> Result<i32, Errno> {
     let (mem, data) = memory(c)?;
     let name = read_name(mem, ptr, len)?;
-    let ipc = &data.ipc;
+    let ipc = &data.ipc();
     let portal = match ipc.handles.get(portal)? {
         Object::Portal(p) => p.clone(),
         _ => return Err(Errno::BadHandle),
@@ -68,9 +68,9 @@ pub(super) fn add_nowait_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::R
             };
             let found = read_name(mem, ptr, len).and_then(|name| match find(data, &name)? {
                 Found::Portal(p) => Ok(p),
-                Found::Registry => data.ipc.kernel.names.lookup(&name).ok_or(Errno::Timeout),
+                Found::Registry => data.ipc().kernel.names.lookup(&name).ok_or(Errno::Timeout),
             });
-            ret32(found.and_then(|p| data.ipc.handles.insert(Object::Portal(p))))
+            ret32(found.and_then(|p| data.ipc_mut().handles.insert(Object::Portal(p))))
         },
     )?;
     Ok(())
@@ -87,10 +87,10 @@ enum Found {
 /// Names bound by the parent come first (interposition), and a name it
 /// hid is refused; others must be granted (`uses`).
 fn find(data: &TaskData, name: &str) -> Result<Found, Errno> {
-    match data.ipc.names.as_ref().and_then(|m| m.get(name)) {
+    match data.ipc().names.as_ref().and_then(|m| m.get(name)) {
         Some(Some(portal)) => Ok(Found::Portal(portal.clone())),
         Some(None) => Err(Errno::Denied),
-        None if name_allowed(&data.ipc.grants.uses, name) => Ok(Found::Registry),
+        None if name_allowed(&data.ipc().grants.uses, name) => Ok(Found::Registry),
         None => Err(Errno::Denied),
     }
 }
@@ -104,11 +104,14 @@ async fn lookup(
     let (mem, data) = memory(&mut c)?;
     let name = read_name(mem, ptr, len)?;
     if let Found::Portal(portal) = find(data, &name)? {
-        return data.ipc.handles.insert(Object::Portal(portal));
+        return data.ipc_mut().handles.insert(Object::Portal(portal));
     }
-    let kernel = data.ipc.kernel.clone();
+    let kernel = data.ipc().kernel.clone();
     let Some(portal) = crate::host::wait::name(&kernel, &name, timeout_ns).await else {
         return Err(Errno::Timeout);
     };
-    c.data_mut().ipc.handles.insert(Object::Portal(portal))
+    c.data_mut()
+        .ipc_mut()
+        .handles
+        .insert(Object::Portal(portal))
 }

@@ -94,7 +94,7 @@ fn read_addr(
 /// Whether the task could hold one more socket handle now.
 fn room_for_socket(data: &TaskData) -> Result<(), Errno> {
     let shared = &data.shared;
-    if data.ipc.handles.room() == 0 || shared.net.sockets() >= shared.net.max_sockets {
+    if data.ipc().handles.room() == 0 || shared.net.sockets() >= shared.net.max_sockets {
         return Err(Errno::Quota);
     }
     Ok(())
@@ -108,18 +108,18 @@ fn listen(c: &mut Caller<'_, TaskData>, ptr: i32, len: i32) -> Result<i32, Errno
     }
     room_for_socket(data)?;
     let l = Listener::bind(&addr, data.net.buffer).map_err(|e| errno_of(&e))?;
-    data.ipc.handles.insert(Object::Listener(Arc::new(l)))
+    data.ipc_mut().handles.insert(Object::Listener(Arc::new(l)))
 }
 
 fn listener_of(data: &TaskData, h: i32) -> Result<Arc<Listener>, Errno> {
-    match data.ipc.handles.get(h)? {
+    match data.ipc().handles.get(h)? {
         Object::Listener(l) => Ok(l.clone()),
         _ => Err(Errno::BadHandle),
     }
 }
 
 fn conn_of(data: &TaskData, h: i32) -> Result<Arc<Conn>, Errno> {
-    match data.ipc.handles.get(h)? {
+    match data.ipc().handles.get(h)? {
         Object::Conn(s) => Ok(s.clone()),
         _ => Err(Errno::BadHandle),
     }
@@ -134,7 +134,7 @@ async fn accept(mut c: Caller<'_, TaskData>, h: i32, timeout: i64) -> Result<i32
         .map_err(|e| errno_of(&e))?;
     let data = c.data_mut();
     data.shared.net.count_connection();
-    data.ipc.handles.insert(Object::Conn(Arc::new(conn)))
+    data.ipc_mut().handles.insert(Object::Conn(Arc::new(conn)))
 }
 
 async fn connect(
@@ -155,7 +155,7 @@ async fn connect(
         .map_err(|e| errno_of(&e))?;
     let data = c.data_mut();
     data.shared.net.count_connection();
-    data.ipc.handles.insert(Object::Conn(Arc::new(conn)))
+    data.ipc_mut().handles.insert(Object::Conn(Arc::new(conn)))
 }
 
 async fn send(
@@ -187,7 +187,7 @@ fn address(
     buf: i32,
     cap: i32,
 ) -> Result<i32, Errno> {
-    let text = match c.data().ipc.handles.get(h)? {
+    let text = match c.data().ipc().handles.get(h)? {
         Object::Conn(s) if peer != 0 => s.peer().to_string(),
         Object::Conn(s) => s.local().to_string(),
         Object::Listener(l) if peer == 0 => l.local().to_string(),

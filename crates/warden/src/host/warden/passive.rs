@@ -96,7 +96,7 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         // IPC rule 5: nothing may reach the memory once it is released.
-        self.store.data_mut().ipc.owned.revoke_all();
+        self.store.data_mut().ipc_mut().owned.revoke_all();
     }
 }
 
@@ -254,7 +254,7 @@ pub(crate) fn on_tick(p: &Passive) -> wasmtime::Result<wasmtime::UpdateDeadline>
 pub(super) async fn passive_bytes(p: &Passive, request: &[u8]) -> Result<Vec<u8>, Errno> {
     let mut server = p.server.lock().await;
     let cap = match server.as_ref() {
-        Some(s) => s.store.data().ipc.grants.max_message_bytes as u32,
+        Some(s) => s.store.data().ipc().grants.max_message_bytes as u32,
         None => return Err(Errno::PeerDied),
     };
     let len = u32::try_from(request.len()).map_err(|_| Errno::Quota)?;

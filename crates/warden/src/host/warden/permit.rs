@@ -33,7 +33,7 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
         super::MODULE,
         "permit_revoke",
         |c: Caller<'_, TaskData>, h: i32| {
-            let (ipc, shared) = (&c.data().ipc, &c.data().shared);
+            let (ipc, shared) = (&c.data().ipc(), &c.data().shared);
             let r = match ipc.handles.get(h) {
                 Ok(Object::Permit(p)) if p.0.owner == shared.id => {
                     p.0.revoke();
@@ -52,11 +52,11 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
 fn grant(c: &mut Caller<'_, TaskData>, ptr: i32, len: i32, writable: bool) -> Result<i32, Errno> {
     let (mem, data) = memory(c)?;
     let r = range(mem.len(), ptr, len32(len))?;
-    let ipc = &mut data.ipc;
+    let (ipc, core) = data.warden_parts();
     // SAFETY: the range was checked against the task's own memory, and the
     // permit is recorded among the task's owned objects, which are revoked
     // before its memory is released (`ReleaseOnDrop` in the runtime).
-    let permit = unsafe { Permit::new(data.shared.id, mem.at(r.start), r.len() as u64, writable) };
+    let permit = unsafe { Permit::new(core.shared.id, mem.at(r.start), r.len() as u64, writable) };
     ipc.owned.add_permit(&permit);
     ipc.handles.insert(Object::Permit(PermitRef(permit)))
 }
@@ -69,7 +69,7 @@ fn access(
     len: i32,
     write: bool,
 ) -> Result<i64, Errno> {
-    let permit = match c.data().ipc.handles.get(h)? {
+    let permit = match c.data().ipc().handles.get(h)? {
         Object::Permit(p) => p.0.clone(),
         _ => return Err(Errno::BadHandle),
     };

@@ -55,12 +55,12 @@ pub(crate) struct Scratch {
 }
 
 async fn poll(mut c: Caller<'_, TaskData>, fds: i32, n: i32, timeout: i64) -> Result<i32, Errno> {
-    let mut scratch = c.data_mut().ipc.poll.take().unwrap_or_default();
+    let mut scratch = c.data_mut().ipc_mut().poll.take().unwrap_or_default();
     let result = poll_in(&mut c, &mut scratch, fds, n, timeout).await;
     // Its handles' references go now, not at the next call.
     scratch.entries.clear();
     if scratch.entries.capacity() <= KEPT && scratch.fds.capacity() <= KEPT {
-        c.data_mut().ipc.poll = Some(scratch);
+        c.data_mut().ipc_mut().poll = Some(scratch);
     }
     result
 }
@@ -88,7 +88,7 @@ async fn poll_in(
             let at = fds.wrapping_add((i * 12) as i32);
             let h = read_u32(mem, at)? as i32;
             let events = read_u32(mem, at.wrapping_add(4))?;
-            let on = match data.ipc.handles.get(h)? {
+            let on = match data.ipc().handles.get(h)? {
                 Object::Conn(s) => Waitable::Conn(s.clone()),
                 Object::Listener(l) => Waitable::Listener(l.clone()),
                 Object::Service(s) => Waitable::Service(s.service().clone()),

@@ -3,7 +3,6 @@
 //! may reach of the runtime to spawn and control children.
 
 use crate::host::calls::InFlight;
-use crate::host::TaskData;
 use crate::ipc::service::{CallSlot, PortalRef};
 use crate::ipc::{Errno, HandleTable, Kernel, Object, Owned};
 use crate::task::{ChildBudget, TaskId, TaskShared, TaskSpec};
@@ -148,12 +147,38 @@ impl TaskIpc {
     }
 }
 
+/// What a parent gives a child at spawn, besides its module, arguments,
+/// budget and handles.
+pub(crate) struct Parent<'a> {
+    /// The parent.
+    pub(crate) shared: &'a Arc<TaskShared>,
+    /// Its spec, which the child's starts from (`None`: it may spawn
+    /// nothing).
+    pub(crate) spec: Option<&'a TaskSpec>,
+    /// The names it binds for its children.
+    pub(crate) names: Option<Arc<NameMap>>,
+    /// Its output streams, which the child shares.
+    pub(crate) sinks: &'a (crate::output::Sink, crate::output::Sink),
+    /// Its place on the link and receive budget.
+    pub(crate) net: crate::host::ChildNet,
+}
+
+/// Installs `grants` in a new task's `handles`: the handles, in order.
+pub(super) fn grant(handles: &mut HandleTable, grants: Vec<Object>) -> Result<Vec<i32>, String> {
+    let mut granted = Vec::with_capacity(grants.len());
+    for object in grants {
+        let h = handles.insert(object);
+        granted.push(h.map_err(|e| format!("granting handles: {e}"))?);
+    }
+    Ok(granted)
+}
+
 /// What the `warden` task functions need from the runtime.
 pub(crate) trait Spawner: Send + Sync {
-    /// Spawns a child of the task whose store data is `parent`.
+    /// Spawns a child of `parent`.
     fn spawn_child(
         self: Arc<Self>,
-        parent: &TaskData,
+        parent: Parent<'_>,
         module: &(String, PathBuf),
         args: Vec<String>,
         budget: ChildBudget,

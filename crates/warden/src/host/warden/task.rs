@@ -87,7 +87,7 @@ fn add_events(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         super::MODULE,
         "task_granted",
         |c: Caller<'_, TaskData>, index: i32| {
-            let granted = &c.data().ipc.granted;
+            let granted = &c.data().ipc().granted;
             ret32(
                 granted
                     .get(index as u32 as usize)
@@ -109,7 +109,7 @@ fn add_events(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
 fn module_lookup(c: &mut Caller<'_, TaskData>, ptr: i32, len: i32) -> Result<i32, Errno> {
     let (mem, data) = memory(c)?;
     let name = super::names::read_name(mem, ptr, len)?;
-    let ipc = &mut data.ipc;
+    let ipc = data.ipc_mut();
     let modules = ipc.spec.as_ref().map_or(&[][..], |s| &s.ipc.modules[..]);
     let found = modules.iter().find(|(n, _)| *n == name).cloned();
     let module = found.ok_or(Errno::Denied)?;
@@ -138,7 +138,7 @@ fn spawn(
     ngrant: i32,
 ) -> Result<i32, Errno> {
     let (mem, data) = memory(c)?;
-    let ipc = &mut data.ipc;
+    let ipc = data.ipc_mut();
     let module = match ipc.handles.get(module)? {
         Object::Module(m) => m.clone(),
         _ => return Err(Errno::BadHandle),
@@ -171,10 +171,18 @@ fn spawn(
     // (moved handles stay open); only a spawned child takes moved handles.
     let mut grants = Vec::new();
     copy_objects(&ipc.handles, mem, grant, ngrant, &mut grants)?;
+    let (ipc, core) = data.warden_parts();
+    let parent = super::Parent {
+        shared: &core.shared,
+        spec: ipc.spec.as_deref(),
+        names: ipc.child_names.snapshot(),
+        sinks: &core.sinks,
+        net: core.net.for_child(),
+    };
     let task = spawner
         .clone()
-        .spawn_child(data, &module, args, budget, grants)?;
-    let ipc = &mut data.ipc;
+        .spawn_child(parent, &module, args, budget, grants)?;
+    let ipc = data.ipc_mut();
     close_moved(&mut ipc.handles, mem, grant, ngrant);
     let id = task.id;
     ipc.handles.insert(Object::Task(task)).inspect_err(|_| {
@@ -196,7 +204,7 @@ fn control(
 type ChildRef = (Arc<TaskShared>, Arc<dyn crate::host::Spawner>);
 
 fn child(c: &Caller<'_, TaskData>, h: i32) -> Result<ChildRef, Errno> {
-    let ipc = &c.data().ipc;
+    let ipc = &c.data().ipc();
     match ipc.handles.get(h)? {
         Object::Task(t) => Ok((t.clone(), ipc.spawner()?)),
         _ => Err(Errno::BadHandle),
@@ -234,7 +242,7 @@ async fn wait(
 fn bind(c: &mut Caller<'_, TaskData>, ptr: i32, len: i32, portal: i32) -> Result<i32, Errno> {
     let (mem, data) = memory(c)?;
     let name = super::names::read_name(mem, ptr, len)?;
-    let ipc = &mut data.ipc;
+    let ipc = data.ipc_mut();
     let target = if portal < 0 {
         None
     } else {

@@ -128,7 +128,7 @@ fn add_open(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         |mut caller: Caller<'_, TaskData>,
          (dir, dflags, path, len, oflags, base, inh, fdflags, out): PathOpen| {
             Box::new(async move {
-                if let Err(errno) = caller.data().preview1.files.reserve() {
+                if let Err(errno) = caller.data().preview1().files.reserve() {
                     return Ok(errno);
                 }
                 if served::has(caller.data(), dir) {
@@ -144,7 +144,7 @@ fn add_open(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
                 );
                 match (&r, read_u32(&mut caller, out)) {
                     (Ok(0), Some(fd)) => {
-                        caller.data_mut().preview1.files.open.insert(fd);
+                        caller.data_mut().preview1_mut().files.open.insert(fd);
                     }
                     _ => OpenFiles::unreserve(),
                 }
@@ -167,7 +167,7 @@ async fn open_served(
     match served::path_open(c, dir, dflags, path, len, oflags, base, fdflags).await {
         Ok(fd) => {
             let _ = write_u32(c, out, fd);
-            c.data_mut().preview1.files.open.insert(fd);
+            c.data_mut().preview1_mut().files.open.insert(fd);
             0
         }
         Err(errno) => {
@@ -183,8 +183,8 @@ fn add_close(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         "fd_close",
         |mut caller: Caller<'_, TaskData>, (fd,): (i32,)| {
             Box::new(async move {
-                caller.data_mut().preview1.files.touched(fd);
-                match caller.data_mut().preview1.sockets.close(fd) {
+                caller.data_mut().preview1_mut().files.touched(fd);
+                match caller.data_mut().preview1_mut().sockets.close(fd) {
                     None => {}
                     Some(false) => return Ok(0),
                     // A preopened listener: its placeholder goes too.
@@ -192,7 +192,7 @@ fn add_close(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
                 }
                 let r = delegate!(caller, fd_close(fd));
                 if let Ok(0) = r {
-                    caller.data_mut().preview1.files.closed(fd as u32);
+                    caller.data_mut().preview1_mut().files.closed(fd as u32);
                     served::closed(caller.data_mut(), fd);
                 }
                 r
@@ -204,16 +204,16 @@ fn add_close(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         "fd_renumber",
         |mut caller: Caller<'_, TaskData>, (from, to): (i32, i32)| {
             Box::new(async move {
-                let files = &mut caller.data_mut().preview1.files;
+                let files = &mut caller.data_mut().preview1_mut().files;
                 files.touched(from);
                 files.touched(to);
-                let sockets = &caller.data().preview1.sockets;
+                let sockets = &caller.data().preview1().sockets;
                 if sockets.has(from) || sockets.has(to) {
                     return Ok(net::errno::NOTSUP);
                 }
                 let r = delegate!(caller, fd_renumber(from, to));
                 if let Ok(0) = r {
-                    let files = &mut caller.data_mut().preview1.files;
+                    let files = &mut caller.data_mut().preview1_mut().files;
                     files.closed(to as u32);
                     if files.open.remove(&(from as u32)) {
                         files.open.insert(to as u32);
@@ -246,7 +246,7 @@ fn add_socket_calls(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         "sock_accept",
         |mut c: Caller<'_, TaskData>, (fd, flags, out): (i32, i32, i32)| {
             Box::new(async move {
-                if !c.data().preview1.sockets.has(fd) {
+                if !c.data().preview1().sockets.has(fd) {
                     return delegate!(sync c, sock_accept(fd, flags, out));
                 }
                 Ok(net::accept(&mut c, fd, flags, out).await)
@@ -259,7 +259,7 @@ fn add_socket_calls(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         "sock_recv",
         |mut c: Caller<'_, TaskData>, (fd, iovs, n, flags, nread, oflags): Recv| {
             Box::new(async move {
-                if !c.data().preview1.sockets.has(fd) {
+                if !c.data().preview1().sockets.has(fd) {
                     return delegate!(sync c, sock_recv(fd, iovs, n, flags, nread, oflags));
                 }
                 if flags != 0 {
@@ -279,7 +279,7 @@ fn add_socket_calls(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         "sock_send",
         |mut c: Caller<'_, TaskData>, (fd, iovs, n, flags, nw): Send| {
             Box::new(async move {
-                if !c.data().preview1.sockets.has(fd) {
+                if !c.data().preview1().sockets.has(fd) {
                     return delegate!(sync c, sock_send(fd, iovs, n, flags, nw));
                 }
                 Ok(net::write(&mut c, fd, iovs, n, nw).await)
@@ -291,7 +291,7 @@ fn add_socket_calls(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         "sock_shutdown",
         |mut c: Caller<'_, TaskData>, (fd, how): (i32, i32)| {
             Box::new(async move {
-                if !c.data().preview1.sockets.has(fd) {
+                if !c.data().preview1().sockets.has(fd) {
                     return delegate!(sync c, sock_shutdown(fd, how));
                 }
                 Ok(net::shutdown(&mut c, fd, how))
@@ -312,7 +312,7 @@ fn add_socket_io(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
                 if served::has(c.data(), fd) {
                     return Ok(served::read(&mut c, fd, iovs, n, nread, None).await);
                 }
-                if !c.data().preview1.sockets.has(fd) {
+                if !c.data().preview1().sockets.has(fd) {
                     return delegate!(c, fd_read(fd, iovs, n, nread));
                 }
                 Ok(net::read(&mut c, fd, iovs, n, nread).await)
@@ -327,7 +327,7 @@ fn add_socket_io(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
                 if served::has(c.data(), fd) {
                     return Ok(served::write(&mut c, fd, iovs, n, nw, None).await);
                 }
-                if !c.data().preview1.sockets.has(fd) {
+                if !c.data().preview1().sockets.has(fd) {
                     if let Some(r) = stdio::write(&mut c, fd, iovs, n, nw) {
                         return r;
                     }
@@ -350,7 +350,7 @@ fn add_socket_metadata(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
                 if served::has(c.data(), fd) {
                     return Ok(served::fdstat_get(&mut c, fd, out));
                 }
-                if !c.data().preview1.sockets.has(fd) {
+                if !c.data().preview1().sockets.has(fd) {
                     return delegate!(c, fd_fdstat_get(fd, out));
                 }
                 Ok(net::fdstat(&mut c, fd, out))
@@ -365,7 +365,7 @@ fn add_socket_metadata(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
                 if served::has(c.data(), fd) {
                     return Ok(served::set_flags(&mut c, fd, flags));
                 }
-                if !c.data().preview1.sockets.has(fd) {
+                if !c.data().preview1().sockets.has(fd) {
                     return delegate!(sync c, fd_fdstat_set_flags(fd, flags));
                 }
                 Ok(net::set_flags(&mut c, fd, flags))
@@ -380,7 +380,7 @@ fn add_socket_metadata(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
                 if served::has(c.data(), fd) {
                     return Ok(served::filestat_get(&mut c, fd, out).await);
                 }
-                if !c.data().preview1.sockets.has(fd) {
+                if !c.data().preview1().sockets.has(fd) {
                     return delegate!(c, fd_filestat_get(fd, out));
                 }
                 Ok(net::filestat(&mut c, out))
@@ -398,7 +398,7 @@ fn add_socket_prestat(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         "fd_prestat_get",
         |mut c: Caller<'_, TaskData>, (fd, out): (i32, i32)| {
             Box::new(async move {
-                if c.data().preview1.sockets.has(fd) {
+                if c.data().preview1().sockets.has(fd) {
                     return Ok(net::errno::BADF);
                 }
                 delegate!(sync c, fd_prestat_get(fd, out))
@@ -410,7 +410,7 @@ fn add_socket_prestat(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         "fd_prestat_dir_name",
         |mut c: Caller<'_, TaskData>, (fd, p, len): (i32, i32, i32)| {
             Box::new(async move {
-                if c.data().preview1.sockets.has(fd) {
+                if c.data().preview1().sockets.has(fd) {
                     return Ok(net::errno::BADF);
                 }
                 delegate!(sync c, fd_prestat_dir_name(fd, p, len))

@@ -182,7 +182,7 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
                 get,
                 move |mut c: Caller<'_, TaskData>, ptrs: i32, buf: i32| {
                     // The list's Arc, so the guest's memory can be borrowed.
-                    let strings = Arc::clone(list(&c.data().preview1.cli));
+                    let strings = Arc::clone(list(&c.data().preview1().cli));
                     strings.write_to(guest_memory(&mut c)?, ptrs, buf)?;
                     Ok(0i32)
                 },
@@ -191,7 +191,7 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
                 WASI,
                 sizes,
                 move |mut c: Caller<'_, TaskData>, count: i32, bytes: i32| {
-                    let strings = Arc::clone(list(&c.data().preview1.cli));
+                    let strings = Arc::clone(list(&c.data().preview1().cli));
                     strings.write_sizes(guest_memory(&mut c)?, count, bytes)?;
                     Ok(0i32)
                 },

@@ -30,12 +30,56 @@ pub(crate) use cli::Cli;
 pub use cli::Strings;
 pub(crate) use net::Sockets;
 pub(crate) use random::ThreadRandom;
-pub(crate) use served::Served;
+use served::Served;
 
-use crate::host::TaskData;
+use crate::host::{Core, Prepare, TaskData};
 use wasmtime::Linker;
 
-/// The WASI group's own state for one task, beside Wasmtime's context.
+/// The WASI group's state of one task, beside Wasmtime's context (which
+/// the component group shares, in the task's core). Only this folder
+/// opens it.
+pub(crate) struct State(Preview1);
+
+impl super::Group for State {
+    fn prepare(p: &mut Prepare<'_>) -> Result<State, String> {
+        let spec = p.spec;
+        let served = (!spec.served_dirs.is_empty()).then(|| {
+            let names: Vec<String> = spec.served_dirs.iter().map(|(_, n)| n.clone()).collect();
+            let first = 3 + spec.dirs.len() as u32;
+            Served::new(p.kernel.clone(), &names, first, spec.ipc.max_message_bytes)
+        });
+        let cli = p.cli.take().ok_or("no arguments prepared for the task")?;
+        let sockets = p.sockets.take().ok_or("no sockets prepared for the task")?;
+        Ok(State(Preview1::new(cli, sockets, served)))
+    }
+
+    fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
+        add_to_linker(linker)
+    }
+
+    fn add_to_passive_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
+        add_sync_to_linker(linker)
+    }
+}
+
+impl TaskData {
+    /// This group's state.
+    fn preview1(&self) -> &Preview1 {
+        &self.groups.wasi.0
+    }
+
+    /// This group's state, to change.
+    fn preview1_mut(&mut self) -> &mut Preview1 {
+        &mut self.groups.wasi.0
+    }
+
+    /// This group's state and the shared core, borrowed apart.
+    fn wasi_parts(&mut self) -> (&mut Preview1, &mut Core) {
+        (&mut self.groups.wasi.0, &mut self.core)
+    }
+}
+
+/// The WASI group's own state for one task.
 pub(crate) struct Preview1 {
     /// Its arguments and environment.
     pub(crate) cli: Cli,
@@ -65,7 +109,7 @@ impl Preview1 {
 
 /// WASI preview 1 for a task's store: Wasmtime's async definitions and
 /// Warden's in front of them.
-pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
+fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
     wasmtime_wasi::p1::add_to_linker_async(linker, |d: &mut TaskData| &mut d.wasi)?;
     bounds::add_to_linker(linker)?;
     cli::add_to_linker(linker)?;
@@ -74,7 +118,7 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
 
 /// WASI preview 1 for a passive task's synchronous store: Wasmtime's
 /// synchronous definitions, and arguments and environment shared.
-pub(super) fn add_sync_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
+fn add_sync_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
     wasmtime_wasi::p1::add_to_linker_sync(linker, |d: &mut TaskData| &mut d.wasi)?;
     cli::add_to_linker(linker)
 }

@@ -210,7 +210,7 @@ fn deadline(nonblocking: bool) -> Deadline {
 
 /// `sock_accept(fd, flags, *fd_out)`.
 pub(super) async fn accept(c: &mut Caller<'_, TaskData>, fd: i32, flags: i32, out: i32) -> i32 {
-    let (l, nonblocking) = match c.data().preview1.sockets.get(fd) {
+    let (l, nonblocking) = match c.data().preview1().sockets.get(fd) {
         Some((Sock::Listener(l), nb)) => (l.clone(), nb),
         Some(_) => return errno::INVAL,
         None => return errno::BADF,
@@ -232,7 +232,7 @@ pub(super) async fn accept(c: &mut Caller<'_, TaskData>, fd: i32, flags: i32, ou
     let data = c.data_mut();
     data.shared.net.count_connection();
     let nb = flags as u16 & FDFLAGS_NONBLOCK != 0;
-    let fd = match data.preview1.sockets.insert_conn(conn, nb) {
+    let fd = match data.preview1_mut().sockets.insert_conn(conn, nb) {
         Ok(fd) => fd,
         Err(e) => return e,
     };
@@ -243,7 +243,7 @@ pub(super) async fn accept(c: &mut Caller<'_, TaskData>, fd: i32, flags: i32, ou
 }
 
 fn conn(c: &Caller<'_, TaskData>, fd: i32) -> Result<(Arc<Conn>, bool), i32> {
-    match c.data().preview1.sockets.get(fd) {
+    match c.data().preview1().sockets.get(fd) {
         Some((Sock::Conn(s), nb)) => Ok((s.clone(), nb)),
         Some(_) => Err(errno::NOTSUP),
         None => Err(errno::BADF),
@@ -351,7 +351,7 @@ pub(super) fn shutdown(c: &mut Caller<'_, TaskData>, fd: i32, how: i32) -> i32 {
 
 /// `fd_fdstat_get` for a socket: a stream socket with every right.
 pub(super) fn fdstat(c: &mut Caller<'_, TaskData>, fd: i32, out: i32) -> i32 {
-    let Some((_, nb)) = c.data().preview1.sockets.get(fd) else {
+    let Some((_, nb)) = c.data().preview1().sockets.get(fd) else {
         return errno::BADF;
     };
     let mut st = [0u8; 24];
@@ -369,7 +369,7 @@ pub(super) fn fdstat(c: &mut Caller<'_, TaskData>, fd: i32, out: i32) -> i32 {
 
 /// `fd_fdstat_set_flags` for a socket: only `NONBLOCK` means anything.
 pub(super) fn set_flags(c: &mut Caller<'_, TaskData>, fd: i32, flags: i32) -> i32 {
-    match c.data_mut().preview1.sockets.entry(fd) {
+    match c.data_mut().preview1_mut().sockets.entry(fd) {
         Some(e) => {
             e.nonblocking = flags as u16 & FDFLAGS_NONBLOCK != 0;
             0

@@ -56,10 +56,10 @@ pub(super) async fn poll_oneoff(
     n: i32,
     nevents: i32,
 ) -> i32 {
-    let mut scratch = c.data_mut().preview1.poll.take().unwrap_or_default();
+    let mut scratch = c.data_mut().preview1_mut().poll.take().unwrap_or_default();
     let result = poll_in(c, &mut scratch, subs, events, n, nevents).await;
     if scratch.worth_keeping() {
-        c.data_mut().preview1.poll = Some(scratch);
+        c.data_mut().preview1_mut().poll = Some(scratch);
     }
     result
 }
@@ -155,7 +155,7 @@ fn ready(
     fds: &mut Vec<libc::pollfd>,
     out: &mut Vec<Event>,
 ) {
-    let sockets = &c.data().preview1.sockets;
+    let sockets = &c.data().preview1().sockets;
     fds.clear();
     out.clear();
     for s in subs {
@@ -221,7 +221,7 @@ async fn wait_one(sock: &Sock, write: bool) {
 /// Resolves when any socket subscription may have become ready (never,
 /// if none names a socket: the deadline ends the wait).
 async fn wait_any(c: &mut Caller<'_, TaskData>, subs: &[Subscription]) {
-    let sockets = &c.data().preview1.sockets;
+    let sockets = &c.data().preview1().sockets;
     let mut socks = subs.iter().filter_map(|s| waitable(sockets, s));
     let Some(first) = socks.next() else {
         return std::future::pending().await;
@@ -259,7 +259,7 @@ fn write_events(c: &mut Caller<'_, TaskData>, events: i32, nevents: i32, out: &[
 
 /// Whether any subscription names a socket of this task.
 pub(super) fn names_a_socket(c: &mut Caller<'_, TaskData>, subs: i32, n: i32) -> bool {
-    let sockets = &c.data().preview1.sockets;
+    let sockets = &c.data().preview1().sockets;
     if sockets.is_empty() {
         return false;
     }
@@ -276,6 +276,6 @@ pub(super) fn names_a_socket(c: &mut Caller<'_, TaskData>, subs: i32, n: i32) ->
         mem.read(r, &mut tag);
         tag[0] != EVENTTYPE_CLOCK
             && read_u32(mem, at.wrapping_add(FD as i32))
-                .is_ok_and(|fd| data.preview1.sockets.has(fd as i32))
+                .is_ok_and(|fd| data.preview1().sockets.has(fd as i32))
     })
 }

@@ -41,7 +41,7 @@ pub(super) fn write(
     n: i32,
     nwritten: i32,
 ) -> Option<wasmtime::Result<i32>> {
-    if !is_output(fd) || !c.data().preview1.files.stdio_in_place() {
+    if !is_output(fd) || !c.data().preview1().files.stdio_in_place() {
         return None;
     }
     if n as u32 > MAX_BUFFERS {

@@ -51,7 +51,7 @@ impl Data<'_> {
 /// directories reaches the interposer, so it is there.
 pub(super) fn served<'a>(c: &'a mut Caller<'_, TaskData>) -> &'a mut Served {
     c.data_mut()
-        .preview1
+        .preview1_mut()
         .served
         .as_deref_mut()
         .expect("a served descriptor implies the interposer's state")
@@ -105,7 +105,7 @@ pub(super) fn with_reply<R>(
     f: impl FnOnce(GuestMem<'_>, &[u8]) -> R,
 ) -> Result<(i32, usize, R), i32> {
     let (mem, data) = memory(c).map_err(|_| errno::FAULT)?;
-    let Some(slot) = data.preview1.served.as_ref().and_then(|s| s.slot.clone()) else {
+    let Some(slot) = data.preview1().served.as_ref().and_then(|s| s.slot.clone()) else {
         return Err(errno::IO);
     };
     let st = slot.lock();
@@ -171,11 +171,12 @@ fn begin(
         return Err(Errno::Inval); // a passive service runs no such calls
     }
     let (mem, data) = memory(c)?;
-    let shared = &data.shared;
+    let (preview1, core) = data.wasi_parts();
+    let shared = &core.shared;
     if service.owner == shared.id {
         return Err(Errno::Deadlock);
     }
-    let s = data.preview1.served.as_deref_mut().ok_or(Errno::Inval)?;
+    let s = preview1.served.as_deref_mut().ok_or(Errno::Inval)?;
     let slot = s
         .slot
         .get_or_insert_with(|| CallSlot::new(shared.clone()))

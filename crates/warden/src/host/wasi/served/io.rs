@@ -40,7 +40,7 @@ fn first_iovec(
 /// The most bytes one request carries for this task: `MAX_IO`, or less
 /// if its per-message quota is smaller (in 4 KiB steps, 4 KiB at least).
 fn chunk(c: &Caller<'_, TaskData>) -> usize {
-    let quota = c.data().ipc.grants.max_message_bytes as usize;
+    let quota = c.data().preview1().served.as_ref().map_or(0, |s| s.quota) as usize;
     let room = quota.saturating_sub(REQ + 255) & !4095;
     room.clamp(4096, MAX_IO)
 }

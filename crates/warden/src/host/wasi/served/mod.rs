@@ -47,6 +47,8 @@ pub(crate) struct Served {
     fds: HashMap<u32, Open>,
     kernel: Arc<Kernel>,
     slot: Option<Arc<CallSlot>>,
+    /// The task's per-message quota, which bounds one request.
+    quota: u64,
 }
 
 /// A served directory: the service behind it and what it carried.
@@ -77,7 +79,12 @@ struct Open {
 impl Served {
     /// A task's served directories, named by their services, preopened
     /// as descriptors `first_fd`, `first_fd + 1`, …
-    pub(crate) fn new(kernel: Arc<Kernel>, services: &[String], first_fd: u32) -> Box<Self> {
+    pub(crate) fn new(
+        kernel: Arc<Kernel>,
+        services: &[String],
+        first_fd: u32,
+        quota: u64,
+    ) -> Box<Self> {
         let mut fds = HashMap::new();
         let mounts = services
             .iter()
@@ -97,6 +104,7 @@ impl Served {
             fds,
             kernel,
             slot: None,
+            quota,
         })
     }
 }
@@ -120,7 +128,7 @@ impl Open {
 
 /// Whether `fd` is a served descriptor of the task's.
 pub(super) fn has(data: &TaskData, fd: i32) -> bool {
-    data.preview1
+    data.preview1()
         .served
         .as_ref()
         .is_some_and(|s| s.fds.contains_key(&(fd as u32)))
@@ -128,14 +136,14 @@ pub(super) fn has(data: &TaskData, fd: i32) -> bool {
 
 /// Wasmtime closed `fd`: a served descriptor goes with its placeholder.
 pub(super) fn closed(data: &mut TaskData, fd: i32) {
-    if let Some(s) = data.preview1.served.as_mut() {
+    if let Some(s) = data.preview1_mut().served.as_mut() {
         s.fds.remove(&(fd as u32));
     }
 }
 
 /// Wasmtime renumbered `from` to `to`: so does the served table.
 pub(super) fn renumbered(data: &mut TaskData, from: i32, to: i32) {
-    if let Some(s) = data.preview1.served.as_mut() {
+    if let Some(s) = data.preview1_mut().served.as_mut() {
         let moved = s.fds.remove(&(from as u32));
         s.fds.remove(&(to as u32));
         if let Some(open) = moved {
@@ -146,7 +154,7 @@ pub(super) fn renumbered(data: &mut TaskData, from: i32, to: i32) {
 
 /// The served descriptor `fd` (`EBADF` if it is none).
 fn get(data: &TaskData, fd: i32) -> Result<Open, i32> {
-    data.preview1
+    data.preview1()
         .served
         .as_ref()
         .and_then(|s| s.fds.get(&(fd as u32)).copied())
@@ -156,7 +164,7 @@ fn get(data: &TaskData, fd: i32) -> Result<Open, i32> {
 /// Updates the served descriptor `fd`, if it is still open.
 fn update(data: &mut TaskData, fd: i32, f: impl FnOnce(&mut Open)) {
     if let Some(open) = data
-        .preview1
+        .preview1_mut()
         .served
         .as_mut()
         .and_then(|s| s.fds.get_mut(&(fd as u32)))

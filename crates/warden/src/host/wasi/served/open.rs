@@ -78,7 +78,7 @@ pub(in super::super) async fn path_open(
         write,
         preopen: false,
     };
-    if let Some(s) = c.data_mut().preview1.served.as_mut() {
+    if let Some(s) = c.data_mut().preview1_mut().served.as_mut() {
         s.fds.insert(fd, open);
     }
     Ok(fd)
