@@ -186,7 +186,7 @@ fn luna_tasks(tag: &str, answer: Answer, addr: &str, size: usize) -> String {
 }
 
 /// Measures every system in bursts of one second that rotate among them
-/// (the harness's [`crate::harness::interleave`], a burst a round): a warm-up burst of
+/// (the harness's interleaved rounds, a burst a round): a warm-up burst of
 /// each and then `bursts` per body size. All are up at once, so burst `k`
 /// of each ran moments apart: drift in the machine and where its
 /// scheduler puts the threads, which move a single burst by up to ±10% on
