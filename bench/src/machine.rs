@@ -79,6 +79,13 @@ pub fn describe(clock: &Clock, perf: bool) -> BTreeMap<String, String> {
         "perf stat cycles".into(),
         if perf { "supported" } else { "not supported" }.into(),
     );
+    m.extend(software());
+    m
+}
+
+/// The versions of the software measured beside Warden.
+fn software() -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
     m.insert(
         "wasmtime".into(),
         "48.0.8 (crate, in-process and runner)".into(),

@@ -175,24 +175,29 @@ fn run(quick: bool, rounds: usize, out: &Path, only: Option<&str>) -> Result<Vec
     }
     let tables = tables::run_all(&ctx, only);
     let run = model::Run {
-        date: date.clone(),
+        date,
         quick,
         rounds,
         seconds: started.elapsed().as_secs_f64(),
         machine: machine::describe(&clock, ctx.perf),
         tables,
-        missing: missing.clone(),
+        missing,
     };
+    write(&run, out, started)
+}
 
+/// Writes `run`'s results, plots and report under `out`; the problems
+/// found in them.
+fn write(run: &model::Run, out: &Path, started: Instant) -> Result<Vec<String>, String> {
     let results = out.join("results");
     std::fs::create_dir_all(&results).map_err(|e| format!("{}: {e}", results.display()))?;
-    let json_name = format!("{date}.json");
+    let json_name = format!("{}.json", run.date);
     let json = results.join(&json_name);
-    let text = serde_json::to_string_pretty(&run).map_err(|e| e.to_string())?;
+    let text = serde_json::to_string_pretty(run).map_err(|e| e.to_string())?;
     std::fs::write(&json, text).map_err(|e| format!("{}: {e}", json.display()))?;
     let plots = out.join("plots");
     let mut problems: Vec<String> = run.tables.iter().flat_map(|t| t.problems()).collect();
-    problems.extend(missing);
+    problems.extend(run.missing.iter().cloned());
     if let Err(e) = plot(&json, &plots) {
         problems.push(format!("plots: {e}"));
     }
@@ -202,7 +207,7 @@ fn run(quick: bool, rounds: usize, out: &Path, only: Option<&str>) -> Result<Vec
         }
     }
     let report = out.join("REPORT.md");
-    std::fs::write(&report, report::render(&run, &json_name, &plots))
+    std::fs::write(&report, report::render(run, &json_name, &plots))
         .map_err(|e| format!("{}: {e}", report.display()))?;
     eprintln!(
         "warden-bench: wrote {}, {} and {} in {:.0} s",

@@ -51,21 +51,7 @@ impl Peers {
                 (*name, built)
             })
             .collect();
-        let java_dir = dir.join("java");
-        let java = find_in_path("java")
-            .ok_or_else(|| "java not found (install default-jdk-headless)".to_string())
-            .and_then(|_| {
-                run_quiet(
-                    Command::new("javac")
-                        .arg("-d")
-                        .arg(&java_dir)
-                        .arg(src.join("Hello.java"))
-                        .arg(src.join("Prims.java"))
-                        // The Java guest's primitives, for HotSpot.
-                        .arg(src.join("../../crates/test-guests/guests/java/JavaPrims.java")),
-                )
-            })
-            .map(|_| java_dir);
+        let java = build_java(dir, &src);
         let erl_dir = dir.join("erlang");
         std::fs::create_dir_all(&erl_dir).ok();
         let erlang = run_quiet(
@@ -203,6 +189,25 @@ impl Peers {
         }
         Ok(out)
     }
+}
+
+/// The Java peers' classes, compiled by javac into `dir/java`.
+fn build_java(dir: &Path, src: &Path) -> Result<PathBuf, String> {
+    let java_dir = dir.join("java");
+    find_in_path("java")
+        .ok_or_else(|| "java not found (install default-jdk-headless)".to_string())
+        .and_then(|_| {
+            run_quiet(
+                Command::new("javac")
+                    .arg("-d")
+                    .arg(&java_dir)
+                    .arg(src.join("Hello.java"))
+                    .arg(src.join("Prims.java"))
+                    // The Java guest's primitives, for HotSpot.
+                    .arg(src.join("../../crates/test-guests/guests/java/JavaPrims.java")),
+            )
+        })
+        .map(|_| java_dir)
 }
 
 /// Runs `cmd` to completion; its stdout on success, else an error naming it

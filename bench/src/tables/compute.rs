@@ -4,10 +4,10 @@
 //! header and function entry; a third row isolates their cost: Wasmtime
 //! with the checks compiled in but never interrupting.
 
-use super::finish;
-use crate::harness::{contestant, interleave, Ctx};
-use crate::inproc::{self, quiet, Raw};
-use crate::model::{Kind, Table};
+use super::contestant::{measure, Contestant};
+use crate::harness::Ctx;
+use crate::inproc::{self, quiet, Raw, RawPre};
+use crate::model::{Samples, Table};
 use std::time::{Duration, Instant};
 use warden::{GroupSpec, Runtime, RuntimeConfig};
 use warden::{PolicyKind, SchedParams as Params};
@@ -36,7 +36,76 @@ pub fn run(ctx: &Ctx) -> Table {
                 nothing else running; the deep variant sits in a stride group inside a priority group \
                 inside a lottery group) or instantiate to return (Wasmtime)."
         .into();
-    let flat = runtime(vec![]);
+    let deep = "scheduling groups are Warden's";
+    let m = measure(
+        ctx.rounds,
+        &mut t,
+        vec![
+            Contestant::warden(WARDEN).prepared(
+                || Ok((runtime(vec![]), runtime(groups()))),
+                |(flat, deep), s| warden(s, flat, deep),
+            ),
+            Contestant::peer(RAW)
+                .prepared(|| Ok(Compiled::new(Raw::new())), |raw, s| raw.run(s, RAW))
+                .absent(&[DEEP], deep),
+            Contestant::peer(EPOCH)
+                .prepared(
+                    || {
+                        let mut config = wasmtime::Config::new();
+                        config.epoch_interruption(true);
+                        Ok(Compiled::new(Raw::with_config(&config)))
+                    },
+                    |epoch, s| epoch.run(s, EPOCH),
+                )
+                .absent(&[DEEP], deep),
+        ],
+    );
+    notes(&mut t, &m.samples);
+    m.finish(t)
+}
+
+/// Warden's row: every program on a runtime with no groups, then the C
+/// sieve three groups deep.
+fn warden(s: &mut Samples, flat: &Runtime, deep: &Runtime) -> Result<(), String> {
+    for (name, module) in PROGRAMS {
+        s.push(
+            &format!("{WARDEN}/{name}"),
+            timed(flat, quiet(name, module))?,
+        );
+    }
+    let mut spec = quiet("deep", guests::SIEVE_C);
+    spec.sched.group = Some("app".into());
+    s.push(&format!("{WARDEN}/{DEEP}"), timed(deep, spec)?);
+    Ok(())
+}
+
+/// A raw Wasmtime set-up and every program compiled for it.
+struct Compiled {
+    raw: Raw,
+    pres: Vec<RawPre>,
+}
+
+impl Compiled {
+    fn new(raw: Raw) -> Compiled {
+        let pres = PROGRAMS.iter().map(|(_, m)| raw.pre(m)).collect();
+        Compiled { raw, pres }
+    }
+
+    /// One instantiate-to-return run of each program (ms).
+    fn run(&self, s: &mut Samples, system: &str) -> Result<(), String> {
+        for ((name, _), pre) in PROGRAMS.iter().zip(&self.pres) {
+            s.push(
+                &format!("{system}/{name}"),
+                self.raw.batch(pre, 1, false)? / 1e6,
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The deep variant's groups: a lottery group inside a priority group
+/// inside a stride group.
+fn groups() -> Vec<GroupSpec> {
     let group = |name: &str, parent: Option<&str>, policy| GroupSpec {
         name: name.into(),
         parent: parent.map(Into::into),
@@ -49,57 +118,14 @@ pub fn run(ctx: &Ctx) -> Table {
         memory_limit: None,
         memory_guarantee: 0,
     };
-    let deep = runtime(vec![
+    vec![
         group("org", None, PolicyKind::Stride),
         group("tenant", Some("org"), PolicyKind::Priority),
         group("app", Some("tenant"), PolicyKind::Lottery),
-    ]);
-    let raw = Raw::new();
-    let mut config = wasmtime::Config::new();
-    config.epoch_interruption(true);
-    let epoch = Raw::with_config(&config);
-    let pres: Vec<_> = PROGRAMS
-        .iter()
-        .map(|(_, m)| (raw.pre(m), epoch.pre(m)))
-        .collect();
-    let (samples, errors) = interleave(
-        ctx.rounds,
-        vec![
-            contestant(WARDEN, |s| {
-                for (name, module) in PROGRAMS {
-                    s.push(
-                        &format!("{WARDEN}/{name}"),
-                        timed(&flat, quiet(name, module))?,
-                    );
-                }
-                let mut spec = quiet("deep", guests::SIEVE_C);
-                spec.sched.group = Some("app".into());
-                s.push(&format!("{WARDEN}/{DEEP}"), timed(&deep, spec)?);
-                Ok(())
-            }),
-            contestant(RAW, |s| {
-                for ((name, _), (pre, _)) in PROGRAMS.iter().zip(&pres) {
-                    s.push(&format!("{RAW}/{name}"), raw.batch(pre, 1, false)? / 1e6);
-                }
-                Ok(())
-            }),
-            contestant(EPOCH, |s| {
-                for ((name, _), (_, pre)) in PROGRAMS.iter().zip(&pres) {
-                    s.push(
-                        &format!("{EPOCH}/{name}"),
-                        epoch.batch(pre, 1, false)? / 1e6,
-                    );
-                }
-                Ok(())
-            }),
-        ],
-    );
-    t.row_from(WARDEN, Kind::Warden, &samples, &format!("{WARDEN}/"));
-    t.row_from(RAW, Kind::Peer, &samples, &format!("{RAW}/"));
-    t.row_from(EPOCH, Kind::Peer, &samples, &format!("{EPOCH}/"));
-    for raw in [RAW, EPOCH] {
-        t.absent(raw, &[DEEP], "scheduling groups are Warden's");
-    }
+    ]
+}
+
+fn notes(t: &mut Table, samples: &Samples) {
     if let (Some(w), Some(r)) = (
         samples.cell(&format!("{WARDEN}/{DEEP}")),
         samples.cell(&format!("{RAW}/{}", PROGRAMS[1].0)),
@@ -114,14 +140,13 @@ pub fn run(ctx: &Ctx) -> Table {
          asks for 98% or more."
             .into(),
     );
-    t.notes.extend(gap_notes(&samples));
-    finish(t, &errors)
+    t.notes.extend(gap_notes(samples));
 }
 
 /// For each program, how much of Warden's time beyond raw Wasmtime's the
 /// epoch checks account for (the third row) and how much is left to
 /// Warden's own work, from the medians of this run.
-fn gap_notes(samples: &crate::model::Samples) -> Vec<String> {
+fn gap_notes(samples: &Samples) -> Vec<String> {
     let median = |who: &str, name: &str| samples.cell(&format!("{who}/{name}")).map(|c| c.median);
     let mut notes = Vec::new();
     for (name, _) in PROGRAMS {

@@ -14,11 +14,14 @@
 //! code compiled ahead of time: the wasmtime processes map a `.cwasm`,
 //! Warden reads its code cache (filled by the warm-up round).
 
+use super::contestant::{self, Contestant};
 use super::finish;
-use crate::harness::{contestant, interleave, Ctx};
+use crate::harness::Ctx;
 use crate::inproc::{self, quiet};
 use crate::machine::{mem_available, pss_bytes};
-use crate::model::{Kind, Plot, Samples, Table};
+use crate::model::{Plot, Samples, Table};
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Seek, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -40,14 +43,56 @@ struct Each {
     threads: f64,
 }
 
+/// Why a system's N was not run, by system and N.
+type Skipped = RefCell<BTreeMap<(&'static str, usize), String>>;
+
+/// What the copies' contestants share.
+struct Copies<'a> {
+    ctx: &'a Ctx,
+    /// This binary, which runs Warden's copies as `child-copies`.
+    exe: PathBuf,
+    skipped: Skipped,
+    /// The cost of one copy seen so far, of wasmtime's and of the JVM's.
+    each: [Cell<Option<Each>>; 2],
+}
+
 pub fn run(ctx: &Ctx) -> Vec<Table> {
     let ns: Vec<usize> = ctx.pick(
         vec![1, 10, 100, 1000, 10_000, 100_000],
         vec![1, 10, 100, 1000],
     );
-    // Quick mode keeps the process peers small; a full run goes as far as
-    // the machine can hold (see `fits`).
-    let quick_cap = ctx.pick(usize::MAX, 10);
+    let (mut foot, mut time) = tables(&ns);
+    let c = Copies {
+        ctx,
+        exe: std::env::current_exe().expect("own path"),
+        skipped: Default::default(),
+        each: [Cell::new(None), Cell::new(None)],
+    };
+    let mut list = contestants(&c, &ns);
+    let m = contestant::run(ctx.rounds, &mut list);
+    let skipped = c.skipped.take();
+    per_task_notes(&mut foot, &m.samples, &ns);
+    for (table, metric) in [(&mut foot, "MiB/"), (&mut time, "ms/")] {
+        contestant::rows(table, &list, &m.samples, metric);
+        not_run(table, &skipped);
+        table.method = METHOD.into();
+    }
+    // Every N's contestant fails under its system's row.
+    let errors = m
+        .errors
+        .into_iter()
+        .map(|(k, v)| {
+            (
+                k.rsplit_once(' ').map_or(k.clone(), |(s, _)| s.to_string()),
+                v,
+            )
+        })
+        .collect();
+    vec![finish(foot, &errors), finish(time, &errors)]
+}
+
+/// The footprint and start-up tables, one column per N.
+fn tables(ns: &[usize]) -> (Table, Table) {
     let cols: Vec<String> = ns.iter().map(|n| n.to_string()).collect();
     let columns = |unit: &'static str| -> Vec<(&str, &str)> {
         cols.iter().map(|n| (n.as_str(), unit)).collect()
@@ -66,96 +111,127 @@ pub fn run(ctx: &Ctx) -> Vec<Table> {
     );
     foot.plot = Plot::Lines;
     time.plot = Plot::Lines;
+    (foot, time)
+}
 
-    let exe = std::env::current_exe().expect("own path");
-    let ready = guests::READY;
-    let each = [
-        std::cell::Cell::new(None::<Each>),
-        std::cell::Cell::new(None),
-    ];
-    let skipped =
-        std::cell::RefCell::new(std::collections::BTreeMap::<(&str, usize), String>::new());
-    let (samples, errors) = {
-        let mut contestants = vec![];
-        for (system, module) in [(WARDEN, ready), (WARDEN_JAVA, guests::JAVA_READY)] {
-            for &n in &ns {
-                let (exe, skipped) = (&exe, &skipped);
-                contestants.push(contestant(&format!("{system} {n}"), move |s| {
-                    if module.is_empty() {
-                        return Err(format!("Java guest not built: {:?}", guests::UNBUILT));
-                    }
-                    let mut c = Command::new(exe);
-                    c.args(["child-copies", &n.to_string(), module, "--cache"]);
-                    c.arg(ctx.peers.dir().join("warden-cache"));
-                    match measure(vec![c]) {
-                        Ok((bytes, ms, _)) => push(s, system, n, bytes, ms),
-                        // The machine's limit on mappings, not Warden, stops
-                        // it: say so instead of failing the row.
-                        Err(e) if e.contains("vm.max_map_count") => {
-                            skipped.borrow_mut().insert((system, n), mapping_limit());
-                        }
-                        Err(e) => return Err(e),
-                    }
-                    Ok(())
-                }));
+/// Each system's row, followed by a contestant per N filling it (in
+/// quick mode, the process peers only up to 10 copies).
+fn contestants<'a>(c: &'a Copies, ns: &[usize]) -> Vec<Contestant<'a>> {
+    let quick_cap = c.ctx.pick(usize::MAX, 10);
+    let mut list = vec![];
+    for (system, module) in [(WARDEN, guests::READY), (WARDEN_JAVA, guests::JAVA_READY)] {
+        list.push(Contestant::warden(system));
+        list.extend(ns.iter().map(|&n| {
+            Contestant::rowless(&format!("{system} {n}"))
+                .runs(move |s| c.warden(s, system, module, n))
+        }));
+    }
+    list.push(Contestant::peer(ERLANG));
+    list.extend(ns.iter().map(|&n| {
+        Contestant::rowless(&format!("{ERLANG} {n}")).runs(move |s| {
+            let (bytes, ms, _) = measure(vec![c.ctx.peers.erlang_copies(n)?])?;
+            push(s, ERLANG, n, bytes, ms);
+            Ok(())
+        })
+    }));
+    for (i, system) in [WASMTIME, JVM].into_iter().enumerate() {
+        list.push(Contestant::peer(system));
+        for &n in ns {
+            if n > quick_cap {
+                c.skipped
+                    .borrow_mut()
+                    .insert((system, n), "quick mode".into());
+                continue;
+            }
+            list.push(
+                Contestant::rowless(&format!("{system} {n}"))
+                    .runs(move |s| c.processes(s, &c.each[i], system, n)),
+            );
+        }
+    }
+    list
+}
+
+impl Copies<'_> {
+    /// N Warden tasks of `module` in a child process of this binary.
+    fn warden(
+        &self,
+        s: &mut Samples,
+        system: &'static str,
+        module: &str,
+        n: usize,
+    ) -> Result<(), String> {
+        if module.is_empty() {
+            return Err(format!("Java guest not built: {:?}", guests::UNBUILT));
+        }
+        let mut c = Command::new(&self.exe);
+        c.args(["child-copies", &n.to_string(), module, "--cache"]);
+        c.arg(self.ctx.peers.dir().join("warden-cache"));
+        match measure(vec![c]) {
+            Ok((bytes, ms, _)) => push(s, system, n, bytes, ms),
+            // The machine's limit on mappings, not Warden, stops
+            // it: say so instead of failing the row.
+            Err(e) if e.contains("vm.max_map_count") => {
+                self.skipped
+                    .borrow_mut()
+                    .insert((system, n), mapping_limit());
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+
+    /// N processes of wasmtime or the JVM, if the cost per copy seen so
+    /// far (`each`) says they fit.
+    fn processes(
+        &self,
+        s: &mut Samples,
+        each: &Cell<Option<Each>>,
+        system: &'static str,
+        n: usize,
+    ) -> Result<(), String> {
+        // Round 0 runs N in increasing order, so a smaller N's
+        // cost is known before a larger N is tried.
+        if let Some(e) = each.get() {
+            if let Err(why) = fits(n, e) {
+                self.skipped.borrow_mut().insert((system, n), why);
+                return Ok(());
             }
         }
-        for &n in &ns {
-            contestants.push(contestant(&format!("{ERLANG} {n}"), move |s| {
-                let (bytes, ms, _) = measure(vec![ctx.peers.erlang_copies(n)?])?;
-                push(s, ERLANG, n, bytes, ms);
-                Ok(())
+        let cmds = (0..n)
+            .map(|_| self.process(system))
+            .collect::<Result<Vec<_>, _>>()?;
+        let (bytes, ms, threads) = measure(cmds)?;
+        // The cost per copy at the largest N so far: sharing
+        // makes it fall as N grows.
+        if each.get().is_none_or(|e| n >= e.n) {
+            each.set(Some(Each {
+                n,
+                bytes: bytes / n as f64,
+                threads: threads as f64,
             }));
         }
-        for (i, system) in [WASMTIME, JVM].into_iter().enumerate() {
-            for &n in &ns {
-                if n > quick_cap {
-                    skipped
-                        .borrow_mut()
-                        .insert((system, n), "quick mode".into());
-                    continue;
-                }
-                let (each, skipped) = (&each[i], &skipped);
-                contestants.push(contestant(&format!("{system} {n}"), move |s| {
-                    // Round 0 runs N in increasing order, so a smaller N's
-                    // cost is known before a larger N is tried.
-                    if let Some(e) = each.get() {
-                        if let Err(why) = fits(n, e) {
-                            skipped.borrow_mut().insert((system, n), why);
-                            return Ok(());
-                        }
-                    }
-                    let cmds = (0..n)
-                        .map(|_| -> Result<Command, String> {
-                            if system == WASMTIME {
-                                let mut c = Command::new(ctx.peers.runner()?);
-                                c.arg(ctx.peers.cwasm(ready)?);
-                                Ok(c)
-                            } else {
-                                let mut c = ctx.peers.java()?;
-                                c.args(["Hello", "ready"]);
-                                Ok(c)
-                            }
-                        })
-                        .collect::<Result<Vec<_>, _>>()?;
-                    let (bytes, ms, threads) = measure(cmds)?;
-                    // The cost per copy at the largest N so far: sharing
-                    // makes it fall as N grows.
-                    if each.get().is_none_or(|e| n >= e.n) {
-                        each.set(Some(Each {
-                            n,
-                            bytes: bytes / n as f64,
-                            threads: threads as f64,
-                        }));
-                    }
-                    push(s, system, n, bytes, ms);
-                    Ok(())
-                }));
-            }
+        push(s, system, n, bytes, ms);
+        Ok(())
+    }
+
+    /// One copy's command: the wasmtime runner, or `java Hello ready`.
+    fn process(&self, system: &str) -> Result<Command, String> {
+        let peers = &self.ctx.peers;
+        if system == WASMTIME {
+            let mut c = Command::new(peers.runner()?);
+            c.arg(peers.cwasm(guests::READY)?);
+            Ok(c)
+        } else {
+            let mut c = peers.java()?;
+            c.args(["Hello", "ready"]);
+            Ok(c)
         }
-        interleave(ctx.rounds, contestants)
-    };
-    let skipped = skipped.into_inner();
+    }
+}
+
+/// What each Warden task beyond the first adds to the footprint.
+fn per_task_notes(foot: &mut Table, samples: &Samples, ns: &[usize]) {
     let (first, last) = (ns[0], ns[ns.len() - 1]);
     for (system, what) in [
         (WARDEN, "Warden task"),
@@ -172,31 +248,29 @@ pub fn run(ctx: &Ctx) -> Vec<Table> {
             ));
         }
     }
-    for (table, metric) in [(&mut foot, "MiB"), (&mut time, "ms")] {
-        for (system, kind) in [
-            (WARDEN, Kind::Warden),
-            (WARDEN_JAVA, Kind::Warden),
-            (ERLANG, Kind::Peer),
-            (WASMTIME, Kind::Peer),
-            (JVM, Kind::Peer),
-        ] {
-            table.row_from(system, kind, &samples, &format!("{system}/{metric}/"));
-            let why: Vec<String> = skipped
-                .iter()
-                .filter(|((s, _), _)| *s == system)
-                .map(|((_, n), why)| format!("N = {n}: {why}"))
+}
+
+/// Marks each row's N that was not run, and why, in its note.
+fn not_run(table: &mut Table, skipped: &BTreeMap<(&'static str, usize), String>) {
+    for row in &mut table.rows {
+        let system = row.system.as_str();
+        let why: Vec<String> = skipped
+            .iter()
+            .filter(|((s, _), _)| *s == system)
+            .map(|((_, n), why)| format!("N = {n}: {why}"))
+            .collect();
+        if !why.is_empty() {
+            row.note = Some(format!("not run for {}", why.join("; ")));
+            row.absent = skipped
+                .keys()
+                .filter(|(s, _)| *s == system)
+                .map(|(_, n)| n.to_string())
                 .collect();
-            if !why.is_empty() {
-                let row = table.rows.last_mut().unwrap();
-                row.note = Some(format!("not run for {}", why.join("; ")));
-                row.absent = skipped
-                    .keys()
-                    .filter(|(s, _)| *s == system)
-                    .map(|(_, n)| n.to_string())
-                    .collect();
-            }
         }
-        table.method = "Each copy prints \"ready\" and sleeps: a WebAssembly text module for Warden and \
+    }
+}
+
+const METHOD: &str = "Each copy prints \"ready\" and sleeps: a WebAssembly text module for Warden and \
                         wasmtime, a Java class for the JVM (Thread.sleep) and the same program for \
                         Warden's Java row, compiled by TeaVM 0.13.1 (warden.Task.sleep); for Erlang, N \
                         processes spawned in one BEAM (erl +P 1048576), each sending the spawner a \
@@ -207,20 +281,7 @@ pub fn run(ctx: &Ctx) -> Vec<Table> {
                         process started for the purpose, on a pipe their stdout goes to). The wasmtime processes run the module compiled ahead \
                         of time; the JVM runs with default settings. A peer's N is run only if the \
                         per-copy PSS and thread count seen at the largest smaller N say that N copies \
-                        fit in half the memory available and half of the kernel's limit on threads."
-            .into();
-    }
-    let errors = errors
-        .into_iter()
-        .map(|(k, v)| {
-            (
-                k.rsplit_once(' ').map_or(k.clone(), |(s, _)| s.to_string()),
-                v,
-            )
-        })
-        .collect();
-    vec![finish(foot, &errors), finish(time, &errors)]
-}
+                        fit in half the memory available and half of the kernel's limit on threads.";
 
 /// Whether `n` copies costing `e` each fit in half the memory available and
 /// half the kernel's limit on processes and threads; if not, why.
@@ -348,28 +409,7 @@ pub fn child_copies(n: usize, module: &str, cache: Option<PathBuf>) -> Result<()
     .map_err(|e| e.to_string())?;
     let mut spec = quiet("copy", module);
     rt.load_module(module.as_ref()).map_err(|e| e.to_string())?;
-    // The tasks write to this process's stdout, pointed at a pipe this
-    // reads their lines from: one descriptor for all of them, however many
-    // (a file each would run into the limit on open descriptors). "ready"
-    // goes to the real stdout.
-    use std::os::fd::FromRawFd;
-    let mut ends = [0; 2];
-    // SAFETY: pipe fills the two descriptors it makes; dup and dup2 act on
-    // descriptors this process holds open, and each File takes one it owns.
-    let (reader, ready_out) = unsafe {
-        if libc::pipe(ends.as_mut_ptr()) != 0 {
-            return Err(format!("pipe: {}", std::io::Error::last_os_error()));
-        }
-        let saved = libc::dup(1);
-        if saved < 0 || libc::dup2(ends[1], 1) < 0 {
-            return Err(format!("dup: {}", std::io::Error::last_os_error()));
-        }
-        libc::close(ends[1]);
-        (
-            std::fs::File::from_raw_fd(ends[0]),
-            std::fs::File::from_raw_fd(saved),
-        )
-    };
+    let (reader, ready_out) = stdout_to_pipe()?;
     spec.stdio.stdout = warden::Output::Inherit;
     let mut lines = BufReader::new(reader);
     let mut line = String::new();
@@ -394,5 +434,31 @@ pub fn child_copies(n: usize, module: &str, cache: Option<PathBuf>) -> Result<()
         .map_err(|e| e.to_string())?;
     loop {
         std::thread::park();
+    }
+}
+
+/// Points this process's stdout at a pipe: the tasks write to it, and
+/// this reads their lines from the pipe's other end — one descriptor for
+/// all of them, however many (a file each would run into the limit on
+/// open descriptors). Returns that reading end, and the real stdout,
+/// where "ready" goes.
+fn stdout_to_pipe() -> Result<(std::fs::File, std::fs::File), String> {
+    use std::os::fd::FromRawFd;
+    let mut ends = [0; 2];
+    // SAFETY: pipe fills the two descriptors it makes; dup and dup2 act on
+    // descriptors this process holds open, and each File takes one it owns.
+    unsafe {
+        if libc::pipe(ends.as_mut_ptr()) != 0 {
+            return Err(format!("pipe: {}", std::io::Error::last_os_error()));
+        }
+        let saved = libc::dup(1);
+        if saved < 0 || libc::dup2(ends[1], 1) < 0 {
+            return Err(format!("dup: {}", std::io::Error::last_os_error()));
+        }
+        libc::close(ends[1]);
+        Ok((
+            std::fs::File::from_raw_fd(ends[0]),
+            std::fs::File::from_raw_fd(saved),
+        ))
     }
 }

@@ -35,24 +35,7 @@ pub fn run(ctx: &Ctx, process: &Samples) -> Table {
         ));
         BTreeMap::new()
     });
-    t.method = if counted.is_empty() {
-        format!(
-            "perf stat cannot count cycles on this machine, so the round trips of the process table \
-             (same run) are converted to cycles with the core clock, {:.0} MHz ({}).",
-            ctx.clock.hz / 1e6,
-            ctx.clock.how
-        )
-    } else {
-        format!(
-            "Warden (1 worker) and the pipes are counted with perf stat: the cycles of a run of 2N \
-             round trips less those of a run of N, over N (Warden's client makes each run's calls \
-             twice, the first to warm up, so its difference is over 2N). The other rows, the \
-             pinned pairs (both sides on one core, as Warden's one worker) among them, convert \
-             the process table's round trips with the core clock, {:.0} MHz ({}).",
-            ctx.clock.hz / 1e6,
-            ctx.clock.how
-        )
-    };
+    t.method = method(ctx, !counted.is_empty());
     let us_to_cycles = ctx.clock.cycles(1e3);
     for (system, kind) in [
         (WARDEN_1, Kind::Warden),
@@ -90,6 +73,27 @@ pub fn run(ctx: &Ctx, process: &Samples) -> Table {
             .into(),
     );
     finish(t, &BTreeMap::new())
+}
+
+fn method(ctx: &Ctx, counted: bool) -> String {
+    if !counted {
+        format!(
+            "perf stat cannot count cycles on this machine, so the round trips of the process table \
+             (same run) are converted to cycles with the core clock, {:.0} MHz ({}).",
+            ctx.clock.hz / 1e6,
+            ctx.clock.how
+        )
+    } else {
+        format!(
+            "Warden (1 worker) and the pipes are counted with perf stat: the cycles of a run of 2N \
+             round trips less those of a run of N, over N (Warden's client makes each run's calls \
+             twice, the first to warm up, so its difference is over 2N). The other rows, the \
+             pinned pairs (both sides on one core, as Warden's one worker) among them, convert \
+             the process table's round trips with the core clock, {:.0} MHz ({}).",
+            ctx.clock.hz / 1e6,
+            ctx.clock.how
+        )
+    }
 }
 
 /// Cycles per round trip counted by perf: Warden (in a child process of

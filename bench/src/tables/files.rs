@@ -5,10 +5,10 @@
 //! files from 4 KiB to 16 MiB and records from 4 KiB up; and the first
 //! write and read of the largest file.
 
-use super::finish;
-use crate::harness::{contestant, interleave, Ctx};
+use super::contestant::{self, Contestant, Measured};
+use crate::harness::Ctx;
 use crate::inproc::{guest_figures, Raw, RawPre};
-use crate::model::{key, Kind, Table};
+use crate::model::{key, Table};
 use crate::peers::figure;
 use std::path::Path;
 use std::process::Command;
@@ -58,27 +58,22 @@ pub fn run(ctx: &Ctx) -> Vec<Table> {
          memory: the plain WASI runtime's speed on the page cache."
     );
     let setup = Setup::new();
-    let (samples, errors) = match &setup {
-        Ok(s) => interleave(
-            ctx.rounds,
-            vec![
-                contestant(SERVED, |out| s.measure(SERVED, true, rounds, out)),
-                contestant(HOST, |out| s.measure(HOST, false, rounds, out)),
-                contestant(RAW, |out| s.measure(RAW, false, rounds, out)),
-            ],
-        ),
-        Err(e) => (
-            Default::default(),
-            [SERVED, HOST, RAW]
-                .map(|n| (n.to_string(), e.clone()))
-                .into_iter()
-                .collect(),
-        ),
+    let mut list = vec![
+        Contestant::warden(SERVED).runs(|out| setup_ok(&setup)?.measure(SERVED, true, rounds, out)),
+        Contestant::peer(HOST).runs(|out| setup_ok(&setup)?.measure(HOST, false, rounds, out)),
+        Contestant::peer(RAW).runs(|out| setup_ok(&setup)?.measure(RAW, false, rounds, out)),
+    ];
+    let m = match &setup {
+        Ok(_) => contestant::run(ctx.rounds, &mut list),
+        Err(e) => Measured::failed(&list, e),
     };
-    t.row_from(SERVED, Kind::Warden, &samples, &format!("{SERVED}/"));
-    t.row_from(HOST, Kind::Peer, &samples, &format!("{HOST}/"));
-    t.row_from(RAW, Kind::Peer, &samples, &format!("{RAW}/"));
-    vec![finish(t, &errors)]
+    contestant::rows(&mut t, &list, &m.samples, "");
+    vec![m.finish(t)]
+}
+
+/// The set-up, or its failure as every contestant's error.
+fn setup_ok(setup: &Result<Setup, String>) -> Result<&Setup, String> {
+    setup.as_ref().map_err(Clone::clone)
 }
 
 /// The system both contestants' tasks run on: an ext2 task serving an

@@ -10,10 +10,10 @@
 //! Both are measured from outside: the Warden process's resident set, the
 //! native tree's PSS summed over every process in it.
 
-use super::finish;
-use crate::harness::{contestant, interleave, Ctx};
+use super::contestant::{measure, Contestant};
+use crate::harness::Ctx;
 use crate::machine::pss_bytes;
-use crate::model::{Kind, Table};
+use crate::model::Table;
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -50,30 +50,29 @@ pub fn run(ctx: &Ctx) -> Table {
          second after the death began, less the figure before."
     );
     t.no_ratio.push(LEFT.into());
-    let (samples, errors) = interleave(
+    let m = measure(
         ctx.rounds,
+        &mut t,
         vec![
-            contestant(WARDEN, |s| {
+            Contestant::warden(WARDEN).runs(|s| {
                 let f = warden(n)?;
                 push(s, WARDEN, f);
                 Ok(())
             }),
-            contestant(NATIVE, |s| {
+            Contestant::peer(NATIVE).runs(|s| {
                 let f = native(&ctx.peers.native("hello")?.to_path_buf(), n)?;
                 push(s, NATIVE, f);
                 Ok(())
             }),
         ],
     );
-    t.row_from(WARDEN, Kind::Warden, &samples, &format!("{WARDEN}/"));
-    t.row_from(NATIVE, Kind::Peer, &samples, &format!("{NATIVE}/"));
     t.notes.push(
         "No ratio for what is left: the native tree leaves nothing by construction (its \
          children's memory goes with their processes); Warden's figure is what one process \
          keeps of N dead tasks (allocator caches, pool bookkeeping)."
             .into(),
     );
-    finish(t, &errors)
+    m.finish(t)
 }
 
 /// One sample's figures: bytes held alive, bytes left, milliseconds.

@@ -1,10 +1,13 @@
 //! The report's tables, one module each, in report order. Each takes the
 //! shared context and returns finished tables; later issues' benchmarks
-//! (file service, servlets) add a module and a line in [`run_all`].
+//! (file service, servlets) add a module and a line in [`run_all`]. A
+//! table is a list of contestants ([`contestant::Contestant`]) that one
+//! runner, [`contestant::measure`], takes through interleaved rounds.
 
 mod cluster;
 mod components;
 mod compute;
+mod contestant;
 mod copies;
 mod files;
 mod mass_death;

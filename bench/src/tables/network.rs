@@ -3,8 +3,8 @@
 //! epoll echo server on the same loopback — streaming throughput, small
 //! round trips, and memory per open connection.
 
-use super::finish;
-use crate::harness::{contestant, interleave, without_idle_spin, Ctx};
+use super::contestant::{measure, Contestant};
+use crate::harness::{without_idle_spin, Ctx};
 use crate::inproc::{self, quiet};
 use crate::model::{Kind, Samples, Table};
 use std::io::{BufRead, Read, Write};
@@ -163,9 +163,10 @@ fn shares(ctx: &Ctx) -> Table {
          of the first 5 ms window in which they carried 95% of the link (so it is at least \
          5 ms)."
     );
-    let (samples, errors) = interleave(
+    let m = measure(
         ctx.rounds,
-        vec![contestant(FAIR, |s: &mut Samples| {
+        &mut t,
+        vec![Contestant::warden(FAIR).runs(|s: &mut Samples| {
             let (f, capped, hand) = share_round(secs)?;
             for (c, v) in SHARES.iter().zip(f) {
                 s.push(&format!("{FAIR}/{c}"), v);
@@ -175,7 +176,6 @@ fn shares(ctx: &Ctx) -> Table {
             Ok(())
         })],
     );
-    t.row_from(FAIR, Kind::Warden, &samples, &format!("{FAIR}/"));
     t.paper(
         "what was asked (targets: ±2 points, ±2%, ≤ 10 ms)",
         &[
@@ -197,7 +197,7 @@ fn shares(ctx: &Ctx) -> Table {
             "Worst share deviation: {worst:.2} percentage points (medians)."
         ));
     }
-    finish(t, &errors)
+    m.finish(t)
 }
 
 /// The window, ms, over which the hand-over's 95% of the link is judged.
@@ -382,7 +382,49 @@ fn echo(ctx: &Ctx) -> Table {
     // all the connections cannot be told from none.
     t.resolution
         .push((PER_CONN.into(), 4.0 / CONNECTIONS as f64));
-    t.method = format!(
+    t.method = echo_method(ctx);
+    let m = measure(
+        ctx.rounds,
+        &mut t,
+        vec![
+            Contestant::warden(WARDEN_ECHO)
+                .runs(|s| echo_round(s, WARDEN_ECHO, warden_server(256 << 10)?, ctx)),
+            Contestant::warden(WARDEN_DEFAULT).runs(|s| {
+                let server = warden_server(warden::DEFAULT_SOCKET_BUFFER)?;
+                echo_round(s, WARDEN_DEFAULT, server, ctx)
+            }),
+            Contestant::warden(WARDEN_BLOCKING).runs(|s| {
+                without_idle_spin(|| {
+                    let server = warden_server(256 << 10)?;
+                    echo_round(s, WARDEN_BLOCKING, server, ctx)
+                })
+            }),
+            Contestant::peer(NATIVE_ECHO)
+                .runs(|s| echo_round(s, NATIVE_ECHO, native_server(ctx)?, ctx)),
+        ],
+    );
+    t.ratio_from = vec![WARDEN_ECHO.into(), WARDEN_BLOCKING.into()];
+    t.notes.push(
+        "Each Warden connection is also charged four times its socket_buffer to its task's \
+         memory budget (1 MiB at 256 KiB, 256 KiB by default): the host kernel's send and \
+         receive buffers it can fill, which Linux doubles and RSS does not show. The native \
+         server's buffers grow as Linux tunes them, uncharged; the ratios are the 256 KiB rows'."
+            .into(),
+    );
+    if let (Some(a), Some(b)) = (
+        m.samples.cell(&format!("{WARDEN_DEFAULT}/{STREAM}")),
+        m.samples.cell(&format!("{NATIVE_ECHO}/{STREAM}")),
+    ) {
+        t.notes.push(format!(
+            "With the default 64 KiB buffers, streaming runs at {:.2}× native.",
+            a.median / b.median
+        ));
+    }
+    m.finish(t)
+}
+
+fn echo_method(ctx: &Ctx) -> String {
+    format!(
         "The same Rust client drives both servers. Streaming: one connection, a writer thread \
          sends {} MiB in 64 KiB writes while the main thread reads the echo; MB/s of echo. Round \
          trip: one connection with TCP_NODELAY, 100-byte message written and its echo read, {} \
@@ -399,72 +441,5 @@ fn echo(ctx: &Ctx) -> Table {
          thread blocking at once as epoll_wait does.",
         ctx.pick(512, 64),
         ctx.pick(20_000, 2_000)
-    );
-    let (samples, errors) = interleave(
-        ctx.rounds,
-        vec![
-            contestant(WARDEN_ECHO, |s: &mut Samples| {
-                echo_round(s, WARDEN_ECHO, warden_server(256 << 10)?, ctx)
-            }),
-            contestant(WARDEN_DEFAULT, |s: &mut Samples| {
-                echo_round(
-                    s,
-                    WARDEN_DEFAULT,
-                    warden_server(warden::DEFAULT_SOCKET_BUFFER)?,
-                    ctx,
-                )
-            }),
-            contestant(WARDEN_BLOCKING, |s: &mut Samples| {
-                without_idle_spin(|| {
-                    let server = warden_server(256 << 10)?;
-                    echo_round(s, WARDEN_BLOCKING, server, ctx)
-                })
-            }),
-            contestant(NATIVE_ECHO, |s: &mut Samples| {
-                echo_round(s, NATIVE_ECHO, native_server(ctx)?, ctx)
-            }),
-        ],
-    );
-    t.row_from(
-        WARDEN_ECHO,
-        Kind::Warden,
-        &samples,
-        &format!("{WARDEN_ECHO}/"),
-    );
-    t.row_from(
-        WARDEN_DEFAULT,
-        Kind::Warden,
-        &samples,
-        &format!("{WARDEN_DEFAULT}/"),
-    );
-    t.row_from(
-        WARDEN_BLOCKING,
-        Kind::Warden,
-        &samples,
-        &format!("{WARDEN_BLOCKING}/"),
-    );
-    t.ratio_from = vec![WARDEN_ECHO.into(), WARDEN_BLOCKING.into()];
-    t.row_from(
-        NATIVE_ECHO,
-        Kind::Peer,
-        &samples,
-        &format!("{NATIVE_ECHO}/"),
-    );
-    t.notes.push(
-        "Each Warden connection is also charged four times its socket_buffer to its task's \
-         memory budget (1 MiB at 256 KiB, 256 KiB by default): the host kernel's send and \
-         receive buffers it can fill, which Linux doubles and RSS does not show. The native \
-         server's buffers grow as Linux tunes them, uncharged; the ratios are the 256 KiB rows'."
-            .into(),
-    );
-    if let (Some(a), Some(b)) = (
-        samples.cell(&format!("{WARDEN_DEFAULT}/{STREAM}")),
-        samples.cell(&format!("{NATIVE_ECHO}/{STREAM}")),
-    ) {
-        t.notes.push(format!(
-            "With the default 64 KiB buffers, streaming runs at {:.2}× native.",
-            a.median / b.median
-        ));
-    }
-    finish(t, &errors)
+    )
 }

@@ -2,9 +2,9 @@
 //! through Warden's NFS task on the ext2 task, beside nfs-ganesha (a
 //! user-space NFS server) exporting a host directory, on loopback.
 
-use super::finish;
-use crate::harness::{contestant, interleave, Ctx};
-use crate::model::{key, Kind, Samples, Table};
+use super::contestant::{measure, Contestant};
+use crate::harness::Ctx;
+use crate::model::{key, Samples, Table};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -41,24 +41,17 @@ pub fn run(ctx: &Ctx) -> Vec<Table> {
          with 2 workers in the harness's process. nfs-ganesha: ganesha.nfsd with the VFS back end \
          exporting a host directory (Linux's page cache), NLM and RQUOTA off."
     );
-    let warden = WardenNfs::start();
-    let ganesha = Ganesha::start();
-    let (samples, errors) = interleave(
+    let m = measure(
         ctx.rounds,
+        &mut t,
         vec![
-            contestant(WARDEN, |s| {
-                let base = warden.as_ref().map_err(Clone::clone)?.base();
-                copies(s, WARDEN, &base, files)
-            }),
-            contestant(GANESHA, |s| {
-                let base = ganesha.as_ref().map_err(Clone::clone)?.base();
-                copies(s, GANESHA, &base, files)
-            }),
+            Contestant::warden(WARDEN)
+                .prepared(WardenNfs::start, |w, s| copies(s, WARDEN, &w.base(), files)),
+            Contestant::peer(GANESHA)
+                .prepared(Ganesha::start, |g, s| copies(s, GANESHA, &g.base(), files)),
         ],
     );
-    t.row_from(WARDEN, Kind::Warden, &samples, &format!("{WARDEN}/"));
-    t.row_from(GANESHA, Kind::Peer, &samples, &format!("{GANESHA}/"));
-    vec![finish(t, &errors)]
+    vec![m.finish(t)]
 }
 
 /// One round: small files each way, then the big file each way, on the

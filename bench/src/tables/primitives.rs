@@ -4,12 +4,13 @@
 //! program's call, allocation and exception compiled by TeaVM into a task
 //! against the same program on HotSpot.
 
-use super::finish;
-use crate::harness::{contestant, interleave, Ctx};
+use super::contestant::{measure, Contestant};
+use crate::harness::Ctx;
 use crate::inproc::{self, check_status, quiet, Raw, RawPre};
-use crate::model::{key, Kind, Samples, Table};
+use crate::model::{key, Samples, Table};
 use crate::peers::{figure, figures};
 use std::time::{Duration, Instant};
+use warden::{Runtime, TaskSpec};
 use warden_test_guests as guests;
 
 const WARDEN: &str = "Warden task";
@@ -24,6 +25,18 @@ const HOTSPOT_JAVA: &str = "the same Java program on HotSpot";
 
 /// Null threads started all at once, then waited for.
 const BATCHED: &str = "null thread, batched";
+
+/// What Warden's rows share: one runtime, the smallest program and one
+/// whose first instruction traps, and each sample's sizes.
+struct Shared {
+    rt: Runtime,
+    noop: TaskSpec,
+    trap: TaskSpec,
+    /// Operations per sample of call and allocation, as an argument.
+    n: String,
+    /// Null threads (and traps) per sample.
+    tasks: usize,
+}
 
 pub fn run(ctx: &Ctx) -> Table {
     let ops: u64 = ctx.pick(2_000_000, 200_000);
@@ -40,7 +53,65 @@ pub fn run(ctx: &Ctx) -> Table {
             (BATCHED, "µs"),
         ],
     );
-    t.method = format!(
+    t.method = method(ops, tasks);
+    let shared = Shared {
+        rt: inproc::runtime(1, tasks as u32 + 16),
+        noop: quiet("noop", guests::NOOP),
+        trap: quiet("trap", guests::UNREACHABLE),
+        n: ops.to_string(),
+        tasks,
+    };
+    let m = measure(ctx.rounds, &mut t, contestants(ctx, &shared));
+    run_ratios(&mut t, &m.samples);
+    papers_and_notes(&mut t);
+    m.finish(t)
+}
+
+/// The table's contestants, in the order of its rows.
+fn contestants<'a>(ctx: &'a Ctx, w: &'a Shared) -> Vec<Contestant<'a>> {
+    let (n, tasks) = (w.n.as_str(), w.tasks);
+    let same_code =
+        |row: &str| format!("the same compiled code as {row}; only instantiation differs");
+    vec![
+        Contestant::warden(WARDEN).runs(move |s| warden(s, w)),
+        Contestant::warden(WARDEN_RUN).runs(move |s| warden_run(s, w)).absent(
+            &["call", "allocation", BATCHED],
+            "the row above's program and tasks; only the null thread and trap are started differently",
+        ),
+        Contestant::peer(RAW)
+            .prepared(
+                || Ok(RawSet::new(Raw::new(), true)),
+                move |r, s| r.ops(s, RAW, n)?.starts(s, RAW, tasks),
+            )
+            .absent(
+                &[BATCHED],
+                "instantiate + _start runs on the calling thread, with nothing to overlap",
+            ),
+        Contestant::peer(RAW_POOLED)
+            .prepared(
+                || Ok(RawSet::new(Raw::pooled(64), false)),
+                move |r, s| r.starts(s, RAW_POOLED, tasks),
+            )
+            .absent(&["call", "allocation", BATCHED], &same_code("the row above")),
+        Contestant::peer(RAW_WARDEN)
+            .prepared(on_engine, move |(r, _), s| r.starts(s, RAW_WARDEN, tasks))
+            .absent(&["call", "allocation", BATCHED], &same_code("Warden's row")),
+        Contestant::peer(JVM).runs(move |s| jvm(ctx, n, s)),
+        Contestant::peer(NATIVE).runs(move |s| native(ctx, n, s)),
+        Contestant::warden(WARDEN_JAVA)
+            .runs(move |s| warden_java(s, w))
+            .absent(&["null thread", BATCHED], JAVA_ONLY),
+        Contestant::peer(HOTSPOT_JAVA)
+            .runs(move |s| hotspot_java(ctx, n, s))
+            .absent(&["null thread", BATCHED], JAVA_ONLY),
+    ]
+}
+
+/// Why the Java rows have no null thread.
+const JAVA_ONLY: &str = "the Java rows time call, allocation and exception only";
+
+fn method(ops: u64, tasks: usize) -> String {
+    let mut method = format!(
         "call and allocation are timed inside the program ({ops} operations per sample): an indirect \
          call to an empty function, and malloc(16)+free in batches of 1,000 (new Object() on the JVM, \
          which frees by collection). Null thread: spawn to exit of the smallest program, one at a \
@@ -63,168 +134,16 @@ pub fn run(ctx: &Ctx) -> Table {
          reported).",
         (ops / 100).max(1000)
     );
-    let rt = inproc::runtime(1, tasks as u32 + 16);
-    let raw = Raw::new();
-    let (prims_pre, noop_pre, trap_pre) = (
-        raw.pre(guests::PRIMS),
-        raw.pre(guests::NOOP),
-        raw.pre(guests::UNREACHABLE),
-    );
-    let pooled = Raw::pooled(64);
-    let (pooled_noop, pooled_trap) = (pooled.pre(guests::NOOP), pooled.pre(guests::UNREACHABLE));
-    // Its own runtime, so that its instances take none of `rt`'s slots.
-    let engine_rt = inproc::runtime(1, 64);
-    let on_engine = Raw::on_engine(engine_rt.engine());
-    let (engine_noop, engine_trap) = (
-        on_engine.pre(guests::NOOP),
-        on_engine.pre(guests::UNREACHABLE),
-    );
-    let noop = quiet("noop", guests::NOOP);
-    let trap = quiet("trap", guests::UNREACHABLE);
-    let n = ops.to_string();
-    t.method.push_str(
+    method.push_str(
         " Waiting differs: the thread waiting for a Warden task's report, and an idle worker, \
          look for it awake for 50 µs (warden::IDLE_SPIN) before they sleep, while Thread.join \
          and pthread_join block at once; the process table has a Warden row with that spin off.",
     );
-    let (samples, errors) = interleave(
-        ctx.rounds,
-        vec![
-            contestant(WARDEN, |s| {
-                let mut spec = quiet("prims", guests::PRIMS);
-                spec.args = vec![n.clone(), "local".into()];
-                let f = inproc::guest_figures(&rt, spec)?;
-                push_ops(s, WARDEN, &f)?;
-                s.push(
-                    &key(WARDEN, "null thread"),
-                    inproc::spawn_serial(&rt, &noop, tasks, "exited")? / 1e3,
-                );
-                s.push(
-                    &key(WARDEN, BATCHED),
-                    inproc::spawn_batch(&rt, &noop, tasks, "exited")? / 1e3,
-                );
-                s.push(
-                    &key(WARDEN, "trap"),
-                    inproc::spawn_serial(&rt, &trap, tasks, "trapped")? / 1e3,
-                );
-                Ok(())
-            }),
-            contestant(WARDEN_RUN, |s| {
-                s.push(
-                    &key(WARDEN_RUN, "null thread"),
-                    inproc::run_serial(&rt, &noop, tasks, "exited")? / 1e3,
-                );
-                s.push(
-                    &key(WARDEN_RUN, "trap"),
-                    inproc::run_serial(&rt, &trap, tasks, "trapped")? / 1e3,
-                );
-                Ok(())
-            }),
-            contestant(RAW, |s| {
-                push_ops(s, RAW, &raw.figures(&prims_pre, &[&n, "local"])?)?;
-                push_starts(s, RAW, &raw, (&noop_pre, &trap_pre), tasks)
-            }),
-            contestant(RAW_POOLED, |s| {
-                push_starts(s, RAW_POOLED, &pooled, (&pooled_noop, &pooled_trap), tasks)
-            }),
-            contestant(RAW_WARDEN, |s| {
-                push_starts(
-                    s,
-                    RAW_WARDEN,
-                    &on_engine,
-                    (&engine_noop, &engine_trap),
-                    tasks,
-                )
-            }),
-            contestant(JVM, |s| {
-                let f = figures(
-                    ctx.peers
-                        .java()?
-                        .args([
-                            "-XX:CompileCommand=quiet",
-                            "-XX:CompileCommand=dontinline,Prims::nop",
-                            "Prims",
-                        ])
-                        .args([&n, "prims"]),
-                )?;
-                push_ops(s, JVM, &f)?;
-                s.push(&key(JVM, "null thread"), figure(&f, "thread")? / 1e3);
-                s.push(&key(JVM, BATCHED), figure(&f, "thread_batch")? / 1e3);
-                s.push(&key(JVM, "trap"), figure(&f, "exception")? / 1e3);
-                Ok(())
-            }),
-            contestant(WARDEN_JAVA, |s| {
-                if guests::JAVA_PRIMS.is_empty() {
-                    return Err(format!("Java guest not built: {:?}", guests::UNBUILT));
-                }
-                let mut spec = quiet("java-prims", guests::JAVA_PRIMS);
-                spec.args = vec![n.clone()];
-                push_java(s, WARDEN_JAVA, &inproc::guest_figures(&rt, spec)?)
-            }),
-            contestant(HOTSPOT_JAVA, |s| {
-                let f = figures(
-                    ctx.peers
-                        .java()?
-                        .args([
-                            "-XX:CompileCommand=quiet",
-                            "-XX:CompileCommand=dontinline,*::nop",
-                            "JavaPrims",
-                        ])
-                        .arg(&n),
-                )?;
-                push_java(s, HOTSPOT_JAVA, &f)
-            }),
-            contestant(NATIVE, |s| {
-                let f = figures(std::process::Command::new(ctx.peers.native("prims")?).arg(&n))?;
-                push_ops(s, NATIVE, &f)?;
-                s.push(&key(NATIVE, "null thread"), figure(&f, "thread")? / 1e3);
-                s.push(&key(NATIVE, BATCHED), figure(&f, "thread_batch")? / 1e3);
-                s.push(&key(NATIVE, "trap"), figure(&f, "trap")? / 1e3);
-                Ok(())
-            }),
-        ],
-    );
-    for (system, kind) in [
-        (WARDEN, Kind::Warden),
-        (WARDEN_RUN, Kind::Warden),
-        (RAW, Kind::Peer),
-        (RAW_POOLED, Kind::Peer),
-        (RAW_WARDEN, Kind::Peer),
-        (JVM, Kind::Peer),
-        (NATIVE, Kind::Peer),
-        (WARDEN_JAVA, Kind::Warden),
-        (HOTSPOT_JAVA, Kind::Peer),
-    ] {
-        t.row_from(system, kind, &samples, &format!("{system}/"));
-    }
-    for system in [WARDEN_JAVA, HOTSPOT_JAVA] {
-        t.absent(
-            system,
-            &["null thread", BATCHED],
-            "the Java rows time call, allocation and exception only",
-        );
-    }
-    t.absent(
-        WARDEN_RUN,
-        &["call", "allocation", BATCHED],
-        "the row above's program and tasks; only the null thread and trap are started differently",
-    );
-    run_ratios(&mut t, &samples);
-    t.absent(
-        RAW,
-        &[BATCHED],
-        "instantiate + _start runs on the calling thread, with nothing to overlap",
-    );
-    t.absent(
-        RAW_POOLED,
-        &["call", "allocation", BATCHED],
-        "the same compiled code as the row above; only instantiation differs",
-    );
-    t.absent(
-        RAW_WARDEN,
-        &["call", "allocation", BATCHED],
-        "the same compiled code as Warden's row; only instantiation differs",
-    );
+    method
+}
+
+/// The papers' rows and the table's closing notes.
+fn papers_and_notes(t: &mut Table) {
     // The paper's figures (µs in the paper), PII 300 MHz, FreeBSD.
     t.paper(
         "Kaffe 1.0beta1 (paper, PII 300 MHz)",
@@ -253,7 +172,148 @@ pub fn run(ctx: &Ctx) -> Table {
          the equivalent of the JVM's exception only in that both build an error with a stack trace."
             .into(),
     );
-    finish(t, &errors)
+}
+
+/// Warden's row: call and allocation inside one task, then null threads
+/// (one at a time and batched) and traps as whole tasks.
+fn warden(s: &mut Samples, w: &Shared) -> Result<(), String> {
+    let mut spec = quiet("prims", guests::PRIMS);
+    spec.args = vec![w.n.clone(), "local".into()];
+    let f = inproc::guest_figures(&w.rt, spec)?;
+    push_ops(s, WARDEN, &f)?;
+    let (rt, tasks) = (&w.rt, w.tasks);
+    s.push(
+        &key(WARDEN, "null thread"),
+        inproc::spawn_serial(rt, &w.noop, tasks, "exited")? / 1e3,
+    );
+    s.push(
+        &key(WARDEN, BATCHED),
+        inproc::spawn_batch(rt, &w.noop, tasks, "exited")? / 1e3,
+    );
+    s.push(
+        &key(WARDEN, "trap"),
+        inproc::spawn_serial(rt, &w.trap, tasks, "trapped")? / 1e3,
+    );
+    Ok(())
+}
+
+/// The same tasks started by `Runtime::run`.
+fn warden_run(s: &mut Samples, w: &Shared) -> Result<(), String> {
+    s.push(
+        &key(WARDEN_RUN, "null thread"),
+        inproc::run_serial(&w.rt, &w.noop, w.tasks, "exited")? / 1e3,
+    );
+    s.push(
+        &key(WARDEN_RUN, "trap"),
+        inproc::run_serial(&w.rt, &w.trap, w.tasks, "trapped")? / 1e3,
+    );
+    Ok(())
+}
+
+/// The Java program compiled by TeaVM, as a task.
+fn warden_java(s: &mut Samples, w: &Shared) -> Result<(), String> {
+    if guests::JAVA_PRIMS.is_empty() {
+        return Err(format!("Java guest not built: {:?}", guests::UNBUILT));
+    }
+    let mut spec = quiet("java-prims", guests::JAVA_PRIMS);
+    spec.args = vec![w.n.clone()];
+    push_java(s, WARDEN_JAVA, &inproc::guest_figures(&w.rt, spec)?)
+}
+
+/// The same Java program on HotSpot.
+fn hotspot_java(ctx: &Ctx, n: &str, s: &mut Samples) -> Result<(), String> {
+    let f = figures(
+        ctx.peers
+            .java()?
+            .args([
+                "-XX:CompileCommand=quiet",
+                "-XX:CompileCommand=dontinline,*::nop",
+                "JavaPrims",
+            ])
+            .arg(n),
+    )?;
+    push_java(s, HOTSPOT_JAVA, &f)
+}
+
+/// The JVM's primitives (Prims.java): every column.
+fn jvm(ctx: &Ctx, n: &str, s: &mut Samples) -> Result<(), String> {
+    let f = figures(
+        ctx.peers
+            .java()?
+            .args([
+                "-XX:CompileCommand=quiet",
+                "-XX:CompileCommand=dontinline,Prims::nop",
+                "Prims",
+            ])
+            .args([n, "prims"]),
+    )?;
+    push_ops(s, JVM, &f)?;
+    s.push(&key(JVM, "null thread"), figure(&f, "thread")? / 1e3);
+    s.push(&key(JVM, BATCHED), figure(&f, "thread_batch")? / 1e3);
+    s.push(&key(JVM, "trap"), figure(&f, "exception")? / 1e3);
+    Ok(())
+}
+
+/// Native C's primitives (peers/prims.c): every column.
+fn native(ctx: &Ctx, n: &str, s: &mut Samples) -> Result<(), String> {
+    let f = figures(std::process::Command::new(ctx.peers.native("prims")?).arg(n))?;
+    push_ops(s, NATIVE, &f)?;
+    s.push(&key(NATIVE, "null thread"), figure(&f, "thread")? / 1e3);
+    s.push(&key(NATIVE, BATCHED), figure(&f, "thread_batch")? / 1e3);
+    s.push(&key(NATIVE, "trap"), figure(&f, "trap")? / 1e3);
+    Ok(())
+}
+
+/// A raw Wasmtime set-up and the modules it starts: the no-op and the
+/// trapping one (and, for the first raw row, the primitives' program).
+struct RawSet {
+    raw: Raw,
+    prims: Option<RawPre>,
+    noop: RawPre,
+    trap: RawPre,
+}
+
+impl RawSet {
+    fn new(raw: Raw, prims: bool) -> RawSet {
+        let prims = prims.then(|| raw.pre(guests::PRIMS));
+        let (noop, trap) = (raw.pre(guests::NOOP), raw.pre(guests::UNREACHABLE));
+        RawSet {
+            raw,
+            prims,
+            noop,
+            trap,
+        }
+    }
+
+    /// The call and allocation columns, from the primitives' program.
+    fn ops(&self, s: &mut Samples, system: &str, n: &str) -> Result<&Self, String> {
+        let prims = self.prims.as_ref().ok_or("no primitives' program")?;
+        push_ops(s, system, &self.raw.figures(prims, &[n, "local"])?)?;
+        Ok(self)
+    }
+
+    /// The null thread and trap columns: `tasks` instances of the no-op
+    /// and of the trapping module, one at a time (µs).
+    fn starts(&self, s: &mut Samples, system: &str, tasks: usize) -> Result<(), String> {
+        s.push(
+            &key(system, "null thread"),
+            self.raw.batch(&self.noop, tasks, false)? / 1e3,
+        );
+        s.push(
+            &key(system, "trap"),
+            self.raw.batch(&self.trap, tasks, true)? / 1e3,
+        );
+        Ok(())
+    }
+}
+
+/// Raw Wasmtime on a Warden runtime's own engine, with every one of its
+/// settings: its own runtime, so that its instances take none of the
+/// table's runtime's slots.
+fn on_engine() -> Result<(RawSet, Runtime), String> {
+    let rt = inproc::runtime(1, 64);
+    let set = RawSet::new(Raw::on_engine(rt.engine()), false);
+    Ok((set, rt))
 }
 
 /// Notes giving `Runtime::run`'s null thread and trap as ratios to each
@@ -287,23 +347,6 @@ fn push_ops(
 ) -> Result<(), String> {
     s.push(&key(system, "call"), figure(f, "call")?);
     s.push(&key(system, "allocation"), figure(f, "alloc")?);
-    Ok(())
-}
-
-/// A raw Wasmtime set-up's null thread and trap columns: `tasks`
-/// instances of the no-op and of the trapping module, one at a time (µs).
-fn push_starts(
-    s: &mut Samples,
-    system: &str,
-    raw: &Raw,
-    (noop, trap): (&RawPre, &RawPre),
-    tasks: usize,
-) -> Result<(), String> {
-    s.push(
-        &key(system, "null thread"),
-        raw.batch(noop, tasks, false)? / 1e3,
-    );
-    s.push(&key(system, "trap"), raw.batch(trap, tasks, true)? / 1e3);
     Ok(())
 }
 

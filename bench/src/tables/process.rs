@@ -3,13 +3,14 @@
 //! a 100-byte string request) — for Warden and for the ways programs are
 //! isolated and connected today.
 
-use super::finish;
-use crate::harness::{contestant, interleave, without_idle_spin, Ctx};
+use super::contestant::{measure, Contestant};
+use crate::harness::{without_idle_spin, Ctx};
 use crate::inproc::{self, quiet, Server};
-use crate::model::{key, Kind, Samples, Table};
+use crate::model::{key, Samples, Table};
 use crate::peers::{figure, figures};
 use std::path::Path;
 use std::process::Command;
+use warden::{Runtime, TaskSpec};
 use warden_test_guests as guests;
 
 pub const WARDEN_1: &str = "Warden task, 1 worker";
@@ -32,11 +33,36 @@ const CREATE: &str = "process creation";
 const BATCHED: &str = "process creation, batched";
 const IPC: [&str; 3] = ["null IPC", "3-integer request", "100-byte string request"];
 
+/// Each sample's sizes, and what Warden's rows share.
+struct Shared {
+    /// Tasks created per Warden sample.
+    tasks: usize,
+    /// Round trips per Warden (and Erlang) sample.
+    calls: u64,
+    /// Round trips per sample of the pipes, threads and Java.
+    peer_calls: u64,
+    /// Processes created per sample: native, wasmtime runner, JVM.
+    native_n: usize,
+    runner_n: usize,
+    jvm_n: usize,
+    rt1: Runtime,
+    rt2: Runtime,
+    hello: TaskSpec,
+}
+
 pub fn run(ctx: &Ctx) -> (Table, Samples) {
     let tasks = ctx.pick(1000, 200);
-    let calls: u64 = ctx.pick(200_000, 20_000);
-    let peer_calls: u64 = ctx.pick(20_000, 2_000);
-    let (native_n, runner_n, jvm_n) = (ctx.pick(400, 40), ctx.pick(100, 10), ctx.pick(10, 3));
+    let w = Shared {
+        tasks,
+        calls: ctx.pick(200_000, 20_000),
+        peer_calls: ctx.pick(20_000, 2_000),
+        native_n: ctx.pick(400, 40),
+        runner_n: ctx.pick(100, 10),
+        jvm_n: ctx.pick(10, 3),
+        rt1: inproc::runtime(1, tasks as u32 + 16),
+        rt2: inproc::runtime(2, tasks as u32 + 16),
+        hello: quiet("hello", guests::HELLO),
+    };
     let mut t = Table::new(
         "process",
         "Process creation and inter-process communication",
@@ -49,7 +75,57 @@ pub fn run(ctx: &Ctx) -> (Table, Samples) {
             (IPC[2], "µs"),
         ],
     );
-    t.method = format!(
+    t.method = method(&w);
+    let m = measure(ctx.rounds, &mut t, contestants(ctx, &w));
+    papers_and_notes(&mut t, &m.samples);
+    let t = m.finish(t);
+    (t, m.samples)
+}
+
+/// The table's contestants, in the order of its rows.
+fn contestants<'a>(ctx: &'a Ctx, w: &'a Shared) -> Vec<Contestant<'a>> {
+    let creation = [CREATE, BATCHED];
+    let direct = "the server is a task spawned as above (passive) or no task at all (host)";
+    let pinned = "only IPC is timed pinned";
+    vec![
+        Contestant::warden(WARDEN_1).runs(move |s| warden(s, WARDEN_1, &w.rt1, 1, w)),
+        Contestant::warden(WARDEN_2).runs(move |s| warden(s, WARDEN_2, &w.rt2, 2, w)),
+        Contestant::warden(WARDEN_2_BLOCKING)
+            .runs(move |s| without_idle_spin(|| warden(s, WARDEN_2_BLOCKING, &w.rt2, 2, w))),
+        // The passive service's run takes the host service's figures too.
+        Contestant::warden(PASSIVE)
+            .runs(move |s| passive_and_host(s, w.calls))
+            .absent(&creation, direct),
+        Contestant::warden(HOST).absent(&creation, direct),
+        // Each pair's run takes the pinned pair's figures too.
+        Contestant::peer(PROCESSES).runs(move |s| processes(ctx, w, s)),
+        Contestant::peer(PROCESSES_PINNED).absent(&creation, pinned),
+        Contestant::peer(THREADS)
+            .runs(move |s| threads(ctx, w.peer_calls, s))
+            .absent(
+                &creation,
+                "a thread is not a process (table 1 times its start)",
+            ),
+        Contestant::peer(THREADS_PINNED).absent(&creation, pinned),
+        Contestant::peer(WASMTIME)
+            .runs(move |s| wasmtime(ctx, w.runner_n, s))
+            .absent(&IPC, "wasmtime processes have no IPC of their own"),
+        Contestant::peer(JVM).runs(move |s| jvm(ctx, w, s)),
+        Contestant::peer(ERLANG).runs(move |s| erlang(ctx, w.calls, s)),
+    ]
+}
+
+fn method(w: &Shared) -> String {
+    let Shared {
+        tasks,
+        calls,
+        peer_calls,
+        native_n,
+        runner_n,
+        jvm_n,
+        ..
+    } = w;
+    format!(
         "Process creation: a program that prints a line and exits, from spawn to exit, one at a time \
          (and, batched, all started before any is waited for): {tasks} Warden \
          tasks per sample (the C guest built for wasm32-wasi), {native_n} fork+exec+wait of the native \
@@ -68,127 +144,12 @@ pub fn run(ctx: &Ctx) -> (Table, Samples) {
          waitpid); the row \"{WARDEN_2_BLOCKING}\" is Warden with that spin off, every waiting \
          thread blocking at once as the peers' do.",
         peer_calls
-    );
-    let rt1 = inproc::runtime(1, tasks as u32 + 16);
-    let rt2 = inproc::runtime(2, tasks as u32 + 16);
-    let hello = quiet("hello", guests::HELLO);
-    let jcalls = (peer_calls * 50).to_string();
-    let (samples, errors) = interleave(
-        ctx.rounds,
-        vec![
-            contestant(WARDEN_1, |s| {
-                warden(s, WARDEN_1, &rt1, &hello, tasks, 1, calls)
-            }),
-            contestant(WARDEN_2, |s| {
-                warden(s, WARDEN_2, &rt2, &hello, tasks, 2, calls)
-            }),
-            contestant(WARDEN_2_BLOCKING, |s| {
-                without_idle_spin(|| warden(s, WARDEN_2_BLOCKING, &rt2, &hello, tasks, 2, calls))
-            }),
-            contestant(PASSIVE, |s| {
-                for (system, server) in [(PASSIVE, Server::Passive), (HOST, Server::Host)] {
-                    let f = inproc::ipc_to(server, 1, calls, &["null", "int3", "str100"])?;
-                    for (col, name) in IPC.iter().zip(["null", "int3", "str100"]) {
-                        s.push(&key(system, col), figure(&f, name)? / 1e3);
-                    }
-                }
-                Ok(())
-            }),
-            contestant(PROCESSES, |s| {
-                let hello = ctx.peers.native("hello")?;
-                push_spawn(s, PROCESSES, spawn(ctx, native_n, hello, &[])?);
-                let pipe = ctx.peers.native("pipe_pingpong")?;
-                for (col, bytes) in IPC.iter().zip(["1", "12", "100"]) {
-                    let f = figures(Command::new(pipe).args([&peer_calls.to_string(), bytes]))?;
-                    s.push(&key(PROCESSES, col), figure(&f, "pipe")? / 1e3);
-                    let f =
-                        figures(Command::new(pipe).args([&peer_calls.to_string(), bytes, "pin"]))?;
-                    s.push(&key(PROCESSES_PINNED, col), figure(&f, "pipe")? / 1e3);
-                }
-                Ok(())
-            }),
-            contestant(THREADS, |s| {
-                let cv = ctx.peers.native("condvar_pingpong")?;
-                for (col, bytes) in IPC.iter().zip(["0", "12", "100"]) {
-                    let f = figures(Command::new(cv).args([&peer_calls.to_string(), bytes]))?;
-                    s.push(&key(THREADS, col), figure(&f, "condvar")? / 1e3);
-                    let f =
-                        figures(Command::new(cv).args([&peer_calls.to_string(), bytes, "pin"]))?;
-                    s.push(&key(THREADS_PINNED, col), figure(&f, "condvar")? / 1e3);
-                }
-                Ok(())
-            }),
-            contestant(WASMTIME, |s| {
-                let cwasm = ctx.peers.cwasm(guests::HELLO)?;
-                let runner = ctx.peers.runner()?;
-                push_spawn(
-                    s,
-                    WASMTIME,
-                    spawn(ctx, runner_n, runner, &[cwasm.to_str().unwrap()])?,
-                );
-                Ok(())
-            }),
-            contestant(JVM, |s| {
-                let java = ctx.peers.java_path()?;
-                let cp = ctx.peers.java_classes()?.to_str().unwrap().to_string();
-                push_spawn(s, JVM, spawn(ctx, jvm_n, &java, &["-cp", &cp, "Hello"])?);
-                let f = figures(ctx.peers.java()?.args(["Prims", &jcalls, "ipc"]))?;
-                for (col, name) in IPC.iter().zip(["sq_null", "sq_int3", "sq_str100"]) {
-                    s.push(&key(JVM, col), figure(&f, name)? / 1e3);
-                }
-                Ok(())
-            }),
-            contestant(ERLANG, |s| {
-                let f = figures(&mut ctx.peers.erlang(&[calls.to_string()])?)?;
-                s.push(&key(ERLANG, CREATE), figure(&f, "spawn")? / 1e6);
-                s.push(&key(ERLANG, BATCHED), figure(&f, "spawn_batch")? / 1e6);
-                for (col, name) in IPC.iter().zip(["msg_null", "msg_int3", "msg_str100"]) {
-                    s.push(&key(ERLANG, col), figure(&f, name)? / 1e3);
-                }
-                Ok(())
-            }),
-        ],
-    );
-    t.row_from(WARDEN_1, Kind::Warden, &samples, &format!("{WARDEN_1}/"));
-    t.row_from(WARDEN_2, Kind::Warden, &samples, &format!("{WARDEN_2}/"));
-    t.row_from(
-        WARDEN_2_BLOCKING,
-        Kind::Warden,
-        &samples,
-        &format!("{WARDEN_2_BLOCKING}/"),
-    );
-    for direct in [PASSIVE, HOST] {
-        t.row_from(direct, Kind::Warden, &samples, &format!("{direct}/"));
-        t.absent(
-            direct,
-            &[CREATE, BATCHED],
-            "the server is a task spawned as above (passive) or no task at all (host)",
-        );
-    }
-    for system in [
-        PROCESSES,
-        PROCESSES_PINNED,
-        THREADS,
-        THREADS_PINNED,
-        WASMTIME,
-        JVM,
-        ERLANG,
-    ] {
-        t.row_from(system, Kind::Peer, &samples, &format!("{system}/"));
-    }
-    for pinned in [PROCESSES_PINNED, THREADS_PINNED] {
-        t.absent(pinned, &[CREATE, BATCHED], "only IPC is timed pinned");
-    }
-    t.absent(
-        THREADS,
-        &[CREATE, BATCHED],
-        "a thread is not a process (table 1 times its start)",
-    );
-    t.absent(
-        WASMTIME,
-        &IPC,
-        "wasmtime processes have no IPC of their own",
-    );
+    )
+}
+
+/// The papers' rows and the table's notes (the direct services beside
+/// Erlang's message round trip).
+fn papers_and_notes(t: &mut Table, samples: &Samples) {
     t.paper(
         "Alta (paper, PII 300 MHz)",
         &[Some(120.0), None, Some(10.0), Some(12.0), Some(22.0)],
@@ -236,29 +197,102 @@ pub fn run(ctx: &Ctx) -> (Table, Samples) {
          the server's heap; Warden copies every request and reply between the tasks' memories."
             .into(),
     );
-    (finish(t, &errors), samples)
 }
 
+/// A Warden row: `w.tasks` tasks created one at a time and batched on
+/// `rt`, then portal round trips on a runtime of `workers` workers.
 fn warden(
     s: &mut Samples,
     system: &str,
-    rt: &warden::Runtime,
-    hello: &warden::TaskSpec,
-    tasks: usize,
+    rt: &Runtime,
     workers: usize,
-    calls: u64,
+    w: &Shared,
 ) -> Result<(), String> {
     s.push(
         &key(system, CREATE),
-        inproc::spawn_serial(rt, hello, tasks, "exited")? / 1e6,
+        inproc::spawn_serial(rt, &w.hello, w.tasks, "exited")? / 1e6,
     );
     s.push(
         &key(system, BATCHED),
-        inproc::spawn_batch(rt, hello, tasks, "exited")? / 1e6,
+        inproc::spawn_batch(rt, &w.hello, w.tasks, "exited")? / 1e6,
     );
-    let f = inproc::ipc(workers, calls, &["null", "int3", "str100"])?;
+    let f = inproc::ipc(workers, w.calls, &["null", "int3", "str100"])?;
     for (col, name) in IPC.iter().zip(["null", "int3", "str100"]) {
         s.push(&key(system, col), figure(&f, name)? / 1e3);
+    }
+    Ok(())
+}
+
+/// The passive service's round trips, then the host service's.
+fn passive_and_host(s: &mut Samples, calls: u64) -> Result<(), String> {
+    for (system, server) in [(PASSIVE, Server::Passive), (HOST, Server::Host)] {
+        let f = inproc::ipc_to(server, 1, calls, &["null", "int3", "str100"])?;
+        for (col, name) in IPC.iter().zip(["null", "int3", "str100"]) {
+            s.push(&key(system, col), figure(&f, name)? / 1e3);
+        }
+    }
+    Ok(())
+}
+
+/// Linux processes: fork+exec of the native program, then pipes between
+/// two processes, unpinned and pinned to one core.
+fn processes(ctx: &Ctx, w: &Shared, s: &mut Samples) -> Result<(), String> {
+    let hello = ctx.peers.native("hello")?;
+    push_spawn(s, PROCESSES, spawn(ctx, w.native_n, hello, &[])?);
+    let pipe = ctx.peers.native("pipe_pingpong")?;
+    let calls = w.peer_calls.to_string();
+    for (col, bytes) in IPC.iter().zip(["1", "12", "100"]) {
+        let f = figures(Command::new(pipe).args([&calls, bytes]))?;
+        s.push(&key(PROCESSES, col), figure(&f, "pipe")? / 1e3);
+        let f = figures(Command::new(pipe).args([&calls, bytes, "pin"]))?;
+        s.push(&key(PROCESSES_PINNED, col), figure(&f, "pipe")? / 1e3);
+    }
+    Ok(())
+}
+
+/// Linux threads: a condition variable between two threads, unpinned and
+/// pinned to one core.
+fn threads(ctx: &Ctx, peer_calls: u64, s: &mut Samples) -> Result<(), String> {
+    let cv = ctx.peers.native("condvar_pingpong")?;
+    let calls = peer_calls.to_string();
+    for (col, bytes) in IPC.iter().zip(["0", "12", "100"]) {
+        let f = figures(Command::new(cv).args([&calls, bytes]))?;
+        s.push(&key(THREADS, col), figure(&f, "condvar")? / 1e3);
+        let f = figures(Command::new(cv).args([&calls, bytes, "pin"]))?;
+        s.push(&key(THREADS_PINNED, col), figure(&f, "condvar")? / 1e3);
+    }
+    Ok(())
+}
+
+/// A wasmtime-crate runner process per program.
+fn wasmtime(ctx: &Ctx, runner_n: usize, s: &mut Samples) -> Result<(), String> {
+    let cwasm = ctx.peers.cwasm(guests::HELLO)?;
+    let runner = ctx.peers.runner()?;
+    let cwasm = cwasm.to_str().unwrap();
+    push_spawn(s, WASMTIME, spawn(ctx, runner_n, runner, &[cwasm])?);
+    Ok(())
+}
+
+/// `java Hello` per program; SynchronousQueues between two threads.
+fn jvm(ctx: &Ctx, w: &Shared, s: &mut Samples) -> Result<(), String> {
+    let java = ctx.peers.java_path()?;
+    let cp = ctx.peers.java_classes()?.to_str().unwrap().to_string();
+    push_spawn(s, JVM, spawn(ctx, w.jvm_n, &java, &["-cp", &cp, "Hello"])?);
+    let jcalls = (w.peer_calls * 50).to_string();
+    let f = figures(ctx.peers.java()?.args(["Prims", &jcalls, "ipc"]))?;
+    for (col, name) in IPC.iter().zip(["sq_null", "sq_int3", "sq_str100"]) {
+        s.push(&key(JVM, col), figure(&f, name)? / 1e3);
+    }
+    Ok(())
+}
+
+/// Erlang processes: spawn, and messages to a server process.
+fn erlang(ctx: &Ctx, calls: u64, s: &mut Samples) -> Result<(), String> {
+    let f = figures(&mut ctx.peers.erlang(&[calls.to_string()])?)?;
+    s.push(&key(ERLANG, CREATE), figure(&f, "spawn")? / 1e6);
+    s.push(&key(ERLANG, BATCHED), figure(&f, "spawn_batch")? / 1e6);
+    for (col, name) in IPC.iter().zip(["msg_null", "msg_int3", "msg_str100"]) {
+        s.push(&key(ERLANG, col), figure(&f, name)? / 1e3);
     }
     Ok(())
 }

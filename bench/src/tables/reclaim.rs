@@ -6,11 +6,11 @@
 //! task's memory returned, not most of it; for a process, until `waitpid` returns (Linux
 //! unmaps a process's memory before its parent can reap it).
 
-use super::finish;
-use crate::harness::{contestant, interleave, Ctx};
+use super::contestant::{measure, Contestant};
+use crate::harness::Ctx;
 use crate::inproc::{self, quiet};
 use crate::machine::self_rss_bytes;
-use crate::model::{Kind, Table};
+use crate::model::Table;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -41,31 +41,38 @@ pub fn run(ctx: &Ctx) -> Table {
                 it was before the task ran. \
                 Processes: SIGKILL, then waitpid."
             .into();
-    let rt = inproc::runtime(1, 16);
-    // The runtime's first task leaves a few MiB resident for good (code
-    // pages, pool bookkeeping): run one before any is measured, so the
-    // table's figures do not depend on what ran before it.
-    let _ = warden(&rt, false);
-    let (samples, errors) = interleave(
+    let m = measure(
         ctx.rounds,
+        &mut t,
         vec![
-            contestant(WARDEN, |s| {
-                s.push(&format!("{WARDEN}/{COLUMN}"), warden(&rt, true)?);
-                Ok(())
-            }),
-            contestant(NATIVE, |s| {
+            Contestant::warden(WARDEN).prepared(
+                || {
+                    let rt = inproc::runtime(1, 16);
+                    // The runtime's first task leaves a few MiB resident for
+                    // good (code pages, pool bookkeeping): run one before any
+                    // is measured, so the table's figures do not depend on
+                    // what ran before it.
+                    let _ = warden(&rt, false);
+                    Ok(rt)
+                },
+                |rt, s| {
+                    s.push(&format!("{WARDEN}/{COLUMN}"), warden(rt, true)?);
+                    Ok(())
+                },
+            ),
+            Contestant::peer(NATIVE).runs(|s| {
                 let mut c = Command::new(ctx.peers.native("hello")?);
                 c.args(["hold", "64"]);
                 s.push(&format!("{NATIVE}/{COLUMN}"), process(c)?);
                 Ok(())
             }),
-            contestant(WASMTIME, |s| {
+            Contestant::peer(WASMTIME).runs(|s| {
                 let mut c = Command::new(ctx.peers.runner()?);
                 c.arg(ctx.peers.cwasm(guests::HOLD)?);
                 s.push(&format!("{WASMTIME}/{COLUMN}"), process(c)?);
                 Ok(())
             }),
-            contestant(JVM, |s| {
+            Contestant::peer(JVM).runs(|s| {
                 let mut c = ctx.peers.java()?;
                 c.args(["Hello", "hold", "64"]);
                 s.push(&format!("{JVM}/{COLUMN}"), process(c)?);
@@ -73,11 +80,7 @@ pub fn run(ctx: &Ctx) -> Table {
             }),
         ],
     );
-    t.row_from(WARDEN, Kind::Warden, &samples, &format!("{WARDEN}/"));
-    for system in [NATIVE, WASMTIME, JVM] {
-        t.row_from(system, Kind::Peer, &samples, &format!("{system}/"));
-    }
-    finish(t, &errors)
+    m.finish(t)
 }
 
 /// Milliseconds from `Runtime::kill` until the task's 64 MiB have left

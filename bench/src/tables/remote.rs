@@ -8,10 +8,10 @@
 //! timed in a second task the owner granted the permit to, and calls a server task through a portal (a round trip with
 //! two task switches). Loop overhead is included, as in the paper.
 
-use super::finish;
-use crate::harness::{contestant, interleave, Ctx};
+use super::contestant::{measure, Contestant};
+use crate::harness::Ctx;
 use crate::inproc::{self, quiet};
-use crate::model::{Kind, Table};
+use crate::model::{Cell, Samples, Table};
 use crate::peers::figure;
 use warden_test_guests as guests;
 
@@ -43,30 +43,13 @@ pub fn run(ctx: &Ctx) -> Table {
     let rt = inproc::runtime(1, 16);
     let cyc = |ns: f64| ctx.clock.cycles(ns);
     let mut mem = (vec![], vec![]);
-    let (samples, errors) = interleave(
+    let m = measure(
         ctx.rounds,
+        &mut t,
         vec![
-            contestant("prims", |s| {
-                let mut spec = quiet("prims", guests::PRIMS);
-                spec.args = vec![ops.to_string()];
-                // The permit is timed in a child the owner grants it to.
-                spec.ipc.modules = vec![("self".into(), guests::PRIMS.into())];
-                let f = inproc::guest_figures(&rt, spec)?;
-                let get = |k: &str| figure(&f, k);
-                s.push(&format!("{LOCAL}/field read"), cyc(get("read")?));
-                s.push(&format!("{LOCAL}/field write"), cyc(get("write")?));
-                s.push(&format!("{LOCAL}/method invocation"), cyc(get("call")?));
-                s.push(&format!("{REMOTE}/field read"), cyc(get("permit_read")?));
-                s.push(&format!("{REMOTE}/field write"), cyc(get("permit_write")?));
-                s.push(
-                    &format!("{REMOTE}/allocate + revoke permit"),
-                    cyc(get("permit_cycle")?),
-                );
-                mem.0.push(cyc(get("mem_read")?));
-                mem.1.push(cyc(get("mem_write")?));
-                Ok(())
-            }),
-            contestant("portal", |s| {
+            // Local access and the permit, timed in one program.
+            Contestant::rowless("prims").runs(|s| prims(s, &rt, ops, &cyc, &mut mem)),
+            Contestant::rowless("portal").runs(|s| {
                 let f = inproc::ipc(1, calls, &["null"])?;
                 s.push(
                     &format!("{REMOTE}/method invocation"),
@@ -74,15 +57,46 @@ pub fn run(ctx: &Ctx) -> Table {
                 );
                 Ok(())
             }),
+            Contestant::warden(REMOTE),
+            Contestant::peer(LOCAL)
+                .absent(&[COLUMNS[3]], "a task needs no permit for its own memory"),
         ],
     );
-    t.row_from(REMOTE, Kind::Warden, &samples, &format!("{REMOTE}/"));
-    t.row_from(LOCAL, Kind::Peer, &samples, &format!("{LOCAL}/"));
-    t.absent(
-        LOCAL,
-        &[COLUMNS[3]],
-        "a task needs no permit for its own memory",
+    papers_and_notes(&mut t, mem);
+    m.finish(t)
+}
+
+/// The primitives' program: local access, and the permit timed in a
+/// child the owner grants it to (cycles); the same 4 bytes through a
+/// memory object go to `mem` (read, write), for the notes.
+fn prims(
+    s: &mut Samples,
+    rt: &warden::Runtime,
+    ops: u64,
+    cyc: &dyn Fn(f64) -> f64,
+    mem: &mut (Vec<f64>, Vec<f64>),
+) -> Result<(), String> {
+    let mut spec = quiet("prims", guests::PRIMS);
+    spec.args = vec![ops.to_string()];
+    spec.ipc.modules = vec![("self".into(), guests::PRIMS.into())];
+    let f = inproc::guest_figures(rt, spec)?;
+    let get = |k: &str| figure(&f, k);
+    s.push(&format!("{LOCAL}/field read"), cyc(get("read")?));
+    s.push(&format!("{LOCAL}/field write"), cyc(get("write")?));
+    s.push(&format!("{LOCAL}/method invocation"), cyc(get("call")?));
+    s.push(&format!("{REMOTE}/field read"), cyc(get("permit_read")?));
+    s.push(&format!("{REMOTE}/field write"), cyc(get("permit_write")?));
+    s.push(
+        &format!("{REMOTE}/allocate + revoke permit"),
+        cyc(get("permit_cycle")?),
     );
+    mem.0.push(cyc(get("mem_read")?));
+    mem.1.push(cyc(get("mem_write")?));
+    Ok(())
+}
+
+/// The paper's rows, and the notes (the memory object's figures).
+fn papers_and_notes(t: &mut Table, mem: (Vec<f64>, Vec<f64>)) {
     t.paper(
         "Luna local (paper, PIII 800 MHz)",
         &[Some(3.0), Some(3.0), Some(11.0), None],
@@ -95,7 +109,7 @@ pub fn run(ctx: &Ctx) -> Table {
         "Luna remote, multiprocessor (paper)",
         &[Some(96.0), Some(96.0), Some(238.0), Some(900.0)],
     );
-    if let (Some(r), Some(w)) = (crate::model::Cell::of(mem.0), crate::model::Cell::of(mem.1)) {
+    if let (Some(r), Some(w)) = (Cell::of(mem.0), Cell::of(mem.1)) {
         t.notes.push(format!(
             "The same 4 bytes through a memory object (JX's form of sharing): read {:.0} cycles, \
              write {:.0} cycles (medians).",
@@ -108,5 +122,4 @@ pub fn run(ctx: &Ctx) -> Table {
          and back."
             .into(),
     );
-    finish(t, &errors)
 }

@@ -2,8 +2,8 @@
 //! spinning tasks the CPU they were promised, and what a decision and a
 //! slice switch cost, beside a Linux thread switch.
 
-use super::finish;
-use crate::harness::{contestant, interleave, Ctx};
+use super::contestant::{measure, Contestant};
+use crate::harness::Ctx;
 use crate::inproc::{self, quiet};
 use crate::model::{Kind, Samples, Table};
 use crate::peers::{figure, figures};
@@ -84,19 +84,16 @@ fn accuracy(ctx: &Ctx) -> Table {
         "Four tasks spin on one worker with 4 ms slices for {secs} s after 100 ms of warm-up; each \
          task's CPU time (thread CPU clock) over their total."
     );
-    let (samples, errors) = interleave(
+    let m = measure(
         ctx.rounds,
+        &mut t,
         vec![
-            contestant(STRIDE, |s| {
-                push_shares(s, STRIDE, shares(PolicyKind::Stride, secs)?)
-            }),
-            contestant(LOTTERY, |s| {
-                push_shares(s, LOTTERY, shares(PolicyKind::Lottery, secs)?)
-            }),
+            Contestant::warden(STRIDE)
+                .runs(|s| push_shares(s, STRIDE, shares(PolicyKind::Stride, secs)?)),
+            Contestant::warden(LOTTERY)
+                .runs(|s| push_shares(s, LOTTERY, shares(PolicyKind::Lottery, secs)?)),
         ],
     );
-    t.row_from(STRIDE, Kind::Warden, &samples, &format!("{STRIDE}/"));
-    t.row_from(LOTTERY, Kind::Warden, &samples, &format!("{LOTTERY}/"));
     t.paper(
         "the shares asked for",
         &[Some(10.0), Some(20.0), Some(30.0), Some(40.0)],
@@ -117,7 +114,7 @@ fn accuracy(ctx: &Ctx) -> Table {
         "A lottery over {secs} s of 4 ms slices draws about {:.0} times, so its figures carry sampling noise of a few percent.",
         secs * 250.0
     ));
-    finish(t, &errors)
+    m.finish(t)
 }
 
 fn push_shares(s: &mut Samples, system: &str, shares: Vec<f64>) -> Result<(), String> {
@@ -197,32 +194,31 @@ fn overhead(ctx: &Ctx) -> Table {
          two spinning tasks with 1 ms slices for {secs} s. Linux: two threads pinned to one core \
          calling sched_yield, {yields} times each."
     );
-    let (samples, errors) = interleave(
+    let decision_columns: Vec<&str> = POLICIES.iter().map(|(_, c)| *c).collect();
+    let m = measure(
         ctx.rounds,
+        &mut t,
         vec![
-            contestant(WARDEN, |s| {
+            Contestant::warden(WARDEN).runs(|s| {
                 for (kind, col) in POLICIES {
                     s.push(&format!("{WARDEN}/{col}"), decision(kind, decisions));
                 }
                 s.push(&format!("{WARDEN}/{SWITCH}"), switch(secs)?);
                 Ok(())
             }),
-            contestant(LINUX, |s| {
-                let f = figures(
-                    Command::new(ctx.peers.native("yield_switch")?).arg(yields.to_string()),
-                )?;
-                s.push(&format!("{LINUX}/{SWITCH}"), figure(&f, "switch")?);
-                Ok(())
-            }),
+            Contestant::peer(LINUX)
+                .runs(|s| {
+                    let f = figures(
+                        Command::new(ctx.peers.native("yield_switch")?).arg(yields.to_string()),
+                    )?;
+                    s.push(&format!("{LINUX}/{SWITCH}"), figure(&f, "switch")?);
+                    Ok(())
+                })
+                .absent(
+                    &decision_columns,
+                    "the kernel's decision is not timed apart from its switch",
+                ),
         ],
-    );
-    t.row_from(WARDEN, Kind::Warden, &samples, &format!("{WARDEN}/"));
-    t.row_from(LINUX, Kind::Peer, &samples, &format!("{LINUX}/"));
-    let decision_columns: Vec<&str> = POLICIES.iter().map(|(_, c)| *c).collect();
-    t.absent(
-        LINUX,
-        &decision_columns,
-        "the kernel's decision is not timed apart from its switch",
     );
     t.no_ratio.push(SWITCH.into());
     t.notes.push(
@@ -232,5 +228,5 @@ fn overhead(ctx: &Ctx) -> Table {
          in it. A Linux switch is a whole kernel thread switch."
             .into(),
     );
-    finish(t, &errors)
+    m.finish(t)
 }

@@ -2,10 +2,10 @@
 //! shared as a memory object (JX's alternative to copying), beside the same
 //! 64 KiB through a pipe between processes and copied between threads.
 
-use super::finish;
-use crate::harness::{contestant, interleave, Ctx};
+use super::contestant::{measure, Contestant};
+use crate::harness::Ctx;
 use crate::inproc;
-use crate::model::{Kind, Table};
+use crate::model::{Samples, Table};
 use crate::peers::{figure, figures};
 use std::process::Command;
 
@@ -48,67 +48,72 @@ pub fn run(ctx: &Ctx) -> Table {
          the kernel's placement and once with both sides pinned to one core.",
         calls / 10 + 1
     );
-    let (samples, errors) = interleave(
+    let no_mem = "no memory objects";
+    let mem_columns = [MEM[0].1, MEM[1].1, MEM[2].1];
+    let m = measure(
         ctx.rounds,
+        &mut t,
         vec![
-            contestant(WARDEN, |s| {
-                let f = inproc::ipc(1, calls, &["copy64k", "mem64k_rw", "mem64k", "mem64k_read"])?;
-                s.push(&format!("{WARDEN}/{COPY}"), figure(&f, "copy64k")? / 1e3);
-                for (kind, col) in MEM {
-                    s.push(&format!("{WARDEN}/{col}"), figure(&f, kind)? / 1e3);
-                }
-                Ok(())
-            }),
-            contestant(PIPES, |s| {
-                let f = figures(
-                    Command::new(ctx.peers.native("pipe_pingpong")?)
-                        .args([&peer_calls.to_string(), "65536"]),
-                )?;
-                s.push(&format!("{PIPES}/{COPY}"), figure(&f, "pipe")? / 1e3);
-                let f = figures(Command::new(ctx.peers.native("pipe_pingpong")?).args([
-                    &peer_calls.to_string(),
-                    "65536",
-                    "pin",
-                ]))?;
-                s.push(&format!("{PIPES_PINNED}/{COPY}"), figure(&f, "pipe")? / 1e3);
-                Ok(())
-            }),
-            contestant(THREADS, |s| {
-                let f = figures(
-                    Command::new(ctx.peers.native("condvar_pingpong")?)
-                        .args([&peer_calls.to_string(), "65536"]),
-                )?;
-                s.push(&format!("{THREADS}/{COPY}"), figure(&f, "condvar")? / 1e3);
-                let f = figures(Command::new(ctx.peers.native("condvar_pingpong")?).args([
-                    &peer_calls.to_string(),
-                    "65536",
-                    "pin",
-                ]))?;
-                s.push(
-                    &format!("{THREADS_PINNED}/{COPY}"),
-                    figure(&f, "condvar")? / 1e3,
-                );
-                Ok(())
-            }),
+            Contestant::warden(WARDEN).runs(|s| warden(s, calls)),
+            // Each pair's run takes the pinned pair's figure too.
+            Contestant::peer(PIPES)
+                .runs(|s| {
+                    pair(
+                        ctx,
+                        s,
+                        ("pipe_pingpong", "pipe"),
+                        (PIPES, PIPES_PINNED),
+                        peer_calls,
+                    )
+                })
+                .absent(&mem_columns, no_mem),
+            Contestant::peer(THREADS)
+                .runs(|s| {
+                    let names = ("condvar_pingpong", "condvar");
+                    pair(ctx, s, names, (THREADS, THREADS_PINNED), peer_calls)
+                })
+                .absent(&mem_columns, no_mem),
+            Contestant::peer(PIPES_PINNED).absent(&mem_columns, no_mem),
+            Contestant::peer(THREADS_PINNED).absent(&mem_columns, no_mem),
         ],
     );
-    t.row_from(WARDEN, Kind::Warden, &samples, &format!("{WARDEN}/"));
-    t.row_from(PIPES, Kind::Peer, &samples, &format!("{PIPES}/"));
-    t.row_from(THREADS, Kind::Peer, &samples, &format!("{THREADS}/"));
-    t.row_from(
-        PIPES_PINNED,
-        Kind::Peer,
-        &samples,
-        &format!("{PIPES_PINNED}/"),
-    );
-    t.row_from(
-        THREADS_PINNED,
-        Kind::Peer,
-        &samples,
-        &format!("{THREADS_PINNED}/"),
-    );
-    for peer in [PIPES, THREADS, PIPES_PINNED, THREADS_PINNED] {
-        t.absent(peer, &[MEM[0].1, MEM[1].1, MEM[2].1], "no memory objects");
+    m.finish(t)
+}
+
+/// Warden's row: 64 KiB by copy and by each memory-object kind.
+fn warden(s: &mut Samples, calls: u64) -> Result<(), String> {
+    let f = inproc::ipc(1, calls, &["copy64k", "mem64k_rw", "mem64k", "mem64k_read"])?;
+    s.push(&format!("{WARDEN}/{COPY}"), figure(&f, "copy64k")? / 1e3);
+    for (kind, col) in MEM {
+        s.push(&format!("{WARDEN}/{col}"), figure(&f, kind)? / 1e3);
     }
-    finish(t, &errors)
+    Ok(())
+}
+
+/// A native ping-pong (`program`, whose figure is `figure_name`): 64 KiB
+/// round trips left to the kernel's placement for `rows.0`, then pinned
+/// to one core for `rows.1`.
+fn pair(
+    ctx: &Ctx,
+    s: &mut Samples,
+    (program, figure_name): (&str, &str),
+    rows: (&str, &str),
+    peer_calls: u64,
+) -> Result<(), String> {
+    let f =
+        figures(Command::new(ctx.peers.native(program)?).args([&peer_calls.to_string(), "65536"]))?;
+    s.push(
+        &format!("{}/{COPY}", rows.0),
+        figure(&f, figure_name)? / 1e3,
+    );
+    let f = figures(Command::new(ctx.peers.native(program)?).args([
+        &peer_calls.to_string(),
+        "65536",
+        "pin",
+    ]))?;
+    s.push(
+        &format!("{}/{COPY}", rows.1),
+        figure(&f, figure_name)? / 1e3,
+    );
+    Ok(())
 }

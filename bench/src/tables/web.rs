@@ -7,10 +7,11 @@
 //! [`measure`]): the targets compare servers within a few percent, less
 //! than one run of a few seconds moves on a small machine.
 
+use super::contestant::{self, Contestant};
 use super::finish;
-use crate::harness::{contestant, interleave, without_idle_spin, Ctx};
+use crate::harness::{without_idle_spin, Ctx};
 use crate::inproc;
-use crate::model::{Kind, Samples, Table};
+use crate::model::{Samples, Table};
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -185,7 +186,7 @@ fn luna_tasks(tag: &str, answer: Answer, addr: &str, size: usize) -> String {
 }
 
 /// Measures every system in bursts of one second that rotate among them
-/// (the harness's [`interleave`], a burst a round): a warm-up burst of
+/// (the harness's interleaved rounds, a burst a round): a warm-up burst of
 /// each and then `bursts` per body size. All are up at once, so burst `k`
 /// of each ran moments apart: drift in the machine and where its
 /// scheduler puts the threads, which move a single burst by up to ±10% on
@@ -211,12 +212,12 @@ fn measure(
     }
     let rt = &rt;
     for (z, (label, _)) in SIZES.iter().enumerate() {
-        let contestants = systems
+        let mut list: Vec<Contestant> = systems
             .iter()
             .filter(|(name, _)| !errors.contains_key(*name))
             .map(|&(name, ref urls)| {
                 let url = &urls[z];
-                contestant(name, move |s: &mut Samples| {
+                Contestant::rowless(name).runs(move |s| {
                     let before = rt.setup_stats();
                     let (rps, p50, p99) = match name == SERVLET_BLOCKING {
                         true => without_idle_spin(|| wrk(url, connections, 1)),
@@ -232,9 +233,9 @@ fn measure(
                 })
             })
             .collect();
-        let (got, failed) = interleave(bursts, contestants);
-        s.absorb(got);
-        errors.extend(failed);
+        let m = contestant::run(bursts, &mut list);
+        s.absorb(m.samples);
+        errors.extend(m.errors);
     }
     Ok(())
 }
@@ -382,7 +383,39 @@ fn table(ctx: &Ctx, connections: usize) -> Table {
         "seed 004, Figure 5 (Luna's servlets: +14% response time at 100 B, +7% at 10 KB); web server issue",
         &cols,
     );
-    t.method = format!(
+    t.method = method(connections, bursts);
+    let mut samples = Samples::default();
+    let mut errors = BTreeMap::new();
+    if let Err(e) = measure(&mut samples, &mut errors, connections, bursts) {
+        eprintln!("  web servers: {e}");
+        for name in SYSTEMS {
+            errors.entry(name.to_string()).or_insert_with(|| e.clone());
+        }
+    }
+    let blocking = (connections == 1).then_some(SERVLET_BLOCKING);
+    let rows: Vec<Contestant> = SYSTEMS
+        .into_iter()
+        .chain(blocking)
+        .map(|name| match name {
+            HYPER => Contestant::peer(name),
+            _ => Contestant::warden(name),
+        })
+        .collect();
+    contestant::rows(&mut t, &rows, &samples, "");
+    // Like with like: Warden's own web server (hyper inside) beside
+    // native hyper, not the hand-written C servers of (a) and (b).
+    t.ratio_from = [WAGI, SERVLET, PASSIVE]
+        .into_iter()
+        .chain(blocking)
+        .map(String::from)
+        .collect();
+    notes(&mut t, &samples, connections);
+    finish(t, &errors)
+}
+
+fn method(connections: usize, bursts: usize) -> String {
+    let plural = if connections > 1 { "s" } else { "" };
+    format!(
         "wrk (Debian's) with {connections} keep-alive connection{plural} ({} thread{plural}) loads \
          each server on loopback, for a 100-byte and a 10,000-byte body; requests/s and wrk's \
          p50 and p99 latency. All the servers are up at once and are measured in bursts of 1 s \
@@ -407,33 +440,7 @@ fn table(ctx: &Ctx, connections: usize) -> Table {
          Warden's spin off (warden::set_idle_spin(0) for its bursts), every waiting thread \
          blocking at once.",
         if connections > 1 { 2 } else { 1 },
-    );
-    let mut samples = Samples::default();
-    let mut errors = BTreeMap::new();
-    if let Err(e) = measure(&mut samples, &mut errors, connections, bursts) {
-        eprintln!("  web servers: {e}");
-        for name in SYSTEMS {
-            errors.entry(name.to_string()).or_insert_with(|| e.clone());
-        }
-    }
-    let blocking = (connections == 1).then_some(SERVLET_BLOCKING);
-    for name in SYSTEMS.into_iter().chain(blocking) {
-        let kind = if name == HYPER {
-            Kind::Peer
-        } else {
-            Kind::Warden
-        };
-        t.row_from(name, kind, &samples, &format!("{name}/"));
-    }
-    // Like with like: Warden's own web server (hyper inside) beside
-    // native hyper, not the hand-written C servers of (a) and (b).
-    t.ratio_from = [WAGI, SERVLET, PASSIVE]
-        .into_iter()
-        .chain(blocking)
-        .map(String::from)
-        .collect();
-    notes(&mut t, &samples, connections);
-    finish(t, &errors)
+    )
 }
 
 /// The median over bursts of `f(a, b)`, with `a` `base`'s `col` and `b`

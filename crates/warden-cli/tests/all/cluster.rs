@@ -221,6 +221,11 @@ impl Node {
     pub fn metric(&self, line_start: &str) -> f64 {
         counter(&self.get("/metrics"), line_start)
     }
+
+    /// [`Node::metric`] asked once: `None` if the node did not answer.
+    pub fn try_metric(&self, line_start: &str) -> Option<f64> {
+        Some(counter(&self.try_get("/metrics").ok()?, line_start))
+    }
 }
 
 /// The counter `line_start` names in a `/metrics` text, 0 if absent.

@@ -290,14 +290,29 @@ fn call_frame(node: &str, request: &[u8]) -> Vec<u8> {
     f
 }
 
+/// The inbox, number and secret of a call's reply subject
+/// (`warden.<cluster>.inbox.<node>.<inbox secret>.<number>_<secret>`).
+fn reply_parts(reply: &str) -> (&str, u64, u64) {
+    let (call, secret) = reply.rsplit_once('_').expect("a call's reply subject");
+    let (inbox, id) = call.rsplit_once('.').unwrap();
+    let secret = u64::from_str_radix(secret, 16).unwrap();
+    (inbox, id.parse().unwrap(), secret)
+}
+
+/// An answer is taken only on its call's own subject, which carries a
+/// secret of the call: a rogue who knows the calling node's inbox and
+/// the call's number (from a call it heard) answers in vain with any
+/// other secret, and an inbox named by what the node announces is no
+/// inbox at all.
 #[test]
-fn answers_cannot_be_forged_into_a_guessed_inbox() {
+fn answers_cannot_be_forged_without_the_calls_secret() {
     let d = tempfile::tempdir().unwrap();
     let broker = Broker::start();
     let a = Node::start(d.path(), "a", &broker.url(), &server("kv", "a"));
     a.wait_for("server: ready");
     let mut rogue = Rogue::connect(broker.port);
-    rogue.send(b"SUB warden.*.node.b 1\r\n");
+    rogue.send(b"SUB warden.default.node.b 1\r\nSUB warden.default.call.b.a.kv 2\r\nPING\r\n");
+    rogue.pong();
     // b's one call is held by the server for ever: an answer it ever
     // gets is a forged one.
     let mut b = Node::start(
@@ -307,29 +322,43 @@ fn answers_cannot_be_forged_into_a_guessed_inbox() {
         &client("calls", &["call", "kv", "1", "hang"], &["kv"]),
     );
     a.wait_for("server: got hang");
-    // What a node tells everyone: its name and instance number. Answers
-    // forged for every inbox and call number made of them.
-    let (_, _, payload) = rogue
-        .next(Duration::from_secs(30))
-        .expect("b's announcement");
-    let announced: serde_json::Value = serde_json::from_slice(&payload).unwrap();
-    let instance = announced["instance"].as_u64().unwrap();
-    let mut forged = vec![1u8, 2, 0, 0, 0, 0, 0];
-    forged.extend_from_slice(b"evil:hang");
-    for id in 1..=1000u64 {
-        for inbox in [
-            format!("warden.default.inbox.{instance:x}.{id}"),
-            format!("warden.inbox.{instance:x}.{id}"),
-        ] {
-            rogue.publish(&inbox, "", &forged);
+    let (mut instance, mut reply) = (None, None);
+    while instance.is_none() || reply.is_none() {
+        let (subject, r, p) = rogue.next(Duration::from_secs(30)).expect("b's call");
+        if subject == "warden.default.node.b" {
+            let announced: serde_json::Value = serde_json::from_slice(&p).unwrap();
+            instance = announced["instance"].as_u64();
+        } else {
+            reply = Some(r);
         }
     }
-    rogue.send(b"PING\r\n");
-    rogue.pong();
-    // Delivered by now (the broker answered after it routed them); give
-    // b a second to act on one.
-    std::thread::sleep(Duration::from_secs(1));
-    assert!(b.running(), "b ended: {}{}", b.out(), b.err());
+    let (instance, reply) = (instance.unwrap(), reply.unwrap());
+    let (inbox, id, secret) = reply_parts(&reply);
+    let mut forged = vec![1u8, 2, 0, 0, 0, 0, 0];
+    forged.extend_from_slice(b"evil:hang");
+    // Inboxes named by b's instance number, with the call's number and
+    // secret: nobody listens there.
+    for guess in [format!("{instance:x}"), format!("{instance:016x}")] {
+        let guessed = format!("warden.default.inbox.b.{guess}.{id}_{secret:016x}");
+        rogue.publish(&guessed, "", &forged);
+    }
+    // b's own inbox and the call's number, with other secrets: each one
+    // reaches b, which refuses it and counts it forged.
+    const GUESSES: u64 = 300;
+    for k in 1..=GUESSES {
+        let wrong = secret ^ k.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        rogue.publish(&format!("{inbox}.{id}_{wrong:016x}"), "", &forged);
+    }
+    let t = Instant::now();
+    loop {
+        // A forged answer taken ends b's call, and b with it.
+        assert!(b.running(), "b ended: {}{}", b.out(), b.err());
+        if b.try_metric(FORGED).is_some_and(|n| n >= GUESSES as f64) {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "b counted too few");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert!(!b.out().contains("evil"), "{}", b.out());
 }
 
@@ -742,14 +771,36 @@ fn a_flood_of_name_questions_gets_few_answers() {
     assert_eq!(again.finish(), 2, "{}", again.err());
 }
 
+/// The portals a reply frame lends (`[1][2][code][count][len][subject]…`),
+/// or `None` for any other frame.
+fn lent_in(frame: &[u8]) -> Option<Vec<String>> {
+    let [1, 2, 0, 0, 0, 0, count, rest @ ..] = frame else {
+        return None;
+    };
+    let mut rest = rest;
+    let mut portals = Vec::new();
+    for _ in 0..*count {
+        let (&len, tail) = rest.split_first()?;
+        let (subject, tail) = tail.split_at_checked(len as usize)?;
+        portals.push(String::from_utf8(subject.to_vec()).ok()?);
+        rest = tail;
+    }
+    Some(portals)
+}
+
 /// A guest giving up on calls whose late answers carry portals must not
 /// leave them lent at the serving node (one that did could fill the
-/// node's 4,096 loans and deny portal passing to all its tasks).
+/// node's 4,096 loans and deny portal passing to all its tasks). A raw
+/// client on the broker sees each answer lend one, and the calling node
+/// give each back.
 #[test]
 fn portals_in_answers_to_abandoned_calls_are_given_back() {
     let d = tempfile::tempdir().unwrap();
     let broker = Broker::start();
     let a = Node::start(d.path(), "a", &broker.url(), &server("kv", "a"));
+    let mut rogue = Rogue::connect(broker.port);
+    rogue.send(b"SUB warden.default.inbox.b.> 1\r\nSUB warden.default.portal.a.> 2\r\nPING\r\n");
+    rogue.pong();
     let b = Node::start(
         d.path(),
         "b",
@@ -759,7 +810,24 @@ fn portals_in_answers_to_abandoned_calls_are_given_back() {
     );
     b.wait_for("[late] late: 3 timed out");
     // a lends a portal in each of its three answers, the last about
-    // 900 ms after the first call; b, whose calls are gone, gives them back.
+    // 900 ms after the first call; b, whose calls are gone, releases
+    // each one on its subject.
+    let (mut lent, mut released) = (Vec::new(), Vec::new());
+    while lent.len() < 3 || lent.iter().any(|p| !released.contains(p)) {
+        let heard = rogue.next(Duration::from_secs(30));
+        let (subject, _, frame) =
+            heard.unwrap_or_else(|| panic!("lent {lent:?}, released {released:?}"));
+        match lent_in(&frame) {
+            _ if subject.starts_with("warden.default.portal.") => {
+                assert_eq!(frame, [1, 4], "on {subject}: a release");
+                released.push(subject);
+            }
+            Some(portals) => lent.extend(portals),
+            None => {}
+        }
+    }
+    assert_eq!(lent.len(), 3, "one portal an answer: {lent:?}");
+    // And a, told so, lends none any more.
     let t = Instant::now();
     loop {
         let lent = a.metric("warden_cluster_lent_portals");

@@ -194,12 +194,18 @@ fn outgoing_requests_reach_only_what_the_route_grants() {
     }
 }
 
+/// `warden serve` with CPU and memory limits: a request within them is
+/// answered, one past either is killed at the limit the flags named
+/// (without them, the spinning one would run to the 30 s timeout and the
+/// big one would allocate its 100 MB and fail only as too large a
+/// response).
 #[test]
 fn warden_serve_runs_one_handler_with_its_limits() {
     let mut child = crate::util::Reaped(
         warden()
             .args(["serve", component(guests::PY_HTTP), "--addr", "127.0.0.1:0"])
             .args(["--cpu-limit", "300ms", "--memory-limit", "64MiB"])
+            .args(["--on-memory-limit", "kill"])
             .env("WARDEN_CACHE_DIR", cache_dir())
             .stderr(std::process::Stdio::piped())
             .spawn()
@@ -218,6 +224,15 @@ fn warden_serve_runs_one_handler_with_its_limits() {
         .expect("a serving line");
     let r = curl(&format!("{base}/echo"), &["-d", "hi"]);
     assert_eq!((r.status, r.body.as_str()), (200, "python POST /echo 2 hi"));
-    assert_eq!(curl(&format!("{base}/spin"), &[]).status, 503);
+    let r = curl(&format!("{base}/big?n=1000000"), &[]);
+    assert_eq!((r.status, r.body.len()), (200, 1_000_000));
+    let r = curl(&format!("{base}/spin"), &[]);
+    assert_eq!(r.status, 503, "{r:?}");
+    assert!(r.body.contains("cpu limit exceeded: used "), "{r:?}");
+    assert!(r.body.contains(" of 300 ms"), "{r:?}");
+    let r = curl(&format!("{base}/big?n=100000000"), &[]);
+    assert_eq!(r.status, 500, "{r:?}");
+    assert!(r.body.contains("memory limit exceeded"), "{r:?}");
+    assert!(r.body.contains(" of 64.0 MiB"), "{r:?}");
     assert_eq!(curl(&format!("{base}/elsewhere"), &[]).status, 404);
 }

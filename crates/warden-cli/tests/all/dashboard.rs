@@ -50,6 +50,30 @@ fn wait_for_history(addr: &str, n: usize) {
     }
 }
 
+/// The `<div>` element whose id is `id`, inner elements and all.
+fn div_with_id<'a>(html: &'a str, id: &str) -> Option<&'a str> {
+    let start = html[..html.find(&format!("id=\"{id}\""))?].rfind("<div")?;
+    let mut depth = 0;
+    let mut at = start;
+    loop {
+        let open = html[at..].find("<div").map(|i| at + i);
+        let close = at + html[at..].find("</div>")?;
+        match open {
+            Some(o) if o < close => {
+                depth += 1;
+                at = o + 4;
+            }
+            _ => {
+                depth -= 1;
+                at = close + 6;
+                if depth == 0 {
+                    return Some(&html[start..at]);
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn dashboard_shows_tree_and_charts() {
     let dir = tempfile::tempdir().unwrap();
@@ -112,10 +136,8 @@ fn dashboard_shows_tree_and_charts() {
         "chart-net_tx",
         "chart-net_rx",
     ] {
-        let at = html
-            .find(chart)
-            .unwrap_or_else(|| panic!("no {chart}: {html}"));
-        assert!(html[at..].contains("<canvas"), "{chart} has no canvas");
+        let own = div_with_id(&html, chart).unwrap_or_else(|| panic!("no {chart}: {html}"));
+        assert!(own.contains("<canvas"), "{chart} has no canvas: {own}");
     }
     assert!(html.contains("busy: memory"), "no budget tree: {html}");
     assert!(

@@ -2,9 +2,10 @@ use crate::util::*;
 use std::time::Duration;
 
 /// Two tasks each get their own directory as `/data`: each reads its own
-/// file, and neither can reach the other's by any path.
+/// file, and neither can reach the other's by any path. (Their
+/// environments: [`env_is_not_shared`].)
 #[test]
-fn tasks_see_only_their_own_directories_and_env() {
+fn tasks_see_only_their_own_directories() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (dir.path().join("a"), dir.path().join("b"));
     std::fs::create_dir_all(&a).unwrap();
@@ -19,7 +20,6 @@ fn tasks_see_only_their_own_directories_and_env() {
         "/data/secret.txt".into(),
         "write:/data/out.txt:from-a".into(),
     ];
-    ta.env = vec![("TOKEN".into(), "a-only".into())];
     let mut tb = spec(dir.path(), "b", guests::FILES);
     tb.dirs = vec![("/data".into(), b.clone())];
     let stolen = format!("{}/secret.txt", a.display());
@@ -58,19 +58,36 @@ fn tasks_see_only_their_own_directories_and_env() {
     }
 }
 
+/// The variables a task sees, from the hello guest's `env: ` lines.
+fn env_of(dir: &std::path::Path, name: &str) -> Vec<String> {
+    let out = stdout_of(dir, name);
+    assert!(out.contains("hello"), "{name} ran: {out}");
+    out.lines()
+        .filter_map(|l| l.strip_prefix("env: "))
+        .map(String::from)
+        .collect()
+}
+
+/// Two tasks running at once each see exactly the environment their
+/// spec gives, one of them none: neither the other's variables nor the
+/// host's (this test process has dozens).
 #[test]
 fn env_is_not_shared() {
     let dir = tempfile::tempdir().unwrap();
-    let rt = runtime(1);
+    let rt = runtime(2);
     let mut a = spec(dir.path(), "a", guests::HELLO);
-    a.env = vec![("ONLY_A".into(), "1".into())];
+    a.env = vec![
+        ("ONLY_A".into(), "1".into()),
+        ("TOKEN".into(), "a-only".into()),
+    ];
     let b = spec(dir.path(), "b", guests::HELLO);
-    assert_eq!(run_one(&rt, &a, Duration::from_secs(20)).exit_code, Some(0));
-    assert_eq!(run_one(&rt, &b, Duration::from_secs(20)).exit_code, Some(0));
-    assert!(stdout_of(dir.path(), "a").contains("ONLY_A=1"));
-    let out_b = stdout_of(dir.path(), "b");
-    assert!(out_b.contains("hello"), "b ran: {out_b}");
-    assert!(!out_b.contains("env:"), "b sees env: {out_b}");
+    let ids = [rt.spawn(&a).unwrap(), rt.spawn(&b).unwrap()];
+    for id in ids {
+        assert_eq!(wait(&rt, id, Duration::from_secs(20)).exit_code, Some(0));
+    }
+    assert!(std::env::vars().count() > 2, "the host has an environment");
+    assert_eq!(env_of(dir.path(), "a"), ["ONLY_A=1", "TOKEN=a-only"]);
+    assert_eq!(env_of(dir.path(), "b"), Vec::<String>::new());
 }
 
 /// WASI's `random_get` fills what a task asks for (the guest checks 1 MiB

@@ -160,16 +160,71 @@ fn call(xid: u32, prog: u32, vers: u32, proc_: u32) -> Vec<u8> {
     b
 }
 
-/// The reply to one record: its accept status (the word after the
-/// verifier), or None if the server closed the connection.
-fn answer(s: &mut TcpStream, rec: &[u8]) -> Option<u32> {
+/// The reply to one record (its body, after the record header), or
+/// None if the server closed the connection.
+fn reply(s: &mut TcpStream, rec: &[u8]) -> Option<Vec<u8>> {
     s.write_all(rec).ok()?;
     let mut head = [0u8; 4];
     s.read_exact(&mut head).ok()?;
     let len = (u32::from_be_bytes(head) & 0x7fff_ffff) as usize;
     let mut body = vec![0u8; len];
     s.read_exact(&mut body).ok()?;
-    Some(u32::from_be_bytes(body[20..24].try_into().unwrap()))
+    Some(body)
+}
+
+/// The XDR word at byte `at` of a reply.
+fn word(body: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes(body[at..at + 4].try_into().unwrap())
+}
+
+/// The reply to one record: its accept status (the word after the
+/// verifier), or None if the server closed the connection.
+fn answer(s: &mut TcpStream, rec: &[u8]) -> Option<u32> {
+    Some(word(&reply(s, rec)?, 20))
+}
+
+/// `call` with an XDR opaque (a file handle, a path) as its arguments.
+fn call_with(xid: u32, prog: u32, proc_: u32, opaque: &[u8]) -> Vec<u8> {
+    let mut b = call(xid, prog, 3, proc_);
+    b.extend_from_slice(&(opaque.len() as u32).to_be_bytes());
+    b.extend_from_slice(opaque);
+    b.resize(b.len().next_multiple_of(4), 0);
+    b
+}
+
+const NFS3ERR_STALE: u32 = 70;
+const NFS3ERR_BADHANDLE: u32 = 10001;
+
+/// The NFS status (the first word of the results) of GETATTR on `handle`.
+fn getattr(s: &mut TcpStream, xid: u32, handle: &[u8]) -> u32 {
+    let body = reply(s, &record(&call_with(xid, 100_003, 1, handle))).expect("an answer");
+    assert_eq!(word(&body, 20), 0, "GETATTR accepted");
+    word(&body, 24)
+}
+
+/// Handles the server never gave, of every shape, are BADHANDLE or
+/// STALE; the export's root handle (from MOUNT) works, and a copy of it
+/// with another generation is stale.
+fn forged_handles_are_refused(s: &mut TcpStream) {
+    let mnt = reply(s, &record(&call_with(10, 100_005, 1, b"/export"))).unwrap();
+    assert_eq!((word(&mnt, 20), word(&mnt, 24)), (0, 0), "MNT /export");
+    let root = mnt[32..32 + word(&mnt, 28) as usize].to_vec();
+    assert_eq!(getattr(s, 11, &root), 0, "GETATTR of the root");
+    let mut old = root.clone();
+    *old.last_mut().unwrap() ^= 0x55;
+    // An inode no file uses.
+    let unused = [100u32.to_le_bytes(), 0u32.to_le_bytes()].concat();
+    let cases: [(&[u8], u32); 5] = [
+        (&[0x41; 8], NFS3ERR_STALE),
+        (&old, NFS3ERR_STALE),
+        (&unused, NFS3ERR_STALE),
+        (&root[..4], NFS3ERR_BADHANDLE),
+        (&[0x41; 64], NFS3ERR_BADHANDLE),
+    ];
+    for (i, (handle, want)) in cases.into_iter().enumerate() {
+        let status = getattr(s, 12 + i as u32, handle);
+        assert_eq!(status, want, "handle {handle:02x?}");
+    }
 }
 
 #[test]
@@ -189,11 +244,9 @@ fn malformed_calls_oversized_records_and_stalled_clients_harm_nobody() {
     let mut garbage = call(4, 100_003, 3, 1);
     garbage.extend_from_slice(&[0xff; 7]);
     assert_eq!(answer(&mut s, &record(&garbage)), Some(4));
-    // A handle the server never gave: BADHANDLE or STALE, not a crash.
-    let mut forged = call(5, 100_003, 3, 1);
-    forged.extend_from_slice(&8u32.to_be_bytes());
-    forged.extend_from_slice(&[0x41; 8]);
-    assert_eq!(answer(&mut s, &record(&forged)), Some(0));
+    // Handles the server never gave: BADHANDLE or STALE, not a crash
+    // nor another file's attributes.
+    forged_handles_are_refused(&mut s);
     // A record over the limit, and bytes that are no call: the server
     // closes those connections.
     let mut big = connect();
