@@ -122,11 +122,15 @@ mod tests {
     }
 }
 
-/// Runs `f` with Warden's idle spin off (every waiting thread blocking at
-/// once, as the peers' do), then turns it back on.
-pub fn without_idle_spin<R>(f: impl FnOnce() -> R) -> R {
-    warden::set_idle_spin(std::time::Duration::ZERO);
+/// Runs `f` with the idle spin of the runtimes `rts` off (every waiting
+/// thread blocking at once, as the peers' do), then turns it back on.
+pub fn without_idle_spin<R>(rts: &[&warden::Runtime], f: impl FnOnce() -> R) -> R {
+    for rt in rts {
+        rt.set_idle_spin(std::time::Duration::ZERO);
+    }
     let r = f();
-    warden::set_idle_spin(warden::IDLE_SPIN);
+    for rt in rts {
+        rt.set_idle_spin(warden::IDLE_SPIN);
+    }
     r
 }

@@ -20,6 +20,9 @@ pub fn config(workers: usize, max_tasks: u32) -> RuntimeConfig {
         workers,
         cache_dir: None,
         max_tasks,
+        // As the `warden` command does: the network table holds 2,000
+        // sockets in this process.
+        raise_descriptor_limit: true,
         ..Default::default()
     }
 }

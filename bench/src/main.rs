@@ -94,10 +94,12 @@ enum Child {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // The network table holds 2,000 sockets in this process.
-    warden::raise_descriptor_limit();
-    // As the `warden` command does (see `warden::disable_huge_pages`).
-    warden::disable_huge_pages();
+    // As the `warden` command does, before the allocator's first arena:
+    // transparent huge pages off for the whole process (mimalloc would
+    // hold whole 2 MiB pages per thread of which it uses a few KiB).
+    // SAFETY: prctl with integer arguments only sets this process's
+    // memory policy.
+    unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
     let child = match cli.child {
         Some(Child::ChildCopies { n, module, cache }) => {
             Some(tables::child_copies(n, &module, cache))

@@ -57,7 +57,7 @@ fn latency(ctx: &Ctx, broker: &Broker) -> Table {
         &mut t,
         vec![
             Contestant::warden(REMOTE).runs(|s| {
-                let f = without_idle_spin(|| nodes.call(calls, &kinds))?;
+                let f = without_idle_spin(&nodes.runtimes(), || nodes.call(calls, &kinds))?;
                 push_figures(s, REMOTE, &f, kinds)
             }),
             Contestant::peer(ERLANG).prepared(
@@ -72,7 +72,7 @@ fn latency(ctx: &Ctx, broker: &Broker) -> Table {
             Contestant::peer(KEYED).prepared(
                 || Keyring::new(&["a", "b"]).and_then(|k| Pair::start(broker, Some(&k))),
                 |keyed, s| {
-                    let f = without_idle_spin(|| keyed.call(calls, &kinds))?;
+                    let f = without_idle_spin(&keyed.runtimes(), || keyed.call(calls, &kinds))?;
                     push_figures(s, KEYED, &f, kinds)
                 },
             ),
@@ -99,7 +99,7 @@ fn latency_method(calls: u64) -> String {
          cluster whose members are listed with their nkeys (`cluster.key`, `cluster.members`), \
          so that each call, progress note and reply is sealed by its sender (HMAC-SHA256 with the \
          key the two nodes share, see doc/clusters.md) and checked by its receiver. Waiting: \
-         Warden's remote rows run with its idle spin off (warden::set_idle_spin(0)), so that \
+         Warden's remote rows run with its idle spin off (its runtimes' idle spin set to zero, Runtime::set_idle_spin), so that \
          every thread waiting for a message blocks at once, as the NATS clients' and Erlang's do."
     )
 }
@@ -546,6 +546,11 @@ impl Pair {
             _server: server,
             client,
         })
+    }
+
+    /// Both nodes' runtimes.
+    fn runtimes(&self) -> [&Runtime; 2] {
+        [&self._server.rt, &self.client.rt]
     }
 
     fn call(

@@ -396,7 +396,6 @@ fn threads(pid: u32) -> u64 {
 /// started one after another, each once the one before has printed
 /// "ready"; then "ready" itself, and sleep until killed.
 pub fn child_copies(n: usize, module: &str, cache: Option<PathBuf>) -> Result<(), String> {
-    warden::raise_descriptor_limit();
     // No root budget: the table measures what the copies hold resident,
     // and the root charges each linear memory whole (a Java copy's heap
     // mostly untouched), so it would stop the Java row well before the

@@ -220,6 +220,11 @@ struct Server {
 }
 
 fn warden_server(buffer: usize) -> Result<Server, String> {
+    warden_server_on(buffer).map(|(server, _)| server)
+}
+
+/// [`warden_server`], and the runtime it runs on.
+fn warden_server_on(buffer: usize) -> Result<(Server, Runtime), String> {
     let rt = runtime(None);
     let dir = std::env::temp_dir().join(format!("warden-bench-echo-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
@@ -243,11 +248,12 @@ fn warden_server(buffer: usize) -> Result<Server, String> {
         }
         std::thread::sleep(Duration::from_millis(5));
     };
-    Ok(Server {
+    let server = Server {
         addr,
         pid: "self".into(),
-        _keep: Box::new(rt),
-    })
+        _keep: Box::new(rt.clone()),
+    };
+    Ok((server, rt))
 }
 
 struct Child(std::process::Child);
@@ -394,10 +400,8 @@ fn echo(ctx: &Ctx) -> Table {
                 echo_round(s, WARDEN_DEFAULT, server, ctx)
             }),
             Contestant::warden(WARDEN_BLOCKING).runs(|s| {
-                without_idle_spin(|| {
-                    let server = warden_server(256 << 10)?;
-                    echo_round(s, WARDEN_BLOCKING, server, ctx)
-                })
+                let (server, rt) = warden_server_on(256 << 10)?;
+                without_idle_spin(&[&rt], || echo_round(s, WARDEN_BLOCKING, server, ctx))
             }),
             Contestant::peer(NATIVE_ECHO)
                 .runs(|s| echo_round(s, NATIVE_ECHO, native_server(ctx)?, ctx)),
@@ -437,7 +441,7 @@ fn echo_method(ctx: &Ctx) -> String {
          differs: Warden's idle workers look for work awake for 50 µs before they sleep \
          (warden::IDLE_SPIN), while epoll_wait blocks at once, so the round trip measures that \
          spin against a wake-up as well as the servers; the row \"{WARDEN_BLOCKING}\" is \
-         Warden with the spin off for its rounds (warden::set_idle_spin(0)), every waiting \
+         Warden with the spin off for its rounds (its runtime's idle spin set to zero, Runtime::set_idle_spin), every waiting \
          thread blocking at once as epoll_wait does.",
         ctx.pick(512, 64),
         ctx.pick(20_000, 2_000)

@@ -90,8 +90,9 @@ fn contestants<'a>(ctx: &'a Ctx, w: &'a Shared) -> Vec<Contestant<'a>> {
     vec![
         Contestant::warden(WARDEN_1).runs(move |s| warden(s, WARDEN_1, &w.rt1, 1, w)),
         Contestant::warden(WARDEN_2).runs(move |s| warden(s, WARDEN_2, &w.rt2, 2, w)),
-        Contestant::warden(WARDEN_2_BLOCKING)
-            .runs(move |s| without_idle_spin(|| warden(s, WARDEN_2_BLOCKING, &w.rt2, 2, w))),
+        Contestant::warden(WARDEN_2_BLOCKING).runs(move |s| {
+            without_idle_spin(&[&w.rt2], || warden(s, WARDEN_2_BLOCKING, &w.rt2, 2, w))
+        }),
         // The passive service's run takes the host service's figures too.
         Contestant::warden(PASSIVE)
             .runs(move |s| passive_and_host(s, w.calls))

@@ -220,7 +220,7 @@ fn measure(
                 Contestant::rowless(name).runs(move |s| {
                     let before = rt.setup_stats();
                     let (rps, p50, p99) = match name == SERVLET_BLOCKING {
-                        true => without_idle_spin(|| wrk(url, connections, 1)),
+                        true => without_idle_spin(&[rt], || wrk(url, connections, 1)),
                         false => wrk(url, connections, 1),
                     }?;
                     s.push(&format!("{name}/{label} req/s"), rps);
@@ -437,7 +437,7 @@ fn method(connections: usize, bursts: usize) -> String {
          Waiting differs: Warden's idle workers look for work awake for 50 µs before they sleep, \
          while tokio parks its idle workers after a short search of its own; at one connection \
          this counts as much as the servers, and the one-connection table's row \"{SERVLET_BLOCKING}\" is (d) with \
-         Warden's spin off (warden::set_idle_spin(0) for its bursts), every waiting thread \
+         Warden's spin off (its runtime's idle spin set to zero for its bursts, Runtime::set_idle_spin), every waiting thread \
          blocking at once.",
         if connections > 1 { 2 } else { 1 },
     )

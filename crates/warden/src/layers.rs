@@ -421,3 +421,75 @@ fn the_host_reader_resolves_relative_paths() {
         ]
     );
 }
+
+/// The functions of `src` (a crate's source folder) longer than `limit`
+/// lines, test code aside: `(file:line name, lines)`.
+fn long_functions(src: &Path, limit: usize) -> Vec<(String, usize)> {
+    let mut out = vec![];
+    for path in rust_files(src) {
+        if is_test_module(&path) {
+            continue;
+        }
+        let text = code(&std::fs::read_to_string(&path).unwrap());
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let trimmed = line.trim_start();
+            let indent = &line[..line.len() - trimmed.len()];
+            let Some(name) = fn_name(trimmed) else {
+                continue;
+            };
+            let close = format!("{indent}}}");
+            if let Some(end) = lines[i + 1..].iter().position(|l| *l == close) {
+                if end + 2 > limit {
+                    let at = format!("{}:{} {name}", path.display(), i + 1);
+                    out.push((at, end + 2));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The name of the function a line declares, if it declares one.
+fn fn_name(line: &str) -> Option<&str> {
+    let mut rest = line;
+    for prefix in [
+        "pub(crate) ",
+        "pub(super) ",
+        "pub ",
+        "const ",
+        "async ",
+        "unsafe ",
+    ] {
+        rest = rest.strip_prefix(prefix).unwrap_or(rest);
+    }
+    let rest = rest.strip_prefix("fn ")?;
+    rest.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .next()
+}
+
+/// Functions short enough to see whole, in the library and the two
+/// crates below it.
+#[test]
+fn no_function_is_longer_than_60_lines() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut long = vec![];
+    for krate in [".", "../warden-policy", "../warden-sync"] {
+        long.extend(long_functions(&root.join(krate).join("src"), 60));
+    }
+    assert!(long.is_empty(), "functions over 60 lines: {long:#?}");
+}
+
+#[test]
+fn the_length_reader_counts_a_function_from_its_line_to_its_brace() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = "    x();\n".repeat(60);
+    let text = format!("fn short() {{\n}}\n\npub(crate) fn long() {{\n{body}}}\n");
+    std::fs::write(dir.path().join("a.rs"), text).unwrap();
+    let long = long_functions(dir.path(), 60);
+    assert_eq!(long.len(), 1, "{long:?}");
+    assert!(
+        long[0].0.ends_with("a.rs:4 long") && long[0].1 == 62,
+        "{long:?}"
+    );
+}

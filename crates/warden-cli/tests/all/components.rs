@@ -19,11 +19,11 @@ pub fn cache_dir() -> std::path::PathBuf {
 
 /// A runtime with the shared cache.
 pub fn runtime() -> Runtime {
-    warden::raise_descriptor_limit();
     Runtime::new(RuntimeConfig {
         workers: 2,
         cache_dir: Some(cache_dir()),
         max_tasks: 1100,
+        raise_descriptor_limit: true,
         ..RuntimeConfig::default()
     })
     .expect("runtime starts")

@@ -12,12 +12,12 @@ use warden::{Runtime, RuntimeConfig};
 const LIMIT: Duration = Duration::from_secs(30);
 
 fn runtime_with_link(rate: Option<u64>) -> Runtime {
-    warden::raise_descriptor_limit();
     Runtime::new(RuntimeConfig {
         workers: 2,
         cache_dir: None,
         max_tasks: 64,
         link_rate: rate,
+        raise_descriptor_limit: true,
         ..RuntimeConfig::default()
     })
     .unwrap()

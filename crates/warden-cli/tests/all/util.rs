@@ -16,13 +16,13 @@ pub fn runtime(workers: usize) -> Runtime {
 /// A runtime with `workers` workers, the root policy `scheduler`, room for
 /// `max_tasks` live tasks and no disk cache.
 pub fn runtime_with(workers: usize, scheduler: PolicyKind, max_tasks: u32) -> Runtime {
-    // Tests side by side hold thousands of sockets and files.
-    warden::raise_descriptor_limit();
     Runtime::new(RuntimeConfig {
         workers,
         cache_dir: None,
         max_tasks,
         scheduler,
+        // Tests side by side hold thousands of sockets and files.
+        raise_descriptor_limit: true,
         ..RuntimeConfig::default()
     })
     .expect("runtime starts")
