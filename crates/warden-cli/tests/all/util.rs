@@ -312,9 +312,22 @@ pub fn serve_with(args: &[&str], manifest: &Path, prepare: impl FnOnce(&mut Comm
             s.push('\n');
         }
     });
-    let addr = rx
-        .recv_timeout(Duration::from_secs(60))
-        .unwrap_or_else(|_| panic!("no server came up: {}", stderr.lock().unwrap()));
+    // Until it says it serves, or ends: compiling a system's components
+    // (a Python one is 15 MB of code) takes minutes on a loaded machine.
+    let started = std::time::Instant::now();
+    let addr = loop {
+        match rx.recv_timeout(Duration::from_secs(1)) {
+            Ok(addr) => break addr,
+            Err(_) if started.elapsed() > Duration::from_secs(600) => {
+                panic!("no server came up in 10 minutes: {}", stderr.lock().unwrap())
+            }
+            Err(_) => {
+                if let Ok(Some(status)) = child.try_wait() {
+                    panic!("no server came up ({status}): {}", stderr.lock().unwrap());
+                }
+            }
+        }
+    };
     Served {
         child: Reaped(child),
         base: format!("http://{addr}"),
