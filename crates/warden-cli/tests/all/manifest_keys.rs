@@ -38,7 +38,9 @@ fn cpu_by_name(addr: &str) -> HashMap<String, f64> {
 /// policy's.
 fn shares(text: &str, names: &[&str], total: u64) -> HashMap<String, f64> {
     let dir = tempfile::tempdir().unwrap();
-    let _sys = start_system(&manifest(dir.path(), text));
+    let _sys = Launch::new(&manifest(dir.path(), text))
+        .args(["--no-cache"])
+        .start();
     let out = |n: &str| dir.path().join(format!("{n}.out"));
     let rounds = |n: &str| {
         let text = std::fs::read_to_string(out(n)).unwrap_or_default();
@@ -162,10 +164,12 @@ fn priorities() {
 fn cap_bounds_a_task() {
     let dir = tempfile::tempdir().unwrap();
     let text = format!("[runtime]\nworkers = 1\n{}", spinner("capped", "cap = 0.2"));
-    let sys = start_system(&manifest(dir.path(), &text));
+    let sys = Launch::new(&manifest(dir.path(), &text))
+        .args(["--no-cache"])
+        .start();
     // Running: the ledger has charged it something.
     let t = Instant::now();
-    while !cpu_by_name(&sys.addr)
+    while !cpu_by_name(sys.control())
         .get("capped")
         .is_some_and(|c| *c > 0.0)
     {
@@ -298,31 +302,29 @@ fn cache_key_turns_the_cache_off() {
     }
 }
 
-/// `control`: the API is served where the manifest says.
+/// `control`: the API is served where the manifest says (127.0.0.2, not
+/// the default 127.0.0.1:7474; port 0, read back from `warden run`).
 #[test]
 fn control_key_sets_the_address() {
     let dir = tempfile::tempdir().unwrap();
-    let addr = format!("127.0.0.1:{}", free_port());
     let text = format!(
-        "[runtime]\ncontrol = '{addr}'\n[[task]]\nname = 'napper'\nmodule = '{}'\n",
+        "[runtime]\ncontrol = '127.0.0.2:0'\n[[task]]\nname = 'napper'\nmodule = '{}'\n",
         guests::SLEEP
     );
-    let mut child = warden()
-        .args(["run", "--no-cache"])
-        .arg(manifest(dir.path(), &text))
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let sys = Launch::new(&manifest(dir.path(), &text))
+        .args(["--no-cache"])
+        .control_from_manifest()
+        .start();
+    let addr = sys.control();
+    assert!(addr.starts_with("127.0.0.2:"), "{addr}");
     let t = Instant::now();
-    while !cpu_by_name(&addr).contains_key("napper") {
+    while !cpu_by_name(addr).contains_key("napper") {
         assert!(
             t.elapsed() < Duration::from_secs(20),
             "no control API at {addr}"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 /// `max_message_bytes` and `max_message_handles`: a longer request, or
@@ -478,26 +480,13 @@ fn slice_length_flag() {
     let polls = |slice_ms: &str| {
         let dir = tempfile::tempdir().unwrap();
         let text = format!("{}{}", spinner("a", ""), spinner("b", ""));
-        let addr = format!("127.0.0.1:{}", free_port());
-        let mut child = warden()
-            .args([
-                "run",
-                "--no-cache",
-                "--workers",
-                "1",
-                "--slice-ms",
-                slice_ms,
-                "--control",
-                &addr,
-            ])
-            .arg(manifest(dir.path(), &text))
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+        let sys = Launch::new(&manifest(dir.path(), &text))
+            .args(["--no-cache", "--workers", "1", "--slice-ms", slice_ms])
+            .start();
+        let addr = sys.control();
         let t = Instant::now();
         loop {
-            let cpu = cpu_by_name(&addr);
+            let cpu = cpu_by_name(addr);
             if cpu.len() == 2 && cpu.values().all(|&c| c >= 300.0) {
                 break;
             }
@@ -511,8 +500,7 @@ fn slice_length_flag() {
             .args(["-sS", "--max-time", "10", &format!("http://{addr}/metrics")])
             .output()
             .expect("curl is installed");
-        let _ = child.kill();
-        let _ = child.wait();
+        drop(sys);
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         let line = text
             .lines()
