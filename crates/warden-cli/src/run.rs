@@ -52,9 +52,8 @@ pub fn run_system(
         );
     }
     let ends = on_stop_signal(signals);
-    if !system.servers().is_empty() {
-        announce(&system);
-    } else {
+    announce(&system);
+    if system.servers().is_empty() {
         // A system without servers ends when its last task does.
         let (rt, ends) = (system.runtime().clone(), ends.0.clone());
         std::thread::spawn(move || {
@@ -77,7 +76,8 @@ pub fn run_system(
     outcome.finish(sys.report.as_deref(), shown, !is_manifest)
 }
 
-/// Where the servers and the dashboard are, on stderr.
+/// Where the servers and the dashboard are, on stderr (the addresses
+/// bound, for those given port 0), if there are any.
 fn announce(system: &System) {
     for s in system.servers() {
         eprintln!("warden: serving http://{}/", s.addr());
@@ -88,7 +88,9 @@ fn announce(system: &System) {
             token.as_str()
         );
     }
-    eprintln!("warden: Ctrl-C stops the system");
+    if !system.servers().is_empty() || system.control().is_some() {
+        eprintln!("warden: Ctrl-C stops the system");
+    }
 }
 
 /// The system a manifest describes.

@@ -73,7 +73,7 @@ fn a_java_program() {
     runs_as_its_readme_says("java");
 }
 
-/// Serves an HTTP project's manifest on a free port and asks `/hi` of it.
+/// Serves an HTTP project's manifest on port 0 and asks `/hi` of it.
 fn serves_as_its_readme_says(kind: &str) {
     let (_dir, project) = create(kind);
     let (words, prints) = readme_says(&project);
@@ -82,10 +82,10 @@ fn serves_as_its_readme_says(kind: &str) {
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(text.contains("127.0.0.1:8080"), "{text}");
     std::fs::write(&path, text.replace("127.0.0.1:8080", "127.0.0.1:0")).unwrap();
-    let served = serve(&["--no-cache"], &path);
+    let served = Launch::new(&path).args(["--no-cache"]).start();
     let out = Command::new("curl")
         .args(["-sS", "--max-time", "30"])
-        .arg(format!("{}/hi", served.base))
+        .arg(format!("{}/hi", served.base()))
         .output()
         .unwrap();
     let got = String::from_utf8_lossy(&out.stdout);

@@ -35,7 +35,7 @@ fn ended(addr: &str, name: &str) -> serde_json::Value {
 fn spawn_takes_a_programs_flags() {
     let dir = tempfile::tempdir().unwrap();
     let sys = start(dir.path());
-    let addr = sys.addr.as_str();
+    let addr = sys.control();
     let spawn = |args: &[&str]| {
         let out = warden()
             .current_dir(dir.path())
@@ -129,7 +129,7 @@ fn unknown_tasks_are_named_as_such() {
     let dir = tempfile::tempdir().unwrap();
     let sys = start(dir.path());
     for cmd in ["logs", "kill"] {
-        let out = cli(&sys.addr, &[cmd, "nosuch"]);
+        let out = cli(sys.control(), &[cmd, "nosuch"]);
         assert_eq!(out.status.code(), Some(2));
         assert_eq!(
             text(&out.stderr).trim(),
@@ -174,14 +174,14 @@ fn another_server_is_not_a_control_api() {
 fn top_piped_is_plain_and_narrow() {
     let dir = tempfile::tempdir().unwrap();
     let sys = start(dir.path());
-    let out = cli(&sys.addr, &["top", "--iterations", "2"]);
+    let out = cli(sys.control(), &["top", "--iterations", "2"]);
     let top = text(&out.stdout);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(!top.contains('\x1b'), "{top:?}");
     assert_eq!(top.matches("warden top: ").count(), 2, "{top}");
     assert!(top.contains("sleeper"), "{top}");
     assert!(top.lines().all(|l| l.len() <= 100), "{top}");
-    let wide = text(&cli(&sys.addr, &["top", "--iterations", "1", "-w"]).stdout);
+    let wide = text(&cli(sys.control(), &["top", "--iterations", "1", "-w"]).stdout);
     assert!(
         wide.contains("SURPLUS") && !top.contains("SURPLUS"),
         "{wide}"
@@ -214,18 +214,21 @@ fn spawn_requests_take_one_form() {
     let sys = start(dir.path());
     let hello = guests::HELLO;
     let task = format!(r#"{{"name": "t", "module": "{hello}", "args": ["by", "api"]}}"#);
-    let (code, body) = post_spawn(&sys.addr, &format!(r#"{{"task": {task}, "args": ["x"]}}"#));
+    let (code, body) = post_spawn(
+        sys.control(),
+        &format!(r#"{{"task": {task}, "args": ["x"]}}"#),
+    );
     assert_eq!(code, 400, "{body}");
     assert!(body.contains("every key goes inside it"), "{body}");
-    let (code, body) = post_spawn(&sys.addr, "{}");
+    let (code, body) = post_spawn(sys.control(), "{}");
     assert!(code == 400 && body.contains("either"), "{body}");
     let counted = format!(r#"{{"task": {{"name": "c", "module": "{hello}", "count": 2}}}}"#);
-    let (code, body) = post_spawn(&sys.addr, &counted);
+    let (code, body) = post_spawn(sys.control(), &counted);
     assert!(code == 400 && body.contains("count"), "{body}");
-    let (code, body) = post_spawn(&sys.addr, &format!(r#"{{"task": {task}}}"#));
+    let (code, body) = post_spawn(sys.control(), &format!(r#"{{"task": {task}}}"#));
     assert_eq!(code, 200, "{body}");
-    let t = ended(&sys.addr, "t");
+    let t = ended(sys.control(), "t");
     assert_eq!(t["exit_code"], 0, "{t}");
-    let logs = text(&cli(&sys.addr, &["logs", "t"]).stdout);
+    let logs = text(&cli(sys.control(), &["logs", "t"]).stdout);
     assert!(logs.contains("arg 1: by\narg 2: api"), "{logs}");
 }

@@ -8,19 +8,25 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A `nats-server` on a free loopback port; killed on drop.
+/// A `nats-server` on loopback; killed on drop.
 pub(crate) struct Broker {
     child: Reaped,
+    /// Its client port.
     pub port: u16,
+    /// Its route port, if it is a server of a NATS cluster.
+    pub route: Option<u16>,
 }
 
 impl Broker {
+    /// A broker on a port of its own choosing.
     pub fn start() -> Broker {
-        Self::on(free_port())
+        Self::with_args(None, &[])
     }
 
+    /// A broker on `port` (a [`fixed_port`], for a broker started again
+    /// on the port of one that died).
     fn on(port: u16) -> Broker {
-        Self::with_args(port, &[])
+        Self::with_args(Some(port), &[])
     }
 
     /// Kills the broker and waits for its end.
@@ -29,53 +35,61 @@ impl Broker {
         let _ = self.child.wait();
     }
 
-    /// A server on `port` of a NATS cluster whose routes listen on
-    /// `route` and reach the other server's on `other`.
-    pub(crate) fn routed(port: u16, route: u16, other: u16) -> Broker {
-        let cluster = format!("nats://127.0.0.1:{route}");
-        let routes = format!("nats://127.0.0.1:{other}");
-        let args = [
-            "--cluster_name",
-            "w",
-            "--cluster",
-            &cluster,
-            "--routes",
-            &routes,
-        ];
-        Self::with_args(port, &args)
+    /// A server of a NATS cluster, its routes reaching `other`'s route
+    /// port (the first server reaches none: the second's route to it
+    /// joins them).
+    pub(crate) fn routed(other: Option<u16>) -> Broker {
+        let routes = other.map(|o| format!("nats://127.0.0.1:{o}"));
+        let mut args = vec!["--cluster_name", "w", "--cluster", "nats://127.0.0.1:-1"];
+        if let Some(r) = &routes {
+            args.extend(["--routes", r]);
+        }
+        Self::with_args(None, &args)
     }
 
     /// A broker with the configuration file `conf` (which must not name
-    /// a listening address: the port is chosen here).
+    /// a listening address: the broker picks its port).
     pub fn with_config(conf: &Path) -> Broker {
-        Self::with_args(free_port(), &["-c", conf.to_str().unwrap()])
+        Self::with_args(None, &["-c", conf.to_str().unwrap()])
     }
 
-    fn with_args(port: u16, more: &[&str]) -> Broker {
+    /// `nats-server` with `more` arguments on `port` (or one it picks),
+    /// once its log says where it listens.
+    fn with_args(port: Option<u16>, more: &[&str]) -> Broker {
         // Debian puts it in /usr/sbin, which not every PATH holds.
         let exe = ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
             .into_iter()
             .find(|p| Path::new(p).exists())
             .unwrap_or("nats-server");
-        let child = Command::new(exe)
-            .args(more)
-            .args(["-a", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("nats-server (scripts/test installs it: apt-get install nats-server)");
-        let t = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                t.elapsed() < Duration::from_secs(20),
-                "nats-server never came up"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Broker {
-            child: Reaped(child),
-            port,
-        }
+        let port = port.map_or("-1".to_string(), |p| p.to_string());
+        let mut child = Reaped(
+            Command::new(exe)
+                .args(more)
+                .args(["-a", "127.0.0.1", "-p", &port])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("nats-server (scripts/test installs it: apt-get install nats-server)"),
+        );
+        let lines = log_lines(child.stderr.take().unwrap());
+        let listening = |what: &str| {
+            let line = lines
+                .recv_timeout(Duration::from_secs(20))
+                .unwrap_or_else(|_| panic!("nats-server never listened for {what}"));
+            let at = line
+                .split(&format!("Listening for {what} connections on "))
+                .nth(1)?;
+            at.rsplit(':').next()?.trim().parse::<u16>().ok()
+        };
+        let port = std::iter::repeat_with(|| listening("client"))
+            .find_map(|p| p)
+            .unwrap();
+        let route = more.contains(&"--cluster").then(|| {
+            std::iter::repeat_with(|| listening("route"))
+                .find_map(|p| p)
+                .unwrap()
+        });
+        Broker { child, port, route }
     }
 
     pub fn url(&self) -> String {
@@ -83,16 +97,28 @@ impl Broker {
     }
 }
 
-/// A `warden run` node; its stdout (the tasks' lines) and stderr go to
-/// files in its directory. Killed on drop.
+/// The lines of a log, read (to its end) on a thread of their own.
+fn log_lines(log: impl Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(log).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    rx
+}
+
+/// A `warden run` node; its stdout (the tasks' lines) goes to a file in
+/// its directory. Killed on drop.
 pub(crate) struct Node {
-    child: Reaped,
+    pub served: Served,
     dir: PathBuf,
-    control: String,
 }
 
 impl Node {
-    /// Starts node `name` in `dir/name` with `tasks` (TOML) on `broker`.
+    /// Starts node `name` in `dir/name` with `tasks` (TOML) on `broker`;
+    /// returns once it has joined and serves its control API (or has
+    /// ended: a node refused at its start).
     pub fn start(dir: &Path, name: &str, broker: &str, tasks: &str) -> Node {
         Self::start_with(dir, name, broker, "", tasks, &[])
     }
@@ -118,39 +144,33 @@ impl Node {
             format!("\"{broker}\"")
         };
         let text = format!("[cluster]\nnats = {nats}\nnode = \"{name}\"\n{keys}\n{tasks}");
-        let m = manifest(&dir, &text);
-        let control = format!("127.0.0.1:{}", free_port());
-        let child = warden()
-            .args(["run", "--control", &control])
-            .arg(&m)
-            .envs(env.iter().copied())
-            .stdout(std::fs::File::create(dir.join("out")).unwrap())
-            .stderr(std::fs::File::create(dir.join("err")).unwrap())
-            .spawn()
-            .unwrap();
-        Node {
-            child: Reaped(child),
-            dir,
-            control,
-        }
+        let out = std::fs::File::create(dir.join("out")).unwrap();
+        let served = Launch::new(&manifest(&dir, &text))
+            .with(|c| {
+                c.envs(env.iter().copied()).stdout(out);
+            })
+            .start();
+        Node { served, dir }
     }
 
     /// Whether the node's process is still running.
     pub fn running(&mut self) -> bool {
-        self.child.0.try_wait().unwrap().is_none()
+        self.served.child.try_wait().unwrap().is_none()
     }
 
     /// The node's process id, for /proc.
     pub fn pid(&self) -> String {
-        self.child.id().to_string()
+        self.served.pid().to_string()
     }
 
     pub fn out(&self) -> String {
         std::fs::read_to_string(self.dir.join("out")).unwrap_or_default()
     }
 
+    /// What `warden run` wrote on stderr (all of it once
+    /// [`Node::finish`] returned).
     pub fn err(&self) -> String {
-        std::fs::read_to_string(self.dir.join("err")).unwrap_or_default()
+        self.served.stderr()
     }
 
     /// Waits until the node's output holds `want`.
@@ -169,11 +189,7 @@ impl Node {
 
     /// Waits for the node's `warden run` to end; its exit code.
     pub fn finish(&mut self) -> i32 {
-        let status = wait_child(
-            &mut self.child,
-            Duration::from_secs(60),
-            "node still running",
-        );
+        let status = self.served.wait(Duration::from_secs(60));
         status.code().unwrap_or(-1)
     }
 
@@ -191,12 +207,13 @@ impl Node {
 
     /// `GET path` on the node's control API, tried once.
     fn try_get(&self, path: &str) -> std::io::Result<String> {
-        let mut s = std::net::TcpStream::connect(&self.control)?;
-        let token = token_of(&self.control);
+        let control = self.served.control();
+        let mut s = std::net::TcpStream::connect(control)?;
+        let token = token_of(control);
         write!(
             s,
             "GET {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n",
-            self.control
+            control
         )?;
         let mut text = String::new();
         s.read_to_string(&mut text)?;
@@ -322,22 +339,23 @@ fn nodes_exporting_one_name_share_its_calls() {
     let broker = Broker::start();
     let a = Node::start(d.path(), "a", &broker.url(), &server("kv", "a"));
     let c = Node::start(d.path(), "c", &broker.url(), &server("kv", "c"));
-    // b calls only once both serve: wait until a's directory holds c
-    // and c's holds a, and b's first lookup then sees both.
+    // b calls only once it knows both serve: its client is started by
+    // hand once b's directory holds a and c (b's own server keeps it
+    // running until then).
     a.wait_for("server: ready");
     c.wait_for("server: ready");
-    let t = Instant::now();
-    while a.metric("warden_cluster_nodes") < 1.0 || c.metric("warden_cluster_nodes") < 1.0 {
-        assert!(t.elapsed() < Duration::from_secs(30), "nodes never met");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let mut b = Node::start(
-        d.path(),
-        "b",
-        &broker.url(),
-        &client("calls", &["call", "kv", "400", "x"], &["kv"]),
-    );
-    assert_eq!(b.finish(), 0, "{}", b.out());
+    let b = Node::start(d.path(), "b", &broker.url(), &server("log", "b"));
+    b.wait_metric("warden_cluster_nodes", 2.0);
+    let spawned = warden()
+        .args(["spawn", "--control", b.served.control()])
+        .arg(b.dir.join("cluster.wasm"))
+        .args([
+            "--name", "calls", "--uses", "kv", "--", "call", "kv", "400", "x",
+        ])
+        .output()
+        .unwrap();
+    assert!(spawned.status.success(), "{spawned:?}");
+    b.wait_for("client: ok 400");
     let out = b.out();
     let from = |tag: &str| -> u32 {
         out.lines()
@@ -384,7 +402,7 @@ fn a_call_nobody_hears_goes_to_the_next_node_serving_the_name() {
     };
     // Until b lists ghost beside c (or b's client has failed).
     let mut heard = false;
-    while !heard && b.child.try_wait().unwrap().is_none() {
+    while !heard && b.served.child.try_wait().unwrap().is_none() {
         assert!(t.elapsed() < Duration::from_secs(60), "b never heard ghost");
         // Tried once: b may end between the check and the request.
         let nodes = b
@@ -432,8 +450,8 @@ fn a_node_killed_mid_call_is_peer_death_after_its_silence() {
     );
     a.wait_for("server: got hang");
     let killed = Instant::now();
-    unsafe { libc::kill(a.child.id() as i32, libc::SIGKILL) };
-    let _ = a.child.wait();
+    unsafe { libc::kill(a.pid().parse().unwrap(), libc::SIGKILL) };
+    let _ = a.served.child.wait();
     b.wait_for("client: call:");
     let after = killed.elapsed();
     assert!(b.out().contains("client: call: peer died"), "{}", b.out());
@@ -448,13 +466,8 @@ fn a_node_killed_mid_call_is_peer_death_after_its_silence() {
 #[test]
 fn an_unreachable_broker_is_one_clear_line_and_exit_2() {
     let d = tempfile::tempdir().unwrap();
-    let port = free_port(); // nothing listens there
-    let mut n = Node::start(
-        d.path(),
-        "a",
-        &format!("nats://127.0.0.1:{port}"),
-        &server("kv", "a"),
-    );
+    let (_held, addr) = refusing_addr(); // nothing listens there
+    let mut n = Node::start(d.path(), "a", &format!("nats://{addr}"), &server("kv", "a"));
     assert_eq!(n.finish(), 2);
     let err = n.err();
     assert_eq!(err.lines().count(), 1, "{err}");
@@ -482,7 +495,9 @@ fn a_taken_node_name_is_refused() {
 #[test]
 fn calls_fail_while_the_broker_is_lost_and_work_once_it_is_back() {
     let d = tempfile::tempdir().unwrap();
-    let mut broker = Broker::start();
+    // On a port no listener on port 0 can take while it is down.
+    let port = fixed_port();
+    let mut broker = Broker::on(port);
     let a = Node::start(d.path(), "a", &broker.url(), &server("kv", "a"));
     // A client that calls for ever, printing each failure's kind.
     let b = Node::start(
@@ -492,9 +507,7 @@ fn calls_fail_while_the_broker_is_lost_and_work_once_it_is_back() {
         &client("calls", &["call", "kv", "1000000000", "x"], &["kv"]),
     );
     a.wait_metric("warden_cluster_served_total{name=\"kv\"}", 10.0);
-    let port = broker.port;
-    let _ = broker.child.kill();
-    let _ = broker.child.wait();
+    broker.kill();
     b.wait_for("client: call: peer died");
     // Local work goes on: the server task still runs.
     let tasks: serde_json::Value = serde_json::from_str(body(&a.get("/api/tasks"))).unwrap();
@@ -566,7 +579,7 @@ fn ps_cluster_lists_every_node_with_its_tasks() {
     let t = Instant::now();
     let nodes = loop {
         let out = warden()
-            .args(["ps", "--cluster", "--json", "--control", &a.control])
+            .args(["ps", "--cluster", "--json", "--control", a.served.control()])
             .output()
             .unwrap();
         assert!(
@@ -584,7 +597,7 @@ fn ps_cluster_lists_every_node_with_its_tasks() {
     assert_eq!(nodes[1]["node"], "c");
     assert_eq!(nodes[1]["tasks"][0]["name"], "server");
     let table = warden()
-        .args(["ps", "--cluster", "--control", &a.control])
+        .args(["ps", "--cluster", "--control", a.served.control()])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&table.stdout);

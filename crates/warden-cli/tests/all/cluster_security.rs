@@ -690,9 +690,9 @@ fn a_flood_of_announcements_is_refused_past_its_budget() {
 #[test]
 fn nodes_on_two_routed_servers_call_across_and_fail_over() {
     let d = tempfile::tempdir().unwrap();
-    let (p1, p2, r1, r2) = (free_port(), free_port(), free_port(), free_port());
-    let mut one = Broker::routed(p1, r1, r2);
-    let _two = Broker::routed(p2, r2, r1);
+    let mut one = Broker::routed(None);
+    let two = Broker::routed(one.route);
+    let (p1, p2) = (one.port, two.port);
     // The route is up once what is published on one is heard on two.
     let mut hears = Rogue::connect(p2);
     hears.send(b"SUB probe 1\r\nPING\r\n");

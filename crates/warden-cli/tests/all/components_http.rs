@@ -4,8 +4,8 @@
 //! wasm-tools), driven by curl.
 
 use crate::components::{cache_dir, component};
-use crate::http::{curl, get, metrics, Web};
-use crate::util::{guests, warden};
+use crate::http::{curl, get, metrics};
+use crate::util::{guests, manifest, warden, Launch, Served};
 use std::io::{Read, Write};
 use std::process::Command;
 
@@ -45,17 +45,19 @@ memory_limit = "1MiB"
 }
 
 /// Starts `text` with the component tests' code cache.
-fn start(dir: &std::path::Path, text: &str) -> Web {
-    Web::start_with(dir, text, &[], |c| {
-        c.env("WARDEN_CACHE_DIR", cache_dir());
-    })
+fn start(dir: &std::path::Path, text: &str) -> Served {
+    Launch::new(&manifest(dir, text))
+        .with(|c| {
+            c.env("WARDEN_CACHE_DIR", cache_dir());
+        })
+        .start()
 }
 
 #[test]
 fn python_and_javascript_handlers_answer_through_their_routes() {
     let dir = tempfile::tempdir().unwrap();
     let web = start(dir.path(), &site(""));
-    let r = curl(&format!("{}/py/echo?x=1", web.base), &["-d", "some body"]);
+    let r = curl(&format!("{}/py/echo?x=1", web.base()), &["-d", "some body"]);
     assert_eq!(r.status, 200, "{r:?}");
     assert_eq!(r.body, "python POST /py/echo?x=1 9 some body");
     assert!(r.head.contains("content-type: text/plain"), "{r:?}");
@@ -66,7 +68,7 @@ fn python_and_javascript_handlers_answer_through_their_routes() {
     );
     // Operators see the routes, of kind "component".
     let ps = warden()
-        .args(["ps", "--control", &web.control])
+        .args(["ps", "--control", web.control()])
         .output()
         .unwrap();
     let ps = String::from_utf8_lossy(&ps.stdout);
@@ -98,7 +100,7 @@ fn five_hundred_requests_at_once_each_get_their_own_answer() {
         };
         cmd.arg("-o")
             .arg(dir.path().join(format!("{name}-{i}")))
-            .arg(format!("{}/{route}?i={i}", web.base));
+            .arg(format!("{}/{route}?i={i}", web.base()));
     }
     let out = cmd.output().unwrap();
     assert!(
@@ -147,7 +149,7 @@ fn faults_are_status_codes_and_the_route_keeps_answering() {
         assert!(r.body.contains(says), "{path}: {r:?}");
     }
     let big = "x".repeat(100_000);
-    let r = curl(&format!("{}/py/echo", web.base), &["--data-binary", &big]);
+    let r = curl(&format!("{}/py/echo", web.base()), &["--data-binary", &big]);
     assert_eq!(r.status, 413, "{r:?}");
     let r = get(&web, "/py/big?n=1000000");
     assert_eq!((r.status, r.body.len()), (200, 1_000_000));

@@ -36,7 +36,7 @@ pub fn task<'a>(tasks: &'a serde_json::Value, name: &str) -> Option<&'a serde_js
         .rfind(|t| t["name"] == name)
 }
 
-pub fn start(dir: &std::path::Path) -> System {
+pub fn start(dir: &std::path::Path) -> Served {
     let m = manifest(
         dir,
         &format!(
@@ -46,11 +46,11 @@ pub fn start(dir: &std::path::Path) -> System {
             guests::HELLO
         ),
     );
-    let sys = start_system(&m);
+    let sys = Launch::new(&m).args(["--no-cache"]).start();
     // The control API comes up before the sleeper reaches its poll: wait
     // for that, so tests that check it stays blocked see it blocked first.
     let t = Instant::now();
-    while task(&ps(&sys.addr), "sleeper").is_none_or(|s| s["state"] != "blocked") {
+    while task(&ps(sys.control()), "sleeper").is_none_or(|s| s["state"] != "blocked") {
         assert!(
             t.elapsed() < Duration::from_secs(20),
             "sleeper never blocked"
@@ -64,7 +64,7 @@ pub fn start(dir: &std::path::Path) -> System {
 fn ps_spawn_logs_suspend_kill() {
     let dir = tempfile::tempdir().unwrap();
     let sys = start(dir.path());
-    let addr = sys.addr.as_str();
+    let addr = sys.control();
     let tasks = ps(addr);
     assert_eq!(task(&tasks, "sleeper").unwrap()["state"], "blocked");
     for key in [
@@ -212,7 +212,7 @@ fn ps_spawn_logs_suspend_kill() {
 fn metrics_parse_as_prometheus_text() {
     let dir = tempfile::tempdir().unwrap();
     let sys = start(dir.path());
-    let body = get_body(&sys.addr, "/metrics");
+    let body = get_body(sys.control(), "/metrics");
     let lines = body.lines().map(|l| Ok(l.to_string()));
     let scrape = prometheus_parse::Scrape::parse(lines).unwrap();
     let find = |metric: &str, task: &str| {
@@ -251,7 +251,7 @@ fn metrics_parse_as_prometheus_text() {
 
 #[test]
 fn no_running_system_is_one_clear_line() {
-    let addr = format!("127.0.0.1:{}", free_port());
+    let (_held, addr) = refusing_addr();
     let out = cli(&addr, &["ps"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8(out.stderr).unwrap();
@@ -281,7 +281,7 @@ pub fn status_of(addr: &str, request_line: &str, headers: &str) -> u16 {
 fn foreign_origins_and_hosts_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let sys = start(dir.path());
-    let addr = sys.addr.as_str();
+    let addr = sys.control();
     let host = format!("Host: {addr}\r\n");
     let kill = "POST /api/tasks/sleeper/kill";
     let evil = format!("{host}Origin: http://evil.example\r\nContent-Type: text/plain\r\n");

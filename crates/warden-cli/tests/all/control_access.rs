@@ -34,7 +34,7 @@ fn changes_need_the_token() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let mut sys = start(dir.path());
-    let addr = sys.addr.clone();
+    let addr = sys.control().to_string();
     let host = format!("Host: {addr}\r\n");
     let kill = "POST /api/tasks/sleeper/kill";
     assert_eq!(status_of(&addr, kill, &host), 401);
@@ -67,7 +67,11 @@ fn changes_need_the_token() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let status = wait_child(sys.child(), Duration::from_secs(20), "run after last kill");
+    let status = wait_child(
+        &mut sys.child,
+        Duration::from_secs(20),
+        "run after last kill",
+    );
     assert!(status.code().is_some(), "ended by itself: {status:?}");
     assert!(!file.exists(), "token file removed at exit");
 }
@@ -78,7 +82,7 @@ fn changes_need_the_token() {
 fn huge_declared_body_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let sys = start(dir.path());
-    let addr = sys.addr.as_str();
+    let addr = sys.control();
     let head =
         format!("GET /api/tasks HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 1099511627776\r\n\r\n");
     let answer = exchange(addr, &head, b"0123456789");
@@ -107,7 +111,7 @@ fn huge_declared_body_is_refused() {
 fn slow_clients_freeze_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let sys = start(dir.path());
-    let addr = sys.addr.as_str();
+    let addr = sys.control();
     let mut slow = TcpStream::connect(addr).unwrap();
     write!(
         slow,
@@ -142,31 +146,18 @@ fn non_loopback_needs_the_token_for_everything() {
         dir.path(),
         &format!("[[task]]\nname = 'sleeper'\nmodule = '{}'\n", guests::SLEEP),
     );
-    let port = free_port();
-    let mut child = warden()
-        .args(["run", "--no-cache", "--control", &format!("0.0.0.0:{port}")])
-        .arg(&m)
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .map(Reaped)
-        .unwrap();
+    let sys = Launch::new(&m)
+        .args(["--no-cache"])
+        .control("0.0.0.0:0")
+        .start();
+    let port = sys.control().strip_prefix("0.0.0.0:").unwrap().to_string();
     let addr = format!("127.0.0.1:{port}");
-    let t = Instant::now();
-    while TcpStream::connect(&addr).is_err() {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "control API never came up"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
     let host = format!("Host: box.example:{port}\r\n");
     assert_eq!(status_of(&addr, "GET /api/tasks", &host), 401);
     assert_eq!(status_of(&addr, "GET /metrics", &host), 401);
     assert_eq!(status_of(&addr, "GET /", &host), 200);
     let auth = format!("{host}Authorization: Bearer {}\r\n", token_of(&addr));
     assert_eq!(status_of(&addr, "GET /api/tasks", &auth), 200);
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 /// A client that half-closes its side after sending the request (as
@@ -176,7 +167,7 @@ fn non_loopback_needs_the_token_for_everything() {
 fn half_closed_clients_are_answered() {
     let dir = tempfile::tempdir().unwrap();
     let sys = start(dir.path());
-    let addr = sys.addr.as_str();
+    let addr = sys.control();
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     write!(s, "GET /api/tasks HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();

@@ -90,8 +90,8 @@ fn dashboard_shows_tree_and_charts() {
             guests::PROGRAM
         ),
     );
-    let sys = start_system(&m);
-    let addr = sys.addr.clone();
+    let sys = Launch::new(&m).args(["--no-cache"]).start();
+    let addr = sys.control().to_string();
     wait_for_history(&addr, 2);
     let url = format!("http://{addr}/");
     let profile = dir.path().join("profile");

@@ -2,7 +2,7 @@
 //! the host file, nobody else reaches it, one task holds it at a time,
 //! and operators see what was done to it.
 
-use crate::util::{self, free_port, guests, manifest, warden};
+use crate::util::{self, guests, manifest, warden, Launch};
 use std::time::Duration;
 use warden::{DeviceSpec, Runtime, RuntimeConfig, TaskSpec};
 
@@ -96,7 +96,6 @@ fn only_its_holder_reaches_a_device_and_it_is_free_after_the_holder_ends() {
 #[test]
 fn operators_see_each_device() {
     let dir = tempfile::tempdir().unwrap();
-    let control = format!("127.0.0.1:{}", free_port());
     let device = |name: &str| {
         format!("[[device]]\nname = \"{name}\"\nfile = \"{name}.img\"\nsize = \"1MiB\"\n")
     };
@@ -108,7 +107,7 @@ fn operators_see_each_device() {
         )
     };
     let text = format!(
-        "[runtime]\ncontrol = \"{control}\"\n{}{}{}{}",
+        "{}{}{}{}",
         device("disk0"),
         device("disk1"),
         task("check", "\"check\", \"disk0\"", "disk0"),
@@ -116,19 +115,16 @@ fn operators_see_each_device() {
         task("hold", "\"open\", \"disk1\"", "disk1"),
     );
     let path = manifest(dir.path(), &text);
-    let _system = util::Reaped(
-        warden()
-            .arg("run")
-            .arg(&path)
-            .current_dir(dir.path())
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let system = Launch::new(&path)
+        .with(|c| {
+            c.current_dir(dir.path());
+        })
+        .start();
+    let control = system.control();
     util::wait_for_output(dir.path(), "check", "device ok");
     util::wait_for_output(dir.path(), "hold", "holding");
     let devices: serde_json::Value =
-        serde_json::from_str(&util::get_body(&control, "/api/devices")).unwrap();
+        serde_json::from_str(&util::get_body(control, "/api/devices")).unwrap();
     let disk0 = &devices[0];
     assert_eq!(
         (
@@ -141,7 +137,7 @@ fn operators_see_each_device() {
         "{devices}"
     );
     assert_eq!(devices[1]["claimed"], true, "{devices}");
-    let metrics = util::get_body(&control, "/metrics");
+    let metrics = util::get_body(control, "/metrics");
     for line in [
         "warden_device_writes_total{device=\"disk0\"} 3",
         "warden_device_read_bytes_total{device=\"disk0\"} 66048",
@@ -150,7 +146,7 @@ fn operators_see_each_device() {
         assert!(metrics.contains(line), "{line} not in {metrics}");
     }
     let ps = warden()
-        .args(["ps", "--control", &control])
+        .args(["ps", "--control", control])
         .output()
         .unwrap();
     let ps = String::from_utf8_lossy(&ps.stdout);

@@ -140,28 +140,44 @@ fn network_examples() {
         );
     }
 
-    // The file server on a free port, fetched by curl.
+    // The file server on port 0, fetched by curl.
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
     let http = root.join("examples/http");
     let text = std::fs::read_to_string(http.join("http.toml"))
         .unwrap()
-        .replace("127.0.0.1:8080", &format!("127.0.0.1:{port}"))
+        .replace("127.0.0.1:8080", "127.0.0.1:0")
         .replace("build/", &format!("{}/build/", http.display()))
         .replace("\"www\"", &format!("\"{}/www\"", http.display()))
         .replace("memory_limit", "args = [\"2\"]\nmemory_limit");
     let m = manifest(dir.path(), &text);
-    let mut server = warden()
-        .args(["run", "--no-cache"])
-        .arg(&m)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .map(Reaped)
-        .unwrap();
-    let mut out = std::io::BufReader::new(server.stdout.take().unwrap());
+    let mut server = Launch::new(&m)
+        .args(["--no-cache"])
+        .with(|c| {
+            c.stdout(std::process::Stdio::piped());
+        })
+        .start();
+    let mut out = std::io::BufReader::new(server.child.stdout.take().unwrap());
     let mut line = String::new();
     std::io::BufRead::read_line(&mut out, &mut line).unwrap();
     assert!(line.contains("serving /www on descriptor 4"), "{line}");
+    // Its listener's port: the one `warden run` listens on besides its
+    // control API's.
+    let control: u16 = server
+        .control()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let ports = listening_ports(server.pid());
+    let [port] = ports
+        .iter()
+        .copied()
+        .filter(|&p| p != control)
+        .collect::<Vec<_>>()[..]
+    else {
+        panic!("listening on {ports:?}, control {control}")
+    };
     let curl = |path: &str| {
         let o = std::process::Command::new("curl")
             .args(["-s", "-i", "--max-time", "20"])
@@ -174,11 +190,7 @@ fn network_examples() {
     assert!(page.starts_with("HTTP/1.0 200 OK"), "{page}");
     assert!(page.contains("Served by a WASI task"), "{page}");
     assert!(curl("/nothing.html").starts_with("HTTP/1.0 404"));
-    let status = wait_child(
-        &mut server,
-        std::time::Duration::from_secs(20),
-        "file server still up",
-    );
+    let status = server.wait(std::time::Duration::from_secs(20));
     assert!(status.success());
 }
 
@@ -193,11 +205,11 @@ fn site_example() {
         .unwrap()
         .replace("127.0.0.1:8080", "127.0.0.1:0")
         .replace("\"build/", &format!("\"{}/build/", site.display()));
-    let site = serve(
-        &["--no-cache", "--control", "off"],
-        &manifest(dir.path(), &text),
-    );
-    let base = &site.base;
+    let site = Launch::new(&manifest(dir.path(), &text))
+        .args(["--no-cache"])
+        .control("off")
+        .start();
+    let base = site.base();
     let curl = |path: &str| {
         let o = std::process::Command::new("curl")
             .args(["-sS", "--max-time", "30", &format!("{base}{path}")])
@@ -235,10 +247,13 @@ fn components_example() {
             &format!("\"/data\" = \"{}\"", example.display()),
         );
     let path = manifest(dir.path(), &text);
-    let served = serve_with(&["--control", "off"], &path, |c| {
-        c.env("WARDEN_CACHE_DIR", crate::components::cache_dir())
-            .stdout(std::process::Stdio::piped());
-    });
+    let served = Launch::new(&path)
+        .control("off")
+        .with(|c| {
+            c.env("WARDEN_CACHE_DIR", crate::components::cache_dir())
+                .stdout(std::process::Stdio::piped());
+        })
+        .start();
     let curl = |path: &str| {
         let o = std::process::Command::new("curl")
             .args([
@@ -247,7 +262,7 @@ fn components_example() {
                 "30",
                 "-d",
                 "abc",
-                &format!("{}{path}", served.base),
+                &format!("{}{path}", served.base()),
             ])
             .output()
             .unwrap();
@@ -292,13 +307,11 @@ fn demo_system_runs() {
     text = text.replace("module = \"", &format!("module = \"{}/", demo.display()));
     let path = manifest(dir.path(), &text);
     let report = dir.path().join("report.json");
-    let control = format!("127.0.0.1:{}", free_port());
     let report_arg = report.display().to_string();
-    let mut demo = serve(
-        &["--no-cache", "--control", &control, "--report", &report_arg],
-        &path,
-    );
-    let base = demo.base.clone();
+    let mut demo = Launch::new(&path)
+        .args(["--no-cache", "--report", &report_arg])
+        .start();
+    let (base, control) = (demo.base().to_string(), demo.control().to_string());
     let curl = |url: &str| {
         let o = std::process::Command::new("curl")
             .args(["-sS", "--max-time", "30", "-w", "\n%{http_code}", url])
@@ -343,12 +356,8 @@ fn demo_system_runs() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     // SAFETY: signalling our own child process.
-    unsafe { libc::kill(demo.child.id() as i32, libc::SIGINT) };
-    let status = wait_child(
-        &mut demo.child,
-        std::time::Duration::from_secs(30),
-        "demo still running after Ctrl-C",
-    );
+    unsafe { libc::kill(demo.pid() as i32, libc::SIGINT) };
+    let status = demo.wait(std::time::Duration::from_secs(30));
     assert_eq!(status.code(), Some(1));
     let tasks: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
@@ -421,7 +430,8 @@ fn fileserver_example() {
         .status()
         .unwrap();
     assert!(made.success());
-    let port = free_port().to_string();
+    // The script takes a port to print in its address (not port 0).
+    let port = fixed_port().to_string();
     let mut child = Reaped(
         std::process::Command::new(root.join("examples/fileserver/run"))
             .arg(&img)

@@ -4,7 +4,7 @@
 //! buffer cache bounded by its memory budget; a file-system task killed
 //! mid-workload and another started on the same image.
 
-use crate::util::{self, guests, manifest, warden};
+use crate::util::{self, guests, manifest, warden, Launch};
 use std::path::Path;
 use std::process::Command;
 
@@ -213,23 +213,16 @@ fn only_power_loss_damage(report: &str) {
 fn a_killed_file_system_fails_its_clients_and_another_serves_the_image() {
     let dir = tempfile::tempdir().unwrap();
     let img = image(dir.path(), 1024, "64M");
-    let control = format!("127.0.0.1:{}", util::free_port());
-    let text = format!(
-        "[runtime]\ncontrol = \"{control}\"\n{}",
-        system(
-            "args = [\"fs\", \"disk0\"]\nmemory_limit = \"16MiB\"",
-            &[("hammer", "\"fs\", \"hammer\"")],
-        )
+    let text = system(
+        "args = [\"fs\", \"disk0\"]\nmemory_limit = \"16MiB\"",
+        &[("hammer", "\"fs\", \"hammer\"")],
     );
-    let mut child = util::Reaped(
-        warden()
-            .arg("run")
-            .arg(manifest(dir.path(), &text))
-            .current_dir(dir.path())
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let mut running = Launch::new(&manifest(dir.path(), &text))
+        .with(|c| {
+            c.current_dir(dir.path());
+        })
+        .start();
+    let control = running.control().to_string();
     util::wait_for_output(dir.path(), "hammer", "wrote 100");
     let kill = warden()
         .args(["kill", "fs", "--control", &control])
@@ -242,8 +235,8 @@ fn a_killed_file_system_fails_its_clients_and_another_serves_the_image() {
     );
     // The client's next call fails with the peer's death, not a hang.
     util::wait_for_output(dir.path(), "hammer", "error -3 after");
-    let _ = child.kill();
-    let _ = child.wait();
+    let _ = running.child.kill();
+    let _ = running.child.wait();
     // What a crash of ext2 may leave (no journal): the writes since the
     // last fsync lost, and bitmaps, free counts, sizes, link counts and
     // directory entries of that window out of step. e2fsck, told to fix

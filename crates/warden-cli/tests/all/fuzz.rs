@@ -458,7 +458,7 @@ fn cgi_responses() {
     ));
     let mut seen = std::collections::BTreeMap::new();
     for seed in seeds() {
-        let (status, body) = http1(&site.addr, "GET", &format!("/out?fuzz={seed}"), &[], b"");
+        let (status, body) = http1(site.addr(), "GET", &format!("/out?fuzz={seed}"), &[], b"");
         assert!(
             (200..600).contains(&status),
             "seed {seed}: no answer ({status}: {body})"
@@ -467,7 +467,7 @@ fn cgi_responses() {
     }
     eprintln!("CGI fuzzing: statuses {seen:?}");
     site.bystander_answers();
-    let stderr = site.served.stderr.lock().unwrap().clone();
+    let stderr = site.served.stderr();
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
@@ -491,7 +491,7 @@ fn http2_frames() {
         let batch: Vec<u64> = seeds.by_ref().take(4).collect();
         std::thread::scope(|s| {
             for &seed in &batch {
-                let addr = site.addr.clone();
+                let addr = site.addr().to_string();
                 s.spawn(move || {
                     for i in 0..25 {
                         h2_attack(
@@ -518,7 +518,7 @@ fn http2_frames() {
         before >> 20,
         peak >> 20
     );
-    let stderr = site.served.stderr.lock().unwrap().clone();
+    let stderr = site.served.stderr();
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 

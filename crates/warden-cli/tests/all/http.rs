@@ -2,47 +2,17 @@
 //! and by servlets, driven by a real HTTP client (curl) against a running
 //! `warden run`.
 
-use crate::util::{free_port, manifest, serve_with, warden, Served};
+use crate::util::{manifest, warden, Launch, Served};
 use std::process::Command;
 use std::time::{Duration, Instant};
 use warden_test_guests as guests;
 
-/// A running `warden run` with HTTP servers and its control API.
-pub struct Web {
-    pub served: Served,
-    /// `http://ADDR` of its first server.
-    pub base: String,
-    /// Its control API address.
-    pub control: String,
-}
-
-impl Web {
-    /// Starts `manifest` and waits for its "serving" line.
-    pub fn start(dir: &std::path::Path, text: &str) -> Web {
-        Web::start_with(dir, text, &["--no-cache"], |_| {})
-    }
-
-    /// [`Web::start`] with `args` for `warden run` (besides the control
-    /// API's address), its command first given to `prepare`.
-    pub fn start_with(
-        dir: &std::path::Path,
-        text: &str,
-        args: &[&str],
-        prepare: impl FnOnce(&mut Command),
-    ) -> Web {
-        let control = format!("127.0.0.1:{}", free_port());
-        let args: Vec<&str> = args
-            .iter()
-            .copied()
-            .chain(["--control", &control])
-            .collect();
-        let served = serve_with(&args, &manifest(dir, text), prepare);
-        Web {
-            base: served.base.clone(),
-            served,
-            control,
-        }
-    }
+/// Serves `text` (a manifest written into `dir`) without the code cache;
+/// ready once its servers and control API are.
+pub fn start_web(dir: &std::path::Path, text: &str) -> Served {
+    Launch::new(&manifest(dir, text))
+        .args(["--no-cache"])
+        .start()
 }
 
 /// A response as curl saw it.
@@ -80,18 +50,18 @@ pub fn curl(url: &str, args: &[&str]) -> Reply {
     }
 }
 
-pub fn get(web: &Web, path: &str) -> Reply {
-    curl(&format!("{}{path}", web.base), &[])
+pub fn get(web: &Served, path: &str) -> Reply {
+    curl(&format!("{}{path}", web.base()), &[])
 }
 
 /// The server's `/metrics` text.
-pub fn metrics(web: &Web) -> String {
-    curl(&format!("http://{}/metrics", web.control), &[]).body
+pub fn metrics(web: &Served) -> String {
+    curl(&format!("http://{}/metrics", web.control()), &[]).body
 }
 
 /// `/api/routes` as JSON.
-pub fn routes(web: &Web) -> serde_json::Value {
-    serde_json::from_str(&curl(&format!("http://{}/api/routes", web.control), &[]).body).unwrap()
+pub fn routes(web: &Served) -> serde_json::Value {
+    serde_json::from_str(&curl(&format!("http://{}/api/routes", web.control()), &[]).body).unwrap()
 }
 
 fn site(dir: &std::path::Path, extra: &str) -> String {
@@ -127,9 +97,9 @@ fn wagi_route(path: &str, timeout: &str) -> String {
 #[test]
 fn a_per_request_task_gets_the_request_and_writes_the_response() {
     let dir = tempfile::tempdir().unwrap();
-    let web = Web::start(dir.path(), &site(dir.path(), ""));
+    let web = start_web(dir.path(), &site(dir.path(), ""));
     let r = curl(
-        &format!("{}/hello?x=1", web.base),
+        &format!("{}/hello?x=1", web.base()),
         &["-H", "X-Test: yes", "--data-binary", "the body"],
     );
     assert_eq!(r.status, 200, "{r:?}");
@@ -137,7 +107,7 @@ fn a_per_request_task_gets_the_request_and_writes_the_response() {
         r.head.to_ascii_lowercase().contains("x-handler: wagi"),
         "{r:?}"
     );
-    let port = web.base.rsplit(':').next().unwrap();
+    let port = web.base().rsplit(':').next().unwrap();
     assert_eq!(
         r.body,
         format!(
@@ -156,8 +126,8 @@ fn a_per_request_task_gets_the_request_and_writes_the_response() {
 #[test]
 fn keep_alive_serves_many_requests_on_one_connection() {
     let dir = tempfile::tempdir().unwrap();
-    let web = Web::start(dir.path(), &site(dir.path(), ""));
-    let url = format!("{}/hello?fresh", web.base);
+    let web = start_web(dir.path(), &site(dir.path(), ""));
+    let url = format!("{}/hello?fresh", web.base());
     let out = Command::new("curl")
         .args(["-sS", "-w", "%{http_code} %{num_connects}\n"])
         .args([
@@ -184,7 +154,7 @@ fn keep_alive_serves_many_requests_on_one_connection() {
 fn faults_become_http_answers_and_the_server_keeps_serving() {
     let dir = tempfile::tempdir().unwrap();
     let extra = wagi_route("/slow", "300ms");
-    let web = Web::start(dir.path(), &site(dir.path(), &extra));
+    let web = start_web(dir.path(), &site(dir.path(), &extra));
     for (query, status) in [
         ("trap", 500),
         ("exit3", 500),
@@ -201,11 +171,11 @@ fn faults_become_http_answers_and_the_server_keeps_serving() {
     // Bodies over max_body: 413 before any task starts, declared or not.
     let big = "x".repeat(2048);
     assert_eq!(
-        curl(&format!("{}/hello", web.base), &["--data-binary", &big]).status,
+        curl(&format!("{}/hello", web.base()), &["--data-binary", &big]).status,
         413
     );
     let chunked = curl(
-        &format!("{}/hello", web.base),
+        &format!("{}/hello", web.base()),
         &["-H", "Transfer-Encoding: chunked", "--data-binary", &big],
     );
     assert_eq!(chunked.status, 413);
@@ -263,7 +233,7 @@ fn faults_become_http_answers_and_the_server_keeps_serving() {
 #[test]
 fn two_hundred_requests_at_once_are_all_answered() {
     let dir = tempfile::tempdir().unwrap();
-    let web = Web::start(
+    let web = start_web(
         dir.path(),
         &site(dir.path(), "").replace("timeout = \"2s\"", "timeout = \"60s\"\nmax_concurrent = 16"),
     );
@@ -275,7 +245,7 @@ fn two_hundred_requests_at_once_are_all_answered() {
     assert_eq!(r["codes"]["200"], 200, "{r}");
     // Operators see the route in `warden ps`.
     let ps = warden()
-        .args(["ps", "--control", &web.control])
+        .args(["ps", "--control", web.control()])
         .output()
         .unwrap();
     let ps = String::from_utf8_lossy(&ps.stdout);
@@ -319,7 +289,7 @@ service = "nobody"
         servlet = guests::SERVLET,
     )
     .replace("DIR", &dir.path().display().to_string());
-    let web = Web::start(dir.path(), &text);
+    let web = start_web(dir.path(), &text);
     crate::util::wait_for_output(dir.path(), "keeper", "started 1");
     for n in 1..=3 {
         let r = get(&web, "/count/x");
@@ -330,7 +300,7 @@ service = "nobody"
         );
     }
     let r = curl(
-        &format!("{}/count/head?q=1", web.base),
+        &format!("{}/count/head?q=1", web.base()),
         &["-H", "X-Test: a", "--data-binary", "B"],
     );
     assert!(
@@ -369,7 +339,7 @@ service = "nobody"
         assert!(
             t.elapsed() < Duration::from_secs(20),
             "{}",
-            web.served.stderr.lock().unwrap()
+            web.stderr.lock().unwrap()
         );
     }
 }
@@ -399,8 +369,8 @@ fn expect_continue(stream: &mut std::net::TcpStream) {
 fn slow_clients_hold_a_connection_not_a_handler() {
     use std::io::{Read, Write};
     let dir = tempfile::tempdir().unwrap();
-    let web = Web::start(dir.path(), &site(dir.path(), ""));
-    let addr = web.base.trim_start_matches("http://").to_string();
+    let web = start_web(dir.path(), &site(dir.path(), ""));
+    let addr = web.base().trim_start_matches("http://").to_string();
     // A head that never ends, and a body that never comes.
     let mut slow_head = std::net::TcpStream::connect(&addr).unwrap();
     slow_head
@@ -452,8 +422,8 @@ fn a_full_server_makes_room_for_a_new_client() {
         "listen = \"127.0.0.1:0\"",
         "listen = \"127.0.0.1:0\"\nmax_connections = 3",
     );
-    let web = Web::start(dir.path(), &text);
-    let addr = web.base.trim_start_matches("http://").to_string();
+    let web = start_web(dir.path(), &text);
+    let addr = web.base().trim_start_matches("http://").to_string();
     let connect = |first: &[u8]| {
         let mut s = std::net::TcpStream::connect(&addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
@@ -516,8 +486,8 @@ fn a_slow_reader_giving_way_still_gets_its_whole_answer() {
         "listen = \"127.0.0.1:0\"",
         "listen = \"127.0.0.1:0\"\nmax_connections = 1",
     );
-    let web = Web::start(dir.path(), &text);
-    let addr: std::net::SocketAddr = web.base.trim_start_matches("http://").parse().unwrap();
+    let web = start_web(dir.path(), &text);
+    let addr: std::net::SocketAddr = web.base().trim_start_matches("http://").parse().unwrap();
     // A small receive window: the answer stays mostly in the server.
     let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
     socket.set_recv_buffer_size(4096).unwrap();
@@ -552,7 +522,7 @@ fn a_slow_reader_giving_way_still_gets_its_whole_answer() {
 #[test]
 fn a_service_route_to_a_passive_service() {
     let dir = tempfile::tempdir().unwrap();
-    let web = Web::start(
+    let web = start_web(
         dir.path(),
         &counter_site(guests::PASSIVE_SERVLET, "passive = true", "5s"),
     );
@@ -582,25 +552,25 @@ fn a_service_route_to_a_passive_service() {
 fn http2_with_prior_knowledge() {
     use http_body_util::BodyExt;
     let dir = tempfile::tempdir().unwrap();
-    let web = Web::start(
+    let web = start_web(
         dir.path(),
         &site(dir.path(), "").replace("timeout = \"2s\"", "timeout = \"60s\"\nmax_concurrent = 16"),
     );
     let h2 = "--http2-prior-knowledge";
     let r = curl(
-        &format!("{}/hello?x=1", web.base),
+        &format!("{}/hello?x=1", web.base()),
         &[h2, "-H", "X-Test: yes", "--data-binary", "the body"],
     );
     assert!(r.head.starts_with("HTTP/2 200"), "{r:?}");
-    let port = web.base.rsplit(':').next().unwrap();
+    let port = web.base().rsplit(':').next().unwrap();
     assert_eq!(
         r.body,
         format!(
             "method=POST path=/hello query=x=1 test=yes server=127.0.0.1:{port} length=8\nthe body"
         )
     );
-    let addr = web.base.trim_start_matches("http://").to_string();
-    let url = format!("{}/hello?fresh", web.base);
+    let addr = web.base().trim_start_matches("http://").to_string();
+    let url = format!("{}/hello?fresh", web.base());
     let answers = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -640,9 +610,9 @@ fn http2_with_prior_knowledge() {
         .count();
     assert_eq!(ok, 100, "{answers:?}");
     let big = format!("X-Big: {}", "y".repeat(40 << 10));
-    let r = curl(&format!("{}/hello", web.base), &[h2, "-H", &big]);
+    let r = curl(&format!("{}/hello", web.base()), &[h2, "-H", &big]);
     assert_eq!(r.status, 431, "{r:?}");
-    assert_eq!(curl(&format!("{}/hello", web.base), &[h2]).status, 200);
+    assert_eq!(curl(&format!("{}/hello", web.base()), &[h2]).status, 200);
     let r = &routes(&web)[0];
     assert_eq!(r["codes"]["200"], 102, "{r}");
 }
@@ -650,8 +620,8 @@ fn http2_with_prior_knowledge() {
 /// `n` requests for `path`, at most `at_once` of them at a time (one
 /// curl, each transfer on a connection of its own or reused); their
 /// status codes.
-fn parallel(web: &Web, path: &str, n: usize, at_once: usize) -> Vec<u16> {
-    let url = format!("{}{path}", web.base);
+fn parallel(web: &Served, path: &str, n: usize, at_once: usize) -> Vec<u16> {
+    let url = format!("{}{path}", web.base());
     let mut cmd = Command::new("curl");
     cmd.args([
         "-sS",
@@ -675,7 +645,7 @@ fn parallel(web: &Web, path: &str, n: usize, at_once: usize) -> Vec<u16> {
 }
 
 /// `warden_host_polls_total`: slices the web server's threads ran.
-fn host_polls(web: &Web) -> f64 {
+fn host_polls(web: &Served) -> f64 {
     let m = metrics(web);
     let line = m
         .lines()
@@ -707,7 +677,7 @@ timeout = "{timeout}"
 }
 
 /// Waits until the servlet answers `/count/x` (it has registered).
-fn wait_for_servlet(web: &Web) {
+fn wait_for_servlet(web: &Served) {
     let t = Instant::now();
     while get(web, "/count/x").status != 200 {
         assert!(t.elapsed() < Duration::from_secs(20), "no servlet");
@@ -721,13 +691,13 @@ fn wait_for_servlet(web: &Web) {
 #[test]
 fn concurrent_servlet_requests_run_on_the_servers_threads() {
     let dir = tempfile::tempdir().unwrap();
-    let web = Web::start(dir.path(), &counter_site(guests::SERVLET, "", "20s"));
+    let web = start_web(dir.path(), &counter_site(guests::SERVLET, "", "20s"));
     wait_for_servlet(&web);
     let codes = parallel(&web, "/count/x", 400, 8);
     assert!(codes.iter().all(|&c| c == 200), "{codes:?}");
     assert_eq!(get(&web, "/count/x").body, "count 402\n");
     let out = Command::new("wrk")
-        .args(["-t2", "-c16", "-d1s", &format!("{}/count/x", web.base)])
+        .args(["-t2", "-c16", "-d1s", &format!("{}/count/x", web.base())])
         .output()
         .expect("wrk is installed");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -752,7 +722,7 @@ fn concurrent_servlet_requests_run_on_the_servers_threads() {
 #[test]
 fn a_busy_servlet_is_held_to_its_cpu_limit() {
     let dir = tempfile::tempdir().unwrap();
-    let web = Web::start(
+    let web = start_web(
         dir.path(),
         &counter_site(guests::SERVLET, "cpu_limit = \"100ms\"", "20s"),
     );
@@ -781,7 +751,7 @@ fn a_route_reserves_its_guarantee_per_request() {
         site(dir.path(), ""),
         guests::WAGI
     );
-    let web = Web::start(dir.path(), &text);
+    let web = start_web(dir.path(), &text);
     let r = get(&web, "/big");
     assert_eq!(r.status, 503, "{r:?}");
     assert!(
@@ -793,7 +763,7 @@ fn a_route_reserves_its_guarantee_per_request() {
         assert_eq!(get(&web, "/hello?fresh").body, "seen 1\n");
     }
     let memory: serde_json::Value =
-        serde_json::from_str(&curl(&format!("http://{}/api/memory", web.control), &[]).body)
+        serde_json::from_str(&curl(&format!("http://{}/api/memory", web.control()), &[]).body)
             .unwrap();
     assert_eq!(memory["guaranteed_bytes"], 0, "{memory}");
     assert!(

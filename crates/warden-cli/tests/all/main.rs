@@ -35,6 +35,7 @@ mod ipc_termination;
 mod isolation;
 mod java;
 mod kill;
+mod launch;
 mod limits_cpu;
 mod limits_memory;
 mod manifest_keys;

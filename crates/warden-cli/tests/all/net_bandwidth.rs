@@ -44,8 +44,30 @@ fn blaster(dir: &std::path::Path, name: &str, addr: &str, share: u32) -> warden:
     s
 }
 
+/// What arrived at each sink from the end of a warm-up until at least
+/// `window` has passed and `bytes` have arrived in all (or [`LIMIT`]
+/// has): bytes counted by the receivers, and the seconds they took.
+fn measure_bytes(sinks: &[Arc<AtomicU64>], window: Duration, bytes: u64) -> (Vec<u64>, f64) {
+    let counts = || -> Vec<u64> { sinks.iter().map(|c| c.load(Ordering::Relaxed)).collect() };
+    std::thread::sleep(Duration::from_millis(300)); // warm-up, not ordering
+    let (a, t) = (counts(), Instant::now());
+    loop {
+        std::thread::sleep(Duration::from_millis(50));
+        let got: Vec<u64> = a.iter().zip(counts()).map(|(x, y)| y - x).collect();
+        let enough = got.iter().sum::<u64>() >= bytes && t.elapsed() >= window;
+        if enough || t.elapsed() > LIMIT {
+            return (got, t.elapsed().as_secs_f64());
+        }
+    }
+}
+
 /// Four senders with shares 1:2:3:4 on a 40 MB/s link get 10/20/30/40%
-/// of it, and together no more than the link.
+/// of what it carried, and together no more than the link. Shares are
+/// judged among what arrived, over at least 40 MB (some 600 packets of
+/// 64 KiB: one packet more or less moves a share by 0.002), and the
+/// link's rate only as a ceiling: a machine whose cores are all busy may
+/// leave the senders or the link's pacing short of CPU, which slows the
+/// link but must not bend the shares.
 #[test]
 fn a_saturated_link_is_shared_by_weight() {
     let dir = tempfile::tempdir().unwrap();
@@ -62,8 +84,9 @@ fn a_saturated_link_is_shared_by_weight() {
             count
         })
         .collect();
-    let (sent, secs) = measure_sinks(&sinks, Duration::from_secs(2));
+    let (sent, secs) = measure_bytes(&sinks, Duration::from_secs(2), rate);
     let total: u64 = sent.iter().sum();
+    assert!(total >= rate, "only {total} bytes in {secs:.1} s: {sent:?}");
     for (i, s) in sent.iter().enumerate() {
         let frac = *s as f64 / total as f64;
         let want = (i + 1) as f64 / 10.0;
@@ -74,7 +97,6 @@ fn a_saturated_link_is_shared_by_weight() {
     }
     let got = total as f64 / secs;
     assert!(got < rate as f64 * 1.05, "the link's rate holds: {got}");
-    assert!(got > rate as f64 * 0.7, "the link is used: {got}");
     rt.kill_all("done");
 }
 

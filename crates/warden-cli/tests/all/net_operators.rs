@@ -20,12 +20,12 @@ fn bytes_rates_and_sockets_per_task_and_group() {
             guests::NET
         ),
     );
-    let sys = start_system(&m);
+    let sys = Launch::new(&m).args(["--no-cache"]).start();
     // Wait until the samples show it sending (a readiness condition).
     let t = Instant::now();
     let groups = loop {
         let g: serde_json::Value =
-            serde_json::from_str(&get_body(&sys.addr, "/api/groups")).unwrap();
+            serde_json::from_str(&get_body(sys.control(), "/api/groups")).unwrap();
         if g["groups"][1]["net_tx_rate"].as_f64().unwrap_or(0.0) > 0.0 {
             break g;
         }
@@ -49,7 +49,7 @@ fn bytes_rates_and_sockets_per_task_and_group() {
     assert!(rate < 22e6, "within the link: {rate}");
 
     let tasks: serde_json::Value =
-        serde_json::from_str(&get_body(&sys.addr, "/api/tasks")).unwrap();
+        serde_json::from_str(&get_body(sys.control(), "/api/tasks")).unwrap();
     let b = &tasks[0];
     assert!(
         b["net_bytes_sent"].as_u64().unwrap() > 0 && b["sockets"] == 1 && b["connections"] == 1,
@@ -57,7 +57,7 @@ fn bytes_rates_and_sockets_per_task_and_group() {
     );
     assert_eq!(b["group"], "tenant-a");
 
-    let metrics = get_body(&sys.addr, "/metrics");
+    let metrics = get_body(sys.control(), "/metrics");
     let scrape =
         prometheus_parse::Scrape::parse(metrics.lines().map(|l| Ok(l.to_string()))).unwrap();
     let value = |metric: &str, key: &str, label: &str| {
@@ -77,7 +77,7 @@ fn bytes_rates_and_sockets_per_task_and_group() {
     assert_eq!(value("warden_group_sockets", "group", "tenant-a"), 1.0);
 
     let ps = warden()
-        .args(["ps", "--control", &sys.addr])
+        .args(["ps", "--control", sys.control()])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&ps.stdout);

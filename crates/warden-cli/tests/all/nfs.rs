@@ -4,23 +4,25 @@
 //! they wrote; malformed calls, oversized records and clients that stall
 //! harm neither the server task nor its other clients.
 
-use crate::util::{self, free_port, guests, manifest, warden};
+use crate::util::{self, guests, manifest};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::Command;
 use std::time::Duration;
 
-/// A served image: the `warden run` process, the directory and the port.
-struct Served {
-    child: util::Reaped,
+/// A served image: the `warden run` process, the directory and the NFS
+/// task's port.
+struct Export {
+    system: util::Served,
     dir: tempfile::TempDir,
     port: u16,
 }
 
-impl Served {
-    /// An ext2 image (mke2fs, with `/docs/readme.txt`) served on a free
-    /// loopback port by the file system and NFS tasks.
-    fn start() -> Served {
+impl Export {
+    /// An ext2 image (mke2fs, with `/docs/readme.txt`) served by the file
+    /// system and NFS tasks, on the port the NFS task was given (port 0:
+    /// it prints the one it bound).
+    fn start() -> Export {
         let dir = tempfile::tempdir().unwrap();
         let src = dir.path().join("src/docs");
         std::fs::create_dir_all(&src).unwrap();
@@ -37,29 +39,25 @@ impl Served {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let port = free_port();
         let text = format!(
-            "[runtime]\ncontrol = \"off\"\n[[device]]\nname = \"disk0\"\nfile = \"disk.img\"\n\
+            "[[device]]\nname = \"disk0\"\nfile = \"disk.img\"\n\
              [[task]]\nname = \"fs\"\nmodule = \"{}\"\nargs = [\"fs\", \"disk0\"]\ndevices = [\"disk0\"]\n\
              provides = [\"fs\"]\nmax_message_bytes = \"1MiB\"\nmemory_limit = \"32MiB\"\nstdout = \"fs.out\"\n\
-             [[task]]\nname = \"nfs\"\nmodule = \"{}\"\nargs = [\"fs\", \"127.0.0.1:{port}\", \"/export\"]\n\
-             uses = [\"fs\"]\nlisten = [\"127.0.0.1:{port}\"]\nmax_message_bytes = \"1MiB\"\n\
+             [[task]]\nname = \"nfs\"\nmodule = \"{}\"\nargs = [\"fs\", \"127.0.0.1:0\", \"/export\"]\n\
+             uses = [\"fs\"]\nlisten = [\"127.0.0.1:*\"]\nmax_message_bytes = \"1MiB\"\n\
              memory_limit = \"96MiB\"\nstdout = \"nfs.out\"\n",
             guests::EXT2,
             guests::NFS
         );
-        let child = util::Reaped(
-            warden()
-                .arg("run")
-                .arg(manifest(dir.path(), &text))
-                .current_dir(dir.path())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        util::wait_for_output(dir.path(), "nfs", "nfs: serving /export");
-        Served { child, dir, port }
+        let system = util::Launch::new(&manifest(dir.path(), &text))
+            .with(|c| {
+                c.current_dir(dir.path());
+            })
+            .start();
+        let serving = "nfs: serving /export on 127.0.0.1:";
+        let port = util::wait_for_line(dir.path(), "nfs", serving);
+        let port = port.parse().unwrap();
+        Export { system, dir, port }
     }
 
     /// The NFS URL of `path` under the export (libnfs: ports given, no
@@ -72,8 +70,8 @@ impl Served {
     /// Stops the system as Ctrl-C does; the image's path.
     fn stop(mut self) -> (tempfile::TempDir, std::path::PathBuf) {
         // SAFETY: a signal to the child this test started.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
-        let _ = self.child.wait();
+        unsafe { libc::kill(self.system.pid() as i32, libc::SIGINT) };
+        self.system.wait(Duration::from_secs(60));
         let img = self.dir.path().join("disk.img");
         (self.dir, img)
     }
@@ -96,7 +94,7 @@ fn nfs(tool: &str, args: &[&str]) -> String {
 
 #[test]
 fn libnfs_clients_list_read_write_and_copy_through_the_task() {
-    let served = Served::start();
+    let served = Export::start();
     let listing = nfs("nfs-ls", &[&served.url("")]);
     assert!(
         listing.contains(" docs") && listing.contains(" lost+found"),
@@ -229,7 +227,7 @@ fn forged_handles_are_refused(s: &mut TcpStream) {
 
 #[test]
 fn malformed_calls_oversized_records_and_stalled_clients_harm_nobody() {
-    let served = Served::start();
+    let served = Export::start();
     let addr = format!("127.0.0.1:{}", served.port);
     let connect = || {
         let s = TcpStream::connect(&addr).unwrap();

@@ -75,7 +75,7 @@ fn killed_tasks_memory_leaves_at_once() {
             guests::SLEEP
         ),
     );
-    let system = start_system(&m);
+    let system = Launch::new(&m).args(["--no-cache"]).start();
     let pid = system.pid().to_string();
     let t = Instant::now();
     let mut held = rss_of(&pid);
@@ -91,7 +91,7 @@ fn killed_tasks_memory_leaves_at_once() {
     std::thread::sleep(Duration::from_millis(100));
     held = rss_of(&pid);
     let out = warden()
-        .args(["kill", "--control", &system.addr, "hold"])
+        .args(["kill", "--control", system.control(), "hold"])
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");

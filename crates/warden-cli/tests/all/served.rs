@@ -79,8 +79,9 @@ fn unmodified_programs_read_and_write_files_on_the_image() {
              \"sync:/data/docs/new.txt\"]\n",
             guests::FILES
         );
-    let control = format!("127.0.0.1:{}", util::free_port());
-    let sys = start_with(dir.path(), &text, &control);
+    let sys = start_with(dir.path(), &text, "127.0.0.1:0");
+    // The address the control API was bound to.
+    let control = sys.control().expect("a control API").0.to_string();
     assert_eq!(exit_code(&sys, "files"), Some(0));
     // Operators see what the served directory carried.
     let services: serde_json::Value =

@@ -2,8 +2,10 @@
 //! commands run in order in one shell, in a `tour/` directory beside the
 //! SDK, and each `text` block's lines found in what the commands before
 //! it printed. The only change is the ports (8080 and 7474 become free
-//! ones), and a wait for the server after a command that starts one in
-//! the background, as a reader waits for its "serving" line.
+//! ones, which the commands name: [`fixed_port`]s, which no listener on
+//! port 0 takes meanwhile), and a wait for the server after a command
+//! that starts one in the background, as a reader waits for its
+//! "serving" line.
 
 use crate::util::*;
 use std::fmt::Write as _;
@@ -86,7 +88,7 @@ fn section(output: &str, i: usize) -> &str {
 #[test]
 fn the_tutorial_runs_as_written() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let (http, control) = (free_port(), free_port());
+    let (http, control) = (fixed_port(), fixed_port());
     let text = std::fs::read_to_string(root.join("doc/tutorial.md"))
         .unwrap()
         .replace("8080", &http.to_string())

@@ -5,6 +5,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 use warden::{Output, PolicyKind, Runtime, RuntimeConfig, TaskReport, TaskSpec};
 
+pub use crate::launch::{Launch, Served};
 pub use warden_test_guests as guests;
 
 /// A runtime with `workers` workers and no disk cache, sized for at most
@@ -164,7 +165,6 @@ pub fn proc_status_bytes(pid: &str, field: &str) -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// A free loopback port (for a control API).
 /// The body of `GET path` on a control API (HTTP/1.0, no token: the
 /// figures open on loopback).
 pub fn get_body(addr: &str, path: &str) -> String {
@@ -176,53 +176,69 @@ pub fn get_body(addr: &str, path: &str) -> String {
     text.split_once("\r\n\r\n").unwrap().1.to_string()
 }
 
-pub fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
+/// A free loopback port for a test that must name a port before
+/// anything binds it (tasks whose grants name Warden's own endpoints, a
+/// document's commands), where every other listener binds port 0: below
+/// the kernel's range for port 0 and outgoing connections
+/// (`ip_local_port_range`), so that neither can take it before the
+/// system does, and a different one at each call in this process.
+pub fn fixed_port() -> u16 {
+    use std::sync::atomic::{AtomicU16, Ordering};
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap();
+    let low: u16 = range.split_whitespace().next().unwrap().parse().unwrap();
+    let span = 8192.min(low - 1024);
+    // Where this process starts, so that two test processes rarely meet.
+    let start = (std::process::id() % u32::from(span)) as u16;
+    loop {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        assert!(n < span, "no fixed port left");
+        let port = low - span + (start + n) % span;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
-/// A `warden run` child process with its control API; killed on drop.
-pub struct System {
-    child: Reaped,
-    /// Its control address.
-    pub addr: String,
+/// The TCP ports process `pid` listens on.
+pub fn listening_ports(pid: u32) -> Vec<u16> {
+    let sockets: std::collections::HashSet<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter_map(|l| {
+            let l = l.to_string_lossy().into_owned();
+            Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
+        })
+        .collect();
+    let mut ports = Vec::new();
+    for table in ["tcp", "tcp6"] {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // local address, state (0A: listening), inode
+            if f.len() > 9 && f[3] == "0A" && sockets.contains(f[9]) {
+                let port = f[1].rsplit(':').next().unwrap();
+                ports.push(u16::from_str_radix(port, 16).unwrap());
+            }
+        }
+    }
+    ports
 }
 
-impl System {
-    /// The `warden run` process's id.
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// The `warden run` process.
-    pub fn child(&mut self) -> &mut std::process::Child {
-        &mut self.child
-    }
-}
-
-/// Starts `warden run` on `manifest` with its control API on a free port,
-/// and waits until the API answers.
-pub fn start_system(manifest: &Path) -> System {
-    let addr = format!("127.0.0.1:{}", free_port());
-    let child = warden()
-        .args(["run", "--no-cache", "--control", &addr])
-        .arg(manifest)
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let system = System {
-        child: Reaped(child),
-        addr,
-    };
-    let t = std::time::Instant::now();
-    while std::net::TcpStream::connect(&system.addr).is_err() {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "control API never came up"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    system
+/// A loopback address nothing listens on: a socket bound to it (not
+/// listening, so connections are refused) holds it for as long as the
+/// socket lives, so that nothing else takes it meanwhile.
+pub fn refusing_addr() -> (socket2::Socket, String) {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    s.bind(
+        &"127.0.0.1:0"
+            .parse::<std::net::SocketAddr>()
+            .unwrap()
+            .into(),
+    )
+    .unwrap();
+    let addr = s.local_addr().unwrap().as_socket().unwrap().to_string();
+    (s, addr)
 }
 
 /// Waits until the task named `name` has printed `want` (a readiness
@@ -239,6 +255,22 @@ pub fn wait_for_output(dir: &std::path::Path, name: &str, want: &str) {
             t.elapsed() < Duration::from_secs(20),
             "{name} never printed {want:?}"
         );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Waits until the task named `name` has printed a whole line holding
+/// `prefix` (see [`wait_for_output`]); the rest of that line after it.
+pub fn wait_for_line(dir: &std::path::Path, name: &str, prefix: &str) -> String {
+    wait_for_output(dir, name, prefix);
+    let t = Instant::now();
+    loop {
+        let out = stdout_of(dir, name);
+        let rest = &out[out.find(prefix).unwrap() + prefix.len()..];
+        if let Some((line, _)) = rest.split_once('\n') {
+            return line.to_string();
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "{name}: {out:?}");
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -271,68 +303,6 @@ pub fn counting_sink() -> (String, std::sync::Arc<std::sync::atomic::AtomicU64>)
         }
     });
     (addr, count)
-}
-
-/// A `warden run` serving `[[http]]` routes, its stderr collected; killed
-/// on drop.
-pub struct Served {
-    pub child: Reaped,
-    /// `http://ADDR` of its first server.
-    pub base: String,
-    /// Everything it wrote on stderr so far.
-    pub stderr: std::sync::Arc<std::sync::Mutex<String>>,
-}
-
-/// Runs `warden run ARGS MANIFEST` and waits for its "serving" line.
-pub fn serve(args: &[&str], manifest: &Path) -> Served {
-    serve_with(args, manifest, |_| {})
-}
-
-/// [`serve`], the command first given to `prepare`.
-pub fn serve_with(args: &[&str], manifest: &Path, prepare: impl FnOnce(&mut Command)) -> Served {
-    use std::io::BufRead;
-    let mut cmd = warden();
-    cmd.arg("run")
-        .args(args)
-        .arg(manifest)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped());
-    prepare(&mut cmd);
-    let mut child = cmd.spawn().unwrap();
-    let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-    let (tx, rx) = std::sync::mpsc::channel();
-    let (lines, all) = (child.stderr.take().unwrap(), stderr.clone());
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(lines).lines().map_while(Result::ok) {
-            if let Some(addr) = line.strip_prefix("warden: serving http://") {
-                let _ = tx.send(addr.trim_end_matches('/').to_string());
-            }
-            let mut s = all.lock().unwrap();
-            s.push_str(&line);
-            s.push('\n');
-        }
-    });
-    // Until it says it serves, or ends: compiling a system's components
-    // (a Python one is 15 MB of code) takes minutes on a loaded machine.
-    let started = std::time::Instant::now();
-    let addr = loop {
-        match rx.recv_timeout(Duration::from_secs(1)) {
-            Ok(addr) => break addr,
-            Err(_) if started.elapsed() > Duration::from_secs(600) => {
-                panic!("no server came up in 10 minutes: {}", stderr.lock().unwrap())
-            }
-            Err(_) => {
-                if let Ok(Some(status)) = child.try_wait() {
-                    panic!("no server came up ({status}): {}", stderr.lock().unwrap());
-                }
-            }
-        }
-    };
-    Served {
-        child: Reaped(child),
-        base: format!("http://{addr}"),
-        stderr,
-    }
 }
 
 /// Waits until task `id`'s view satisfies `ready` (checked every

@@ -30,11 +30,11 @@ max_response = "8MiB"
 fn a_flood_of_header_lines_is_a_bad_gateway_not_a_panic() {
     let site = cgi_site();
     for n in [40_000, 101, 5_000] {
-        let (status, body) = http1(&site.addr, "GET", &format!("/out?headers={n}"), &[], b"");
+        let (status, body) = http1(site.addr(), "GET", &format!("/out?headers={n}"), &[], b"");
         assert_eq!(status, 502, "{n} header lines: {body}");
         assert!(body.contains("header lines"), "{body}");
     }
-    let (status, body) = http1(&site.addr, "GET", "/out?headers=90", &[], b"");
+    let (status, body) = http1(site.addr(), "GET", "/out?headers=90", &[], b"");
     assert_eq!((status, body.as_str()), (200, "many headers\n"));
     site.bystander_answers();
 }

@@ -4,7 +4,6 @@
 //! keep the descriptors they need and keep answering.
 
 use super::site::*;
-use crate::util::free_port;
 use std::os::unix::process::CommandExt;
 use std::time::Duration;
 
@@ -41,8 +40,7 @@ fn listeners_cannot_take_the_servers_descriptors() {
             guests::NET
         ));
     }
-    let control = format!("127.0.0.1:{}", free_port());
-    let site = Site::start_with(&text, &control, limited);
+    let site = Site::start_with(&text, |launch| launch.with(limited));
     let opened = |i: usize| -> Option<u64> {
         let out = site.out(&format!("l{i}"));
         out.strip_prefix("listeners ")?

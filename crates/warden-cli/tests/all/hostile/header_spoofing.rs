@@ -14,10 +14,10 @@ fn underscored_headers_cannot_pose_as_a_proxys() {
         ("X_Forwarded_For", "6.6.6.6"),
         ("X-Forwarded-For", "10.0.0.1"),
     ];
-    let (status, body) = http1(&site.addr, "GET", "/hello?xff", &spoof, b"");
+    let (status, body) = http1(site.addr(), "GET", "/hello?xff", &spoof, b"");
     assert_eq!((status, body.as_str()), (200, "xff=10.0.0.1\n"));
     let spoof = [("X_Forwarded_For", "6.6.6.6")];
-    let (status, body) = http1(&site.addr, "GET", "/hello?xff", &spoof, b"");
+    let (status, body) = http1(site.addr(), "GET", "/hello?xff", &spoof, b"");
     assert_eq!((status, body.as_str()), (200, "xff=\n"));
     site.bystander_answers();
 }

@@ -40,8 +40,8 @@ max_response = "1MiB"
         bystander = bystander_route(),
     ));
     let (before, hwm) = site.rss();
-    let addr = site.addr.clone();
-    let statuses = with_h2(&site.addr, async move |first| {
+    let addr = site.addr().to_string();
+    let statuses = with_h2(site.addr(), async move |first| {
         let mut conns = vec![first];
         for _ in 1..CONNECTIONS {
             conns.push(h2_connect(&addr).await);

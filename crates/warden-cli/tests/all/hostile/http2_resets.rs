@@ -37,8 +37,8 @@ max_queue = 1000
 /// until every slot is taken, then all of them abandoned (`close`: the
 /// connection dropped; else each stream reset).
 fn round(site: &Site, n: usize, close: bool) {
-    let addr = site.addr.clone();
-    with_h2(&site.addr, async move |send| {
+    let addr = site.addr().to_string();
+    with_h2(site.addr(), async move |send| {
         let mut pending = Vec::new();
         for _ in 0..n {
             let mut send = send.clone();

@@ -6,7 +6,7 @@
 //! from the control API without its token, even from loopback.
 
 use super::site::*;
-use crate::util::{free_port, token_of};
+use crate::util::{fixed_port, token_of};
 use std::time::Duration;
 
 fn prober(name: &str, connect: &str, targets: &[String]) -> String {
@@ -46,7 +46,9 @@ fn answers(site: &Site, name: &str, n: usize) -> String {
 fn task_grants_do_not_reach_wardens_own_endpoints() {
     let plain = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let lp = plain.local_addr().unwrap().port();
-    let (cp, hp) = (free_port(), free_port());
+    // The tasks' grants and arguments name Warden's own ports, which must
+    // be known before it binds them.
+    let (cp, hp) = (fixed_port(), fixed_port());
     let wide = [
         format!("127.0.0.1:{cp}"),
         format!("127.0.0.1:{hp}"),
@@ -69,7 +71,7 @@ fn task_grants_do_not_reach_wardens_own_endpoints() {
         ),
         bystander_route(),
     );
-    let site = Site::start_at(&text, &format!("127.0.0.1:{cp}"));
+    let site = Site::start_with(&text, |launch| launch.control(&format!("127.0.0.1:{cp}")));
     let out = answers(&site, "wide", wide.len());
     for denied in &wide[..4] {
         assert!(
@@ -87,10 +89,16 @@ fn task_grants_do_not_reach_wardens_own_endpoints() {
     assert!(out.contains(&format!("reach 127.0.0.1:{cp}: ok")), "{out}");
     // Task output needs the token, even on loopback.
     let logs = "/api/tasks/wide/logs";
-    let (status, body) = http1(&site.control, "GET", logs, &[], b"");
+    let (status, body) = http1(site.control(), "GET", logs, &[], b"");
     assert_eq!(status, 401, "{body}");
-    let auth = format!("Bearer {}", token_of(&site.control));
-    let (status, body) = http1(&site.control, "GET", logs, &[("Authorization", &auth)], b"");
+    let auth = format!("Bearer {}", token_of(site.control()));
+    let (status, body) = http1(
+        site.control(),
+        "GET",
+        logs,
+        &[("Authorization", &auth)],
+        b"",
+    );
     assert_eq!(status, 200, "{body}");
     site.bystander_answers();
 }

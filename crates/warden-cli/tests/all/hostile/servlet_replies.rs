@@ -35,9 +35,9 @@ max_response = "16MiB"
         bystander = bystander_route(),
     ));
     site.until("the servlet serves", Duration::from_secs(30), || {
-        http1(&site.addr, "GET", "/x/count", &[], b"").0 == 200
+        http1(site.addr(), "GET", "/x/count", &[], b"").0 == 200
     });
-    let (status, body) = http1(&site.addr, "GET", "/x/big/38", &[], b"");
+    let (status, body) = http1(site.addr(), "GET", "/x/big/38", &[], b"");
     assert_eq!(status, 502, "{}", &body[..body.len().min(200)]);
     assert!(body.contains("over 16777216 bytes"), "{body}");
     let (before, _) = site.rss();
@@ -45,7 +45,7 @@ max_response = "16MiB"
     // MiB) holds two such answers at once; the others are refused.
     let mut slow = Vec::new();
     for _ in 0..12 {
-        let mut s = std::net::TcpStream::connect(&site.addr).unwrap();
+        let mut s = std::net::TcpStream::connect(site.addr()).unwrap();
         s.write_all(b"GET /x/big/15 HTTP/1.1\r\nHost: x\r\n\r\n")
             .unwrap();
         slow.push(s);

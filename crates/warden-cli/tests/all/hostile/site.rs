@@ -2,7 +2,7 @@
 //! with its control API, a bystander route that must keep answering, and
 //! ways to see what the host holds (its tasks, its RSS).
 
-use crate::util::{free_port, manifest, serve_with, Served};
+use crate::util::{manifest, Launch, Served};
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 pub use warden_test_guests as guests;
@@ -10,10 +10,6 @@ pub use warden_test_guests as guests;
 /// A served system under attack.
 pub struct Site {
     pub served: Served,
-    /// `ADDR` of its first server.
-    pub addr: String,
-    /// Its control API's address.
-    pub control: String,
     pub dir: tempfile::TempDir,
 }
 
@@ -26,40 +22,34 @@ pub fn bystander_route() -> String {
 }
 
 impl Site {
-    /// Serves `text` (a manifest, `DIR` standing for its directory) with
-    /// the control API on a port of its own.
+    /// Serves `text` (a manifest, `DIR` standing for its directory),
+    /// without the code cache.
     pub fn start(text: &str) -> Site {
-        Site::start_at(text, &format!("127.0.0.1:{}", free_port()))
+        Site::start_with(text, |launch| launch)
     }
 
-    /// [`Site::start`] with the control API at `control`.
-    pub fn start_at(text: &str, control: &str) -> Site {
-        Site::start_with(text, control, |_| {})
-    }
-
-    /// [`Site::start_at`], the `warden run` command first given to
-    /// `prepare`.
-    pub fn start_with(
-        text: &str,
-        control: &str,
-        prepare: impl FnOnce(&mut std::process::Command),
-    ) -> Site {
+    /// [`Site::start`], the `warden run` first given to `adjust`.
+    pub fn start_with(text: &str, adjust: impl FnOnce(Launch) -> Launch) -> Site {
         let dir = tempfile::tempdir().unwrap();
-        let control = control.to_string();
         let text = text.replace("DIR", &dir.path().display().to_string());
         let m = manifest(dir.path(), &text);
-        let served = serve_with(&["--no-cache", "--control", &control], &m, prepare);
-        Site {
-            addr: served.base.trim_start_matches("http://").to_string(),
-            served,
-            control,
-            dir,
-        }
+        let served = adjust(Launch::new(&m).args(["--no-cache"])).start();
+        Site { served, dir }
+    }
+
+    /// `ADDR` of its first server.
+    pub fn addr(&self) -> &str {
+        self.served.addr()
+    }
+
+    /// Its control API's address.
+    pub fn control(&self) -> &str {
+        self.served.control()
     }
 
     /// The `warden run` process's id.
     pub fn pid(&self) -> String {
-        self.served.child.0.id().to_string()
+        self.served.pid().to_string()
     }
 
     /// Its resident set now and at its peak, bytes.
@@ -70,7 +60,7 @@ impl Site {
 
     /// Live tasks whose name starts with `prefix`.
     pub fn live(&self, prefix: &str) -> usize {
-        let (status, body) = http1(&self.control, "GET", "/api/tasks", &[], b"");
+        let (status, body) = http1(self.control(), "GET", "/api/tasks", &[], b"");
         assert_eq!(status, 200, "{body}");
         let tasks: serde_json::Value = serde_json::from_str(&body).unwrap();
         tasks
@@ -83,7 +73,7 @@ impl Site {
 
     /// Route `name`'s requests in its handlers now, and waiting for one.
     pub fn route_load(&self, name: &str) -> (i64, i64) {
-        let (status, body) = http1(&self.control, "GET", "/api/routes", &[], b"");
+        let (status, body) = http1(self.control(), "GET", "/api/routes", &[], b"");
         assert_eq!(status, 200, "{body}");
         let routes: serde_json::Value = serde_json::from_str(&body).unwrap();
         let r = routes
@@ -100,7 +90,7 @@ impl Site {
 
     /// The bystander still gets its answer.
     pub fn bystander_answers(&self) {
-        let (status, body) = http1(&self.addr, "POST", "/hello", &[("X-Test", "yes")], b"ping");
+        let (status, body) = http1(self.addr(), "POST", "/hello", &[("X-Test", "yes")], b"ping");
         assert_eq!(status, 200, "the bystander's request: {body}");
         assert!(body.ends_with("length=4\nping"), "{body}");
     }

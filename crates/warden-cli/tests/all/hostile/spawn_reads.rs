@@ -17,7 +17,7 @@ fn spawn_refuses_huge_and_endless_files_unread() {
         .unwrap()
         .set_len(512 << 20)
         .unwrap();
-    let auth = format!("Bearer {}", token_of(&site.control));
+    let auth = format!("Bearer {}", token_of(site.control()));
     let (before, hwm) = site.rss();
     for (module, why) in [
         (sparse.display().to_string(), "over the largest module size"),
@@ -27,7 +27,7 @@ fn spawn_refuses_huge_and_endless_files_unread() {
     ] {
         let body = serde_json::json!({ "module": module }).to_string();
         let (status, answer) = http1(
-            &site.control,
+            site.control(),
             "POST",
             "/api/spawn",
             &[
