@@ -108,15 +108,17 @@ impl Launch {
 /// Collects `pipe`'s lines into `all`, sending each readiness line on.
 fn read_lines(pipe: impl std::io::Read, all: &Mutex<String>, ready: &Sender<String>) {
     for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+        {
+            let mut s = all.lock().unwrap();
+            s.push_str(&line);
+            s.push('\n');
+        }
         if line.starts_with("warden: serving http://")
             || line.starts_with("warden: dashboard at http://")
             || line == READY_LINE
         {
-            let _ = ready.send(line.clone());
+            let _ = ready.send(line);
         }
-        let mut s = all.lock().unwrap();
-        s.push_str(&line);
-        s.push('\n');
     }
 }
 
