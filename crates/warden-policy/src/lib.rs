@@ -23,8 +23,8 @@
 //! let mut queue = Tree::new(PolicyKind::RoundRobin);
 //! queue.add(1, &TaskSched::default());
 //! queue.add(2, &TaskSched::default());
-//! queue.push(1, 0);
-//! queue.push(2, 0);
+//! queue.push(1);
+//! queue.push(2);
 //! assert_eq!(queue.pop(0), Some(1));
 //! assert_eq!(queue.pop(0), Some(2));
 //! ```
