@@ -116,7 +116,7 @@ pub fn cluster_config(manifests: &[std::path::PathBuf]) -> Result<(), String> {
 /// its public half printed as a line of a `cluster.members` file.
 pub fn cluster_keys(nodes: &[String], dir: &std::path::Path) -> Result<(), String> {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     for node in nodes {
         if !warden::cluster_config::valid_node(node) {
             return Err(format!(
@@ -124,6 +124,13 @@ pub fn cluster_keys(nodes: &[String], dir: &std::path::Path) -> Result<(), Strin
             ));
         }
     }
+    // The directory the seeds go to is made if need be, readable by its
+    // owner only, as the seeds themselves are.
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
     for node in nodes {
         let key = nkeys::KeyPair::new_server();
         let seed = key.seed().map_err(|e| format!("{node}: {e}"))?;

@@ -187,7 +187,8 @@ pub enum ClusterCommand {
         /// The nodes' names.
         #[arg(required = true)]
         nodes: Vec<String>,
-        /// Where to write the seed files.
+        /// Where to write the seed files (made if missing, readable by
+        /// its owner only).
         #[arg(long, default_value = ".")]
         dir: PathBuf,
     },

@@ -290,3 +290,31 @@ fn version_names_the_commit_and_errors_name_missing_arguments() {
         "{err}"
     );
 }
+
+/// `warden cluster key` makes the directory its seeds go to, as
+/// doc/clusters.md's example (`--dir keys`) expects, readable by its
+/// owner only; each seed file is too.
+#[test]
+fn cluster_key_makes_its_directory() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys/new");
+    let out = warden()
+        .args(["cluster", "key", "a", "b", "--dir"])
+        .arg(&keys)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lines: Vec<String> = text(&out.stdout).lines().map(String::from).collect();
+    assert!(
+        lines.len() == 2 && lines[0].starts_with("a = \"N"),
+        "{lines:?}"
+    );
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&keys), 0o700);
+    for node in ["a", "b"] {
+        let seed = keys.join(format!("{node}.nk"));
+        assert_eq!(mode(&seed), 0o600, "{}", seed.display());
+        assert!(std::fs::read_to_string(&seed).unwrap().starts_with("SN"));
+    }
+}
