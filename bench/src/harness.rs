@@ -123,14 +123,15 @@ mod tests {
 }
 
 /// Runs `f` with the idle spin of the runtimes `rts` off (every waiting
-/// thread blocking at once, as the peers' do), then turns it back on.
+/// thread blocking at once, as the peers' do), then gives each back the
+/// spin it was configured with.
 pub fn without_idle_spin<R>(rts: &[&warden::Runtime], f: impl FnOnce() -> R) -> R {
     for rt in rts {
         rt.set_idle_spin(std::time::Duration::ZERO);
     }
     let r = f();
     for rt in rts {
-        rt.set_idle_spin(warden::IDLE_SPIN);
+        rt.set_idle_spin(rt.config().idle_spin);
     }
     r
 }
