@@ -106,3 +106,69 @@ fn killed_tasks_memory_leaves_at_once() {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// A guest that writes 16 pages (64 KiB) of its memory, then sleeps in
+/// `poll_oneoff` until killed.
+const WRITE_AND_SLEEP: &str = r#"(module
+  (import "wasi_snapshot_preview1" "poll_oneoff"
+    (func $poll (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 2)
+  (func (export "_start") (local $page i32)
+    (loop $pages
+      (i32.store (i32.mul (local.get $page) (i32.const 4096)) (i32.const 1))
+      (local.set $page (i32.add (local.get $page) (i32.const 1)))
+      (br_if $pages (i32.lt_u (local.get $page) (i32.const 16))))
+    (i32.store8 (i32.const 8) (i32.const 0))
+    (i32.store (i32.const 16) (i32.const 1))
+    (i64.store (i32.const 24) (i64.const 600000000000))
+    (drop (call $poll (i32.const 0) (i32.const 64) (i32.const 1) (i32.const 128)))))"#;
+
+/// 400 tasks, alive at once in 400 slots, each having written 64 KiB,
+/// are killed together: their slots keep some pages warm for the next
+/// tasks, but not 400 tasks' worth (25 MiB) — the runtime bounds what
+/// free slots keep resident (8 MiB).
+#[test]
+fn warm_slots_are_bounded_after_mass_death() {
+    const TASKS: usize = 400;
+    let dir = tempfile::tempdir().unwrap();
+    let module = dir.path().join("write_and_sleep.wasm");
+    std::fs::write(&module, wat::parse_str(WRITE_AND_SLEEP).unwrap()).unwrap();
+    let rt = runtime(2);
+    let mut s = warden::TaskSpec::new("w", module.to_str().unwrap());
+    s.stdio.stdout = Output::Null;
+    let ids: Vec<_> = (0..TASKS)
+        .map(|i| {
+            s.name = format!("w.{i}");
+            rt.spawn(&s).expect("spawn")
+        })
+        .collect();
+    let t = Instant::now();
+    while rt
+        .task_views()
+        .iter()
+        .filter(|v| v.state == "blocked")
+        .count()
+        < TASKS
+    {
+        assert!(t.elapsed() < Duration::from_secs(60), "not all tasks slept");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for &id in &ids {
+        rt.kill(id, "mass death").unwrap();
+    }
+    for &id in &ids {
+        wait(&rt, id, Duration::from_secs(20));
+    }
+    let warm = rt.root_memory().warm_slot_bytes;
+    println!("warm after {TASKS} deaths: {} KiB", warm >> 10);
+    assert!(
+        warm <= 8 << 20,
+        "free slots keep {} KiB resident",
+        warm >> 10
+    );
+    assert!(
+        warm >= 4 << 20,
+        "free slots keep only {} KiB warm",
+        warm >> 10
+    );
+}

@@ -149,6 +149,12 @@ fn root_metrics(rt: &Runtime, out: &mut String) {
             Some(root.peak_bytes),
         ),
         (
+            "warden_warm_slot_bytes",
+            "gauge",
+            "Memory freed pool slots keep resident for their next tasks (bounded).",
+            Some(root.warm_slot_bytes),
+        ),
+        (
             "warden_root_memory_refusals_total",
             "counter",
             "Charges the root refused.",

@@ -50,6 +50,9 @@ pub struct RootMemory {
     pub peak_bytes: u64,
     /// Charges refused because the root was full.
     pub refusals: u64,
+    /// Memory the pool's free slots keep resident for their next tasks
+    /// (bounded by the runtime; not charged to any task).
+    pub warm_slot_bytes: u64,
 }
 
 /// The root's default limit, and where it came from.
@@ -194,6 +197,7 @@ impl super::Runtime {
             surplus_bytes: root.surplus(),
             peak_bytes: account.peak(),
             refusals: account.denials(),
+            warm_slot_bytes: super::setup::warm_bytes(self.engine()),
         }
     }
 }

@@ -62,7 +62,7 @@ const MAX_TABLE_ELEMENTS: usize = 100_000;
 /// Freed memory slots are returned to the system in batches of this many,
 /// which amortises the cross-core TLB flush each return costs. Memories of
 /// 1 MiB or more do not wait for the batch (`run::ReleaseOnDrop`).
-const DECOMMIT_BATCH: usize = 32;
+const DECOMMIT_BATCH: usize = 128;
 
 /// Runtime-wide settings.
 #[derive(Debug, Clone)]

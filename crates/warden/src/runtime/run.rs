@@ -95,15 +95,22 @@ const EAGER_RELEASE_BYTES: usize = 1 << 20;
 
 /// A task's store, which on drop first revokes every permit and memory
 /// object the task owns (ipc rule 5: nothing may reach its memory once it
-/// is released), then hands a large linear memory's pages back to the
-/// system at once. The pooling allocator would decommit them only
-/// with the next batch of freed slots (see `DECOMMIT_BATCH`), which on a
-/// quiet system may be never; small memories still wait for the batch,
-/// where one `madvise` serves many tasks. The time all this takes is
-/// the task's `teardown_ns`.
+/// is released), then decides where the memory's pages go:
 ///
-/// It is dropped whether the task ended or its future was dropped by a
-/// kill, so the revocation happens on every path.
+/// - A small memory stays *warm*: the pooling allocator resets the pages
+///   the task wrote (up to `setup::KEEP_MEMORY`) in place, so the slot's
+///   next task, most likely of the same module, takes no page faults and
+///   no other core's TLB is flushed. Warm pages are bounded for the whole
+///   runtime by `setup::WARM_MEMORY_BYTES`: past it, the memory is
+///   released as a large one is.
+/// - A large memory (or one past the bound) is handed back to the system
+///   at once, with `madvise`; the pooling allocator would decommit it
+///   only with the next batch of freed slots (see `DECOMMIT_BATCH`),
+///   which on a quiet system may be never.
+///
+/// The time all this takes is the task's `teardown_ns`. It is dropped
+/// whether the task ended or its future was dropped by a kill, so the
+/// revocation happens on every path.
 struct ReleaseOnDrop {
     store: ManuallyDrop<Store<TaskData>>,
     shared: Arc<TaskShared>,
@@ -116,13 +123,14 @@ impl Drop for ReleaseOnDrop {
         store.data_mut().revoke_owned();
         if let Some(memory) = store.data().memory.memory {
             let (ptr, len) = (memory.data_ptr(&*store), memory.data_size(&*store));
-            if len >= EAGER_RELEASE_BYTES {
+            if len >= EAGER_RELEASE_BYTES || !super::setup::may_stay_warm(store.engine()) {
                 // SAFETY: the range is this store's linear memory, which
                 // stays mapped until the store is dropped just below;
                 // nothing uses it any more (see above). MADV_DONTNEED only
                 // drops page contents: the pages read back as the module's
                 // image or zeros, the state the pooling allocator resets
-                // the slot to anyway.
+                // the slot to anyway (and, finding no page written, it
+                // then keeps none of them).
                 unsafe { libc::madvise(ptr.cast(), len, libc::MADV_DONTNEED) };
             }
         }

@@ -63,6 +63,8 @@ fn engine_config(slots: u32, reservation: u64) -> Config {
     let mut wc = Config::new();
     wc.epoch_interruption(true);
     wc.memory_init_cow(true);
+    // Tables filled at instantiation (see KEEP_TABLE).
+    wc.table_lazy_init(false);
     // Task memories stay where they are: permits address them directly.
     wc.memory_may_move(false);
     wc.memory_reservation(reservation);
@@ -93,21 +95,52 @@ fn engine_config(slots: u32, reservation: u64) -> Config {
 /// component one per core module inside it.
 const CORE_INSTANCES_PER_TASK: u32 = 32;
 
-/// What a freed slot keeps resident for the next task in it: nothing.
+/// What a freed slot keeps resident for the next task in it.
 ///
-/// Wasmtime can keep the first bytes of a freed slot's memory, table and
-/// stack resident and reset them in place, which spares the slot's next
-/// task the page faults (and the TLB flushes of other cores) of touching
-/// them again: a small task touches about nine such pages, and a
-/// per-request web route at 64 connections served about twice as many
-/// requests with 76 KiB kept. But a slot stays warm until it is used
-/// again, and nothing bounds how many are: after 10,000 tasks died, the
-/// process kept about 340 MiB resident in their slots for as long as it
-/// ran. A task's memory must go back to the system when the task ends,
-/// so every slot is returned whole (in the decommit batches).
-const KEEP_MEMORY: usize = 0;
+/// A small task touches about nine pages of its slot. Returned to the
+/// system, each costs its next task a page fault, and the first write to
+/// a page it read first also flushes the TLB of every other core running
+/// this process (at 64 connections, a per-request web route spent a fifth
+/// of its time in those flushes). So:
+///
+/// - Memory: the first [`KEEP_MEMORY`] bytes the task *wrote* (found with
+///   `PAGEMAP_SCAN`) are reset in place from the module's image, the rest
+///   returned. Warm pages are bounded for the whole runtime by
+///   [`WARM_MEMORY_BYTES`] (see [`may_stay_warm`]): after 10,000 tasks die
+///   at once, at most that much stays resident in their slots.
+/// - Tables are filled when their instance is made, not on first use
+///   (`table_lazy_init(false)`): a lazily filled table's page is read
+///   before it is written, so every new instance took a copy-on-write
+///   fault and a TLB flush of every other core. Filled at once, the page
+///   is written first: one plain fault, no flush. Freed tables are
+///   returned whole.
+/// - Stacks are returned whole (the first write to a fresh page needs no
+///   flush).
+const KEEP_MEMORY: usize = 64 << 10;
 const KEEP_TABLE: usize = 0;
 const KEEP_STACK: usize = 0;
+
+/// The most memory the pool's free slots may keep resident between
+/// them: 128 slots' worth of [`KEEP_MEMORY`].
+pub(super) const WARM_MEMORY_BYTES: usize = 128 * KEEP_MEMORY;
+
+/// What the pool's free slots keep resident now: memories, tables and
+/// stacks.
+pub(super) fn warm_bytes(engine: &Engine) -> u64 {
+    engine.pooling_allocator_metrics().map_or(0, |m| {
+        let stacks = m.unused_stack_bytes_resident().unwrap_or(0);
+        (m.unused_memory_bytes_resident() + m.unused_table_bytes_resident() + stacks) as u64
+    })
+}
+
+/// Whether a task's memory, freed now, may stay warm: whether the pool's
+/// free slots keep less than [`WARM_MEMORY_BYTES`] between them, with
+/// room for one more slot's [`KEEP_MEMORY`].
+pub(super) fn may_stay_warm(engine: &Engine) -> bool {
+    engine
+        .pooling_allocator_metrics()
+        .is_some_and(|m| m.unused_memory_bytes_resident() + KEEP_MEMORY <= WARM_MEMORY_BYTES)
+}
 
 /// The most address space one task's memory gets: a 32-bit memory's
 /// whole range, so that Wasmtime needs no bounds checks.
