@@ -377,6 +377,12 @@ pub struct SystemArgs {
     /// `max_module_size`, else 256MiB); larger ones are refused unread.
     #[arg(long, value_parser = size)]
     pub max_module_size: Option<String>,
+    /// Most tasks alive at once (default: the manifest's `[runtime]
+    /// max_tasks`, else 10,000; for a single program 256). The runtime
+    /// sets up a slot (memory, table, stack) per task when it starts,
+    /// which costs about 3 µs each.
+    #[arg(long, value_name = "N")]
+    pub max_tasks: Option<u32>,
     /// The most all tasks together may use, Warden's overhead per task
     /// included (default: the manifest's `[runtime] memory_limit`, else
     /// the machine's or cgroup's memory less a reserve of an eighth, at

@@ -125,6 +125,11 @@ pub fn apply_flags(sys: &SystemArgs, config: &mut RuntimeConfig) -> Result<(), S
     if sys.no_cache {
         config.cache_dir = None;
     }
+    match sys.max_tasks {
+        Some(0) => return Err("--max-tasks must be at least 1".into()),
+        Some(n) => config.max_tasks = n,
+        None => {}
+    }
     config.allow_precompiled = sys.allow_precompiled;
     if let Some(s) = &sys.max_module_size {
         config.max_module_bytes = match warden::units::parse_size(s) {

@@ -64,11 +64,15 @@ impl SystemSpec {
         }
     }
 
-    /// One task on a default runtime, serving nothing (as `wasmtime run`
+    /// One task on a default runtime with room for 256 tasks (the
+    /// program and its children), serving nothing (as `wasmtime run`
     /// opens no port).
     pub fn program(task: TaskSpec) -> SystemSpec {
         SystemSpec {
-            config: RuntimeConfig::default(),
+            config: RuntimeConfig {
+                max_tasks: PROGRAM_MAX_TASKS,
+                ..RuntimeConfig::default()
+            },
             tasks: vec![task],
             control: Some("off".into()),
             http: vec![],
@@ -76,6 +80,12 @@ impl SystemSpec {
         }
     }
 }
+
+/// Most tasks alive at once in a single program's system (the program
+/// and the children it spawns): a runtime sets up every task's slot when
+/// it starts (a stack's guard page alone is a system call), which for
+/// the default 10,000 took a single program's run about 25 ms.
+const PROGRAM_MAX_TASKS: u32 = 256;
 
 /// The runtime a manifest's system runs on.
 pub fn runtime_config(m: &Manifest) -> RuntimeConfig {

@@ -23,14 +23,15 @@ pub(super) struct Linkers {
 /// task's memory gets the first of [`reservations`] whose pool maps.
 pub(super) fn engine(tasks: u32) -> Result<(Engine, Linkers), Error> {
     let start = |e: wasmtime::Error| Error::Start(format!("{e:#}"));
-    // Freed slots wait in batches of DECOMMIT_BATCH before they are
-    // reused, so the pools hold that many more than `tasks`.
-    let slots = tasks.saturating_add(DECOMMIT_BATCH as u32);
+    // Freed slots wait in batches before they are reused, so the pools
+    // hold a batch more than `tasks`.
+    let batch = decommit_batch(tasks);
+    let slots = tasks.saturating_add(batch as u32);
     // Most likely a pool that fails did not fit the address space: the
     // next, smaller reservation is tried.
     let mut failure = String::new();
     let engine = reservations(slots)
-        .find_map(|r| match Engine::new(&engine_config(slots, r)) {
+        .find_map(|r| match Engine::new(&engine_config(slots, batch, r)) {
             Ok(engine) => Some(engine),
             Err(e) => {
                 failure = format!("{e:#}");
@@ -59,7 +60,15 @@ pub(super) fn engine(tasks: u32) -> Result<(Engine, Linkers), Error> {
     ))
 }
 
-fn engine_config(slots: u32, reservation: u64) -> Config {
+/// Freed regions per decommit batch for a runtime of `tasks` tasks: an
+/// eighth of them, at most [`DECOMMIT_BATCH`]. Every slot costs the
+/// runtime's start a system call (its stack's guard page), so a small
+/// runtime (a single program's) does not reserve a large batch.
+fn decommit_batch(tasks: u32) -> usize {
+    (tasks as usize / 8).clamp(1, DECOMMIT_BATCH)
+}
+
+fn engine_config(slots: u32, batch: usize, reservation: u64) -> Config {
     let mut wc = Config::new();
     wc.epoch_interruption(true);
     wc.memory_init_cow(true);
@@ -79,7 +88,7 @@ fn engine_config(slots: u32, reservation: u64) -> Config {
         .total_stacks(slots)
         .max_memory_size(reservation as usize)
         .table_elements(MAX_TABLE_ELEMENTS)
-        .decommit_batch_size(DECOMMIT_BATCH)
+        .decommit_batch_size(batch)
         .linear_memory_keep_resident(KEEP_MEMORY)
         .table_keep_resident(KEEP_TABLE)
         .async_stack_keep_resident(KEEP_STACK)
