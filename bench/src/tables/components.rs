@@ -294,7 +294,7 @@ impl Drop for Served {
 }
 
 /// The wasmtime CLI `scripts/bench` installs (or one on the PATH).
-fn wasmtime_cli() -> Result<std::path::PathBuf, String> {
+pub(super) fn wasmtime_cli() -> Result<std::path::PathBuf, String> {
     std::env::var_os("WARDEN_BENCH_WASMTIME")
         .map(Into::into)
         .filter(|p: &std::path::PathBuf| p.is_file())
@@ -303,7 +303,7 @@ fn wasmtime_cli() -> Result<std::path::PathBuf, String> {
 }
 
 /// The wasmtime CLI's `--version` line.
-fn cli_version() -> String {
+pub(super) fn cli_version() -> String {
     let out = wasmtime_cli().and_then(|p| {
         Command::new(p)
             .arg("--version")

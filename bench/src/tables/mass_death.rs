@@ -247,7 +247,7 @@ fn native(hello: &PathBuf, n: usize) -> Result<Figures, String> {
 }
 
 /// The `warden` command beside this binary (scripts/bench builds it).
-fn warden_command() -> Result<PathBuf, String> {
+pub(super) fn warden_command() -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let w = exe.with_file_name("warden");
     if w.is_file() {

@@ -23,6 +23,7 @@ mod process;
 mod reclaim;
 mod remote;
 mod sched;
+mod startup;
 mod transfer;
 mod web;
 
@@ -45,6 +46,7 @@ pub fn run_all(ctx: &Ctx, only: Option<&str>) -> Vec<Table> {
             }),
         ),
         ("footprint and start-up of N copies (seed 003, Figures 3-4)", Box::new(copies::run)),
+        ("a program's whole process: warden run beside wasmtime run", Box::new(|c| vec![startup::run(c)])),
         ("cross-task vs local access (seed 004, Figure 2)", Box::new(|c| vec![remote::run(c)])),
         ("compute under preemption", Box::new(|c| vec![compute::run(c)])),
         ("bulk transfer: copy vs memory object", Box::new(|c| vec![transfer::run(c)])),
