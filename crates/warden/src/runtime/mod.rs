@@ -275,8 +275,9 @@ struct Inner {
     /// The cluster it joined, if any (left before the executor stops).
     cluster: std::sync::OnceLock<crate::cluster::Cluster>,
     /// An empty directory: the placeholder Wasmtime holds for each
-    /// preopened listener's descriptor number.
-    empty_dir: PathBuf,
+    /// preopened listener's and served directory's descriptor number.
+    /// Made when a task first needs it.
+    empty_dir: std::sync::OnceLock<PathBuf>,
     // Drives WASI's timers and blocking I/O; dropped after the executor.
     _tokio: setup::IoRuntime,
 }
@@ -284,7 +285,9 @@ struct Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         self.link.stop();
-        let _ = std::fs::remove_dir(&self.empty_dir);
+        if let Some(dir) = self.empty_dir.get() {
+            let _ = std::fs::remove_dir(dir);
+        }
     }
 }
 
@@ -310,7 +313,6 @@ impl Runtime {
             &config,
         ))));
         let (tree, groups) = setup::groups(&config, &link, &root)?;
-        let empty_dir = setup::empty_dir()?;
         let events = setup::event_log(&config)?;
         let tasks = Arc::new(Tasks::new(&config, events, kernel.clone(), root));
         let exec = setup::executor(&config, &tasks, &engine, tree, &tokio)?;
@@ -337,7 +339,7 @@ impl Runtime {
                 link,
                 routes: Mutex::default(),
                 cluster: std::sync::OnceLock::new(),
-                empty_dir,
+                empty_dir: std::sync::OnceLock::new(),
                 _tokio: tokio,
             }),
         };

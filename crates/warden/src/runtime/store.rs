@@ -153,6 +153,7 @@ impl Runtime {
             return Ok(WasiSeed::Later { stdin });
         }
         let mut b = WasiCtxBuilder::new();
+        let empty = || self.empty_dir().map_err(|e| e.to_string());
         for (guest, host) in &spec.dirs {
             b.preopened_dir(host, guest, FsPerms::ReadWrite)
                 .map_err(|e| format!("cannot open directory {}: {e:#}", host.display()))?;
@@ -160,20 +161,32 @@ impl Runtime {
         // Holds each served directory's number in Wasmtime's table, and
         // its name for `fd_prestat_dir_name` (see `host::wasi::served`).
         for (guest, _) in &spec.served_dirs {
-            b.preopened_dir(&self.inner.empty_dir, guest, FsPerms::ReadOnly)
+            b.preopened_dir(empty()?, guest, FsPerms::ReadOnly)
                 .map_err(|e| format!("served directory {guest}: {e:#}"))?;
         }
         // Holds each preopened listener's number in Wasmtime's table (see
         // `host::wasi::net`).
         for i in 0..spec.net.preopen_listeners.len() {
-            b.preopened_dir(
-                &self.inner.empty_dir,
-                format!("/.listener{i}"),
-                FsPerms::ReadOnly,
-            )
-            .map_err(|e| format!("preopened listener: {e:#}"))?;
+            b.preopened_dir(empty()?, format!("/.listener{i}"), FsPerms::ReadOnly)
+                .map_err(|e| format!("preopened listener: {e:#}"))?;
         }
         Ok(WasiSeed::Built(Box::new(finish_wasi(b, sinks, stdin))))
+    }
+}
+
+impl Runtime {
+    /// The runtime's empty directory, made on first use.
+    fn empty_dir(&self) -> Result<&std::path::Path, super::Error> {
+        let cell = &self.inner.empty_dir;
+        if let Some(dir) = cell.get() {
+            return Ok(dir);
+        }
+        let made = super::setup::empty_dir()?;
+        if let Err(ours) = cell.set(made) {
+            // Another thread made one first.
+            let _ = std::fs::remove_dir(ours);
+        }
+        Ok(cell.get().expect("set above"))
     }
 }
 
