@@ -150,6 +150,11 @@ pub struct Table {
     /// zero, with that bound: a measured median below it is reported as
     /// "below resolution", with no ratio.
     pub resolution: Vec<(String, f64)>,
+    /// Floors the run fell below: ratios a table checks in every run
+    /// (quick ones too) because a change that breaks them is a
+    /// regression, not noise. Each fails the run.
+    #[serde(default)]
+    pub regressions: Vec<String>,
     /// The Warden rows compared with the peers, when not just the first
     /// (a table whose first Warden row is not like its peers).
     #[serde(default)]
@@ -182,6 +187,7 @@ impl Table {
             ratio_from: vec![],
             placement: vec![],
             resolution: vec![],
+            regressions: vec![],
         }
     }
 
@@ -337,6 +343,7 @@ impl Table {
         if !self.rows.iter().any(|r| r.kind != Kind::Warden) {
             out.push(format!("{}: nothing to compare Warden with", self.id));
         }
+        out.extend(self.regressions.iter().map(|r| format!("{}: {r}", self.id)));
         for r in self.rows.iter().filter(|r| r.kind == Kind::Peer) {
             for (c, cell) in self.columns.iter().zip(&r.cells) {
                 if cell.is_none() && !r.absent.contains(&c.name) {

@@ -410,8 +410,32 @@ fn table(ctx: &Ctx, connections: usize) -> Table {
         .map(String::from)
         .collect();
     notes(&mut t, &samples, connections);
+    if connections == 64 {
+        t.regressions.extend(per_request_floor(&samples));
+    }
     finish(t, &errors)
 }
+
+/// The per-request route's floor at 64 connections: [`WAGI_FLOOR`] of
+/// native hyper's requests/s at 100 B, as the median of the bursts'
+/// paired ratios (the two servers measured moments apart, so a busy
+/// machine slows both). Below it, a change has made a fresh task per
+/// request far slower than it was; the run fails.
+fn per_request_floor(s: &Samples) -> Option<String> {
+    let col = format!("{} req/s", SIZES[0].0);
+    let ratio = paired(s, HYPER, WAGI, &col, |hyper, wagi| wagi / hyper)?;
+    (ratio < WAGI_FLOOR).then(|| {
+        format!(
+            "the per-request route did {:.0}% of native hyper's requests/s at 64 connections \
+             ({col}; floor {:.0}%)",
+            100.0 * ratio,
+            100.0 * WAGI_FLOOR
+        )
+    })
+}
+
+/// See [`per_request_floor`].
+const WAGI_FLOOR: f64 = 0.25;
 
 fn method(connections: usize, bursts: usize) -> String {
     let plural = if connections > 1 { "s" } else { "" };
@@ -575,5 +599,25 @@ mod tests {
         let r = paired(&s, ONE_TASK, FORWARD, "req/s", |a, b| a / b).unwrap();
         assert!((r - 1.1).abs() < 1e-9, "{r}");
         assert!(paired(&s, ONE_TASK, FORWARD_PASSIVE, "p50", |a, b| b / a).is_none());
+    }
+
+    /// The 64-connection floor fails a run whose per-request route did
+    /// under a quarter of hyper's requests/s, burst by burst, and passes
+    /// one at or above it; with no figures there is nothing to judge.
+    #[test]
+    fn per_request_floor_fails_below_a_quarter_of_hyper() {
+        let col = format!("{} req/s", SIZES[0].0);
+        let run = |wagi_share: f64| {
+            let mut s = Samples::default();
+            for hyper in [100_000.0, 120_000.0, 90_000.0] {
+                s.push(&format!("{HYPER}/{col}"), hyper);
+                s.push(&format!("{WAGI}/{col}"), hyper * wagi_share);
+            }
+            per_request_floor(&s)
+        };
+        let failed = run(0.2).expect("below the floor");
+        assert!(failed.contains("20%"), "{failed}");
+        assert!(run(0.3).is_none());
+        assert!(per_request_floor(&Samples::default()).is_none());
     }
 }

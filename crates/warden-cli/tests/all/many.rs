@@ -52,9 +52,9 @@ fn max_tasks_is_enforced() {
 #[test]
 fn the_mapping_limit_refuses_the_next_spawn_with_how_to_raise_it() {
     let dir = tempfile::tempdir().unwrap();
-    // 2,000 for the process, 64 for the pools' decommit batch, then five
-    // a task: room for 40.
-    let limit = 2_000 + 64 + 5 * 40;
+    // 2,000 for the process, 256 for the pools' decommit batch (128
+    // slots of two mappings), then five a task: room for 40.
+    let limit = 2_000 + 256 + 5 * 40;
     let rt = warden::Runtime::new(warden::RuntimeConfig {
         workers: 1,
         cache_dir: None,
