@@ -434,8 +434,11 @@ fn per_request_floor(s: &Samples) -> Option<String> {
     })
 }
 
-/// See [`per_request_floor`].
-const WAGI_FLOOR: f64 = 0.25;
+/// See [`per_request_floor`]. The route does 25–35% of hyper on a
+/// 2-core machine today (it did 7–14% before the warm slots and eager
+/// tables), so a floor of 25% would fail runs on noise alone; 20% fails
+/// any change that gives a large part of that back.
+const WAGI_FLOOR: f64 = 0.20;
 
 fn method(connections: usize, bursts: usize) -> String {
     let plural = if connections > 1 { "s" } else { "" };
@@ -602,10 +605,10 @@ mod tests {
     }
 
     /// The 64-connection floor fails a run whose per-request route did
-    /// under a quarter of hyper's requests/s, burst by burst, and passes
-    /// one at or above it; with no figures there is nothing to judge.
+    /// under a fifth of hyper's requests/s, burst by burst, and passes
+    /// one above it; with no figures there is nothing to judge.
     #[test]
-    fn per_request_floor_fails_below_a_quarter_of_hyper() {
+    fn per_request_floor_fails_below_a_fifth_of_hyper() {
         let col = format!("{} req/s", SIZES[0].0);
         let run = |wagi_share: f64| {
             let mut s = Samples::default();
@@ -615,9 +618,9 @@ mod tests {
             }
             per_request_floor(&s)
         };
-        let failed = run(0.2).expect("below the floor");
-        assert!(failed.contains("20%"), "{failed}");
-        assert!(run(0.3).is_none());
+        let failed = run(0.15).expect("below the floor");
+        assert!(failed.contains("15%"), "{failed}");
+        assert!(run(0.25).is_none());
         assert!(per_request_floor(&Samples::default()).is_none());
     }
 }
