@@ -102,6 +102,17 @@ static int remove_file(uint32_t parent, const char *name, size_t len) {
     return drop(ino);
 }
 
+/* Undoes inode_make (and dir_init): frees what the inode holds, then the
+ * inode, so that a create that fails (a full disk, a full directory)
+ * leaves nothing allocated behind. */
+static void unmake(uint32_t ino, int dir) {
+    ext2_inode in;
+    if (inode_read(ino, &in) != 0) return;
+    if (truncate_blocks(&in, 0) != 0) return;
+    inode_set_size(&in, 0);
+    if (inode_write(ino, &in) == 0) inode_free(ino, dir);
+}
+
 static int create(uint32_t dir, const char *name, size_t len, uint16_t mode, uint8_t type,
                   uint32_t *ino) {
     if (!valid_name(name, len)) return -22;
@@ -111,9 +122,13 @@ static int create(uint32_t dir, const char *name, size_t len, uint16_t mode, uin
     if (r == 0) return -17; /* EEXIST */
     if (r != -2) return r;
     if ((r = inode_make(dir, mode, ino)) != 0) return r;
-    if (type == EXT2_FT_DIR && (r = dir_init(*ino, dir)) != 0) return r;
-    if ((r = dir_add(dir, name, len, *ino, type)) != 0) return r;
-    return type == EXT2_FT_DIR ? links(dir, 1) : 0;
+    int is_dir_type = type == EXT2_FT_DIR;
+    if ((is_dir_type && (r = dir_init(*ino, dir)) != 0) ||
+        (r = dir_add(dir, name, len, *ino, type)) != 0) {
+        unmake(*ino, is_dir_type);
+        return r;
+    }
+    return is_dir_type ? links(dir, 1) : 0;
 }
 
 /* Whether `ino` is `dir` or above it (walking `..` up to the root). */
@@ -173,7 +188,10 @@ static int do_symlink(uint32_t dir, const char *name, size_t len, const char *ta
         return inode_write(*ino, &in);
     }
     long n = file_write(*ino, 0, target, tlen);
-    return n < 0 ? (int)n : 0;
+    if (n >= 0) return 0;
+    /* No room for the target: no link left behind without one. */
+    remove_file(dir, name, len);
+    return (int)n;
 }
 
 static long do_readlink(uint32_t ino, uint8_t *out, size_t cap) {

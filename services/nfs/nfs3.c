@@ -74,19 +74,22 @@ static int get_dirop(xdr_in *x, dirop *d, uint32_t *status) {
     return 0;
 }
 
-/* sattr3: the mode, size and mtime asked to be set (-1: not asked). */
+/* sattr3: the mode and mtime asked to be set (-1: not asked), and the
+ * size if `has_size` (any 64-bit size may be asked for). */
 typedef struct {
     uint64_t mode, size, mtime;
     uint32_t mtime_ns;
+    int has_size;
 } sattr;
 
 static int get_sattr(xdr_in *x, sattr *s) {
     s->mode = s->size = s->mtime = UINT64_MAX;
     s->mtime_ns = 0;
+    s->has_size = 0;
     if (x_u32(x)) s->mode = x_u32(x);
     if (x_u32(x)) x_u32(x); /* uid */
     if (x_u32(x)) x_u32(x); /* gid */
-    if (x_u32(x)) s->size = x_u64(x);
+    if (x_u32(x)) s->size = x_u64(x), s->has_size = 1;
     uint32_t how = x_u32(x); /* atime: 0 keep, 1 now, 2 the time given */
     if (how == 2) x_u64(x);
     how = x_u32(x);
@@ -98,7 +101,7 @@ static int get_sattr(xdr_in *x, sattr *s) {
 /* Applies `s` to `ino`: 0 or a file-service status. */
 static int apply(uint64_t ino, const sattr *s) {
     int r = 0;
-    if (s->size != UINT64_MAX) r = fsc_attr(WARDEN_FS_TRUNCATE, ino, s->size, 0, 0, 0, 0, 0, 0);
+    if (s->has_size) r = fsc_attr(WARDEN_FS_TRUNCATE, ino, s->size, 0, 0, 0, 0, 0, 0);
     if (!r && (s->mode != UINT64_MAX || s->mtime != UINT64_MAX)) {
         uint64_t mtime = s->mtime;
         if (mtime == 0) {
@@ -250,8 +253,8 @@ static int create(xdr_in *x, xdr_out *o) {
     if (!status) {
         int r = fsc_attr(WARDEN_FS_CREATE, d.dir, mode, 0, d.name, d.len, 0, 0, &a);
         if (r == -17 && how == 0) r = fsc_attr(WARDEN_FS_LOOKUP, d.dir, 0, 0, d.name, d.len, 0, 0, &a);
-        if (!r && s.size != UINT64_MAX) r = apply(a.ino, &s);
-        if (!r && s.size != UINT64_MAX) r = fsc_attr(WARDEN_FS_GETATTR, a.ino, 0, 0, 0, 0, 0, 0, &a);
+        if (!r && s.has_size) r = apply(a.ino, &s);
+        if (!r && s.has_size) r = fsc_attr(WARDEN_FS_GETATTR, a.ino, 0, 0, 0, 0, 0, 0, &a);
         status = nfs_status(r);
     }
     made(o, status, &a, &d);

@@ -11,12 +11,17 @@
  *
  * A hostile client holds its connection and nothing else: a record over
  * MAX_RECORD bytes, or one whose fragments do not add up, closes the
- * connection; a connection silent for IDLE_SECONDS in the middle of a
- * record is closed; a reply the client does not read within
- * SEND_SECONDS closes it; calls that do not decode are answered
+ * connection; a record must arrive whole within RECORD_SECONDS of its
+ * first byte, however it trickles in; a connection that has not sent a
+ * whole call within QUIET_SECONDS of opening is closed; a reply the
+ * client does not read within SEND_SECONDS closes it. At most MAX_CONNS
+ * connections are held: a new one past that takes the place of the
+ * connection that has waited longest without completing a call (one that
+ * never completed any goes first), so connections held open or trickling
+ * cannot lock a working client out. Calls that do not decode are answered
  * GARBAGE_ARGS, unknown programs PROG_UNAVAIL, other versions
- * PROG_MISMATCH. At most MAX_CONNS connections: past it, new ones are
- * closed at once. */
+ * PROG_MISMATCH, credentials or verifiers over 400 bytes AUTH_ERROR
+ * (AUTH_BADCRED, AUTH_BADVERF), as RFC 5531 says. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,8 +29,10 @@
 
 #define MAX_CONNS 64
 #define MAX_RECORD (256u * 1024u)
-#define IDLE_SECONDS 30
+#define RECORD_SECONDS 10
+#define QUIET_SECONDS 10
 #define SEND_SECONDS 10
+#define MAX_AUTH 400
 
 const char *export_path;
 
@@ -36,8 +43,14 @@ typedef struct {
     size_t head_len;
     size_t frag_left; /* bytes left of the current fragment */
     int last;         /* the current fragment is the record's last */
-    int64_t seen;     /* when it last sent something, s */
+    int64_t began;    /* when the record's first byte came (0: none yet), s */
+    int64_t done;     /* when it last completed a call, or opened, s */
+    int proven;       /* it has completed a call */
+    uint64_t order;   /* when, among all connections, it last completed a
+                         call or opened: the larger, the later */
 } conn;
+
+static uint64_t next_order;
 
 static warden_pollfd fds[MAX_CONNS + 1];
 static conn conns[MAX_CONNS + 1];
@@ -67,13 +80,21 @@ static size_t answer(const uint8_t *rec, size_t len) {
     xdr_out o = {reply + 4, sizeof reply - 4, 0, 0};
     uint32_t xid = x_u32(&x), type = x_u32(&x), rpcvers = x_u32(&x);
     uint32_t prog = x_u32(&x), vers = x_u32(&x), proc = x_u32(&x), blen;
-    x_u32(&x);
-    x_opaque(&x, 400, &blen); /* credential (AUTH_UNIX or none: not checked) */
-    x_u32(&x);
-    x_opaque(&x, 400, &blen); /* verifier */
     if (x.bad || type != 0) return 0;
     o_u32(&o, xid);
     o_u32(&o, 1); /* REPLY */
+    x_u32(&x);
+    x_opaque(&x, MAX_AUTH, &blen); /* credential (AUTH_UNIX or none: not checked) */
+    uint32_t auth = x.bad ? 1 : 0; /* AUTH_BADCRED */
+    x_u32(&x);
+    x_opaque(&x, MAX_AUTH, &blen); /* verifier */
+    if (!auth && x.bad) auth = 2;  /* AUTH_BADVERF */
+    if (auth && rpcvers == 2) {
+        o_u32(&o, 1); /* MSG_DENIED */
+        o_u32(&o, 1); /* AUTH_ERROR */
+        o_u32(&o, auth);
+        return o.len;
+    }
     if (rpcvers != 2) {
         o_u32(&o, 1); /* MSG_DENIED */
         o_u32(&o, 0); /* RPC_MISMATCH */
@@ -104,10 +125,11 @@ static size_t answer(const uint8_t *rec, size_t len) {
     return o.len;
 }
 
-/* Takes `n` received bytes of connection `c` into its record; answers
- * each record completed. -1 closes it. */
-static int take(warden_handle h, conn *c, const uint8_t *p, size_t n) {
+/* Takes `n` received bytes of connection `c`, at time `t`, into its
+ * record; answers each record completed. -1 closes it. */
+static int take(warden_handle h, conn *c, const uint8_t *p, size_t n, int64_t t) {
     while (n > 0) {
+        if (!c->began) c->began = t;
         if (c->head_len < 4) {
             size_t k = 4 - c->head_len < n ? 4 - c->head_len : n;
             memcpy(c->head + c->head_len, p, k);
@@ -126,7 +148,11 @@ static int take(warden_handle h, conn *c, const uint8_t *p, size_t n) {
         if (!c->last) continue;
         size_t len = answer(c->buf, c->len);
         c->len = 0;
+        c->began = 0;
         if (!len) return -1;
+        c->proven = 1;
+        c->done = t;
+        c->order = ++next_order;
         uint32_t mark = 0x80000000u | (uint32_t)len;
         uint8_t m[4] = {(uint8_t)(mark >> 24), (uint8_t)(mark >> 16), (uint8_t)(mark >> 8), (uint8_t)mark};
         memcpy(reply, m, 4);
@@ -143,18 +169,39 @@ static void drop(size_t i, size_t *n) {
     (*n)--;
 }
 
+/* The connection a new one replaces when all are taken: of those that
+ * never completed a call, the oldest; else the one that has waited
+ * longest since its last call. */
+static size_t victim(size_t n) {
+    size_t best = 1;
+    for (size_t i = 2; i < n; i++) {
+        const conn *a = &conns[i], *b = &conns[best];
+        if (a->proven != b->proven ? !a->proven : a->order < b->order) best = i;
+    }
+    return best;
+}
+
 static void accept_all(warden_handle l, size_t *n) {
     warden_handle c;
     while ((c = warden_tcp_accept(l, 0)) >= 0) {
-        uint8_t *buf = *n <= MAX_CONNS ? malloc(MAX_RECORD) : NULL;
+        if (*n > MAX_CONNS) drop(victim(*n), n);
+        uint8_t *buf = malloc(MAX_RECORD);
         if (!buf) {
             warden_close(c);
             continue;
         }
         fds[*n] = (warden_pollfd){c, WARDEN_POLL_IN, 0};
-        conns[*n] = (conn){buf, 0, {0}, 0, 0, 0, now()};
+        conns[*n] = (conn){buf, 0, {0}, 0, 0, 0, 0, now(), 0, ++next_order};
         (*n)++;
     }
+}
+
+/* Whether connection `c` has had its time at `t`: a record begun more
+ * than RECORD_SECONDS ago, or no call completed within QUIET_SECONDS of
+ * opening. */
+static int overdue(const conn *c, int64_t t) {
+    if (c->began && t - c->began > RECORD_SECONDS) return 1;
+    return !c->proven && !c->began && t - c->done > QUIET_SECONDS;
 }
 
 int main(int argc, char **argv) {
@@ -185,14 +232,14 @@ int main(int argc, char **argv) {
         int64_t t = now();
         for (size_t i = n; i-- > 1;) {
             if (!fds[i].revents) {
-                int midway = conns[i].len || conns[i].head_len;
-                if (midway && t - conns[i].seen > IDLE_SECONDS) drop(i, &n);
+                if (overdue(&conns[i], t)) drop(i, &n);
                 continue;
             }
             int64_t got = warden_sock_recv(fds[i].handle, in, sizeof in, 0);
             if (got == WARDEN_ETIMEOUT) continue;
-            conns[i].seen = t;
-            if (got <= 0 || take(fds[i].handle, &conns[i], in, (size_t)got) < 0) drop(i, &n);
+            if (got <= 0 || take(fds[i].handle, &conns[i], in, (size_t)got, t) < 0 ||
+                overdue(&conns[i], t))
+                drop(i, &n);
         }
     }
 }

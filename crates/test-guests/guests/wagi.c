@@ -3,6 +3,14 @@
  *   (none)      200 text/plain: method, path, query, X-Test header, body
  *   status      404 with a body
  *   fresh       how many requests this instance has seen (always 1)
+ *   residue     what an earlier request left behind: a bit each for a
+ *               data-segment global, a 320 KiB BSS array, fresh heap, an
+ *               environment variable and descriptor 3 (0: nothing), then
+ *               dirties all but the descriptor (a handler has no
+ *               directory to open one in)
+ *   residue2    the same twice in one request: "0 then 11" shows the
+ *               check sees what a request leaves (not the heap bit: the
+ *               second block in one instance is another block)
  *   big=N       a body of N bytes of 'x'
  *   trap        traps                        -> 500
  *   exit3       exits with code 3            -> 500
@@ -19,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <fcntl.h>
 
 static const char *env(const char *name) {
     const char *v = getenv(name);
@@ -26,6 +35,33 @@ static const char *env(const char *name) {
 }
 
 static int seen;
+
+int marker = 7;                 /* in the data segment */
+static char big[320 * 1024];    /* in BSS, most of it past the first 64 KiB */
+
+/* What this instance's memory, environment and descriptors hold that a
+ * fresh instance's do not, as bits; then leaves all of it behind. */
+static int residue(void) {
+    int dirty = 0;
+    if (marker != 7) dirty |= 1;
+    for (long i = 0; i < (long)sizeof big; i += 4096) {
+        if (big[i]) { dirty |= 2; break; }
+    }
+    unsigned char *heap = malloc(64 * 1024);
+    if (!heap) abort();
+    for (long i = 1024; i < 64 * 1024; i += 512) {
+        if (heap[i]) { dirty |= 4; break; }
+    }
+    if (getenv("WARDEN_RESIDUE")) dirty |= 8;
+    if (fcntl(3, F_GETFL) != -1) dirty |= 16;
+    marker = 8;
+    for (long i = 0; i < (long)sizeof big; i += 4096) big[i] = 1;
+    /* Not freed: a fresh instance's allocator hands out the same address
+     * for its first such block, where this one's bytes would show. */
+    memset(heap, 0xAA, 64 * 1024);
+    setenv("WARDEN_RESIDUE", "1", 1);
+    return dirty;
+}
 
 static unsigned long long rng;
 
@@ -91,6 +127,16 @@ int main(void) {
     }
     if (strcmp(q, "status") == 0) {
         printf("Status: 404 Not Found\r\nContent-Type: text/plain\r\n\r\nnothing here\n");
+        return 0;
+    }
+    if (strcmp(q, "residue") == 0) {
+        printf("Content-Type: text/plain\n\nresidue %d\n", residue());
+        return 0;
+    }
+    if (strcmp(q, "residue2") == 0) {
+        int first = residue();
+        int second = residue();
+        printf("Content-Type: text/plain\n\nresidue %d then %d\n", first, second);
         return 0;
     }
     if (strcmp(q, "fresh") == 0) {

@@ -271,3 +271,137 @@ fn malformed_calls_oversized_records_and_stalled_clients_harm_nobody() {
     let (_dir, img) = served.stop();
     assert_eq!(util::e2fsck(&img).0, 0);
 }
+
+/// MNT of `/export` on `s`: the root's file handle.
+fn mount_root(s: &mut TcpStream, xid: u32) -> Vec<u8> {
+    let mnt = reply(s, &record(&call_with(xid, 100_005, 1, b"/export"))).unwrap();
+    assert_eq!((word(&mnt, 20), word(&mnt, 24)), (0, 0), "MNT /export");
+    mnt[32..32 + word(&mnt, 28) as usize].to_vec()
+}
+
+/// An XDR opaque: its length, its bytes, padding.
+fn opaque(b: &mut Vec<u8>, bytes: &[u8]) {
+    b.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
+    b.extend_from_slice(bytes);
+    b.resize(b.len().next_multiple_of(4), 0);
+}
+
+/// LOOKUP of `name` in `dir`: its handle.
+fn lookup(s: &mut TcpStream, xid: u32, dir: &[u8], name: &str) -> Vec<u8> {
+    let mut b = call(xid, 100_003, 3, 3);
+    opaque(&mut b, dir);
+    opaque(&mut b, name.as_bytes());
+    let r = reply(s, &record(&b)).unwrap();
+    assert_eq!((word(&r, 20), word(&r, 24)), (0, 0), "LOOKUP {name}");
+    r[32..32 + word(&r, 28) as usize].to_vec()
+}
+
+const NFS3ERR_FBIG: u32 = 27;
+
+/// SETATTR asking for the largest size there is (2^64 - 1, which the
+/// server once took for "no size given" and answered OK) is refused as
+/// too big, and the file keeps its size.
+#[test]
+fn setattr_to_the_largest_size_is_too_big() {
+    let served = Export::start();
+    let mut s = TcpStream::connect(("127.0.0.1", served.port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let root = mount_root(&mut s, 1);
+    let docs = lookup(&mut s, 2, &root, "docs");
+    let file = lookup(&mut s, 3, &docs, "readme.txt");
+    let mut b = call(4, 100_003, 3, 2);
+    opaque(&mut b, &file);
+    // mode, uid, gid unset; size set; atime, mtime unchanged; no guard.
+    for w in [0u32, 0, 0, 1] {
+        b.extend_from_slice(&w.to_be_bytes());
+    }
+    b.extend_from_slice(&u64::MAX.to_be_bytes());
+    for w in [0u32, 0, 0] {
+        b.extend_from_slice(&w.to_be_bytes());
+    }
+    let r = reply(&mut s, &record(&b)).unwrap();
+    assert_eq!(
+        (word(&r, 20), word(&r, 24)),
+        (0, NFS3ERR_FBIG),
+        "SETATTR size 2^64-1"
+    );
+    assert_eq!(
+        nfs("nfs-cat", &[&served.url("/docs/readme.txt")]),
+        "made by mke2fs -d\n"
+    );
+    let (_dir, img) = served.stop();
+    assert_eq!(util::e2fsck(&img).0, 0);
+}
+
+/// A credential or verifier over 400 bytes is answered as RFC 5531 says
+/// (MSG_DENIED, AUTH_ERROR, AUTH_BADCRED or AUTH_BADVERF) on a
+/// connection that stays open, not by closing it.
+#[test]
+fn oversized_credentials_are_an_auth_error() {
+    let served = Export::start();
+    let mut s = TcpStream::connect(("127.0.0.1", served.port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    for (xid, at, want) in [(1u32, 6usize, 1u32), (2, 8, 2)] {
+        let mut b = call(xid, 100_003, 3, 0);
+        // Replace the credential (word 6, 7) or the verifier (8, 9) with
+        // an AUTH_UNIX one of 500 bytes.
+        let mut body: Vec<u8> = b[..at * 4].to_vec();
+        body.extend_from_slice(&1u32.to_be_bytes());
+        opaque(&mut body, &[7u8; 500]);
+        body.extend_from_slice(&b[(at + 2) * 4..]);
+        b = body;
+        let r = reply(&mut s, &record(&b)).expect("an answer, not a closed connection");
+        let words: Vec<u32> = (0..5).map(|i| word(&r, 4 * i)).collect();
+        assert_eq!(words, [xid, 1, 1, 1, want], "MSG_DENIED AUTH_ERROR");
+    }
+    assert_eq!(answer(&mut s, &record(&call(3, 100_003, 3, 0))), Some(0));
+    served.stop();
+}
+
+/// 200 connections that never send a byte and 60 that trickle one byte
+/// of a record every 100 ms do not lock a working client out: its calls
+/// are answered and nfs-cat reads a file meanwhile.
+#[test]
+fn crowds_of_silent_and_trickling_connections_do_not_lock_a_client_out() {
+    let served = Export::start();
+    let addr = format!("127.0.0.1:{}", served.port);
+    let silent: Vec<TcpStream> = (0..200)
+        .map(|_| TcpStream::connect(&addr).unwrap())
+        .collect();
+    let mut trickling: Vec<TcpStream> = (0..60)
+        .map(|_| TcpStream::connect(&addr).unwrap())
+        .collect();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    /// Stops the trickling however the test's body ends.
+    struct Stop<'a>(&'a std::sync::atomic::AtomicBool);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    std::thread::scope(|scope| {
+        let _stop = Stop(&stop);
+        scope.spawn(|| {
+            let mut header = 0x8000_1000u32.to_be_bytes().into_iter().cycle();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let byte = header.next().unwrap();
+                for t in &mut trickling {
+                    let _ = t.write_all(&[byte]);
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let mut s = TcpStream::connect(&addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        for xid in 0..5 {
+            assert_eq!(answer(&mut s, &record(&call(xid, 100_003, 3, 0))), Some(0));
+        }
+        assert_eq!(
+            nfs("nfs-cat", &[&served.url("/docs/readme.txt")]),
+            "made by mke2fs -d\n"
+        );
+    });
+    drop(silent);
+    let (_dir, img) = served.stop();
+    assert_eq!(util::e2fsck(&img).0, 0);
+}
