@@ -46,23 +46,24 @@ pub fn run(ctx: &Ctx) -> Table {
          command {runs} times per program, in turn with the other, and takes the median.",
         super::components::cli_version()
     );
-    let commands = match (
-        super::mass_death::warden_command(),
-        super::components::wasmtime_cli(),
-    ) {
-        (Ok(w), Ok(c)) => (w, c),
-        (w, c) => {
-            let why = w.err().or(c.err()).unwrap_or_default();
+    let warden = match super::mass_death::warden_command() {
+        Ok(w) => w,
+        Err(why) => {
             t.notes.push(format!("Not measured: {why}"));
             return t;
         }
     };
+    // Without the CLI the peer's row says why, as the components table's.
+    let wasmtime = super::components::wasmtime_cli();
     let m = measure(
         ctx.rounds,
         &mut t,
         vec![
-            Contestant::warden(WARDEN).runs(|s| times(s, WARDEN, &commands.0, runs)),
-            Contestant::peer(WASMTIME).runs(|s| times(s, WASMTIME, &commands.1, runs)),
+            Contestant::warden(WARDEN).runs(|s| times(s, WARDEN, &warden, runs)),
+            Contestant::peer(WASMTIME).runs(|s| {
+                let cli = wasmtime.as_ref().map_err(Clone::clone)?;
+                times(s, WASMTIME, cli, runs)
+            }),
         ],
     );
     t.notes.push(
