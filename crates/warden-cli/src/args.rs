@@ -24,11 +24,14 @@ pub fn program_words(mut words: Vec<OsString>) -> Vec<OsString> {
     };
     if let Some(at) = programs_first_flag(run, &words[2..]) {
         let flag = words[2 + at].to_string_lossy().into_owned();
+        let next = words.get(3 + at).and_then(|w| w.to_str());
         if let Some(near) = near_miss(run, &flag) {
             eprintln!(
                 "warden: {flag} comes after the module, so it goes to the program \
                  (Warden's flag is --{near}; put it before the module to be sure)"
             );
+        } else if let Some(habit) = wasmtime_habit(&flag, next) {
+            eprintln!("warden: {flag} comes after the module, so it goes to the program ({habit})");
         }
         words.insert(2 + at, "--".into());
     }
@@ -111,6 +114,48 @@ fn near_miss(run: &clap::Command, flag: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// Warden's way to do what a `wasmtime run` flag does, for a user's
+/// habit: `flag` as written (`-W`, `--mapdir=a::b`) and the word after it.
+pub fn wasmtime_habit(flag: &str, next: Option<&str>) -> Option<String> {
+    let (name, inline) = match flag.strip_prefix("--") {
+        Some(_) => flag
+            .split_once('=')
+            .map_or((flag, None), |(n, v)| (n, Some(v))),
+        // -Wmax-memory-size=…: the option follows the letter.
+        None if flag.len() > 2 && flag.is_char_boundary(2) => (&flag[..2], Some(&flag[2..])),
+        None => (flag, None),
+    };
+    let value = inline.or(next).unwrap_or("");
+    let option = value.split(['=', ',']).next().unwrap_or("");
+    let ours = match (name, option) {
+        ("-W" | "--wasm", "max-memory-size") => "`--memory-limit SIZE` (e.g. 64MiB)",
+        ("-W" | "--wasm", "fuel" | "timeout") | ("--fuel", _) => {
+            "`--cpu-limit DURATION` (CPU time, e.g. 2s)"
+        }
+        ("-S" | "--wasi", "tcplisten") => "`--listen ADDR`",
+        (
+            "-S" | "--wasi",
+            "inherit-network" | "network" | "tcp" | "udp" | "allow-ip-name-lookup",
+        ) => "`--allow-connect GRANT` and `--allow-listen GRANT` (e.g. 127.0.0.1:*)",
+        ("-S" | "--wasi", "inherit-env") => "`--env NAME` for each variable to pass on",
+        ("--mapdir", _) => "`--dir HOST::GUEST`",
+        ("-W" | "--wasm" | "-S" | "--wasi", _) => {
+            "not needed: Warden sets WebAssembly features and WASI itself"
+        }
+        ("-C" | "--codegen", "cache") => {
+            "not needed: compiled code is cached by default (`warden compile` fills the cache)"
+        }
+        _ => return None,
+    };
+    let what = match option.is_empty() || name == "--mapdir" || name == "--fuel" {
+        true => name.to_string(),
+        false => format!("{name} {option}"),
+    };
+    Some(format!(
+        "wasmtime's `{what}` is {ours} in Warden; see doc/running.md"
+    ))
+}
+
 /// The Levenshtein distance between `a` and `b`.
 fn edits(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
@@ -171,6 +216,20 @@ mod tests {
         ] {
             assert_eq!(split(line), line);
         }
+    }
+
+    #[test]
+    fn wasmtime_habits_are_translated() {
+        let habit = |f: &str, n: Option<&str>| wasmtime_habit(f, n).unwrap_or_default();
+        assert!(habit("-W", Some("max-memory-size=100")).contains("--memory-limit"));
+        assert!(habit("-Wmax-memory-size=100", None).contains("--memory-limit"));
+        assert!(habit("--wasm=fuel=100", None).contains("--cpu-limit"));
+        assert!(habit("-S", Some("inherit-network")).contains("--allow-connect"));
+        assert!(habit("-S", Some("tcplisten=127.0.0.1:80")).contains("--listen ADDR"));
+        assert!(habit("--mapdir", Some("a::b")).contains("--dir HOST::GUEST"));
+        assert!(habit("--mapdir=a::b", None).contains("--dir HOST::GUEST"));
+        assert_eq!(wasmtime_habit("--memory-limit", Some("1")), None);
+        assert_eq!(wasmtime_habit("-x", None), None);
     }
 
     #[test]

@@ -11,15 +11,27 @@ use warden::{Manifest, Runtime, RuntimeConfig};
 
 pub fn check(args: &CheckArgs) -> Result<ExitCode, String> {
     let path = &args.manifest;
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read manifest {}: {e}", path.display()))?;
+    let bytes =
+        std::fs::read(path).map_err(|e| format!("cannot read manifest {}: {e}", path.display()))?;
+    if bytes.starts_with(b"\0asm") {
+        return check_program(args);
+    }
+    let Ok(text) = String::from_utf8(bytes) else {
+        eprintln!(
+            "warden: {}: neither a manifest (TOML text) nor a WebAssembly module",
+            path.display()
+        );
+        return Ok(ExitCode::from(1));
+    };
     let base = path.parent().unwrap_or(Path::new("."));
     // Every problem of the manifest, then those of the modules its good
     // entries name.
     let (m, bad) = match Manifest::parse_all(&text, base) {
         Ok(parsed) => parsed,
-        Err(e) => {
-            eprintln!("warden: {}: {e}", path.display());
+        Err(problems) => {
+            for problem in &problems {
+                eprintln!("warden: {}: {problem}", path.display());
+            }
             return Ok(ExitCode::from(1));
         }
     };
@@ -42,6 +54,14 @@ pub fn check(args: &CheckArgs) -> Result<ExitCode, String> {
             eprintln!("warden: {}: {at}{e}", path.display());
         }
     }
+    for task in &m.tasks {
+        // A module that failed to load was reported above.
+        if let Err(e @ warden::Error::Spawn { .. }) = rt.check_fits(task) {
+            problems += 1;
+            let at = limit_line(&text, &task.name).map_or(String::new(), |l| format!("line {l}: "));
+            eprintln!("warden: {}: {at}{e}", path.display());
+        }
+    }
     for warning in unserved(&m) {
         eprintln!("warden: {}: warning: {warning}", path.display());
     }
@@ -57,6 +77,34 @@ pub fn check(args: &CheckArgs) -> Result<ExitCode, String> {
         modules.len()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// `warden check prog.wasm`: a single program's module or component
+/// compiled, as `warden run` would compile it.
+fn check_program(args: &CheckArgs) -> Result<ExitCode, String> {
+    let path = &args.manifest;
+    let config = RuntimeConfig {
+        workers: 1,
+        allow_precompiled: args.allow_precompiled,
+        ..RuntimeConfig::default()
+    };
+    let rt = Runtime::new(config).map_err(|e| format!("{}: {e}", path.display()))?;
+    let loaded = rt.load_module(path).or_else(|e| {
+        rt.load_passive_module(path)
+            .or_else(|_| rt.load_http_component(path))
+            .map_err(|_| e)
+    });
+    match loaded {
+        Ok(_) => {
+            println!("{}: ok: compiled", path.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            // Wasmtime's and Warden's load errors name the file already.
+            eprintln!("warden: {e}");
+            Ok(ExitCode::from(1))
+        }
+    }
 }
 
 /// Service routes whose service no task provides.
@@ -78,6 +126,32 @@ fn unserved(m: &Manifest) -> Vec<String> {
             _ => None,
         })
         .collect()
+}
+
+/// The line of the `memory_limit` of the `[[task]]` entry named `name`
+/// (or, for a copy `name.N`, `name`).
+fn limit_line(text: &str, name: &str) -> Option<usize> {
+    let lines: Vec<&str> = text.lines().collect();
+    let names = |l: &str, n: &str| {
+        let l = l.trim_start();
+        l.strip_prefix("name")
+            .map(|r| r.trim_start())
+            .and_then(|r| r.strip_prefix('='))
+            .map(|r| r.trim())
+            .is_some_and(|v| v == format!("\"{n}\"") || v == format!("'{n}'"))
+    };
+    let base = name.rsplit_once('.').map_or(name, |(b, _)| b);
+    let at = lines
+        .iter()
+        .position(|l| names(l, name) || names(l, base))?;
+    let start = (0..=at)
+        .rev()
+        .find(|&i| lines[i].trim_start().starts_with('['))?;
+    let entry = (start + 1..lines.len()).take_while(|&i| !lines[i].trim_start().starts_with('['));
+    let limit = entry
+        .clone()
+        .find(|&i| lines[i].trim_start().starts_with("memory_limit"));
+    Some(limit.unwrap_or(start) + 1)
 }
 
 /// The first line that names `module` (as written, relative to `base`).

@@ -4,7 +4,7 @@
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
-use warden::units::{parse_duration, parse_rate, parse_size};
+use warden::units::{parse_duration, parse_limit_duration, parse_rate, parse_size};
 
 #[derive(Parser)]
 #[command(
@@ -47,7 +47,10 @@ pub enum Command {
     /// a precompiled file.
     Compile(CompileArgs),
     /// Check a manifest and compile every module it names, without
-    /// running anything.
+    /// running anything; or compile one program's module.
+    ///
+    /// Every problem is reported at once, each on a line naming the file
+    /// and the line it is on; the status is 1 if there was any.
     Check(CheckArgs),
     /// Write a working starting point into a new directory NAME: sources,
     /// a `build` script, a README and (for systems) a manifest.
@@ -423,7 +426,7 @@ pub struct CompileArgs {
 
 #[derive(Args)]
 pub struct CheckArgs {
-    /// The manifest to check.
+    /// The manifest to check (or a module or component: it is compiled).
     pub manifest: PathBuf,
     /// Accept precompiled modules this machine did not write.
     #[arg(long)]
@@ -454,8 +457,9 @@ fn control_or_off(s: &str) -> Result<String, String> {
     }
 }
 
+/// A duration that limits something: zero is refused, not "unlimited".
 fn duration(s: &str) -> Result<String, String> {
-    parse_duration(s).map(|_| s.to_string())
+    parse_limit_duration(s).map(|_| s.to_string())
 }
 
 fn rate(s: &str) -> Result<String, String> {

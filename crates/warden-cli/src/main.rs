@@ -48,9 +48,10 @@ fn main() -> ExitCode {
     // SAFETY: prctl with integer arguments only sets this process's
     // memory policy.
     unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
-    let cli = match Cli::try_parse_from(args::program_words(std::env::args_os().collect())) {
+    let words = args::program_words(std::env::args_os().collect());
+    let cli = match Cli::try_parse_from(&words) {
         Ok(cli) => cli,
-        Err(e) => return usage_error(e),
+        Err(e) => return usage_error(e, &words),
     };
     let result = dispatch(cli.command);
     match result {
@@ -113,8 +114,9 @@ fn dispatch(command: Command) -> Result<ExitCode, String> {
 }
 
 /// `--help` and `--version` as clap prints them; a bad command line as one
-/// line (with clap's suggestion, if it has one), exit status 2.
-fn usage_error(e: clap::Error) -> ExitCode {
+/// line (with clap's suggestion, or Warden's way to do what a `wasmtime`
+/// flag does), exit status 2.
+fn usage_error(e: clap::Error, words: &[std::ffi::OsString]) -> ExitCode {
     use clap::error::ErrorKind;
     if matches!(
         e.kind(),
@@ -138,10 +140,30 @@ fn usage_error(e: clap::Error) -> ExitCode {
             .collect();
         first = format!("{first} {}", named.join(", "));
     }
-    let tip = lines.find_map(|l| l.strip_prefix("tip: "));
+    let habit = unknown_flag(&e).and_then(|flag| {
+        let at = words
+            .iter()
+            .position(|w| w.to_str().is_some_and(|w| w.starts_with(flag.as_str())))?;
+        let written = words[at].to_str()?;
+        let next = words.get(at + 1).and_then(|w| w.to_str());
+        args::wasmtime_habit(written, next)
+    });
+    let tip = habit.or_else(|| lines.find_map(|l| l.strip_prefix("tip: ").map(str::to_string)));
     match tip {
         Some(tip) => eprintln!("warden: {first} ({tip}); see --help"),
         None => eprintln!("warden: {first}; see --help"),
     }
     ExitCode::from(2)
+}
+
+/// The flag clap did not know, as written.
+fn unknown_flag(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(flag)) => Some(flag.clone()),
+        _ => None,
+    }
 }

@@ -73,6 +73,16 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_nanos(nanos.round() as u64))
 }
 
+/// Parses a duration that limits something (a CPU limit, a quota, a
+/// timeout): zero is an error, since a limit of nothing would refuse all
+/// work, and meaning "unlimited" by it would surprise.
+pub fn parse_limit_duration(text: &str) -> Result<Duration, String> {
+    match parse_duration(text)? {
+        d if d.is_zero() => Err(format!("bad duration {text:?}: must be more than zero")),
+        d => Ok(d),
+    }
+}
+
 /// Parses a rate: a byte size per second, `"40MB/s"` or `"1GiB/s"` (the
 /// `/s` is required, so a size is never mistaken for a rate). Zero is an
 /// error: a rate of nothing is never what a manifest means.
@@ -136,6 +146,12 @@ mod tests {
         assert!(parse_duration("fast").is_err());
         assert!(parse_duration("3 fortnights").is_err());
         assert!(parse_duration("1e400s").is_err());
+        assert_eq!(parse_duration("0s"), Ok(Duration::ZERO));
+        assert!(parse_limit_duration("0s")
+            .unwrap_err()
+            .contains("more than zero"));
+        assert!(parse_limit_duration("0.0ms").is_err());
+        assert_eq!(parse_limit_duration("1ns"), Ok(Duration::from_nanos(1)));
     }
 
     #[test]

@@ -92,6 +92,7 @@ mod device;
 mod http;
 mod locate;
 mod runtime;
+mod shape;
 mod task;
 
 use task::{task_specs, RawTask};
@@ -103,7 +104,7 @@ use crate::task::{
     MemoryPolicy, Output, TaskSpec, DEFAULT_MAX_HANDLES, DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_MAX_MESSAGE_HANDLES,
 };
-use crate::units::{parse_duration, parse_rate, parse_size};
+use crate::units::{parse_limit_duration, parse_rate, parse_size};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -218,27 +219,32 @@ impl Manifest {
     /// Errors are one line, starting with the line of the manifest they
     /// point at when it can be found (`line 12: task[1] ("web"): …`).
     pub fn parse(text: &str, base: &Path) -> Result<Manifest, String> {
-        match Self::parse_all(text, base)? {
-            (m, problems) if problems.is_empty() => Ok(m),
-            (_, mut problems) => Err(problems.swap_remove(0)),
+        match Self::parse_all(text, base) {
+            Ok((m, problems)) if problems.is_empty() => Ok(m),
+            Ok((_, mut problems)) | Err(mut problems) => Err(problems.swap_remove(0)),
         }
     }
 
     /// As [`parse`](Self::parse), with every problem found rather than the
-    /// first: each key and entry is checked on its own, and the manifest
-    /// returned holds the entries that passed. An `Err` is text that is
-    /// not TOML of the manifest's shape (unknown keys, wrong types).
-    pub fn parse_all(text: &str, base: &Path) -> Result<(Manifest, Vec<String>), String> {
-        let raw: RawManifest = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
+    /// first, in the order of the lines they point at: keys unknown (with
+    /// the nearest known key suggested), mistyped or missing, bad values,
+    /// duplicate names. Each key and entry is checked on its own, and the
+    /// manifest returned holds the entries that passed. An `Err` holds
+    /// the problems of text that is not TOML enough to go on.
+    pub fn parse_all(text: &str, base: &Path) -> Result<(Manifest, Vec<String>), Vec<String>> {
+        let (raw, shape, dropped): (RawManifest, _, _) = shape::raw(text)?;
         let (m, problems) = Self::from_raw(raw, base);
-        let located = problems
-            .into_iter()
-            .map(|e| match locate::line_of(text, &e) {
-                Some(line) => format!("line {line}: {e}"),
-                None => e,
-            })
-            .collect();
-        Ok((m, located))
+        let mut all: Vec<(usize, String)> =
+            shape.into_iter().map(|p| (leading_line(&p), p)).collect();
+        for e in problems {
+            let e = dropped.renumber(e);
+            all.push(match locate::line_of(text, &e) {
+                Some(line) => (line, format!("line {line}: {e}")),
+                None => (usize::MAX, e),
+            });
+        }
+        all.sort_by_key(|(line, _)| *line);
+        Ok((m, all.into_iter().map(|(_, p)| p).collect()))
     }
 
     /// One task from the keys of a `[[task]]` entry, checked exactly as in
@@ -252,7 +258,7 @@ impl Manifest {
         let raw: RawTask = toml::Value::Table(keys)
             .try_into()
             .map_err(|e: toml::de::Error| e.message().trim().replace('\n', " "))?;
-        let mut specs = task_specs(raw, base)?;
+        let mut specs = task_specs(raw, base).map_err(|mut all| all.swap_remove(0))?;
         Ok(specs.remove(0))
     }
 
@@ -305,18 +311,18 @@ fn tasks(
     let mut names = HashSet::new();
     for (i, t) in raw.into_iter().enumerate() {
         let at = format!("task[{i}] ({:?})", t.name);
-        if let Some(g) = t
+        let no_group = t
             .group
             .as_ref()
             .filter(|g| !groups.iter().any(|x| &x.name == *g))
-        {
-            problems.push(format!("{at}: group: no [[group]] named {g:?}"));
-            continue;
-        }
-        let specs = match task_specs(t, base) {
-            Ok(specs) => specs,
-            Err(e) => {
-                problems.push(format!("{at}: {e}"));
+            .map(|g| format!("{at}: group: no [[group]] named {g:?}"));
+        let specs = task_specs(t, base);
+        problems.extend(no_group.clone());
+        let specs = match specs {
+            Ok(specs) if no_group.is_none() => specs,
+            Ok(_) => continue,
+            Err(all) => {
+                problems.extend(all.into_iter().map(|e| format!("{at}: {e}")));
                 continue;
             }
         };
@@ -380,7 +386,7 @@ fn group_spec(g: RawGroup, earlier: &[GroupSpec]) -> Result<GroupSpec, String> {
         cpu_quota: g
             .cpu_quota
             .as_deref()
-            .map(parse_duration)
+            .map(parse_limit_duration)
             .transpose()
             .map_err(|e| format!("cpu_quota: {e}"))?,
         bandwidth_share: share("bandwidth_share", g.bandwidth_share)?,
@@ -408,6 +414,15 @@ fn size(key: &str, v: Option<&str>) -> Result<Option<u64>, String> {
     v.map(parse_size)
         .transpose()
         .map_err(|e| format!("{key}: {e}"))
+}
+
+/// The line a problem starts with (`line 12…`), or past the end.
+fn leading_line(problem: &str) -> usize {
+    problem
+        .strip_prefix("line ")
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(usize::MAX)
 }
 
 /// A TOML error as one line: position and message.
@@ -518,7 +533,7 @@ mod tests {
             ("passive=true\nprovides=['kv']\ncount=2", "count must be 1"),
             (
                 "passive=true\nprovides=['kv']\ncall_cpu_limit='0s'",
-                "more than 0",
+                "more than zero",
             ),
             ("call_cpu_limit='1s'", "only a passive task"),
         ] {
@@ -588,7 +603,7 @@ mod tests {
         assert!(err("[[task]]\nname='a'").contains("module"));
         let e = err("[[task]]\nname='a'\nmodule='m.wasm'\nbogus=1");
         assert!(
-            e.starts_with("line 4, column 1 (`bogus=1`): unknown field `bogus`"),
+            e.starts_with("line 4, column 1 (`bogus=1`): unknown key `bogus`, expected one of"),
             "{e}"
         );
         let e = err("[runtime]\nslice_ms = 'x'\n[[task]]\nname='a'\nmodule='m.wasm'");

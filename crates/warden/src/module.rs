@@ -76,6 +76,23 @@ impl LoadedModule {
         matches!(self.code, Code::Component(_))
     }
 
+    /// The least memory budget an instance starts with: the largest
+    /// initial size of any of its linear memories and of its tables (as
+    /// the budget charges them). A task's memory limit below it could
+    /// only trap at start.
+    pub fn initial_memory_bytes(&self) -> u64 {
+        let required = match &self.code {
+            Code::Core { pre, .. } => Some(pre.module().resources_required()),
+            Code::Component(linked) => linked.component().resources_required(),
+        };
+        let Some(r) = required else { return 0 };
+        let pages = r.max_initial_memory_size.unwrap_or(0);
+        let elements = r.max_initial_table_size.unwrap_or(0);
+        pages
+            .saturating_mul(64 << 10)
+            .saturating_add(elements.saturating_mul(crate::limiter::TABLE_ELEMENT_BYTES))
+    }
+
     /// The engine it was compiled for.
     pub(crate) fn engine(&self) -> &Engine {
         match &self.code {

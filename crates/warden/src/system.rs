@@ -205,6 +205,9 @@ impl System {
             load(&rt, m).map_err(|e| e.to_string())?;
         }
         progress(Step::Compiling, modules.len(), modules.len());
+        for task in &spec.tasks {
+            rt.check_fits(task).map_err(|e| e.to_string())?;
+        }
         if let Some(c) = &spec.cluster {
             rt.join_cluster(c).map_err(|e| e.to_string())?;
         }

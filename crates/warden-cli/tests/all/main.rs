@@ -4,6 +4,7 @@
 
 mod blocking;
 mod cli;
+mod cli_mistakes;
 mod cli_new;
 mod cli_operators;
 mod cli_program;

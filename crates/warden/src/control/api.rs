@@ -5,7 +5,7 @@ use super::metrics::metrics;
 use super::samples::{Sample, Samples};
 use crate::runtime::Runtime;
 use crate::task::{TaskId, TaskSpec};
-use crate::units::{parse_duration, parse_size};
+use crate::units::{parse_limit_duration, parse_size};
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -227,7 +227,11 @@ fn short_spec(r: SpawnRequest, module: String) -> Result<TaskSpec, String> {
     let mut spec = TaskSpec::new(name, &path);
     spec.args = r.args;
     spec.limits.memory_limit = r.memory_limit.as_deref().map(parse_size).transpose()?;
-    spec.limits.cpu_limit = r.cpu_limit.as_deref().map(parse_duration).transpose()?;
+    spec.limits.cpu_limit = r
+        .cpu_limit
+        .as_deref()
+        .map(parse_limit_duration)
+        .transpose()?;
     if !path.is_file() {
         return Err(format!("module not found: {}", path.display()));
     }

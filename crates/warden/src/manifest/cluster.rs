@@ -240,8 +240,8 @@ mod tests {
         for (bad, why) in [
             ("nats='nats://h:1'\nnode='a.b'", "not a node name"),
             ("nats=[]\nnode='a'", "at least one"),
-            ("nats='nats://h:1'", "missing field `node`"),
-            ("nats='nats://h:1'\nnode='a'\nport=1", "unknown field"),
+            ("nats='nats://h:1'", "missing key `node`"),
+            ("nats='nats://h:1'\nnode='a'\nport=1", "unknown key"),
             ("nats='nats://u:pw@h:1'\nnode='a'", "carries credentials"),
             ("nats='nats://h:1'\nnode='a'\nname='a.b'", "not a name name"),
             (

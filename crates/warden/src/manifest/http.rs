@@ -426,7 +426,7 @@ service = "b"
                 "path = \"/a\"\nmodule = \"m.wasm\"\ngroup = \"none\"",
                 "no [[group]] named",
             ),
-            ("path = \"/a\"\nservice = \"s\"\nbogus = 1", "unknown field"),
+            ("path = \"/a\"\nservice = \"s\"\nbogus = 1", "unknown key"),
             (
                 "path = \"/a\"\nservice = \"s\"\n[[http.route]]\npath = \"/a\"\nservice = \"t\"",
                 "duplicate route name",

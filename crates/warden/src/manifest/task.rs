@@ -105,8 +105,15 @@ fn task_net(t: &RawTask, spec: &mut TaskSpec) -> Result<(), String> {
     Ok(())
 }
 
-pub(super) fn task_specs(t: RawTask, base: &Path) -> Result<Vec<TaskSpec>, String> {
-    let template = task_template(&t, base)?;
+/// The tasks of a `[[task]]` entry (its copies); every problem of the
+/// entry if it has any.
+pub(super) fn task_specs(t: RawTask, base: &Path) -> Result<Vec<TaskSpec>, Vec<String>> {
+    let template = task_template_all(&t, base)?;
+    task_copies(t, template).map_err(|e| vec![e])
+}
+
+/// The copies `count` asks for, named and filled in.
+fn task_copies(t: RawTask, template: TaskSpec) -> Result<Vec<TaskSpec>, String> {
     let fixed = template
         .net
         .preopen_listeners
@@ -141,29 +148,57 @@ pub(super) fn task_specs(t: RawTask, base: &Path) -> Result<Vec<TaskSpec>, Strin
         .collect())
 }
 
-/// Everything of a `[[task]]` entry but its copies' names, args and env.
+/// Everything of a `[[task]]` entry but its copies' names, args and env;
+/// the first problem if it has any.
 pub(super) fn task_template(t: &RawTask, base: &Path) -> Result<TaskSpec, String> {
+    task_template_all(t, base).map_err(|mut all| all.swap_remove(0))
+}
+
+/// As [`task_template`], with every problem of the entry.
+fn task_template_all(t: &RawTask, base: &Path) -> Result<TaskSpec, Vec<String>> {
+    let mut problems = Vec::new();
+    let mut keep = |r: Result<(), String>| {
+        if let Err(e) = r {
+            problems.push(e);
+        }
+    };
     if t.name.is_empty() || t.name.chars().any(|c| c.is_control() || c.is_whitespace()) {
-        return Err("name: must be non-empty, without spaces or control characters".into());
+        keep(Err(
+            "name: must be non-empty, without spaces or control characters".into(),
+        ));
     }
     let module = base.join(&t.module);
     if !module.is_file() {
-        return Err(format!("module: file not found: {}", module.display()));
+        keep(Err(format!("module: file not found: {}", module.display())));
     }
     let mut spec = TaskSpec::new(t.name.clone(), module);
-    (spec.dirs, spec.served_dirs) = task_dirs(&t.dirs, base)?;
+    keep(task_dirs(&t.dirs, base).map(|dirs| (spec.dirs, spec.served_dirs) = dirs));
     for (name, file) in &t.modules {
         let path = base.join(file);
-        if !path.is_file() {
-            return Err(format!(
+        match path.is_file() {
+            true => spec.ipc.modules.push((name.clone(), path)),
+            false => keep(Err(format!(
                 "modules.{name}: file not found: {}",
                 path.display()
-            ));
+            ))),
         }
-        spec.ipc.modules.push((name.clone(), path));
     }
     spec.ipc.devices = t.devices.clone();
-    task_limits(t, &mut spec)?;
+    keep(task_memory(t, &mut spec));
+    keep(task_cpu(t, &mut spec));
+    keep(task_stdio(t, base, &mut spec));
+    keep(task_ipc(t, &mut spec));
+    keep(task_net(t, &mut spec));
+    keep(task_sched(t, &mut spec));
+    keep(task_passive(t, &mut spec));
+    match problems.is_empty() {
+        true => Ok(spec),
+        false => Err(problems),
+    }
+}
+
+/// `stdout`, `stderr` and `stdin`.
+fn task_stdio(t: &RawTask, base: &Path, spec: &mut TaskSpec) -> Result<(), String> {
     spec.stdio.stdout = output(t.stdout.as_deref(), base).map_err(|e| format!("stdout: {e}"))?;
     spec.stdio.stderr = output(t.stderr.as_deref(), base).map_err(|e| format!("stderr: {e}"))?;
     spec.stdio.stdin_inherit = choice(
@@ -171,14 +206,17 @@ pub(super) fn task_template(t: &RawTask, base: &Path) -> Result<TaskSpec, String
         t.stdin.as_deref(),
         &[("null", false), ("inherit", true)],
     )?;
-    task_ipc(t, &mut spec)?;
-    task_net(t, &mut spec)?;
+    Ok(())
+}
+
+/// Scheduling: `share`, `tickets`, `priority`, `cap`, `group`,
+/// `inheritance`.
+fn task_sched(t: &RawTask, spec: &mut TaskSpec) -> Result<(), String> {
     spec.sched.params = params(t.share, t.tickets, t.priority)?;
     spec.sched.cap = cap(t.cap)?;
     spec.sched.group = t.group.clone();
     spec.sched.inheritance = t.inheritance.unwrap_or(true);
-    task_passive(t, &mut spec)?;
-    Ok(spec)
+    Ok(())
 }
 
 /// `passive` and `call_cpu_limit`.
@@ -188,10 +226,8 @@ fn task_passive(t: &RawTask, spec: &mut TaskSpec) -> Result<(), String> {
         if !spec.passive {
             return Err("call_cpu_limit: only a passive task (passive = true) has one".into());
         }
-        spec.call_cpu_limit = parse_duration(limit).map_err(|e| format!("call_cpu_limit: {e}"))?;
-        if spec.call_cpu_limit.is_zero() {
-            return Err("call_cpu_limit: must be more than 0".into());
-        }
+        spec.call_cpu_limit =
+            parse_limit_duration(limit).map_err(|e| format!("call_cpu_limit: {e}"))?;
     }
     if spec.passive {
         if t.count.is_some_and(|n| n > 1) {
@@ -254,7 +290,8 @@ fn task_dirs(
 const SERVICE_PREFIX: &str = "service:";
 
 /// Memory and CPU limits and what happens at them.
-fn task_limits(t: &RawTask, spec: &mut TaskSpec) -> Result<(), String> {
+/// `memory_limit`, `memory_guarantee`, `memory_priority`, `on_memory_limit`.
+fn task_memory(t: &RawTask, spec: &mut TaskSpec) -> Result<(), String> {
     spec.limits.memory_limit = t
         .memory_limit
         .as_deref()
@@ -279,10 +316,15 @@ fn task_limits(t: &RawTask, spec: &mut TaskSpec) -> Result<(), String> {
             ("notify", MemoryPolicy::Notify),
         ],
     )?;
+    Ok(())
+}
+
+/// `cpu_limit` and `on_cpu_limit`.
+fn task_cpu(t: &RawTask, spec: &mut TaskSpec) -> Result<(), String> {
     spec.limits.cpu_limit = t
         .cpu_limit
         .as_deref()
-        .map(parse_duration)
+        .map(parse_limit_duration)
         .transpose()
         .map_err(|e| format!("cpu_limit: {e}"))?;
     spec.limits.on_cpu_limit_notify = choice(

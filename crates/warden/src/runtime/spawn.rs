@@ -158,6 +158,7 @@ impl Runtime {
     ) -> Result<Arc<TaskShared>, Error> {
         let began = crate::clock::ticks::now();
         let module = self.entry_module(spec, child.is_none(), launch.incoming.is_some())?;
+        fits(spec, &module)?;
         let inner = &*self.inner;
         let group = self.group_of(spec)?;
         let shared = Arc::new(self.task_shared(spec, group, child.as_ref()));
@@ -235,6 +236,17 @@ impl Runtime {
             }
         }
         Ok(module)
+    }
+
+    /// Whether `spec`'s task can start at all: its module (loaded first,
+    /// if it is not yet) fits its memory limit. A system checks every
+    /// task before it starts any.
+    pub fn check_fits(&self, spec: &TaskSpec) -> Result<(), Error> {
+        let module = match spec.passive {
+            true => self.load_entry(&spec.module, module::Entry::Passive)?,
+            false => self.load_module(&spec.module)?,
+        };
+        fits(spec, &module)
     }
 
     /// The group a task's spec names, if any.
@@ -342,4 +354,22 @@ fn passive_of(spec: &TaskSpec, shared: &Arc<TaskShared>) -> Option<Arc<crate::ho
             spec.call_cpu_limit.as_nanos().min(u64::MAX as u128) as u64,
         )
     })
+}
+
+/// A memory limit below the module's initial memory is refused before
+/// the task exists: it could only trap at start.
+fn fits(spec: &TaskSpec, module: &LoadedModule) -> Result<(), Error> {
+    let initial = module.initial_memory_bytes();
+    match spec.limits.memory_limit {
+        Some(limit) if limit < initial => Err(Error::Spawn {
+            name: spec.name.clone(),
+            message: format!(
+                "memory limit {} is below the {} of memory {} starts with",
+                crate::units::format_size(limit),
+                crate::units::format_size(initial),
+                spec.module.display()
+            ),
+        }),
+        _ => Ok(()),
+    }
 }
