@@ -19,8 +19,10 @@ fn request(
     })?;
     s.set_read_timeout(Some(Duration::from_secs(10))).ok();
     let body = body.unwrap_or("");
-    let auth = warden::control::find_token(addr)
-        .map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    let found = warden::control::find_system(addr);
+    let auth = found.as_ref().map_or(String::new(), |f| {
+        format!("Authorization: Bearer {}\r\n", f.token)
+    });
     let req = format!(
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
@@ -38,6 +40,9 @@ fn request(
         .nth(1)
         .and_then(|c| c.parse().ok())
         .ok_or("control API: malformed status")?;
+    if let Some((meant, file)) = found.as_ref().and_then(|f| f.system.as_ref()) {
+        same_system(addr, head, *meant, file)?;
+    }
     // Every answer of a Warden control API is JSON, errors included.
     let json: Value = serde_json::from_str(payload).map_err(|_| {
         let kind = head
@@ -53,6 +58,62 @@ fn request(
         )
     })?;
     Ok((status, json))
+}
+
+/// Whether the answer's head names the system the token file does; if
+/// not, one line saying which system answered and which was meant.
+fn same_system(
+    addr: &str,
+    head: &str,
+    meant: warden::control::Stamp,
+    file: &std::path::Path,
+) -> Result<(), String> {
+    let answered = head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.trim()
+            .eq_ignore_ascii_case(warden::control::STAMP_HEADER)
+            .then(|| warden::control::Stamp::parse(v))
+            .flatten()
+    });
+    match answered {
+        Some(s) if s == meant => Ok(()),
+        Some(s) => Err(format!(
+            "{addr} is served by another system (pid {}, started {}) than the one {} names \
+             (pid {}, started {}), which has ended; pass the address of the system you mean \
+             with --control",
+            s.pid,
+            local_time(s.started_ms),
+            file.display(),
+            meant.pid,
+            local_time(meant.started_ms)
+        )),
+        None => Err(format!(
+            "{addr} did not say which system it is, so it is not the one {} names \
+             (pid {}, started {}); pass the address of the system you mean with --control",
+            file.display(),
+            meant.pid,
+            local_time(meant.started_ms)
+        )),
+    }
+}
+
+/// Unix milliseconds as this machine's local time, `YYYY-MM-DD HH:MM:SS`.
+fn local_time(ms: u64) -> String {
+    let t = (ms / 1000) as libc::time_t;
+    // SAFETY: localtime_r writes only the `tm` it is given.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    if unsafe { libc::localtime_r(&t, &mut tm) }.is_null() {
+        return format!("at {ms} ms since 1970");
+    }
+    format!(
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec
+    )
 }
 
 pub fn ok(addr: &str, method: &str, path: &str, body: Option<&str>) -> Result<Value, String> {

@@ -211,7 +211,7 @@ impl System {
         if let Some(c) = &spec.cluster {
             rt.join_cluster(c).map_err(|e| e.to_string())?;
         }
-        let control = serve_control(&rt, spec.control);
+        let control = serve_control(&rt, spec.control)?;
         let servers = spec
             .http
             .iter()
@@ -281,21 +281,25 @@ impl Drop for Control {
 }
 
 /// Serves the control API at `addr` (the default if `None`; none if
-/// "off") and writes its token file. A busy address or an unwritable
-/// token file is reported on stderr, not fatal.
-fn serve_control(rt: &Runtime, addr: Option<String>) -> Option<Control> {
-    let addr = addr.unwrap_or_else(|| control::DEFAULT_ADDR.to_string());
+/// "off") and writes its token file. An address the spec names that
+/// cannot be served is an error, so that no operator command reaches
+/// another system on it; the default address taken, or an unwritable
+/// token file, is reported on stderr and the system runs without.
+fn serve_control(rt: &Runtime, named: Option<String>) -> Result<Option<Control>, String> {
+    let addr = named
+        .clone()
+        .unwrap_or_else(|| control::DEFAULT_ADDR.to_string());
     if addr == "off" {
-        return None;
+        return Ok(None);
     }
     let mut token_file = None;
-    let publish = |at, token: &Token| {
+    let publish = |at, token: &Token, stamp| {
         const REFUSED: &str = "kill, suspend, resume and spawn will be refused";
         let Some(f) = control::token_file(at) else {
             eprintln!("warden: control token not written (set HOME or XDG_RUNTIME_DIR); {REFUSED}");
             return;
         };
-        match control::write_token_file(&f, token) {
+        match control::write_token_file(&f, token, stamp, at) {
             Ok(()) => token_file = Some(f),
             Err(e) => eprintln!(
                 "warden: control token not written ({}: {e}); {REFUSED}",
@@ -303,13 +307,20 @@ fn serve_control(rt: &Runtime, addr: Option<String>) -> Option<Control> {
             ),
         }
     };
-    let server = ControlServer::start(rt.clone(), &addr, publish);
-    let control = Control {
-        token_file,
-        server: server
-            .map_err(|e| eprintln!("warden: control API not served: {e}"))
-            .ok(),
+    let server = match ControlServer::start(rt.clone(), &addr, publish) {
+        Ok(server) => Some(server),
+        Err(e) if named.is_some() => {
+            return Err(format!(
+                "control API not served: {e} (another system may hold it: \
+                 name a free address with --control or [runtime] control, or \"off\")"
+            ))
+        }
+        Err(e) => {
+            eprintln!("warden: control API not served: {e}");
+            None
+        }
     };
+    let control = Control { token_file, server };
     // Without a server, dropping `control` removes the token file.
-    control.server.is_some().then_some(control)
+    Ok(control.server.is_some().then_some(control))
 }

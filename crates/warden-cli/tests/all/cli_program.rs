@@ -238,26 +238,21 @@ fn bad_flags_are_one_line() {
     }
 }
 
-/// A control port in use is reported, and the program runs all the same.
+/// A control port named with `--control` and in use ends the run (status
+/// 2) before the program runs: operator commands would reach whatever
+/// holds it.
 #[test]
 fn control_port_taken() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     let out = warden()
-        .args([
-            "run",
-            "--no-cache",
-            "--control",
-            &addr,
-            guests::PROGRAM,
-            "exit",
-            "0",
-        ])
+        .args(["run", "--no-cache", "--control", &addr, guests::HELLO])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
     assert!(err.contains("control API not served"), "{err}");
+    assert!(!text(&out.stdout).contains("hello"), "the program ran");
 }
 
 /// A bad control address is a usage error, before anything runs.

@@ -16,6 +16,7 @@ mod components;
 mod components_http;
 mod control;
 mod control_access;
+mod control_identity;
 mod dashboard;
 mod devices;
 mod docs;

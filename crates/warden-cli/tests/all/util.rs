@@ -76,7 +76,9 @@ pub fn token_of(addr: &str) -> String {
     let file = runtime_dir()
         .join("warden")
         .join(format!("control-{port}.token"));
-    std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+    let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    // The token is the first line; the system's stamp follows.
+    text.lines().next().unwrap_or("").to_string()
 }
 
 /// `warden run` on `manifest` in `dir`, without a control API, its stdin

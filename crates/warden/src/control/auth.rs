@@ -152,9 +152,62 @@ pub fn token_file(addr: SocketAddr) -> Option<PathBuf> {
     Some(dir.join(format!("control-{}.token", addr.port())))
 }
 
+/// Which system a control API belongs to: its process and the instant
+/// (Unix milliseconds) it started serving. Every answer carries it (the
+/// `Warden-System` header) and the token file names it, so an operator
+/// command can tell the system it means from another one that has since
+/// taken the port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stamp {
+    /// The process serving the API.
+    pub pid: u32,
+    /// When it started serving, Unix milliseconds.
+    pub started_ms: u64,
+}
+
+impl Stamp {
+    /// This process, now.
+    pub fn now() -> Stamp {
+        let since = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        Stamp {
+            pid: std::process::id(),
+            started_ms: since.as_millis() as u64,
+        }
+    }
+
+    /// `pid=N started=MS`, as the header and the token file write it.
+    pub fn text(&self) -> String {
+        format!("pid={} started={}", self.pid, self.started_ms)
+    }
+
+    /// The stamp in `text` (`pid=N started=MS`, other words ignored).
+    pub fn parse(text: &str) -> Option<Stamp> {
+        let field = |name: &str| {
+            text.split_whitespace()
+                .find_map(|w| w.strip_prefix(name)?.strip_prefix('='))
+        };
+        Some(Stamp {
+            pid: field("pid")?.parse().ok()?,
+            started_ms: field("started")?.parse().ok()?,
+        })
+    }
+}
+
+/// The name of the header every answer of the control API carries its
+/// [`Stamp`] in.
+pub const STAMP_HEADER: &str = "warden-system";
+
 /// Writes `token` to `path`, readable and writable by this user only, in
-/// a directory only this user may enter.
-pub fn write_token_file(path: &std::path::Path, token: &Token) -> std::io::Result<()> {
+/// a directory only this user may enter: the token on the first line,
+/// then the system's stamp and address (`pid=N started=MS addr=A`).
+pub fn write_token_file(
+    path: &std::path::Path,
+    token: &Token,
+    stamp: Stamp,
+    addr: SocketAddr,
+) -> std::io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
     let dir = path.parent().unwrap_or(std::path::Path::new("."));
     std::fs::DirBuilder::new()
@@ -176,24 +229,48 @@ pub fn write_token_file(path: &std::path::Path, token: &Token) -> std::io::Resul
         .create_new(true)
         .mode(0o600)
         .open(&tmp)?;
-    f.write_all(token.as_str().as_bytes())?;
+    let text = format!("{}\n{} addr={addr}\n", token.as_str(), stamp.text());
+    f.write_all(text.as_bytes())?;
     std::fs::rename(&tmp, path)
+}
+
+/// What an operator command finds for the system at an address.
+#[derive(Debug, Clone)]
+pub struct Found {
+    /// The token to send.
+    pub token: String,
+    /// The system the token file names, and the file (`None` when the
+    /// token came from `WARDEN_CONTROL_TOKEN`, or the file names none).
+    pub system: Option<(Stamp, PathBuf)>,
 }
 
 /// The token for the system at `addr`: `WARDEN_CONTROL_TOKEN`, else its
 /// token file, else none.
 pub fn find_token(addr: &str) -> Option<String> {
+    find_system(addr).map(|f| f.token)
+}
+
+/// The token for the system at `addr` and, from its token file, which
+/// system that is.
+pub fn find_system(addr: &str) -> Option<Found> {
     if let Some(t) = std::env::var("WARDEN_CONTROL_TOKEN")
         .ok()
         .filter(|t| !t.is_empty())
     {
-        return Some(t);
+        return Some(Found {
+            token: t,
+            system: None,
+        });
     }
     let addr = std::net::ToSocketAddrs::to_socket_addrs(addr)
         .ok()?
         .next()?;
-    let text = std::fs::read_to_string(token_file(addr)?).ok()?;
-    Some(text.trim().to_string())
+    let file = token_file(addr)?;
+    let text = std::fs::read_to_string(&file).ok()?;
+    let mut lines = text.lines();
+    let token = lines.next()?.trim().to_string();
+    let system = lines.next().and_then(Stamp::parse).map(|s| (s, file));
+    Some(Found { token, system })
 }
 
 #[cfg(test)]

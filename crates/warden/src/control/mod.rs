@@ -43,7 +43,9 @@ mod routes;
 mod samples;
 mod serve;
 
-pub use auth::{find_token, token_file, write_token_file, Token};
+pub use auth::{
+    find_system, find_token, token_file, write_token_file, Found, Stamp, Token, STAMP_HEADER,
+};
 pub use metrics::metrics;
 pub use serve::{MAX_BODY, MAX_CONNECTIONS};
 
@@ -69,13 +71,14 @@ impl ControlServer {
     /// address reads are open to local users; on any other, every
     /// request for data needs the token too.
     ///
-    /// `publish` sees the bound address and the token before the first
+    /// `publish` sees the bound address, the token and the system's
+    /// stamp (see [`Stamp`]) before the first
     /// request is answered (`warden run` writes the token file there), so
     /// a client that can connect can also find the token.
     pub fn start(
         rt: crate::Runtime,
         addr: &str,
-        publish: impl FnOnce(SocketAddr, &Token),
+        publish: impl FnOnce(SocketAddr, &Token, Stamp),
     ) -> Result<ControlServer, String> {
         let addr: SocketAddr = addr
             .parse()
@@ -98,11 +101,12 @@ impl ControlServer {
             .unwrap_or(addr);
         let own = crate::net::own::register(addr);
         let token = Token::random().map_err(|e| format!("control token: {e}"))?;
-        publish(addr, &token);
+        let stamp = Stamp::now();
+        publish(addr, &token, stamp);
         socket.listen(1024).map_err(err)?;
         socket.set_nonblocking(true).map_err(err)?;
         let listener = std::net::TcpListener::from(socket);
-        let shared = Arc::new(serve::Shared::new(rt, token.clone(), addr));
+        let shared = Arc::new(serve::Shared::new(rt, token.clone(), addr, stamp));
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let thread = std::thread::Builder::new()
             .name("warden-control".into())

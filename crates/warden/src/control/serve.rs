@@ -50,17 +50,21 @@ pub(super) struct Shared {
     pub samples: Mutex<Samples>,
     pub token: Token,
     pub addr: SocketAddr,
+    /// The system's stamp, as every answer's `Warden-System` header.
+    stamp: hyper::header::HeaderValue,
     /// Its connections.
     gate: Arc<Gate>,
 }
 
 impl Shared {
-    pub fn new(rt: Runtime, token: Token, addr: SocketAddr) -> Shared {
+    pub fn new(rt: Runtime, token: Token, addr: SocketAddr, stamp: auth::Stamp) -> Shared {
         Shared {
             rt,
             samples: Mutex::new(Samples::default()),
             token,
             addr,
+            stamp: hyper::header::HeaderValue::from_str(&stamp.text())
+                .expect("a stamp is ASCII digits and words"),
             gate: Arc::default(),
         }
     }
@@ -114,8 +118,18 @@ async fn sample_every_250ms(shared: Arc<Shared>) {
     }
 }
 
-/// Admits, reads and answers one request.
+/// Admits, reads and answers one request; every answer names the system.
 async fn answer(shared: Arc<Shared>, req: Request<conn::RequestBody>) -> Response<Full<Bytes>> {
+    let stamp = shared.stamp.clone();
+    let mut response = answer_request(shared, req).await;
+    response.headers_mut().insert(auth::STAMP_HEADER, stamp);
+    response
+}
+
+async fn answer_request(
+    shared: Arc<Shared>,
+    req: Request<conn::RequestBody>,
+) -> Response<Full<Bytes>> {
     let (parts, body) = req.into_parts();
     let header = |name| parts.headers.get(name).and_then(|v| v.to_str().ok());
     let credentials = Credentials {
