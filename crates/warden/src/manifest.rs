@@ -81,6 +81,9 @@
 //! key = "a.nk"                     # this node's key, with members: every
 //! members = "members.toml"         # member's public key (or inline
 //!                                  # { a = "N…" }); frames are signed
+//! open = true                      # no key and members on a broker not
+//!                                  # on this machine: required, so that
+//!                                  # an open cluster is never an accident
 //! ```
 //!
 //! Parsing is strict: unknown keys, bad sizes and durations, missing module

@@ -156,9 +156,10 @@ pub(super) async fn connect(spec: &ClusterSpec) -> Result<async_nats::Client, St
 }
 
 /// Messages one subscription holds before the broker's client drops
-/// more (the node reads every subscription as it arrives; this bounds
-/// what a flood can queue: at most this many of the broker's largest
-/// payloads).
+/// more. Each subscription is drained into a feed as its messages
+/// arrive, and the feeds hold at most `intake::MAX_INTAKE_BYTES` in all
+/// (see `cluster::intake`); this bounds what could queue here while a
+/// pump waits for a thread.
 const SUBSCRIPTION_CAPACITY: usize = 1024;
 
 /// What a failed connection to the brokers at `at` means, in words that

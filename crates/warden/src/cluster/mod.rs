@@ -34,6 +34,7 @@
 
 mod broker;
 mod directory;
+mod intake;
 mod permissions;
 mod portal;
 mod remote;
@@ -213,6 +214,8 @@ pub(crate) struct Shared {
     left: std::sync::atomic::AtomicBool,
     inbox: String,
     stats: stats::Stats,
+    /// The frames its feeds hold (see `intake`).
+    intake: Arc<intake::Intake>,
     in_flight: tokio::sync::Semaphore,
     exports_changed: tokio::sync::Notify,
     tasks: Tasks,
@@ -359,6 +362,7 @@ impl Cluster {
             left: Default::default(),
             lending: Default::default(),
             stats: stats::Stats::default(),
+            intake: Arc::default(),
             in_flight: tokio::sync::Semaphore::new(serve::MAX_IN_FLIGHT),
             exports_changed: tokio::sync::Notify::new(),
             tasks: Tasks::default(),
@@ -392,7 +396,17 @@ impl Cluster {
     /// Remote-call counts by name (calls through portals that crossed
     /// nodes under `(portal)`), and what this node refused.
     pub fn counts(&self) -> (Vec<(String, NameCounts)>, Refusals) {
-        (self.shared.stats.names(), self.shared.stats.refusals())
+        let refused = Refusals {
+            overflowed: self.shared.intake.overflowed(),
+            ..self.shared.stats.refusals()
+        };
+        (self.shared.stats.names(), refused)
+    }
+
+    /// Bytes of frames from the broker this node holds unchecked (at
+    /// most `intake::MAX_INTAKE_BYTES`).
+    pub fn intake_bytes(&self) -> u64 {
+        self.shared.intake.held()
     }
 
     /// Portals this node has lent to others and not had back.
@@ -481,9 +495,11 @@ impl Shared {
                 self.node
             ));
         }
+        let me = &*self;
         let subscribe = |subject: String| async move {
             c.subscribe(subject)
                 .await
+                .map(|sub| me.feed(sub))
                 .map_err(|e| format!("cannot subscribe on the cluster's broker: {e}"))
         };
         let subs = [
@@ -539,6 +555,12 @@ impl Shared {
         false
     }
 
+    /// `sub`'s frames, drained at once and held within the node's bound
+    /// on unchecked bytes (see `intake`).
+    fn feed(&self, sub: async_nats::Subscriber) -> intake::Feed {
+        intake::Feed::new(sub, self.intake.clone(), &self.tokio)
+    }
+
     /// Whether frames are sealed and checked (the cluster lists its
     /// members' keys).
     fn keyed(&self) -> bool {
@@ -578,7 +600,7 @@ impl Shared {
     /// Answers whoever asks whether this node's name is taken, at most
     /// [`HELLOS_PER_SECOND`] a second (each answer costs a signature in a
     /// keyed cluster); questions past that are dropped.
-    async fn answer_hello(self: Arc<Self>, mut sub: async_nats::Subscriber) {
+    async fn answer_hello(self: Arc<Self>, mut sub: intake::Feed) {
         let mut rate = directory::Bucket::full(HELLOS_PER_SECOND, self.now_ms());
         while let Some(msg) = sub.next().await {
             if !rate.take(1, HELLOS_PER_SECOND, HELLOS_PER_SECOND, self.now_ms()) {
@@ -594,7 +616,7 @@ impl Shared {
 
     /// Keeps the directory from the other nodes' announcements, waking
     /// lookups that wait for a name just offered.
-    async fn listen_nodes(self: Arc<Self>, mut sub: async_nats::Subscriber) {
+    async fn listen_nodes(self: Arc<Self>, mut sub: intake::Feed) {
         let mut windows: HashMap<String, replay::Window> = HashMap::new();
         while let Some(msg) = sub.next().await {
             let Some(a) = self.announcement(&msg, &mut windows) else {
@@ -673,7 +695,7 @@ impl Shared {
         a
     }
 
-    async fn listen_inbox(self: Arc<Self>, mut sub: async_nats::Subscriber) {
+    async fn listen_inbox(self: Arc<Self>, mut sub: intake::Feed) {
         while let Some(msg) = sub.next().await {
             self.heard(msg).await;
         }
@@ -714,7 +736,7 @@ impl Shared {
 
     /// Answers `warden ps --cluster` from other nodes: in a keyed
     /// cluster, only members' questions, each once.
-    async fn answer_ps(self: Arc<Self>, mut sub: async_nats::Subscriber) {
+    async fn answer_ps(self: Arc<Self>, mut sub: intake::Feed) {
         let mut windows: HashMap<String, replay::Window> = HashMap::new();
         while let Some(msg) = sub.next().await {
             let Some(reply) = msg.reply.clone() else {

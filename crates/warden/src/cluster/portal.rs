@@ -18,7 +18,6 @@ use super::wire::{self, PortalFrame};
 use super::{replay, Shared};
 use crate::ipc::service::{PortalRef, Service, ServiceRef};
 use crate::ipc::{Errno, Object};
-use futures_util::StreamExt;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -81,7 +80,9 @@ impl Shared {
         let mut lent = self.lock_lent();
         self.lending.fetch_sub(1, Relaxed);
         let sub = sub.map_err(|_| Errno::PeerDied)?;
-        let task = self.tokio.spawn(serve_lent(self.clone(), n, portal, sub));
+        let task = self
+            .tokio
+            .spawn(serve_lent(self.clone(), n, portal, self.feed(sub)));
         lent.insert(n, task.abort_handle());
         Ok(subject)
     }
@@ -131,12 +132,7 @@ impl Shared {
 }
 
 /// Serves the calls through one lent portal until it is released.
-async fn serve_lent(
-    shared: Arc<Shared>,
-    n: u64,
-    portal: PortalRef,
-    mut sub: async_nats::Subscriber,
-) {
+async fn serve_lent(shared: Arc<Shared>, n: u64, portal: PortalRef, mut sub: super::intake::Feed) {
     let label: Arc<str> = super::remote::LENT.into();
     let waiting = Arc::default();
     // Replay windows of the members calling through the portal.

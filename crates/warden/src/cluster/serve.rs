@@ -20,7 +20,6 @@ use super::wire;
 use super::{seal, Shared};
 use crate::ipc::service::{Origin, PortalRef};
 use crate::ipc::{Errno, Object};
-use futures_util::StreamExt;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -142,9 +141,9 @@ impl Shared {
             let subject = self.subjects.calls_to(&self.node, name);
             match self.client.subscribe(subject).await {
                 Ok(sub) => {
-                    let task = self
-                        .tokio
-                        .spawn(serve_name(self.clone(), name.clone(), sub));
+                    let task =
+                        self.tokio
+                            .spawn(serve_name(self.clone(), name.clone(), self.feed(sub)));
                     offered.0.insert(name.clone(), task.abort_handle());
                 }
                 // Cut off from the broker: the next round tries again.
@@ -276,7 +275,7 @@ impl Shared {
 /// Serves the calls arriving for `name` until the subscription ends:
 /// each is checked, then admitted to the name's [`Waiting`] or answered
 /// `Busy`, here, before a task is spawned for it.
-async fn serve_name(shared: Arc<Shared>, name: String, mut sub: async_nats::Subscriber) {
+async fn serve_name(shared: Arc<Shared>, name: String, mut sub: super::intake::Feed) {
     let name: Arc<str> = name.into();
     let waiting = Arc::default();
     while let Some(msg) = sub.next().await {

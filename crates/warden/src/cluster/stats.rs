@@ -35,6 +35,9 @@ pub struct Refusals {
     /// Announcements refused: too often or too large, or past the bounds
     /// on nodes and names.
     pub announcements: u64,
+    /// Frames dropped unread because the node held its most bytes of
+    /// frames not yet checked (see `cluster::intake`).
+    pub overflowed: u64,
 }
 
 /// Every name's counts and the frames refused.
@@ -93,6 +96,7 @@ impl Stats {
             dropped: self.dropped.load(Ordering::Relaxed),
             forged: self.forged.load(Ordering::Relaxed),
             announcements: self.announcements.load(Ordering::Relaxed),
+            overflowed: 0,
         }
     }
 

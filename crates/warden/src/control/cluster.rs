@@ -75,6 +75,12 @@ pub(super) fn metrics(rt: &Runtime, out: &mut String) {
          # TYPE warden_cluster_lent_portals gauge\nwarden_cluster_lent_portals {}",
         cluster.lent_portals()
     );
+    let _ = writeln!(
+        out,
+        "# HELP warden_cluster_intake_bytes Bytes of frames from the broker held, not yet checked (at most 32 MiB).\n\
+         # TYPE warden_cluster_intake_bytes gauge\nwarden_cluster_intake_bytes {}",
+        cluster.intake_bytes()
+    );
     let totals = [
         (
             "warden_cluster_dropped_frames_total",
@@ -90,6 +96,11 @@ pub(super) fn metrics(rt: &Runtime, out: &mut String) {
             "warden_cluster_refused_announcements_total",
             "Announcements refused: too frequent or too large, or past the bounds on nodes and names.",
             refused.announcements,
+        ),
+        (
+            "warden_cluster_overflowed_frames_total",
+            "Frames from the broker dropped unread: the node held 32 MiB of frames not yet checked.",
+            refused.overflowed,
         ),
     ];
     for (metric, help, n) in totals {

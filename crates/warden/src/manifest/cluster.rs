@@ -30,6 +30,7 @@ pub(super) struct RawCluster {
     tls_required: bool,
     key: Option<String>,
     members: Option<Members>,
+    open: Option<bool>,
 }
 
 /// The members' public keys, by node name: inline, or a file of
@@ -82,6 +83,7 @@ pub(super) fn spec(raw: RawCluster, base: &Path) -> Result<ClusterSpec, String> 
     let auth = auth(&raw, base)?;
     let tls = tls(&raw, base)?;
     let keys = keys(&raw, base)?;
+    open(raw.open, keys.is_some(), &nats)?;
     Ok(ClusterSpec {
         nats,
         node,
@@ -90,6 +92,40 @@ pub(super) fn spec(raw: RawCluster, base: &Path) -> Result<ClusterSpec, String> 
         tls,
         keys,
     })
+}
+
+/// An open cluster (no `key` and `members`) trusts everyone who reaches
+/// its broker: allowed on a broker on this machine, elsewhere only when
+/// the manifest says `open = true`.
+fn open(open: Option<bool>, keyed: bool, nats: &[String]) -> Result<(), String> {
+    if keyed {
+        return match open {
+            Some(true) => Err("cluster.open: a cluster with key and members is not open".into()),
+            _ => Ok(()),
+        };
+    }
+    let remote = nats.iter().find(|u| !on_loopback(u));
+    match (open, remote) {
+        (Some(true), _) | (_, None) => Ok(()),
+        (_, Some(url)) => Err(format!(
+            "cluster: the broker {:?} is not on this machine, and without key and members \
+             anyone who reaches it can join, take over node names and forge or answer calls; \
+             make keys with `warden cluster key`, or accept the risk with open = true",
+            crate::cluster::shown_url(url)
+        )),
+    }
+}
+
+/// Whether a broker URL names this machine by loopback.
+fn on_loopback(url: &str) -> bool {
+    let Ok(addr) = url.parse::<async_nats::ServerAddr>() else {
+        return false;
+    };
+    let host = addr.host().trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// This node's key and the members' public keys, which go together.
@@ -219,13 +255,13 @@ mod tests {
         let c = m.cluster.unwrap();
         assert_eq!((c.nats.len(), c.node.as_str()), (1, "a"));
         let m = parse(&format!(
-            "[cluster]\nnats=['nats://h1:1','nats://h2:2']\nnode='b-2'\n{TASK}"
+            "[cluster]\nnats=['nats://h1:1','nats://h2:2']\nnode='b-2'\nopen=true\n{TASK}"
         ))
         .unwrap();
         assert_eq!(m.cluster.unwrap().nats.len(), 2);
         assert!(parse(TASK).unwrap().cluster.is_none());
         let m = parse(&format!(
-            "[cluster]\nnats='tls://h:1'\nnode='a'\nname='prod'\ntoken_env='T'\n\
+            "[cluster]\nnats='tls://h:1'\nnode='a'\nname='prod'\ntoken_env='T'\nopen=true\n\
              tls_ca='ca.pem'\ntls_cert='c.pem'\ntls_key='k.pem'\n{TASK}"
         ))
         .unwrap();
@@ -237,7 +273,20 @@ mod tests {
         );
         assert!(c.tls.ca.unwrap().ends_with("ca.pem") && c.tls.cert.is_some());
         assert_eq!(c.cluster, "prod");
+        for local in ["nats://localhost:1", "nats://[::1]:1", "tls://127.0.0.2:1"] {
+            let open = parse(&format!("[cluster]\nnats='{local}'\nnode='a'\n{TASK}"));
+            assert!(open.is_ok(), "{local}: {open:?}");
+        }
         for (bad, why) in [
+            ("nats='nats://h:1'\nnode='a'", "not on this machine"),
+            (
+                "nats=['nats://127.0.0.1:1','nats://10.0.0.1:1']\nnode='a'",
+                "accept the risk with open = true",
+            ),
+            (
+                "nats='nats://h:1'\nnode='a'\nkey='k'\nmembers={a='UNOTAKEY'}\nopen=true",
+                "not an nkey public key",
+            ),
             ("nats='nats://h:1'\nnode='a.b'", "not a node name"),
             ("nats=[]\nnode='a'", "at least one"),
             ("nats='nats://h:1'", "missing key `node`"),

@@ -1,0 +1,94 @@
+//! Clusters safe by default: an open cluster (no node keys) on a broker
+//! that is not on this machine is refused unless the manifest says so,
+//! and what a node holds of frames it has not yet checked is bounded in
+//! bytes, whatever a flood on the broker sends.
+
+use crate::cluster::{server, Broker, Node, Rogue};
+use crate::util::*;
+use std::time::{Duration, Instant};
+
+/// A forgotten key on a shared broker: `warden check` and `warden run`
+/// refuse it, status 2 for the run, before any task starts; `open = true`
+/// is accepted by check.
+#[test]
+fn an_open_cluster_on_a_remote_broker_needs_open_true() {
+    let d = tempfile::tempdir().unwrap();
+    let task = format!("[[task]]\nname = 'hello'\nmodule = '{}'\n", guests::HELLO);
+    let cluster = "[cluster]\nnats = 'nats://192.0.2.1:4222'\nnode = 'a'\n";
+    let m = manifest(d.path(), &format!("{cluster}{task}"));
+    let out = warden().arg("run").arg(&m).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("not on this machine") && err.contains("warden cluster key"),
+        "{err}"
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("hello"));
+    let out = warden().arg("check").arg(&m).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let open = d.path().join("open.toml");
+    std::fs::write(&open, format!("{cluster}open = true\n{task}")).unwrap();
+    let out = warden().arg("check").arg(&open).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A call frame from node `x` of `len` bytes (as `cluster_security`'s).
+fn big_call(len: usize) -> Vec<u8> {
+    let mut f = vec![1, 1, 1, b'x'];
+    f.extend_from_slice(&7u64.to_le_bytes());
+    f.push(0);
+    f.resize(len.max(f.len()), b'f');
+    f
+}
+
+/// 600 frames of nearly 1 MiB on the subject of `warden ps --cluster`
+/// questions (each costs the node a listing of its tasks), sent as fast
+/// as the broker takes them: the node's unchecked frames never pass 32
+/// MiB (its gauge, read throughout), it grows by far less than the
+/// flood, and it answers questions again once the flood has passed.
+/// (Whether the flood outruns the node depends on the machine: the
+/// bound's own arithmetic is `cluster::intake`'s unit test.)
+#[test]
+fn a_flood_of_large_frames_is_held_within_the_intake_bound() {
+    let d = tempfile::tempdir().unwrap();
+    let broker = Broker::start();
+    let a = Node::start(d.path(), "a", &broker.url(), &server("kv", "a"));
+    a.wait_for("server: ready");
+    let pid = a.pid();
+    let mut rogue = Rogue::connect(broker.port);
+    rogue.send(b"SUB rogue.> 1\r\n");
+    let before = proc_status_bytes(&pid, "VmRSS").unwrap();
+    const FLOOD: usize = 600;
+    let frame = vec![b'q'; 1000 << 10];
+    let mut most = 0f64;
+    for i in 0..FLOOD {
+        rogue.publish("warden.default.ps", &format!("rogue.{i}"), &frame);
+        if i % 25 == 0 {
+            most = most.max(a.metric("warden_cluster_intake_bytes"));
+        }
+    }
+    let overflowed = a.metric("warden_cluster_overflowed_frames_total");
+    // The last question is answered once those before it are.
+    rogue.publish("warden.default.ps", "rogue.last", b"");
+    let t = Instant::now();
+    let answered = loop {
+        let (subject, _, _) = rogue.next(Duration::from_secs(120)).expect("answers");
+        if subject == "rogue.last" {
+            break t.elapsed();
+        }
+    };
+    let grew = proc_status_bytes(&pid, "VmHWM")
+        .unwrap()
+        .saturating_sub(before);
+    assert!(most <= (32 << 20) as f64, "held {most} bytes unchecked");
+    assert!(overflowed <= FLOOD as f64, "{overflowed} of {FLOOD}");
+    assert!(answered < Duration::from_secs(60), "{answered:?}");
+    // The 32 MiB held and what the broker's client reads ahead; the
+    // flood was 586 MiB.
+    assert!(grew < 128 << 20, "the node grew {} MiB", grew >> 20);
+}
