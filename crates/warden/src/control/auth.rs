@@ -365,8 +365,14 @@ mod tests {
         assert_eq!(a.as_str().len(), 64);
         let dir = std::env::temp_dir().join(format!("warden-token-{}", std::process::id()));
         let path = dir.join("sub").join("control-1.token");
-        write_token_file(&path, &a).unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), a.as_str());
+        let stamp = Stamp::now();
+        let at: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        write_token_file(&path, &a, stamp, at).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().next(), Some(a.as_str()));
+        let second = text.lines().nth(1).unwrap();
+        assert_eq!(Stamp::parse(second), Some(stamp));
+        assert!(second.ends_with(" addr=127.0.0.1:1"), "{second}");
         let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!((mode(&path), mode(path.parent().unwrap())), (0o600, 0o700));
         std::fs::set_permissions(
@@ -375,7 +381,7 @@ mod tests {
         )
         .unwrap();
         assert!(
-            write_token_file(&path, &b).is_err(),
+            write_token_file(&path, &b, stamp, at).is_err(),
             "an open directory is refused"
         );
         std::fs::remove_dir_all(&dir).unwrap();
