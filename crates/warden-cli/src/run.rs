@@ -5,6 +5,8 @@ use crate::cli::{RunArgs, SystemArgs};
 use crate::outcome::{Keep, Outcome, Shown};
 use crate::program;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use warden::{Manifest, RuntimeConfig, Step, System, SystemSpec};
 
@@ -43,7 +45,13 @@ pub fn run_system(
     spec.config.on_report = Some(outcome.sink(keep));
     let cluster = spec.cluster.clone();
     let mut progress = Progress::default();
-    let system = System::start_with(spec, |step, done, total| progress.show(step, done, total))?;
+    let starting = Arc::new(Starting::default());
+    let ends = on_stop_signal(signals, starting.clone());
+    let system = System::start_with(spec, |step, done, total| {
+        starting.at(step, total);
+        progress.show(step, done, total)
+    })?;
+    starting.done();
     if let Some(c) = cluster {
         eprintln!(
             "warden: node {:?} joined the cluster at {}",
@@ -51,7 +59,6 @@ pub fn run_system(
             c.nats.join(", ")
         );
     }
-    let ends = on_stop_signal(signals);
     announce(&system);
     if system.servers().is_empty() {
         // A system without servers ends when its last task does.
@@ -176,28 +183,93 @@ type Ends = (
     std::sync::mpsc::Receiver<Option<&'static str>>,
 );
 
+/// How far a system's start has come, for the signal thread: a signal
+/// before its tasks run ends the process at once (Wasmtime's compiler
+/// cannot be interrupted, and nothing of the system's has run), and a
+/// compilation that takes over a second is said on stderr.
+#[derive(Default)]
+struct Starting {
+    /// 0: compiling, 1: starting tasks, 2: running.
+    phase: AtomicU8,
+    modules: AtomicUsize,
+}
+
+impl Starting {
+    fn at(&self, step: Step, total: usize) {
+        let phase = match step {
+            Step::Compiling => 0,
+            Step::Starting => 1,
+        };
+        self.phase.store(phase, Ordering::Release);
+        if step == Step::Compiling {
+            self.modules.store(total, Ordering::Release);
+        }
+    }
+
+    fn done(&self) {
+        self.phase.store(2, Ordering::Release);
+    }
+}
+
 /// Ctrl-C (SIGINT) or SIGTERM ends the run as an operator's kill would:
-/// every task is killed, and the report says which signal it was.
-fn on_stop_signal(set: libc::sigset_t) -> Ends {
+/// every task is killed, and the report says which signal it was. Before
+/// the tasks run, it ends the process at once, status 130 (SIGINT) or 143.
+fn on_stop_signal(set: libc::sigset_t, starting: Arc<Starting>) -> Ends {
     let (tx, rx) = std::sync::mpsc::channel();
     let ends = tx.clone();
     let _ = std::thread::Builder::new()
         .name("warden-signals".into())
-        .spawn(move || loop {
-            let mut sig = 0;
-            // SAFETY: `set` is a valid signal set; these signals are blocked
-            // in every thread, so only this wait receives them.
-            if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
-                return;
+        .spawn(move || {
+            let mut said = false;
+            loop {
+                let Some(sig) = wait_signal(&set, !said) else {
+                    if starting.phase.load(Ordering::Acquire) == 0 {
+                        let n = starting.modules.load(Ordering::Acquire);
+                        let plural = if n == 1 { "" } else { "s" };
+                        eprintln!("warden: compiling {n} module{plural} (Ctrl-C stops)");
+                    }
+                    said = true;
+                    continue;
+                };
+                if starting.phase.load(Ordering::Acquire) < 2 {
+                    eprintln!("warden: interrupted while starting the system");
+                    std::process::exit(128 + sig);
+                }
+                let reason = if sig == libc::SIGTERM {
+                    "terminated (SIGTERM)"
+                } else {
+                    "interrupted (Ctrl-C)"
+                };
+                let _ = tx.send(Some(reason));
             }
-            let reason = if sig == libc::SIGTERM {
-                "terminated (SIGTERM)"
-            } else {
-                "interrupted (Ctrl-C)"
-            };
-            let _ = tx.send(Some(reason));
         });
     (ends, rx)
+}
+
+/// The next signal of `set`; `None` after a second without one, if
+/// `timed`.
+fn wait_signal(set: &libc::sigset_t, timed: bool) -> Option<i32> {
+    let second = libc::timespec {
+        tv_sec: 1,
+        tv_nsec: 0,
+    };
+    loop {
+        // SAFETY: `set` is a valid signal set; its signals are blocked in
+        // every thread, so only this wait receives them.
+        let sig = unsafe {
+            match timed {
+                true => libc::sigtimedwait(set, std::ptr::null_mut(), &second),
+                false => libc::sigwaitinfo(set, std::ptr::null_mut()),
+            }
+        };
+        if sig > 0 {
+            return Some(sig);
+        }
+        let err = std::io::Error::last_os_error().raw_os_error();
+        if timed && err == Some(libc::EAGAIN) {
+            return None;
+        }
+    }
 }
 
 /// A one-line progress count on a terminal's stderr, for long steps

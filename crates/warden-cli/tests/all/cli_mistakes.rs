@@ -145,3 +145,33 @@ fn impossible_limits_are_refused_before_running() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
+
+/// A long compilation says so after a second, and Ctrl-C ends it at once
+/// (status 130) rather than after the compiler is done.
+#[test]
+fn ctrl_c_stops_a_long_compilation() {
+    use std::io::BufRead;
+    let started = std::time::Instant::now();
+    let mut child = Reaped(
+        warden()
+            .args(["serve", "--no-cache", "--addr", "127.0.0.1:0"])
+            .arg(crate::components::component(guests::PY_HTTP))
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut lines = lines.map_while(Result::ok);
+    let said = lines.find(|l| l.starts_with("warden: compiling"));
+    assert_eq!(said.as_deref(), Some("warden: compiling 1 module (Ctrl-C stops)"));
+    assert!(started.elapsed() >= std::time::Duration::from_secs(1));
+    let interrupted = std::time::Instant::now();
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = wait_child(&mut child, std::time::Duration::from_secs(60), "still compiling");
+    let rest: Vec<String> = lines.collect();
+    assert_eq!(status.code(), Some(130), "{rest:?}");
+    assert!(rest.iter().any(|l| l.contains("interrupted while starting")), "{rest:?}");
+    // A Python component compiles for many seconds on this kind of
+    // machine; the interrupted run ends long before that.
+    assert!(interrupted.elapsed() < std::time::Duration::from_secs(1), "{:?}", interrupted.elapsed());
+}
