@@ -54,13 +54,10 @@ pub fn check(args: &CheckArgs) -> Result<ExitCode, String> {
             eprintln!("warden: {}: {at}{e}", path.display());
         }
     }
-    for task in &m.tasks {
-        // A module that failed to load was reported above.
-        if let Err(e @ warden::Error::Spawn { .. }) = rt.check_fits(task) {
-            problems += 1;
-            let at = limit_line(&text, &task.name).map_or(String::new(), |l| format!("line {l}: "));
-            eprintln!("warden: {}: {at}{e}", path.display());
-        }
+    for (who, why) in warden::misfits(&rt, &m.tasks, &m.http) {
+        problems += 1;
+        let at = limit_line(&text, &who).map_or(String::new(), |l| format!("line {l}: "));
+        eprintln!("warden: {}: {at}{who}: {why}", path.display());
     }
     for warning in unserved(&m) {
         eprintln!("warden: {}: warning: {warning}", path.display());
@@ -128,29 +125,36 @@ fn unserved(m: &Manifest) -> Vec<String> {
         .collect()
 }
 
-/// The line of the `memory_limit` of the `[[task]]` entry named `name`
-/// (or, for a copy `name.N`, `name`).
-fn limit_line(text: &str, name: &str) -> Option<usize> {
+/// The line of the `memory_limit` of the entry `who` names (`task
+/// "name"`, a copy `name.N` found by `name`; or `route "/path"`).
+fn limit_line(text: &str, who: &str) -> Option<usize> {
+    let (kind, quoted) = who.split_once(' ')?;
+    let value = quoted.trim_matches('"');
+    let (key, values) = match kind {
+        "task" => (
+            "name",
+            vec![value, value.rsplit_once('.').map_or(value, |(b, _)| b)],
+        ),
+        _ => ("path", vec![value]),
+    };
     let lines: Vec<&str> = text.lines().collect();
-    let names = |l: &str, n: &str| {
-        let l = l.trim_start();
-        l.strip_prefix("name")
+    let sets = |l: &str, v: &str| {
+        l.trim_start()
+            .strip_prefix(key)
             .map(|r| r.trim_start())
             .and_then(|r| r.strip_prefix('='))
             .map(|r| r.trim())
-            .is_some_and(|v| v == format!("\"{n}\"") || v == format!("'{n}'"))
+            .is_some_and(|r| r == format!("\"{v}\"") || r == format!("'{v}'"))
     };
-    let base = name.rsplit_once('.').map_or(name, |(b, _)| b);
     let at = lines
         .iter()
-        .position(|l| names(l, name) || names(l, base))?;
+        .position(|l| values.iter().any(|v| sets(l, v)))?;
     let start = (0..=at)
         .rev()
         .find(|&i| lines[i].trim_start().starts_with('['))?;
-    let entry = (start + 1..lines.len()).take_while(|&i| !lines[i].trim_start().starts_with('['));
-    let limit = entry
-        .clone()
-        .find(|&i| lines[i].trim_start().starts_with("memory_limit"));
+    let mut entry =
+        (start + 1..lines.len()).take_while(|&i| !lines[i].trim_start().starts_with('['));
+    let limit = entry.find(|&i| lines[i].trim_start().starts_with("memory_limit"));
     Some(limit.unwrap_or(start) + 1)
 }
 

@@ -179,7 +179,7 @@ pub use runtime::{
 pub use sched::{Params as SchedParams, Tree as SchedTree};
 pub use sched::{PolicyKind, RunQueue, TaskSched};
 pub use system::{
-    load, modules, runtime_config, ModuleUse, Step, System, SystemModule, SystemSpec,
+    load, misfits, modules, runtime_config, ModuleUse, Step, System, SystemModule, SystemSpec,
 };
 pub use task::net::DEFAULT_SOCKET_BUFFER;
 pub use task::{

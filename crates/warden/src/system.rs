@@ -165,6 +165,34 @@ pub fn load(rt: &Runtime, (path, used): &SystemModule) -> Result<(), crate::Erro
     }
 }
 
+/// Every task and route of a system whose memory limit is below what its
+/// module starts with, as (`task "name"` or `route "/path"`, why): it
+/// could only fail at start, so a system with any is refused before it
+/// runs. Modules that do not load are left to [`load`] to report.
+pub fn misfits(rt: &Runtime, tasks: &[TaskSpec], http: &[HttpSpec]) -> Vec<(String, String)> {
+    let why = |e: crate::Error| match e {
+        crate::Error::Spawn { message, .. } => Some(message),
+        _ => None,
+    };
+    let mut all = Vec::new();
+    for t in tasks {
+        if let Some(m) = rt.check_fits(t).err().and_then(why) {
+            all.push((format!("task {:?}", t.name), m));
+        }
+    }
+    for r in http.iter().flat_map(|h| &h.routes) {
+        let fits = match &r.handler {
+            crate::http::Handler::Module(t) => rt.check_route_fits(t, false),
+            crate::http::Handler::Component(t) => rt.check_route_fits(t, true),
+            crate::http::Handler::Service(_) => Ok(()),
+        };
+        if let Some(m) = fits.err().and_then(why) {
+            all.push((format!("route {:?}", r.path), m));
+        }
+    }
+    all
+}
+
 /// A step of [`System::start_with`] that reports its progress.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
@@ -205,8 +233,8 @@ impl System {
             load(&rt, m).map_err(|e| e.to_string())?;
         }
         progress(Step::Compiling, modules.len(), modules.len());
-        for task in &spec.tasks {
-            rt.check_fits(task).map_err(|e| e.to_string())?;
+        if let Some((who, why)) = misfits(&rt, &spec.tasks, &spec.http).into_iter().next() {
+            return Err(format!("{who}: {why}"));
         }
         if let Some(c) = &spec.cluster {
             rt.join_cluster(c).map_err(|e| e.to_string())?;

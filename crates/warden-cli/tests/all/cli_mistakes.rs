@@ -27,7 +27,9 @@ fn check_reports_problems_of_every_kind_at_once() {
              [[task]]\nname = 'd'\nmodule = '{hello}'\ncpu_limit = '0s'\nmemory_limit = 'lots'\n\
              [[task]]\nname = 'a'\nmodule = '{hello}'\n\
              [[task]]\nname = 'f'\nmodule = '{hello}'\nmemory_limit = '64KiB'\n\
-             [runtime]\nworkrs = 2\n"
+             [runtime]\nworkrs = 2\n\
+             [[http]]\nlisten = '127.0.0.1:0'\n[[http.route]]\npath = '/x'\nmodule = '{hello}'\n\
+             memory_limit = '100KiB'\n"
         ),
     );
     let out = warden().args(["check"]).arg(&m).output().unwrap();
@@ -42,6 +44,7 @@ fn check_reports_problems_of_every_kind_at_once() {
         "line 16: task[4] (\"a\"): duplicate task name \"a\"",
         "line 24, column 1 (`workrs = 2`): unknown key `workrs` (did you mean `workers`?)",
         "line 22: task \"f\": memory limit 64.0 KiB is below the 128.0 KiB of memory",
+        "line 30: route \"/x\": memory limit 100.0 KiB is below the 128.0 KiB of memory",
     ];
     let mut from = 0;
     for w in want {
@@ -163,15 +166,30 @@ fn ctrl_c_stops_a_long_compilation() {
     let lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
     let mut lines = lines.map_while(Result::ok);
     let said = lines.find(|l| l.starts_with("warden: compiling"));
-    assert_eq!(said.as_deref(), Some("warden: compiling 1 module (Ctrl-C stops)"));
+    assert_eq!(
+        said.as_deref(),
+        Some("warden: compiling 1 module (Ctrl-C stops)")
+    );
     assert!(started.elapsed() >= std::time::Duration::from_secs(1));
     let interrupted = std::time::Instant::now();
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let status = wait_child(&mut child, std::time::Duration::from_secs(60), "still compiling");
+    let status = wait_child(
+        &mut child,
+        std::time::Duration::from_secs(60),
+        "still compiling",
+    );
     let rest: Vec<String> = lines.collect();
     assert_eq!(status.code(), Some(130), "{rest:?}");
-    assert!(rest.iter().any(|l| l.contains("interrupted while starting")), "{rest:?}");
+    assert!(
+        rest.iter()
+            .any(|l| l.contains("interrupted while starting")),
+        "{rest:?}"
+    );
     // A Python component compiles for many seconds on this kind of
     // machine; the interrupted run ends long before that.
-    assert!(interrupted.elapsed() < std::time::Duration::from_secs(1), "{:?}", interrupted.elapsed());
+    assert!(
+        interrupted.elapsed() < std::time::Duration::from_secs(1),
+        "{:?}",
+        interrupted.elapsed()
+    );
 }

@@ -93,6 +93,15 @@ fn dashboard_shows_tree_and_charts() {
     let sys = Launch::new(&m).args(["--no-cache"]).start();
     let addr = sys.control().to_string();
     wait_for_history(&addr, 2);
+    // The root budget as `warden ps` writes it ("… of the root budget's
+    // 20.6 GiB charged"): the dashboard must say the same.
+    let ps = warden().args(["ps", "--control", &addr]).output().unwrap();
+    let ps = String::from_utf8_lossy(&ps.stdout).into_owned();
+    let root = ps
+        .split_once("of the root budget's ")
+        .and_then(|(_, r)| r.split_once(" charged"))
+        .map(|(size, _)| size.to_string())
+        .unwrap_or_else(|| panic!("{ps}"));
     let url = format!("http://{addr}/");
     let profile = dir.path().join("profile");
     let dom = chromium()
@@ -140,9 +149,14 @@ fn dashboard_shows_tree_and_charts() {
         assert!(own.contains("<canvas"), "{chart} has no canvas: {own}");
     }
     assert!(html.contains("busy: memory"), "no budget tree: {html}");
+    // Sizes in the units `warden ps` uses, not bare MiB.
+    let busy = html.find(">busy<").expect("busy's row");
+    let row = &html[busy..busy + html[busy..].find("</tr>").unwrap()];
+    assert!(row.contains("<td>4.0 MiB</td>"), "{row}");
+    assert!(html.contains(" of 4.0 MiB (guaranteed 0 B"), "{html}");
     assert!(
-        html.contains("root memory budget: ") && html.contains(" MiB charged of "),
-        "no root budget line: {html}"
+        html.contains("root memory budget: ") && html.contains(&format!(" charged of {root}: ")),
+        "no root budget line with ps's {root}: {html}"
     );
     assert!(shot.is_file(), "no screenshot");
 }

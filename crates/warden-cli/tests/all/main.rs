@@ -29,6 +29,7 @@ mod guarantees;
 mod hello;
 mod hostile;
 mod http;
+mod http_fresh;
 mod inheritance_limits;
 mod ipc_abi;
 mod ipc_calls;

@@ -140,13 +140,20 @@ fn task_list(rt: &Runtime, samples: &Mutex<Samples>) -> Reply {
         .map(|v| {
             let mut j = serde_json::to_value(&v).unwrap();
             let r = rates.get(&v.id).copied().unwrap_or_default();
-            j["cpu_pct"] = r.cpu_pct.into();
-            j["net_tx_rate"] = r.net_tx_rate.into();
-            j["net_rx_rate"] = r.net_rx_rate.into();
+            j["cpu_pct"] = rounded(r.cpu_pct, 1).into();
+            j["net_tx_rate"] = r.net_tx_rate.round().into();
+            j["net_rx_rate"] = r.net_rx_rate.round().into();
             j
         })
         .collect();
     json(200, tasks.into())
+}
+
+/// `v` to `digits` decimals, as the API's figures are given (so that a
+/// millisecond reads `8.649`, not `8.649000000000001`).
+pub(super) fn rounded(v: f64, digits: i32) -> f64 {
+    let scale = 10f64.powi(digits);
+    (v * scale).round() / scale
 }
 
 /// `POST /api/tasks/<who>/<kill|suspend|resume>`.

@@ -68,14 +68,14 @@ fn group_json(g: &GroupSpec, t: Totals, views: &[TaskView]) -> Value {
         "bandwidth_limit": g.bandwidth_limit,
         "members": members,
         "tasks": t.tasks,
-        "cpu_pct": t.cpu_pct,
-        "cpu_ms": t.cpu_ms,
+        "cpu_pct": super::api::rounded(t.cpu_pct, 1),
+        "cpu_ms": super::api::rounded(t.cpu_ms, 3),
         "memory_bytes": t.memory_bytes,
         "sockets": t.sockets,
         "net_bytes_sent": t.sent,
         "net_bytes_received": t.received,
-        "net_tx_rate": t.tx_rate,
-        "net_rx_rate": t.rx_rate,
+        "net_tx_rate": t.tx_rate.round(),
+        "net_rx_rate": t.rx_rate.round(),
     })
 }
 

@@ -24,7 +24,8 @@ pub(super) fn list(rt: &Runtime) -> Value {
                 .into_iter()
                 .map(|(c, n)| (c.to_string(), json!(n)))
                 .collect();
-            let ms = |q| r.quantile(q).map(|s| s * 1e3);
+            // Milliseconds to the microsecond.
+            let ms = |q| r.quantile(q).map(|s| super::api::rounded(s * 1e3, 3));
             json!({
                 "name": r.name, "path": r.path, "server": r.server, "kind": r.kind,
                 "requests": r.count(), "codes": codes,

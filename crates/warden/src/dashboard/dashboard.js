@@ -27,7 +27,15 @@ async function get(path) {
   return r.json();
 }
 
-function mib(b) { return b == null ? "-" : (b / 1048576).toFixed(1); }
+// A byte count as `warden ps` writes it (units::format_size): binary
+// units, one decimal ("512 B", "64.0 MiB", "1.5 GiB").
+function size(b) {
+  if (b == null) return "-";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let v = b, i = 0;
+  while (v >= 1024 && i + 1 < units.length) { v /= 1024; i++; }
+  return i == 0 ? `${b} B` : `${v.toFixed(1)} ${units[i]}`;
+}
 
 // A rate in bytes per second, short.
 function rate(b) {
@@ -49,7 +57,7 @@ function renderGroups(tree) {
       tr.className = "group";
       const members = g.members.map(m => m.name).join(", ") || "\u2014";
       const cells = ["\u00a0\u00a0".repeat(depth) + g.name, members, g.cpu_pct.toFixed(1),
-        mib(g.memory_bytes), g.sockets, rate(g.net_tx_rate), rate(g.net_rx_rate),
+        size(g.memory_bytes), g.sockets, rate(g.net_tx_rate), rate(g.net_rx_rate),
         g.bandwidth_share, g.bandwidth_limit ? rate(g.bandwidth_limit) + "/s" : "none"];
       for (const c of cells) { const td = document.createElement("td"); td.textContent = c; tr.appendChild(td); }
       body.appendChild(tr);
@@ -89,10 +97,10 @@ function renderRows(id, rows) {
 // Block devices, and the file services tasks' directories are served by:
 // their operations and bytes.
 function renderStorage(devices, services) {
-  renderRows("devices", devices.map(d => [d.name, mib(d.sectors * 512), d.claimed ? "yes" : "no",
-    d.reads, mib(d.read_bytes), d.writes, mib(d.written_bytes), d.syncs, d.errors]));
-  renderRows("fileservices", services.map(f => [f.name, f.clients, f.ops, mib(f.read_bytes),
-    mib(f.written_bytes), f.errors]));
+  renderRows("devices", devices.map(d => [d.name, size(d.sectors * 512), d.claimed ? "yes" : "no",
+    d.reads, size(d.read_bytes), d.writes, size(d.written_bytes), d.syncs, d.errors]));
+  renderRows("fileservices", services.map(f => [f.name, f.clients, f.ops, size(f.read_bytes),
+    size(f.written_bytes), f.errors]));
 }
 
 function renderTasks(tasks) {
@@ -108,10 +116,10 @@ function renderTasks(tasks) {
     const ended = ENDED.includes(t.state);
     const state = t.exit_code != null ? `${t.state} ${t.exit_code}`
       : t.reason ? `${t.state}: ${t.reason}` : t.state;
-    const memory = ended ? `peak ${mib(t.peak_memory_bytes)}` : mib(t.memory_bytes);
+    const memory = ended ? `peak ${size(t.peak_memory_bytes)}` : size(t.memory_bytes);
     const cells = [t.id, "\u00a0\u00a0".repeat(depth) + t.name, state, t.cpu_pct.toFixed(1),
-      t.cpu_ms.toFixed(1), memory, mib(t.memory_limit_bytes),
-      mib(t.memory_guarantee_bytes), mib(t.surplus_bytes), t.ipc_calls,
+      t.cpu_ms.toFixed(1), memory, size(t.memory_limit_bytes),
+      size(t.memory_guarantee_bytes), size(t.surplus_bytes), t.ipc_calls,
       t.sockets, rate(t.net_bytes_sent), rate(t.net_bytes_received),
       rate(t.net_tx_rate), rate(t.net_rx_rate)];
     for (const c of cells) { const td = document.createElement("td"); td.textContent = c; tr.appendChild(td); }
@@ -142,8 +150,8 @@ function renderBudget(tasks) {
     const ul = document.createElement("ul");
     for (const t of kids) {
       const li = document.createElement("li");
-      li.textContent = `${t.name}: memory ${mib(t.memory_bytes)} of ${mib(t.memory_limit_bytes)} MiB` +
-        ` (guaranteed ${mib(t.memory_guarantee_bytes)}, surplus ${mib(t.surplus_bytes)}), CPU ${t.cpu_ms.toFixed(0)} ms`;
+      li.textContent = `${t.name}: memory ${size(t.memory_bytes)} of ${size(t.memory_limit_bytes)}` +
+        ` (guaranteed ${size(t.memory_guarantee_bytes)}, surplus ${size(t.surplus_bytes)}), CPU ${t.cpu_ms.toFixed(0)} ms`;
       const sub = list(t.id);
       if (sub) li.appendChild(sub);
       ul.appendChild(li);
@@ -195,12 +203,11 @@ async function renderLogs() {
 
 // The machine's budget, the root of the budget tree, above the tasks.
 function renderRoot(root) {
-  const mib = b => (b / 1048576).toFixed(1);
-  const limit = root.limit_bytes == null ? "no limit" : `${mib(root.limit_bytes)} MiB`;
+  const limit = root.limit_bytes == null ? "no limit" : size(root.limit_bytes);
   document.getElementById("root").textContent =
-    `root memory budget: ${mib(root.charged_bytes)} MiB charged of ${limit}: ` +
-    `${mib(root.guaranteed_bytes)} MiB guaranteed, ${mib(root.surplus_bytes)} MiB surplus` +
-    ` (peak ${mib(root.peak_bytes)} MiB, ${root.refusals} refused)`;
+    `root memory budget: ${size(root.charged_bytes)} charged of ${limit}: ` +
+    `${size(root.guaranteed_bytes)} guaranteed, ${size(root.surplus_bytes)} surplus` +
+    ` (peak ${size(root.peak_bytes)}, ${root.refusals} refused)`;
 }
 
 async function tick() {

@@ -249,6 +249,16 @@ impl Runtime {
         fits(spec, &module)
     }
 
+    /// As [`Runtime::check_fits`], for a route's per-request template: its
+    /// module, or its `wasi:http` component if `component`.
+    pub fn check_route_fits(&self, template: &TaskSpec, component: bool) -> Result<(), Error> {
+        let module = match component {
+            true => self.load_http_component(&template.module)?,
+            false => self.load_module(&template.module)?,
+        };
+        fits(template, &module)
+    }
+
     /// The group a task's spec names, if any.
     fn group_of(&self, spec: &TaskSpec) -> Result<Option<&Group>, Error> {
         spec.sched
