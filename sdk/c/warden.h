@@ -144,7 +144,15 @@ int32_t       warden_permit_revoke(warden_handle permit);
  * warden_task_granted; WARDEN_MOVE moves one) and sees the names bound with
  * warden_namespace_bind before the name service. A spawn that fails leaves
  * the parent's handles as they were: nothing is moved. Killing a task kills
- * its children. */
+ * its children.
+ *
+ * argv: the child's arguments after its program name, as a manifest's
+ * `args` are. The child's argv[0] is always its module's file name (as
+ * the manifest grants it: "worker.wasm"), which the parent does not pass;
+ * argv[0..argc) here become the child's argv[1..argc]. Each is a
+ * NUL-terminated UTF-8 string of at most 4096 bytes, and argc is at most
+ * 256 (more is WARDEN_EINVAL); argv may be NULL when argc is 0. The
+ * strings are copied at the call: the parent may reuse them after. */
 typedef struct { uint64_t memory_limit; uint64_t cpu_limit_ns; uint32_t cpu_share; } warden_budget;
 warden_handle warden_module_lookup(const char *name);   /* a module the manifest granted: modules = { worker = "worker.wasm" } */
 warden_handle warden_task_spawn(warden_handle module, const char *const *argv, size_t argc,
