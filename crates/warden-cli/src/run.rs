@@ -87,7 +87,13 @@ pub fn run_system(
 /// bound, for those given port 0), if there are any.
 fn announce(system: &System) {
     for s in system.servers() {
-        eprintln!("warden: serving http://{}/", s.addr());
+        match s.tls_fingerprint() {
+            None => eprintln!("warden: serving http://{}/", s.addr()),
+            Some(f) => eprintln!(
+                "warden: serving https://{}/ (certificate SHA-256 {f})",
+                s.addr()
+            ),
+        }
     }
     if let Some((addr, token)) = system.control() {
         eprintln!(
@@ -162,7 +168,7 @@ pub fn apply_flags(sys: &SystemArgs, config: &mut RuntimeConfig) -> Result<(), S
     Ok(())
 }
 
-/// Blocks SIGINT and SIGTERM in this thread and every thread it starts
+/// Blocks SIGINT, SIGTERM and SIGHUP in this thread and every thread it starts
 /// from now on; `on_stop_signal` then takes them one at a time.
 fn block_stop_signals() -> libc::sigset_t {
     // SAFETY: plain calls on a sigset_t this function owns.
@@ -171,6 +177,7 @@ fn block_stop_signals() -> libc::sigset_t {
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGINT);
         libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGHUP);
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         set
     }
@@ -214,6 +221,7 @@ impl Starting {
 /// Ctrl-C (SIGINT) or SIGTERM ends the run as an operator's kill would:
 /// every task is killed, and the report says which signal it was. Before
 /// the tasks run, it ends the process at once, status 130 (SIGINT) or 143.
+/// SIGHUP has the web servers read their certificate files again.
 fn on_stop_signal(set: libc::sigset_t, starting: Arc<Starting>) -> Ends {
     let (tx, rx) = std::sync::mpsc::channel();
     let ends = tx.clone();
@@ -231,6 +239,11 @@ fn on_stop_signal(set: libc::sigset_t, starting: Arc<Starting>) -> Ends {
                     said = true;
                     continue;
                 };
+                if sig == libc::SIGHUP {
+                    // The web servers read their certificates again.
+                    warden::reload_certificates();
+                    continue;
+                }
                 if starting.phase.load(Ordering::Acquire) < 2 {
                     eprintln!("warden: interrupted while starting the system");
                     std::process::exit(128 + sig);

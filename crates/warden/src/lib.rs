@@ -178,6 +178,7 @@ pub use runtime::{
 };
 pub use sched::{Params as SchedParams, Tree as SchedTree};
 pub use sched::{PolicyKind, RunQueue, TaskSched};
+pub use serving::tls::{reload_certificates, Certificate as TlsCertificate, TlsSpec};
 pub use system::{
     load, misfits, modules, runtime_config, ModuleUse, Step, System, SystemModule, SystemSpec,
 };

@@ -129,7 +129,7 @@ fn nkeys_and_tokens_authenticate_nodes() {
 }
 
 /// Runs openssl in `dir`.
-fn openssl(dir: &Path, args: &[&str]) {
+pub(crate) fn openssl(dir: &Path, args: &[&str]) {
     let out = std::process::Command::new("openssl")
         .args(args)
         .current_dir(dir)
@@ -144,7 +144,7 @@ fn openssl(dir: &Path, args: &[&str]) {
 
 /// A CA, and a certificate it signed for `name` with `ext` (an
 /// openssl extension line).
-fn certificates(dir: &Path) {
+pub(crate) fn certificates(dir: &Path) {
     let ec = [
         "-newkey",
         "ec",

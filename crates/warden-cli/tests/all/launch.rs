@@ -114,6 +114,7 @@ fn read_lines(pipe: impl std::io::Read, all: &Mutex<String>, ready: &Sender<Stri
             s.push('\n');
         }
         if line.starts_with("warden: serving http://")
+            || line.starts_with("warden: serving https://")
             || line.starts_with("warden: dashboard at http://")
             || line == READY_LINE
         {
@@ -149,7 +150,9 @@ impl Served {
                 Err(_) => panic!("not ready after {READY:?}: {}", self.stderr()),
             };
             if let Some(addr) = line.strip_prefix("warden: serving ") {
-                self.servers.push(addr.trim_end_matches('/').to_string());
+                // `https://ADDR/ (certificate SHA-256 …)` for HTTPS.
+                let url = addr.split(' ').next().unwrap_or(addr);
+                self.servers.push(url.trim_end_matches('/').to_string());
             } else if let Some(at) = line.strip_prefix("warden: dashboard at http://") {
                 let (addr, token) = at.split_once("/#token=").unwrap();
                 self.control = Some(addr.to_string());
@@ -169,7 +172,9 @@ impl Served {
 
     /// `ADDR` of its first `[[http]]` server.
     pub fn addr(&self) -> &str {
-        self.base().trim_start_matches("http://")
+        let base = self.base();
+        base.trim_start_matches("http://")
+            .trim_start_matches("https://")
     }
 
     /// Its control API's address (`IP:PORT`).

@@ -94,9 +94,13 @@ pub(super) fn run(
             max_buffered_per_connection: MAX_BUFFERED / 4,
         };
         let s = shared.clone();
-        let serve = conn::accept_loop(listener, shared.gate.clone(), limits, move |req, _| {
-            answer(s.clone(), req)
-        });
+        let serve = conn::accept_loop(
+            listener,
+            shared.gate.clone(),
+            limits,
+            None,
+            move |req, _| answer(s.clone(), req),
+        );
         tokio::select! {
             _ = stop => {}
             _ = serve => {}

@@ -19,6 +19,8 @@ pub struct HttpSpec {
     pub max_buffered_per_connection: u64,
     /// Its routes, matched in order: the first whose path matches wins.
     pub routes: Vec<RouteSpec>,
+    /// TLS, if it serves HTTPS (see `serving::tls`).
+    pub tls: Option<crate::serving::tls::TlsSpec>,
 }
 
 /// Default for [`HttpSpec::max_connections`].

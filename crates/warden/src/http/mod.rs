@@ -51,6 +51,8 @@ const GRACE: Duration = Duration::from_secs(2);
 /// short grace to finish).
 pub struct HttpServer {
     addr: SocketAddr,
+    /// Its certificate's SHA-256 fingerprint, if it serves HTTPS.
+    fingerprint: Option<String>,
     /// Kept from tasks' grants (see `net::own`).
     _own: crate::net::own::OwnEndpoint,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -73,6 +75,14 @@ impl HttpServer {
             .set_nonblocking(true)
             .map_err(|e| format!("http server on {}: {e}", spec.listen))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let tls = match &spec.tls {
+            Some(t) => Some(Arc::new(
+                crate::serving::tls::Tls::new(t, addr)
+                    .map_err(|e| format!("http server on {}: {e}", spec.listen))?,
+            )),
+            None => None,
+        };
+        let fingerprint = tls.as_ref().map(|t| t.fingerprint.clone());
         let own = crate::net::own::register(addr);
         let server = Arc::new(Server {
             rt: rt.clone(),
@@ -93,10 +103,11 @@ impl HttpServer {
         let threads = rt.config().workers.max(1);
         let thread = std::thread::Builder::new()
             .name("warden-http".into())
-            .spawn(move || serve(server, listener, limits, threads, stopped))
+            .spawn(move || serve(server, listener, (limits, tls), threads, stopped))
             .map_err(|e| e.to_string())?;
         Ok(HttpServer {
             addr,
+            fingerprint,
             _own: own,
             stop: Some(stop),
             thread: Some(thread),
@@ -106,6 +117,12 @@ impl HttpServer {
     /// The address it listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Its certificate's SHA-256 fingerprint (`AB:CD:…`) if it serves
+    /// HTTPS, `None` for plain HTTP.
+    pub fn tls_fingerprint(&self) -> Option<&str> {
+        self.fingerprint.as_deref()
     }
 }
 
@@ -123,7 +140,7 @@ impl Drop for HttpServer {
 fn serve(
     server: Arc<Server>,
     listener: std::net::TcpListener,
-    limits: conn::Limits,
+    (limits, tls): (conn::Limits, Option<Arc<crate::serving::tls::Tls>>),
     threads: usize,
     stop: tokio::sync::oneshot::Receiver<()>,
 ) {
@@ -144,7 +161,7 @@ fn serve(
         };
         let gate = Arc::new(conn::Gate::default());
         let s = server.clone();
-        let accept = conn::accept_loop(listener, gate.clone(), limits, move |req, remote| {
+        let accept = conn::accept_loop(listener, gate.clone(), limits, tls, move |req, remote| {
             let s = s.clone();
             async move { s.answer(req, remote).await }
         });

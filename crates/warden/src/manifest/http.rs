@@ -42,6 +42,7 @@ use super::task::{task_template, RawTask};
 use crate::http::config::{
     check_path, defaults, Handler, HttpSpec, RouteSpec, DEFAULT_MAX_CONNECTIONS,
 };
+use crate::serving::tls::{Certificate, TlsSpec};
 use crate::units::{parse_duration, parse_size};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashSet};
@@ -54,6 +55,10 @@ pub(super) struct RawHttp {
     max_connections: Option<usize>,
     max_buffered: Option<String>,
     max_buffered_per_connection: Option<String>,
+    tls: Option<String>,
+    tls_cert: Option<String>,
+    tls_key: Option<String>,
+    tls_client_ca: Option<String>,
     #[serde(default)]
     route: Vec<RawRoute>,
 }
@@ -135,6 +140,7 @@ fn server(
     if h.route.is_empty() {
         return Err("no [[http.route]] entries".into());
     }
+    let tls = tls(&h, base)?;
     let mut routes = Vec::new();
     for (j, r) in h.route.into_iter().enumerate() {
         let rat = format!("{at}: route[{j}] ({:?})", r.path);
@@ -158,7 +164,47 @@ fn server(
         max_buffered,
         max_buffered_per_connection,
         routes,
+        tls,
     })
+}
+
+/// `tls_cert` and `tls_key` (PEM files), or `tls = "self-signed"`; and
+/// `tls_client_ca`, which needs one of them.
+fn tls(h: &RawHttp, base: &Path) -> Result<Option<TlsSpec>, String> {
+    let file = |key: &str, v: &Option<String>| -> Result<Option<std::path::PathBuf>, String> {
+        let Some(v) = v else { return Ok(None) };
+        let path = base.join(v);
+        match path.is_file() {
+            true => Ok(Some(path)),
+            false => Err(format!("{key}: file not found: {}", path.display())),
+        }
+    };
+    let cert = file("tls_cert", &h.tls_cert)?;
+    let key = file("tls_key", &h.tls_key)?;
+    let client_ca = file("tls_client_ca", &h.tls_client_ca)?;
+    let certificate = match (h.tls.as_deref(), cert, key) {
+        (None, None, None) if client_ca.is_some() => {
+            return Err(
+                "tls_client_ca: needs tls_cert and tls_key, or tls = \"self-signed\"".into(),
+            )
+        }
+        (None, None, None) => return Ok(None),
+        (None, Some(cert), Some(key)) => Certificate::Files { cert, key },
+        (None, _, _) => return Err("tls_cert and tls_key go together".into()),
+        (Some("self-signed"), None, None) => Certificate::SelfSigned,
+        (Some("self-signed"), _, _) => {
+            return Err("tls: \"self-signed\" or tls_cert and tls_key, not both".into())
+        }
+        (Some(other), _, _) => {
+            return Err(format!(
+                "tls: {other:?} is not \"self-signed\" (name files with tls_cert and tls_key)"
+            ))
+        }
+    };
+    Ok(Some(TlsSpec {
+        certificate,
+        client_ca,
+    }))
 }
 
 /// A server's `max_buffered` and `max_buffered_per_connection`: each at

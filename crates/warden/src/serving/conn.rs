@@ -1,12 +1,13 @@
-//! Serving HTTP/1.1 and HTTP/2 (cleartext, prior knowledge) connections
-//! within bounds: the part the web server and the control API share (one
-//! stack: hyper on tokio).
+//! Serving HTTP/1.1 and HTTP/2 connections within bounds, in cleartext
+//! (HTTP/2 by prior knowledge) or over TLS (HTTP/2 by ALPN; see `tls`):
+//! the part the web server and the control API share (one stack: hyper
+//! on tokio).
 //!
 //! | what | bound |
 //! |---|---|
 //! | connections open at once | [`Limits::max_connections`]; when full, one with no request at work gives way (see the `gate` module), or the new one is closed at accept if all have one |
 //! | a connection giving way | closed after 200 ms, or, if a request is at work or its client still reads an answer, once its answers are written, within 10 s (`FINISH`) |
-//! | first bytes (which protocol) | within [`HEAD_TIMEOUT`] |
+//! | first bytes (which protocol), or the TLS handshake | within [`HEAD_TIMEOUT`]; a handshake is charged `tls::HANDSHAKE_BYTES` to the byte budgets while it runs |
 //! | request head (line + headers) | [`MAX_HEAD`], at most [`MAX_HEADERS`] headers (HTTP/1.1), read within [`HEAD_TIMEOUT`] (HTTP/1.1) |
 //! | HTTP/2 requests at once | [`MAX_STREAMS`] per connection; closed after [`IDLE`] without one |
 //! | one connection's life | [`Limits::connection_life`]; then it closes after the requests in flight |
@@ -92,6 +93,7 @@ pub async fn accept_loop<F: Answer + Clone>(
     listener: tokio::net::TcpListener,
     gate: Arc<Gate>,
     limits: Limits,
+    tls: Option<Arc<super::tls::Tls>>,
     answer: F,
 ) {
     let buffered = Budget::new(limits.max_buffered);
@@ -115,7 +117,7 @@ pub async fn accept_loop<F: Answer + Clone>(
             ticket,
             closing,
             limits,
-            stream,
+            (stream, tls.clone()),
             remote,
             Served {
                 answer: answer.clone(),
@@ -146,12 +148,18 @@ async fn connection<F: Answer>(
     ticket: Ticket,
     closing: tokio::sync::watch::Receiver<bool>,
     limits: Limits,
-    stream: tokio::net::TcpStream,
+    (stream, tls): (tokio::net::TcpStream, Option<Arc<super::tls::Tls>>),
     remote: SocketAddr,
     answer: Served<F>,
 ) {
+    let opened = async {
+        match tls {
+            None => preface::sniff(stream, HEAD_TIMEOUT).await,
+            Some(tls) => handshake(stream, &tls, &answer.budgets).await,
+        }
+    };
     let sniffed = tokio::select! {
-        sniffed = preface::sniff(stream, HEAD_TIMEOUT) => sniffed,
+        sniffed = opened => sniffed,
         _ = ticket.evicted() => None,
     };
     let Some((protocol, io)) = sniffed else {
@@ -162,6 +170,20 @@ async fn connection<F: Answer>(
         Protocol::Http1 => http1(io, ticket, limits, closing, remote, answer).await,
         Protocol::Http2 => http2(io, ticket, limits, closing, remote, answer).await,
     }
+}
+
+/// A TLS handshake, within [`HEAD_TIMEOUT`] and charged
+/// [`super::tls::HANDSHAKE_BYTES`] while it runs; `None` if it fails,
+/// times out or does not fit the budget.
+async fn handshake(
+    stream: tokio::net::TcpStream,
+    tls: &super::tls::Tls,
+    budgets: &Budgets,
+) -> Option<(Protocol, Rewind)> {
+    let held = Held::new(&budgets.conn, &budgets.server, super::tls::HANDSHAKE_BYTES).ok()?;
+    let done = tokio::time::timeout(HEAD_TIMEOUT, tls.acceptor.accept(stream)).await;
+    drop(held);
+    Some(preface::over_tls(done.ok()?.ok()?))
 }
 
 /// Why a connection stops before its client ends it.
@@ -343,7 +365,7 @@ async fn http2<F: Answer>(
 /// [`LINGER`] and [`LINGER_BYTES`]. Closing with unread bytes would reset
 /// the connection, and the reset can destroy the answer (a 413 for a body
 /// too large) before the client has read it.
-async fn linger(mut stream: tokio::net::TcpStream) {
+async fn linger(mut stream: preface::Conn) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let _ = stream.shutdown().await;
     let mut buf = [0u8; 4096];

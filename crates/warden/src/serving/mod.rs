@@ -3,12 +3,14 @@
 //! bounds, timeouts, HTTP/1 and HTTP/2 by their preface), the connection
 //! gate that admits and evicts connections (`gate`), the memory budget
 //! every connection's bytes are charged to (`budget`), and the protocol
-//! preface (`preface`). It knows nothing of tasks or routes.
+//! preface (`preface`), and TLS (`tls`). It knows nothing of tasks or
+//! routes.
 
 pub mod budget;
 pub mod conn;
 mod gate;
 mod preface;
+pub mod tls;
 
 /// The bytes `s` stands for with its `%XX` escapes decoded (a `%` not
 /// followed by two hex digits stays as it is).

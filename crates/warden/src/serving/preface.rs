@@ -49,9 +49,84 @@ pub async fn sniff(mut stream: TcpStream, patience: Duration) -> Option<(Protoco
             head,
             at: 0,
             len,
-            stream,
+            stream: Conn::Tcp(stream),
         },
     ))
+}
+
+/// A connection over TLS, in the protocol its handshake agreed on (ALPN:
+/// `h2`, else HTTP/1.1); nothing was read past the handshake.
+pub fn over_tls(stream: tokio_rustls::server::TlsStream<TcpStream>) -> (Protocol, Rewind) {
+    let protocol = match stream.get_ref().1.alpn_protocol() {
+        Some(b"h2") => Protocol::Http2,
+        _ => Protocol::Http1,
+    };
+    let rewind = Rewind {
+        head: [0; PREFACE.len()],
+        at: 0,
+        len: 0,
+        stream: Conn::Tls(Box::new(stream)),
+    };
+    (protocol, rewind)
+}
+
+/// A client's connection: plain TCP or TLS over it.
+pub enum Conn {
+    Tcp(TcpStream),
+    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+}
+
+/// `$call` on whichever stream `$conn` (pinned) holds.
+macro_rules! either {
+    ($conn:expr, $s:ident => $call:expr) => {
+        match $conn.get_mut() {
+            Conn::Tcp($s) => $call,
+            Conn::Tls($s) => $call,
+        }
+    };
+}
+
+impl AsyncRead for Conn {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        either!(self, s => Pin::new(s).poll_read(cx, buf))
+    }
+}
+
+impl AsyncWrite for Conn {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        either!(self, s => Pin::new(s).poll_write(cx, buf))
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        either!(self, s => Pin::new(s).poll_write_vectored(cx, bufs))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Conn::Tcp(s) => s.is_write_vectored(),
+            Conn::Tls(s) => s.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        either!(self, s => Pin::new(s).poll_flush(cx))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        either!(self, s => Pin::new(s).poll_shutdown(cx))
+    }
 }
 
 /// A connection whose first `len` bytes, already read, are read again.
@@ -59,12 +134,12 @@ pub struct Rewind {
     head: [u8; PREFACE.len()],
     at: usize,
     len: usize,
-    stream: TcpStream,
+    stream: Conn,
 }
 
 impl Rewind {
     /// The connection (its first bytes are gone).
-    pub fn into_inner(self) -> TcpStream {
+    pub fn into_inner(self) -> Conn {
         self.stream
     }
 }
