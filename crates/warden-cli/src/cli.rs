@@ -407,6 +407,10 @@ pub struct SystemArgs {
     /// request needs the control token.
     #[arg(long, value_name = "IP:PORT|off", value_parser = control_or_off)]
     pub control: Option<String>,
+    /// Serve the control API without TLS on an address other than
+    /// loopback: its token then crosses the network in the clear.
+    #[arg(long)]
+    pub insecure_control: bool,
     /// Stop after this long (e.g. 10s): every task is killed, servers
     /// stop. Without it, a system with [[http]] servers runs until Ctrl-C.
     #[arg(long = "for", value_parser = parse_duration)]

@@ -4,7 +4,6 @@
 use crate::tables::{self, is_ended};
 use serde_json::Value;
 use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::Duration;
 
 /// One HTTP request to the control API; the status and JSON body.
@@ -14,12 +13,9 @@ fn request(
     path: &str,
     body: Option<&str>,
 ) -> Result<(u16, Value), String> {
-    let mut s = TcpStream::connect(addr).map_err(|e| {
-        format!("no warden running at {addr} ({e}); start one with `warden run`, or pass --control")
-    })?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).ok();
     let body = body.unwrap_or("");
     let found = warden::control::find_system(addr);
+    let mut s = warden::control::connect(addr, found.as_ref())?;
     let auth = found.as_ref().map_or(String::new(), |f| {
         format!("Authorization: Bearer {}\r\n", f.token)
     });
@@ -131,10 +127,15 @@ pub fn ok(addr: &str, method: &str, path: &str, body: Option<&str>) -> Result<Va
 /// fragment (which browsers do not send to the server).
 pub fn dashboard(addr: &str) -> Result<(), String> {
     ok(addr, "GET", "/api/tasks", None)?;
-    match warden::control::find_token(addr) {
-        Some(token) => println!("http://{addr}/#token={token}"),
+    let found = warden::control::find_system(addr);
+    let scheme = match found.as_ref().is_some_and(|f| f.tls.is_some()) {
+        true => "https",
+        false => "http",
+    };
+    match found.map(|f| f.token) {
+        Some(token) => println!("{scheme}://{addr}/#token={token}"),
         None => {
-            println!("http://{addr}/");
+            println!("{scheme}://{addr}/");
             eprintln!("warden: no control token found for {addr}: the dashboard will show tasks but not kill them");
         }
     }

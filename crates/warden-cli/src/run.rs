@@ -31,6 +31,7 @@ pub fn run_system(
     if sys.control.is_some() {
         spec.control = sys.control.clone();
     }
+    spec.insecure_control |= sys.insecure_control;
     apply_flags(sys, &mut spec.config)?;
     // Before the runtime starts its threads, so that they inherit it.
     let signals = block_stop_signals();
@@ -96,10 +97,16 @@ fn announce(system: &System) {
         }
     }
     if let Some((addr, token)) = system.control() {
-        eprintln!(
-            "warden: dashboard at http://{addr}/#token={}",
-            token.as_str()
-        );
+        match system.control_tls_fingerprint() {
+            None => eprintln!(
+                "warden: dashboard at http://{addr}/#token={}",
+                token.as_str()
+            ),
+            Some(f) => eprintln!(
+                "warden: dashboard at https://{addr}/#token={} (certificate SHA-256 {f})",
+                token.as_str()
+            ),
+        }
     }
     if !system.servers().is_empty() || system.control().is_some() {
         eprintln!("warden: Ctrl-C stops the system");

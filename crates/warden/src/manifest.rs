@@ -9,6 +9,9 @@
 //!                      # number of tasks in the manifest, if larger;
 //!                      # see RuntimeConfig::max_tasks past 24,000)
 //! control = "127.0.0.1:7474" # control API address, or "off"
+//! control_tls_cert = "c.pem" # HTTPS for it, with control_tls_key (or
+//!                      # control_tls = "self-signed"; control_tls_client_ca);
+//!                      # needed on an address other than loopback
 //! max_module_size = "256MiB" # largest module file read (default 256MiB)
 //! memory_limit = "8GiB" # the most all tasks together may use (default:
 //!                      # the machine's or cgroup's memory less a reserve)
@@ -146,6 +149,9 @@ pub struct RuntimeSection {
     pub scheduler: PolicyKind,
     /// The control API address ("off" to disable); `None` means default.
     pub control: Option<String>,
+    /// TLS for the control API (`control_tls_cert`, `control_tls_key`,
+    /// `control_tls = "self-signed"`, `control_tls_client_ca`).
+    pub control_tls: Option<crate::serving::tls::TlsSpec>,
     /// The outgoing bandwidth tasks share, bytes per second (`None`:
     /// unlimited).
     pub link_rate: Option<u64>,
@@ -197,6 +203,10 @@ struct RawRuntime {
     max_tasks: Option<u32>,
     scheduler: Option<String>,
     control: Option<String>,
+    control_tls: Option<String>,
+    control_tls_cert: Option<String>,
+    control_tls_key: Option<String>,
+    control_tls_client_ca: Option<String>,
     link_rate: Option<String>,
     max_module_size: Option<String>,
     memory_limit: Option<String>,
@@ -267,7 +277,7 @@ impl Manifest {
 
     fn from_raw(raw: RawManifest, base: &Path) -> (Manifest, Vec<String>) {
         let mut problems = Vec::new();
-        let runtime = runtime::section(raw.runtime).unwrap_or_else(|e| {
+        let runtime = runtime::section(raw.runtime, base).unwrap_or_else(|e| {
             problems.push(e);
             RuntimeSection::default()
         });

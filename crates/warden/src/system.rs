@@ -46,6 +46,11 @@ pub struct SystemSpec {
     /// The control API's address: `None` for [`control::DEFAULT_ADDR`],
     /// `"off"` for none.
     pub control: Option<String>,
+    /// TLS for the control API; without it, an address other than
+    /// loopback is refused unless `insecure_control`.
+    pub control_tls: Option<crate::TlsSpec>,
+    /// Serve the control API in the clear on any address.
+    pub insecure_control: bool,
     /// The web servers.
     pub http: Vec<HttpSpec>,
     /// The cluster the runtime joins, if any.
@@ -58,6 +63,8 @@ impl SystemSpec {
         SystemSpec {
             config: runtime_config(&m),
             control: m.runtime.control.clone(),
+            control_tls: m.runtime.control_tls.clone(),
+            insecure_control: false,
             tasks: m.tasks,
             http: m.http,
             cluster: m.cluster,
@@ -75,6 +82,8 @@ impl SystemSpec {
             },
             tasks: vec![task],
             control: Some("off".into()),
+            control_tls: None,
+            insecure_control: false,
             http: vec![],
             cluster: None,
         }
@@ -239,7 +248,7 @@ impl System {
         if let Some(c) = &spec.cluster {
             rt.join_cluster(c).map_err(|e| e.to_string())?;
         }
-        let control = serve_control(&rt, spec.control)?;
+        let control = serve_control(&rt, spec.control, (spec.control_tls, spec.insecure_control))?;
         let servers = spec
             .http
             .iter()
@@ -275,6 +284,17 @@ impl System {
     pub fn control(&self) -> Option<(std::net::SocketAddr, &Token)> {
         let server = self.control.as_ref()?.server.as_ref()?;
         Some((server.addr, server.token()))
+    }
+
+    /// The control API's certificate fingerprint, if it is served over
+    /// TLS.
+    pub fn control_tls_fingerprint(&self) -> Option<&str> {
+        self.control
+            .as_ref()?
+            .server
+            .as_ref()?
+            .fingerprint
+            .as_deref()
     }
 
     /// Ends the system: the web servers stop first (requests in flight
@@ -313,21 +333,35 @@ impl Drop for Control {
 /// cannot be served is an error, so that no operator command reaches
 /// another system on it; the default address taken, or an unwritable
 /// token file, is reported on stderr and the system runs without.
-fn serve_control(rt: &Runtime, named: Option<String>) -> Result<Option<Control>, String> {
+fn serve_control(
+    rt: &Runtime,
+    named: Option<String>,
+    (tls, insecure): (Option<crate::TlsSpec>, bool),
+) -> Result<Option<Control>, String> {
     let addr = named
         .clone()
         .unwrap_or_else(|| control::DEFAULT_ADDR.to_string());
     if addr == "off" {
         return Ok(None);
     }
+    let loopback = addr
+        .parse::<std::net::SocketAddr>()
+        .is_ok_and(|a| a.ip().is_loopback());
+    if !loopback && tls.is_none() && !insecure {
+        return Err(format!(
+            "control API on {addr}: an address other than loopback needs TLS \
+             ([runtime] control_tls_cert and control_tls_key, or control_tls = \"self-signed\"), \
+             or --insecure-control to send its token in the clear"
+        ));
+    }
     let mut token_file = None;
-    let publish = |at, token: &Token, stamp| {
+    let publish = |at, token: &Token, stamp, fingerprint: Option<&str>| {
         const REFUSED: &str = "kill, suspend, resume and spawn will be refused";
         let Some(f) = control::token_file(at) else {
             eprintln!("warden: control token not written (set HOME or XDG_RUNTIME_DIR); {REFUSED}");
             return;
         };
-        match control::write_token_file(&f, token, stamp, at) {
+        match control::write_token_file(&f, token, stamp, at, fingerprint) {
             Ok(()) => token_file = Some(f),
             Err(e) => eprintln!(
                 "warden: control token not written ({}: {e}); {REFUSED}",
@@ -335,7 +369,7 @@ fn serve_control(rt: &Runtime, named: Option<String>) -> Result<Option<Control>,
             ),
         }
     };
-    let server = match ControlServer::start(rt.clone(), &addr, publish) {
+    let server = match ControlServer::start(rt.clone(), &addr, tls.as_ref(), publish) {
         Ok(server) => Some(server),
         Err(e) if named.is_some() => {
             return Err(format!(

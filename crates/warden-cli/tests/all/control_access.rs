@@ -146,8 +146,9 @@ fn non_loopback_needs_the_token_for_everything() {
         dir.path(),
         &format!("[[task]]\nname = 'sleeper'\nmodule = '{}'\n", guests::SLEEP),
     );
+    // In the clear, which an address other than loopback needs said.
     let sys = Launch::new(&m)
-        .args(["--no-cache"])
+        .args(["--no-cache", "--insecure-control"])
         .control("0.0.0.0:0")
         .start();
     let port = sys.control().strip_prefix("0.0.0.0:").unwrap().to_string();

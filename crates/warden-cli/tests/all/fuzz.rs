@@ -291,7 +291,8 @@ fn control_requests() {
         .spawn(&spec(dir.path(), "sleeper", guests::SLEEP))
         .unwrap();
     let server =
-        warden::control::ControlServer::start(rt.clone(), "127.0.0.1:0", |_, _, _| {}).unwrap();
+        warden::control::ControlServer::start(rt.clone(), "127.0.0.1:0", None, |_, _, _, _| {})
+            .unwrap();
     let addr = server.addr.to_string();
     let token = server.token().as_str().to_string();
     let mut tried = 0u64;

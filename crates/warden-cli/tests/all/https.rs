@@ -242,3 +242,75 @@ fn clients_that_never_finish_a_handshake_are_held_to_the_bounds() {
     let r = curl(&url, &["-k", "--http2"]);
     assert!(r.head.starts_with("HTTP/2 200"), "{r:?}");
 }
+
+/// The control API: refused in the clear on an address other than
+/// loopback (unless `--insecure-control`); over TLS, the operator
+/// commands pin the certificate the token file names, and refuse one
+/// that is not it.
+#[test]
+fn the_control_api_speaks_tls_and_the_commands_pin_its_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let task = format!("[[task]]\nname = 'sleeper'\nmodule = '{}'\n", guests::SLEEP);
+    let plain = manifest(dir.path(), &task);
+    let out = warden()
+        .args(["run", "--control", "0.0.0.0:0"])
+        .arg(&plain)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("needs TLS") && err.contains("--insecure-control"),
+        "{err}"
+    );
+    let tls = dir.path().join("tls.toml");
+    std::fs::write(
+        &tls,
+        format!("[runtime]\ncontrol_tls = 'self-signed'\n{task}"),
+    )
+    .unwrap();
+    let sys = Launch::new(&tls).control("0.0.0.0:0").start();
+    let port = sys.control().rsplit_once(':').unwrap().1.to_string();
+    let addr = format!("127.0.0.1:{port}");
+    let ps = warden().args(["ps", "--control", &addr]).output().unwrap();
+    let text = String::from_utf8_lossy(&ps.stdout);
+    assert_eq!(
+        ps.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ps.stderr)
+    );
+    assert!(text.contains("sleeper"), "{text}");
+    // HTTP/2 by ALPN; nothing answers in the clear.
+    let url = format!("https://{addr}/api/tasks");
+    let auth = format!("Authorization: Bearer {}", sys.token.clone().unwrap());
+    let r = curl(&url, &["-k", "--http2", "-H", &auth]);
+    assert!(r.head.starts_with("HTTP/2 200"), "{r:?}");
+    let r = Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "10",
+            &format!("http://{addr}/api/tasks"),
+        ])
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&r.stdout).contains("sleeper"));
+    // Another certificate than the one the token file names is refused.
+    let file = runtime_dir().join(format!("warden/control-{port}.token"));
+    let text = std::fs::read_to_string(&file).unwrap();
+    let (head, pin) = text
+        .split_once(" tls=")
+        .expect("the token file names the certificate");
+    let wrong: String = pin
+        .trim()
+        .chars()
+        .map(|c| if c == ':' { c } else { '0' })
+        .collect();
+    std::fs::write(&file, format!("{head} tls={wrong}\n")).unwrap();
+    let ps = warden().args(["ps", "--control", &addr]).output().unwrap();
+    let err = String::from_utf8_lossy(&ps.stderr);
+    assert_eq!(ps.status.code(), Some(2), "{err}");
+    assert!(err.contains("not the one its token file names"), "{err}");
+    std::fs::write(&file, text).unwrap();
+}

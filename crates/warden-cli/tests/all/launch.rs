@@ -116,6 +116,7 @@ fn read_lines(pipe: impl std::io::Read, all: &Mutex<String>, ready: &Sender<Stri
         if line.starts_with("warden: serving http://")
             || line.starts_with("warden: serving https://")
             || line.starts_with("warden: dashboard at http://")
+            || line.starts_with("warden: dashboard at https://")
             || line == READY_LINE
         {
             let _ = ready.send(line);
@@ -153,8 +154,13 @@ impl Served {
                 // `https://ADDR/ (certificate SHA-256 …)` for HTTPS.
                 let url = addr.split(' ').next().unwrap_or(addr);
                 self.servers.push(url.trim_end_matches('/').to_string());
-            } else if let Some(at) = line.strip_prefix("warden: dashboard at http://") {
+            } else if let Some(at) = line
+                .strip_prefix("warden: dashboard at http://")
+                .or_else(|| line.strip_prefix("warden: dashboard at https://"))
+            {
                 let (addr, token) = at.split_once("/#token=").unwrap();
+                // `TOKEN (certificate SHA-256 …)` over TLS.
+                let token = token.split(' ').next().unwrap_or(token);
                 self.control = Some(addr.to_string());
                 self.token = Some(token.to_string());
             } else {

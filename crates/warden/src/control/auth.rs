@@ -201,12 +201,14 @@ pub const STAMP_HEADER: &str = "warden-system";
 
 /// Writes `token` to `path`, readable and writable by this user only, in
 /// a directory only this user may enter: the token on the first line,
-/// then the system's stamp and address (`pid=N started=MS addr=A`).
+/// then the system's stamp and address (`pid=N started=MS addr=A`), and
+/// its certificate's fingerprint if it speaks TLS (` tls=AB:CD:…`).
 pub fn write_token_file(
     path: &std::path::Path,
     token: &Token,
     stamp: Stamp,
     addr: SocketAddr,
+    tls: Option<&str>,
 ) -> std::io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
     let dir = path.parent().unwrap_or(std::path::Path::new("."));
@@ -229,7 +231,8 @@ pub fn write_token_file(
         .create_new(true)
         .mode(0o600)
         .open(&tmp)?;
-    let text = format!("{}\n{} addr={addr}\n", token.as_str(), stamp.text());
+    let tls = tls.map_or(String::new(), |f| format!(" tls={f}"));
+    let text = format!("{}\n{} addr={addr}{tls}\n", token.as_str(), stamp.text());
     f.write_all(text.as_bytes())?;
     std::fs::rename(&tmp, path)
 }
@@ -242,6 +245,10 @@ pub struct Found {
     /// The system the token file names, and the file (`None` when the
     /// token came from `WARDEN_CONTROL_TOKEN`, or the file names none).
     pub system: Option<(Stamp, PathBuf)>,
+    /// The fingerprint of the certificate the system's control API
+    /// serves, if the token file names one: the client then speaks TLS
+    /// and accepts that certificate only.
+    pub tls: Option<String>,
 }
 
 /// The token for the system at `addr`: `WARDEN_CONTROL_TOKEN`, else its
@@ -260,6 +267,7 @@ pub fn find_system(addr: &str) -> Option<Found> {
         return Some(Found {
             token: t,
             system: None,
+            tls: None,
         });
     }
     let addr = std::net::ToSocketAddrs::to_socket_addrs(addr)
@@ -269,8 +277,13 @@ pub fn find_system(addr: &str) -> Option<Found> {
     let text = std::fs::read_to_string(&file).ok()?;
     let mut lines = text.lines();
     let token = lines.next()?.trim().to_string();
-    let system = lines.next().and_then(Stamp::parse).map(|s| (s, file));
-    Some(Found { token, system })
+    let second = lines.next().unwrap_or("");
+    let tls = second
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("tls="))
+        .map(str::to_string);
+    let system = Stamp::parse(second).map(|s| (s, file));
+    Some(Found { token, system, tls })
 }
 
 #[cfg(test)]
@@ -367,12 +380,12 @@ mod tests {
         let path = dir.join("sub").join("control-1.token");
         let stamp = Stamp::now();
         let at: SocketAddr = "127.0.0.1:1".parse().unwrap();
-        write_token_file(&path, &a, stamp, at).unwrap();
+        write_token_file(&path, &a, stamp, at, Some("AB:CD")).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(text.lines().next(), Some(a.as_str()));
         let second = text.lines().nth(1).unwrap();
         assert_eq!(Stamp::parse(second), Some(stamp));
-        assert!(second.ends_with(" addr=127.0.0.1:1"), "{second}");
+        assert!(second.ends_with(" addr=127.0.0.1:1 tls=AB:CD"), "{second}");
         let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!((mode(&path), mode(path.parent().unwrap())), (0o600, 0o700));
         std::fs::set_permissions(
@@ -381,7 +394,7 @@ mod tests {
         )
         .unwrap();
         assert!(
-            write_token_file(&path, &b, stamp, at).is_err(),
+            write_token_file(&path, &b, stamp, at, None).is_err(),
             "an open directory is refused"
         );
         std::fs::remove_dir_all(&dir).unwrap();

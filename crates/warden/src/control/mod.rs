@@ -36,6 +36,7 @@
 mod api;
 mod auth;
 mod cluster;
+mod connect;
 mod devices;
 mod groups;
 mod metrics;
@@ -46,6 +47,7 @@ mod serve;
 pub use auth::{
     find_system, find_token, token_file, write_token_file, Found, Stamp, Token, STAMP_HEADER,
 };
+pub use connect::{connect, Stream};
 pub use metrics::metrics;
 pub use serve::{MAX_BODY, MAX_CONNECTIONS};
 
@@ -62,6 +64,8 @@ pub struct ControlServer {
     token: Token,
     /// The address it listens on.
     pub addr: SocketAddr,
+    /// Its certificate's SHA-256 fingerprint, if it speaks TLS.
+    pub fingerprint: Option<String>,
     /// Kept from tasks' grants (see `net::own`).
     _own: crate::net::own::OwnEndpoint,
 }
@@ -78,7 +82,8 @@ impl ControlServer {
     pub fn start(
         rt: crate::Runtime,
         addr: &str,
-        publish: impl FnOnce(SocketAddr, &Token, Stamp),
+        tls: Option<&crate::TlsSpec>,
+        publish: impl FnOnce(SocketAddr, &Token, Stamp, Option<&str>),
     ) -> Result<ControlServer, String> {
         let addr: SocketAddr = addr
             .parse()
@@ -102,7 +107,15 @@ impl ControlServer {
         let own = crate::net::own::register(addr);
         let token = Token::random().map_err(|e| format!("control token: {e}"))?;
         let stamp = Stamp::now();
-        publish(addr, &token, stamp);
+        let tls = match tls {
+            Some(t) => Some(Arc::new(
+                crate::serving::tls::Tls::new(t, addr)
+                    .map_err(|e| format!("control API on {addr}: {e}"))?,
+            )),
+            None => None,
+        };
+        let fingerprint = tls.as_ref().map(|t| t.fingerprint.clone());
+        publish(addr, &token, stamp, fingerprint.as_deref());
         socket.listen(1024).map_err(err)?;
         socket.set_nonblocking(true).map_err(err)?;
         let listener = std::net::TcpListener::from(socket);
@@ -110,7 +123,7 @@ impl ControlServer {
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let thread = std::thread::Builder::new()
             .name("warden-control".into())
-            .spawn(move || serve::run(shared, listener, stopped))
+            .spawn(move || serve::run(shared, listener, tls, stopped))
             .map_err(|e| format!("control API thread: {e}"))?;
         Ok(ControlServer {
             _own: own,
@@ -118,6 +131,7 @@ impl ControlServer {
             thread: Some(thread),
             token,
             addr,
+            fingerprint,
         })
     }
 

@@ -74,6 +74,7 @@ impl Shared {
 pub(super) fn run(
     shared: Arc<Shared>,
     listener: std::net::TcpListener,
+    tls: Option<Arc<crate::serving::tls::Tls>>,
     stop: tokio::sync::oneshot::Receiver<()>,
 ) {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -94,13 +95,9 @@ pub(super) fn run(
             max_buffered_per_connection: MAX_BUFFERED / 4,
         };
         let s = shared.clone();
-        let serve = conn::accept_loop(
-            listener,
-            shared.gate.clone(),
-            limits,
-            None,
-            move |req, _| answer(s.clone(), req),
-        );
+        let serve = conn::accept_loop(listener, shared.gate.clone(), limits, tls, move |req, _| {
+            answer(s.clone(), req)
+        });
         tokio::select! {
             _ = stop => {}
             _ = serve => {}

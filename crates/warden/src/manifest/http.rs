@@ -171,18 +171,28 @@ fn server(
 /// `tls_cert` and `tls_key` (PEM files), or `tls = "self-signed"`; and
 /// `tls_client_ca`, which needs one of them.
 fn tls(h: &RawHttp, base: &Path) -> Result<Option<TlsSpec>, String> {
-    let file = |key: &str, v: &Option<String>| -> Result<Option<std::path::PathBuf>, String> {
+    tls_spec([&h.tls, &h.tls_cert, &h.tls_key, &h.tls_client_ca], base)
+}
+
+/// A server's TLS from the values of its `tls`, `tls_cert`, `tls_key`
+/// and `tls_client_ca` keys (errors name the key from `tls`, so that
+/// `[runtime]` can say `control_` before it).
+pub(super) fn tls_spec(
+    [tls, cert, key, client_ca]: [&Option<String>; 4],
+    base: &Path,
+) -> Result<Option<TlsSpec>, String> {
+    let file = |name: &str, v: &Option<String>| -> Result<Option<std::path::PathBuf>, String> {
         let Some(v) = v else { return Ok(None) };
         let path = base.join(v);
         match path.is_file() {
             true => Ok(Some(path)),
-            false => Err(format!("{key}: file not found: {}", path.display())),
+            false => Err(format!("{name}: file not found: {}", path.display())),
         }
     };
-    let cert = file("tls_cert", &h.tls_cert)?;
-    let key = file("tls_key", &h.tls_key)?;
-    let client_ca = file("tls_client_ca", &h.tls_client_ca)?;
-    let certificate = match (h.tls.as_deref(), cert, key) {
+    let cert = file("tls_cert", cert)?;
+    let key = file("tls_key", key)?;
+    let client_ca = file("tls_client_ca", client_ca)?;
+    let certificate = match (tls.as_deref(), cert, key) {
         (None, None, None) if client_ca.is_some() => {
             return Err(
                 "tls_client_ca: needs tls_cert and tls_key, or tls = \"self-signed\"".into(),
@@ -190,7 +200,7 @@ fn tls(h: &RawHttp, base: &Path) -> Result<Option<TlsSpec>, String> {
         }
         (None, None, None) => return Ok(None),
         (None, Some(cert), Some(key)) => Certificate::Files { cert, key },
-        (None, _, _) => return Err("tls_cert and tls_key go together".into()),
+        (None, _, _) => return Err("tls_cert: tls_cert and tls_key go together".into()),
         (Some("self-signed"), None, None) => Certificate::SelfSigned,
         (Some("self-signed"), _, _) => {
             return Err("tls: \"self-signed\" or tls_cert and tls_key, not both".into())

@@ -4,8 +4,19 @@ use super::{parse_rate, parse_size, PolicyKind, RawRuntime, RuntimeSection};
 use std::time::Duration;
 
 /// The runtime settings `raw` describes, or its first bad key.
-pub(super) fn section(raw: RawRuntime) -> Result<RuntimeSection, String> {
+pub(super) fn section(raw: RawRuntime, base: &std::path::Path) -> Result<RuntimeSection, String> {
+    let control_tls = super::http::tls_spec(
+        [
+            &raw.control_tls,
+            &raw.control_tls_cert,
+            &raw.control_tls_key,
+            &raw.control_tls_client_ca,
+        ],
+        base,
+    )
+    .map_err(|e| format!("runtime.control_{e}"))?;
     Ok(RuntimeSection {
+        control_tls,
         workers: match raw.workers {
             Some(0) => return Err("runtime.workers: must be at least 1".into()),
             w => w,
