@@ -20,6 +20,8 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     let mut spec = SystemSpec::from_manifest(manifest);
     // One program's settings: no prefix on its instances' output.
     spec.config.prefix_output = false;
+    // One handler: a limit it cannot start within is refused at once.
+    spec.strict_limits = true;
     crate::run::run_system(spec, &args.system, true)
 }
 

@@ -443,7 +443,11 @@ fn toml_error(text: &str, e: &toml::de::Error) -> String {
     let msg = e.message().trim().replace('\n', " ");
     match e.span() {
         Some(span) => {
-            let before = &text[..span.start.min(text.len())];
+            let mut start = span.start.min(text.len());
+            while !text.is_char_boundary(start) {
+                start -= 1;
+            }
+            let before = &text[..start];
             let line = before.matches('\n').count() + 1;
             let line_start = before.rfind('\n').map_or(0, |i| i + 1);
             let col = before.len() - line_start + 1;

@@ -51,6 +51,11 @@ pub struct SystemSpec {
     pub control_tls: Option<crate::TlsSpec>,
     /// Serve the control API in the clear on any address.
     pub insecure_control: bool,
+    /// Refuse to start if a task's or route's memory limit is below what
+    /// its module starts with (see [`misfits`]): for a single program,
+    /// whose run could only fail. A manifest's system starts its other
+    /// tasks, and the misfit's start traps.
+    pub strict_limits: bool,
     /// The web servers.
     pub http: Vec<HttpSpec>,
     /// The cluster the runtime joins, if any.
@@ -65,6 +70,7 @@ impl SystemSpec {
             control: m.runtime.control.clone(),
             control_tls: m.runtime.control_tls.clone(),
             insecure_control: false,
+            strict_limits: false,
             tasks: m.tasks,
             http: m.http,
             cluster: m.cluster,
@@ -84,6 +90,7 @@ impl SystemSpec {
             control: Some("off".into()),
             control_tls: None,
             insecure_control: false,
+            strict_limits: true,
             http: vec![],
             cluster: None,
         }
@@ -175,9 +182,9 @@ pub fn load(rt: &Runtime, (path, used): &SystemModule) -> Result<(), crate::Erro
 }
 
 /// Every task and route of a system whose memory limit is below what its
-/// module starts with, as (`task "name"` or `route "/path"`, why): it
-/// could only fail at start, so a system with any is refused before it
-/// runs. Modules that do not load are left to [`load`] to report.
+/// module starts with, as (`task "name"` or `route "/path"`, why): each
+/// could only fail at start. Modules that do not load are left to
+/// [`load`] to report.
 pub fn misfits(rt: &Runtime, tasks: &[TaskSpec], http: &[HttpSpec]) -> Vec<(String, String)> {
     let why = |e: crate::Error| match e {
         crate::Error::Spawn { message, .. } => Some(message),
@@ -242,8 +249,10 @@ impl System {
             load(&rt, m).map_err(|e| e.to_string())?;
         }
         progress(Step::Compiling, modules.len(), modules.len());
-        if let Some((who, why)) = misfits(&rt, &spec.tasks, &spec.http).into_iter().next() {
-            return Err(format!("{who}: {why}"));
+        if spec.strict_limits {
+            if let Some((who, why)) = misfits(&rt, &spec.tasks, &spec.http).into_iter().next() {
+                return Err(format!("{who}: {why}"));
+            }
         }
         if let Some(c) = &spec.cluster {
             rt.join_cluster(c).map_err(|e| e.to_string())?;

@@ -131,13 +131,18 @@ fn faults_are_status_codes_and_the_route_keeps_answering() {
          memory_limit = \"64MiB\"\n",
         component(guests::PY_HTTP)
     );
-    let web = start(dir.path(), &format!("{}{slow}", site("")));
+    let tiny = format!(
+        "\n[[http.route]]\npath = \"/tiny/*\"\ncomponent = \"{}\"\nmemory_limit = \"4MiB\"\n",
+        component(guests::PY_HTTP)
+    );
+    let web = start(dir.path(), &format!("{}{slow}{tiny}", site("")));
     for (path, status, says) in [
         ("/py/trap", 500, "handler failed"),
         ("/py/none", 500, "without setting a response"),
         ("/py/spin", 503, "cpu limit exceeded"),
         ("/py/big?n=2000000", 502, "over 1048576 bytes"),
         ("/slow/spin", 504, "timeout"),
+        ("/tiny/echo", 500, "cannot start"),
     ] {
         let r = get(&web, path);
         assert_eq!(r.status, status, "{path}: {r:?}");

@@ -21,7 +21,10 @@ fn accepted_keys(manifest: &str) -> Vec<String> {
     let list = err
         .split_once("expected one of ")
         .unwrap_or_else(|| panic!("no key list for {manifest:?}: {err}"))
-        .1;
+        .1
+        .lines()
+        .next()
+        .unwrap_or("");
     list.split(", ")
         .map(|k| k.trim().trim_matches('`').to_string())
         .collect()

@@ -86,9 +86,14 @@ pub(super) fn raw<T: serde::de::DeserializeOwned>(
     }
 }
 
-/// The 0-based line holding byte `at` of `text`.
+/// The 0-based line holding byte `at` of `text` (any byte: a span's end
+/// may fall inside a character).
 fn line_at(text: &str, at: usize) -> usize {
-    text[..at.min(text.len())].matches('\n').count()
+    let bytes = text.as_bytes();
+    bytes[..at.min(bytes.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
 }
 
 /// Blanks `lines[first..=end]`; false if they were blank already.
@@ -207,6 +212,26 @@ mod tests {
             p,
             "line 4, column 1 (`x`): unknown key `memroy_limit` (did you mean `memory_limit`?)"
         );
+    }
+
+    #[test]
+    fn spans_inside_characters_do_not_panic() {
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct T {
+            a: Option<u32>,
+        }
+        for text in [
+            "a = 1\n\u{feff}b = 2\n",
+            "a = '\u{feff}'\n",
+            "\u{feff}\u{feff}=\n",
+            "a = 1\nb\u{e9} = 2",
+        ] {
+            let _ = raw::<T>(text);
+        }
+        let (_, problems, _) = raw::<T>("a = 1\nzz\u{e9} = 2\n").unwrap();
+        assert_eq!(problems.len(), 1, "{problems:?}");
     }
 
     #[test]

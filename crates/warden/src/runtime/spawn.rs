@@ -158,7 +158,6 @@ impl Runtime {
     ) -> Result<Arc<TaskShared>, Error> {
         let began = crate::clock::ticks::now();
         let module = self.entry_module(spec, child.is_none(), launch.incoming.is_some())?;
-        fits(spec, &module)?;
         let inner = &*self.inner;
         let group = self.group_of(spec)?;
         let shared = Arc::new(self.task_shared(spec, group, child.as_ref()));
@@ -239,8 +238,10 @@ impl Runtime {
     }
 
     /// Whether `spec`'s task can start at all: its module (loaded first,
-    /// if it is not yet) fits its memory limit. A system checks every
-    /// task before it starts any.
+    /// if it is not yet) fits its memory limit. A task that does not is
+    /// still spawned, and its start traps ("cannot start"): one task of a
+    /// system cannot stop the others starting. `warden check` reports it,
+    /// and a single program's run refuses it (see `System::start_with`).
     pub fn check_fits(&self, spec: &TaskSpec) -> Result<(), Error> {
         let module = match spec.passive {
             true => self.load_entry(&spec.module, module::Entry::Passive)?,
@@ -366,8 +367,8 @@ fn passive_of(spec: &TaskSpec, shared: &Arc<TaskShared>) -> Option<Arc<crate::ho
     })
 }
 
-/// A memory limit below the module's initial memory is refused before
-/// the task exists: it could only trap at start.
+/// Whether `spec`'s memory limit is at least the module's initial
+/// memory (below it, the task could only trap at start).
 fn fits(spec: &TaskSpec, module: &LoadedModule) -> Result<(), Error> {
     let initial = module.initial_memory_bytes();
     match spec.limits.memory_limit {
