@@ -3,11 +3,18 @@
  * 4-byte header with the last-fragment bit), NFS version 3 and MOUNT
  * version 3 on the one port.
  *
- *   nfs FS ADDR EXPORT
+ *   nfs FS ADDR EXPORT [--allow-uid LIST]
  *
  * FS is the file-system task's service (the manifest's `uses`), ADDR the
  * address to listen on (its `listen`), EXPORT the path clients mount.
  * Prints "nfs: serving EXPORT on ADDR" once listening.
+ *
+ * The export rule: with --allow-uid (uids and ranges, "1000,2000-2999"),
+ * every call but NULL must carry AUTH_UNIX credentials whose uid is in
+ * LIST; others are denied AUTH_ERROR AUTH_TOOWEAK. Without it, any
+ * credentials are taken. AUTH_UNIX credentials that do not decode (a
+ * machine name over 255 bytes, more than 16 groups) are AUTH_BADCRED.
+ * Uids are not mapped: files belong to whoever the file system says.
  *
  * A hostile client holds its connection and nothing else: a record over
  * MAX_RECORD bytes, or one whose fragments do not add up, closes the
@@ -35,6 +42,11 @@
 #define MAX_AUTH 400
 
 const char *export_path;
+
+/* The uids the export allows (ranges lo..hi); `rule_given` 0: any. */
+#define MAX_RULES 32
+static uint32_t allow_lo[MAX_RULES], allow_hi[MAX_RULES];
+static int rules, rule_given;
 
 typedef struct {
     uint8_t *buf;     /* the record being received */
@@ -73,6 +85,52 @@ static int send_all(warden_handle c, const uint8_t *p, size_t n) {
     return 0;
 }
 
+/* Whether a call with this credential may go on: 0, or the AUTH_ERROR
+ * status to deny it with (1 AUTH_BADCRED, 5 AUTH_TOOWEAK). */
+static uint32_t admitted(uint32_t flavor, const uint8_t *cred, uint32_t len, uint32_t proc) {
+    uint32_t uid = 0;
+    if (flavor == 1) { /* AUTH_UNIX: stamp, machine name, uid, gid, gids */
+        xdr_in c = {cred, len, 0, 0};
+        uint32_t n;
+        x_u32(&c);
+        x_opaque(&c, 255, &n);
+        uid = x_u32(&c);
+        x_u32(&c);
+        uint32_t groups = x_u32(&c);
+        if (groups > 16) return 1;
+        for (uint32_t i = 0; i < groups; i++) x_u32(&c);
+        if (c.bad) return 1;
+    }
+    if (!rule_given || proc == 0) return 0;
+    if (flavor != 1) return 5;
+    for (int i = 0; i < rules; i++)
+        if (uid >= allow_lo[i] && uid <= allow_hi[i]) return 0;
+    return 5;
+}
+
+/* Reads an --allow-uid LIST ("1000,2000-2999"); -1 if it is not one. */
+static int parse_rule(const char *list) {
+    rule_given = 1;
+    const char *p = list;
+    while (*p) {
+        char *end;
+        unsigned long lo = strtoul(p, &end, 10), hi = lo;
+        if (end == p || lo > 0xffffffffUL) return -1;
+        p = end;
+        if (*p == '-') {
+            hi = strtoul(++p, &end, 10);
+            if (end == p || hi > 0xffffffffUL || hi < lo) return -1;
+            p = end;
+        }
+        if (rules == MAX_RULES) return -1;
+        allow_lo[rules] = (uint32_t)lo;
+        allow_hi[rules++] = (uint32_t)hi;
+        if (*p == ',') p++;
+        else if (*p) return -1;
+    }
+    return rules ? 0 : -1;
+}
+
 /* Answers the RPC call in `rec`: the reply's length in `reply` (after its
  * record header), or 0 to close the connection (not a call). */
 static size_t answer(const uint8_t *rec, size_t len) {
@@ -83,11 +141,13 @@ static size_t answer(const uint8_t *rec, size_t len) {
     if (x.bad || type != 0) return 0;
     o_u32(&o, xid);
     o_u32(&o, 1); /* REPLY */
-    x_u32(&x);
-    x_opaque(&x, MAX_AUTH, &blen); /* credential (AUTH_UNIX or none: not checked) */
+    uint32_t flavor = x_u32(&x);
+    const uint8_t *cred = x_opaque(&x, MAX_AUTH, &blen); /* credential */
     uint32_t auth = x.bad ? 1 : 0; /* AUTH_BADCRED */
+    if (!auth) auth = admitted(flavor, cred, blen, proc);
     x_u32(&x);
-    x_opaque(&x, MAX_AUTH, &blen); /* verifier */
+    uint32_t vlen;
+    x_opaque(&x, MAX_AUTH, &vlen); /* verifier */
     if (!auth && x.bad) auth = 2;  /* AUTH_BADVERF */
     if (auth && rpcvers == 2) {
         o_u32(&o, 1); /* MSG_DENIED */
@@ -205,8 +265,10 @@ static int overdue(const conn *c, int64_t t) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 4) {
-        fprintf(stderr, "usage: nfs FS ADDR EXPORT\n");
+    int usage = argc != 4 && argc != 6;
+    if (argc == 6 && (strcmp(argv[4], "--allow-uid") != 0 || parse_rule(argv[5]) != 0)) usage = 1;
+    if (usage) {
+        fprintf(stderr, "usage: nfs FS ADDR EXPORT [--allow-uid UID,FIRST-LAST,...]\n");
         return 2;
     }
     export_path = argv[3];

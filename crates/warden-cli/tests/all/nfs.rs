@@ -23,12 +23,13 @@ impl Export {
     /// system and NFS tasks, on the port the NFS task was given (port 0:
     /// it prints the one it bound).
     fn start() -> Export {
-        Export::start_with(&["64M"])
+        Export::start_with(&["64M"], "")
     }
 
     /// [`Export::start`] on an image mke2fs makes with these arguments
-    /// after the image's path (its size last).
-    fn start_with(mke2fs: &[&str]) -> Export {
+    /// after the image's path (its size last), the NFS task given `rule`
+    /// (more of its arguments, as TOML strings: `, "--allow-uid", "1000"`).
+    fn start_with(mke2fs: &[&str], rule: &str) -> Export {
         let dir = tempfile::tempdir().unwrap();
         let src = dir.path().join("src/docs");
         std::fs::create_dir_all(&src).unwrap();
@@ -49,7 +50,7 @@ impl Export {
             "[[device]]\nname = \"disk0\"\nfile = \"disk.img\"\n\
              [[task]]\nname = \"fs\"\nmodule = \"{}\"\nargs = [\"fs\", \"disk0\"]\ndevices = [\"disk0\"]\n\
              provides = [\"fs\"]\nmax_message_bytes = \"1MiB\"\nmemory_limit = \"32MiB\"\nstdout = \"fs.out\"\n\
-             [[task]]\nname = \"nfs\"\nmodule = \"{}\"\nargs = [\"fs\", \"127.0.0.1:0\", \"/export\"]\n\
+             [[task]]\nname = \"nfs\"\nmodule = \"{}\"\nargs = [\"fs\", \"127.0.0.1:0\", \"/export\"{rule}]\n\
              uses = [\"fs\"]\nlisten = [\"127.0.0.1:*\"]\nmax_message_bytes = \"1MiB\"\n\
              memory_limit = \"96MiB\"\nstdout = \"nfs.out\"\n",
             guests::EXT2,
@@ -420,7 +421,7 @@ const NFS3ERR_NOSPC: u32 = 28;
 #[test]
 fn creating_files_on_a_full_disk_leaks_nothing() {
     // Many inodes, few blocks: the directory runs out of blocks first.
-    let served = Export::start_with(&["-b", "1024", "-N", "2048", "1M"]);
+    let served = Export::start_with(&["-b", "1024", "-N", "2048", "1M"], "");
     let mut s = TcpStream::connect(("127.0.0.1", served.port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let root = mount_root(&mut s, 1);
@@ -455,4 +456,63 @@ fn creating_files_on_a_full_disk_leaks_nothing() {
         .matches(&"0".repeat(200))
         .count();
     assert_eq!(files as u32, made - 1, "the files made are on the image");
+}
+
+/// An RPC call's header with AUTH_UNIX credentials for `uid` (and
+/// `groups` supplementary groups).
+fn call_as(xid: u32, prog: u32, proc_: u32, uid: u32, groups: u32) -> Vec<u8> {
+    let mut cred = Vec::new();
+    for v in [7u32, 4] {
+        cred.extend_from_slice(&v.to_be_bytes()); // stamp; name's length
+    }
+    cred.extend_from_slice(b"host");
+    for v in [uid, uid, groups] {
+        cred.extend_from_slice(&v.to_be_bytes());
+    }
+    for g in 0..groups {
+        cred.extend_from_slice(&g.to_be_bytes());
+    }
+    let mut b = Vec::new();
+    for v in [xid, 0, 2, prog, 3, proc_, 1] {
+        b.extend_from_slice(&v.to_be_bytes());
+    }
+    opaque(&mut b, &cred);
+    b.extend_from_slice(&[0; 8]); // verifier: AUTH_NONE
+    b
+}
+
+/// `--allow-uid 1000,2000-2999`: calls as those uids are served; as
+/// root, another uid, or without AUTH_UNIX, they are denied AUTH_ERROR
+/// AUTH_TOOWEAK (NULL aside), and credentials that do not decode
+/// AUTH_BADCRED; libnfs as uid 1000 lists the export and as uid 0 cannot.
+#[test]
+fn an_export_rule_admits_only_its_uids() {
+    let served = Export::start_with(&["64M"], r#", "--allow-uid", "1000,2000-2999""#);
+    let mut s = TcpStream::connect(("127.0.0.1", served.port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let denied = |r: Vec<u8>| (0..5).map(|i| word(&r, 4 * i)).collect::<Vec<u32>>();
+    for (xid, uid) in [(1u32, 0u32), (2, 999), (3, 3000)] {
+        let r = reply(&mut s, &record(&call_as(xid, 100_005, 0, uid, 0))).unwrap();
+        assert_eq!(word(&r, 20), 0, "NULL is answered to anyone");
+        let r = reply(&mut s, &record(&call_as(xid, 100_003, 1, uid, 0))).unwrap();
+        assert_eq!(denied(r), [xid, 1, 1, 1, 5], "uid {uid}: AUTH_TOOWEAK");
+    }
+    let r = reply(&mut s, &record(&call(4, 100_003, 3, 1))).unwrap();
+    assert_eq!(denied(r), [4, 1, 1, 1, 5], "AUTH_NONE: AUTH_TOOWEAK");
+    let r = reply(&mut s, &record(&call_as(5, 100_003, 1, 1000, 17))).unwrap();
+    assert_eq!(denied(r), [5, 1, 1, 1, 1], "17 groups: AUTH_BADCRED");
+    for (xid, uid) in [(6u32, 1000u32), (7, 2500)] {
+        let mut b = call_as(xid, 100_005, 1, uid, 2);
+        opaque(&mut b, b"/export");
+        let r = reply(&mut s, &record(&b)).unwrap();
+        assert_eq!((word(&r, 20), word(&r, 24)), (0, 0), "uid {uid}: mounted");
+    }
+    let listed = nfs("nfs-ls", &[&format!("{}&uid=1000&gid=1000", served.url("/docs"))]);
+    assert!(listed.contains("readme.txt"), "{listed}");
+    let root = Command::new("nfs-ls")
+        .arg(format!("{}&uid=0&gid=0", served.url("/docs")))
+        .output()
+        .unwrap();
+    assert!(!root.status.success(), "{}", String::from_utf8_lossy(&root.stdout));
+    served.stop();
 }
