@@ -37,15 +37,6 @@ fn an_open_cluster_on_a_remote_broker_needs_open_true() {
     );
 }
 
-/// A call frame from node `x` of `len` bytes (as `cluster_security`'s).
-fn big_call(len: usize) -> Vec<u8> {
-    let mut f = vec![1, 1, 1, b'x'];
-    f.extend_from_slice(&7u64.to_le_bytes());
-    f.push(0);
-    f.resize(len.max(f.len()), b'f');
-    f
-}
-
 /// 600 frames of nearly 1 MiB on the subject of `warden ps --cluster`
 /// questions (each costs the node a listing of its tasks), sent as fast
 /// as the broker takes them: the node's unchecked frames never pass 32

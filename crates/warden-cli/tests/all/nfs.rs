@@ -507,12 +507,98 @@ fn an_export_rule_admits_only_its_uids() {
         let r = reply(&mut s, &record(&b)).unwrap();
         assert_eq!((word(&r, 20), word(&r, 24)), (0, 0), "uid {uid}: mounted");
     }
-    let listed = nfs("nfs-ls", &[&format!("{}&uid=1000&gid=1000", served.url("/docs"))]);
+    let listed = nfs(
+        "nfs-ls",
+        &[&format!("{}&uid=1000&gid=1000", served.url("/docs"))],
+    );
     assert!(listed.contains("readme.txt"), "{listed}");
     let root = Command::new("nfs-ls")
         .arg(format!("{}&uid=0&gid=0", served.url("/docs")))
         .output()
         .unwrap();
-    assert!(!root.status.success(), "{}", String::from_utf8_lossy(&root.stdout));
+    assert!(
+        !root.status.success(),
+        "{}",
+        String::from_utf8_lossy(&root.stdout)
+    );
     served.stop();
+}
+
+/// COMMITs everything under `root`, stops the export, and checks the
+/// image with e2fsck: what a full disk made the file system undo.
+fn commit_stop_and_check(served: Export, s: &mut TcpStream, root: &[u8]) -> std::path::PathBuf {
+    let mut b = call(9, 100_003, 3, 21);
+    opaque(&mut b, root);
+    b.extend_from_slice(&[0u8; 12]);
+    let r = reply(s, &record(&b)).unwrap();
+    assert_eq!((word(&r, 20), word(&r, 24)), (0, 0), "COMMIT");
+    let (dir, img) = served.stop();
+    let (code, text) = util::e2fsck(&img);
+    assert_eq!(code, 0, "{text}");
+    std::mem::forget(dir); // the image outlives the check's caller
+    img
+}
+
+/// Directories made until the disk is full, then a file written until
+/// it is: each refusal is NOSPC, and e2fsck finds the image clean (no
+/// inode, block or directory entry left half made).
+#[test]
+fn directories_and_data_on_a_full_disk_leak_nothing() {
+    let served = Export::start_with(&["-b", "1024", "-N", "2048", "1M"], "");
+    let mut s = TcpStream::connect(("127.0.0.1", served.port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let root = mount_root(&mut s, 1);
+    let (mut status, mut made) = (0, 0u32);
+    while status == 0 {
+        assert!(made < 10_000, "the disk never filled");
+        let mut b = call(10 + made, 100_003, 3, 9); // MKDIR
+        opaque(&mut b, &root);
+        opaque(&mut b, format!("d{made}").as_bytes());
+        b.extend_from_slice(&[0u8; 24]); // sattr3: nothing set
+        let r = reply(&mut s, &record(&b)).unwrap();
+        assert_eq!(word(&r, 20), 0, "MKDIR accepted");
+        status = word(&r, 24);
+        made += 1;
+    }
+    assert_eq!(status, NFS3ERR_NOSPC, "after {made} directories");
+    let img = commit_stop_and_check(served, &mut s, &root);
+    let dirs = util::debugfs(&img, "ls /").matches(" d").count();
+    assert!(
+        dirs as u32 >= made - 1,
+        "{dirs} of {made} directories on the image"
+    );
+
+    let served = Export::start_with(&["-b", "1024", "-N", "64", "1M"], "");
+    let mut s = TcpStream::connect(("127.0.0.1", served.port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let root = mount_root(&mut s, 1);
+    let mut b = call(2, 100_003, 3, 8); // CREATE "data"
+    opaque(&mut b, &root);
+    opaque(&mut b, b"data");
+    b.extend_from_slice(&[0u8; 28]);
+    let r = reply(&mut s, &record(&b)).unwrap();
+    assert_eq!(
+        (word(&r, 20), word(&r, 24), word(&r, 28)),
+        (0, 0, 1),
+        "CREATE"
+    );
+    let len = word(&r, 32) as usize;
+    let file = r[36..36 + len].to_vec();
+    let chunk = vec![0x5au8; 32 << 10];
+    let (mut status, mut at) = (0, 0u64);
+    while status == 0 {
+        assert!(at < 4 << 20, "the disk never filled");
+        let mut b = call(3, 100_003, 3, 7); // WRITE, FILE_SYNC
+        opaque(&mut b, &file);
+        b.extend_from_slice(&at.to_be_bytes());
+        b.extend_from_slice(&(chunk.len() as u32).to_be_bytes());
+        b.extend_from_slice(&2u32.to_be_bytes());
+        opaque(&mut b, &chunk);
+        let r = reply(&mut s, &record(&b)).unwrap();
+        assert_eq!(word(&r, 20), 0, "WRITE accepted");
+        status = word(&r, 24);
+        at += chunk.len() as u64;
+    }
+    assert_eq!(status, NFS3ERR_NOSPC, "after {at} bytes");
+    commit_stop_and_check(served, &mut s, &root);
 }
