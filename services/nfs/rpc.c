@@ -25,7 +25,9 @@
  * connections are held: a new one past that takes the place of the
  * connection that has waited longest without completing a call (one that
  * never completed any goes first), so connections held open or trickling
- * cannot lock a working client out. Calls that do not decode are answered
+ * cannot lock a working client out; and one client address holds at most
+ * PER_CLIENT of them (its own are replaced the same way past that), so a
+ * single host cannot take every place from the others. Calls that do not decode are answered
  * GARBAGE_ARGS, unknown programs PROG_UNAVAIL, other versions
  * PROG_MISMATCH, credentials or verifiers over 400 bytes AUTH_ERROR
  * (AUTH_BADCRED, AUTH_BADVERF), as RFC 5531 says. */
@@ -35,6 +37,7 @@
 #include "nfs.h"
 
 #define MAX_CONNS 64
+#define PER_CLIENT 32
 #define MAX_RECORD (256u * 1024u)
 #define RECORD_SECONDS 10
 #define QUIET_SECONDS 10
@@ -60,6 +63,7 @@ typedef struct {
     int proven;       /* it has completed a call */
     uint64_t order;   /* when, among all connections, it last completed a
                          call or opened: the larger, the later */
+    char peer[48];    /* the client's address, without its port */
 } conn;
 
 static uint64_t next_order;
@@ -229,29 +233,46 @@ static void drop(size_t i, size_t *n) {
     (*n)--;
 }
 
-/* The connection a new one replaces when all are taken: of those that
- * never completed a call, the oldest; else the one that has waited
- * longest since its last call. */
-static size_t victim(size_t n) {
-    size_t best = 1;
-    for (size_t i = 2; i < n; i++) {
-        const conn *a = &conns[i], *b = &conns[best];
-        if (a->proven != b->proven ? !a->proven : a->order < b->order) best = i;
+/* The connection a new one replaces when all are taken (of those from
+ * `peer`, if given): of those that never completed a call, the oldest;
+ * else the one that has waited longest since its last call. 0: none. */
+static size_t victim(size_t n, const char *peer) {
+    size_t best = 0;
+    for (size_t i = 1; i < n; i++) {
+        const conn *a = &conns[i];
+        if (peer && strcmp(a->peer, peer) != 0) continue;
+        const conn *b = &conns[best];
+        if (!best || (a->proven != b->proven ? !a->proven : a->order < b->order)) best = i;
     }
     return best;
+}
+
+/* The client address of connection `c`, without its port. */
+static void peer_of(warden_handle c, char *out, size_t cap) {
+    int32_t len = warden_sock_addr(c, 1, out, cap - 1);
+    if (len < 0 || (size_t)len >= cap) len = 0;
+    out[len] = 0;
+    char *colon = strrchr(out, ':');
+    if (colon) *colon = 0;
 }
 
 static void accept_all(warden_handle l, size_t *n) {
     warden_handle c;
     while ((c = warden_tcp_accept(l, 0)) >= 0) {
-        if (*n > MAX_CONNS) drop(victim(*n), n);
+        char peer[48];
+        peer_of(c, peer, sizeof peer);
+        size_t same = 0;
+        for (size_t i = 1; i < *n; i++) same += strcmp(conns[i].peer, peer) == 0;
+        if (same >= PER_CLIENT) drop(victim(*n, peer), n);
+        else if (*n > MAX_CONNS) drop(victim(*n, NULL), n);
         uint8_t *buf = malloc(MAX_RECORD);
         if (!buf) {
             warden_close(c);
             continue;
         }
         fds[*n] = (warden_pollfd){c, WARDEN_POLL_IN, 0};
-        conns[*n] = (conn){buf, 0, {0}, 0, 0, 0, 0, now(), 0, ++next_order};
+        conns[*n] = (conn){buf, 0, {0}, 0, 0, 0, 0, now(), 0, ++next_order, {0}};
+        memcpy(conns[*n].peer, peer, sizeof peer);
         (*n)++;
     }
 }

@@ -602,3 +602,56 @@ fn directories_and_data_on_a_full_disk_leak_nothing() {
     assert_eq!(status, NFS3ERR_NOSPC, "after {at} bytes");
     commit_stop_and_check(served, &mut s, &root);
 }
+
+/// A TCP connection to `port` on loopback from `from` (another loopback
+/// address stands for another client host).
+fn connect_from(from: &str, port: u16) -> TcpStream {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let local: std::net::SocketAddr = format!("{from}:0").parse().unwrap();
+    s.bind(&local.into()).unwrap();
+    let to: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    s.connect(&to.into()).unwrap();
+    s.into()
+}
+
+/// One client host (127.0.0.2) opening 60 connections keeps at most 32
+/// of them (its oldest silent ones give way), and a client on another
+/// host (127.0.0.3) is served meanwhile.
+#[test]
+fn one_client_address_holds_at_most_half_the_connections() {
+    let served = Export::start();
+    let mut crowd: Vec<TcpStream> = (0..60)
+        .map(|_| connect_from("127.0.0.2", served.port))
+        .collect();
+    let mut other = connect_from("127.0.0.3", served.port);
+    other
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    assert_eq!(
+        answer(&mut other, &record(&call(1, 100_003, 3, 0))),
+        Some(0)
+    );
+    // The other host's call was answered after all 60 were accepted
+    // (in order): the closed ones read end-of-file now, the held ones
+    // would block (they are well within their 10 s to send a call).
+    let mut closed = 0;
+    for s in &mut crowd {
+        s.set_nonblocking(true).unwrap();
+        let mut b = [0u8; 1];
+        match s.read(&mut b) {
+            Ok(0) => closed += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => closed += 1,
+            _ => {}
+        }
+    }
+    assert_eq!(
+        closed,
+        60 - 32,
+        "the host's connections past 32 were closed"
+    );
+    assert_eq!(
+        answer(&mut other, &record(&call(2, 100_003, 3, 0))),
+        Some(0)
+    );
+    served.stop();
+}
