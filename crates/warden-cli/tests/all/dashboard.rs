@@ -160,3 +160,46 @@ fn dashboard_shows_tree_and_charts() {
     );
     assert!(shot.is_file(), "no screenshot");
 }
+
+/// The dashboard over HTTPS (the control API's self-signed certificate):
+/// a browser that accepts the certificate shows the task tree, and the
+/// API answers over HTTP/2.
+#[test]
+fn the_dashboard_is_served_over_https() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = manifest(
+        dir.path(),
+        &format!(
+            "[runtime]\ncontrol_tls = 'self-signed'\n[[task]]\nname = 'sleeper'\nmodule = '{}'\n",
+            guests::SLEEP
+        ),
+    );
+    let sys = Launch::new(&m).args(["--no-cache"]).start();
+    let addr = sys.control().to_string();
+    let url = format!("https://{addr}/");
+    let h2 = std::process::Command::new("curl")
+        .args([
+            "-sk",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_version}",
+            &format!("{url}api/tasks"),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&h2.stdout), "2");
+    let profile = dir.path().join("profile");
+    let dom = chromium()
+        .arg("--ignore-certificate-errors")
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg("--dump-dom")
+        .arg(&url)
+        .output()
+        .expect("chromium runs (apt-get install chromium)");
+    let html = String::from_utf8_lossy(&dom.stdout);
+    assert!(
+        html.contains(">sleeper<"),
+        "no task rows over HTTPS: {html}"
+    );
+}
