@@ -381,7 +381,7 @@ pub struct SystemArgs {
     #[arg(long, value_parser = size)]
     pub max_module_size: Option<String>,
     /// Most tasks alive at once (default: the manifest's `[runtime]
-    /// max_tasks`, else 10,000; for a single program 256). The runtime
+    /// max_tasks`, else 10,000; for a single program 64). The runtime
     /// sets up a slot (memory, table, stack) per task when it starts,
     /// which costs about 3 µs each.
     #[arg(long, value_name = "N")]
