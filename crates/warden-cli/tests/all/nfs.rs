@@ -113,7 +113,7 @@ fn libnfs_clients_list_read_write_and_copy_through_the_task() {
     );
     // A file of 3 MB up and back, and one to a subdirectory.
     let data: Vec<u8> = (0..3_000_000u32)
-        .map(|i| (i * 2654435761u32 >> 13) as u8)
+        .map(|i| (i.wrapping_mul(2654435761u32) >> 13) as u8)
         .collect();
     let up = served.dir.path().join("up.bin");
     std::fs::write(&up, &data).unwrap();
