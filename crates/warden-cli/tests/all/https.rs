@@ -118,6 +118,39 @@ fn https_with_certificate_files_speaks_http2_and_http11_and_reloads() {
     }
     let r = curl(&url, &["--cacert", &at(&other, "ca.pem"), "--http2"]);
     assert!(r.head.starts_with("HTTP/2 200"), "{r:?}");
+    // Files put back with their old times (as a copy that keeps them
+    // would): only SIGHUP makes the server read them again.
+    let third = dir.path().join("third");
+    std::fs::create_dir(&third).unwrap();
+    certificates(&third);
+    let changed = served_fingerprint(dir.path(), &addr).unwrap();
+    for f in ["server.key", "server.pem"] {
+        let target = dir.path().join(f);
+        let time = std::fs::metadata(&target).unwrap().modified().unwrap();
+        std::fs::copy(third.join(f), &target).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&target)
+            .unwrap()
+            .set_modified(time)
+            .unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(1500)); // past the once-a-second look
+    assert_eq!(
+        served_fingerprint(dir.path(), &addr).as_deref(),
+        Some(changed.as_str())
+    );
+    unsafe { libc::kill(web.pid() as i32, libc::SIGHUP) };
+    let t = Instant::now();
+    while served_fingerprint(dir.path(), &addr).as_deref() == Some(changed.as_str()) {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "SIGHUP did not reload"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let r = curl(&url, &["--cacert", &at(&third, "ca.pem"), "--http2"]);
+    assert!(r.head.starts_with("HTTP/2 200"), "{r:?}");
 }
 
 #[test]
