@@ -141,6 +141,7 @@ mod runtime;
 mod serving;
 mod system;
 mod task;
+pub mod telemetry;
 #[cfg(test)]
 mod test_waker;
 mod timing_safe;

@@ -89,6 +89,15 @@
 //!                                  # an open cluster is never an accident
 //! ```
 //!
+//! Traces go to an OpenTelemetry collector if a `[telemetry]` section
+//! names one (see `telemetry`):
+//!
+//! ```toml
+//! [telemetry]
+//! otlp = "http://127.0.0.1:4318"   # OTLP/HTTP
+//! service = "shop"                 # service.name (default "warden")
+//! ```
+//!
 //! Parsing is strict: unknown keys, bad sizes and durations, missing module
 //! files or directories and duplicate task names are errors that name the
 //! offending key or file.
@@ -132,6 +141,9 @@ pub struct Manifest {
     pub cluster: Option<crate::cluster::ClusterSpec>,
     /// Block devices (see `manifest/device.rs`).
     pub devices: Vec<crate::DeviceSpec>,
+    /// Where spans go (`[telemetry]`): the OTLP/HTTP endpoint and the
+    /// service name; `None`: no tracing.
+    pub telemetry: Option<(String, String)>,
 }
 
 /// The `[runtime]` section.
@@ -173,6 +185,7 @@ struct RawManifest {
     #[serde(default)]
     http: Vec<http::RawHttp>,
     cluster: Option<cluster::RawCluster>,
+    telemetry: Option<RawTelemetry>,
     #[serde(default)]
     device: Vec<device::RawDevice>,
 }
@@ -210,6 +223,25 @@ struct RawRuntime {
     link_rate: Option<String>,
     max_module_size: Option<String>,
     memory_limit: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTelemetry {
+    otlp: String,
+    service: Option<String>,
+}
+
+/// `[telemetry]`: the collector's endpoint, checked, and the service
+/// name (default "warden").
+fn telemetry(raw: Option<RawTelemetry>) -> Result<Option<(String, String)>, String> {
+    let Some(t) = raw else { return Ok(None) };
+    crate::telemetry::check_endpoint(&t.otlp)?;
+    let service = t.service.unwrap_or_else(|| "warden".into());
+    if service.is_empty() {
+        return Err("telemetry.service: must not be empty".into());
+    }
+    Ok(Some((t.otlp, service)))
 }
 
 /// Largest `max_message_bytes` accepted.
@@ -301,6 +333,10 @@ impl Manifest {
         let cluster = raw
             .cluster
             .and_then(|c| cluster::spec(c, base).map_err(|e| problems.push(e)).ok());
+        let telemetry = telemetry(raw.telemetry).unwrap_or_else(|e| {
+            problems.push(e);
+            None
+        });
         let m = Manifest {
             runtime,
             groups,
@@ -308,6 +344,7 @@ impl Manifest {
             http,
             cluster,
             devices,
+            telemetry,
         };
         (m, problems)
     }

@@ -116,6 +116,7 @@ pub fn runtime_config(m: &Manifest) -> RuntimeConfig {
     config.prefix_output = m.tasks.len() > 1 || !m.http.is_empty();
     config.scheduler = m.runtime.scheduler;
     config.link_rate = m.runtime.link_rate;
+    config.otlp = m.telemetry.clone();
     if let Some(n) = m.runtime.max_module_bytes {
         config.max_module_bytes = n;
     }

@@ -55,6 +55,7 @@ mod reclaim;
 mod runtime_run;
 mod sched;
 mod served;
+mod telemetry;
 mod traps;
 mod tutorial;
 mod util;

@@ -98,8 +98,16 @@ impl Route {
         remote: SocketAddr,
     ) -> Answer {
         let start = Instant::now();
-        let answer = self.admit(rt, req, local, remote, start).await;
+        let Some(spans) = rt.spans() else {
+            let answer = self.admit(rt, req, local, remote, start).await;
+            self.stats.record(answer.status().as_u16(), start.elapsed());
+            return answer;
+        };
+        let traced = Traced::begin(&req, &self.spec.path, remote);
+        let admitted = self.admit(rt, req, local, remote, start);
+        let mut answer = REQUEST_TRACE.scope(Some(traced.at), admitted).await;
         self.stats.record(answer.status().as_u16(), start.elapsed());
+        traced.end(spans, &mut answer, &self.name);
         answer
     }
 
@@ -197,6 +205,7 @@ impl Route {
     /// with the route.
     fn numbered(&self, template: &crate::task::TaskSpec) -> crate::task::TaskSpec {
         let mut spec = template.clone();
+        spec.trace = REQUEST_TRACE.try_with(|t| *t).ok().flatten();
         spec.name = format!(
             "{}#{}",
             self.name,
@@ -559,5 +568,74 @@ mod tests {
             head(req),
             "GET /kv/a HTTP/2.0\r\nhost: x:1\r\nx-a: 1\r\n\r\nbody"
         );
+    }
+}
+
+tokio::task_local! {
+    /// The span of the request being answered, when tracing is on: its
+    /// handler task's run becomes its child (see `numbered`).
+    static REQUEST_TRACE: Option<crate::telemetry::Context>;
+}
+
+/// A request's span while it is answered (see `telemetry`).
+struct Traced {
+    at: crate::telemetry::Context,
+    parent: Option<[u8; 8]>,
+    name: String,
+    attributes: Vec<(&'static str, serde_json::Value)>,
+    start_ns: u64,
+}
+
+impl Traced {
+    /// The span of `req`: a child of the client's `traceparent`, if it
+    /// sent a valid one, else a new trace.
+    fn begin(req: &Request<RequestBody>, route: &str, remote: SocketAddr) -> Traced {
+        use crate::telemetry::Context;
+        use serde_json::json;
+        let parent = req
+            .headers()
+            .get("traceparent")
+            .and_then(|v| v.to_str().ok())
+            .and_then(Context::from_traceparent);
+        Traced {
+            at: parent.map_or_else(Context::root, |p| p.child()),
+            parent: parent.map(|p| p.span),
+            name: format!("{} {route}", req.method()),
+            attributes: vec![
+                ("http.request.method", json!(req.method().as_str())),
+                ("url.path", json!(req.uri().path())),
+                ("http.route", json!(route)),
+                ("client.address", json!(remote.ip().to_string())),
+            ],
+            start_ns: crate::telemetry::unix_ns(),
+        }
+    }
+
+    /// Ends the span with `answer`'s status and size, and names it in
+    /// the answer's `traceparent`.
+    fn end(mut self, spans: &crate::telemetry::Exporter, answer: &mut Answer, route: &str) {
+        use serde_json::json;
+        let status = answer.status().as_u16();
+        let sent = hyper::body::Body::size_hint(answer.body())
+            .exact()
+            .unwrap_or(0);
+        self.attributes
+            .push(("http.response.status_code", json!(status)));
+        self.attributes
+            .push(("http.response.body.size", json!(sent)));
+        self.attributes.push(("warden.route", json!(route)));
+        if let Ok(v) = hyper::header::HeaderValue::from_str(&self.at.traceparent()) {
+            answer.headers_mut().insert("traceparent", v);
+        }
+        spans.record(crate::telemetry::Span {
+            at: self.at,
+            parent: self.parent,
+            name: self.name,
+            kind: 2,
+            start_ns: self.start_ns,
+            end_ns: crate::telemetry::unix_ns(),
+            attributes: self.attributes,
+            error: status >= 500,
+        });
     }
 }

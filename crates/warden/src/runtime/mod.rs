@@ -101,6 +101,10 @@ pub struct RuntimeConfig {
     pub max_reports: usize,
     /// Called with every finished task's report, as it finishes.
     pub on_report: Option<ReportSink>,
+    /// Where spans go (see `telemetry`): an OpenTelemetry collector's
+    /// OTLP/HTTP endpoint and the service name, or `None` (default) for
+    /// no tracing.
+    pub otlp: Option<(String, String)>,
     /// The outgoing bandwidth the tasks share, bytes per second (`None`:
     /// unlimited, and only `bandwidth_limit` caps apply).
     pub link_rate: Option<u64>,
@@ -163,6 +167,7 @@ impl Default for RuntimeConfig {
             max_map_count: None,
             max_reports: 10_000,
             on_report: None,
+            otlp: None,
             scheduler: PolicyKind::RoundRobin,
             groups: Vec::new(),
             events: None,
@@ -314,7 +319,13 @@ impl Runtime {
         ))));
         let (tree, groups) = setup::groups(&config, &link, &root)?;
         let events = setup::event_log(&config)?;
-        let tasks = Arc::new(Tasks::new(&config, events, kernel.clone(), root));
+        let spans = match &config.otlp {
+            Some((endpoint, service)) => Some(Arc::new(
+                crate::telemetry::Exporter::start(endpoint, service).map_err(Error::Start)?,
+            )),
+            None => None,
+        };
+        let tasks = Arc::new(Tasks::new(&config, events, kernel.clone(), root, spans));
         let exec = setup::executor(&config, &tasks, &engine, tree, &tokio)?;
         let runtime = Runtime {
             inner: Arc::new(Inner {
@@ -355,6 +366,11 @@ impl Runtime {
     /// before they sleep ([`RuntimeConfig::idle_spin`]), from now on.
     pub fn set_idle_spin(&self, window: Duration) {
         self.inner.tasks.spin.set(window);
+    }
+
+    /// Where its spans go, if tracing is on (`RuntimeConfig::otlp`).
+    pub fn spans(&self) -> Option<&Arc<crate::telemetry::Exporter>> {
+        self.inner.tasks.spans.as_ref()
     }
 
     /// The runtime's settings.

@@ -328,6 +328,7 @@ impl Runtime {
         task.family.notify_cpu = spec.limits.on_cpu_limit_notify;
         task.groups = group.map(|g| g.chain.clone()).unwrap_or_default();
         task.label = spec.label.clone();
+        task.trace = spec.trace;
         task.event_log = inner.tasks.events.clone();
         task.root = Some(inner.tasks.root.clone());
         task.guarantee = spec.limits.memory_guarantee;

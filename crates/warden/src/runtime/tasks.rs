@@ -68,6 +68,8 @@ pub(super) struct Tasks {
     pub(super) table: Mutex<Table>,
     pub(super) max_reports: usize,
     pub(super) on_report: Option<ReportSink>,
+    /// Where each finished task's span goes, if tracing is on.
+    pub(super) spans: Option<Arc<crate::telemetry::Exporter>>,
     pub(super) events: Option<Arc<crate::events::EventLog>>,
     pub(super) kernel: Arc<Kernel>,
     /// The machine's budget: every task's charges and
@@ -82,6 +84,8 @@ pub(super) struct Tasks {
     /// Notified when the last live task finishes.
     pub(super) empty: Condvar,
     pub(super) epoch: Instant,
+    /// `epoch` in nanoseconds since 1970, for spans.
+    pub(super) epoch_unix_ns: u64,
     /// How a thread waiting for a finish looks for it before sleeping.
     pub(super) spin: Arc<crate::executor::IdleSpin>,
     /// How freed heap goes back to the system after a mass death.
@@ -95,8 +99,11 @@ impl Tasks {
         events: Option<Arc<crate::events::EventLog>>,
         kernel: Arc<Kernel>,
         root: Arc<crate::task::RootAccount>,
+        spans: Option<Arc<crate::telemetry::Exporter>>,
     ) -> Tasks {
         Tasks {
+            spans,
+            epoch_unix_ns: crate::telemetry::unix_ns(),
             table: Mutex::new(Table::default()),
             max_reports: config.max_reports,
             on_report: config.on_report.clone(),
@@ -192,6 +199,9 @@ impl Tasks {
         t.setup.teardown_seconds += report.teardown_ms / 1e3;
         if let Some(sink) = &self.on_report {
             (sink.0)(&report);
+        }
+        if let Some(spans) = &self.spans {
+            spans.record(task_span(&report, shared.trace, self.epoch_unix_ns));
         }
         if let Some(watch) = live.watch.take() {
             let _ = watch.send(report.clone());
@@ -295,5 +305,43 @@ impl Tasks {
         };
         t.waiters -= 1;
         t
+    }
+}
+
+/// The span of a finished task's run: a child of `trace` (its request's
+/// span) if it has one, else a trace of its own; with what the run cost.
+fn task_span(
+    report: &TaskReport,
+    trace: Option<crate::telemetry::Context>,
+    epoch_ns: u64,
+) -> crate::telemetry::Span {
+    use serde_json::json;
+    let at = |ms: f64| epoch_ns + (ms.max(0.0) * 1e6) as u64;
+    crate::telemetry::Span {
+        at: trace.map_or_else(crate::telemetry::Context::root, |t| t.child()),
+        parent: trace.map(|t| t.span),
+        name: format!("task {}", report.name),
+        kind: 1,
+        start_ns: at(report.start_ms),
+        end_ns: at(report.end_ms),
+        attributes: vec![
+            ("warden.task.id", json!(report.id.0)),
+            ("warden.task.status", json!(report.status)),
+            ("warden.task.cpu_ms", json!(report.cpu_ms)),
+            (
+                "warden.task.peak_memory_bytes",
+                json!(report.peak_memory_bytes),
+            ),
+            (
+                "warden.task.bytes_sent",
+                json!(report.bytes_sent + report.net_bytes_sent),
+            ),
+            (
+                "warden.task.bytes_received",
+                json!(report.bytes_received + report.net_bytes_received),
+            ),
+            ("warden.task.ipc_calls", json!(report.ipc_calls)),
+        ],
+        error: report.status != "exited" || report.exit_code != Some(0),
     }
 }

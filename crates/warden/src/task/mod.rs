@@ -205,6 +205,8 @@ pub struct TaskShared {
     pub event_log: Option<Arc<crate::events::EventLog>>,
     /// Its spec's label (see [`TaskSpec::label`]).
     pub label: Option<Arc<str>>,
+    /// Its spec's trace context (see [`TaskSpec::trace`]).
+    pub trace: Option<crate::telemetry::Context>,
     /// A server this task lent its context to (by a call) while the
     /// server sat in the run queue under its own key, 0 for none: when
     /// this task blocks, its worker files the server under this task's
@@ -251,6 +253,7 @@ impl TaskShared {
             log: Arc::default(),
             event_log: None,
             label: None,
+            trace: None,
             lent_while_queued: AtomicU64::new(0),
             create_ns: AtomicU64::new(0),
             teardown_ns: AtomicU64::new(0),

@@ -44,6 +44,9 @@ pub struct TaskSpec {
     /// operators, and a labelled task's end does not count as the end of
     /// one of the system's own tasks.
     pub label: Option<Arc<str>>,
+    /// The trace span its run is a child of (a request's), if traced
+    /// (see `telemetry`).
+    pub trace: Option<crate::telemetry::Context>,
     /// A passive service: a reactor module whose handler runs on its
     /// callers' threads, registered under its first `provides` name.
     pub passive: bool,
@@ -216,6 +219,7 @@ impl TaskSpec {
             sched: SchedSpec::default(),
             net: NetSpec::default(),
             label: None,
+            trace: None,
             passive: false,
             call_cpu_limit: DEFAULT_CALL_CPU_LIMIT,
         }

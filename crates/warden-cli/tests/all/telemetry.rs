@@ -1,0 +1,171 @@
+//! OpenTelemetry traces sent to a real collector: Jaeger's all-in-one
+//! binary (an OpenTelemetry Collector, built by `scripts/jaeger`), fed
+//! over OTLP/HTTP and read back through its query API. A request that
+//! carries a W3C `traceparent` is answered with one of the same trace,
+//! and the collector holds its span and its handler task's span, the
+//! task's CPU time, peak memory and bytes among its attributes.
+
+use crate::util::*;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The collector, killed on drop.
+struct Jaeger {
+    child: Reaped,
+    otlp: u16,
+    query: u16,
+}
+
+impl Jaeger {
+    /// Starts it on fixed ports (it cannot report ports it picked), once
+    /// its query API answers.
+    fn start(dir: &std::path::Path) -> Jaeger {
+        let exe = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../target/toolchains/jaeger-1.75.0");
+        assert!(exe.is_file(), "{}: run scripts/jaeger", exe.display());
+        let (otlp, query, grpc) = (fixed_port(), fixed_port(), fixed_port());
+        // Memory storage, the OTLP/HTTP receiver and the query API on
+        // these ports only (its defaults take six fixed ports).
+        let config = dir.join("jaeger.yaml");
+        std::fs::write(&config, format!(
+            "service:\n  extensions: [jaeger_storage, jaeger_query]\n  pipelines:\n    traces:\n\
+             \x20     receivers: [otlp]\n      processors: [batch]\n      exporters: [jaeger_storage_exporter]\n\
+             \x20 telemetry:\n    metrics:\n      level: none\n\
+             extensions:\n  jaeger_query:\n    storage:\n      traces: memstore\n\
+             \x20   http:\n      endpoint: 127.0.0.1:{query}\n    grpc:\n      endpoint: 127.0.0.1:{grpc}\n\
+             \x20 jaeger_storage:\n    backends:\n      memstore:\n        memory:\n          max_traces: 1000\n\
+             receivers:\n  otlp:\n    protocols:\n      http:\n        endpoint: 127.0.0.1:{otlp}\n\
+             processors:\n  batch:\n\
+             exporters:\n  jaeger_storage_exporter:\n    trace_storage: memstore\n"
+        )).unwrap();
+        let child = Reaped(
+            Command::new(exe)
+                .arg("--config")
+                .arg(&config)
+                .current_dir(dir)
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(dir.join("jaeger.log")).unwrap())
+                .spawn()
+                .unwrap(),
+        );
+        let j = Jaeger { child, otlp, query };
+        let t = Instant::now();
+        while j.get("/api/services").is_none() {
+            let log = std::fs::read_to_string(dir.join("jaeger.log")).unwrap_or_default();
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "jaeger never answered:\n{log}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        j
+    }
+
+    /// `GET path` on its query API, as JSON, if it answers 200.
+    fn get(&self, path: &str) -> Option<serde_json::Value> {
+        let out = Command::new("curl")
+            .args(["-sf", "--max-time", "5"])
+            .arg(format!("http://127.0.0.1:{}{path}", self.query))
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| serde_json::from_slice(&out.stdout).ok())?
+    }
+}
+
+impl Drop for Jaeger {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+    }
+}
+
+#[test]
+fn spans_of_a_request_and_its_task_reach_a_collector() {
+    let dir = tempfile::tempdir().unwrap();
+    let jaeger = Jaeger::start(dir.path());
+    let m = manifest(
+        dir.path(),
+        &format!(
+            "[telemetry]\notlp = 'http://127.0.0.1:{}'\nservice = 'warden-test'\n\
+             [[http]]\nlisten = '127.0.0.1:0'\n[[http.route]]\npath = '/hello'\nmodule = '{}'\n",
+            jaeger.otlp,
+            guests::WAGI
+        ),
+    );
+    let web = Launch::new(&m).args(["--no-cache"]).control("off").start();
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let parent = "00f067aa0ba902b7";
+    let sent = format!("traceparent: 00-{trace}-{parent}-01");
+    let r = crate::http::curl(&format!("{}/hello", web.base()), &["-H", &sent]);
+    assert_eq!(r.status, 200, "{r:?}");
+    let back = r
+        .head
+        .lines()
+        .find_map(|l| l.strip_prefix("traceparent: "))
+        .unwrap_or_else(|| panic!("no traceparent in {}", r.head));
+    assert!(
+        back.starts_with(&format!("00-{trace}-")) && !back.contains(parent),
+        "{back}"
+    );
+    let request_span = back.split('-').nth(2).unwrap().to_string();
+    // The spans leave within a second; the collector stores them.
+    let t = Instant::now();
+    let spans = loop {
+        let found = jaeger.get(&format!("/api/traces/{trace}"));
+        let spans = found
+            .as_ref()
+            .and_then(|f| f["data"][0]["spans"].as_array().cloned())
+            .unwrap_or_default();
+        if spans.len() >= 2 {
+            break spans;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "{found:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let named = |name: &str| {
+        spans
+            .iter()
+            .find(|s| s["operationName"] == name)
+            .unwrap_or_else(|| panic!("no span {name:?} in {spans:?}"))
+            .clone()
+    };
+    let tag = |span: &serde_json::Value, key: &str| {
+        span["tags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["key"] == key)
+            .map(|t| t["value"].clone())
+            .unwrap_or_else(|| panic!("no tag {key} in {span}"))
+    };
+    let parent_of = |span: &serde_json::Value| span["references"][0]["spanID"].clone();
+    let request = named("GET /hello");
+    assert_eq!(request["spanID"], request_span.as_str());
+    assert_eq!(
+        parent_of(&request),
+        parent,
+        "the client's span is its parent"
+    );
+    assert_eq!(tag(&request, "http.response.status_code"), 200);
+    let task = named("task /hello#1");
+    assert_eq!(
+        parent_of(&task),
+        request_span.as_str(),
+        "the task runs inside the request"
+    );
+    assert!(
+        tag(&task, "warden.task.cpu_ms").as_f64().unwrap() > 0.0,
+        "{task}"
+    );
+    assert!(
+        tag(&task, "warden.task.peak_memory_bytes")
+            .as_u64()
+            .unwrap()
+            >= 64 << 10
+    );
+    for key in ["warden.task.bytes_sent", "warden.task.bytes_received"] {
+        tag(&task, key);
+    }
+    assert_eq!(tag(&task, "warden.task.status"), "exited");
+}

@@ -1,0 +1,329 @@
+//! OpenTelemetry traces: spans exported to a collector over OTLP/HTTP
+//! (JSON, `POST /v1/traces`), off unless `[telemetry] otlp` names one.
+//!
+//! A span per HTTP request (its W3C `traceparent` taken from the client,
+//! and given back in the answer) and a span per task run, a request's
+//! handler task as a child of its request's span; each task span carries
+//! what Warden measured of the run: CPU time, peak memory, bytes sent and
+//! received. Spans wait in a bounded queue ([`QUEUE`]; past it they are
+//! dropped and counted, never blocking a task or a request) and leave in
+//! batches, every [`PERIOD`] or [`BATCH`] spans, from a thread of their
+//! own, which gives up on a collector after [`POST_TIMEOUT`].
+
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Spans waiting to leave, at most.
+pub const QUEUE: usize = 8192;
+/// Spans sent in one request, at most.
+pub const BATCH: usize = 512;
+/// How long a span waits for a batch, at most.
+pub const PERIOD: Duration = Duration::from_secs(1);
+/// How long a collector has to take a batch.
+pub const POST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Where a span sits in a trace: its trace and its own id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Context {
+    /// The trace, 16 random bytes.
+    pub trace: [u8; 16],
+    /// The span, 8 random bytes.
+    pub span: [u8; 8],
+}
+
+impl Context {
+    /// A new trace's root.
+    pub fn root() -> Context {
+        Context {
+            trace: rand::random(),
+            span: rand::random(),
+        }
+    }
+
+    /// A new span of the same trace.
+    pub fn child(&self) -> Context {
+        Context {
+            trace: self.trace,
+            span: rand::random(),
+        }
+    }
+
+    /// The context a W3C `traceparent` header names
+    /// (`00-<32 hex>-<16 hex>-<2 hex>`), if it is one.
+    pub fn from_traceparent(header: &str) -> Option<Context> {
+        let mut parts = header.trim().split('-');
+        let (version, trace, span) = (parts.next()?, parts.next()?, parts.next()?);
+        let _flags = parts.next()?;
+        if version.len() != 2 || version == "ff" {
+            return None;
+        }
+        let trace: [u8; 16] = unhex(trace)?.try_into().ok()?;
+        let span: [u8; 8] = unhex(span)?.try_into().ok()?;
+        (trace != [0; 16] && span != [0; 8]).then_some(Context { trace, span })
+    }
+
+    /// The W3C `traceparent` header naming this span (sampled).
+    pub fn traceparent(&self) -> String {
+        format!("00-{}-{}-01", hex(&self.trace), hex(&self.span))
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 || !s.bytes().all(|c| c.is_ascii_hexdigit()) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).ok())
+        .collect()
+}
+
+/// Nanoseconds since 1970, now.
+pub fn unix_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// One finished span.
+#[derive(Debug, Clone)]
+pub struct Span {
+    /// Where it sits.
+    pub at: Context,
+    /// Its parent span, if any.
+    pub parent: Option<[u8; 8]>,
+    /// What it is: `GET /hello`, `task worker`.
+    pub name: String,
+    /// 2: a server's (a request), 1: internal (a task run).
+    pub kind: u8,
+    /// Start and end, nanoseconds since 1970.
+    pub start_ns: u64,
+    /// See `start_ns`.
+    pub end_ns: u64,
+    /// Its attributes.
+    pub attributes: Vec<(&'static str, Value)>,
+    /// Whether it ended in an error.
+    pub error: bool,
+}
+
+/// The exporter of a runtime's spans.
+pub struct Exporter {
+    queue: SyncSender<Span>,
+    dropped: AtomicU64,
+}
+
+impl Exporter {
+    /// Starts exporting to the collector at `endpoint` (`http://HOST:PORT`,
+    /// a path before `/v1/traces` allowed), as service `service`.
+    pub fn start(endpoint: &str, service: &str) -> Result<Exporter, String> {
+        let target = Target::parse(endpoint)?;
+        let (queue, spans) = sync_channel(QUEUE);
+        let service = service.to_string();
+        std::thread::Builder::new()
+            .name("warden-otlp".into())
+            .spawn(move || export_loop(&spans, &target, &service))
+            .map_err(|e| format!("telemetry: {e}"))?;
+        Ok(Exporter {
+            queue,
+            dropped: AtomicU64::new(0),
+        })
+    }
+
+    /// Queues `span`; drops it (counted) if the queue is full.
+    pub fn record(&self, span: Span) {
+        if self.queue.try_send(span).is_err() {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Spans dropped because the queue was full.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
+
+/// Whether `endpoint` is an OTLP/HTTP endpoint Warden can send to.
+pub fn check_endpoint(endpoint: &str) -> Result<(), String> {
+    Target::parse(endpoint).map(drop)
+}
+
+/// A collector's address and path.
+struct Target {
+    host_port: String,
+    path: String,
+}
+
+impl Target {
+    fn parse(endpoint: &str) -> Result<Target, String> {
+        let rest = endpoint.strip_prefix("http://").ok_or_else(|| {
+            format!("telemetry.otlp: {endpoint:?} is not an http:// URL (OTLP over HTTP)")
+        })?;
+        let (host_port, base) = rest.split_once('/').unwrap_or((rest, ""));
+        if host_port.is_empty() || !host_port.contains(':') {
+            return Err(format!(
+                "telemetry.otlp: {endpoint:?} needs a host and port, e.g. http://127.0.0.1:4318"
+            ));
+        }
+        let base = base.trim_end_matches('/');
+        let path = match base.is_empty() {
+            true => "/v1/traces".to_string(),
+            false if base.ends_with("v1/traces") => format!("/{base}"),
+            false => format!("/{base}/v1/traces"),
+        };
+        Ok(Target {
+            host_port: host_port.to_string(),
+            path,
+        })
+    }
+}
+
+fn export_loop(spans: &Receiver<Span>, target: &Target, service: &str) {
+    loop {
+        let mut batch = Vec::new();
+        match spans.recv() {
+            Ok(s) => batch.push(s),
+            Err(_) => return,
+        }
+        let until = std::time::Instant::now() + PERIOD;
+        while batch.len() < BATCH {
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            match spans.recv_timeout(left) {
+                Ok(s) => batch.push(s),
+                Err(RecvTimeoutError::Timeout) => break,
+                Err(RecvTimeoutError::Disconnected) => {
+                    let _ = post(target, &body(service, &batch));
+                    return;
+                }
+            }
+        }
+        if let Err(e) = post(target, &body(service, &batch)) {
+            eprintln!("warden: {} spans not exported: {e}", batch.len());
+        }
+    }
+}
+
+/// The OTLP/JSON request body for `spans`.
+fn body(service: &str, spans: &[Span]) -> Vec<u8> {
+    let spans: Vec<Value> = spans.iter().map(span_json).collect();
+    let doc = json!({ "resourceSpans": [{
+        "resource": { "attributes": [attribute("service.name", &json!(service))] },
+        "scopeSpans": [{ "scope": { "name": "warden" }, "spans": spans }],
+    }]});
+    serde_json::to_vec(&doc).unwrap_or_default()
+}
+
+fn span_json(s: &Span) -> Value {
+    let attributes: Vec<Value> = s.attributes.iter().map(|(k, v)| attribute(k, v)).collect();
+    json!({
+        "traceId": hex(&s.at.trace),
+        "spanId": hex(&s.at.span),
+        "parentSpanId": s.parent.map_or(String::new(), |p| hex(&p)),
+        "name": s.name,
+        "kind": s.kind,
+        "startTimeUnixNano": s.start_ns.to_string(),
+        "endTimeUnixNano": s.end_ns.to_string(),
+        "attributes": attributes,
+        "status": { "code": if s.error { 2 } else { 1 } },
+    })
+}
+
+/// An OTLP key-value: integers as `intValue` (a string, as OTLP/JSON
+/// writes 64-bit integers), other numbers as `doubleValue`.
+fn attribute(key: &str, v: &Value) -> Value {
+    let value = match v {
+        Value::Number(n) if n.is_u64() || n.is_i64() => json!({ "intValue": n.to_string() }),
+        Value::Number(n) => json!({ "doubleValue": n.as_f64() }),
+        Value::Bool(b) => json!({ "boolValue": b }),
+        Value::String(s) => json!({ "stringValue": s }),
+        other => json!({ "stringValue": other.to_string() }),
+    };
+    json!({ "key": key, "value": value })
+}
+
+/// POSTs `body` to the collector: Ok once it answered 2xx.
+fn post(target: &Target, body: &[u8]) -> Result<(), String> {
+    use std::net::ToSocketAddrs;
+    let addr = target
+        .host_port
+        .to_socket_addrs()
+        .map_err(|e| format!("{}: {e}", target.host_port))?
+        .next()
+        .ok_or_else(|| format!("{}: no address", target.host_port))?;
+    let mut s = std::net::TcpStream::connect_timeout(&addr, POST_TIMEOUT)
+        .map_err(|e| format!("{}: {e}", target.host_port))?;
+    s.set_read_timeout(Some(POST_TIMEOUT)).ok();
+    s.set_write_timeout(Some(POST_TIMEOUT)).ok();
+    let head = format!(
+        "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        target.path,
+        target.host_port,
+        body.len()
+    );
+    s.write_all(head.as_bytes())
+        .and_then(|()| s.write_all(body))
+        .map_err(|e| format!("{}: {e}", target.host_port))?;
+    let mut answer = [0u8; 64];
+    let n = s
+        .read(&mut answer)
+        .map_err(|e| format!("{}: {e}", target.host_port))?;
+    let status = String::from_utf8_lossy(&answer[..n]);
+    match status.split_whitespace().nth(1) {
+        Some(code) if code.starts_with('2') => Ok(()),
+        _ => Err(format!(
+            "{} answered {:?}",
+            target.host_port,
+            status.lines().next().unwrap_or("")
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn traceparent_round_trips_and_bad_ones_are_refused() {
+        let c = Context::root();
+        assert_eq!(Context::from_traceparent(&c.traceparent()), Some(c));
+        let w3c = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let p = Context::from_traceparent(w3c).unwrap();
+        assert_eq!(hex(&p.trace), "4bf92f3577b34da6a3ce929d0e0e4736");
+        for bad in [
+            "",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01",
+            "00-4bf92f-00f067aa0ba902b7-01",
+        ] {
+            assert_eq!(Context::from_traceparent(bad), None, "{bad:?}");
+        }
+        assert_eq!(c.child().trace, c.trace);
+    }
+
+    #[test]
+    fn endpoints_name_the_traces_path() {
+        let t = Target::parse("http://127.0.0.1:4318").unwrap();
+        assert_eq!(
+            (t.host_port.as_str(), t.path.as_str()),
+            ("127.0.0.1:4318", "/v1/traces")
+        );
+        assert_eq!(
+            Target::parse("http://c:1/otlp/").unwrap().path,
+            "/otlp/v1/traces"
+        );
+        assert_eq!(
+            Target::parse("http://c:1/v1/traces").unwrap().path,
+            "/v1/traces"
+        );
+        assert!(Target::parse("https://c:1").is_err());
+        assert!(Target::parse("http://c").is_err());
+    }
+}
