@@ -113,10 +113,13 @@ pub struct Span {
     pub error: bool,
 }
 
-/// The exporter of a runtime's spans.
+/// The exporter of a runtime's spans. Dropping it sends what is queued
+/// before it returns, waiting for that at most [`POST_TIMEOUT`].
 pub struct Exporter {
-    queue: SyncSender<Span>,
+    queue: Option<SyncSender<Span>>,
     dropped: AtomicU64,
+    /// Closed when the export thread ends (in a mutex, for `Sync`).
+    finished: std::sync::Mutex<Receiver<()>>,
 }
 
 impl Exporter {
@@ -126,19 +129,28 @@ impl Exporter {
         let target = Target::parse(endpoint)?;
         let (queue, spans) = sync_channel(QUEUE);
         let service = service.to_string();
+        let (ends, finished) = sync_channel(0);
         std::thread::Builder::new()
             .name("warden-otlp".into())
-            .spawn(move || export_loop(&spans, &target, &service))
+            .spawn(move || {
+                export_loop(&spans, &target, &service);
+                drop(ends);
+            })
             .map_err(|e| format!("telemetry: {e}"))?;
         Ok(Exporter {
-            queue,
+            queue: Some(queue),
             dropped: AtomicU64::new(0),
+            finished: std::sync::Mutex::new(finished),
         })
     }
 
     /// Queues `span`; drops it (counted) if the queue is full.
     pub fn record(&self, span: Span) {
-        if self.queue.try_send(span).is_err() {
+        let sent = self
+            .queue
+            .as_ref()
+            .is_some_and(|q| q.try_send(span).is_ok());
+        if !sent {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -152,6 +164,17 @@ impl Exporter {
 /// Whether `endpoint` is an OTLP/HTTP endpoint Warden can send to.
 pub fn check_endpoint(endpoint: &str) -> Result<(), String> {
     Target::parse(endpoint).map(drop)
+}
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        // The loop sends what is queued once the queue is closed; a
+        // collector that does not take it in time is left behind.
+        drop(self.queue.take());
+        if let Ok(finished) = self.finished.lock() {
+            let _ = finished.recv_timeout(POST_TIMEOUT);
+        }
+    }
 }
 
 /// A collector's address and path.

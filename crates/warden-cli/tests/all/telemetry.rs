@@ -169,3 +169,43 @@ fn spans_of_a_request_and_its_task_reach_a_collector() {
     }
     assert_eq!(tag(&task, "warden.task.status"), "exited");
 }
+
+/// A run that ends sends its last spans before the process exits.
+#[test]
+fn a_finished_run_has_sent_its_spans() {
+    let dir = tempfile::tempdir().unwrap();
+    let jaeger = Jaeger::start(dir.path());
+    let m = manifest(
+        dir.path(),
+        &format!(
+            "[runtime]\ncontrol = 'off'\n[telemetry]\notlp = 'http://127.0.0.1:{}'\nservice = 'warden-exit'\n\
+             [[task]]\nname = 'hello'\nmodule = '{}'\n",
+            jaeger.otlp,
+            guests::HELLO
+        ),
+    );
+    let out = warden().arg("run").arg(&m).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let t = Instant::now();
+    loop {
+        let found = jaeger.get("/api/traces?service=warden-exit&limit=10");
+        let names: Vec<String> = found
+            .as_ref()
+            .and_then(|f| f["data"].as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .flat_map(|t| t["spans"].as_array().cloned().unwrap_or_default())
+            .filter_map(|s| s["operationName"].as_str().map(str::to_string))
+            .collect();
+        if names.iter().any(|n| n == "task hello") {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "{names:?} {found:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
