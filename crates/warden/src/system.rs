@@ -322,6 +322,10 @@ impl System {
         if let Some(cluster) = self.rt.cluster() {
             cluster.drain();
         }
+        // The last tasks' spans leave before the process may.
+        if let Some(spans) = self.rt.spans() {
+            spans.flush();
+        }
     }
 }
 

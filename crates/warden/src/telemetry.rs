@@ -113,10 +113,17 @@ pub struct Span {
     pub error: bool,
 }
 
-/// The exporter of a runtime's spans. Dropping it sends what is queued
-/// before it returns, waiting for that at most [`POST_TIMEOUT`].
+/// What the export thread is sent.
+enum Msg {
+    Span(Span),
+    /// Send what is queued now, then say so.
+    Flush(SyncSender<()>),
+}
+
+/// The exporter of a runtime's spans. [`Exporter::flush`], and dropping
+/// it, send what is queued, waiting for that at most [`POST_TIMEOUT`].
 pub struct Exporter {
-    queue: Option<SyncSender<Span>>,
+    queue: Option<SyncSender<Msg>>,
     dropped: AtomicU64,
     /// Closed when the export thread ends (in a mutex, for `Sync`).
     finished: std::sync::Mutex<Receiver<()>>,
@@ -149,9 +156,20 @@ impl Exporter {
         let sent = self
             .queue
             .as_ref()
-            .is_some_and(|q| q.try_send(span).is_ok());
+            .is_some_and(|q| q.try_send(Msg::Span(span)).is_ok());
         if !sent {
             self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Sends every span queued so far; returns once the collector took
+    /// them, or after [`POST_TIMEOUT`].
+    pub fn flush(&self) {
+        let (done, flushed) = sync_channel(1);
+        if let Some(q) = &self.queue {
+            if q.send(Msg::Flush(done)).is_ok() {
+                let _ = flushed.recv_timeout(POST_TIMEOUT);
+            }
         }
     }
 
@@ -207,27 +225,42 @@ impl Target {
     }
 }
 
-fn export_loop(spans: &Receiver<Span>, target: &Target, service: &str) {
-    loop {
-        let mut batch = Vec::new();
-        match spans.recv() {
-            Ok(s) => batch.push(s),
-            Err(_) => return,
+fn export_loop(queue: &Receiver<Msg>, target: &Target, service: &str) {
+    let send = |batch: &mut Vec<Span>| {
+        if batch.is_empty() {
+            return;
         }
-        let until = std::time::Instant::now() + PERIOD;
-        while batch.len() < BATCH {
-            let left = until.saturating_duration_since(std::time::Instant::now());
-            match spans.recv_timeout(left) {
-                Ok(s) => batch.push(s),
-                Err(RecvTimeoutError::Timeout) => break,
-                Err(RecvTimeoutError::Disconnected) => {
-                    let _ = post(target, &body(service, &batch));
-                    return;
+        if let Err(e) = post(target, &body(service, batch)) {
+            eprintln!("warden: {} spans not exported: {e}", batch.len());
+        }
+        batch.clear();
+    };
+    let mut batch = Vec::new();
+    // When the batch's first span came: it leaves PERIOD after that.
+    let mut since = std::time::Instant::now();
+    loop {
+        let msg = match batch.is_empty() {
+            true => queue.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            false => queue.recv_timeout(
+                (since + PERIOD).saturating_duration_since(std::time::Instant::now()),
+            ),
+        };
+        match msg {
+            Ok(Msg::Span(s)) => {
+                if batch.is_empty() {
+                    since = std::time::Instant::now();
+                }
+                batch.push(s);
+                if batch.len() >= BATCH {
+                    send(&mut batch);
                 }
             }
-        }
-        if let Err(e) = post(target, &body(service, &batch)) {
-            eprintln!("warden: {} spans not exported: {e}", batch.len());
+            Ok(Msg::Flush(done)) => {
+                send(&mut batch);
+                let _ = done.send(());
+            }
+            Err(RecvTimeoutError::Timeout) => send(&mut batch),
+            Err(RecvTimeoutError::Disconnected) => return send(&mut batch),
         }
     }
 }

@@ -88,8 +88,11 @@ fn spans_of_a_request_and_its_task_reach_a_collector() {
         dir.path(),
         &format!(
             "[telemetry]\notlp = 'http://127.0.0.1:{}'\nservice = 'warden-test'\n\
-             [[http]]\nlisten = '127.0.0.1:0'\n[[http.route]]\npath = '/hello'\nmodule = '{}'\n",
+             [[task]]\nname = 'counter'\nmodule = '{}'\nprovides = ['counter']\n\
+             [[http]]\nlisten = '127.0.0.1:0'\n[[http.route]]\npath = '/hello'\nmodule = '{}'\n\
+             [[http.route]]\npath = '/count/*'\nservice = 'counter'\n",
             jaeger.otlp,
+            guests::SERVLET,
             guests::WAGI
         ),
     );
@@ -168,6 +171,34 @@ fn spans_of_a_request_and_its_task_reach_a_collector() {
         tag(&task, key);
     }
     assert_eq!(tag(&task, "warden.task.status"), "exited");
+
+    // A servlet route: the portal call is the request's child.
+    let servlet = "0af7651916cd43dd8448eb211c80319c";
+    let sent = format!("traceparent: 00-{servlet}-b7ad6b7169203331-01");
+    let t = Instant::now();
+    while crate::http::curl(&format!("{}/count/x", web.base()), &["-H", &sent]).status != 200 {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the servlet never answered"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let spans = spans_of(&jaeger, servlet, 2);
+    let request = spans
+        .iter()
+        .rev()
+        .find(|s| s["operationName"] == "GET /count/*")
+        .unwrap_or_else(|| panic!("{spans:?}"));
+    let call = spans
+        .iter()
+        .filter(|s| s["operationName"] == "call counter")
+        .find(|c| c["references"][0]["spanID"] == request["spanID"])
+        .unwrap_or_else(|| panic!("no call span under {request} in {spans:?}"));
+    assert!(
+        tag(call, "warden.call.reply_bytes").as_u64().unwrap() > 0,
+        "{call}"
+    );
+    assert_eq!(tag(call, "warden.service"), "counter");
 }
 
 /// A run that ends sends its last spans before the process exits.
@@ -206,6 +237,23 @@ fn a_finished_run_has_sent_its_spans() {
             break;
         }
         assert!(t.elapsed() < Duration::from_secs(30), "{names:?} {found:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The spans of trace `trace`, once the collector holds at least `n`.
+fn spans_of(jaeger: &Jaeger, trace: &str, n: usize) -> Vec<serde_json::Value> {
+    let t = Instant::now();
+    loop {
+        let found = jaeger.get(&format!("/api/traces/{trace}"));
+        let spans = found
+            .as_ref()
+            .and_then(|f| f["data"][0]["spans"].as_array().cloned())
+            .unwrap_or_default();
+        if spans.len() >= n {
+            return spans;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "{found:?}");
         std::thread::sleep(Duration::from_millis(200));
     }
 }

@@ -105,7 +105,8 @@ impl Route {
         };
         let traced = Traced::begin(&req, &self.spec.path, remote);
         let admitted = self.admit(rt, req, local, remote, start);
-        let mut answer = REQUEST_TRACE.scope(Some(traced.at), admitted).await;
+        let scope = Some((traced.at, spans.clone()));
+        let mut answer = REQUEST_TRACE.scope(scope, admitted).await;
         self.stats.record(answer.status().as_u16(), start.elapsed());
         traced.end(spans, &mut answer, &self.name);
         answer
@@ -205,7 +206,10 @@ impl Route {
     /// with the route.
     fn numbered(&self, template: &crate::task::TaskSpec) -> crate::task::TaskSpec {
         let mut spec = template.clone();
-        spec.trace = REQUEST_TRACE.try_with(|t| *t).ok().flatten();
+        spec.trace = REQUEST_TRACE
+            .try_with(|t| t.as_ref().map(|(at, _)| *at))
+            .ok()
+            .flatten();
         spec.name = format!(
             "{}#{}",
             self.name,
@@ -317,7 +321,16 @@ impl Route {
             })
         };
         let call = client.call_within(None, name, &request, &admit);
-        match tokio::time::timeout_at(deadline, call).await {
+        let began = crate::telemetry::unix_ns();
+        let result = tokio::time::timeout_at(deadline, call).await;
+        if let Ok(Some((at, spans))) = REQUEST_TRACE.try_with(|t| t.clone()) {
+            let reply = match &result {
+                Ok(Ok(reply)) => Some(reply.len()),
+                _ => None,
+            };
+            spans.record(call_span(at, name, began, request.len(), reply));
+        }
+        match result {
             Err(_) => text(
                 504,
                 format!(
@@ -572,9 +585,39 @@ mod tests {
 }
 
 tokio::task_local! {
-    /// The span of the request being answered, when tracing is on: its
-    /// handler task's run becomes its child (see `numbered`).
-    static REQUEST_TRACE: Option<crate::telemetry::Context>;
+    /// The span of the request being answered, and where spans go, when
+    /// tracing is on: its handler task's run (see `numbered`) and its
+    /// servlet call (see `servlet`) become its children.
+    static REQUEST_TRACE: Option<(crate::telemetry::Context, Arc<crate::telemetry::Exporter>)>;
+}
+
+/// The span of a servlet's portal call for a request (at `at`): its
+/// service, its request's bytes and its reply's (`None`: it failed).
+fn call_span(
+    at: crate::telemetry::Context,
+    service: &str,
+    began: u64,
+    request: usize,
+    reply: Option<usize>,
+) -> crate::telemetry::Span {
+    use serde_json::json;
+    let mut attributes = vec![
+        ("warden.service", json!(service)),
+        ("warden.call.request_bytes", json!(request)),
+    ];
+    if let Some(n) = reply {
+        attributes.push(("warden.call.reply_bytes", json!(n)));
+    }
+    crate::telemetry::Span {
+        at: at.child(),
+        parent: Some(at.span),
+        name: format!("call {service}"),
+        kind: 3,
+        start_ns: began,
+        end_ns: crate::telemetry::unix_ns(),
+        attributes,
+        error: reply.is_none(),
+    }
 }
 
 /// A request's span while it is answered (see `telemetry`).
