@@ -96,7 +96,7 @@ fn spans_of_a_request_and_its_task_reach_a_collector() {
             guests::WAGI
         ),
     );
-    let web = Launch::new(&m).args(["--no-cache"]).control("off").start();
+    let web = Launch::new(&m).args(["--no-cache"]).start();
     let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
     let parent = "00f067aa0ba902b7";
     let sent = format!("traceparent: 00-{trace}-{parent}-01");
@@ -171,6 +171,15 @@ fn spans_of_a_request_and_its_task_reach_a_collector() {
         tag(&task, key);
     }
     assert_eq!(tag(&task, "warden.task.status"), "exited");
+    // Operators see the spans the queue had to drop (none here).
+    let metrics = crate::http::curl(&format!("http://{}/metrics", web.control()), &[]);
+    assert!(
+        metrics
+            .body
+            .contains("\nwarden_trace_spans_dropped_total 0\n"),
+        "{}",
+        metrics.body
+    );
 
     // A servlet route: the portal call is the request's child.
     let servlet = "0af7651916cd43dd8448eb211c80319c";

@@ -194,6 +194,14 @@ pub fn metrics(rt: &Runtime) -> String {
     super::devices::file_service_metrics(rt, &mut out);
     task_counts(&views, &mut out);
     kernel_metrics(rt, &mut out);
+    if let Some(spans) = rt.spans() {
+        let name = "warden_trace_spans_dropped_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Spans dropped because the export queue was full.\n# TYPE {name} counter\n{name} {}",
+            spans.dropped()
+        );
+    }
     out
 }
 
