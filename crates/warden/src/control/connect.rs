@@ -96,10 +96,8 @@ impl ServerCertVerifier for Pinned {
         _ocsp: &[u8],
         _now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        use sha2::Digest;
-        let digest = sha2::Sha256::digest(end_entity.as_ref());
-        let hex: Vec<String> = digest.iter().map(|b| format!("{b:02X}")).collect();
-        match crate::timing_safe::eq(hex.join(":").as_bytes(), self.pin.as_bytes()) {
+        let served = crate::serving::tls::fingerprint(end_entity);
+        match crate::timing_safe::eq(served.as_bytes(), self.pin.as_bytes()) {
             true => Ok(ServerCertVerified::assertion()),
             false => Err(rustls::Error::General(
                 "the control API's certificate is not the one its token file names".into(),

@@ -80,7 +80,7 @@ fn header(lines: &[&str], name: &str, n: usize, from: usize, to: usize) -> Optio
 }
 
 /// The table a header line opens: `[[ task ]]` → `task`.
-fn header_name(line: &str) -> Option<&str> {
+pub(super) fn header_name(line: &str) -> Option<&str> {
     let line = line.split('#').next()?.trim();
     let inner = line.strip_prefix("[[").and_then(|l| l.strip_suffix("]]"));
     let inner = inner.or_else(|| line.strip_prefix('[').and_then(|l| l.strip_suffix(']')))?;

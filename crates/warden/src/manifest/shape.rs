@@ -123,18 +123,21 @@ fn drop_entry(lines: &mut [String], first: usize, end: usize, dropped: &mut Drop
             .iter()
             .filter(|(t, _, line)| *t == table && *line < first)
             .count();
+    // The entry ends at the next header of any table, `[runtime]` too.
     let next = (first + 1..lines.len())
-        .find(|&l| header_table(&lines[l]).is_some())
+        .find(|&l| super::locate::header_name(&lines[l]).is_some())
         .unwrap_or(lines.len());
     dropped.0.push((table, index, first));
     blank(lines, first, next.saturating_sub(1).max(end))
 }
 
-/// The table an `[[array]]` header line opens.
+/// The table an `[[array]]` header line opens (an entry of it).
 fn header_table(line: &str) -> Option<String> {
-    let line = line.split('#').next()?.trim();
-    let inner = line.strip_prefix("[[")?.strip_suffix("]]")?;
-    Some(inner.trim().to_string())
+    let array = line.trim_start().starts_with("[[");
+    array
+        .then(|| super::locate::header_name(line))
+        .flatten()
+        .map(str::to_string)
 }
 
 /// `unknown key `x`, expected one of `a`, `b`` made short: the nearest
@@ -232,6 +235,32 @@ mod tests {
         }
         let (_, problems, _) = raw::<T>("a = 1\nzz\u{e9} = 2\n").unwrap();
         assert_eq!(problems.len(), 1, "{problems:?}");
+    }
+
+    #[test]
+    fn a_dropped_entry_ends_at_the_next_table_of_any_kind() {
+        #[derive(serde::Deserialize, Debug)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct E {
+            name: String,
+        }
+        #[derive(serde::Deserialize, Debug)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct R {
+            workers: u32,
+        }
+        #[derive(serde::Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct M {
+            #[serde(default)]
+            e: Vec<E>,
+            runtime: R,
+        }
+        // The [[e]] without `name` goes; [runtime] after it stays.
+        let (m, problems, _) = raw::<M>("[[e]]\nx = 1\n[runtime]\nworkers = 2\n").unwrap();
+        assert_eq!(m.runtime.workers, 2, "{problems:?}");
     }
 
     #[test]

@@ -115,7 +115,7 @@ impl Tls {
 }
 
 /// `AB:CD:…`, the SHA-256 of a certificate.
-fn fingerprint(cert: &CertificateDer<'_>) -> String {
+pub(crate) fn fingerprint(cert: &CertificateDer<'_>) -> String {
     use sha2::Digest;
     let digest = sha2::Sha256::digest(cert.as_ref());
     let hex: Vec<String> = digest.iter().map(|b| format!("{b:02X}")).collect();
