@@ -26,12 +26,12 @@ pub fn program_words(mut words: Vec<OsString>) -> Vec<OsString> {
         let flag = words[2 + at].to_string_lossy().into_owned();
         let next = words.get(3 + at).and_then(|w| w.to_str());
         if let Some(near) = near_miss(run, &flag) {
-            eprintln!(
+            say!(
                 "warden: {flag} comes after the module, so it goes to the program \
                  (Warden's flag is --{near}; put it before the module to be sure)"
             );
         } else if let Some(habit) = wasmtime_habit(&flag, next) {
-            eprintln!("warden: {flag} comes after the module, so it goes to the program ({habit})");
+            say!("warden: {flag} comes after the module, so it goes to the program ({habit})");
         }
         words.insert(2 + at, "--".into());
     }

@@ -17,7 +17,7 @@ pub fn check(args: &CheckArgs) -> Result<ExitCode, String> {
         return check_program(args);
     }
     let Ok(text) = String::from_utf8(bytes) else {
-        eprintln!(
+        say!(
             "warden: {}: neither a manifest (TOML text) nor a WebAssembly module",
             path.display()
         );
@@ -30,13 +30,13 @@ pub fn check(args: &CheckArgs) -> Result<ExitCode, String> {
         Ok(parsed) => parsed,
         Err(problems) => {
             for problem in &problems {
-                eprintln!("warden: {}: {problem}", path.display());
+                say!("warden: {}: {problem}", path.display());
             }
             return Ok(ExitCode::from(1));
         }
     };
     for problem in &bad {
-        eprintln!("warden: {}: {problem}", path.display());
+        say!("warden: {}: {problem}", path.display());
     }
     let config = RuntimeConfig {
         workers: 1,
@@ -51,16 +51,16 @@ pub fn check(args: &CheckArgs) -> Result<ExitCode, String> {
             problems += 1;
             let at =
                 line_naming(&text, module.0, base).map_or(String::new(), |l| format!("line {l}: "));
-            eprintln!("warden: {}: {at}{e}", path.display());
+            say!("warden: {}: {at}{e}", path.display());
         }
     }
     for (who, why) in warden::misfits(&rt, &m.tasks, &m.http) {
         problems += 1;
         let at = limit_line(&text, &who).map_or(String::new(), |l| format!("line {l}: "));
-        eprintln!("warden: {}: {at}{who}: {why}", path.display());
+        say!("warden: {}: {at}{who}: {why}", path.display());
     }
     for warning in unserved(&m) {
-        eprintln!("warden: {}: warning: {warning}", path.display());
+        say!("warden: {}: warning: {warning}", path.display());
     }
     if problems > 0 {
         return Ok(ExitCode::from(1));
@@ -98,7 +98,7 @@ fn check_program(args: &CheckArgs) -> Result<ExitCode, String> {
         }
         Err(e) => {
             // Wasmtime's and Warden's load errors name the file already.
-            eprintln!("warden: {e}");
+            say!("warden: {e}");
             Ok(ExitCode::from(1))
         }
     }

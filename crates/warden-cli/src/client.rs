@@ -136,7 +136,7 @@ pub fn dashboard(addr: &str) -> Result<(), String> {
         Some(token) => println!("{scheme}://{addr}/#token={token}"),
         None => {
             println!("{scheme}://{addr}/");
-            eprintln!("warden: no control token found for {addr}: the dashboard will show tasks but not kill them");
+            say!("warden: no control token found for {addr}: the dashboard will show tasks but not kill them");
         }
     }
     Ok(())

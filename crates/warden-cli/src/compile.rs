@@ -37,14 +37,14 @@ pub fn compile(args: &CompileArgs) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
         match (loaded.cache, &cache) {
             (Some(CacheOutcome::Hit), Some(dir)) => {
-                eprintln!(
+                say!(
                     "warden: {}: already in the cache ({})",
                     module.display(),
                     dir.display()
                 )
             }
             (_, Some(dir)) => {
-                eprintln!(
+                say!(
                     "warden: {}: compiled into the cache ({})",
                     module.display(),
                     dir.display()
@@ -71,13 +71,13 @@ fn write_precompiled(code: &[u8], out: &Path, cache: Option<&Path>) -> Result<()
         })?;
     let trusted = cache.map(|dir| CodeCache::new(dir).and_then(|c| c.trust(code)));
     match trusted {
-        Some(Ok(())) => eprintln!("warden: wrote {}", out.display()),
-        Some(Err(e)) => eprintln!(
+        Some(Ok(())) => say!("warden: wrote {}", out.display()),
+        Some(Err(e)) => say!(
             "warden: wrote {}, but could not record it in the cache ({e}); \
              run it with --allow-precompiled",
             out.display()
         ),
-        None => eprintln!(
+        None => say!(
             "warden: wrote {}; without a compiled-code cache to record it in, \
              run it with --allow-precompiled",
             out.display()

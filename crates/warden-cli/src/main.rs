@@ -1,6 +1,18 @@
 //! `warden`: the command-line front end. The commands are defined in
 //! `cli`; each is a function of one of the modules below.
 
+/// Writes one line to the process's standard error in a single write, so
+/// that a line never interleaves with a task's output sharing the stream
+/// (`eprintln!` writes each formatted piece on its own, since standard
+/// error is unbuffered).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        let mut line = format!($($arg)*);
+        line.push('\n');
+        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
+    }};
+}
+
 mod args;
 mod check;
 mod cli;
@@ -57,7 +69,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("warden: {e}");
+            say!("warden: {e}");
             ExitCode::from(2)
         }
     }
@@ -150,8 +162,8 @@ fn usage_error(e: clap::Error, words: &[std::ffi::OsString]) -> ExitCode {
     });
     let tip = habit.or_else(|| lines.find_map(|l| l.strip_prefix("tip: ").map(str::to_string)));
     match tip {
-        Some(tip) => eprintln!("warden: {first} ({tip}); see --help"),
-        None => eprintln!("warden: {first}; see --help"),
+        Some(tip) => say!("warden: {first} ({tip}); see --help"),
+        None => say!("warden: {first}; see --help"),
     }
     ExitCode::from(2)
 }

@@ -76,8 +76,8 @@ impl Outcome {
         let mut o = self.0.lock().unwrap_or_else(|e| e.into_inner());
         o.reports.sort_by_key(|r| r.id);
         match shown {
-            Shown::Summaries => o.reports.iter().for_each(|r| eprintln!("{}", summary(r))),
-            Shown::Failure => o.first_line.iter().for_each(|l| eprintln!("{l}")),
+            Shown::Summaries => o.reports.iter().for_each(|r| say!("{}", summary(r))),
+            Shown::Failure => o.first_line.iter().for_each(|l| say!("{l}")),
         }
         if let Some(path) = report {
             write_report(path, &o.reports)?;

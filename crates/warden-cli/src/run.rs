@@ -54,7 +54,7 @@ pub fn run_system(
     })?;
     starting.done();
     if let Some(c) = cluster {
-        eprintln!(
+        say!(
             "warden: node {:?} joined the cluster at {}",
             c.node,
             c.nats.join(", ")
@@ -89,8 +89,8 @@ pub fn run_system(
 fn announce(system: &System) {
     for s in system.servers() {
         match s.tls_fingerprint() {
-            None => eprintln!("warden: serving http://{}/", s.addr()),
-            Some(f) => eprintln!(
+            None => say!("warden: serving http://{}/", s.addr()),
+            Some(f) => say!(
                 "warden: serving https://{}/ (certificate SHA-256 {f})",
                 s.addr()
             ),
@@ -98,18 +98,18 @@ fn announce(system: &System) {
     }
     if let Some((addr, token)) = system.control() {
         match system.control_tls_fingerprint() {
-            None => eprintln!(
+            None => say!(
                 "warden: dashboard at http://{addr}/#token={}",
                 token.as_str()
             ),
-            Some(f) => eprintln!(
+            Some(f) => say!(
                 "warden: dashboard at https://{addr}/#token={} (certificate SHA-256 {f})",
                 token.as_str()
             ),
         }
     }
     if !system.servers().is_empty() || system.control().is_some() {
-        eprintln!("warden: Ctrl-C stops the system");
+        say!("warden: Ctrl-C stops the system");
     }
 }
 
@@ -241,7 +241,7 @@ fn on_stop_signal(set: libc::sigset_t, starting: Arc<Starting>) -> Ends {
                     if starting.phase.load(Ordering::Acquire) == 0 {
                         let n = starting.modules.load(Ordering::Acquire);
                         let plural = if n == 1 { "" } else { "s" };
-                        eprintln!("warden: compiling {n} module{plural} (Ctrl-C stops)");
+                        say!("warden: compiling {n} module{plural} (Ctrl-C stops)");
                     }
                     said = true;
                     continue;
@@ -252,7 +252,7 @@ fn on_stop_signal(set: libc::sigset_t, starting: Arc<Starting>) -> Ends {
                     continue;
                 }
                 if starting.phase.load(Ordering::Acquire) < 2 {
-                    eprintln!("warden: interrupted while starting the system");
+                    say!("warden: interrupted while starting the system");
                     std::process::exit(128 + sig);
                 }
                 let reason = if sig == libc::SIGTERM {
@@ -310,7 +310,7 @@ impl Progress {
             Step::Starting => "starting tasks",
         };
         if done == total {
-            eprintln!("\rwarden: {what} {total}/{total}");
+            say!("\rwarden: {what} {total}/{total}");
             self.last = None;
         } else if self
             .last

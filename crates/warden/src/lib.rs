@@ -118,6 +118,18 @@
 
 #![warn(missing_docs)]
 
+/// Writes one line to the process's standard error in a single write, so
+/// that a line never interleaves with a task's output sharing the stream
+/// (`eprintln!` writes each formatted piece on its own, since standard
+/// error is unbuffered).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        let mut line = format!($($arg)*);
+        line.push('\n');
+        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
+    }};
+}
+
 mod cache;
 mod cluster;
 pub mod control;

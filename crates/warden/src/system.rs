@@ -374,12 +374,12 @@ fn serve_control(
     let publish = |at, token: &Token, stamp, fingerprint: Option<&str>| {
         const REFUSED: &str = "kill, suspend, resume and spawn will be refused";
         let Some(f) = control::token_file(at) else {
-            eprintln!("warden: control token not written (set HOME or XDG_RUNTIME_DIR); {REFUSED}");
+            say!("warden: control token not written (set HOME or XDG_RUNTIME_DIR); {REFUSED}");
             return;
         };
         match control::write_token_file(&f, token, stamp, at, fingerprint) {
             Ok(()) => token_file = Some(f),
-            Err(e) => eprintln!(
+            Err(e) => say!(
                 "warden: control token not written ({}: {e}); {REFUSED}",
                 f.display()
             ),
@@ -394,7 +394,7 @@ fn serve_control(
             ))
         }
         Err(e) => {
-            eprintln!("warden: control API not served: {e}");
+            say!("warden: control API not served: {e}");
             None
         }
     };

@@ -231,7 +231,7 @@ fn export_loop(queue: &Receiver<Msg>, target: &Target, service: &str) {
             return;
         }
         if let Err(e) = post(target, &body(service, batch)) {
-            eprintln!("warden: {} spans not exported: {e}", batch.len());
+            say!("warden: {} spans not exported: {e}", batch.len());
         }
         batch.clear();
     };

@@ -233,7 +233,7 @@ impl Reloading {
         s.stamps = stamps;
         match load(&self.cert, &self.key, &self.provider) {
             Ok(k) => s.current = Arc::new(k),
-            Err(e) => eprintln!("warden: certificate not reloaded, the old one stays: {e}"),
+            Err(e) => say!("warden: certificate not reloaded, the old one stays: {e}"),
         }
         s.current.clone()
     }
