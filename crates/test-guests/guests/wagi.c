@@ -12,6 +12,11 @@
  *               check sees what a request leaves (not the heap bit: the
  *               second block in one instance is another block)
  *   big=N       a body of N bytes of 'x'
+ *   stream=N    a body of N bytes of 'x', written 64 KiB at a time
+ *   echo        the request's body as it arrives, each read written back
+ *               at once (after a head)
+ *   count       the number of bytes of the request's body it read
+ *   half=N      a head and N bytes of 'x', then traps
  *   trap        traps                        -> 500
  *   exit3       exits with code 3            -> 500
  *   hog         allocates until refused, then aborts -> 500
@@ -141,6 +146,39 @@ int main(void) {
     }
     if (strcmp(q, "fresh") == 0) {
         printf("Content-Type: text/plain\n\nseen %d\n", seen);
+        return 0;
+    }
+    if (strncmp(q, "stream=", 7) == 0 || strncmp(q, "half=", 5) == 0) {
+        static char block[64 * 1024];
+        long long n = atoll(strchr(q, '=') + 1);
+        memset(block, 'x', sizeof block);
+        const char *head = "Content-Type: application/octet-stream\n\n";
+        if (write(1, head, strlen(head)) < 0) return 1;
+        while (n > 0) {
+            long k = n < (long long)sizeof block ? (long)n : (long)sizeof block;
+            ssize_t w = write(1, block, k);
+            if (w <= 0) return 1;
+            n -= w;
+        }
+        if (q[0] == 'h') __builtin_trap();
+        return 0;
+    }
+    if (strcmp(q, "echo") == 0 || strcmp(q, "count") == 0) {
+        static char block[64 * 1024];
+        long long total = 0;
+        ssize_t n;
+        const char *head = "Content-Type: application/octet-stream\n\n";
+        if (q[0] == 'e' && write(1, head, strlen(head)) < 0) return 1;
+        while ((n = read(0, block, sizeof block)) > 0) {
+            total += n;
+            for (ssize_t at = 0; q[0] == 'e' && at < n;) {
+                ssize_t w = write(1, block + at, n - at);
+                if (w <= 0) return 1;
+                at += w;
+            }
+        }
+        if (n < 0) return 4;
+        if (q[0] == 'c') printf("Content-Type: text/plain\n\ncount %lld\n", total);
         return 0;
     }
     if (strncmp(q, "big=", 4) == 0) {

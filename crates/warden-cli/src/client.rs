@@ -36,10 +36,9 @@ fn request(
         .nth(1)
         .and_then(|c| c.parse().ok())
         .ok_or("control API: malformed status")?;
-    if let Some((meant, file)) = found.as_ref().and_then(|f| f.system.as_ref()) {
-        same_system(addr, head, *meant, file)?;
-    }
-    // Every answer of a Warden control API is JSON, errors included.
+    // Every answer of a Warden control API is JSON, errors included: a
+    // server that is no Warden at all is said to be that first (whatever
+    // system a stale token file for its address names).
     let json: Value = serde_json::from_str(payload).map_err(|_| {
         let kind = head
             .lines()
@@ -53,6 +52,9 @@ fn request(
              pass the address `warden run` serves it on with --control"
         )
     })?;
+    if let Some((meant, file)) = found.as_ref().and_then(|f| f.system.as_ref()) {
+        same_system(addr, head, *meant, file)?;
+    }
     Ok((status, json))
 }
 

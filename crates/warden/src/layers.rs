@@ -30,7 +30,7 @@ const LAYERS: &[&[&str]] = &[
         "test_waker",
         "timing_safe",
     ],
-    &["task", "output"],
+    &["task", "output", "pipe"],
     &["cpu", "limiter", "net", "serving", "report", "cache", "dev"],
     &["executor", "ipc"],
     &["host", "module", "cluster"],

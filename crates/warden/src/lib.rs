@@ -148,6 +148,7 @@ mod manifest;
 mod module;
 mod net;
 mod output;
+mod pipe;
 mod report;
 mod runtime;
 mod serving;

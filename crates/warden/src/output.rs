@@ -30,6 +30,9 @@ pub enum Output {
     /// Keep it in memory, up to a bound (how an HTTP handler's response
     /// is collected). Not copied to the task's log.
     Capture(CapturedOutput),
+    /// Into a pipe, as a client takes it (how an HTTP handler's response
+    /// is streamed; see `pipe`). Not copied to the task's log.
+    Stream(crate::pipe::PipeWriter),
 }
 
 /// Output kept in memory, at most `limit` bytes: a write past the limit
@@ -130,6 +133,7 @@ enum Target {
     Null,
     File(std::fs::File),
     Capture(CapturedOutput),
+    Stream(crate::pipe::PipeWriter),
 }
 
 struct SinkInner {
@@ -157,6 +161,7 @@ impl Sink {
             Output::Null => Target::Null,
             Output::File(p) => Target::File(std::fs::File::create(p)?),
             Output::Capture(c) => Target::Capture(c.clone()),
+            Output::Stream(p) => Target::Stream(p.clone()),
         };
         let prefix = match target {
             Target::Host(_) => prefix,
@@ -175,11 +180,29 @@ impl Sink {
     /// Writes `bytes` to the sink's target (and its log).
     pub(crate) fn write_bytes(&self, bytes: &[u8]) -> std::io::Result<()> {
         let mut inner = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Target::Capture(c) = &inner.target {
-            return c.write(bytes);
+        match &inner.target {
+            Target::Capture(c) => return c.write(bytes),
+            Target::Stream(p) => return p.push(bytes).map_err(shut),
+            _ => {}
         }
         self.1.push(bytes);
         inner.write(bytes)
+    }
+
+    /// The pipe this sink streams into, if it does.
+    pub(crate) fn stream(&self) -> Option<crate::pipe::PipeWriter> {
+        match &self.0.lock().unwrap_or_else(|e| e.into_inner()).target {
+            Target::Stream(p) => Some(p.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// The I/O error for a write a pipe refused.
+fn shut(s: crate::pipe::Shut) -> std::io::Error {
+    match s {
+        crate::pipe::Shut::Gone => std::io::ErrorKind::BrokenPipe.into(),
+        crate::pipe::Shut::Failed => std::io::Error::other("the response stream failed"),
     }
 }
 
@@ -195,6 +218,7 @@ impl SinkInner {
             }
             Target::Host(HostStream::Stderr) => std::io::stderr().lock().write_all(bytes),
             Target::Capture(c) => c.write(bytes),
+            Target::Stream(p) => p.push(bytes).map_err(shut),
         }
     }
 
@@ -228,6 +252,9 @@ impl SinkInner {
 
 impl Drop for SinkInner {
     fn drop(&mut self) {
+        if let Target::Stream(p) = &self.target {
+            p.close();
+        }
         if let (Some(prefix), false) = (&self.prefix, self.pending.is_empty()) {
             let mut line = prefix.clone().into_bytes();
             line.append(&mut self.pending);
@@ -255,7 +282,11 @@ impl StdoutStream for Sink {
 
 #[wasmtime_wasi::async_trait]
 impl Pollable for Sink {
-    async fn ready(&mut self) {}
+    async fn ready(&mut self) {
+        if let Some(p) = self.stream() {
+            let _ = std::future::poll_fn(|cx| p.poll_room(cx)).await;
+        }
+    }
 }
 
 /// Longest line held back for its prefix; longer lines are split.
@@ -275,16 +306,30 @@ impl OutputStream for Sink {
     }
 
     fn check_write(&mut self) -> StreamResult<usize> {
-        Ok(MAX_WRITE)
+        match self.stream().map(|p| p.room()) {
+            None => Ok(MAX_WRITE),
+            Some(Ok(room)) => Ok(room.min(MAX_WRITE)),
+            Some(Err(s)) => Err(StreamError::LastOperationFailed(shut(s).into())),
+        }
     }
 }
 
 impl tokio::io::AsyncWrite for Sink {
     fn poll_write(
         self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
+        cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
+        if let Some(p) = self.stream() {
+            return match p.poll_room(cx) {
+                Poll::Pending => Poll::Pending,
+                Poll::Ready(Err(s)) => Poll::Ready(Err(shut(s))),
+                Poll::Ready(Ok(_)) => {
+                    let n = buf.len().min(MAX_WRITE);
+                    Poll::Ready(p.push(&buf[..n]).map(|()| n).map_err(shut))
+                }
+            };
+        }
         Poll::Ready(self.write_bytes(buf).map(|()| buf.len()))
     }
     fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {

@@ -30,6 +30,7 @@ mod hello;
 mod hostile;
 mod http;
 mod http_fresh;
+mod http_streamed;
 mod https;
 mod inheritance_limits;
 mod ipc_abi;

@@ -360,3 +360,56 @@ pub fn debugfs(img: &Path, request: &str) -> String {
         .unwrap();
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// An HTTP/1.1 body as sent after its head (`head` the header lines):
+/// the chunks joined if it was chunked, with whether it ended properly
+/// (its last chunk came); else the bytes as they are, taken as whole.
+pub fn http1_body(head: &str, raw: &[u8]) -> (Vec<u8>, bool) {
+    let chunked = head
+        .to_ascii_lowercase()
+        .lines()
+        .any(|l| l.starts_with("transfer-encoding:") && l.contains("chunked"));
+    if !chunked {
+        return (raw.to_vec(), true);
+    }
+    let mut out = Vec::new();
+    let mut rest = raw;
+    loop {
+        let Some(nl) = rest.windows(2).position(|w| w == b"\r\n") else {
+            return (out, false);
+        };
+        let size = std::str::from_utf8(&rest[..nl])
+            .ok()
+            .and_then(|s| usize::from_str_radix(s.split(';').next()?.trim(), 16).ok());
+        let Some(size) = size else {
+            return (out, false);
+        };
+        rest = &rest[nl + 2..];
+        if size == 0 {
+            return (out, true);
+        }
+        if rest.len() < size + 2 {
+            out.extend_from_slice(&rest[..rest.len().min(size)]);
+            return (out, false);
+        }
+        out.extend_from_slice(&rest[..size]);
+        rest = &rest[size + 2..];
+    }
+}
+
+#[test]
+fn chunked_bodies_are_joined_and_a_cut_one_is_seen() {
+    let head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked";
+    assert_eq!(
+        http1_body(head, b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"),
+        (b"abcde".to_vec(), true)
+    );
+    assert_eq!(
+        http1_body(head, b"3\r\nabc\r\n2\r\nd"),
+        (b"abcd".to_vec(), false)
+    );
+    assert_eq!(
+        http1_body("HTTP/1.1 200 OK", b"3\r\nabc"),
+        (b"3\r\nabc".to_vec(), true)
+    );
+}

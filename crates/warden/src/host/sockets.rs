@@ -126,27 +126,43 @@ pub(super) async fn send_on(
     if len == 0 {
         return Ok(0);
     }
-    let mut want = len.min(MAX_IO);
-    if let Some(flow) = c.data_mut().net.flow.as_mut().filter(|f| f.shaped) {
-        if flow.credit == 0 {
-            let t = flow
-                .link
-                .transmit(flow.leaf, want.min(PACKET as u64) as u32);
-            let granted = t.bytes() as u64;
-            deadline.for_pacing().wait(t).await?;
-            if let Some(flow) = c.data_mut().net.flow.as_mut() {
-                flow.credit += granted;
-            }
-        }
-        want = want.min(c.data().net.flow.as_ref().map_or(want, |f| f.credit));
-    }
+    let want = paced(c, len.min(MAX_IO), deadline).await?;
     let n = guest_io(c, conn, Way::Send, ptr, want, deadline).await?;
+    sent(c, n);
+    Ok(n as i64)
+}
+
+/// How many of `want` bytes the task may send now: all of them if its
+/// sends are not paced, else its credit on the link, after waiting for
+/// a turn (at most a packet's worth) if it has none.
+pub(super) async fn paced(
+    c: &mut Caller<'_, TaskData>,
+    want: u64,
+    deadline: Deadline,
+) -> Result<u64, Errno> {
+    let Some(flow) = c.data_mut().net.flow.as_mut().filter(|f| f.shaped) else {
+        return Ok(want);
+    };
+    if flow.credit == 0 {
+        let t = flow
+            .link
+            .transmit(flow.leaf, want.min(PACKET as u64) as u32);
+        let granted = t.bytes() as u64;
+        deadline.for_pacing().wait(t).await?;
+        if let Some(flow) = c.data_mut().net.flow.as_mut() {
+            flow.credit += granted;
+        }
+    }
+    Ok(want.min(c.data().net.flow.as_ref().map_or(want, |f| f.credit)))
+}
+
+/// Notes `n` bytes sent: taken from the task's credit, and counted.
+pub(super) fn sent(c: &mut Caller<'_, TaskData>, n: usize) {
     let data = c.data_mut();
     if let Some(flow) = data.net.flow.as_mut().filter(|f| f.shaped) {
         flow.credit = flow.credit.saturating_sub(n as u64);
     }
     data.shared.net.count_sent(n);
-    Ok(n as i64)
 }
 
 /// Receives up to `cap` bytes into `ptr` from `conn` within the task's

@@ -28,7 +28,7 @@ pub struct Meta<'a> {
     /// The matched route's fixed path (`SCRIPT_NAME`, `X_MATCHED_ROUTE`).
     pub route: &'a str,
     /// The body's length.
-    pub body_len: usize,
+    pub body_len: Option<u64>,
     /// The server's own address.
     pub local: std::net::SocketAddr,
     /// The client's address.
@@ -74,7 +74,9 @@ pub fn environment(m: &Meta, base: &[(String, String)]) -> Strings {
     env.push_var("PATH_INFO", &decode(path));
     env.push_var("X_RAW_PATH_INFO", path);
     env.push_var("QUERY_STRING", p.uri.query().unwrap_or(""));
-    num(&mut env, "CONTENT_LENGTH", &m.body_len);
+    if let Some(n) = &m.body_len {
+        num(&mut env, "CONTENT_LENGTH", n);
+    }
     header_vars(&mut env, &p.headers);
     // An HTTP/2 request names its host in its URI, not in a header.
     if let (Some(h), None) = (host, p.headers.get(hyper::header::HOST)) {
@@ -330,7 +332,7 @@ mod tests {
             &Meta {
                 parts: &parts,
                 route: "/api",
-                body_len: 5,
+                body_len: Some(5),
                 local: "127.0.0.1:8080".parse().unwrap(),
                 remote: "127.0.0.1:5000".parse().unwrap(),
             },
@@ -375,7 +377,7 @@ mod tests {
             &Meta {
                 parts: &parts,
                 route: "/a",
-                body_len: 0,
+                body_len: Some(0),
                 local: "127.0.0.1:8080".parse().unwrap(),
                 remote: "127.0.0.1:5000".parse().unwrap(),
             },

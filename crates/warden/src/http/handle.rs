@@ -3,12 +3,12 @@
 //! fault turned into an HTTP answer.
 
 mod component;
+mod streamed;
 
 use super::cgi;
 use super::config::{Handler, RouteSpec};
 use crate::ipc::client::HostClient;
 use crate::ipc::Errno;
-use crate::output::CapturedOutput;
 use crate::runtime::RouteStats;
 use crate::runtime::{Error, Runtime};
 use crate::serving::budget;
@@ -122,77 +122,149 @@ impl Route {
     ) -> Answer {
         let (parts, body) = req.into_parts();
         let held = body.held();
-        let body = match self.body(&parts, body).await {
+        let streams = !matches!(self.spec.handler, Handler::Service(_));
+        let body = match self.body(&parts, body, streams).await {
             Ok(b) => b,
             Err(answer) => return answer,
         };
         let deadline = start + self.spec.timeout;
-        let slot = match self.slots.clone().try_acquire_owned() {
-            Ok(p) => p,
-            Err(_) => {
-                if self.stats.queued.load(Ordering::Relaxed) >= self.spec.max_queue as i64 {
-                    return text(
-                        503,
-                        "busy: every handler slot is taken and the queue is full",
-                    );
-                }
-                let _queued = Gauge::up(&self.stats.queued);
-                match tokio::time::timeout_at(deadline, self.slots.clone().acquire_owned()).await {
-                    Ok(Ok(p)) => p,
-                    _ => return text(503, "busy: no handler slot came free in time"),
-                }
-            }
+        let (slot, body) = match self.slot_reading(body, deadline).await {
+            Ok(x) => x,
+            Err(answer) => return answer,
         };
         let _in_flight = Gauge::up(&self.stats.in_flight);
         match &self.spec.handler {
-            Handler::Module(_) => {
+            Handler::Module(template) => {
                 let meta = cgi::Meta {
                     parts: &parts,
                     route: self.spec.prefix(),
-                    body_len: body.len(),
+                    body_len: self.length_of(&parts, &body),
                     local,
                     remote,
                 };
-                let Handler::Module(template) = &self.spec.handler else {
-                    unreachable!()
-                };
                 let env = cgi::environment(&meta, &template.env);
-                self.per_request(rt, env, body, deadline, slot).await
+                self.per_request(rt, env, body, held, deadline, slot).await
             }
             Handler::Service(name) => {
                 let _slot = slot;
+                let streamed::Input::Whole(body) = body else {
+                    unreachable!("a servlet's request is read whole")
+                };
                 self.servlet(name, &parts, &body, deadline, held).await
             }
             Handler::Component(template) => {
+                let body = self.upload(body);
                 let request = component::request(parts, body, local);
                 self.component(rt, template, request, deadline, slot).await
             }
         }
     }
 
-    /// The request's body, within the route's size and time limits.
-    async fn body(&self, parts: &Parts, body: RequestBody) -> Result<Bytes, Answer> {
-        let max = self.spec.max_body;
-        let too_large = || {
-            respond(
+    /// A handler slot, by `deadline`, or the 503 without one.
+    async fn slot(&self, deadline: Instant) -> Result<OwnedSemaphorePermit, Answer> {
+        if let Ok(p) = self.slots.clone().try_acquire_owned() {
+            return Ok(p);
+        }
+        if self.stats.queued.load(Ordering::Relaxed) >= self.spec.max_queue as i64 {
+            return Err(text(
+                503,
+                "busy: every handler slot is taken and the queue is full",
+            ));
+        }
+        let _queued = Gauge::up(&self.stats.queued);
+        match tokio::time::timeout_at(deadline, self.slots.clone().acquire_owned()).await {
+            Ok(Ok(p)) => Ok(p),
+            _ => Err(text(503, "busy: no handler slot came free in time")),
+        }
+    }
+
+    /// A handler slot for a request with `body`; a body still arriving
+    /// goes on being read (and charged) while the request waits, so that
+    /// what is queued is held within the budgets as a whole body is,
+    /// never in the protocol's buffers.
+    async fn slot_reading(
+        &self,
+        body: streamed::Input,
+        deadline: Instant,
+    ) -> Result<(OwnedSemaphorePermit, streamed::Input), Answer> {
+        let streamed::Input::Partial(first, mut rest) = body else {
+            return Ok((self.slot(deadline).await?, body));
+        };
+        let mut have = first.to_vec();
+        let limit = usize::try_from(self.spec.max_body).unwrap_or(usize::MAX);
+        let read = tokio::select! {
+            biased;
+            slot = self.slot(deadline) => Err(slot?),
+            read = collect_into(&mut have, &mut rest, limit, usize::MAX) => Ok(read),
+        };
+        match read {
+            Err(slot) => Ok((slot, streamed::Input::Partial(have.into(), rest))),
+            Ok(Ok(_)) => Ok((
+                self.slot(deadline).await?,
+                streamed::Input::Whole(have.into()),
+            )),
+            Ok(Err(why)) => Err(self.unread(why)),
+        }
+    }
+
+    /// The answer for a body that could not be read (`Some`: over a
+    /// budget; `None`: over `max_body` or broken off).
+    fn unread(&self, why: Option<budget::Full>) -> Answer {
+        match why {
+            Some(full) => respond(503, "text/plain", format!("busy: {full}\n"), true),
+            None => respond(
                 413,
                 "text/plain",
-                format!("request body over {max} bytes\n"),
+                format!("request body over {} bytes\n", self.spec.max_body),
                 true,
-            )
-        };
-        let declared = parts
-            .headers
-            .get(hyper::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-        if declared.is_some_and(|n| n > max) {
-            return Err(too_large());
+            ),
+        }
+    }
+
+    /// The CGI `CONTENT_LENGTH` of a request with `body`: its length if
+    /// read whole, else the length the client declared (if it did).
+    fn length_of(&self, parts: &Parts, body: &streamed::Input) -> Option<u64> {
+        match body {
+            streamed::Input::Whole(b) => Some(b.len() as u64),
+            streamed::Input::Partial(..) => declared_length(parts),
+        }
+    }
+
+    /// `body` as a handler reads it: as it arrives, within `max_body`.
+    fn upload(&self, body: streamed::Input) -> crate::pipe::Upload {
+        match body {
+            streamed::Input::Whole(b) => {
+                Box::pin(Full::new(b).map_err(|never: std::convert::Infallible| match never {}))
+            }
+            streamed::Input::Partial(first, rest) => {
+                streamed::upload(first, rest, self.spec.max_body)
+            }
+        }
+    }
+
+    /// The request's body, within the route's size and time limits: read
+    /// whole, or (if `streams`) its first [`streamed::STREAM_AT`] bytes
+    /// and the rest to come.
+    async fn body(
+        &self,
+        parts: &Parts,
+        mut body: RequestBody,
+        streams: bool,
+    ) -> Result<streamed::Input, Answer> {
+        let max = self.spec.max_body;
+        if declared_length(parts).is_some_and(|n| n > max) {
+            return Err(self.unread(None));
         }
         let limit = usize::try_from(max).unwrap_or(usize::MAX);
-        match tokio::time::timeout(BODY_TIMEOUT, collect(body, limit)).await {
-            Ok(Ok(bytes)) => Ok(bytes),
-            Ok(Err(Some(full))) => Err(respond(503, "text/plain", format!("busy: {full}\n"), true)),
-            Ok(Err(None)) => Err(too_large()),
+        // A body that may be longer than its first bytes is streamed.
+        let enough = match streams && limit > streamed::STREAM_AT {
+            true => streamed::STREAM_AT,
+            false => usize::MAX,
+        };
+        match tokio::time::timeout(BODY_TIMEOUT, collect(&mut body, limit, enough)).await {
+            Ok(Ok((bytes, true))) => Ok(streamed::Input::Whole(bytes)),
+            Ok(Ok((bytes, false))) => Ok(streamed::Input::Partial(bytes, body)),
+            Ok(Err(why)) => Err(self.unread(why)),
             Err(_) => Err(respond(
                 408,
                 "text/plain",
@@ -220,43 +292,56 @@ impl Route {
     }
 
     /// The next per-request task: the route's template, numbered, with
-    /// `body` as its stdin and its stdout captured.
-    fn task_spec(&self, body: Bytes) -> (crate::task::TaskSpec, CapturedOutput) {
+    /// `body` as its stdin and its stdout streamed into `out`.
+    fn task_spec(
+        &self,
+        body: streamed::Input,
+        out: crate::pipe::PipeWriter,
+    ) -> crate::task::TaskSpec {
         let Handler::Module(template) = &self.spec.handler else {
             unreachable!()
         };
         let mut spec = self.numbered(template);
-        spec.stdio.stdin_bytes = Some(body);
-        let capture = CapturedOutput::new(self.spec.max_response);
-        spec.stdio.stdout = Output::Capture(capture.clone());
-        (spec, capture)
+        match body {
+            streamed::Input::Whole(b) => spec.stdio.stdin_bytes = Some(b),
+            partial => {
+                let upload = self.upload(partial);
+                spec.stdio.stdin_stream = Some(crate::pipe::StreamedInput::new(upload));
+            }
+        }
+        spec.stdio.stdout = Output::Stream(out);
+        spec
     }
 
-    /// WAGI: a fresh task from the route's module answers on stdout.
+    /// WAGI: a fresh task from the route's module answers on stdout (see
+    /// `streamed`).
     async fn per_request(
         &self,
         rt: &Runtime,
         env: crate::host::Strings,
-        body: Bytes,
+        body: streamed::Input,
+        held: Option<Arc<budget::Held>>,
         deadline: Instant,
         slot: OwnedSemaphorePermit,
     ) -> Answer {
-        let (spec, capture) = self.task_spec(body);
+        let meter = held.map(|h| h as Arc<dyn crate::pipe::Meter>);
+        let limit = self.spec.max_response as u64;
+        let (out, mut pipe) = crate::pipe::pipe(streamed::WINDOW, limit, meter);
+        let spec = self.task_spec(body, out);
         let (id, mut ended, done) = match rt.spawn_ending(&spec, env) {
             Ok(x) => x,
             Err(e) => return refused(e),
         };
         let mut running = Running::new(rt, id, done, slot);
-        // The answer goes out as soon as the task's code has returned; its
-        // store is released after (or, if it never ran that far, from its
-        // report).
-        let ending = tokio::time::timeout_at(deadline, running.ending(&mut ended)).await;
-        let status = match ending {
-            Ok(Some(status)) => status,
-            Ok(None) => {
-                running.ended = true;
-                return text(503, "the runtime is stopping");
+        let mut head = Vec::new();
+        let first = tokio::time::timeout_at(deadline, async {
+            tokio::select! {
+                biased;
+                status = running.ending(&mut ended) => Err(status),
+                read = streamed::read_head(&mut pipe, &mut head) => Ok(read),
             }
+        });
+        let status = match first.await {
             Err(_) => {
                 running.end("over its route's timeout").await;
                 return text(
@@ -264,22 +349,61 @@ impl Route {
                     format!("handler over its {:?} timeout", self.spec.timeout),
                 );
             }
+            Ok(Ok(Err(fault))) => {
+                running.end("its response stream failed").await;
+                return self.faulted(fault);
+            }
+            Ok(Ok(Ok(()))) => {
+                match streamed::settle(&mut pipe, &mut head, &mut running, &mut ended).await {
+                    streamed::Settled::Ended(status) => status,
+                    streamed::Settled::Fault(fault) => {
+                        running.end("its response stream failed").await;
+                        return self.faulted(fault);
+                    }
+                    streamed::Settled::Going => {
+                        return self.streaming(head, pipe, running, ended, deadline)
+                    }
+                }
+            }
+            Ok(Err(status)) => status,
         };
         running.ended = true;
-        self.answer_of(status, &capture)
+        let Some(status) = status else {
+            return text(503, "the runtime is stopping");
+        };
+        if let Err(fault) = pipe.drain(&mut head) {
+            return self.faulted(fault);
+        }
+        fault(&status).unwrap_or_else(|| from_cgi(head))
     }
 
-    /// The answer for a per-request task that ended as `status`, having
-    /// written `capture`.
-    fn answer_of(&self, status: TaskStatus, capture: &CapturedOutput) -> Answer {
-        if let Some(fault) = fault(&status) {
-            return fault;
+    /// The answer of a handler still running once its head is read: the
+    /// head and what came with it, the rest streamed.
+    fn streaming(
+        &self,
+        head: Vec<u8>,
+        pipe: crate::pipe::PipeReader,
+        running: Running,
+        ended: tokio::sync::oneshot::Receiver<TaskStatus>,
+        deadline: Instant,
+    ) -> Answer {
+        match cgi_answer(head) {
+            Ok(answer) => {
+                let tail = streamed::Tail::new(pipe, running, ended, deadline);
+                streamed::with_tail(answer, tail)
+            }
+            // Dropping `running` kills the task.
+            Err(malformed) => malformed,
         }
-        let (out, overflowed) = capture.take();
-        if overflowed {
-            return self.over_max_response();
+    }
+
+    /// The answer for a response stream that failed before its head was
+    /// out.
+    fn faulted(&self, fault: crate::pipe::Fault) -> Answer {
+        match fault {
+            crate::pipe::Fault::TooLong(_) => self.over_max_response(),
+            crate::pipe::Fault::Budget(why) => text(503, format!("busy: {why}")),
         }
-        from_cgi(out)
     }
 
     /// The 502 for a response over `max_response`.
@@ -389,9 +513,31 @@ fn refused(e: Error) -> Answer {
 /// off. (Reserving the declared length up front measured worse: the
 /// host's peak RSS under a flood of bodies refused half way rose by a
 /// third.)
-async fn collect(mut body: RequestBody, limit: usize) -> Result<Bytes, Option<budget::Full>> {
+///
+/// Reading stops early once `enough` bytes are in (the rest is to be
+/// streamed): the bytes, and whether the body ended.
+async fn collect(
+    body: &mut RequestBody,
+    limit: usize,
+    enough: usize,
+) -> Result<(Bytes, bool), Option<budget::Full>> {
     let mut out = Vec::new();
-    while let Some(frame) = body.frame().await {
+    let ended = collect_into(&mut out, body, limit, enough).await?;
+    Ok((Bytes::from(out), ended))
+}
+
+/// As `collect`, into `out` (which holds all that was read even if the
+/// future is dropped): whether the body ended.
+async fn collect_into(
+    out: &mut Vec<u8>,
+    body: &mut RequestBody,
+    limit: usize,
+    enough: usize,
+) -> Result<bool, Option<budget::Full>> {
+    while out.len() < enough {
+        let Some(frame) = body.frame().await else {
+            return Ok(true);
+        };
         let frame = frame.map_err(|e| e.downcast_ref::<budget::Full>().copied())?;
         if let Some(data) = frame.data_ref() {
             if out.len() + data.len() > limit {
@@ -400,7 +546,15 @@ async fn collect(mut body: RequestBody, limit: usize) -> Result<Bytes, Option<bu
             out.extend_from_slice(data);
         }
     }
-    Ok(Bytes::from(out))
+    Ok(hyper::body::Body::is_end_stream(body))
+}
+
+/// The body length a request's head declares.
+fn declared_length(parts: &Parts) -> Option<u64> {
+    parts
+        .headers
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
 }
 
 /// A per-request task while its request is wanted. Dropped before the
@@ -446,6 +600,25 @@ impl Running {
             Ok(status) = ended => Some(status),
             report = done => report.ok().map(|r| r.ending()),
         }
+    }
+
+    /// As `ending`, polled.
+    fn poll_ending(
+        &mut self,
+        ended: &mut tokio::sync::oneshot::Receiver<TaskStatus>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<TaskStatus>> {
+        use std::future::Future;
+        use std::task::Poll;
+        if let Poll::Ready(Ok(status)) = std::pin::Pin::new(&mut *ended).poll(cx) {
+            return Poll::Ready(Some(status));
+        }
+        let Some(done) = self.done.as_mut() else {
+            return Poll::Ready(None);
+        };
+        std::pin::Pin::new(done)
+            .poll(cx)
+            .map(|report| report.ok().map(|r| r.ending()))
     }
 
     /// The answer is out: the task keeps the route's slot until it ends,
@@ -534,9 +707,19 @@ fn servlet_request(parts: &Parts, body: &[u8]) -> Vec<u8> {
 
 /// The HTTP answer a CGI response stands for (502 if malformed).
 fn from_cgi(out: Vec<u8>) -> Answer {
+    cgi_answer(out).unwrap_or_else(|malformed| malformed)
+}
+
+/// The HTTP answer a CGI response stands for, or the 502 if malformed.
+fn cgi_answer(out: Vec<u8>) -> Result<Answer, Answer> {
     let parsed = match cgi::parse(&out) {
         Ok(p) => p,
-        Err(why) => return text(502, format!("malformed response from the handler: {why}")),
+        Err(why) => {
+            return Err(text(
+                502,
+                format!("malformed response from the handler: {why}"),
+            ))
+        }
     };
     let body = Bytes::from(out).slice(parsed.body_at..);
     let mut r = Response::new(Full::new(body));
@@ -545,7 +728,7 @@ fn from_cgi(out: Vec<u8>) -> Answer {
     for (name, value) in parsed.headers {
         headers.append(name, value);
     }
-    r
+    Ok(r)
 }
 
 #[cfg(test)]

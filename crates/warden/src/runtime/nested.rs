@@ -112,6 +112,7 @@ fn child_spec(
     spec.sched.params.tickets = budget.cpu_share.saturating_mul(100);
     spec.stdio.stdin_inherit = false;
     spec.stdio.stdin_bytes = None;
+    spec.stdio.stdin_stream = None;
     // Its grants are its parent's; its bandwidth is a part of the
     // parent's (its node hangs under the parent's), so no cap of its
     // own, and no listeners of its own made for it.

@@ -39,6 +39,7 @@ enum WasiSeed {
 enum Stdin {
     Empty,
     Bytes(bytes::Bytes),
+    Stream(crate::pipe::StreamedInput),
     Inherit,
 }
 
@@ -250,6 +251,9 @@ fn finish_wasi(mut b: WasiCtxBuilder, sinks: &(Sink, Sink), stdin: Stdin) -> Was
         Stdin::Bytes(bytes) => {
             b.stdin(wasmtime_wasi::p2::pipe::MemoryInputPipe::new(bytes));
         }
+        Stdin::Stream(input) => {
+            b.stdin(input);
+        }
         Stdin::Inherit => {
             b.inherit_stdin();
         }
@@ -260,6 +264,9 @@ fn finish_wasi(mut b: WasiCtxBuilder, sinks: &(Sink, Sink), stdin: Stdin) -> Was
 
 /// Where a task's standard input comes from.
 fn stdin(spec: &TaskSpec) -> Stdin {
+    if let Some(input) = &spec.stdio.stdin_stream {
+        return Stdin::Stream(input.clone());
+    }
     match &spec.stdio.stdin_bytes {
         Some(bytes) => Stdin::Bytes(bytes.clone()),
         None if spec.stdio.stdin_inherit => Stdin::Inherit,

@@ -120,6 +120,17 @@ impl Held {
         self.bytes.fetch_add(n, Ordering::AcqRel);
         Ok(())
     }
+
+    /// Gives back `n` of the bytes charged (a streamed body's piece,
+    /// handed to the protocol). At most what is charged is given back.
+    pub fn release(&self, n: u64) {
+        let given = self
+            .bytes
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| Some(b - n.min(b)))
+            .map_or(0, |b| n.min(b));
+        self.conn.give(given);
+        self.server.give(given);
+    }
 }
 
 impl Drop for Held {
@@ -127,6 +138,18 @@ impl Drop for Held {
         let n = *self.bytes.get_mut();
         self.conn.give(n);
         self.server.give(n);
+    }
+}
+
+/// A streamed body's bytes are charged to its request while a pipe
+/// holds them.
+impl crate::pipe::Meter for Held {
+    fn charge(&self, n: u64) -> Result<(), String> {
+        Held::charge(self, n).map_err(|full| full.to_string())
+    }
+
+    fn release(&self, n: u64) {
+        Held::release(self, n)
     }
 }
 
@@ -165,6 +188,11 @@ mod tests {
         assert_eq!(c.charge(71).unwrap_err(), Full::Connection);
         drop(c);
         b.charge(20).unwrap();
+        b.release(30);
+        assert_eq!((other.used(), server.used()), (70, 70));
+        b.release(1000);
+        assert_eq!((other.used(), server.used()), (0, 0));
+        b.charge(5).unwrap();
         drop(b);
         assert_eq!((other.used(), server.used()), (0, 0));
     }

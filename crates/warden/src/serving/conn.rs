@@ -19,8 +19,8 @@
 //! connections finish the request in flight and close.
 
 use super::budget::{self, Budget, Held};
-pub use super::gate::Gate;
 use super::gate::{self, Sending, Ticket, Tracked, Watched, EVICT_GRACE};
+pub use super::gate::{BodyError, Gate, Streamed};
 use super::preface::{self, Protocol, Rewind};
 use bytes::Bytes;
 use http_body_util::Full;
@@ -268,14 +268,15 @@ fn tracked<F: Answer>(
                     true,
                 )
             });
-            let (parts, body) = response.into_parts();
+            let (mut parts, body) = response.into_parts();
+            let tail = parts.extensions.remove::<gate::Streamed>();
             let body = gate::bytes_of(body);
             if parts.extensions.get::<budget::Charged>().is_none() {
                 if let Err(full) = held.charge(body.len() as u64) {
                     return Ok(refused(busy, full));
                 }
             }
-            let body = Tracked::new(Full::new(body), busy, Some(held));
+            let body = Tracked::new(Full::new(body), busy, Some(held)).with_tail(tail);
             Ok(Response::from_parts(parts, body))
         })
     })

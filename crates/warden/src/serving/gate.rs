@@ -27,7 +27,6 @@ use super::budget::Held;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::{Body, Frame, SizeHint};
-use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -63,6 +62,8 @@ struct Conn {
     in_flight: AtomicUsize,
     /// Of those, the ones whose body has not all arrived.
     reading: AtomicUsize,
+    /// Of those, the ones whose answer is streaming (see [`Tracked`]).
+    streaming: AtomicUsize,
     /// Whether a request began since [`Ticket::idle`] last looked.
     began: AtomicBool,
     /// When it began to wait (the connection opened, its last request
@@ -164,13 +165,17 @@ enum Waiting {
 }
 
 impl Conn {
-    /// What it waits for; `None` if a request is at work.
+    /// What it waits for; `None` if a request is at work. A streaming
+    /// answer is an answer going out, as one waiting for its reader is:
+    /// told to give way, its connection still has the time any closing
+    /// one has to finish it (see `conn`).
     fn waiting(&self) -> Option<Waiting> {
         let in_flight = self.in_flight.load(Ordering::Acquire);
         let reading = self.reading.load(Ordering::Acquire);
-        if in_flight > reading {
+        let streaming = self.streaming.load(Ordering::Acquire);
+        if in_flight > reading + streaming {
             None
-        } else if self.sending.load(Ordering::Relaxed) {
+        } else if self.sending.load(Ordering::Relaxed) || streaming > 0 {
             Some(Waiting::Reader)
         } else if in_flight == 0 {
             Some(Waiting::Request)
@@ -214,7 +219,7 @@ impl Ticket {
             reading: reading.then(|| self.clone()),
             held,
         };
-        (watched, Busy(self.clone()))
+        (watched, Busy(self.clone(), false))
     }
 
     /// Whether a request is at work now.
@@ -252,12 +257,25 @@ impl Drop for Ticket {
 }
 
 /// A request in flight, until dropped (answered, or abandoned).
-pub(super) struct Busy(Arc<Ticket>);
+pub(super) struct Busy(Arc<Ticket>, bool);
+
+impl Busy {
+    /// Its answer streams (counted until it is dropped).
+    fn streams(&mut self) {
+        if !self.1 {
+            self.1 = true;
+            self.0.conn.streaming.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+}
 
 impl Drop for Busy {
     fn drop(&mut self) {
         let Ticket { gate, conn } = &*self.0;
         conn.idle_since.store(gate.tick(), Ordering::Relaxed);
+        if self.1 {
+            conn.streaming.fetch_sub(1, Ordering::AcqRel);
+        }
         conn.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
@@ -349,11 +367,37 @@ pub const CHUNK: usize = 64 << 10;
 /// (HTTP/1.1) or the client's window does (HTTP/2). While the rest waits
 /// for a slow reader, the request is no longer at work: its connection is
 /// one waiting for its reader (see [`Sending`]).
+///
+/// An answer may go on after its bytes with a [`Streamed`] tail (a body
+/// its handler is still writing): the request stays at work until the
+/// tail ends, and the tail's error, if it fails, ends the answer cut
+/// short (HTTP/1.1 without its last chunk, HTTP/2 with a reset), never
+/// as a complete one.
 pub(super) struct Tracked {
     rest: Bytes,
     chunked: bool,
     busy: Option<Busy>,
+    tail: Option<TailBody>,
     _held: Option<Arc<Held>>,
+}
+
+/// A streamed answer's body after its first bytes.
+pub type TailBody = Pin<Box<dyn Body<Data = Bytes, Error = BodyError> + Send>>;
+
+/// An answer's extension carrying the rest of its body, streamed (see
+/// [`Tracked`]); its `Full` body holds the first bytes.
+#[derive(Clone)]
+pub struct Streamed(Arc<Mutex<Option<TailBody>>>);
+
+impl Streamed {
+    /// A tail of `body`.
+    pub fn new(body: TailBody) -> Streamed {
+        Streamed(Arc::new(Mutex::new(Some(body))))
+    }
+
+    fn take(&self) -> Option<TailBody> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
 }
 
 impl Tracked {
@@ -363,8 +407,31 @@ impl Tracked {
             chunked: rest.len() > CHUNK,
             rest,
             busy: Some(busy),
+            tail: None,
             _held: held,
         }
+    }
+
+    /// Goes on with `tail` after its bytes.
+    pub(super) fn with_tail(mut self, tail: Option<Streamed>) -> Tracked {
+        self.tail = tail.and_then(|t| t.take());
+        if let (Some(busy), Some(_)) = (self.busy.as_mut(), &self.tail) {
+            busy.streams();
+        }
+        self
+    }
+
+    fn poll_tail(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let Some(tail) = self.tail.as_mut() else {
+            self.busy = None;
+            return Poll::Ready(None);
+        };
+        let frame = tail.as_mut().poll_frame(cx);
+        if matches!(frame, Poll::Ready(None | Some(Err(_)))) {
+            self.tail = None;
+            self.busy = None;
+        }
+        frame
     }
 }
 
@@ -379,15 +446,17 @@ pub(super) fn bytes_of(mut body: Full<Bytes>) -> Bytes {
 
 impl Body for Tracked {
     type Data = Bytes;
-    type Error = Infallible;
+    type Error = BodyError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        self.busy = None;
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         if self.rest.is_empty() {
-            return Poll::Ready(None);
+            return self.poll_tail(cx);
+        }
+        if self.tail.is_none() {
+            self.busy = None;
         }
         let data = if self.chunked {
             let n = self.rest.len().min(CHUNK);
@@ -404,11 +473,18 @@ impl Body for Tracked {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.rest.is_empty()
+        self.rest.is_empty() && self.tail.is_none()
     }
 
     fn size_hint(&self) -> SizeHint {
-        SizeHint::with_exact(self.rest.len() as u64)
+        match &self.tail {
+            None => SizeHint::with_exact(self.rest.len() as u64),
+            Some(t) => {
+                let mut hint = SizeHint::new();
+                hint.set_lower(self.rest.len() as u64 + t.size_hint().lower());
+                hint
+            }
+        }
     }
 }
 

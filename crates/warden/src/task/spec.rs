@@ -89,6 +89,9 @@ pub struct Stdio {
     pub stdin_inherit: bool,
     /// Bytes the task reads on stdin instead (an HTTP request's body).
     pub stdin_bytes: Option<bytes::Bytes>,
+    /// A body the task reads on stdin as it arrives (a request's body
+    /// too long to wait for); before `stdin_bytes`.
+    pub stdin_stream: Option<crate::pipe::StreamedInput>,
 }
 
 /// What a task may reach by IPC, and its quotas.
@@ -249,7 +252,9 @@ impl TaskSpec {
             ("listen", !spec.net.preopen_listeners.is_empty()),
             (
                 "stdin",
-                spec.stdio.stdin_inherit || spec.stdio.stdin_bytes.is_some(),
+                spec.stdio.stdin_inherit
+                    || spec.stdio.stdin_bytes.is_some()
+                    || spec.stdio.stdin_stream.is_some(),
             ),
             ("modules", !spec.ipc.modules.is_empty()),
         ];

@@ -36,6 +36,7 @@ pub mod site;
 mod spawn_bomb;
 mod spawn_reads;
 mod stack_and_cpu;
+mod stream_stalls;
 mod table_bomb;
 mod wild_calls;
 

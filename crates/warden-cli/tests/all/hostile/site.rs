@@ -139,16 +139,17 @@ pub fn http1(
             return (0, e.to_string());
         }
     }
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let Some((head, body)) = text.split_once("\r\n\r\n") else {
-        return (0, text);
+    let Some(at) = out.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return (0, String::from_utf8_lossy(&out).into_owned());
     };
+    let head = String::from_utf8_lossy(&out[..at]).into_owned();
+    let (body, _) = crate::util::http1_body(&head, &out[at + 4..]);
     let status = head
         .split_whitespace()
         .nth(1)
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
-    (status, body.to_string())
+    (status, String::from_utf8_lossy(&body).into_owned())
 }
 
 /// Runs `f` with an HTTP/2 (prior knowledge) connection to `addr`, on a

@@ -70,7 +70,7 @@ pub(crate) type Response = Result<
 /// One request for a `wasi:http/proxy` component task, and where its
 /// response goes.
 pub(crate) struct Incoming {
-    pub(crate) request: hyper::Request<http_body_util::Full<bytes::Bytes>>,
+    pub(crate) request: hyper::Request<crate::pipe::Upload>,
     pub(crate) respond: tokio::sync::oneshot::Sender<Response>,
 }
 
@@ -85,7 +85,12 @@ impl Incoming {
     /// resource table.
     pub(crate) fn enter(self, data: &mut TaskData) -> wasmtime::Result<Handles> {
         let mut http = data.http();
-        let request = http.new_incoming_request(Scheme::Http, self.request)?;
+        use http_body_util::BodyExt;
+        use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode;
+        let request = self
+            .request
+            .map(|body| body.map_err(|e| ErrorCode::InternalError(Some(e.to_string()))));
+        let request = http.new_incoming_request(Scheme::Http, request)?;
         let out = http.new_response_outparam(self.respond)?;
         Ok((request, out))
     }

@@ -328,6 +328,9 @@ fn add_socket_io(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
                     return Ok(served::write(&mut c, fd, iovs, n, nw, None).await);
                 }
                 if !c.data().preview1().sockets.has(fd) {
+                    if let Some(pipe) = stdio::streamed(&c, fd) {
+                        return stdio::write_streamed(&mut c, pipe, iovs, n, nw).await;
+                    }
                     if let Some(r) = stdio::write(&mut c, fd, iovs, n, nw) {
                         return r;
                     }

@@ -23,9 +23,10 @@ const MAX_WRITE: usize = 64 * 1024;
 /// Most buffers one gather list may hold (Linux's `IOV_MAX`).
 const MAX_BUFFERS: u32 = 1024;
 
-/// WASI's `EINVAL` and `EIO`.
+/// WASI's `EINVAL`, `EIO` and `EPIPE`.
 const EINVAL: i32 = 28;
 const EIO: i32 = 29;
+const EPIPE: i32 = 64;
 
 /// Whether `fd` is stdout's or stderr's descriptor.
 pub(super) fn is_output(fd: i32) -> bool {
@@ -67,6 +68,62 @@ pub(super) fn write(
     }
     mem.write(written, &(bytes.len() as u32).to_le_bytes());
     Some(Ok(0))
+}
+
+/// The pipe `fd_write(fd, …)` streams into, if `fd` is the task's stdout
+/// (still in place) and its stdout is a streamed response.
+pub(super) fn streamed(c: &Caller<'_, TaskData>, fd: i32) -> Option<crate::pipe::PipeWriter> {
+    if fd != 1 || !c.data().preview1().files.stdio_in_place() {
+        return None;
+    }
+    c.data().sinks.0.stream()
+}
+
+/// `fd_write` to a streamed stdout: waits for room in `pipe` (its
+/// reader, the client, sets the pace) and for the task's bandwidth
+/// (a streamed response is the task's network traffic), then writes
+/// what the gather list holds, up to [`MAX_WRITE`] and the bandwidth's
+/// grant. `EPIPE` once the client is gone, `EIO` once the stream failed.
+pub(super) async fn write_streamed(
+    c: &mut Caller<'_, TaskData>,
+    pipe: crate::pipe::PipeWriter,
+    iovs: i32,
+    n: i32,
+    nwritten: i32,
+) -> wasmtime::Result<i32> {
+    if n as u32 > MAX_BUFFERS {
+        return Ok(EINVAL);
+    }
+    let written = {
+        let (mem, _) = memory(c).map_err(|_| out_of_bounds())?;
+        match (nwritten % 4, range(mem.len(), nwritten, 4)) {
+            (0, Ok(r)) => r.start,
+            (0, Err(_)) => return Err(out_of_bounds()),
+            _ => return Err(misaligned()),
+        }
+    };
+    let mut bytes = gather(memory(c).map_err(|_| out_of_bounds())?.0, iovs, n as u32)?;
+    if let Err(e) = std::future::poll_fn(|cx| pipe.poll_room(cx)).await {
+        return Ok(errno(e));
+    }
+    let forever = crate::host::sockets::Deadline::new(-1);
+    let grant = crate::host::sockets::paced(c, bytes.len() as u64, forever).await;
+    bytes.truncate(grant.unwrap_or(0) as usize);
+    if let Err(e) = pipe.push(&bytes) {
+        return Ok(errno(e));
+    }
+    crate::host::sockets::sent(c, bytes.len());
+    let (mem, _) = memory(c).map_err(|_| out_of_bounds())?;
+    mem.write(written, &(bytes.len() as u32).to_le_bytes());
+    Ok(0)
+}
+
+/// WASI's errno for a write a pipe refused.
+fn errno(s: crate::pipe::Shut) -> i32 {
+    match s {
+        crate::pipe::Shut::Gone => EPIPE,
+        crate::pipe::Shut::Failed => EIO,
+    }
 }
 
 /// The bytes of the `n` buffers listed at `iovs` (a pointer and a length
