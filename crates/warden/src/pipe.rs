@@ -11,8 +11,17 @@
 //! reader that goes away fails every later write, so a task streaming to
 //! a client that left learns it at its next write.
 //!
-//! One lock per pipe, held only to move a chunk or a waker; never held
+//! Writes are joined into chunks of up to [`CHUNK`] bytes. A reader is
+//! woken by every write only once it asks to be ([`PipeReader::eager`]):
+//! before, only when the window fills or the writer closes, so a writer
+//! that writes a short answer in pieces and ends costs its reader one
+//! wake-up, at its end.
+//!
+//! One lock per pipe, held only to move bytes or a waker; never held
 //! while a meter is charged from another lock (the meter is atomics).
+
+/// Writes are joined into chunks of at most this many bytes.
+pub const CHUNK: usize = 64 << 10;
 
 use bytes::Bytes;
 use std::collections::VecDeque;
@@ -57,7 +66,8 @@ pub enum Shut {
 }
 
 struct State {
-    chunks: VecDeque<Bytes>,
+    chunks: VecDeque<bytes::BytesMut>,
+    eager: bool,
     buffered: usize,
     total: u64,
     closed: bool,
@@ -107,6 +117,7 @@ pub fn pipe(window: usize, limit: u64, meter: Option<Arc<dyn Meter>>) -> (PipeWr
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
             chunks: VecDeque::new(),
+            eager: false,
             buffered: 0,
             total: 0,
             closed: false,
@@ -175,10 +186,15 @@ impl PipeWriter {
         }
         st.total += n;
         st.buffered += bytes.len();
-        st.chunks.push_back(Bytes::copy_from_slice(bytes));
-        let reader = st.reader.take();
-        drop(st);
-        wake(reader);
+        match st.chunks.back_mut() {
+            Some(last) if last.len() + bytes.len() <= CHUNK => last.extend_from_slice(bytes),
+            _ => st.chunks.push_back(bytes::BytesMut::from(bytes)),
+        }
+        if st.eager || st.buffered >= self.0.window {
+            let reader = st.reader.take();
+            drop(st);
+            wake(reader);
+        }
         Ok(())
     }
 
@@ -225,24 +241,47 @@ impl PipeReader {
             m.release(chunk.len() as u64);
         }
         wake(writer);
-        Poll::Ready(Some(Ok(chunk)))
+        Poll::Ready(Some(Ok(chunk.freeze())))
+    }
+
+    /// From now on, every write wakes the reader.
+    pub fn eager(&mut self) {
+        self.0.lock().eager = true;
+    }
+
+    /// Ready once the pipe holds a window's worth, is closed, or failed
+    /// (what wakes a reader that is not eager).
+    pub fn poll_full(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let mut st = self.0.lock();
+        if st.closed || st.fault.is_some() || st.buffered >= self.0.window {
+            return Poll::Ready(());
+        }
+        st.reader = Some(cx.waker().clone());
+        Poll::Pending
+    }
+
+    /// Everything the pipe holds now, joined (without a copy when it is
+    /// one chunk), and its fault if it failed.
+    pub fn take_all(&mut self) -> Result<Bytes, Fault> {
+        let mut parts = Vec::new();
+        let mut cx = Context::from_waker(Waker::noop());
+        loop {
+            match self.poll_chunk(&mut cx) {
+                Poll::Ready(Some(Ok(b))) => parts.push(b),
+                Poll::Ready(Some(Err(f))) => return Err(f),
+                Poll::Ready(None) | Poll::Pending => break,
+            }
+        }
+        Ok(match parts.len() {
+            0 => Bytes::new(),
+            1 => parts.swap_remove(0),
+            _ => Bytes::from(parts.concat()),
+        })
     }
 
     /// The next chunk, `None` at the end, or the pipe's fault.
     pub async fn chunk(&mut self) -> Option<Result<Bytes, Fault>> {
         std::future::poll_fn(|cx| self.poll_chunk(cx)).await
-    }
-
-    /// Everything the pipe holds now, and its fault if it failed.
-    pub fn drain(&mut self, into: &mut Vec<u8>) -> Result<(), Fault> {
-        let mut cx = Context::from_waker(Waker::noop());
-        loop {
-            match self.poll_chunk(&mut cx) {
-                Poll::Ready(Some(Ok(b))) => into.extend_from_slice(&b),
-                Poll::Ready(Some(Err(f))) => return Err(f),
-                Poll::Ready(None) | Poll::Pending => return Ok(()),
-            }
-        }
     }
 }
 
@@ -463,11 +502,7 @@ mod tests {
         let (w, mut r) = pipe(1000, 10, None);
         w.push(b"12345").unwrap();
         assert_eq!(w.push(b"123456"), Err(Shut::Failed));
-        assert_eq!(
-            r.drain(&mut Vec::new()),
-            Err(Fault::TooLong(10)),
-            "the reader sees why"
-        );
+        assert_eq!(r.take_all(), Err(Fault::TooLong(10)), "the reader sees why");
         let meter = Arc::new(Count(AtomicU64::new(0), 8));
         let (w, r) = pipe(1000, 1000, Some(meter.clone()));
         w.push(b"12345").unwrap();
@@ -478,6 +513,28 @@ mod tests {
             0,
             "a dropped reader gives all back"
         );
+    }
+
+    /// Until it is eager, a reader is woken by a full window or the end,
+    /// not by each write; and what it takes whole is one chunk.
+    #[test]
+    fn a_quiet_reader_is_woken_by_a_full_window_or_the_end() {
+        let (w, mut r) = pipe(8, 100, None);
+        let (count, waker) = crate::test_waker::counting_waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(r.poll_full(&mut cx).is_pending());
+        w.push(b"abc").unwrap();
+        w.push(b"def").unwrap();
+        assert_eq!(count.get(), 0, "two writes, no wake-up");
+        w.push(b"gh").unwrap();
+        assert_eq!(count.get(), 1, "the window is full");
+        assert_eq!(r.take_all().unwrap(), Bytes::from_static(b"abcdefgh"));
+        assert!(r.poll_full(&mut cx).is_pending());
+        r.eager();
+        w.push(b"i").unwrap();
+        assert_eq!(count.get(), 2, "an eager reader hears each write");
+        w.close();
+        assert!(r.poll_full(&mut cx).is_ready());
     }
 
     #[test]

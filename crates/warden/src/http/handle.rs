@@ -333,48 +333,72 @@ impl Route {
             Err(e) => return refused(e),
         };
         let mut running = Running::new(rt, id, done, slot);
-        let mut head = Vec::new();
-        let first = tokio::time::timeout_at(deadline, async {
-            tokio::select! {
-                biased;
-                status = running.ending(&mut ended) => Err(status),
-                read = streamed::read_head(&mut pipe, &mut head) => Ok(read),
-            }
-        });
-        let status = match first.await {
-            Err(_) => {
-                running.end("over its route's timeout").await;
-                return text(
-                    504,
-                    format!("handler over its {:?} timeout", self.spec.timeout),
-                );
-            }
-            Ok(Ok(Err(fault))) => {
-                running.end("its response stream failed").await;
-                return self.faulted(fault);
-            }
-            Ok(Ok(Ok(()))) => {
-                match streamed::settle(&mut pipe, &mut head, &mut running, &mut ended).await {
-                    streamed::Settled::Ended(status) => status,
-                    streamed::Settled::Fault(fault) => {
-                        running.end("its response stream failed").await;
-                        return self.faulted(fault);
-                    }
-                    streamed::Settled::Going => {
-                        return self.streaming(head, pipe, running, ended, deadline)
-                    }
-                }
-            }
-            Ok(Err(status)) => status,
+        // Within its first moments, the handler is heard from only when it
+        // ends or fills its pipe: most end, and are answered whole.
+        let mut timer = Box::pin(tokio::time::sleep_until(
+            deadline.min(Instant::now() + streamed::GRACE),
+        ));
+        let first = tokio::select! {
+            biased;
+            status = running.ending(&mut ended) => Some(status),
+            () = std::future::poll_fn(|cx| pipe.poll_full(cx)) => None,
+            () = &mut timer => None,
         };
+        if let Some(status) = first {
+            return self.whole(status, Vec::new(), &mut pipe, &mut running);
+        }
+        // Still going: its answer streams once its head is complete.
+        pipe.eager();
+        timer.as_mut().reset(deadline);
+        let mut head = Vec::new();
+        let second = tokio::select! {
+            biased;
+            status = running.ending(&mut ended) => Ok(status),
+            read = streamed::read_head(&mut pipe, &mut head) => Err(read),
+            () = &mut timer => {
+                running.end("over its route's timeout").await;
+                return text(504, format!("handler over its {:?} timeout", self.spec.timeout));
+            }
+        };
+        match second {
+            Ok(status) => self.whole(status, head, &mut pipe, &mut running),
+            Err(Err(fault)) => {
+                running.end("its response stream failed").await;
+                self.faulted(fault)
+            }
+            Err(Ok(())) => match ended.try_recv() {
+                Ok(status) => self.whole(Some(status), head, &mut pipe, &mut running),
+                Err(_) => self.streaming(head, pipe, running, ended, deadline),
+            },
+        }
+    }
+
+    /// The whole answer of a handler that ended as `status` (`None`: the
+    /// runtime dropped it), having written `head` and what `pipe` holds.
+    fn whole(
+        &self,
+        status: Option<TaskStatus>,
+        head: Vec<u8>,
+        pipe: &mut crate::pipe::PipeReader,
+        running: &mut Running,
+    ) -> Answer {
         running.ended = true;
         let Some(status) = status else {
             return text(503, "the runtime is stopping");
         };
-        if let Err(fault) = pipe.drain(&mut head) {
-            return self.faulted(fault);
+        let rest = match pipe.take_all() {
+            Ok(rest) => rest,
+            Err(fault) => return self.faulted(fault),
+        };
+        if let Some(fault) = fault(&status) {
+            return fault;
         }
-        fault(&status).unwrap_or_else(|| from_cgi(head))
+        if head.is_empty() {
+            return cgi_answer(rest).unwrap_or_else(|malformed| malformed);
+        }
+        let mut out = head;
+        out.extend_from_slice(&rest);
+        from_cgi(out)
     }
 
     /// The answer of a handler still running once its head is read: the
@@ -387,7 +411,7 @@ impl Route {
         ended: tokio::sync::oneshot::Receiver<TaskStatus>,
         deadline: Instant,
     ) -> Answer {
-        match cgi_answer(head) {
+        match cgi_answer(head.into()) {
             Ok(answer) => {
                 let tail = streamed::Tail::new(pipe, running, ended, deadline);
                 streamed::with_tail(answer, tail)
@@ -707,11 +731,11 @@ fn servlet_request(parts: &Parts, body: &[u8]) -> Vec<u8> {
 
 /// The HTTP answer a CGI response stands for (502 if malformed).
 fn from_cgi(out: Vec<u8>) -> Answer {
-    cgi_answer(out).unwrap_or_else(|malformed| malformed)
+    cgi_answer(out.into()).unwrap_or_else(|malformed| malformed)
 }
 
 /// The HTTP answer a CGI response stands for, or the 502 if malformed.
-fn cgi_answer(out: Vec<u8>) -> Result<Answer, Answer> {
+fn cgi_answer(out: Bytes) -> Result<Answer, Answer> {
     let parsed = match cgi::parse(&out) {
         Ok(p) => p,
         Err(why) => {
@@ -721,7 +745,7 @@ fn cgi_answer(out: Vec<u8>) -> Result<Answer, Answer> {
             ))
         }
     };
-    let body = Bytes::from(out).slice(parsed.body_at..);
+    let body = out.slice(parsed.body_at..);
     let mut r = Response::new(Full::new(body));
     *r.status_mut() = parsed.status;
     let headers = r.headers_mut();

@@ -8,13 +8,13 @@
 //! arrives, within `max_body`, each frame given back to the request's
 //! budget once it is the task's.
 //!
-//! A WAGI handler's stdout is a pipe (see `pipe`): the answer goes out
-//! once its CGI head is complete, and its body follows as the client
-//! takes it. The pipe holds at most [`WINDOW`] bytes (and one write),
-//! charged to the request's budget, so a client that stops reading
-//! stops the handler at its next write and holds no more than that. A
-//! handler that has ended by the time its head is read is answered
-//! whole, as before. Once the head is out, a handler that fails, is
+//! A WAGI handler's stdout is a pipe (see `pipe`). A handler that ends
+//! within [`GRACE`] (or before its pipe fills) is answered whole, as
+//! before; one still writing is answered once its CGI head is complete,
+//! its body following as the client takes it. The pipe holds at most
+//! [`WINDOW`] bytes (and one write), charged to the request's budget,
+//! so a client that stops reading stops the handler at its next write
+//! and holds no more than that. Once the head is out, a handler that fails, is
 //! killed, or passes the route's timeout or `max_response` ends the
 //! answer cut short: never a complete-looking one.
 
@@ -113,58 +113,11 @@ pub async fn read_head(pipe: &mut PipeReader, head: &mut Vec<u8>) -> Result<(), 
     Ok(())
 }
 
-/// How a handler whose head is read goes on, within [`GRACE`].
-pub enum Settled {
-    /// It ended (as it says; `None`: the runtime dropped it), all it
-    /// wrote read: answered whole.
-    Ended(Option<TaskStatus>),
-    /// It is still writing: the answer is streamed.
-    Going,
-    /// Its pipe failed.
-    Fault(Fault),
-}
-
-/// How long a handler whose head is complete may take to end before
-/// its answer is streamed rather than sent whole: most handlers end
-/// within microseconds of their last write, and a whole answer has a
-/// length (no chunked framing) and costs less; a handler that streams
-/// sends its first bytes this much later.
+/// How long a handler is heard from only when it ends or fills its
+/// pipe: one that ends within it is answered whole (with a length, and
+/// at the cost of one wake-up); one still writing after it is streamed,
+/// its first bytes this much later.
 pub const GRACE: std::time::Duration = std::time::Duration::from_millis(10);
-
-/// Waits up to [`GRACE`] for the handler to end, reading what it writes
-/// into `head` meanwhile (up to [`WINDOW`] bytes).
-pub async fn settle(
-    pipe: &mut PipeReader,
-    head: &mut Vec<u8>,
-    running: &mut Running,
-    ended: &mut oneshot::Receiver<TaskStatus>,
-) -> Settled {
-    let wait = async {
-        tokio::select! {
-            biased;
-            status = running.ending(ended) => Settled::Ended(status),
-            read = read_window(pipe, head) => match read {
-                Ok(()) => Settled::Going,
-                Err(fault) => Settled::Fault(fault),
-            },
-        }
-    };
-    tokio::time::timeout(GRACE, wait)
-        .await
-        .unwrap_or(Settled::Going)
-}
-
-/// Reads `pipe` into `buf` until it holds [`WINDOW`] bytes; at the
-/// pipe's end, waits for ever (the handler's end decides).
-async fn read_window(pipe: &mut PipeReader, buf: &mut Vec<u8>) -> Result<(), Fault> {
-    while buf.len() < WINDOW {
-        match pipe.chunk().await {
-            Some(chunk) => buf.extend_from_slice(&chunk?),
-            None => std::future::pending().await,
-        }
-    }
-    Ok(())
-}
 
 /// Whether `b` holds the empty line that ends a head.
 fn ends_head(b: &[u8]) -> bool {
@@ -191,6 +144,8 @@ impl Tail {
         ended: oneshot::Receiver<TaskStatus>,
         deadline: Instant,
     ) -> Tail {
+        let mut pipe = pipe;
+        pipe.eager();
         Tail {
             pipe,
             running,
