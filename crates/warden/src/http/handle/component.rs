@@ -5,14 +5,13 @@
 //! The component reads the request's body from a `wasi:io` input stream
 //! and writes its response's to an output stream, as it would under
 //! `wasmtime serve`; on the host's side both stay within the route's
-//! bounds as a WAGI route's do. The body was read whole, within
-//! `max_body`, before the task started (a slow client holds its
-//! connection, never a task), and the response's body is collected
-//! within `max_response` (502 past it) before the answer goes out, so a
-//! handler that fails half way through its body is a 500, never a
-//! truncated 200. Faults are a WAGI route's (see [`super::fault`]): a
-//! handler that returns without setting a response is a 500, one that
-//! answers with a `wasi:http` error code a 502.
+//! bounds as a WAGI route's do, and both stream (see `streamed`): a body
+//! past its first 64 KiB arrives as the client sends it, and a response
+//! body not finished within the grace streams after its first bytes, a
+//! handler failing once it is under way cutting it short. Faults are a
+//! WAGI route's (see [`super::fault`]): a handler that returns without
+//! setting a response is a 500, one that answers with a `wasi:http`
+//! error code a 502.
 //!
 //! Once its response is out, a handler may still be running (work after
 //! its body, or its store being released): it keeps its slot until it
