@@ -266,3 +266,93 @@ fn spans_of(jaeger: &Jaeger, trace: &str, n: usize) -> Vec<serde_json::Value> {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// One request crossing two nodes is one trace: node a's server span for
+/// the request and its call span, node b's span serving the call (its
+/// parent the call span, carried in the cluster's frame), each node
+/// sending its own spans to the collector.
+#[test]
+fn a_request_crossing_two_nodes_is_one_trace() {
+    use crate::cluster::{server, Broker, Node};
+    let dir = tempfile::tempdir().unwrap();
+    let jaeger = Jaeger::start(dir.path());
+    let broker = Broker::start();
+    let telemetry = |service: &str| {
+        format!(
+            "[telemetry]\notlp = 'http://127.0.0.1:{}'\nservice = '{service}'\n",
+            jaeger.otlp
+        )
+    };
+    let _b = Node::start(
+        dir.path(),
+        "b",
+        &broker.url(),
+        &(telemetry("node-b") + &server("kv", "b")),
+    );
+    let a = Node::start(
+        dir.path(),
+        "a",
+        &broker.url(),
+        &(telemetry("node-a")
+            + "[[http]]\nlisten = '127.0.0.1:0'\n[[http.route]]\npath = '/kv/*'\nservice = 'kv'\n"),
+    );
+    let trace = "5cf92f3577b34da6a3ce929d0e0e4736";
+    let sent = format!("traceparent: 00-{trace}-00f067aa0ba902b7-01");
+    // Until node a has heard node b serve the name.
+    let t = Instant::now();
+    let r = loop {
+        let r = crate::http::curl(&format!("{}/kv/x", a.served.base()), &["-H", &sent]);
+        if r.status != 503 {
+            break r;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "{r:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(r.status, 200, "{r:?}");
+    // Each node sends its own spans: wait for b's. (Jaeger numbers the
+    // processes anew in each answer: spans and processes from one.)
+    let t = Instant::now();
+    let (found, spans) = loop {
+        let found = jaeger.get(&format!("/api/traces/{trace}"));
+        let spans = found
+            .as_ref()
+            .and_then(|f| f["data"][0]["spans"].as_array().cloned())
+            .unwrap_or_default();
+        if spans.iter().any(|s| s["operationName"] == "serve kv") {
+            break (found.unwrap(), spans);
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "no serve span: {found:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // (The request was tried again while a had not heard of b: each
+    // try is a request span of this trace.)
+    let parent_of = |span: &serde_json::Value| {
+        let id = span["references"][0]["spanID"].clone();
+        spans
+            .iter()
+            .find(|s| s["spanID"] == id)
+            .unwrap_or_else(|| panic!("no parent {id} of {span} in {spans:?}"))
+            .clone()
+    };
+    let serve = spans
+        .iter()
+        .find(|s| s["operationName"] == "serve kv")
+        .unwrap()
+        .clone();
+    let call = parent_of(&serve);
+    assert_eq!(call["operationName"], "call kv", "node b serves a's call");
+    let request = parent_of(&call);
+    assert_eq!(
+        request["operationName"], "GET /kv/*",
+        "the call is the request's"
+    );
+    let service_of = |span: &serde_json::Value| {
+        let process = span["processID"].as_str().unwrap();
+        found["data"][0]["processes"][process]["serviceName"].clone()
+    };
+    assert_eq!(service_of(&request), "node-a");
+    assert_eq!(service_of(&serve), "node-b");
+}

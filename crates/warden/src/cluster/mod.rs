@@ -193,6 +193,8 @@ pub(crate) struct Shared {
     kernel: Weak<Kernel>,
     /// Calls the local services exported names reach.
     host: HostClient,
+    /// Where the spans of traced calls served here go.
+    spans: Option<Arc<crate::telemetry::Exporter>>,
     start: Instant,
     /// How this node's frames are signed and others' checked.
     trust: seal::Trust,
@@ -326,7 +328,7 @@ impl Cluster {
     pub(crate) fn join(
         spec: &ClusterSpec,
         kernel: &Arc<Kernel>,
-        host: HostClient,
+        (host, spans): (HostClient, Option<Arc<crate::telemetry::Exporter>>),
         task_list: TaskList,
     ) -> Result<Cluster, String> {
         check_names(spec)?;
@@ -350,6 +352,7 @@ impl Cluster {
             tokio: tokio.clone(),
             kernel: Arc::downgrade(kernel),
             host,
+            spans,
             start: Instant::now(),
             trust,
             dir: Mutex::new(Directory::new(NODE_TTL.as_millis() as u64)),

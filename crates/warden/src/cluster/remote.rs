@@ -173,7 +173,8 @@ impl Shared {
         {
             let st = call.slot().lock();
             let task = call.client().0;
-            wire::encode_call(&mut frame, &self.node, task, &portals, &st.request);
+            let trace = st.trace.map(|c| (c.trace, c.span));
+            wire::encode_call(&mut frame, (&self.node, task, trace), &portals, &st.request);
         }
         let sent = frame.len();
         let sending = Sending {

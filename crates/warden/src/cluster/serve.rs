@@ -18,6 +18,7 @@
 
 use super::wire;
 use super::{seal, Shared};
+use crate::ipc::client::Calling;
 use crate::ipc::service::{Origin, PortalRef};
 use crate::ipc::{Errno, Object};
 use std::collections::HashMap;
@@ -175,10 +176,19 @@ impl Shared {
             return;
         }
         let caller = call.node;
-        let origin = Some(Origin {
-            node: call.node.to_string(),
-            task: call.task,
+        // A traced call is served in a span of its own, the caller's
+        // call span its parent.
+        let traced = call.trace.map(|(trace, span)| {
+            let at = crate::telemetry::Context { trace, span };
+            (at.child(), span, crate::telemetry::unix_ns())
         });
+        let from = Calling {
+            origin: Some(Origin {
+                node: call.node.to_string(),
+                task: call.task,
+            }),
+            trace: traced.map(|(at, _, _)| at),
+        };
         // The permit is waited for under progress notes too: a call queued
         // behind MAX_IN_FLIGHT others is slow, not lost. It is held until
         // the answer is sent (see `drain`).
@@ -192,9 +202,7 @@ impl Shared {
             let result = match portal {
                 Some(portal) => {
                     let request = call.request;
-                    self.host
-                        .call_portal(origin, portal, request, objects)
-                        .await
+                    self.host.call_portal(from, portal, request, objects).await
                 }
                 None => Err(Errno::Denied),
             };
@@ -208,7 +216,41 @@ impl Shared {
             Poll::Ready(r) => r,
             Poll::Pending => self.with_progress((&reply_to, caller), work).await,
         };
+        if let (Some(t), Some(spans)) = (traced, &self.spans) {
+            spans.record(self.serve_span(t, &label, caller, &result));
+        }
         self.answer(&label, (reply_to, caller), result).await;
+    }
+
+    /// The span of a traced call served here for node `caller`:
+    /// `(its context, its parent span, when it began)`.
+    fn serve_span(
+        &self,
+        (at, parent, began): (crate::telemetry::Context, [u8; 8], u64),
+        label: &str,
+        caller: &str,
+        result: &Result<(Vec<u8>, Vec<Object>), Errno>,
+    ) -> crate::telemetry::Span {
+        use serde_json::json;
+        let mut attributes = vec![
+            ("warden.service", json!(label)),
+            ("warden.node", json!(self.node)),
+            ("warden.call.caller_node", json!(caller)),
+        ];
+        match result {
+            Ok((reply, _)) => attributes.push(("warden.call.reply_bytes", json!(reply.len()))),
+            Err(e) => attributes.push(("warden.call.error", json!(e.to_string()))),
+        }
+        crate::telemetry::Span {
+            at,
+            parent: Some(parent),
+            name: format!("serve {label}"),
+            kind: 2,
+            start_ns: began,
+            end_ns: crate::telemetry::unix_ns(),
+            attributes,
+            error: result.is_err(),
+        }
     }
 
     /// Sends a served call's answer to `reply_to` on node `caller`: the

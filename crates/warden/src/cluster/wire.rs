@@ -7,6 +7,7 @@
 //!
 //! ```text
 //! call:      [VERSION][CALL][node len: u8][node][task id: u64 LE][portals][request bytes]
+//! traced:    [VERSION][TRACED][trace id: 16][span id: 8] then as a call from [node len]
 //! reply:     [VERSION][REPLY][code: i32 LE][portals][reply bytes]   code 0 or an Errno
 //! progress:  [VERSION][PROGRESS]                                    "still working"
 //! release:   [VERSION][RELEASE]                     "nobody here holds the portal"
@@ -39,6 +40,7 @@ const CALL: u8 = 1;
 const REPLY: u8 = 2;
 const PROGRESS: u8 = 3;
 const RELEASE: u8 = 4;
+const TRACED: u8 = 5;
 
 /// First token of every subject a node uses; the cluster's name is the
 /// second.
@@ -70,7 +72,13 @@ pub struct Call<'a> {
     pub portals: Vec<&'a str>,
     /// The request's bytes.
     pub request: &'a [u8],
+    /// The span the call was made in (W3C trace and span ids), when the
+    /// caller traces it.
+    pub trace: Option<Trace>,
 }
+
+/// A W3C trace id and span id.
+pub type Trace = ([u8; 16], [u8; 8]);
 
 /// A reply's bytes and the subjects of the portals it carries.
 #[derive(Debug, PartialEq, Eq)]
@@ -333,14 +341,27 @@ fn decode_portals(bytes: &[u8]) -> Option<(Vec<&str>, &[u8])> {
 /// The longest a call frame from `node` with `portals` portals and a
 /// request of `request` bytes can be.
 pub fn call_len(node: &str, portals: usize, request: usize) -> usize {
-    3 + node.len() + 8 + 1 + portals * (1 + MAX_PORTAL_SUBJECT) + request
+    3 + 24 + node.len() + 8 + 1 + portals * (1 + MAX_PORTAL_SUBJECT) + request
 }
 
-/// Appends a call frame to `out`.
-pub fn encode_call(out: &mut Vec<u8>, node: &str, task: u64, portals: &[String], request: &[u8]) {
+/// Appends a call frame to `out` (a traced one if `trace` is given).
+pub fn encode_call(
+    out: &mut Vec<u8>,
+    (node, task, trace): (&str, u64, Option<Trace>),
+    portals: &[String],
+    request: &[u8],
+) {
     debug_assert!(valid_node(node));
-    out.reserve(12 + node.len() + request.len());
-    out.extend_from_slice(&[VERSION, CALL, node.len() as u8]);
+    out.reserve(36 + node.len() + request.len());
+    match trace {
+        None => out.extend_from_slice(&[VERSION, CALL]),
+        Some((t, s)) => {
+            out.extend_from_slice(&[VERSION, TRACED]);
+            out.extend_from_slice(&t);
+            out.extend_from_slice(&s);
+        }
+    }
+    out.push(node.len() as u8);
     out.extend_from_slice(node.as_bytes());
     out.extend_from_slice(&task.to_le_bytes());
     encode_portals(out, portals);
@@ -349,7 +370,16 @@ pub fn encode_call(out: &mut Vec<u8>, node: &str, task: u64, portals: &[String],
 
 /// Decodes a call frame; `None` if it is not one.
 pub fn decode_call(frame: &[u8]) -> Option<Call<'_>> {
-    let [VERSION, CALL, n, rest @ ..] = frame else {
+    let (trace, frame) = match frame {
+        [VERSION, CALL, rest @ ..] => (None, rest),
+        [VERSION, TRACED, rest @ ..] => {
+            let t: [u8; 16] = rest.get(..16)?.try_into().ok()?;
+            let s: [u8; 8] = rest.get(16..24)?.try_into().ok()?;
+            (Some((t, s)), &rest[24..])
+        }
+        _ => return None,
+    };
+    let [n, rest @ ..] = frame else {
         return None;
     };
     let n = *n as usize;
@@ -364,6 +394,7 @@ pub fn decode_call(frame: &[u8]) -> Option<Call<'_>> {
         task,
         portals,
         request,
+        trace,
     })
 }
 
@@ -440,14 +471,15 @@ mod tests {
     #[test]
     fn call_round_trip_and_refusals() {
         let mut f = Vec::new();
-        encode_call(&mut f, "node-b", 42, &[], b"hello");
+        encode_call(&mut f, ("node-b", 42, None), &[], b"hello");
         assert_eq!(
             decode_call(&f),
             Some(Call {
                 node: "node-b",
                 task: 42,
                 portals: vec![],
-                request: b"hello"
+                request: b"hello",
+                trace: None,
             })
         );
         // Every truncation is refused, never read past.
@@ -463,6 +495,19 @@ mod tests {
         let mut bad = f.clone();
         bad[3] = b'.';
         assert_eq!(decode_call(&bad), None, "not a node name");
+        // A traced call carries its trace and span, and is refused cut
+        // short like any other.
+        let mut f = Vec::new();
+        let trace = ([7u8; 16], [9u8; 8]);
+        encode_call(&mut f, ("node-b", 42, Some(trace)), &[], b"hello");
+        let c = decode_call(&f).unwrap();
+        assert_eq!(
+            (c.trace, c.node, c.request),
+            (Some(trace), "node-b", &b"hello"[..])
+        );
+        for cut in 0..f.len() - 5 {
+            assert_eq!(decode_call(&f[..cut]), None, "cut at {cut}");
+        }
     }
 
     #[test]
@@ -479,7 +524,7 @@ mod tests {
             "another cluster's"
         );
         let mut f = Vec::new();
-        encode_call(&mut f, "b", 1, &p, b"req");
+        encode_call(&mut f, ("b", 1, None), &p, b"req");
         let c = decode_call(&f).unwrap();
         assert_eq!(
             (c.portals.len(), c.portals[1], c.request),

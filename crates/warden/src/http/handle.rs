@@ -468,10 +468,18 @@ impl Route {
                 Errno::Quota
             })
         };
-        let call = client.call_within(None, name, &request, &admit);
+        // When tracing, the call is a span of the request's, and carries
+        // it (to another node, in its frame).
+        let traced = REQUEST_TRACE.try_with(|t| t.clone()).ok().flatten();
+        let call_at = traced.as_ref().map(|(at, _)| (at.child(), at.span));
+        let from = crate::ipc::client::Calling {
+            origin: None,
+            trace: call_at.map(|(at, _)| at),
+        };
+        let call = client.call_within(from, name, &request, &admit);
         let began = crate::telemetry::unix_ns();
         let result = tokio::time::timeout_at(deadline, call).await;
-        if let Ok(Some((at, spans))) = REQUEST_TRACE.try_with(|t| t.clone()) {
+        if let (Some((_, spans)), Some(at)) = (traced, call_at) {
             let reply = match &result {
                 Ok(Ok(reply)) => Some(reply.len()),
                 _ => None,
@@ -801,7 +809,7 @@ tokio::task_local! {
 /// The span of a servlet's portal call for a request (at `at`): its
 /// service, its request's bytes and its reply's (`None`: it failed).
 fn call_span(
-    at: crate::telemetry::Context,
+    (at, parent): (crate::telemetry::Context, [u8; 8]),
     service: &str,
     began: u64,
     request: usize,
@@ -816,8 +824,8 @@ fn call_span(
         attributes.push(("warden.call.reply_bytes", json!(n)));
     }
     crate::telemetry::Span {
-        at: at.child(),
-        parent: Some(at.span),
+        at,
+        parent: Some(parent),
         name: format!("call {service}"),
         kind: 3,
         start_ns: began,

@@ -51,6 +51,16 @@ pub type DirectCall = for<'a> fn(
     Box<dyn std::future::Future<Output = Result<Vec<u8>, Errno>> + Send + 'a>,
 >;
 
+/// Where a host client's call comes from, beside the client itself.
+#[derive(Debug, Clone, Default)]
+pub struct Calling {
+    /// The remote caller it is made for (a call relayed from another
+    /// node).
+    pub origin: Option<Origin>,
+    /// The span it is made in, when tracing.
+    pub trace: Option<crate::telemetry::Context>,
+}
+
 /// A client of the kernel's services that is not a task.
 pub struct HostClient {
     kernel: Arc<Kernel>,
@@ -126,8 +136,9 @@ impl HostClient {
         &self.kernel
     }
 
-    /// Calls the service registered under `name` with `request` on
-    /// behalf of `origin` (which the server may ask for) and returns its
+    /// Calls the service registered under `name` with `request` as
+    /// `from` says (on behalf of an origin, which the server may ask for;
+    /// in a trace) and returns its
     /// reply: `Denied` if no live task provides the name; `PeerDied` if
     /// the server dies or closes the service first; or the error
     /// `admit_reply` gives for the reply's length (the reply is then
@@ -135,35 +146,53 @@ impl HostClient {
     /// buffer itself, not a copy.
     pub async fn call_within(
         &self,
-        origin: Option<Origin>,
+        from: Calling,
         name: &str,
         request: &[u8],
         admit_reply: &(dyn Fn(usize) -> Result<(), Errno> + Sync),
     ) -> Result<Vec<u8>, Errno> {
-        let portal = self.kernel.names.lookup(name).ok_or(Errno::Denied)?;
+        let portal = self.lookup_now(name).ok_or(Errno::Denied)?;
         let (reply, _objects) = self
-            .call_portal_within(origin, portal, request, Vec::new(), admit_reply)
+            .call_portal_within(from, portal, request, Vec::new(), admit_reply)
             .await?;
         Ok(reply)
     }
 
-    /// Calls through `portal` with `request` and its `objects`, on behalf
-    /// of `origin`; the reply's bytes and objects. A direct service takes
+    /// A portal to the live service `name` here, or else on a node of
+    /// the cluster known to serve it, without waiting for one.
+    fn lookup_now(&self, name: &str) -> Option<super::service::PortalRef> {
+        if let Some(p) = self.kernel.names.lookup(name) {
+            return Some(p);
+        }
+        let waker = std::task::Waker::noop();
+        let found = self
+            .kernel
+            .names
+            .poll_lookup(name, &mut std::task::Context::from_waker(waker));
+        self.kernel.names.cancel_wait(name, waker);
+        match found {
+            std::task::Poll::Ready(p) => Some(p),
+            std::task::Poll::Pending => None,
+        }
+    }
+
+    /// Calls through `portal` with `request` and its `objects`, as `from`
+    /// says; the reply's bytes and objects. A direct service takes
     /// bytes only (`Inval` for objects).
     pub async fn call_portal(
         &self,
-        origin: Option<Origin>,
+        from: Calling,
         portal: super::service::PortalRef,
         request: &[u8],
         objects: Vec<super::Object>,
     ) -> Result<(Vec<u8>, Vec<super::Object>), Errno> {
-        self.call_portal_within(origin, portal, request, objects, &|_| Ok(()))
+        self.call_portal_within(from, portal, request, objects, &|_| Ok(()))
             .await
     }
 
     async fn call_portal_within(
         &self,
-        origin: Option<Origin>,
+        from: Calling,
         portal: super::service::PortalRef,
         request: &[u8],
         objects: Vec<super::Object>,
@@ -181,7 +210,7 @@ impl HostClient {
         let others = self.calls.fetch_add(1, Ordering::Relaxed);
         let _in_flight = InFlight(&self.calls);
         let slot = self.slot();
-        let seq = self.load(&slot, origin, request, objects)?;
+        let seq = self.load(&slot, from, request, objects)?;
         let mut waiting = Waiting {
             slot: &slot,
             answered: false,
@@ -215,7 +244,7 @@ impl HostClient {
     fn load(
         &self,
         slot: &CallSlot,
-        origin: Option<Origin>,
+        from: Calling,
         request: &[u8],
         objects: Vec<super::Object>,
     ) -> Result<u64, Errno> {
@@ -223,7 +252,8 @@ impl HostClient {
         st.set_request_with(&self.owner, request.len(), |b| b.copy_from_slice(request))?;
         st.request_objects = objects;
         st.reply_objects.clear();
-        st.origin = origin;
+        st.origin = from.origin;
+        st.trace = from.trace;
         st.seq += 1;
         st.phase = Phase::Queued;
         Ok(st.seq)

@@ -57,6 +57,9 @@ pub struct CallState {
     /// Where the call came from, if not from the client task itself (a
     /// call relayed from another node of a cluster).
     pub origin: Option<Origin>,
+    /// The span the call is made in, when tracing (see `telemetry`): a
+    /// call to another node carries it in its frame.
+    pub trace: Option<crate::telemetry::Context>,
 }
 
 /// The caller of a call relayed from another node.
@@ -135,6 +138,7 @@ impl CallSlot {
                 reply_objects: Vec::new(),
                 client: None,
                 origin: None,
+                trace: None,
             }),
             owner,
         })

@@ -24,8 +24,9 @@ impl Runtime {
         let host = self
             .host_client(format!("cluster:{}", spec.node))
             .handing_off();
+        let spans = self.spans().cloned();
         let cluster =
-            Cluster::join(spec, &inner.kernel, host, task_list).map_err(Error::Cluster)?;
+            Cluster::join(spec, &inner.kernel, (host, spans), task_list).map_err(Error::Cluster)?;
         inner
             .cluster
             .set(cluster)

@@ -75,6 +75,7 @@ pub(super) fn load_request(
     let slot = ipc.call_slot.get(client);
     let mut st = slot.lock();
     st.set_request_with(slot.owner(), req.len(), |b| mem.read(req, b))?;
+    st.trace = client.trace;
     st.request_objects.clear();
     st.reply_objects.clear();
     if let Err(e) = take_objects(
