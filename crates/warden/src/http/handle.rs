@@ -4,6 +4,9 @@
 
 mod component;
 mod streamed;
+mod traced;
+
+use traced::{call_span, Traced, REQUEST_TRACE};
 
 use super::cgi;
 use super::config::{Handler, RouteSpec};
@@ -470,22 +473,40 @@ impl Route {
         };
         // When tracing, the call is a span of the request's, and carries
         // it (to another node, in its frame).
-        let traced = REQUEST_TRACE.try_with(|t| t.clone()).ok().flatten();
-        let call_at = traced.as_ref().map(|(at, _)| (at.child(), at.span));
+        let traced = traced::call_context();
         let from = crate::ipc::client::Calling {
             origin: None,
-            trace: call_at.map(|(at, _)| at),
+            trace: traced.as_ref().map(|((at, _), _)| *at),
         };
         let call = client.call_within(from, name, &request, &admit);
         let began = crate::telemetry::unix_ns();
         let result = tokio::time::timeout_at(deadline, call).await;
-        if let (Some((_, spans)), Some(at)) = (traced, call_at) {
-            let reply = match &result {
-                Ok(Ok(reply)) => Some(reply.len()),
-                _ => None,
-            };
-            spans.record(call_span(at, name, began, request.len(), reply));
+        if let Some((at, spans)) = traced {
+            let reply = result.as_ref().ok().and_then(|r| r.as_ref().ok());
+            spans.record(call_span(
+                at,
+                name,
+                began,
+                request.len(),
+                reply.map(Vec::len),
+            ));
         }
+        let charged = held.is_some();
+        self.servlet_answer(name, result, refused.get().copied(), charged)
+    }
+
+    /// The answer for a servlet call to `name` that ended as `result`
+    /// (`Err`: past the timeout), its reply refused (if it was) for
+    /// `refused` (over `max_response`, or a budget), `charged` if the
+    /// reply was charged to the request.
+    fn servlet_answer(
+        &self,
+        name: &str,
+        result: Result<Result<Vec<u8>, Errno>, tokio::time::error::Elapsed>,
+        refused: Option<Option<budget::Full>>,
+        charged: bool,
+    ) -> Answer {
+        let max = self.spec.max_response;
         match result {
             Err(_) => text(
                 504,
@@ -495,7 +516,7 @@ impl Route {
                 ),
             ),
             Ok(Err(Errno::Denied)) => text(503, format!("no task provides {name:?}")),
-            Ok(Err(_)) if refused.get().is_some() => match refused.get() {
+            Ok(Err(_)) if refused.is_some() => match refused {
                 Some(Some(full)) => text(503, format!("busy: {full}")),
                 _ => text(
                     502,
@@ -505,7 +526,7 @@ impl Route {
             Ok(Err(e)) => text(502, format!("servlet {name:?}: {e}")),
             Ok(Ok(reply)) => {
                 let mut answer = from_cgi(reply);
-                if held.is_some() {
+                if charged {
                     answer.extensions_mut().insert(budget::Charged);
                 }
                 answer
@@ -796,104 +817,5 @@ mod tests {
             head(req),
             "GET /kv/a HTTP/2.0\r\nhost: x:1\r\nx-a: 1\r\n\r\nbody"
         );
-    }
-}
-
-tokio::task_local! {
-    /// The span of the request being answered, and where spans go, when
-    /// tracing is on: its handler task's run (see `numbered`) and its
-    /// servlet call (see `servlet`) become its children.
-    static REQUEST_TRACE: Option<(crate::telemetry::Context, Arc<crate::telemetry::Exporter>)>;
-}
-
-/// The span of a servlet's portal call for a request (at `at`): its
-/// service, its request's bytes and its reply's (`None`: it failed).
-fn call_span(
-    (at, parent): (crate::telemetry::Context, [u8; 8]),
-    service: &str,
-    began: u64,
-    request: usize,
-    reply: Option<usize>,
-) -> crate::telemetry::Span {
-    use serde_json::json;
-    let mut attributes = vec![
-        ("warden.service", json!(service)),
-        ("warden.call.request_bytes", json!(request)),
-    ];
-    if let Some(n) = reply {
-        attributes.push(("warden.call.reply_bytes", json!(n)));
-    }
-    crate::telemetry::Span {
-        at,
-        parent: Some(parent),
-        name: format!("call {service}"),
-        kind: 3,
-        start_ns: began,
-        end_ns: crate::telemetry::unix_ns(),
-        attributes,
-        error: reply.is_none(),
-    }
-}
-
-/// A request's span while it is answered (see `telemetry`).
-struct Traced {
-    at: crate::telemetry::Context,
-    parent: Option<[u8; 8]>,
-    name: String,
-    attributes: Vec<(&'static str, serde_json::Value)>,
-    start_ns: u64,
-}
-
-impl Traced {
-    /// The span of `req`: a child of the client's `traceparent`, if it
-    /// sent a valid one, else a new trace.
-    fn begin(req: &Request<RequestBody>, route: &str, remote: SocketAddr) -> Traced {
-        use crate::telemetry::Context;
-        use serde_json::json;
-        let parent = req
-            .headers()
-            .get("traceparent")
-            .and_then(|v| v.to_str().ok())
-            .and_then(Context::from_traceparent);
-        Traced {
-            at: parent.map_or_else(Context::root, |p| p.child()),
-            parent: parent.map(|p| p.span),
-            name: format!("{} {route}", req.method()),
-            attributes: vec![
-                ("http.request.method", json!(req.method().as_str())),
-                ("url.path", json!(req.uri().path())),
-                ("http.route", json!(route)),
-                ("client.address", json!(remote.ip().to_string())),
-            ],
-            start_ns: crate::telemetry::unix_ns(),
-        }
-    }
-
-    /// Ends the span with `answer`'s status and size, and names it in
-    /// the answer's `traceparent`.
-    fn end(mut self, spans: &crate::telemetry::Exporter, answer: &mut Answer, route: &str) {
-        use serde_json::json;
-        let status = answer.status().as_u16();
-        let sent = hyper::body::Body::size_hint(answer.body())
-            .exact()
-            .unwrap_or(0);
-        self.attributes
-            .push(("http.response.status_code", json!(status)));
-        self.attributes
-            .push(("http.response.body.size", json!(sent)));
-        self.attributes.push(("warden.route", json!(route)));
-        if let Ok(v) = hyper::header::HeaderValue::from_str(&self.at.traceparent()) {
-            answer.headers_mut().insert("traceparent", v);
-        }
-        spans.record(crate::telemetry::Span {
-            at: self.at,
-            parent: self.parent,
-            name: self.name,
-            kind: 2,
-            start_ns: self.start_ns,
-            end_ns: crate::telemetry::unix_ns(),
-            attributes: self.attributes,
-            error: status >= 500,
-        });
     }
 }
