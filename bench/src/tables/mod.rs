@@ -24,6 +24,7 @@ mod reclaim;
 mod remote;
 mod sched;
 mod startup;
+mod streaming;
 mod transfer;
 mod web;
 
@@ -55,6 +56,7 @@ pub fn run_all(ctx: &Ctx, only: Option<&str>) -> Vec<Table> {
         ("memory after mass death", Box::new(|c| vec![mass_death::run(c)])),
         ("network: bandwidth shares and echo throughput", Box::new(network::run)),
         ("web server: one task, servlets, per-request tasks, native hyper (seed 004, Figure 5)", Box::new(web::run)),
+        ("streamed answers: time to first byte and throughput beside hyper", Box::new(|c| vec![streaming::run(c)])),
         ("cluster: remote calls through NATS beside Erlang distribution", Box::new(cluster::run)),
         ("components: spawn beside raw Wasmtime, HTTP handlers beside wasmtime serve", Box::new(components::run)),
         ("file system as a task: re-read through ext2 beside a host directory (seeds 001/002)", Box::new(files::run)),

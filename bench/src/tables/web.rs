@@ -76,7 +76,7 @@ fn free_port() -> u16 {
 
 /// A Warden system from manifest text (module paths absolute), its
 /// tasks started and its first `[[http]]` server, if any, serving.
-fn system(text: &str) -> Result<(Runtime, Option<HttpServer>), String> {
+pub(super) fn system(text: &str) -> Result<(Runtime, Option<HttpServer>), String> {
     let m = Manifest::parse(text, std::path::Path::new("/"))?;
     let rt = Runtime::new(RuntimeConfig {
         groups: m.groups.clone(),
