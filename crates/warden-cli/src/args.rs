@@ -110,7 +110,7 @@ fn near_miss(run: &clap::Command, flag: &str) -> Option<String> {
     }
     run.get_arguments()
         .filter_map(|a| a.get_long())
-        .find(|long| edits(name, long) <= 2)
+        .find(|long| warden_policy::spelling::distance(name, long) <= 2)
         .map(str::to_string)
 }
 
@@ -154,24 +154,6 @@ pub fn wasmtime_habit(flag: &str, next: Option<&str>) -> Option<String> {
     Some(format!(
         "wasmtime's `{what}` is {ours} in Warden; see doc/running.md"
     ))
-}
-
-/// The Levenshtein distance between `a` and `b`.
-fn edits(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let next = (diagonal + usize::from(ca != *cb))
-                .min(row[j] + 1)
-                .min(row[j + 1] + 1);
-            diagonal = row[j + 1];
-            row[j + 1] = next;
-        }
-    }
-    row[b.len()]
 }
 
 #[cfg(test)]
@@ -241,6 +223,5 @@ mod tests {
             Some("memory-limit")
         );
         assert_eq!(near_miss(run, "--verbose-output"), None);
-        assert_eq!(edits("kitten", "sitting"), 3);
     }
 }

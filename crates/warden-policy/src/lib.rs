@@ -11,7 +11,8 @@
 //! - [`units`]: sizes, durations and rates as people write them;
 //! - [`clock`]: the clocks policies are fed from (monotonic, thread CPU,
 //!   the cheap tick counter);
-//! - [`idmap`]: maps keyed by small integer ids.
+//! - [`idmap`]: maps keyed by small integer ids;
+//! - [`spelling`]: which known word a misspelt one meant.
 //!
 //! The `warden` crate builds its mechanism on these: the executor asks
 //! [`sched::RunQueue`] who runs next, the link asks [`fair::FairTree`]
@@ -34,4 +35,5 @@ pub mod fair;
 pub mod grant;
 pub mod idmap;
 pub mod sched;
+pub mod spelling;
 pub mod units;

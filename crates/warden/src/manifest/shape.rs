@@ -152,7 +152,7 @@ fn suggest(problem: &str) -> String {
     };
     let unknown = &rest[..end];
     let known: Vec<&str> = rest[end + 1..].split('`').skip(1).step_by(2).collect();
-    match nearest(unknown, &known) {
+    match warden_policy::spelling::nearest(unknown, &known) {
         Some(near) => format!(
             "{}unknown key `{unknown}` (did you mean `{near}`?)",
             &problem[..at]
@@ -161,47 +161,10 @@ fn suggest(problem: &str) -> String {
     }
 }
 
-/// The candidate closest to `word` in edits, if it is close enough to be
-/// what was meant (at most a third of its letters, and at least one).
-pub(crate) fn nearest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
-    let most = (word.chars().count() / 3).max(1);
-    candidates
-        .iter()
-        .map(|c| (distance(word, c), *c))
-        .filter(|(d, _)| *d <= most)
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| c)
-}
-
-/// Levenshtein distance, with a swap of two neighbours counting as one.
-fn distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let mut rows = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for (i, row) in rows.iter_mut().enumerate() {
-        row[0] = i;
-    }
-    for j in 0..=b.len() {
-        rows[0][j] = j;
-    }
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut d = (rows[i - 1][j] + 1)
-                .min(rows[i][j - 1] + 1)
-                .min(rows[i - 1][j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                d = d.min(rows[i - 2][j - 2] + 1);
-            }
-            rows[i][j] = d;
-        }
-    }
-    rows[a.len()][b.len()]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use warden_policy::spelling::nearest;
 
     #[test]
     fn near_keys_are_suggested_and_far_ones_are_not() {
