@@ -100,12 +100,17 @@ fn unmodified_programs_read_and_write_files_on_the_image() {
         metrics.contains("warden_file_service_written_bytes_total{service=\"fs\"} 20"),
         "{metrics}"
     );
+    // (The system runs in this process: its token file is not where the
+    // tests' `warden` processes keep theirs, and a stale one there may
+    // name the port; `ps` needs none.)
     let ps = util::warden()
+        .env("XDG_RUNTIME_DIR", dir.path())
         .args(["ps", "--control", &control])
         .output()
         .unwrap();
+    let err = String::from_utf8_lossy(&ps.stderr).into_owned();
     let ps = String::from_utf8_lossy(&ps.stdout);
-    assert!(ps.contains("FILE SERVICE"), "{ps}");
+    assert!(ps.contains("FILE SERVICE"), "{ps}{err}");
     assert!(
         ps.lines()
             .any(|l| l.starts_with("fs ") && l.contains("20 B")),

@@ -9,7 +9,7 @@
 //! budget once it is the task's.
 //!
 //! A WAGI handler's stdout is a pipe (see `pipe`). A handler that ends
-//! within [`GRACE`] (or before its pipe fills) is answered whole, as
+//! within [`GRACE`] without filling its pipe is answered whole, as
 //! before; one still writing is answered once its CGI head is complete,
 //! its body following as the client takes it. The pipe holds at most
 //! [`WINDOW`] bytes (and one write), charged to the request's budget,
