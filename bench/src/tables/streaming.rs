@@ -147,15 +147,7 @@ fn warden_site() -> Result<Site, String> {
 /// hyper on a 2-worker tokio runtime answering `/?N` with N bytes, in
 /// 64 KiB frames of one buffer.
 fn hyper_site() -> Result<Site, String> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .map_err(|e| e.to_string())?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let (rt, listener, addr) = super::web::hyper_listener()?;
     rt.spawn(async move {
         let block = bytes::Bytes::from(vec![b'x'; 64 << 10]);
         loop {

@@ -257,10 +257,16 @@ fn setup_costs(s: &mut Samples, key: &str, a: &SetupStats, b: &SetupStats) {
     }
 }
 
-/// A plain hyper HTTP/1.1 server on a 2-worker tokio runtime answering
-/// `/p0` and `/p1` with fixed bodies: the upper bound.
-fn hyper_hello() -> Result<Site, String> {
-    use http_body_util::Full;
+/// A 2-worker tokio runtime (hyper's, as its users run it) and a
+/// loopback listener on it, with its address.
+pub(super) fn hyper_listener() -> Result<
+    (
+        tokio::runtime::Runtime,
+        tokio::net::TcpListener,
+        std::net::SocketAddr,
+    ),
+    String,
+> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -270,6 +276,14 @@ fn hyper_hello() -> Result<Site, String> {
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
         .map_err(|e| e.to_string())?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    Ok((rt, listener, addr))
+}
+
+/// A plain hyper HTTP/1.1 server on a 2-worker tokio runtime answering
+/// `/p0` and `/p1` with fixed bodies: the upper bound.
+fn hyper_hello() -> Result<Site, String> {
+    use http_body_util::Full;
+    let (rt, listener, addr) = hyper_listener()?;
     let bodies: Vec<bytes::Bytes> = SIZES
         .iter()
         .map(|(_, n)| bytes::Bytes::from(vec![b'x'; *n]))

@@ -31,7 +31,7 @@ max_response = "4GiB"
 }
 
 /// curl's status, bytes received and exit status for `url`.
-fn download(url: &str, args: &[&str]) -> (String, u64, bool) {
+pub(crate) fn download(url: &str, args: &[&str]) -> (String, u64, bool) {
     let out = Command::new("curl")
         .args([
             "-sS",
