@@ -1,7 +1,9 @@
 //! How a run went, and the exit status that says so.
 //!
 //! A system from a manifest exits 0 when every task it started itself
-//! exited 0 (its tasks' children are theirs to judge), else 1. A single
+//! exited 0 (its tasks' children are theirs to judge; a supervised task
+//! is its supervisor's, and a supervisor that gives up makes it 1),
+//! else 1. A single
 //! program's exit status is the program's, as with `wasmtime run`: its
 //! exit code (1 if the code does not fit a status byte), 134 if it trapped
 //! (128 + SIGABRT, as Wasmtime does), 137 if it was killed (128 + SIGKILL:
@@ -53,7 +55,9 @@ impl Outcome {
             let root = r.parent.is_none() && r.route.is_none();
             let mut o = outcome.lock().unwrap_or_else(|e| e.into_inner());
             if root {
-                o.failed |= !r.succeeded();
+                // A supervised task's end is its supervisor's to judge;
+                // a supervisor that gives up fails the run (`fail`).
+                o.failed |= !r.succeeded() && !r.supervised;
                 if o.first.is_none() {
                     o.first = Some(status_of(r));
                     o.first_line = r.exit_code.is_none().then(|| summary(r));
@@ -63,6 +67,11 @@ impl Outcome {
                 o.reports.push(r.clone());
             }
         }))
+    }
+
+    /// Marks the run failed: a top supervisor gave up.
+    pub fn fail(&self) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).failed = true;
     }
 
     /// Prints and writes what was asked for; the exit status is the single

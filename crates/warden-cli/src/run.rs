@@ -48,6 +48,11 @@ pub fn run_system(
     let mut progress = Progress::default();
     let starting = Arc::new(Starting::default());
     let ends = on_stop_signal(signals, starting.clone());
+    // A top supervisor that gives up ends the run, status 1.
+    let given_up = ends.0.clone();
+    spec.on_failure = Some(warden::FailureSink(Arc::new(move |why: &str| {
+        let _ = given_up.send(Some(why.to_string()));
+    })));
     let system = System::start_with(spec, |step, done, total| {
         starting.at(step, total);
         progress.show(step, done, total)
@@ -73,10 +78,14 @@ pub fn run_system(
         Some(d) => ends
             .1
             .recv_timeout(d)
-            .unwrap_or(Some("its run time (--for) is over")),
+            .unwrap_or(Some("its run time (--for) is over".into())),
         None => ends.1.recv().unwrap_or(None),
     };
-    system.shutdown(why);
+    let failure = system.failure();
+    system.shutdown(why.as_deref());
+    if failure.is_some() {
+        outcome.fail();
+    }
     let shown = match (is_manifest, sys.verbose) {
         (_, true) | (true, false) => Shown::Summaries,
         (false, false) => Shown::Failure,
@@ -191,10 +200,11 @@ fn block_stop_signals() -> libc::sigset_t {
 }
 
 /// How a run ends: `Some(reason)` to kill every task for `reason` (a
+/// top supervisor giving up,
 /// signal, the `--for` bound), `None` when its tasks have all ended.
 type Ends = (
-    std::sync::mpsc::Sender<Option<&'static str>>,
-    std::sync::mpsc::Receiver<Option<&'static str>>,
+    std::sync::mpsc::Sender<Option<String>>,
+    std::sync::mpsc::Receiver<Option<String>>,
 );
 
 /// How far a system's start has come, for the signal thread: a signal
@@ -260,7 +270,7 @@ fn on_stop_signal(set: libc::sigset_t, starting: Arc<Starting>) -> Ends {
                 } else {
                     "interrupted (Ctrl-C)"
                 };
-                let _ = tx.send(Some(reason));
+                let _ = tx.send(Some(reason.to_string()));
             }
         });
     (ends, rx)

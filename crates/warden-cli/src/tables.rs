@@ -97,10 +97,15 @@ pub fn is_ended(t: &Value) -> bool {
 /// How an ended task ended: its exit code, or why it trapped or was
 /// killed; empty for a live task.
 fn ending(t: &Value) -> String {
+    let first = |why: &str| why.lines().next().unwrap_or("").to_string();
     match (t["exit_code"].as_i64(), t["reason"].as_str()) {
         (Some(code), _) => format!("exit {code}"),
-        (None, Some(why)) => why.lines().next().unwrap_or("").to_string(),
-        _ => String::new(),
+        (None, Some(why)) => first(why),
+        // A live task its supervisor restarted: how often, and why last.
+        _ => match t["last_restart_reason"].as_str() {
+            Some(why) => format!("restarted {}x, last after {}", num(&t["restarts"]), first(why)),
+            None => String::new(),
+        },
     }
 }
 
@@ -144,6 +149,7 @@ fn task_columns(wide: bool) -> Vec<(&'static str, Align)> {
         ("NET-RX", Right),
         ("TX/s", Right),
         ("RX/s", Right),
+        ("RESTARTS", Right),
         ("ENDED", Left),
     ];
     let narrow = [
@@ -181,6 +187,7 @@ fn task_cell(t: &Value, column: &str, depth: usize) -> String {
         "NET-RX" => rate(&t["net_bytes_received"]),
         "TX/s" => rate(&t["net_tx_rate"]),
         "RX/s" => rate(&t["net_rx_rate"]),
+        "RESTARTS" => num(&t["restarts"]),
         "ENDED" => ending(t),
         _ => String::new(),
     }

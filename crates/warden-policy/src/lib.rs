@@ -12,7 +12,9 @@
 //! - [`clock`]: the clocks policies are fed from (monotonic, thread CPU,
 //!   the cheap tick counter);
 //! - [`idmap`]: maps keyed by small integer ids;
-//! - [`spelling`]: which known word a misspelt one meant.
+//! - [`spelling`]: which known word a misspelt one meant;
+//! - [`supervise`]: what a supervisor does when a member ends (OTP's
+//!   restart policies, strategies and intensity).
 //!
 //! The `warden` crate builds its mechanism on these: the executor asks
 //! [`sched::RunQueue`] who runs next, the link asks [`fair::FairTree`]
@@ -36,4 +38,5 @@ pub mod grant;
 pub mod idmap;
 pub mod sched;
 pub mod spelling;
+pub mod supervise;
 pub mod units;

@@ -188,15 +188,18 @@ pub use output::{CapturedOutput, Output};
 pub use report::TaskReport;
 pub use runtime::machine;
 pub use runtime::{
-    DeviceView, Error, FileServiceView, ReportSink, Runtime, RuntimeConfig, SetupStats, TaskView,
+    DeviceView, Error, FileServiceView, ReportSink, Restarts, Runtime, RuntimeConfig, SetupStats,
+    TaskView, RESTART_STATUSES,
 };
 pub use sched::{Params as SchedParams, Tree as SchedTree};
 pub use sched::{PolicyKind, RunQueue, TaskSched};
 pub use serving::tls::{reload_certificates, Certificate as TlsCertificate, TlsSpec};
 pub use system::{
-    load, misfits, modules, runtime_config, ModuleUse, Step, System, SystemModule, SystemSpec,
+    load, misfits, modules, runtime_config, FailureSink, ModuleUse, Step, System, SystemModule,
+    SystemSpec,
 };
 pub use task::net::DEFAULT_SOCKET_BUFFER;
 pub use task::{
-    GroupSpec, IpcSpec, Limits, NetSpec, SchedSpec, Stdio, TaskId, TaskSpec, TaskStatus,
+    GroupSpec, Intensity, IpcSpec, Limits, NetSpec, Restart, SchedSpec, Stdio, Strategy,
+    SupervisorSpec, TaskId, TaskSpec, TaskStatus,
 };

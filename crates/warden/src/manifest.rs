@@ -68,6 +68,22 @@
 //!                                  # callers' threads (see below)
 //! call_cpu_limit = "1s"            # passive only: CPU per call
 //! modules = { worker = "w.wasm" }  # modules it may spawn children from
+//! restart = "temporary"            # or "permanent", "transient" (OTP's):
+//!                                  # whether its supervisor restarts it
+//! ```
+//!
+//! Supervisors restart tasks as Erlang/OTP's do (see
+//! `manifest/supervisor.rs`):
+//!
+//! ```toml
+//! [[supervisor]]
+//! name = "storage"
+//! strategy = "one_for_one"         # or "one_for_all", "rest_for_one"
+//! max_restarts = 5                 # at most 5 restarts ...
+//! within = "10s"                   # ... in any 10 s, else it gives up
+//! backoff = "50ms"                 # first delay, doubling, at most 5 s
+//! cpu_limit = "1s"                 # CPU its restarts may cost
+//! members = ["fs", "nfs"]          # tasks and supervisors, in order
 //! ```
 //!
 //! A system may join a cluster of Warden nodes (see `manifest/cluster.rs`):
@@ -108,6 +124,7 @@ mod http;
 mod locate;
 mod runtime;
 mod shape;
+mod supervisor;
 mod task;
 
 use task::{task_specs, RawTask};
@@ -144,6 +161,8 @@ pub struct Manifest {
     /// Where spans go (`[telemetry]`): the OTLP/HTTP endpoint and the
     /// service name; `None`: no tracing.
     pub telemetry: Option<(String, String)>,
+    /// Supervisors of its tasks (see `manifest/supervisor.rs`).
+    pub supervisors: Vec<crate::task::SupervisorSpec>,
 }
 
 /// The `[runtime]` section.
@@ -188,6 +207,8 @@ struct RawManifest {
     telemetry: Option<RawTelemetry>,
     #[serde(default)]
     device: Vec<device::RawDevice>,
+    #[serde(default)]
+    supervisor: Vec<supervisor::RawSupervisor>,
 }
 
 #[derive(Deserialize)]
@@ -324,6 +345,7 @@ impl Manifest {
         let empty = raw.task.is_empty() && raw.http.is_empty();
         let tasks = tasks(raw.task, base, &groups, &mut problems);
         let devices = device::devices(raw.device, base, &mut problems);
+        let supervisors = supervisor::supervisors(raw.supervisor, &tasks, &mut problems);
         device::check_grants(&tasks, &devices, &mut problems);
         let group_names: Vec<&str> = groups.iter().map(|g| g.name.as_str()).collect();
         let http = http::servers(raw.http, base, &group_names, &mut problems);
@@ -345,6 +367,7 @@ impl Manifest {
             cluster,
             devices,
             telemetry,
+            supervisors,
         };
         (m, problems)
     }

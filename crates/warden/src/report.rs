@@ -69,6 +69,11 @@ pub struct TaskReport {
     pub start_ms: f64,
     /// When it finished, ms since the runtime started.
     pub end_ms: f64,
+    /// Whether a supervisor watched it: its end is its supervisor's to
+    /// judge (restart it, or give up), not the system's.
+    pub supervised: bool,
+    /// How many times its supervisor had restarted it before this run.
+    pub restarts: u32,
 }
 
 impl TaskReport {
@@ -120,6 +125,8 @@ impl TaskReport {
             teardown_ms: shared.teardown_ns.load(Ordering::Relaxed) as f64 / 1e6,
             start_ms,
             end_ms,
+            supervised: false,
+            restarts: 0,
         }
     }
 

@@ -193,6 +193,7 @@ pub fn metrics(rt: &Runtime) -> String {
     super::devices::metrics(rt, &mut out);
     super::devices::file_service_metrics(rt, &mut out);
     task_counts(&views, &mut out);
+    restart_metrics(rt, &mut out);
     kernel_metrics(rt, &mut out);
     if let Some(spans) = rt.spans() {
         let name = "warden_trace_spans_dropped_total";
@@ -203,6 +204,24 @@ pub fn metrics(rt: &Runtime) -> String {
         );
     }
     out
+}
+
+/// Supervised tasks' restarts, by task and by how the run that called
+/// for each ended (`reason`: exited, trapped, killed).
+fn restart_metrics(rt: &Runtime, out: &mut String) {
+    let name = "warden_restarts_total";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Restarts of supervised tasks, by task and by how the run before ended.\n# TYPE {name} counter"
+    );
+    for (task, r) in rt.all_restarts() {
+        let task = task.replace('\\', "\\\\").replace('"', "\\\"");
+        for (reason, n) in crate::runtime::RESTART_STATUSES.iter().zip(r.by_status) {
+            if n > 0 {
+                let _ = writeln!(out, "{name}{{task=\"{task}\",reason=\"{reason}\"}} {n}");
+            }
+        }
+    }
 }
 
 /// How many tasks are alive, and how many ended, by how.

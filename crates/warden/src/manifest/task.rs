@@ -55,6 +55,7 @@ pub(super) struct RawTask {
     pub(super) call_cpu_limit: Option<String>,
     #[serde(default)]
     pub(super) devices: Vec<String>,
+    pub(super) restart: Option<String>,
 }
 
 /// Network grants, preopened listeners and bandwidth.
@@ -191,6 +192,7 @@ fn task_template_all(t: &RawTask, base: &Path) -> Result<TaskSpec, Vec<String>> 
     keep(task_net(t, &mut spec));
     keep(task_sched(t, &mut spec));
     keep(task_passive(t, &mut spec));
+    keep(super::supervisor::restart(t.restart.as_deref()).map(|r| spec.restart = r));
     match problems.is_empty() {
         true => Ok(spec),
         false => Err(problems),

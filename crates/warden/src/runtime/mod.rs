@@ -24,11 +24,13 @@ mod run;
 mod setup;
 mod spawn;
 mod store;
+mod supervised;
 mod tasks;
 mod views;
 
 pub use route_stats::{RouteStats, BUCKETS};
 
+pub use supervised::{Restarts, RESTART_STATUSES};
 pub use views::{DeviceView, FileServiceView, TaskView};
 
 use heap::{mass_death, return_free_heap};
@@ -277,6 +279,9 @@ struct Inner {
     link: Arc<crate::net::link::Link>,
     /// Every HTTP route's counters, for operators.
     routes: Mutex<Vec<Arc<RouteStats>>>,
+    /// Supervised tasks' restarts, by name (taken after the task table's
+    /// lock where both are held).
+    restarts: supervised::RestartTable,
     /// The cluster it joined, if any (left before the executor stops).
     cluster: std::sync::OnceLock<crate::cluster::Cluster>,
     /// An empty directory: the placeholder Wasmtime holds for each
@@ -349,6 +354,7 @@ impl Runtime {
                 next_id: AtomicU64::new(1),
                 link,
                 routes: Mutex::default(),
+                restarts: Mutex::default(),
                 cluster: std::sync::OnceLock::new(),
                 empty_dir: std::sync::OnceLock::new(),
                 _tokio: tokio,
@@ -422,9 +428,16 @@ impl Runtime {
             .ok_or(Error::NoSuchTask(id))
     }
 
-    /// Kills every live task.
+    /// Kills every live task, and closes the runtime: supervisors
+    /// restart none of them (see [`Runtime::closing`]).
     pub fn kill_all(&self, reason: &str) {
-        let ids: Vec<TaskId> = self.inner.tasks.lock().live.keys().copied().collect();
+        // Closed in the same hold of the lock the ids are taken in: a
+        // supervised task entered after it is refused (see `Tasks::enter`).
+        let ids: Vec<TaskId> = {
+            let mut t = self.inner.tasks.lock();
+            t.closing = true;
+            t.live.keys().copied().collect()
+        };
         for id in ids {
             let _ = self.kill(id, reason);
         }
@@ -470,7 +483,7 @@ impl Runtime {
         let tasks = &self.inner.tasks;
         let mut t = tasks.lock();
         loop {
-            while t.live.len() > t.passive_live {
+            while !t.ended() {
                 t.empty_waiters += 1;
                 t = tasks.empty.wait(t).unwrap_or_else(|e| e.into_inner());
                 t.empty_waiters -= 1;
@@ -478,6 +491,9 @@ impl Runtime {
             if t.live.is_empty() {
                 break;
             }
+            // Only passive services are left: the system is ending, and
+            // supervisors restart none of them.
+            t.closing = true;
             let servers: Vec<_> = t.live.values().filter_map(|l| l.passive.clone()).collect();
             drop(t);
             for p in servers {

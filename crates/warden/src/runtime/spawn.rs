@@ -46,7 +46,7 @@ impl Runtime {
     pub fn run(&self, spec: &TaskSpec) -> Result<TaskReport, Error> {
         let (tx, mut rx) = tokio::sync::oneshot::channel();
         let launch = Launch {
-            watch: Some(tx),
+            watch: Some(tx.into()),
             here: true,
             ..Launch::default()
         };
@@ -74,7 +74,7 @@ impl Runtime {
     ) -> Result<(TaskId, tokio::sync::oneshot::Receiver<TaskReport>), Error> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let launch = Launch {
-            watch: Some(tx),
+            watch: Some(tx.into()),
             ..Launch::default()
         };
         let shared = self.spawn_inner(spec, None, launch)?;
@@ -101,7 +101,7 @@ impl Runtime {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let (end_tx, end_rx) = tokio::sync::oneshot::channel();
         let launch = Launch {
-            watch: Some(tx),
+            watch: Some(tx.into()),
             ended: Some(end_tx),
             env: Some(env),
             // Not on the server's thread: its answer goes out as soon as
@@ -132,13 +132,26 @@ impl Runtime {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let (end_tx, end_rx) = tokio::sync::oneshot::channel();
         let launch = Launch {
-            watch: Some(tx),
+            watch: Some(tx.into()),
             ended: Some(end_tx),
             incoming: Some(Box::new(incoming)),
             ..Launch::default()
         };
         let shared = self.spawn_inner(spec, None, launch)?;
         Ok((shared.id, end_rx, rx))
+    }
+
+    /// Spawns a task whose report goes to `watch`.
+    pub(super) fn spawn_with_watch(
+        &self,
+        spec: &TaskSpec,
+        watch: Watch,
+    ) -> Result<Arc<TaskShared>, Error> {
+        let launch = Launch {
+            watch: Some(watch),
+            ..Launch::default()
+        };
+        self.spawn_inner(spec, None, launch)
     }
 
     /// Spawns a task, as a child of another if `child` says so.

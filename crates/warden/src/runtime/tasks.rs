@@ -18,8 +18,38 @@ pub(super) struct Live {
     pub(super) passive: Option<Arc<crate::host::Passive>>,
 }
 
+impl Live {
+    /// How many times its supervisor restarted it before (0 if it has
+    /// none).
+    pub(super) fn restarts(&self) -> u32 {
+        match &self.watch {
+            Some(Watch::Supervised { restarts, .. }) => *restarts,
+            _ => 0,
+        }
+    }
+}
+
 /// Where a watched task's report goes when it finishes.
-pub(crate) type Watch = tokio::sync::oneshot::Sender<TaskReport>;
+pub(crate) enum Watch {
+    /// A waiter's channel.
+    Once(tokio::sync::oneshot::Sender<TaskReport>),
+    /// A supervisor: told the report under the table's lock, and
+    /// whether the report comes with a hold on the table (see
+    /// [`Table::held`]: none once the system is closing). A hold is
+    /// taken if `tell` returns true (the supervisor has the report); the
+    /// supervisor gives it back with [`Runtime::release_hold`] once it
+    /// has restarted the task or decided not to.
+    Supervised {
+        restarts: u32,
+        tell: Box<dyn FnOnce(TaskReport, bool) -> bool + Send>,
+    },
+}
+
+impl From<tokio::sync::oneshot::Sender<TaskReport>> for Watch {
+    fn from(tx: tokio::sync::oneshot::Sender<TaskReport>) -> Watch {
+        Watch::Once(tx)
+    }
+}
 
 /// What the table holds, under its one lock.
 #[derive(Default)]
@@ -45,8 +75,23 @@ pub(super) struct Table {
     pub(super) empty_waiters: usize,
     /// Live passive tasks (the system ends when only these are left).
     pub(super) passive_live: usize,
+    /// Supervised tasks that ended and whose supervisor has not yet
+    /// restarted them or let them go: the system has not ended while
+    /// any is held.
+    pub(super) held: usize,
+    /// Set when the system is ending (every task killed, or only passive
+    /// ones left): supervisors restart nothing more.
+    pub(super) closing: bool,
     /// What creating and tearing down the finished tasks took.
     pub(super) setup: SetupStats,
+}
+
+impl Table {
+    /// Whether the system's own tasks have all ended: only passive ones
+    /// are left, and no supervisor holds a restart.
+    pub(super) fn ended(&self) -> bool {
+        self.live.len() <= self.passive_live && self.held == 0
+    }
 }
 
 /// What the kernel spent creating and tearing down tasks, summed over
@@ -147,7 +192,7 @@ impl Tasks {
         self.finished
             .fetch_add(1, std::sync::atomic::Ordering::Release);
         let wake = t.waiters > 0;
-        let wake_empty = t.empty_waiters > 0 && t.live.len() <= t.passive_live;
+        let wake_empty = t.empty_waiters > 0 && t.ended();
         let live = t.live.len();
         let trim = mass_death(&mut t.peak_live, live);
         drop(t);
@@ -194,6 +239,10 @@ impl Tasks {
         });
         let mut report = TaskReport::new(shared, status, live.memory_limit, live.start_ms, end_ms);
         report.parent = live.parent;
+        if let Some(Watch::Supervised { restarts, .. }) = &live.watch {
+            report.supervised = true;
+            report.restarts = *restarts;
+        }
         t.setup.tasks += 1;
         t.setup.create_seconds += report.create_ms / 1e3;
         t.setup.teardown_seconds += report.teardown_ms / 1e3;
@@ -203,8 +252,15 @@ impl Tasks {
         if let Some(spans) = &self.spans {
             spans.record(task_span(&report, shared.trace, self.epoch_unix_ns));
         }
-        if let Some(watch) = live.watch.take() {
-            let _ = watch.send(report.clone());
+        match live.watch.take() {
+            Some(Watch::Once(tx)) => drop(tx.send(report.clone())),
+            Some(Watch::Supervised { tell, .. }) => {
+                let hold = !t.closing;
+                if tell(report.clone(), hold) && hold {
+                    t.held += 1;
+                }
+            }
+            None => {}
         }
         if t.done_order.len() >= self.max_reports {
             if let Some(old) = t.done_order.pop_front() {
@@ -233,6 +289,12 @@ impl Tasks {
     ) -> Result<(), Error> {
         let mut t = self.lock();
         room.check(t.live.len())?;
+        if t.closing && matches!(watch, Some(Watch::Supervised { .. })) {
+            return Err(Error::Spawn {
+                name: shared.name.clone(),
+                message: "the system is ending: no task is restarted".into(),
+            });
+        }
         self.root
             .try_reserve(super::machine::TASK_OVERHEAD)
             .map_err(|r| super::Error::Memory(super::machine::refusal(&r)))?;

@@ -52,6 +52,22 @@ pub struct TaskView {
     pub exit_code: Option<i32>,
     /// Once it has trapped or been killed: why.
     pub reason: Option<String>,
+    /// How many times its supervisor restarted it before this run.
+    pub restarts: u32,
+    /// If it was restarted: how its run before the last restart ended.
+    pub last_restart_reason: Option<String>,
+}
+
+impl TaskView {
+    /// With its restart count, and the last restart's reason (lock
+    /// order: the task table, then the restart counts).
+    fn restarted(mut self, rt: &Runtime, restarts: u32) -> TaskView {
+        if restarts > 0 {
+            self.restarts = restarts;
+            self.last_restart_reason = rt.restarts(&self.name).and_then(|r| r.last_reason);
+        }
+        self
+    }
 }
 
 impl Runtime {
@@ -84,7 +100,10 @@ impl Runtime {
             route: s.label.as_deref().map(str::to_string),
             exit_code: None,
             reason: None,
+            restarts: 0,
+            last_restart_reason: None,
         }
+        .restarted(self, l.restarts())
     }
 
     /// Every live task, in spawn order.
@@ -130,7 +149,10 @@ impl Runtime {
                         route: r.route.clone(),
                         exit_code: r.exit_code,
                         reason: r.reason.clone(),
-                    }),
+                        restarts: 0,
+                        last_restart_reason: None,
+                    }
+                    .restarted(self, r.restarts)),
             )
             .collect();
         v.sort_by_key(|t| t.id);

@@ -42,8 +42,9 @@ pub use inherit::Inheritance;
 pub use net::NetAccount;
 pub use root::RootAccount;
 pub use spec::{
-    GroupSpec, IpcSpec, Limits, NetSpec, SchedSpec, Stdio, TaskSpec, DEFAULT_MAX_HANDLES,
-    DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_MESSAGE_HANDLES,
+    GroupSpec, Intensity, IpcSpec, Limits, NetSpec, Restart, SchedSpec, Stdio, Strategy,
+    SupervisorSpec, TaskSpec, DEFAULT_MAX_HANDLES, DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_MAX_MESSAGE_HANDLES,
 };
 pub use state::State;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

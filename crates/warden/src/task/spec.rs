@@ -54,6 +54,51 @@ pub struct TaskSpec {
     /// ends (callers get `PeerDied`). Also bounds how long a kill of a
     /// caller inside the call waits for it (default 1 s).
     pub call_cpu_limit: Duration,
+    /// When its end calls for a restart by its supervisor (a system's
+    /// task; default temporary: never).
+    pub restart: Restart,
+}
+
+pub use warden_policy::supervise::{Intensity, Restart, Strategy};
+
+/// A supervisor of a system's tasks (OTP's, with Alta's accounting):
+/// which members it restarts when one ends, and what bounds its
+/// restarts. Members are task names or other supervisors' names, in
+/// order (the order `rest_for_one` follows).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct SupervisorSpec {
+    /// Unique among the system's supervisors and tasks.
+    pub name: String,
+    /// Which members a restart takes with it.
+    pub strategy: Strategy,
+    /// At most this many restarts in this window; past it, it gives up.
+    pub intensity: Intensity,
+    /// The first restart's delay in a window, doubling per restart.
+    pub backoff: Duration,
+    /// Its members, in order.
+    pub members: Vec<String>,
+    /// CPU its restarts may cost (the spawns it makes); past it, it
+    /// gives up.
+    pub cpu_limit: Option<Duration>,
+}
+
+/// Default for [`SupervisorSpec::backoff`].
+pub const DEFAULT_BACKOFF: Duration = Duration::from_millis(10);
+
+impl SupervisorSpec {
+    /// A one-for-one supervisor of `members`, allowing 5 restarts in
+    /// 10 s, each after a backoff of 10 ms doubling within the window.
+    pub fn new(name: impl Into<String>, members: Vec<String>) -> SupervisorSpec {
+        SupervisorSpec {
+            name: name.into(),
+            strategy: Strategy::OneForOne,
+            intensity: Intensity::default(),
+            backoff: DEFAULT_BACKOFF,
+            members,
+            cpu_limit: None,
+        }
+    }
 }
 
 /// A task's memory and CPU budgets.
@@ -225,6 +270,7 @@ impl TaskSpec {
             trace: None,
             passive: false,
             call_cpu_limit: DEFAULT_CALL_CPU_LIMIT,
+            restart: Restart::Temporary,
         }
     }
 }

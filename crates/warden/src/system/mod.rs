@@ -29,6 +29,10 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod supervise;
+
+pub use supervise::FailureSink;
+
 use crate::control::{self, ControlServer, Token};
 use crate::http::{HttpServer, HttpSpec};
 use crate::{ClusterSpec, Manifest, Runtime, RuntimeConfig, TaskSpec};
@@ -60,6 +64,10 @@ pub struct SystemSpec {
     pub http: Vec<HttpSpec>,
     /// The cluster the runtime joins, if any.
     pub cluster: Option<ClusterSpec>,
+    /// Supervisors of its tasks (see `system::supervise`).
+    pub supervisors: Vec<crate::SupervisorSpec>,
+    /// Told why, if a top supervisor gives up and so ends the system.
+    pub on_failure: Option<FailureSink>,
 }
 
 impl SystemSpec {
@@ -74,6 +82,8 @@ impl SystemSpec {
             tasks: m.tasks,
             http: m.http,
             cluster: m.cluster,
+            supervisors: m.supervisors,
+            on_failure: None,
         }
     }
 
@@ -93,6 +103,8 @@ impl SystemSpec {
             strict_limits: true,
             http: vec![],
             cluster: None,
+            supervisors: vec![],
+            on_failure: None,
         }
     }
 }
@@ -224,9 +236,11 @@ pub enum Step {
 /// A running system. Dropping it stops its servers; its tasks run on
 /// until [`System::shutdown`] (or the runtime's last handle goes).
 pub struct System {
-    // Field order is drop order: servers stop before the control API.
+    // Field order is drop order: servers stop before the control API,
+    // and supervision before the runtime.
     servers: Vec<HttpServer>,
     control: Option<Control>,
+    supervision: supervise::Supervision,
     rt: Runtime,
 }
 
@@ -245,7 +259,7 @@ impl System {
         spec: SystemSpec,
         mut progress: impl FnMut(Step, usize, usize),
     ) -> Result<System, String> {
-        let rt = Runtime::new(spec.config).map_err(|e| e.to_string())?;
+        let rt = Runtime::new(spec.config.clone()).map_err(|e| e.to_string())?;
         let modules = modules(&spec.tasks, &spec.http);
         for (i, m) in modules.iter().enumerate() {
             progress(Step::Compiling, i, modules.len());
@@ -260,26 +274,26 @@ impl System {
         if let Some(c) = &spec.cluster {
             rt.join_cluster(c).map_err(|e| e.to_string())?;
         }
-        let control = serve_control(&rt, spec.control, (spec.control_tls, spec.insecure_control))?;
+        let tls = (spec.control_tls.clone(), spec.insecure_control);
+        let control = serve_control(&rt, spec.control.clone(), tls)?;
         let servers = spec
             .http
             .iter()
             .map(|s| HttpServer::start(&rt, s))
             .collect::<Result<Vec<_>, _>>()?;
-        for (i, task) in spec.tasks.iter().enumerate() {
-            progress(Step::Starting, i, spec.tasks.len());
-            if let Err(e) = rt.spawn(task) {
-                rt.kill_all("system start failed");
-                rt.wait_all();
-                return Err(e.to_string());
-            }
-        }
-        progress(Step::Starting, spec.tasks.len(), spec.tasks.len());
+        let supervision = start_tasks(&rt, &spec, &mut progress)?;
         Ok(System {
             servers,
             control,
+            supervision,
             rt,
         })
+    }
+
+    /// Why the system ended early, if it did: a top supervisor gave up
+    /// (the system's tasks were then all killed for this reason).
+    pub fn failure(&self) -> Option<String> {
+        self.supervision.failure()
     }
 
     /// The system's runtime.
@@ -319,6 +333,7 @@ impl System {
             self.rt.kill_all(why);
         }
         self.rt.wait_all();
+        self.supervision.stop();
         if let Some(cluster) = self.rt.cluster() {
             cluster.drain();
         }
@@ -327,6 +342,37 @@ impl System {
             spans.flush();
         }
     }
+}
+
+/// Starts `spec`'s tasks in order, the supervised ones under their
+/// supervisors, whose thread then runs; if one cannot start, every task
+/// is killed.
+fn start_tasks(
+    rt: &Runtime,
+    spec: &SystemSpec,
+    progress: &mut impl FnMut(Step, usize, usize),
+) -> Result<supervise::Supervision, String> {
+    let supervised: Vec<TaskSpec> = (spec.tasks.iter())
+        .filter(|t| supervise::supervised(t, &spec.supervisors))
+        .cloned()
+        .collect();
+    let (mut supervision, mut starter) =
+        supervise::Supervision::build(rt, &supervised, &spec.supervisors, spec.on_failure.clone());
+    for (i, task) in spec.tasks.iter().enumerate() {
+        progress(Step::Starting, i, spec.tasks.len());
+        let started = match starter.has(&task.name) {
+            true => starter.start(&task.name),
+            false => rt.spawn(task).map(drop),
+        };
+        if let Err(e) = started {
+            rt.kill_all("system start failed");
+            rt.wait_all();
+            return Err(e.to_string());
+        }
+    }
+    progress(Step::Starting, spec.tasks.len(), spec.tasks.len());
+    starter.run(&mut supervision);
+    Ok(supervision)
 }
 
 /// The control API and its token file; dropping it stops the server and

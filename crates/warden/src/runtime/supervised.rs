@@ -1,0 +1,115 @@
+//! What the runtime does for supervisors: a supervised spawn whose end
+//! holds the system open until its supervisor has dealt with it, the
+//! closing that ends supervision, and the restart counts operators see.
+//!
+//! The supervisors themselves (which members a restart takes, when they
+//! give up) are the system's: see `system::supervise`.
+
+use super::{Error, Runtime, Watch};
+use crate::report::TaskReport;
+use crate::task::{TaskId, TaskSpec};
+use std::sync::Mutex;
+
+/// A supervised task's restarts, as operators see them.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Restarts {
+    /// Restarts so far.
+    pub count: u32,
+    /// Why the last restart was made: how the task's previous run ended.
+    pub last_reason: Option<String>,
+    /// Restarts by how the previous run ended: exited, trapped, killed.
+    pub by_status: [u64; 3],
+}
+
+/// Restart counts by task name.
+pub(super) type RestartTable = Mutex<std::collections::HashMap<String, Restarts>>;
+
+impl Runtime {
+    /// Starts a task whose end is a supervisor's to judge: `tell` gets
+    /// its report under the task table's lock (so it must only hand it
+    /// on), with whether the report holds the system open. It does unless
+    /// the runtime is closing: then no task ends while a supervisor
+    /// decides, and the supervisor must give the hold back with
+    /// [`Runtime::release_hold`]. `restarts` is how many times the task
+    /// was restarted before (in its report). `tell` returns whether the
+    /// report was taken; a report not taken holds nothing.
+    pub fn spawn_supervised(
+        &self,
+        spec: &TaskSpec,
+        restarts: u32,
+        tell: impl FnOnce(TaskReport, bool) -> bool + Send + 'static,
+    ) -> Result<TaskId, Error> {
+        let watch = Watch::Supervised {
+            restarts,
+            tell: Box::new(tell),
+        };
+        self.spawn_with_watch(spec, watch).map(|s| s.id)
+    }
+
+    /// Gives back the hold a supervised task's report took (see
+    /// [`Runtime::spawn_supervised`]).
+    pub fn release_hold(&self) {
+        let tasks = &self.inner.tasks;
+        let mut t = tasks.lock();
+        t.held = t.held.saturating_sub(1);
+        let wake = t.empty_waiters > 0 && t.ended();
+        drop(t);
+        if wake {
+            tasks.empty.notify_all();
+        }
+    }
+
+    /// Whether the runtime is closing: every task was killed
+    /// ([`Runtime::kill_all`]) or [`Runtime::wait_all`] found only
+    /// passive tasks left. Supervisors restart nothing once it is.
+    pub fn closing(&self) -> bool {
+        self.inner.tasks.lock().closing
+    }
+
+    /// Records that `name` was restarted (as task `id`) because a run
+    /// ended with `status` ("exited", "trapped" or "killed") for
+    /// `reason`: in the event log (a `restart` event) and in the counts
+    /// operators see.
+    pub fn note_restart(&self, name: &str, id: TaskId, status: &str, reason: &str) {
+        let count = {
+            let mut table = self.inner.restarts.lock().unwrap_or_else(|e| e.into_inner());
+            let r = table.entry(name.to_string()).or_default();
+            r.count += 1;
+            r.by_status[status_index(status)] += 1;
+            r.last_reason = Some(reason.to_string());
+            r.count
+        };
+        if let Some(log) = &self.inner.tasks.events {
+            let fields = serde_json::json!({
+                "restarts": count,
+                "status": status,
+                "reason": reason,
+            });
+            log.emit("restart", id.0, name, fields);
+        }
+    }
+
+    /// `name`'s restarts, if it was ever restarted.
+    pub fn restarts(&self, name: &str) -> Option<Restarts> {
+        let table = self.inner.restarts.lock().unwrap_or_else(|e| e.into_inner());
+        table.get(name).cloned()
+    }
+
+    /// Every restarted task's restarts, by name, in name order.
+    pub fn all_restarts(&self) -> Vec<(String, Restarts)> {
+        let table = self.inner.restarts.lock().unwrap_or_else(|e| e.into_inner());
+        let mut v: Vec<_> = table.iter().map(|(n, r)| (n.clone(), r.clone())).collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+}
+
+/// The statuses a restart is counted by, in `Restarts::by_status` order.
+pub const RESTART_STATUSES: [&str; 3] = ["exited", "trapped", "killed"];
+
+fn status_index(status: &str) -> usize {
+    RESTART_STATUSES
+        .iter()
+        .position(|s| *s == status)
+        .unwrap_or(2)
+}
