@@ -56,6 +56,7 @@ mod reclaim;
 mod runtime_run;
 mod sched;
 mod served;
+mod supervision;
 mod telemetry;
 mod traps;
 mod tutorial;
