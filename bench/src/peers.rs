@@ -60,7 +60,8 @@ impl Peers {
                 .arg(&erl_dir)
                 .arg(src.join("ipc.erl"))
                 .arg(src.join("dist.erl"))
-                .arg(src.join("copies.erl")),
+                .arg(src.join("copies.erl"))
+                .arg(src.join("restore.erl")),
         )
         .map(|_| erl_dir)
         .map_err(|e| format!("{e} (install erlang-base)"));
@@ -158,6 +159,15 @@ impl Peers {
             "main",
             &n.to_string(),
         ]);
+        Ok(c)
+    }
+
+    /// `erl` set to run `MODULE:main(Args)` and stop.
+    pub fn erlang_main(&self, module: &str, args: &[String]) -> Result<Command, String> {
+        let dir = self.erlang.as_ref().map_err(Clone::clone)?;
+        let mut c = Command::new("erl");
+        c.args(["-noshell", "-pa"]).arg(dir).args(["-run", module, "main"]);
+        c.args(args).args(["-s", "init", "stop"]);
         Ok(c)
     }
 

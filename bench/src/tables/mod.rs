@@ -22,6 +22,7 @@ mod primitives;
 mod process;
 mod reclaim;
 mod remote;
+mod restore;
 mod sched;
 mod startup;
 mod streaming;
@@ -57,6 +58,7 @@ pub fn run_all(ctx: &Ctx, only: Option<&str>) -> Vec<Table> {
         ("network: bandwidth shares and echo throughput", Box::new(network::run)),
         ("web server: one task, servlets, per-request tasks, native hyper (seed 004, Figure 5)", Box::new(web::run)),
         ("streamed answers: time to first byte and throughput beside hyper", Box::new(|c| vec![streaming::run(c)])),
+        ("supervision: crash to service restored beside Erlang/OTP", Box::new(|c| vec![restore::run(c)])),
         ("cluster: remote calls through NATS beside Erlang distribution", Box::new(cluster::run)),
         ("components: spawn beside raw Wasmtime, HTTP handlers beside wasmtime serve", Box::new(components::run)),
         ("file system as a task: re-read through ext2 beside a host directory (seeds 001/002)", Box::new(files::run)),

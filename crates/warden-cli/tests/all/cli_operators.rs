@@ -225,6 +225,10 @@ fn spawn_requests_take_one_form() {
     let counted = format!(r#"{{"task": {{"name": "c", "module": "{hello}", "count": 2}}}}"#);
     let (code, body) = post_spawn(sys.control(), &counted);
     assert!(code == 400 && body.contains("count"), "{body}");
+    // No supervisor would restart it: a restart policy is refused.
+    let kept = format!(r#"{{"task": {{"name": "k", "module": "{hello}", "restart": "permanent"}}}}"#);
+    let (code, body) = post_spawn(sys.control(), &kept);
+    assert!(code == 400 && body.contains("restart"), "{body}");
     let (code, body) = post_spawn(sys.control(), &format!(r#"{{"task": {task}}}"#));
     assert_eq!(code, 200, "{body}");
     let t = ended(sys.control(), "t");
