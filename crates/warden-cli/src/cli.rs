@@ -105,6 +105,20 @@ pub enum Command {
         #[command(flatten)]
         control: ControlArg,
     },
+    /// Replace a running task's or per-request route's code without a
+    /// failed call (see doc/operators.md, "Live upgrade").
+    Upgrade {
+        /// The task's or route's name.
+        task: String,
+        /// The new module (a path on this machine, which the system reads).
+        #[arg(required_unless_present = "rollback", conflicts_with = "rollback")]
+        module: Option<std::path::PathBuf>,
+        /// Put back the code it ran before its last upgrade.
+        #[arg(long)]
+        rollback: bool,
+        #[command(flatten)]
+        control: ControlArg,
+    },
     /// Suspend a task.
     Suspend {
         task: String,

@@ -208,6 +208,25 @@ pub fn act(addr: &str, action: &str, task: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// `warden upgrade <task> <module>` (`None`: `--rollback`). The module's
+/// path is made absolute here: the system reads it.
+pub fn upgrade(addr: &str, task: &str, module: Option<&std::path::Path>) -> Result<(), String> {
+    let body = match module {
+        Some(m) => {
+            let full = std::path::absolute(m).map_err(|e| format!("{}: {e}", m.display()))?;
+            if !full.is_file() {
+                return Err(format!("{}: no such file", m.display()));
+            }
+            serde_json::json!({ "module": full }).to_string()
+        }
+        None => serde_json::json!({ "rollback": true }).to_string(),
+    };
+    let path = format!("/api/tasks/{}/upgrade", encode(task));
+    let r = ok(addr, "POST", &path, Some(&body))?;
+    println!("{}", r["done"].as_str().unwrap_or("upgraded"));
+    Ok(())
+}
+
 /// `warden logs <task> [--follow]`.
 pub fn logs(addr: &str, task: &str, follow: bool) -> Result<(), String> {
     let mut from = 0u64;

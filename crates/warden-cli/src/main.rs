@@ -105,6 +105,12 @@ fn dispatch(command: Command) -> Result<ExitCode, String> {
             control,
         } => done(top::top(&control.addr, &sort, iterations, wide)),
         Command::Kill { task, control } => done(client::act(&control.addr, "kill", &task)),
+        Command::Upgrade {
+            task,
+            module,
+            rollback: _,
+            control,
+        } => done(client::upgrade(&control.addr, &task, module.as_deref())),
         Command::Suspend { task, control } => done(client::act(&control.addr, "suspend", &task)),
         Command::Resume { task, control } => done(client::act(&control.addr, "resume", &task)),
         Command::Logs {

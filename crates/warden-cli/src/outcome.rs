@@ -57,7 +57,8 @@ impl Outcome {
             if root {
                 // A supervised task's end is its supervisor's to judge;
                 // a supervisor that gives up fails the run (`fail`).
-                o.failed |= !r.succeeded() && !r.supervised;
+                // So is the end of a task a live upgrade replaced.
+                o.failed |= !r.succeeded() && !r.supervised && !r.replaced;
                 if o.first.is_none() {
                     o.first = Some(status_of(r));
                     o.first_line = r.exit_code.is_none().then(|| summary(r));

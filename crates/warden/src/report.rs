@@ -74,6 +74,8 @@ pub struct TaskReport {
     pub supervised: bool,
     /// How many times its supervisor had restarted it before this run.
     pub restarts: u32,
+    /// Whether a live upgrade replaced it (its end is the upgrade's).
+    pub replaced: bool,
 }
 
 impl TaskReport {
@@ -127,6 +129,7 @@ impl TaskReport {
             end_ms,
             supervised: false,
             restarts: 0,
+            replaced: shared.replaced.load(Ordering::Relaxed),
         }
     }
 

@@ -60,4 +60,5 @@ mod supervision;
 mod telemetry;
 mod traps;
 mod tutorial;
+mod upgrade;
 mod util;

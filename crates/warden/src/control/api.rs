@@ -67,6 +67,7 @@ pub(super) fn route(
     use hyper::Method;
     match (method, parts.as_slice()) {
         (&Method::GET, ["api", "tasks"]) => task_list(rt, samples),
+        (&Method::POST, ["api", "tasks", who, "upgrade"]) => upgrade(rt, who, body),
         (&Method::POST, ["api", "tasks", who, action]) => act(rt, who, action),
         (&Method::GET, ["api", "tasks", who, "logs"]) => logs(rt, who, query),
         (&Method::POST, ["api", "spawn"]) => match spawn(rt, body) {
@@ -170,6 +171,35 @@ fn act(rt: &Runtime, who: &str, action: &str) -> Reply {
     match r {
         Ok(()) => json(200, serde_json::json!({ "ok": true, "id": id })),
         Err(e) => error(404, e.to_string()),
+    }
+}
+
+/// `POST /api/tasks/<who>/upgrade`: `{"module": PATH}` (a path on the
+/// server's machine) or `{"rollback": true}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpgradeRequest {
+    module: Option<String>,
+    #[serde(default)]
+    rollback: bool,
+}
+
+/// Replaces the code of the task or per-request route `who` (by name)
+/// while it serves (see `system::upgrade`): 200 with what was done, 409
+/// with why nothing was (the old code keeps serving).
+fn upgrade(rt: &Runtime, who: &str, body: &[u8]) -> Reply {
+    let req: UpgradeRequest = match serde_json::from_slice(body) {
+        Ok(r) => r,
+        Err(e) => return error(400, format!("bad upgrade request: {e}")),
+    };
+    let module = match (req.module, req.rollback) {
+        (Some(m), false) if !m.is_empty() => Some(std::path::PathBuf::from(m)),
+        (None, true) => None,
+        _ => return error(400, "give either \"module\" (a path) or \"rollback\": true"),
+    };
+    match rt.upgrade(who, module.as_deref()) {
+        Ok(done) => json(200, serde_json::json!({ "ok": true, "done": done })),
+        Err(why) => error(409, why),
     }
 }
 

@@ -44,6 +44,31 @@ pub struct Route {
     client: Option<HostClient>,
     /// Numbers the route's per-request tasks.
     seq: AtomicU64,
+    /// A per-request route's task template, as a live upgrade last set it.
+    module: Option<RouteModule>,
+}
+
+/// A per-request route's task template, replaced whole by a live upgrade:
+/// each request's task is made from the template current when it is
+/// spawned, so requests admitted before a swap run the old module and
+/// those after it the new.
+#[derive(Clone)]
+pub(crate) struct RouteModule(Arc<std::sync::RwLock<Arc<crate::task::TaskSpec>>>);
+
+impl RouteModule {
+    fn new(template: &crate::task::TaskSpec) -> RouteModule {
+        RouteModule(Arc::new(std::sync::RwLock::new(Arc::new(template.clone()))))
+    }
+
+    /// The current template.
+    pub(crate) fn get(&self) -> Arc<crate::task::TaskSpec> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Makes `template` current.
+    pub(crate) fn set(&self, template: crate::task::TaskSpec) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(template);
+    }
 }
 
 /// Decrements a gauge when dropped.
@@ -82,7 +107,12 @@ impl Route {
         rt.register_route(stats.clone());
         let client = matches!(spec.handler, Handler::Service(_))
             .then(|| rt.host_client(format!("http {}", spec.name)));
+        let module = match &spec.handler {
+            Handler::Module(t) | Handler::Component(t) => Some(RouteModule::new(t)),
+            Handler::Service(_) => None,
+        };
         Route {
+            module,
             name: spec.name.as_str().into(),
             slots: Arc::new(tokio::sync::Semaphore::new(spec.max_concurrent)),
             stats,
@@ -90,6 +120,16 @@ impl Route {
             seq: AtomicU64::new(0),
             spec,
         }
+    }
+
+    /// The route's per-request template now (see [`RouteModule`]).
+    fn template(&self) -> Arc<crate::task::TaskSpec> {
+        self.module.as_ref().expect("a per-request route").get()
+    }
+
+    /// Its template's handle, for a per-request route.
+    pub(crate) fn module(&self) -> Option<&RouteModule> {
+        self.module.as_ref()
     }
 
     /// Answers `req` and counts it.
@@ -155,10 +195,11 @@ impl Route {
                 };
                 self.servlet(name, &parts, &body, deadline, held).await
             }
-            Handler::Component(template) => {
+            Handler::Component(_) => {
                 let body = self.upload(body);
                 let request = component::request(parts, body, local);
-                self.component(rt, template, request, deadline, slot).await
+                let template = self.template();
+                self.component(rt, &template, request, deadline, slot).await
             }
         }
     }
@@ -301,10 +342,7 @@ impl Route {
         body: streamed::Input,
         out: crate::pipe::PipeWriter,
     ) -> crate::task::TaskSpec {
-        let Handler::Module(template) = &self.spec.handler else {
-            unreachable!()
-        };
-        let mut spec = self.numbered(template);
+        let mut spec = self.numbered(&self.template());
         match body {
             streamed::Input::Whole(b) => spec.stdio.stdin_bytes = Some(b),
             partial => {

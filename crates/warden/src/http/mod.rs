@@ -39,6 +39,7 @@ pub use config::{Handler, HttpSpec, RouteSpec};
 
 use crate::runtime::Runtime;
 use crate::serving::conn;
+pub(crate) use handle::RouteModule;
 use handle::Route;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -57,6 +58,9 @@ pub struct HttpServer {
     _own: crate::net::own::OwnEndpoint,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// Each per-request route's name, whether its handler is a component,
+    /// and its template (for live upgrades).
+    modules: Vec<(String, bool, RouteModule)>,
 }
 
 struct Server {
@@ -99,6 +103,12 @@ impl HttpServer {
             max_buffered: spec.max_buffered,
             max_buffered_per_connection: spec.max_buffered_per_connection,
         };
+        let modules = (server.routes.iter())
+            .filter_map(|r| {
+                let component = matches!(r.spec.handler, Handler::Component(_));
+                Some((r.spec.name.clone(), component, r.module()?.clone()))
+            })
+            .collect();
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let threads = rt.config().workers.max(1);
         let thread = std::thread::Builder::new()
@@ -111,7 +121,14 @@ impl HttpServer {
             _own: own,
             stop: Some(stop),
             thread: Some(thread),
+            modules,
         })
+    }
+
+    /// Each per-request route: its name, whether it runs a component,
+    /// and its template's handle (for live upgrades).
+    pub(crate) fn route_modules(&self) -> &[(String, bool, RouteModule)] {
+        &self.modules
     }
 
     /// The address it listens on.

@@ -70,7 +70,9 @@ impl Names {
 
     /// Registers `portal` under `name` for `owner`, charging it; with
     /// `exported`, other nodes of a cluster may call it too. A name whose
-    /// service has closed may be taken over.
+    /// service has closed may be taken over, and so may a live one by
+    /// the task that replaces its owner (a live upgrade: the old service
+    /// is retired in favour of the new, see `Service::retire`).
     pub fn register(
         &self,
         name: &str,
@@ -79,9 +81,18 @@ impl Names {
         exported: bool,
     ) -> Result<(), Errno> {
         let mut st = self.lock();
+        let mut retired = None;
         if let Some(e) = st.entries.get(name) {
-            if !e.portal.service().is_closed() {
-                return Err(Errno::Exists);
+            let service = e.portal.service();
+            match owner.replaces() == Some(e.owner.id) {
+                // A live upgrade: the new server takes the name over, and
+                // the old one's service sends its calls on.
+                true if !service.is_closed() => {
+                    e.owner.replaced.store(true, std::sync::atomic::Ordering::Relaxed);
+                    retired = Some(service.clone());
+                }
+                _ if !service.is_closed() => return Err(Errno::Exists),
+                _ => {}
             }
         }
         let charge = ENTRY_BYTES + name.len() as u64;
@@ -94,6 +105,9 @@ impl Names {
             charge,
             exported,
         };
+        if let Some(old) = &retired {
+            old.retire(entry.portal.service());
+        }
         let replaced = st.entries.insert(name.to_string(), entry);
         let (wake, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut st.waiters)
             .into_iter()
@@ -163,6 +177,22 @@ impl Names {
         if let Some(remote) = self.remote.get() {
             remote.cancel_wait(name, waker);
         }
+    }
+
+    /// The names `owner` holds, sorted.
+    pub fn names_of(&self, owner: TaskId) -> Vec<String> {
+        let st = self.lock();
+        let mut v: Vec<String> = (st.entries.iter())
+            .filter(|(_, e)| e.owner.id == owner)
+            .map(|(n, _)| n.clone())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// The task holding `name`, if a task does.
+    pub fn owner_of(&self, name: &str) -> Option<TaskId> {
+        self.lock().entries.get(name).map(|e| e.owner.id)
     }
 
     /// Removes every name `owner` registered (it died).
@@ -247,6 +277,29 @@ mod tests {
             .unwrap();
         assert_eq!(t1.memory.current(), 0, "the old entry's charge returned");
         assert_eq!(t3.memory.current(), ENTRY_BYTES + 2);
+    }
+
+    /// A live upgrade: only the task that replaces a name's owner may take
+    /// the live name over, and the old service is then retired.
+    #[test]
+    fn the_replacing_task_takes_a_live_name_over() {
+        let names = Names::default();
+        let (old, stranger) = (task(1, None), task(2, None));
+        let mut new = TaskShared::new(TaskId(3), "t3".into(), None, None);
+        new.replaces = Some(TaskId(1));
+        let new = Arc::new(new);
+        let (s1, s3) = (Service::new(TaskId(1)), Service::new(TaskId(3)));
+        let (_h1, _h3) = (ServiceRef::new(&s1), ServiceRef::new(&s3));
+        names.register("kv", PortalRef::new(&s1), &old, false).unwrap();
+        assert_eq!(
+            names.register("kv", PortalRef::new(&s3), &stranger, false).err(),
+            Some(Errno::Exists)
+        );
+        assert!(!s1.is_retired());
+        names.register("kv", PortalRef::new(&s3), &new, false).unwrap();
+        assert!(s1.is_retired());
+        assert!(Arc::ptr_eq(names.lookup("kv").unwrap().service(), &s3));
+        assert_eq!(old.memory.current(), 0, "the old entry's charge returned");
     }
 
     /// Names elsewhere: a local name wins, a remote one is found when no

@@ -213,6 +213,10 @@ struct ServiceState {
     portals: usize,
     holders: usize,
     closed: bool,
+    /// Set when the service was retired in favour of another (a live
+    /// upgrade): calls queue there instead, and the server's `recv` finds
+    /// the service gone once it has answered what it had received.
+    successor: Option<Arc<Service>>,
 }
 
 /// The handler of a *direct* service: one whose calls run on the
@@ -282,6 +286,7 @@ impl Service {
                 portals: 0,
                 holders: 0,
                 closed: false,
+                successor: None,
             }),
         })
     }
@@ -293,11 +298,48 @@ impl Service {
     #[must_use = "a waiting server must be woken"]
     pub fn enqueue(&self, slot: &Arc<CallSlot>, seq: u64) -> Result<Option<Waker>, Errno> {
         let mut st = lock(&self.state);
+        if let Some(next) = st.successor.clone() {
+            drop(st);
+            return next.enqueue(slot, seq);
+        }
         if st.closed {
             return Err(Errno::PeerDied);
         }
         st.queue.push_back((slot.clone(), seq));
         Ok(st.receiver.take())
+    }
+
+    /// Retires this service in favour of `next` (a live upgrade: the
+    /// new server's service under the same name): the calls queued here
+    /// and every later call through a portal to this one go to `next`,
+    /// and this server's `recv` finds the service gone once it has
+    /// answered the calls it had received. A service is retired once;
+    /// `next` must not lead back to it.
+    pub fn retire(&self, next: &Arc<Service>) {
+        let mut st = lock(&self.state);
+        if st.successor.is_some() || st.closed {
+            return;
+        }
+        st.successor = Some(next.clone());
+        let queued: Vec<_> = st.queue.drain(..).collect();
+        let receiver = st.receiver.take();
+        drop(st);
+        for (slot, seq) in queued {
+            match next.enqueue(&slot, seq) {
+                Ok(Some(w)) => w.wake(),
+                Ok(None) => {}
+                Err(e) => slot.finish(seq, e.code()),
+            }
+        }
+        if let Some(w) = receiver {
+            w.wake();
+        }
+    }
+
+    #[cfg(test)]
+    /// Whether the service was retired (see [`Service::retire`]).
+    pub fn is_retired(&self) -> bool {
+        lock(&self.state).successor.is_some()
     }
 
     /// For the server: the next live call, marked received; `NoClients`
@@ -315,7 +357,7 @@ impl Service {
         if st.closed {
             return Poll::Ready(Err(Errno::PeerDied));
         }
-        if st.portals == 0 {
+        if st.portals == 0 || st.successor.is_some() {
             return Poll::Ready(Err(Errno::NoClients));
         }
         match &st.receiver {
@@ -350,7 +392,7 @@ impl Service {
             let call = slot.lock();
             call.seq == *seq && call.phase == Phase::Queued
         });
-        waiting || st.closed || st.portals == 0
+        waiting || st.closed || st.portals == 0 || st.successor.is_some()
     }
 
     #[cfg(test)]
@@ -367,6 +409,8 @@ impl Service {
     fn close(&self) {
         let mut st = lock(&self.state);
         st.closed = true;
+        // A retired service keeps its successor: portals to it still
+        // reach the new server.
         let queued: Vec<_> = st.queue.drain(..).collect();
         drop(st);
         for (slot, seq) in queued {
@@ -635,6 +679,35 @@ mod tests {
         let c = slot();
         c.lock().seq = 1;
         assert!(matches!(s.enqueue(&c, 1), Err(Errno::PeerDied)));
+    }
+
+    /// A retired service sends its queued calls, and every later call
+    /// through a portal to it (after its server died too), to its
+    /// successor; its own server's `recv` finds it gone.
+    #[test]
+    fn a_retired_service_sends_its_calls_on() {
+        let (old, new) = (Service::new(TaskId(1)), Service::new(TaskId(2)));
+        let (old_holder, _new_holder) = (ServiceRef::new(&old), ServiceRef::new(&new));
+        let (held, _p) = (PortalRef::new(&old), PortalRef::new(&new));
+        let (a, b, c) = (slot(), slot(), slot());
+        call(&a, &old, b"queued");
+        old.retire(&new);
+        call(&b, held.service(), b"after");
+        drop(old_holder);
+        call(&c, held.service(), b"after its death");
+        let (_, w) = waker();
+        let mut cx = Context::from_waker(&w);
+        for want in [&a, &b, &c] {
+            let Poll::Ready(Ok((got, _))) = new.poll_next(&mut cx) else {
+                panic!("a call did not reach the successor")
+            };
+            assert!(Arc::ptr_eq(&got, want));
+        }
+        let lone = Service::new(TaskId(3));
+        let _h = ServiceRef::new(&lone);
+        let _p = PortalRef::new(&lone);
+        lone.retire(&new);
+        assert!(matches!(lone.poll_next(&mut cx), Poll::Ready(Err(Errno::NoClients))));
     }
 
     #[test]

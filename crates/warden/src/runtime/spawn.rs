@@ -342,6 +342,7 @@ impl Runtime {
         task.groups = group.map(|g| g.chain.clone()).unwrap_or_default();
         task.label = spec.label.clone();
         task.trace = spec.trace;
+        task.replaces = spec.replaces;
         task.event_log = inner.tasks.events.clone();
         task.root = Some(inner.tasks.root.clone());
         task.guarantee = spec.limits.memory_guarantee;

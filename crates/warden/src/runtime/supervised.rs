@@ -24,6 +24,12 @@ pub struct Restarts {
 /// Restart counts by task name.
 pub(super) type RestartTable = Mutex<std::collections::HashMap<String, Restarts>>;
 
+/// What carries out a live upgrade of a system's task or per-request
+/// route: `(runtime, name, new module or None to roll back)` to a line
+/// saying what was done, or why nothing was. A system sets it.
+pub type Upgrader =
+    std::sync::Arc<dyn Fn(&Runtime, &str, Option<&std::path::Path>) -> Result<String, String> + Send + Sync>;
+
 impl Runtime {
     /// Starts a task whose end is a supervisor's to judge: `tell` gets
     /// its report under the task table's lock (so it must only hand it
@@ -86,6 +92,47 @@ impl Runtime {
                 "reason": reason,
             });
             log.emit("restart", id.0, name, fields);
+        }
+    }
+
+    /// Sets (or, with `None`, takes away) what carries out live upgrades.
+    pub fn set_upgrader(&self, upgrader: Option<Upgrader>) {
+        *self.inner.upgrader.lock().unwrap_or_else(|e| e.into_inner()) = upgrader;
+    }
+
+    /// Replaces the code of the system's task or per-request route
+    /// `name` with `module` (`None`: the code it ran before its last
+    /// upgrade) while it serves; see `system::upgrade`.
+    pub fn upgrade(&self, name: &str, module: Option<&std::path::Path>) -> Result<String, String> {
+        let upgrader = self.inner.upgrader.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        match upgrader {
+            Some(u) => u(self, name, module),
+            None => Err("live upgrade needs a running system (warden run)".into()),
+        }
+    }
+
+    /// The names task `id` holds in the name service, sorted.
+    pub fn names_of(&self, id: TaskId) -> Vec<String> {
+        self.inner.kernel.names.names_of(id)
+    }
+
+    /// The task holding `name` in the name service, if any.
+    pub fn owner_of(&self, name: &str) -> Option<TaskId> {
+        self.inner.kernel.names.owner_of(name)
+    }
+
+    /// Marks live task `id` as replaced by a live upgrade (its end is
+    /// then no failure of the system's).
+    pub fn mark_replaced(&self, id: TaskId) {
+        if let Some(l) = self.inner.tasks.lock().live.get(&id) {
+            l.shared.replaced.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Records a live upgrade of `name` in the event log.
+    pub fn note_upgrade(&self, name: &str, id: TaskId, fields: serde_json::Value) {
+        if let Some(log) = &self.inner.tasks.events {
+            log.emit("upgrade", id.0, name, fields);
         }
     }
 

@@ -30,6 +30,7 @@
 //! ```
 
 mod supervise;
+mod upgrade;
 
 pub use supervise::FailureSink;
 
@@ -282,6 +283,11 @@ impl System {
             .map(|s| HttpServer::start(&rt, s))
             .collect::<Result<Vec<_>, _>>()?;
         let supervision = start_tasks(&rt, &spec, &mut progress)?;
+        let routes = servers.iter().flat_map(|s| s.route_modules().iter().cloned());
+        let upgrades = upgrade::Upgrades::new(&spec.tasks, routes.collect(), supervision.handle());
+        rt.set_upgrader(Some(std::sync::Arc::new(move |rt: &Runtime, name: &str, module: Option<&std::path::Path>| {
+            upgrades.upgrade(rt, name, module)
+        })));
         Ok(System {
             servers,
             control,
@@ -328,6 +334,7 @@ impl System {
     /// killed for it; returns when every task has ended and the answers
     /// the last ones gave to other nodes' calls have gone out.
     pub fn shutdown(mut self, why: Option<&str>) {
+        self.rt.set_upgrader(None);
         self.servers.clear();
         if let Some(why) = why {
             self.rt.kill_all(why);
@@ -341,6 +348,12 @@ impl System {
         if let Some(spans) = self.rt.spans() {
             spans.flush();
         }
+    }
+}
+
+impl Drop for System {
+    fn drop(&mut self) {
+        self.rt.set_upgrader(None);
     }
 }
 

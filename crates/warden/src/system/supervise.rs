@@ -46,16 +46,62 @@ pub(super) struct Supervision {
     tx: Sender<Msg>,
     thread: Option<std::thread::JoinHandle<()>>,
     failure: Arc<Mutex<Option<String>>>,
+    /// The supervised tasks' names.
+    names: Arc<Vec<String>>,
+}
+
+/// The tree as a live upgrade reaches it: replacing a supervised task's
+/// running task, and putting it back.
+#[derive(Clone)]
+pub(super) struct Handle {
+    tx: Sender<Msg>,
+    names: Arc<Vec<String>>,
+}
+
+impl Handle {
+    /// Whether the task named `name` is supervised.
+    pub(super) fn supervises(&self, name: &str) -> bool {
+        self.names.iter().any(|n| n == name)
+    }
+
+    /// Starts `spec` in place of the supervised task of its name (a live
+    /// upgrade); the old task's id and the new one's.
+    pub(super) fn replace(&self, spec: TaskSpec) -> Result<(TaskId, TaskId), String> {
+        let (reply, answer) = std::sync::mpsc::channel();
+        let msg = Msg::Replace {
+            spec: Box::new(spec),
+            reply,
+        };
+        self.tx.send(msg).map_err(|_| "the system is ending")?;
+        answer.recv().map_err(|_| "the system is ending")?
+    }
+
+    /// Makes task `id`, with `spec`, its member again (an upgrade rolled
+    /// back).
+    pub(super) fn revert(&self, spec: TaskSpec, id: TaskId) {
+        let _ = self.tx.send(Msg::Revert {
+            spec: Box::new(spec),
+            id,
+        });
+    }
 }
 
 enum Msg {
     /// A supervised task ended (`held`: its report holds the system open).
     Ended {
         task: usize,
-        generation: u64,
         report: TaskReport,
         held: bool,
     },
+    /// Start `spec` in place of the member it names (a live upgrade),
+    /// answering with the old task's id and the new one's.
+    Replace {
+        spec: Box<TaskSpec>,
+        reply: Sender<Result<(TaskId, TaskId), String>>,
+    },
+    /// The member named by `spec` is the task `id` again, with `spec`
+    /// (an upgrade rolled back).
+    Revert { spec: Box<TaskSpec>, id: TaskId },
     Stop,
 }
 
@@ -80,10 +126,9 @@ struct Member {
     spec: TaskSpec,
     /// Its supervisor and its place there.
     at: (usize, usize),
+    /// The task running it: an end reported for another (one this
+    /// supervisor stopped, or an upgrade replaced) is not judged.
     live: Option<TaskId>,
-    /// Bumped at each start and stop: an end reported for an older
-    /// generation is one this supervisor caused, and is not judged.
-    generation: u64,
     restarts: u32,
 }
 
@@ -141,6 +186,7 @@ impl Supervision {
             tx,
             thread: None,
             failure,
+            names: Arc::new(tasks.iter().map(|t| t.name.clone()).collect()),
         };
         (supervision, Starter { tree, rx })
     }
@@ -148,6 +194,14 @@ impl Supervision {
     /// Why the system ended because a top supervisor gave up, if it did.
     pub(super) fn failure(&self) -> Option<String> {
         self.failure.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// What a live upgrade needs of the tree, for other threads.
+    pub(super) fn handle(&self) -> Handle {
+        Handle {
+            tx: self.tx.clone(),
+            names: self.names.clone(),
+        }
     }
 
     /// Stops the thread: nothing is restarted any more, and holds still
@@ -241,7 +295,6 @@ impl Tree {
                         spec: t.clone(),
                         at: (sup, i),
                         live: None,
-                        generation: 0,
                         restarts: 0,
                     });
                 }
@@ -305,19 +358,22 @@ impl Tree {
                 },
             };
             match msg {
-                Msg::Ended {
-                    task,
-                    generation,
-                    report,
-                    held,
-                } => self.ended(task, generation, &report, usize::from(held)),
+                Msg::Ended { task, report, held } => {
+                    self.ended(task, &report, usize::from(held))
+                }
+                Msg::Replace { spec, reply } => {
+                    let _ = reply.send(self.replace(*spec));
+                }
+                Msg::Revert { spec, id } => self.revert(*spec, id),
                 Msg::Stop => break,
             }
         }
         let holds: usize = self.pending.drain(..).map(|p| p.holds).sum();
         self.release(holds);
-        while let Ok(Msg::Ended { held: true, .. }) = rx.try_recv() {
-            self.release(1);
+        while let Ok(msg) = rx.try_recv() {
+            if let Msg::Ended { held: true, .. } = msg {
+                self.release(1);
+            }
         }
     }
 
@@ -328,9 +384,9 @@ impl Tree {
     }
 
     /// A supervised task's end, judged by its supervisor.
-    fn ended(&mut self, task: usize, generation: u64, report: &TaskReport, holds: usize) {
+    fn ended(&mut self, task: usize, report: &TaskReport, holds: usize) {
         let m = &mut self.tasks[task];
-        if m.generation != generation || self.rt.closing() {
+        if m.live != Some(report.id) || self.rt.closing() {
             return self.release(holds);
         }
         m.live = None;
@@ -422,7 +478,6 @@ impl Tree {
         match node {
             Node::Task(t) => {
                 let m = &mut self.tasks[t];
-                m.generation += 1;
                 if let Some(id) = m.live.take() {
                     let _ = self.rt.kill(id, reason);
                 }
@@ -494,13 +549,11 @@ impl Tree {
     /// Spawns task `t` (again, if `why` says why), supervised.
     fn spawn(&mut self, t: usize, why: Option<&Why>) -> Result<TaskId, crate::Error> {
         let m = &mut self.tasks[t];
-        m.generation += 1;
         let restarts = m.restarts + u32::from(why.is_some());
-        let (tx, generation) = (self.tx.clone(), m.generation);
+        let tx = self.tx.clone();
         let tell = move |report, held| {
             let msg = Msg::Ended {
                 task: t,
-                generation,
                 report,
                 held,
             };
@@ -514,6 +567,54 @@ impl Tree {
                 .note_restart(&m.spec.name, id, why.status, &why.reason);
         }
         Ok(id)
+    }
+}
+
+impl Tree {
+    /// Starts `spec` in place of its member's running task (a live
+    /// upgrade): the member is the new task from now on, and the old
+    /// one's end is not judged.
+    fn replace(&mut self, mut spec: TaskSpec) -> Result<(TaskId, TaskId), String> {
+        let t = self.task_index(&spec.name).ok_or("not supervised")?;
+        let old = self.tasks[t].live.ok_or("not running (its supervisor is restarting it)")?;
+        spec.replaces = Some(old);
+        let previous = std::mem::replace(&mut self.tasks[t].spec, spec);
+        let restarts = self.tasks[t].restarts;
+        match self.spawn(t, None) {
+            Ok(new) => {
+                self.tasks[t].restarts = restarts;
+                Ok((old, new))
+            }
+            Err(e) => {
+                let m = &mut self.tasks[t];
+                (m.spec, m.live) = (previous, Some(old));
+                Err(e.to_string())
+            }
+        }
+    }
+
+    /// The member named by `spec` is task `id` again (an upgrade rolled
+    /// back); if that task has ended meanwhile, it is judged as a failure.
+    fn revert(&mut self, spec: TaskSpec, id: TaskId) {
+        let Some(t) = self.task_index(&spec.name) else {
+            return;
+        };
+        let m = &mut self.tasks[t];
+        let current = std::mem::replace(&mut m.live, Some(id));
+        m.spec = spec;
+        // A restart of the new code meanwhile is not the member any more.
+        if let Some(other) = current.filter(|c| *c != id) {
+            let _ = self.rt.kill(other, "its upgrade was rolled back");
+        }
+        if !self.rt.live_tasks().iter().any(|v| v.id == id) {
+            let (sup, place) = self.tasks[t].at;
+            self.tasks[t].live = None;
+            let why = Why {
+                status: "killed",
+                reason: format!("task {:?} ended during an upgrade", self.tasks[t].spec.name),
+            };
+            self.decide(sup, place, Ending::Failed, why, 0);
+        }
     }
 }
 

@@ -208,6 +208,11 @@ pub struct TaskShared {
     pub label: Option<Arc<str>>,
     /// Its spec's trace context (see [`TaskSpec::trace`]).
     pub trace: Option<crate::telemetry::Context>,
+    /// The task it replaces in a live upgrade (see [`TaskSpec::replaces`]).
+    pub replaces: Option<TaskId>,
+    /// Set when a live upgrade's new task took its names over: its end is
+    /// the upgrade's doing, not a failure.
+    pub replaced: AtomicBool,
     /// A server this task lent its context to (by a call) while the
     /// server sat in the run queue under its own key, 0 for none: when
     /// this task blocks, its worker files the server under this task's
@@ -255,6 +260,8 @@ impl TaskShared {
             event_log: None,
             label: None,
             trace: None,
+            replaces: None,
+            replaced: AtomicBool::new(false),
             lent_while_queued: AtomicU64::new(0),
             create_ns: AtomicU64::new(0),
             teardown_ns: AtomicU64::new(0),
@@ -271,6 +278,11 @@ impl TaskShared {
         );
         self.family.parent = Some(parent);
         self.family.carved_memory = AtomicU64::new(carved);
+    }
+
+    /// The task whose names it may take over (a live upgrade).
+    pub fn replaces(&self) -> Option<TaskId> {
+        self.replaces
     }
 
     /// The parent, if any.

@@ -57,6 +57,10 @@ pub struct TaskSpec {
     /// When its end calls for a restart by its supervisor (a system's
     /// task; default temporary: never).
     pub restart: Restart,
+    /// The live task it replaces (a live upgrade): it may register the
+    /// names that task holds, taking them over; the old task's services
+    /// send their calls on to its.
+    pub replaces: Option<super::TaskId>,
 }
 
 pub use warden_policy::supervise::{Intensity, Restart, Strategy};
@@ -271,6 +275,7 @@ impl TaskSpec {
             passive: false,
             call_cpu_limit: DEFAULT_CALL_CPU_LIMIT,
             restart: Restart::Temporary,
+            replaces: None,
         }
     }
 }

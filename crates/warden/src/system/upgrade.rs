@@ -1,0 +1,229 @@
+//! Live upgrade: a running service's code replaced without a failed call
+//! (JX replaces components at run time; Erlang loads code hot).
+//!
+//! A task is upgraded by starting a new task from its spec with the new
+//! module, marked as replacing the old one. When the new task registers a
+//! name the old one holds, it takes the name over, and the old service is
+//! retired in favour of the new: calls queued there, and calls through
+//! portals clients already hold, go to the new server (`Service::retire`).
+//! The old server answers the calls it had received, then finds its
+//! service gone and ends; one that has not ended after [`DRAIN`] is
+//! killed (the upgrade's answer does not wait for this). A task that
+//! holds no names is replaced at once: the new one started, the old
+//! killed. A supervised task's supervisor watches the new task from the
+//! start, and the old one's end is not a failure.
+//!
+//! The upgrade is refused, and the old code keeps serving, if the new
+//! module does not compile, or the new task ends (or has not taken over
+//! every name of the old one) within [`START`]. A per-request route's
+//! upgrade swaps its template: requests whose task was spawned before run
+//! the old module, those after it the new. Each upgrade keeps the code it
+//! replaced, which `warden upgrade --rollback` puts back.
+
+use super::supervise::Handle;
+use crate::http::RouteModule;
+use crate::task::{TaskId, TaskSpec};
+use crate::Runtime;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How long the old task may take to answer what it had received once
+/// its names are taken over, before it is killed.
+pub const DRAIN: Duration = Duration::from_secs(5);
+
+/// How long the new task may take to take over the old one's names.
+pub const START: Duration = Duration::from_secs(5);
+
+/// What a system's live upgrades work on.
+pub(super) struct Upgrades {
+    /// Each task's current spec, by name.
+    specs: Mutex<HashMap<String, TaskSpec>>,
+    /// The module each task or route ran before its last upgrade.
+    previous: Mutex<HashMap<String, PathBuf>>,
+    /// Per-request routes: name, whether a component, template.
+    routes: Vec<(String, bool, RouteModule)>,
+    supervisor: Handle,
+}
+
+impl Upgrades {
+    pub(super) fn new(
+        tasks: &[TaskSpec],
+        routes: Vec<(String, bool, RouteModule)>,
+        supervisor: Handle,
+    ) -> Upgrades {
+        let specs = tasks.iter().map(|t| (t.name.clone(), t.clone())).collect();
+        Upgrades {
+            specs: Mutex::new(specs),
+            previous: Mutex::default(),
+            routes,
+            supervisor,
+        }
+    }
+
+    /// Upgrades the task or per-request route `name` to `module` (`None`:
+    /// back to its code before its last upgrade).
+    pub(super) fn upgrade(
+        &self,
+        rt: &Runtime,
+        name: &str,
+        module: Option<&Path>,
+    ) -> Result<String, String> {
+        let current = match self.routes.iter().find(|(n, _, _)| n == name) {
+            Some((_, _, m)) => m.get().module.clone(),
+            None => self.spec(name)?.module,
+        };
+        let module = match module {
+            Some(m) => m.to_path_buf(),
+            None => (self.previous.lock().unwrap_or_else(|e| e.into_inner()))
+                .get(name)
+                .cloned()
+                .ok_or_else(|| format!("{name:?} has no earlier code to roll back to"))?,
+        };
+        let done = match self.routes.iter().find(|(n, _, _)| n == name) {
+            Some((_, component, m)) => upgrade_route(rt, name, *component, m, &module)?,
+            None => self.upgrade_task(rt, name, &module)?,
+        };
+        let mut previous = self.previous.lock().unwrap_or_else(|e| e.into_inner());
+        previous.insert(name.to_string(), current);
+        Ok(done)
+    }
+
+    fn spec(&self, name: &str) -> Result<TaskSpec, String> {
+        let specs = self.specs.lock().unwrap_or_else(|e| e.into_inner());
+        specs
+            .get(name)
+            .cloned()
+            .ok_or_else(|| format!("no task or per-request route of this system is named {name:?}"))
+    }
+
+    /// A task's upgrade: the new task started, the old one's names taken
+    /// over, the old one drained.
+    fn upgrade_task(&self, rt: &Runtime, name: &str, module: &Path) -> Result<String, String> {
+        let old_spec = self.spec(name)?;
+        compile(rt, &old_spec, module).map_err(|e| refused(name, &e))?;
+        let mut spec = old_spec.clone();
+        spec.module = module.to_path_buf();
+        let running = (rt.live_tasks().into_iter())
+            .filter(|v| v.name == name && v.route.is_none())
+            .map(|v| v.id)
+            .max()
+            .ok_or_else(|| refused(name, "it is not running"))?;
+        let names = rt.names_of(running);
+        let (old, new) = match self.supervisor.supervises(name) {
+            true => self.supervisor.replace(spec.clone()),
+            false => {
+                let mut s = spec.clone();
+                s.replaces = Some(running);
+                rt.spawn(&s).map(|new| (running, new)).map_err(|e| e.to_string())
+            }
+        }
+        .map_err(|e| refused(name, &e))?;
+        if let Err(why) = took_over(rt, &names, new) {
+            let _ = rt.kill(new, "its upgrade was rolled back");
+            if self.supervisor.supervises(name) {
+                self.supervisor.revert(old_spec, old);
+            }
+            return Err(refused(name, &why));
+        }
+        // The old task answers what it had received on its own time.
+        let (runtime, at_once) = (rt.clone(), names.is_empty());
+        std::thread::spawn(move || drain(&runtime, old, at_once));
+        let path = module.display().to_string();
+        let fields = serde_json::json!({ "replaced": old, "module": path });
+        rt.note_upgrade(name, new, fields);
+        let mut specs = self.specs.lock().unwrap_or_else(|e| e.into_inner());
+        specs.insert(name.to_string(), spec);
+        Ok(format!("task {name:?} upgraded: task {new} runs {path} in place of task {old}"))
+    }
+}
+
+/// The line saying an upgrade was refused and why.
+fn refused(name: &str, why: &str) -> String {
+    format!("upgrade of {name:?} refused: {why}; it keeps its old code")
+}
+
+/// Loads `module` as `spec`'s task would need it.
+fn compile(rt: &Runtime, spec: &TaskSpec, module: &Path) -> Result<(), String> {
+    let loaded = match spec.passive {
+        true => rt.load_passive_module(module),
+        false => rt.load_module(module),
+    };
+    loaded.map(drop).map_err(|e| e.to_string())
+}
+
+/// Waits until task `new` holds every one of `names` (it has taken them
+/// over), or says why it did not.
+fn took_over(rt: &Runtime, names: &[String], new: TaskId) -> Result<(), String> {
+    let start = Instant::now();
+    loop {
+        let live = rt.live_tasks().iter().any(|v| v.id == new);
+        if names.iter().all(|n| rt.owner_of(n) == Some(new)) {
+            return match live || names.is_empty() {
+                true => Ok(()),
+                false => Err(ended(rt, new)),
+            };
+        }
+        if !live {
+            return Err(ended(rt, new));
+        }
+        if start.elapsed() > START {
+            let names = names.join(", ");
+            return Err(format!("the new code did not register {names} within {START:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// How task `id` ended, in words.
+fn ended(rt: &Runtime, id: TaskId) -> String {
+    let how = rt.wait_timeout(id, Some(Duration::ZERO)).ok().flatten();
+    match how {
+        Some(r) => format!(
+            "the new code ended before it served ({}{})",
+            r.status,
+            r.reason.map(|w| format!(": {w}")).unwrap_or_default()
+        ),
+        None => "the new code ended before it served".into(),
+    }
+}
+
+/// Lets task `old` end once it has answered what it had received (its
+/// services were retired); kills it past [`DRAIN`], or at once if it
+/// served nothing (`at_once`).
+fn drain(rt: &Runtime, old: TaskId, at_once: bool) {
+    let limit = if at_once { Duration::ZERO } else { DRAIN };
+    rt.mark_replaced(old);
+    if let Ok(None) = rt.wait_timeout(old, Some(limit)) {
+        let why = match at_once {
+            true => "upgraded: replaced by a new task",
+            false => "upgraded: it did not end within its drain time",
+        };
+        let _ = rt.kill(old, why);
+    }
+}
+
+/// A per-request route's upgrade: its template swapped once the new
+/// module compiles and fits.
+fn upgrade_route(
+    rt: &Runtime,
+    name: &str,
+    component: bool,
+    route: &RouteModule,
+    module: &Path,
+) -> Result<String, String> {
+    let mut template = TaskSpec::clone(&route.get());
+    template.module = module.to_path_buf();
+    let loaded = match component {
+        true => rt.load_http_component(module).map(drop),
+        false => rt.load_module(module).map(drop),
+    };
+    loaded
+        .and_then(|()| rt.check_route_fits(&template, component))
+        .map_err(|e| refused(name, &e.to_string()))?;
+    route.set(template);
+    let path = module.display().to_string();
+    rt.note_upgrade(name, TaskId(0), serde_json::json!({ "route": name, "module": path }));
+    Ok(format!("route {name:?} upgraded: its requests from now on run {path}"))
+}
