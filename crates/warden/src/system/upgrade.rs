@@ -45,6 +45,9 @@ pub(super) struct Upgrades {
     /// Per-request routes: name, whether a component, template.
     routes: Vec<(String, bool, RouteModule)>,
     supervisor: Handle,
+    /// Held through an upgrade: one at a time, so that two upgrades of
+    /// one task cannot both take it over.
+    one_at_a_time: Mutex<()>,
 }
 
 impl Upgrades {
@@ -59,6 +62,7 @@ impl Upgrades {
             previous: Mutex::default(),
             routes,
             supervisor,
+            one_at_a_time: Mutex::new(()),
         }
     }
 
@@ -70,6 +74,11 @@ impl Upgrades {
         name: &str,
         module: Option<&Path>,
     ) -> Result<String, String> {
+        let _one = self.one_at_a_time.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(m) = module.filter(|m| !m.is_absolute() || !m.is_file()) {
+            let why = format!("{} is not a file named by an absolute path", m.display());
+            return Err(refused(name, &why));
+        }
         let current = match self.routes.iter().find(|(n, _, _)| n == name) {
             Some((_, _, m)) => m.get().module.clone(),
             None => self.spec(name)?.module,
