@@ -86,6 +86,21 @@ pub(super) struct Table {
     pub(super) setup: SetupStats,
 }
 
+/// Tells a finished task's watcher its report: a supervisor's report
+/// holds the system open unless it is closing (see [`Watch::Supervised`]).
+fn tell(t: &mut Table, watch: Option<Watch>, report: &TaskReport) {
+    match watch {
+        Some(Watch::Once(tx)) => drop(tx.send(report.clone())),
+        Some(Watch::Supervised { tell, .. }) => {
+            let hold = !t.closing;
+            if tell(report.clone(), hold) && hold {
+                t.held += 1;
+            }
+        }
+        None => {}
+    }
+}
+
 impl Table {
     /// Whether the system's own tasks have all ended: only passive ones
     /// are left, and no supervisor holds a restart.
@@ -252,16 +267,7 @@ impl Tasks {
         if let Some(spans) = &self.spans {
             spans.record(task_span(&report, shared.trace, self.epoch_unix_ns));
         }
-        match live.watch.take() {
-            Some(Watch::Once(tx)) => drop(tx.send(report.clone())),
-            Some(Watch::Supervised { tell, .. }) => {
-                let hold = !t.closing;
-                if tell(report.clone(), hold) && hold {
-                    t.held += 1;
-                }
-            }
-            None => {}
-        }
+        tell(t, live.watch.take(), &report);
         if t.done_order.len() >= self.max_reports {
             if let Some(old) = t.done_order.pop_front() {
                 t.done.remove(&old);
