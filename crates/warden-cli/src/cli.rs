@@ -119,6 +119,13 @@ pub enum Command {
         #[command(flatten)]
         control: ControlArg,
     },
+    /// Start a system's task afresh from its manifest entry, killing the
+    /// one running first (a supervised task through its supervisor).
+    Restart {
+        task: String,
+        #[command(flatten)]
+        control: ControlArg,
+    },
     /// Suspend a task.
     Suspend {
         task: String,

@@ -227,6 +227,14 @@ pub fn upgrade(addr: &str, task: &str, module: Option<&std::path::Path>) -> Resu
     Ok(())
 }
 
+/// `warden restart <task>`.
+pub fn restart(addr: &str, task: &str) -> Result<(), String> {
+    let path = format!("/api/tasks/{}/restart", encode(task));
+    let r = ok(addr, "POST", &path, None)?;
+    println!("{}", r["done"].as_str().unwrap_or("restarted"));
+    Ok(())
+}
+
 /// `warden logs <task> [--follow]`.
 pub fn logs(addr: &str, task: &str, follow: bool) -> Result<(), String> {
     let mut from = 0u64;

@@ -111,6 +111,7 @@ fn dispatch(command: Command) -> Result<ExitCode, String> {
             rollback: _,
             control,
         } => done(client::upgrade(&control.addr, &task, module.as_deref())),
+        Command::Restart { task, control } => done(client::restart(&control.addr, &task)),
         Command::Suspend { task, control } => done(client::act(&control.addr, "suspend", &task)),
         Command::Resume { task, control } => done(client::act(&control.addr, "resume", &task)),
         Command::Logs {

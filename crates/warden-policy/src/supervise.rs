@@ -210,6 +210,14 @@ impl Supervisor {
         self.gone.get(member).copied().unwrap_or(true)
     }
 
+    /// Brings `member` back after it ended for good (an operator started
+    /// it again): its ends are judged again.
+    pub fn revive(&mut self, member: usize) {
+        if let Some(g) = self.gone.get_mut(member) {
+            *g = false;
+        }
+    }
+
     /// Forgets every restart and ending: as it was when new (a supervisor
     /// restarted by its own parent starts afresh, as in OTP).
     pub fn reset(&mut self) {

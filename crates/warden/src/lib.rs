@@ -189,7 +189,7 @@ pub use report::TaskReport;
 pub use runtime::machine;
 pub use runtime::{
     DeviceView, Error, FileServiceView, ReportSink, Restarts, Runtime, RuntimeConfig, SetupStats,
-    TaskView, Upgrader, RESTART_STATUSES,
+    TaskView, Operation, Operator, RESTART_STATUSES,
 };
 pub use sched::{Params as SchedParams, Tree as SchedTree};
 pub use sched::{PolicyKind, RunQueue, TaskSched};

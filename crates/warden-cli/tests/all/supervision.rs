@@ -361,3 +361,43 @@ fn bad_supervisors_are_refused_with_every_problem() {
         assert!(stderr.contains(want), "no {want:?} in:\n{stderr}");
     }
 }
+
+/// `warden restart` brings a system's task back by hand: one that ended
+/// (unsupervised) starts again from its entry; a supervised one running
+/// is killed and started afresh through its supervisor, which counts the
+/// restart and says why; a name the system has no entry for is refused.
+#[test]
+fn an_operator_restarts_tasks_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[[task]]\nname = \"idle\"\nmodule = \"{m}\"\n\
+         [[task]]\nname = \"worker\"\nmodule = \"{m}\"\nrestart = \"permanent\"\n",
+        m = guests::SLEEP
+    );
+    let web = Launch::new(&manifest(dir.path(), &text)).start();
+    let addr = web.control();
+    let idle = first_id(&ps(addr), "idle");
+    assert!(cli(addr, &["kill", "idle"]).status.success());
+    let t = Instant::now();
+    while first_id(&ps(addr), "idle") != 0 {
+        assert!(t.elapsed() < Duration::from_secs(30), "idle never ended");
+    }
+    let out = cli(addr, &["restart", "idle"]);
+    assert!(out.status.success(), "{out:?}");
+    let again = first_id(&ps(addr), "idle");
+    assert!(again > idle, "{again} after {idle}");
+    let worker = first_id(&ps(addr), "worker");
+    let out = cli(addr, &["restart", "worker"]);
+    assert!(out.status.success(), "{out:?}");
+    let tasks = ps(addr);
+    let now = (tasks.as_array().unwrap().iter())
+        .find(|t| t["name"] == "worker" && t["id"].as_u64() > Some(worker))
+        .unwrap_or_else(|| panic!("{tasks:#}"));
+    assert_eq!(now["restarts"], 1, "{now}");
+    assert!(now["last_restart_reason"].as_str().unwrap().contains("operator"), "{now}");
+    // Only the new worker runs: the old one was stopped first.
+    assert_eq!(first_id(&ps(addr), "worker"), now["id"].as_u64().unwrap());
+    let out = cli(addr, &["restart", "nobody"]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && said.contains("no task or per-request route"), "{said}");
+}

@@ -68,6 +68,7 @@ pub(super) fn route(
     match (method, parts.as_slice()) {
         (&Method::GET, ["api", "tasks"]) => task_list(rt, samples),
         (&Method::POST, ["api", "tasks", who, "upgrade"]) => upgrade(rt, who, body),
+        (&Method::POST, ["api", "tasks", who, "restart"]) => restart(rt, who),
         (&Method::POST, ["api", "tasks", who, action]) => act(rt, who, action),
         (&Method::GET, ["api", "tasks", who, "logs"]) => logs(rt, who, query),
         (&Method::POST, ["api", "spawn"]) => match spawn(rt, body) {
@@ -198,6 +199,22 @@ fn upgrade(rt: &Runtime, who: &str, body: &[u8]) -> Reply {
         _ => return error(400, "give either \"module\" (a path) or \"rollback\": true"),
     };
     match rt.upgrade(who, module.as_deref()) {
+        Ok(done) => json(200, serde_json::json!({ "ok": true, "done": done })),
+        Err(why) => error(409, why),
+    }
+}
+
+/// `POST /api/tasks/<who>/restart`: the system's task `who` (by name, or
+/// the id of one of its tasks) started afresh from its spec.
+fn restart(rt: &Runtime, who: &str) -> Reply {
+    let name = match who.parse::<u64>() {
+        Ok(id) => match rt.task_views().into_iter().find(|v| v.id.0 == id) {
+            Some(v) => v.name,
+            None => return error(404, format!("no task {who:?}")),
+        },
+        Err(_) => who.to_string(),
+    };
+    match rt.operate(&name, crate::runtime::Operation::Restart) {
         Ok(done) => json(200, serde_json::json!({ "ok": true, "done": done })),
         Err(why) => error(409, why),
     }

@@ -30,7 +30,7 @@ mod views;
 
 pub use route_stats::{RouteStats, BUCKETS};
 
-pub use supervised::{Restarts, Upgrader, RESTART_STATUSES};
+pub use supervised::{Operation, Operator, Restarts, RESTART_STATUSES};
 pub use views::{DeviceView, FileServiceView, TaskView};
 
 use heap::{mass_death, return_free_heap};
@@ -282,8 +282,9 @@ struct Inner {
     /// Supervised tasks' restarts, by name (taken after the task table's
     /// lock where both are held).
     restarts: supervised::RestartTable,
-    /// What carries out live upgrades, if a system set it.
-    upgrader: Mutex<Option<supervised::Upgrader>>,
+    /// What carries out operators' upgrades and restarts, if a system
+    /// set it.
+    operator: Mutex<Option<supervised::Operator>>,
     /// The cluster it joined, if any (left before the executor stops).
     cluster: std::sync::OnceLock<crate::cluster::Cluster>,
     /// An empty directory: the placeholder Wasmtime holds for each
@@ -357,7 +358,7 @@ impl Runtime {
                 link,
                 routes: Mutex::default(),
                 restarts: Mutex::default(),
-                upgrader: Mutex::default(),
+                operator: Mutex::default(),
                 cluster: std::sync::OnceLock::new(),
                 empty_dir: std::sync::OnceLock::new(),
                 _tokio: tokio,

@@ -24,11 +24,22 @@ pub struct Restarts {
 /// Restart counts by task name.
 pub(super) type RestartTable = Mutex<std::collections::HashMap<String, Restarts>>;
 
-/// What carries out a live upgrade of a system's task or per-request
-/// route: `(runtime, name, new module or None to roll back)` to a line
+/// What an operator asks of a system's task or per-request route, by
+/// name (see `system::upgrade`).
+#[derive(Debug, Clone, Copy)]
+pub enum Operation<'a> {
+    /// Replace its code with this module's while it serves.
+    Upgrade(&'a std::path::Path),
+    /// Put back the code it ran before its last upgrade.
+    Rollback,
+    /// Start it afresh from its spec, killing it first if it runs.
+    Restart,
+}
+
+/// What carries out operations on a system's tasks and routes: to a line
 /// saying what was done, or why nothing was. A system sets it.
-pub type Upgrader =
-    std::sync::Arc<dyn Fn(&Runtime, &str, Option<&std::path::Path>) -> Result<String, String> + Send + Sync>;
+pub type Operator =
+    std::sync::Arc<dyn Fn(&Runtime, &str, Operation) -> Result<String, String> + Send + Sync>;
 
 impl Runtime {
     /// Starts a task whose end is a supervisor's to judge: `tell` gets
@@ -95,20 +106,26 @@ impl Runtime {
         }
     }
 
-    /// Sets (or, with `None`, takes away) what carries out live upgrades.
-    pub fn set_upgrader(&self, upgrader: Option<Upgrader>) {
-        *self.inner.upgrader.lock().unwrap_or_else(|e| e.into_inner()) = upgrader;
+    /// Sets (or, with `None`, takes away) what carries out operations on
+    /// the system's tasks.
+    pub fn set_operator(&self, operator: Option<Operator>) {
+        *self.inner.operator.lock().unwrap_or_else(|e| e.into_inner()) = operator;
+    }
+
+    /// Carries out `op` on the system's task or per-request route `name`.
+    pub fn operate(&self, name: &str, op: Operation) -> Result<String, String> {
+        let operator = self.inner.operator.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        match operator {
+            Some(o) => o(self, name, op),
+            None => Err("this needs a running system (warden run)".into()),
+        }
     }
 
     /// Replaces the code of the system's task or per-request route
     /// `name` with `module` (`None`: the code it ran before its last
     /// upgrade) while it serves; see `system::upgrade`.
     pub fn upgrade(&self, name: &str, module: Option<&std::path::Path>) -> Result<String, String> {
-        let upgrader = self.inner.upgrader.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        match upgrader {
-            Some(u) => u(self, name, module),
-            None => Err("live upgrade needs a running system (warden run)".into()),
-        }
+        self.operate(name, module.map_or(Operation::Rollback, Operation::Upgrade))
     }
 
     /// The names task `id` holds in the name service, sorted.

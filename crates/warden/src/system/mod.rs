@@ -285,9 +285,9 @@ impl System {
         let supervision = start_tasks(&rt, &spec, &mut progress)?;
         let routes = servers.iter().flat_map(|s| s.route_modules().iter().cloned());
         let upgrades = upgrade::Upgrades::new(&spec.tasks, routes.collect(), supervision.handle());
-        rt.set_upgrader(Some(std::sync::Arc::new(move |rt: &Runtime, name: &str, module: Option<&std::path::Path>| {
-            upgrades.upgrade(rt, name, module)
-        })));
+        rt.set_operator(Some(std::sync::Arc::new(
+            move |rt: &Runtime, name: &str, op: crate::Operation| upgrades.operate(rt, name, op),
+        )));
         Ok(System {
             servers,
             control,
@@ -334,7 +334,7 @@ impl System {
     /// killed for it; returns when every task has ended and the answers
     /// the last ones gave to other nodes' calls have gone out.
     pub fn shutdown(mut self, why: Option<&str>) {
-        self.rt.set_upgrader(None);
+        self.rt.set_operator(None);
         self.servers.clear();
         if let Some(why) = why {
             self.rt.kill_all(why);
@@ -353,7 +353,7 @@ impl System {
 
 impl Drop for System {
     fn drop(&mut self) {
-        self.rt.set_upgrader(None);
+        self.rt.set_operator(None);
     }
 }
 

@@ -76,6 +76,18 @@ impl Handle {
         answer.recv().map_err(|_| "the system is ending")?
     }
 
+    /// Starts the supervised task `name` afresh (an operator's restart),
+    /// killing the one running first; the new task's id.
+    pub(super) fn restart(&self, name: &str) -> Result<TaskId, String> {
+        let (reply, answer) = std::sync::mpsc::channel();
+        let msg = Msg::Restart {
+            name: name.to_string(),
+            reply,
+        };
+        self.tx.send(msg).map_err(|_| "the system is ending")?;
+        answer.recv().map_err(|_| "the system is ending")?
+    }
+
     /// Makes task `id`, with `spec`, its member again (an upgrade rolled
     /// back).
     pub(super) fn revert(&self, spec: TaskSpec, id: TaskId) {
@@ -102,6 +114,11 @@ enum Msg {
     /// The member named by `spec` is the task `id` again, with `spec`
     /// (an upgrade rolled back).
     Revert { spec: Box<TaskSpec>, id: TaskId },
+    /// Start the member `name` afresh, answering with its new task's id.
+    Restart {
+        name: String,
+        reply: Sender<Result<TaskId, String>>,
+    },
     Stop,
 }
 
@@ -365,6 +382,9 @@ impl Tree {
                     let _ = reply.send(self.replace(*spec));
                 }
                 Msg::Revert { spec, id } => self.revert(*spec, id),
+                Msg::Restart { name, reply } => {
+                    let _ = reply.send(self.restart_by_hand(&name));
+                }
                 Msg::Stop => break,
             }
         }
@@ -591,6 +611,23 @@ impl Tree {
                 Err(e.to_string())
             }
         }
+    }
+
+    /// Starts member `name` afresh for an operator: the running task (if
+    /// any) killed and waited for, a member that had ended for good
+    /// brought back; not counted against the intensity.
+    fn restart_by_hand(&mut self, name: &str) -> Result<TaskId, String> {
+        let t = self.task_index(name).ok_or("not supervised")?;
+        if let Some(id) = self.tasks[t].live.take() {
+            super::upgrade::stop(&self.rt, id);
+        }
+        let (sup, place) = self.tasks[t].at;
+        self.sups[sup].policy.revive(place);
+        let why = Why {
+            status: "killed",
+            reason: "restarted by the operator".into(),
+        };
+        self.spawn(t, Some(&why)).map_err(|e| e.to_string())
     }
 
     /// The member named by `spec` is task `id` again (an upgrade rolled

@@ -66,15 +66,50 @@ impl Upgrades {
         }
     }
 
+    /// Carries out an operator's `op` on `name` (one at a time).
+    pub(super) fn operate(
+        &self,
+        rt: &Runtime,
+        name: &str,
+        op: crate::Operation,
+    ) -> Result<String, String> {
+        let _one = self.one_at_a_time.lock().unwrap_or_else(|e| e.into_inner());
+        match op {
+            crate::Operation::Upgrade(m) => self.upgrade(rt, name, Some(m)),
+            crate::Operation::Rollback => self.upgrade(rt, name, None),
+            crate::Operation::Restart => self.restart(rt, name),
+        }
+    }
+
+    /// Starts the task `name` afresh from its spec (a supervised one
+    /// through its supervisor), killing the one running first.
+    fn restart(&self, rt: &Runtime, name: &str) -> Result<String, String> {
+        if self.routes.iter().any(|(n, _, _)| n == name) {
+            return Err(format!(
+                "{name:?} is a per-request route: each request has a fresh task already"
+            ));
+        }
+        let spec = self.spec(name)?;
+        let new = match self.supervisor.supervises(name) {
+            true => self.supervisor.restart(name)?,
+            false => {
+                for id in running(rt, name) {
+                    stop(rt, id);
+                }
+                rt.spawn(&spec).map_err(|e| e.to_string())?
+            }
+        };
+        Ok(format!("task {name:?} restarted: task {new}"))
+    }
+
     /// Upgrades the task or per-request route `name` to `module` (`None`:
     /// back to its code before its last upgrade).
-    pub(super) fn upgrade(
+    fn upgrade(
         &self,
         rt: &Runtime,
         name: &str,
         module: Option<&Path>,
     ) -> Result<String, String> {
-        let _one = self.one_at_a_time.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(m) = module.filter(|m| !m.is_absolute() || !m.is_file()) {
             let why = format!("{} is not a file named by an absolute path", m.display());
             return Err(refused(name, &why));
@@ -114,10 +149,7 @@ impl Upgrades {
         compile(rt, &old_spec, module).map_err(|e| refused(name, &e))?;
         let mut spec = old_spec.clone();
         spec.module = module.to_path_buf();
-        let running = (rt.live_tasks().into_iter())
-            .filter(|v| v.name == name && v.route.is_none())
-            .map(|v| v.id)
-            .max()
+        let running = (running(rt, name).into_iter().max())
             .ok_or_else(|| refused(name, "it is not running"))?;
         let names = rt.names_of(running);
         let (old, new) = match self.supervisor.supervises(name) {
@@ -145,6 +177,24 @@ impl Upgrades {
         let mut specs = self.specs.lock().unwrap_or_else(|e| e.into_inner());
         specs.insert(name.to_string(), spec);
         Ok(format!("task {name:?} upgraded: task {new} runs {path} in place of task {old}"))
+    }
+}
+
+/// The live tasks of the system's task `name` (not a route's).
+fn running(rt: &Runtime, name: &str) -> Vec<TaskId> {
+    (rt.live_tasks().into_iter())
+        .filter(|v| v.name == name && v.route.is_none())
+        .map(|v| v.id)
+        .collect()
+}
+
+/// Kills task `id` for an operator's restart and waits (at most 5 s) for
+/// its end, so that its names are free for the new one; its end is no
+/// failure of the system's.
+pub(super) fn stop(rt: &Runtime, id: TaskId) {
+    rt.mark_replaced(id);
+    if rt.kill(id, "restarted by the operator").is_ok() {
+        let _ = rt.wait_timeout(id, Some(DRAIN));
     }
 }
 
