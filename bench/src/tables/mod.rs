@@ -27,6 +27,7 @@ mod sched;
 mod startup;
 mod streaming;
 mod transfer;
+mod upgrade;
 mod web;
 
 use crate::harness::Ctx;
@@ -59,6 +60,7 @@ pub fn run_all(ctx: &Ctx, only: Option<&str>) -> Vec<Table> {
         ("web server: one task, servlets, per-request tasks, native hyper (seed 004, Figure 5)", Box::new(web::run)),
         ("streamed answers: time to first byte and throughput beside hyper", Box::new(|c| vec![streaming::run(c)])),
         ("supervision: crash to service restored beside Erlang/OTP", Box::new(|c| vec![restore::run(c)])),
+        ("supervision: live upgrade under load", Box::new(|c| vec![upgrade::run(c)])),
         ("cluster: remote calls through NATS beside Erlang distribution", Box::new(cluster::run)),
         ("components: spawn beside raw Wasmtime, HTTP handlers beside wasmtime serve", Box::new(components::run)),
         ("file system as a task: re-read through ext2 beside a host directory (seeds 001/002)", Box::new(files::run)),
