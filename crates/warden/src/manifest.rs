@@ -70,6 +70,8 @@
 //! modules = { worker = "w.wasm" }  # modules it may spawn children from
 //! restart = "temporary"            # or "permanent", "transient" (OTP's):
 //!                                  # whether its supervisor restarts it
+//! drain = "5s"                     # live upgrade: the old task's time to
+//!                                  # answer what it had received
 //! ```
 //!
 //! Supervisors restart tasks as Erlang/OTP's do (see

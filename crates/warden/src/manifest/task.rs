@@ -56,6 +56,7 @@ pub(super) struct RawTask {
     #[serde(default)]
     pub(super) devices: Vec<String>,
     pub(super) restart: Option<String>,
+    pub(super) drain: Option<String>,
 }
 
 /// Network grants, preopened listeners and bandwidth.
@@ -193,6 +194,9 @@ fn task_template_all(t: &RawTask, base: &Path) -> Result<TaskSpec, Vec<String>> 
     keep(task_sched(t, &mut spec));
     keep(task_passive(t, &mut spec));
     keep(super::supervisor::restart(t.restart.as_deref()).map(|r| spec.restart = r));
+    if let Some(d) = &t.drain {
+        keep(parse_limit_duration(d).map(|d| spec.drain = d).map_err(|e| format!("drain: {e}")));
+    }
     match problems.is_empty() {
         true => Ok(spec),
         false => Err(problems),

@@ -7,8 +7,8 @@
 //! retired in favour of the new: calls queued there, and calls through
 //! portals clients already hold, go to the new server (`Service::retire`).
 //! The old server answers the calls it had received, then finds its
-//! service gone and ends; one that has not ended after [`DRAIN`] is
-//! killed (the upgrade's answer does not wait for this). A task that
+//! service gone and ends; one that has not ended after its `drain` time
+//! (5 s by default) is killed (the upgrade's answer does not wait for this). A task that
 //! holds no names is replaced at once: the new one started, the old
 //! killed. A supervised task's supervisor watches the new task from the
 //! start, and the old one's end is not a failure.
@@ -29,9 +29,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// How long the old task may take to answer what it had received once
-/// its names are taken over, before it is killed.
-pub const DRAIN: Duration = Duration::from_secs(5);
+/// How long an operator's restart waits for the killed task's end.
+const STOPPED: Duration = Duration::from_secs(5);
 
 /// How long the new task may take to take over the old one's names.
 pub const START: Duration = Duration::from_secs(5);
@@ -170,7 +169,8 @@ impl Upgrades {
         }
         // The old task answers what it had received on its own time.
         let (runtime, at_once) = (rt.clone(), names.is_empty());
-        std::thread::spawn(move || drain(&runtime, old, at_once));
+        let limit = if at_once { Duration::ZERO } else { old_spec.drain };
+        std::thread::spawn(move || drain(&runtime, old, limit));
         let path = module.display().to_string();
         let fields = serde_json::json!({ "replaced": old, "module": path });
         rt.note_upgrade(name, new, fields);
@@ -194,7 +194,7 @@ fn running(rt: &Runtime, name: &str) -> Vec<TaskId> {
 pub(super) fn stop(rt: &Runtime, id: TaskId) {
     rt.mark_replaced(id);
     if rt.kill(id, "restarted by the operator").is_ok() {
-        let _ = rt.wait_timeout(id, Some(DRAIN));
+        let _ = rt.wait_timeout(id, Some(STOPPED));
     }
 }
 
@@ -249,13 +249,12 @@ fn ended(rt: &Runtime, id: TaskId) -> String {
 }
 
 /// Lets task `old` end once it has answered what it had received (its
-/// services were retired); kills it past [`DRAIN`], or at once if it
-/// served nothing (`at_once`).
-fn drain(rt: &Runtime, old: TaskId, at_once: bool) {
-    let limit = if at_once { Duration::ZERO } else { DRAIN };
+/// services were retired); kills it past `limit` (its spec's `drain`; 0
+/// for a task that served nothing).
+fn drain(rt: &Runtime, old: TaskId, limit: Duration) {
     rt.mark_replaced(old);
     if let Ok(None) = rt.wait_timeout(old, Some(limit)) {
-        let why = match at_once {
+        let why = match limit.is_zero() {
             true => "upgraded: replaced by a new task",
             false => "upgraded: it did not end within its drain time",
         };

@@ -57,6 +57,9 @@ pub struct TaskSpec {
     /// When its end calls for a restart by its supervisor (a system's
     /// task; default temporary: never).
     pub restart: Restart,
+    /// How long, once a live upgrade has taken its names over, it may go
+    /// on answering the calls it had received before it is killed.
+    pub drain: Duration,
     /// The live task it replaces (a live upgrade): it may register the
     /// names that task holds, taking them over; the old task's services
     /// send their calls on to its.
@@ -86,6 +89,9 @@ pub struct SupervisorSpec {
     /// gives up.
     pub cpu_limit: Option<Duration>,
 }
+
+/// Default for [`TaskSpec::drain`].
+pub const DEFAULT_DRAIN: Duration = Duration::from_secs(5);
 
 /// Default for [`SupervisorSpec::backoff`].
 pub const DEFAULT_BACKOFF: Duration = Duration::from_millis(10);
@@ -275,6 +281,7 @@ impl TaskSpec {
             passive: false,
             call_cpu_limit: DEFAULT_CALL_CPU_LIMIT,
             restart: Restart::Temporary,
+            drain: DEFAULT_DRAIN,
             replaces: None,
         }
     }
