@@ -5,12 +5,32 @@
 #include "nfs.h"
 
 static warden_handle fs = -1;
+static const char *fs_name;
 static uint8_t req[sizeof(warden_fs_req) + 255 + WARDEN_FS_MAX_IO];
 static uint8_t rep[sizeof(warden_fs_reply) + WARDEN_FS_MAX_IO];
 
+/* How long a request waits for the file-system task to be back after it
+ * died (its supervisor restarting it) before it fails with EIO. */
+#define RECONNECT_NS (10LL * 1000 * 1000 * 1000)
+
 int fsc_init(const char *service) {
+    fs_name = service;
     fs = warden_name_lookup(service, 30LL * 1000 * 1000 * 1000);
     return fs < 0 ? fs : 0;
+}
+
+/* One call of `len` request bytes. If the file-system task died, the
+ * service is looked up again (waiting for its restart) and the request
+ * made once more: handles are inode numbers and generations, which a
+ * restarted task over the same image answers alike. */
+static int64_t call_fs(size_t len) {
+    int64_t n = warden_call(fs, req, len, NULL, 0, rep, sizeof rep, NULL, NULL);
+    if (n != WARDEN_EPEERDIED) return n;
+    warden_handle again = warden_name_lookup(fs_name, RECONNECT_NS);
+    if (again < 0) return n;
+    warden_close(fs);
+    fs = again;
+    return warden_call(fs, req, len, NULL, 0, rep, sizeof rep, NULL, NULL);
 }
 
 int fsc_call(uint32_t op, uint64_t ino, uint64_t a, uint64_t b, const void *name, uint32_t name_len,
@@ -20,7 +40,7 @@ int fsc_call(uint32_t op, uint64_t ino, uint64_t a, uint64_t b, const void *name
     memcpy(req, &q, sizeof q);
     if (name_len) memcpy(req + sizeof q, name, name_len);
     if (data_len) memcpy(req + sizeof q + name_len, data, data_len);
-    int64_t n = warden_call(fs, req, sizeof q + name_len + data_len, NULL, 0, rep, sizeof rep, NULL, NULL);
+    int64_t n = call_fs(sizeof q + name_len + data_len);
     if (n < (int64_t)sizeof(warden_fs_reply)) return -5; /* the file system is gone: EIO */
     warden_fs_reply r;
     memcpy(&r, rep, sizeof r);

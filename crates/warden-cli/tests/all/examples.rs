@@ -424,7 +424,8 @@ fn cluster_example() {
 }
 
 /// The file server example: an ext2 image served over NFS by tasks, as
-/// its README says, reached by libnfs's nfs-ls.
+/// its README says, reached by libnfs's nfs-cat; its file-system task,
+/// killed, comes back under its supervisor and the next read succeeds.
 #[test]
 fn fileserver_example() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -446,6 +447,8 @@ fn fileserver_example() {
         std::process::Command::new(root.join("examples/fileserver/run"))
             .arg(&img)
             .arg(&port)
+            .args(["--control", "127.0.0.1:0"])
+            .env("XDG_RUNTIME_DIR", crate::util::runtime_dir())
             // The warden under test, whatever else is on the PATH.
             .env(
                 "PATH",
@@ -459,10 +462,18 @@ fn fileserver_example() {
                 ),
             )
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap(),
     );
+    let errors = std::io::BufReader::new(child.stderr.take().unwrap());
+    let control = std::io::BufRead::lines(errors)
+        .map_while(Result::ok)
+        .find_map(|l| {
+            let at = l.strip_prefix("warden: dashboard at http://")?;
+            Some(at.split('/').next()?.to_string())
+        })
+        .expect("the dashboard line");
     let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
     let url = lines.next().unwrap().unwrap();
     assert_eq!(
@@ -472,11 +483,17 @@ fn fileserver_example() {
     // Serving once its tasks have printed their lines.
     let served = lines.any(|l| l.is_ok_and(|l| l.contains("nfs: serving /export")));
     assert!(served);
-    let cat = std::process::Command::new("nfs-cat")
-        .arg(url.replace("/export?", "/export/hello.txt?"))
-        .output()
-        .unwrap();
-    assert_eq!(String::from_utf8_lossy(&cat.stdout), "served\n");
+    let cat = || {
+        let out = std::process::Command::new("nfs-cat")
+            .arg(url.replace("/export?", "/export/hello.txt?"))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(cat(), "served\n");
+    let killed = crate::control::cli(&control, &["kill", "fs"]);
+    assert!(killed.status.success(), "{killed:?}");
+    assert_eq!(cat(), "served\n", "not served after the file system's restart");
 }
 
 /// Five unmodified programs, in C, Rust, Zig, AssemblyScript and Java,

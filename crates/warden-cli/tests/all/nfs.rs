@@ -30,6 +30,11 @@ impl Export {
     /// after the image's path (its size last), the NFS task given `rule`
     /// (more of its arguments, as TOML strings: `, "--allow-uid", "1000"`).
     fn start_with(mke2fs: &[&str], rule: &str) -> Export {
+        Export::start_keyed(mke2fs, rule, "")
+    }
+
+    /// [`Export::start_with`], the file-system task given more keys.
+    fn start_keyed(mke2fs: &[&str], rule: &str, fs_keys: &str) -> Export {
         let dir = tempfile::tempdir().unwrap();
         let src = dir.path().join("src/docs");
         std::fs::create_dir_all(&src).unwrap();
@@ -49,7 +54,7 @@ impl Export {
         let text = format!(
             "[[device]]\nname = \"disk0\"\nfile = \"disk.img\"\n\
              [[task]]\nname = \"fs\"\nmodule = \"{}\"\nargs = [\"fs\", \"disk0\"]\ndevices = [\"disk0\"]\n\
-             provides = [\"fs\"]\nmax_message_bytes = \"1MiB\"\nmemory_limit = \"32MiB\"\nstdout = \"fs.out\"\n\
+             provides = [\"fs\"]\nmax_message_bytes = \"1MiB\"\nmemory_limit = \"32MiB\"\nstdout = \"fs.out\"\n{fs_keys}\n\
              [[task]]\nname = \"nfs\"\nmodule = \"{}\"\nargs = [\"fs\", \"127.0.0.1:0\", \"/export\"{rule}]\n\
              uses = [\"fs\"]\nlisten = [\"127.0.0.1:*\"]\nmax_message_bytes = \"1MiB\"\n\
              memory_limit = \"96MiB\"\nstdout = \"nfs.out\"\n",
@@ -97,6 +102,51 @@ fn nfs(tool: &str, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The file-system task, supervised, killed while an NFS client reads:
+/// its supervisor starts it again over the same image, the NFS task
+/// looks the service up again, and the client's reads succeed, before
+/// and after, with the same bytes.
+#[test]
+fn the_nfs_task_reconnects_when_its_file_system_task_is_restarted() {
+    let served = Export::start_keyed(&["64M"], "", "restart = \"permanent\"");
+    let url = served.url("/docs/readme.txt");
+    let control = served.system.control().to_string();
+    let reader = {
+        let url = url.clone();
+        std::thread::spawn(move || {
+            (0..40)
+                .map(|_| nfs_try("nfs-cat", &[&url]))
+                .collect::<Vec<_>>()
+        })
+    };
+    for _ in 0..3 {
+        let out = crate::control::cli(&control, &["kill", "fs"]);
+        assert!(out.status.success(), "{out:?}");
+        // The next read is served by the restarted task.
+        assert_eq!(nfs("nfs-cat", &[&url]), "made by mke2fs -d\n");
+    }
+    let reads = reader.join().unwrap();
+    let failed = reads.iter().filter(|r| r.as_deref() != Some("made by mke2fs -d\n")).count();
+    assert_eq!(failed, 0, "{reads:?}");
+    let tasks = crate::control::ps(&control);
+    let fs = (tasks.as_array().unwrap().iter())
+        .filter(|t| t["name"] == "fs")
+        .max_by_key(|t| t["id"].as_u64())
+        .unwrap();
+    assert_eq!(fs["restarts"], 3, "{fs}");
+    let (_dir, img) = served.stop();
+    let (code, report) = util::e2fsck(&img);
+    assert_eq!(code, 0, "{report}");
+}
+
+/// A libnfs tool's stdout if it exits 0.
+fn nfs_try(tool: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new(tool).args(args).output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 #[test]
