@@ -378,6 +378,11 @@ pub struct ProgramArgs {
     /// A module the program may spawn children from, by NAME. Repeatable.
     #[arg(long, value_name = "NAME=PATH")]
     pub module: Vec<String>,
+    /// Restart it when it ends (permanent), when it fails (transient), or
+    /// never (temporary, the default), as the root supervisor does:
+    /// at most 5 restarts in 10 s.
+    #[arg(long, value_name = "POLICY", value_parser = ["permanent", "transient", "temporary"])]
+    pub restart: Option<String>,
 }
 
 /// Settings of the runtime, for a manifest or a single program.

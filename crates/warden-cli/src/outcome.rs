@@ -4,7 +4,8 @@
 //! exited 0 (its tasks' children are theirs to judge; a supervised task
 //! is its supervisor's, and a supervisor that gives up makes it 1),
 //! else 1. A single
-//! program's exit status is the program's, as with `wasmtime run`: its
+//! program's exit status is the program's (its last run's, if it was
+//! restarted: `--restart`), as with `wasmtime run`: its
 //! exit code (1 if the code does not fit a status byte), 134 if it trapped
 //! (128 + SIGABRT, as Wasmtime does), 137 if it was killed (128 + SIGKILL:
 //! a limit, an operator, Ctrl-C).
@@ -59,7 +60,8 @@ impl Outcome {
                 // a supervisor that gives up fails the run (`fail`).
                 // So is the end of a task a live upgrade replaced.
                 o.failed |= !r.succeeded() && !r.supervised && !r.replaced;
-                if o.first.is_none() {
+                // A supervised program's status is its last run's.
+                if o.first.is_none() || r.supervised {
                     o.first = Some(status_of(r));
                     o.first_line = r.exit_code.is_none().then(|| summary(r));
                 }

@@ -73,6 +73,7 @@ fn keys(target: &Path, args: &[String], p: &ProgramArgs) -> Result<Table, String
         ("receive_limit", &p.receive_limit),
         ("socket_buffer", &p.socket_buffer),
         ("max_message_bytes", &p.max_message_bytes),
+        ("restart", &p.restart),
     ] {
         if let Some(v) = value {
             put(key, v.as_str().into());
@@ -111,9 +112,11 @@ pub fn any(p: &ProgramArgs) -> bool {
         max_handles,
         max_message_bytes,
         module,
+        restart,
     } = p;
     let lists = [dir, env, listen, allow_connect, allow_listen, module];
     let strings = [
+        restart,
         stdin,
         name,
         memory_limit,
@@ -238,6 +241,7 @@ mod tests {
             max_handles: Some(9),
             max_message_bytes: s("1KiB"),
             module: v(&format!("child={}", module.display())),
+            restart: s("transient"),
         };
         assert!(any(&p));
         let t = task(&module, &["x".into()], &p).unwrap();
@@ -255,6 +259,7 @@ mod tests {
         assert_eq!(t.limits.on_memory_limit, warden::MemoryPolicy::Notify);
         assert_eq!(t.limits.cpu_limit, Some(std::time::Duration::from_secs(3)));
         assert!(t.limits.on_cpu_limit_notify);
+        assert_eq!(t.restart, warden::Restart::Transient);
         assert_eq!(
             (t.net.bandwidth_limit, t.net.receive_limit),
             (Some(1_000_000), Some(2_000_000))

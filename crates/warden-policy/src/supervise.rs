@@ -210,6 +210,20 @@ impl Supervisor {
         self.gone.get(member).copied().unwrap_or(true)
     }
 
+    /// Adds a member with `restart` after the others; its index.
+    pub fn add_member(&mut self, restart: Restart) -> usize {
+        self.plan.members.push(restart);
+        self.gone.push(false);
+        self.plan.members.len() - 1
+    }
+
+    /// Marks `member` ended for good (it never started).
+    pub fn forget(&mut self, member: usize) {
+        if let Some(g) = self.gone.get_mut(member) {
+            *g = true;
+        }
+    }
+
     /// Brings `member` back after it ended for good (an operator started
     /// it again): its ends are judged again.
     pub fn revive(&mut self, member: usize) {

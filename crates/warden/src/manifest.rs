@@ -323,10 +323,6 @@ impl Manifest {
         if keys.contains_key("count") {
             return Err("count: not for a single task".into());
         }
-        if keys.get("restart").is_some_and(|r| r.as_str() != Some("temporary")) {
-            return Err("restart: only a manifest's tasks have supervisors;                         a task started on its own is never restarted"
-                .into());
-        }
         let raw: RawTask = toml::Value::Table(keys)
             .try_into()
             .map_err(|e: toml::de::Error| e.message().trim().replace('\n', " "))?;

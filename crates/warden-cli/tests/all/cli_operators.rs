@@ -225,10 +225,25 @@ fn spawn_requests_take_one_form() {
     let counted = format!(r#"{{"task": {{"name": "c", "module": "{hello}", "count": 2}}}}"#);
     let (code, body) = post_spawn(sys.control(), &counted);
     assert!(code == 400 && body.contains("count"), "{body}");
-    // No supervisor would restart it: a restart policy is refused.
-    let kept = format!(r#"{{"task": {{"name": "k", "module": "{hello}", "restart": "permanent"}}}}"#);
+    // With a restart policy, the root supervisor takes it: killed, it
+    // comes back; a second of that name is refused.
+    let sleep = guests::SLEEP;
+    let kept = format!(r#"{{"task": {{"name": "k", "module": "{sleep}", "restart": "transient"}}}}"#);
     let (code, body) = post_spawn(sys.control(), &kept);
-    assert!(code == 400 && body.contains("restart"), "{body}");
+    assert_eq!(code, 200, "{body}");
+    let (code, again) = post_spawn(sys.control(), &kept);
+    assert!(code == 400 && again.contains("already"), "{again}");
+    assert!(cli(sys.control(), &["kill", "k"]).status.success());
+    let t = std::time::Instant::now();
+    loop {
+        let tasks = crate::control::ps(sys.control());
+        let back = (tasks.as_array().unwrap().iter())
+            .any(|t| t["name"] == "k" && t["restarts"] == 1 && t["state"] != "killed");
+        if back {
+            break;
+        }
+        assert!(t.elapsed() < std::time::Duration::from_secs(30), "{tasks:#}");
+    }
     let (code, body) = post_spawn(sys.control(), &format!(r#"{{"task": {task}}}"#));
     assert_eq!(code, 200, "{body}");
     let t = ended(sys.control(), "t");

@@ -268,7 +268,17 @@ fn spawn(rt: &Runtime, body: &[u8]) -> Result<TaskId, String> {
         (None, Some(module)) => short_spec(r, module)?,
         _ => return Err("bad request: give either \"task\" or \"module\"".into()),
     };
-    rt.spawn(&spec).map_err(|e| e.to_string())
+    if spec.restart == crate::task::Restart::Temporary {
+        return rt.spawn(&spec).map_err(|e| e.to_string());
+    }
+    // A restart policy: the system's root supervisor takes it.
+    let name = spec.name.clone();
+    rt.operate(&name, crate::runtime::Operation::Spawn(&spec))?;
+    (rt.live_tasks().into_iter())
+        .filter(|v| v.name == name)
+        .map(|v| v.id)
+        .max()
+        .ok_or_else(|| format!("task {name:?} ended at once"))
 }
 
 /// The task of a short spawn request: `module` with a few keys beside it.

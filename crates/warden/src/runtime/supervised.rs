@@ -34,6 +34,10 @@ pub enum Operation<'a> {
     Rollback,
     /// Start it afresh from its spec, killing it first if it runs.
     Restart,
+    /// Start this new task (named as the operation's name) under the
+    /// system's root supervisor: a task spawned by an operator with a
+    /// restart policy.
+    Spawn(&'a crate::task::TaskSpec),
 }
 
 /// What carries out operations on a system's tasks and routes: to a line

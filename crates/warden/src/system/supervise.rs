@@ -47,7 +47,7 @@ pub(super) struct Supervision {
     thread: Option<std::thread::JoinHandle<()>>,
     failure: Arc<Mutex<Option<String>>>,
     /// The supervised tasks' names.
-    names: Arc<Vec<String>>,
+    names: Arc<Mutex<Vec<String>>>,
 }
 
 /// The tree as a live upgrade reaches it: replacing a supervised task's
@@ -55,13 +55,28 @@ pub(super) struct Supervision {
 #[derive(Clone)]
 pub(super) struct Handle {
     tx: Sender<Msg>,
-    names: Arc<Vec<String>>,
+    names: Arc<Mutex<Vec<String>>>,
 }
 
 impl Handle {
     /// Whether the task named `name` is supervised.
     pub(super) fn supervises(&self, name: &str) -> bool {
-        self.names.iter().any(|n| n == name)
+        let names = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        names.iter().any(|n| n == name)
+    }
+
+    /// Starts `spec` as a new member of the root supervisor; its task's id.
+    pub(super) fn adopt(&self, spec: TaskSpec) -> Result<TaskId, String> {
+        let (reply, answer) = std::sync::mpsc::channel();
+        let name = spec.name.clone();
+        let msg = Msg::Adopt {
+            spec: Box::new(spec),
+            reply,
+        };
+        self.tx.send(msg).map_err(|_| "the system is ending")?;
+        let id = answer.recv().map_err(|_| "the system is ending")??;
+        self.names.lock().unwrap_or_else(|e| e.into_inner()).push(name);
+        Ok(id)
     }
 
     /// Starts `spec` in place of the supervised task of its name (a live
@@ -114,6 +129,12 @@ enum Msg {
     /// The member named by `spec` is the task `id` again, with `spec`
     /// (an upgrade rolled back).
     Revert { spec: Box<TaskSpec>, id: TaskId },
+    /// Start `spec` as a new member of the root supervisor, answering
+    /// with its task's id.
+    Adopt {
+        spec: Box<TaskSpec>,
+        reply: Sender<Result<TaskId, String>>,
+    },
     /// Start the member `name` afresh, answering with its new task's id.
     Restart {
         name: String,
@@ -203,7 +224,7 @@ impl Supervision {
             tx,
             thread: None,
             failure,
-            names: Arc::new(tasks.iter().map(|t| t.name.clone()).collect()),
+            names: Arc::new(Mutex::new(tasks.iter().map(|t| t.name.clone()).collect())),
         };
         (supervision, Starter { tree, rx })
     }
@@ -382,6 +403,9 @@ impl Tree {
                     let _ = reply.send(self.replace(*spec));
                 }
                 Msg::Revert { spec, id } => self.revert(*spec, id),
+                Msg::Adopt { spec, reply } => {
+                    let _ = reply.send(self.adopt(*spec));
+                }
                 Msg::Restart { name, reply } => {
                     let _ = reply.send(self.restart_by_hand(&name));
                 }
@@ -611,6 +635,24 @@ impl Tree {
                 Err(e.to_string())
             }
         }
+    }
+
+    /// Adds `spec` to the root supervisor (index 0) and starts it.
+    fn adopt(&mut self, spec: TaskSpec) -> Result<TaskId, String> {
+        let place = self.sups[0].policy.add_member(spec.restart);
+        let t = self.tasks.len();
+        self.sups[0].members.push(Node::Task(t));
+        self.tasks.push(Member {
+            spec,
+            at: (0, place),
+            live: None,
+            restarts: 0,
+        });
+        self.spawn(t, None).map_err(|e| {
+            // Not started: never a member to restart.
+            self.sups[0].policy.forget(place);
+            e.to_string()
+        })
     }
 
     /// Starts member `name` afresh for an operator: the running task (if

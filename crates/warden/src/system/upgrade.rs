@@ -77,7 +77,23 @@ impl Upgrades {
             crate::Operation::Upgrade(m) => self.upgrade(rt, name, Some(m)),
             crate::Operation::Rollback => self.upgrade(rt, name, None),
             crate::Operation::Restart => self.restart(rt, name),
+            crate::Operation::Spawn(spec) => self.adopt(spec),
         }
+    }
+
+    /// Starts `spec`, spawned by an operator with a restart policy, under
+    /// the root supervisor; a name the system's tasks have is refused.
+    fn adopt(&self, spec: &TaskSpec) -> Result<String, String> {
+        let mut specs = self.specs.lock().unwrap_or_else(|e| e.into_inner());
+        if specs.contains_key(&spec.name) {
+            return Err(format!(
+                "the system has a task named {:?} already: a supervised task's name is its own",
+                spec.name
+            ));
+        }
+        let id = self.supervisor.adopt(spec.clone())?;
+        specs.insert(spec.name.clone(), spec.clone());
+        Ok(format!("task {:?} started as task {id} under the root supervisor", spec.name))
     }
 
     /// Starts the task `name` afresh from its spec (a supervised one
