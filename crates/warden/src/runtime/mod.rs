@@ -7,9 +7,13 @@
 //! Where locks nest, they are taken in this order and never the other way:
 //! the module map → nothing; the task table (`Tasks::table`) → a task's
 //! exit and event locks (waking a parent) → the executor's queue lock (a
-//! woken task being queued) and the report sink's own lock. The executor
-//! never calls back into the runtime while holding its queue lock; it
-//! finishes tasks with no lock held.
+//! woken task being queued) and the report sink's own lock; the task
+//! table → a supervisor's channel (a supervised task's report is handed
+//! on under it, see `supervised`); the task table → the restart counts
+//! (operators' views). The executor never calls back into the runtime
+//! while holding its queue lock; it finishes tasks with no lock held.
+//! The name service's lock → a service's state → a call slot (a live
+//! upgrade retires a service while registering its successor).
 
 mod cluster;
 mod heap;
