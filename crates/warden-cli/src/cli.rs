@@ -306,6 +306,14 @@ pub struct SpawnArgs {
     /// A service the task may look up, by name. Repeatable.
     #[arg(long, value_name = "NAME")]
     pub uses: Vec<String>,
+    /// Of the names it provides, one other nodes of the cluster may call.
+    /// Repeatable.
+    #[arg(long, value_name = "NAME")]
+    pub export: Vec<String>,
+    /// A block device of the system the task may open, by name.
+    /// Repeatable.
+    #[arg(long, value_name = "NAME")]
+    pub devices: Vec<String>,
     #[command(flatten)]
     pub program: ProgramArgs,
     #[command(flatten)]

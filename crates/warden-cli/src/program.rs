@@ -34,6 +34,8 @@ pub fn spawn_keys(s: &SpawnArgs) -> Result<Table, String> {
     }
     keys.insert("provides".into(), strings(&s.provides));
     keys.insert("uses".into(), strings(&s.uses));
+    keys.insert("export".into(), strings(&s.export));
+    keys.insert("devices".into(), strings(&s.devices));
     Manifest::task(keys.clone(), Path::new(".")).map_err(as_flag)?;
     Ok(keys)
 }

@@ -121,6 +121,12 @@ fn spawn_takes_a_programs_flags() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("--dir \"/surely/not/here\": directory not found"));
     assert!(task(&ps(addr), "hello").is_some_and(|t| t["exit_code"] == 0));
+    // --export reaches the task's keys, checked as a manifest's are.
+    let out = cli(addr, &["spawn", guests::HELLO, "--export", "kv"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(text(&out.stderr).contains("not among the names the task provides"), "{out:?}");
+    let out = cli(addr, &["spawn", guests::HELLO, "--name", "ex", "--provides", "kv", "--export", "kv"]);
+    assert!(out.status.success(), "{out:?}");
 }
 
 /// `logs` and `kill` of a task that does not exist say so alike.
