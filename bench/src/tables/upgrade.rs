@@ -119,7 +119,7 @@ fn wrk_counting(url: &str) -> Result<(f64, f64, f64), String> {
     let rps = number("Requests/sec:").ok_or_else(|| format!("wrk said: {text}"))?;
     let p99 = text
         .lines()
-        .find_map(|l| latency_ms(l.trim().strip_prefix("99%")?.trim()))
+        .find_map(|l| super::web::latency_ms(l.trim().strip_prefix("99%")?.trim()))
         .ok_or_else(|| format!("wrk said: {text}"))?;
     let non_2xx = number("Non-2xx or 3xx responses:").unwrap_or(0.0);
     let socket: f64 = text
@@ -131,16 +131,4 @@ fn wrk_counting(url: &str) -> Result<(f64, f64, f64), String> {
                 .sum()
         });
     Ok((rps, p99, non_2xx + socket))
-}
-
-/// wrk's latency ("812.00us", "1.20ms", "2.00s") in ms.
-fn latency_ms(v: &str) -> Option<f64> {
-    let (num, k) = if let Some(n) = v.strip_suffix("us") {
-        (n, 1e-3)
-    } else if let Some(n) = v.strip_suffix("ms") {
-        (n, 1.0)
-    } else {
-        (v.strip_suffix('s')?, 1e3)
-    };
-    Some(num.parse::<f64>().ok()? * k)
 }

@@ -340,6 +340,18 @@ pub fn child_hyper() -> Result<(), String> {
     }
 }
 
+/// wrk's latency ("812.00us", "1.20ms", "2.00s") in ms.
+pub(super) fn latency_ms(v: &str) -> Option<f64> {
+    let (num, k) = if let Some(n) = v.strip_suffix("us") {
+        (n, 1e-3)
+    } else if let Some(n) = v.strip_suffix("ms") {
+        (n, 1.0)
+    } else {
+        (v.strip_suffix('s')?, 1e3)
+    };
+    Some(num.parse::<f64>().ok()? * k)
+}
+
 /// wrk's requests per second and its p50 and p99 latency (ms).
 pub(super) fn wrk(url: &str, connections: usize, secs: u64) -> Result<(f64, f64, f64), String> {
     let out = Command::new("wrk")
@@ -358,19 +370,9 @@ pub(super) fn wrk(url: &str, connections: usize, secs: u64) -> Result<(f64, f64,
     if text.contains("Non-2xx") || text.contains("Socket errors") {
         return Err(format!("wrk saw errors: {text}"));
     }
-    let ms = |v: &str| -> Option<f64> {
-        let (num, k) = if let Some(n) = v.strip_suffix("us") {
-            (n, 1e-3)
-        } else if let Some(n) = v.strip_suffix("ms") {
-            (n, 1.0)
-        } else {
-            (v.strip_suffix('s')?, 1e3)
-        };
-        Some(num.parse::<f64>().ok()? * k)
-    };
     let pct = |p: &str| {
         text.lines()
-            .find_map(|l| ms(l.trim().strip_prefix(p)?.trim()))
+            .find_map(|l| latency_ms(l.trim().strip_prefix(p)?.trim()))
     };
     let rps = text
         .lines()

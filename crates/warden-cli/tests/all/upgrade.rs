@@ -92,6 +92,18 @@ fn answered(web: &Served, path: &str, n: u64) {
     }
 }
 
+/// wrk on `url` (with `route`, the route's path) for 4 s, and `warden
+/// upgrade ARGS` once the route has answered 200 requests: the upgrade
+/// succeeds, and no request fails.
+fn under_load(web: &Served, (url, route): (&str, &str), args: &[&str]) {
+    let load = wrk(format!("{}{url}", web.base()), 4);
+    answered(web, route, 200);
+    let (ok, said) = upgrade(web, args);
+    assert!(ok && said.contains("upgraded"), "{said}");
+    let out = load.join().unwrap();
+    no_failures(web, route, &out);
+}
+
 /// Asserts that wrk saw no failure and the route answered only 200s.
 fn no_failures(web: &Served, path: &str, wrk: &str) {
     assert!(wrk.contains("requests in"), "{wrk}");
@@ -110,13 +122,8 @@ fn no_failures(web: &Served, path: &str, wrk: &str) {
 fn a_servlet_is_upgraded_under_load_without_a_failed_request() {
     let dir = tempfile::tempdir().unwrap();
     let web = site(dir.path(), "permanent");
-    let load = wrk(format!("{}/count/x", web.base()), 4);
-    answered(&web, "/count/*", 500);
-    let (ok, said) = upgrade(&web, &["counter", guests::PAGE_SERVLET]);
-    assert!(ok && said.contains("upgraded"), "{said}");
+    under_load(&web, ("/count/x", "/count/*"), &["counter", guests::PAGE_SERVLET]);
     assert_eq!(get(&web, "/count/x").body, "xxxxx");
-    let out = load.join().unwrap();
-    no_failures(&web, "/count/*", &out);
     // The supervisor did not take the old task's end for a crash, and
     // the old task ended on its own once its service was retired (its
     // `recv` found it gone), not killed at the end of its drain time.
@@ -146,14 +153,9 @@ fn a_servlet_is_upgraded_under_load_without_a_failed_request() {
 fn a_per_request_route_is_upgraded_under_load_without_a_failed_request() {
     let dir = tempfile::tempdir().unwrap();
     let web = site(dir.path(), "temporary");
-    let load = wrk(format!("{}/page", web.base()), 4);
-    answered(&web, "/page", 200);
-    let (ok, said) = upgrade(&web, &["page", guests::WAGI]);
-    assert!(ok && said.contains("upgraded"), "{said}");
+    under_load(&web, ("/page", "/page"), &["page", guests::WAGI]);
     let body = get(&web, "/page?fresh").body;
     assert_eq!(body, "seen 1\n", "not the new module");
-    let out = load.join().unwrap();
-    no_failures(&web, "/page", &out);
 }
 
 /// Upgrades that cannot work are refused with the reason, and the old
