@@ -205,7 +205,7 @@ impl BodyTail {
 
     fn fail(&mut self, why: String) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         self.finished = true;
-        let _ = self.running.rt.kill(self.running.id, &why);
+        self.running.kill(&why);
         Poll::Ready(Some(Err(why.into())))
     }
 

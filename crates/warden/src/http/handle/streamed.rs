@@ -161,7 +161,7 @@ impl Tail {
         self.finished = true;
         match status {
             Some(TaskStatus::Exited(0)) => {
-                self.running.ended = true;
+                self.running.set_ended();
                 None
             }
             Some(s) => Some(Err(format!("the handler ended the stream: {s:?}").into())),
@@ -171,7 +171,7 @@ impl Tail {
 
     fn fail(&mut self, why: String) -> Option<Result<Frame<Bytes>, BodyError>> {
         self.finished = true;
-        let _ = self.running.rt.kill(self.running.id, &why);
+        self.running.kill(&why);
         Some(Err(why.into()))
     }
 }
