@@ -166,7 +166,9 @@ impl Peers {
     pub fn erlang_main(&self, module: &str, args: &[String]) -> Result<Command, String> {
         let dir = self.erlang.as_ref().map_err(Clone::clone)?;
         let mut c = Command::new("erl");
-        c.args(["-noshell", "-pa"]).arg(dir).args(["-run", module, "main"]);
+        c.args(["-noshell", "-pa"])
+            .arg(dir)
+            .args(["-run", module, "main"]);
         c.args(args).args(["-s", "init", "stop"]);
         Ok(c)
     }

@@ -108,7 +108,8 @@ impl Site {
                 .ok_or("no servlet")?
                 .id;
             let t = Instant::now();
-            rt.kill(id, "killed by the benchmark").map_err(|e| e.to_string())?;
+            rt.kill(id, "killed by the benchmark")
+                .map_err(|e| e.to_string())?;
             while get_count(&self.addr)?.as_deref() != Some("count 1") {
                 if t.elapsed() > Duration::from_secs(10) {
                     return Err("the servlet never came back".into());
@@ -130,6 +131,9 @@ fn get_count(addr: &str) -> Result<Option<String>, String> {
     s.read_to_string(&mut text).map_err(|e| e.to_string())?;
     let ok = text.starts_with("HTTP/1.1 200");
     Ok(ok
-        .then(|| text.split_once("\r\n\r\n").map(|(_, b)| b.trim().to_string()))
+        .then(|| {
+            text.split_once("\r\n\r\n")
+                .map(|(_, b)| b.trim().to_string())
+        })
         .flatten())
 }

@@ -20,7 +20,12 @@ pub fn run(ctx: &Ctx) -> Table {
         "upgrade",
         "Live upgrade under load: a servlet's code replaced while it serves",
         "supervision issue (live upgrade)",
-        &[(RPS, "req/s"), (P99, "ms"), (FAILED, "requests"), (SWAP_MS, "ms")],
+        &[
+            (RPS, "req/s"),
+            (P99, "ms"),
+            (FAILED, "requests"),
+            (SWAP_MS, "ms"),
+        ],
     );
     t.method = "Each system runs in this process (2 workers): a C servlet with restart = \
          \"permanent\" behind a route of its [[http]] server. wrk (2 threads, 64 keep-alive \
@@ -114,7 +119,8 @@ fn wrk_counting(url: &str) -> Result<(f64, f64, f64), String> {
         .map_err(|e| format!("wrk: {e}"))?;
     let text = String::from_utf8_lossy(&out.stdout);
     let number = |prefix: &str| -> Option<f64> {
-        text.lines().find_map(|l| l.trim().strip_prefix(prefix)?.trim().parse().ok())
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix(prefix)?.trim().parse().ok())
     };
     let rps = number("Requests/sec:").ok_or_else(|| format!("wrk said: {text}"))?;
     let p99 = text

@@ -103,7 +103,11 @@ fn ending(t: &Value) -> String {
         (None, Some(why)) => first(why),
         // A live task its supervisor restarted: how often, and why last.
         _ => match t["last_restart_reason"].as_str() {
-            Some(why) => format!("restarted {}x, last after {}", num(&t["restarts"]), first(why)),
+            Some(why) => format!(
+                "restarted {}x, last after {}",
+                num(&t["restarts"]),
+                first(why)
+            ),
             None => String::new(),
         },
     }

@@ -283,7 +283,12 @@ impl Supervisor {
             Strategy::RestForOne => member..n,
         };
         let taken: Vec<usize> = range.filter(|&m| !self.gone[m]).collect();
-        let stop = taken.iter().rev().copied().filter(|&m| m != member).collect();
+        let stop = taken
+            .iter()
+            .rev()
+            .copied()
+            .filter(|&m| m != member)
+            .collect();
         let mut start = Vec::with_capacity(taken.len());
         for m in taken {
             match self.plan.members[m] {
@@ -359,9 +364,15 @@ mod tests {
     fn strategies_take_the_right_members_in_the_right_order() {
         let m = [P, P, P, P];
         let mut s = sup(Strategy::OneForAll, &m, 100);
-        assert_eq!(s.ended(2, Ending::Failed, MS), restart(&[3, 1, 0], &[0, 1, 2, 3], 50 * MS));
+        assert_eq!(
+            s.ended(2, Ending::Failed, MS),
+            restart(&[3, 1, 0], &[0, 1, 2, 3], 50 * MS)
+        );
         let mut s = sup(Strategy::RestForOne, &m, 100);
-        assert_eq!(s.ended(1, Ending::Failed, MS), restart(&[3, 2], &[1, 2, 3], 50 * MS));
+        assert_eq!(
+            s.ended(1, Ending::Failed, MS),
+            restart(&[3, 2], &[1, 2, 3], 50 * MS)
+        );
         let mut s = sup(Strategy::RestForOne, &m, 100);
         assert_eq!(s.ended(3, Ending::Failed, MS), restart(&[], &[3], 50 * MS));
         let mut s = sup(Strategy::OneForOne, &m, 100);
@@ -385,19 +396,28 @@ mod tests {
         let mut s = sup(Strategy::OneForOne, &[P], 3);
         let t = Duration::from_secs(1);
         for _ in 0..3 {
-            assert!(matches!(s.ended(0, Ending::Failed, t), Decision::Restart { .. }));
+            assert!(matches!(
+                s.ended(0, Ending::Failed, t),
+                Decision::Restart { .. }
+            ));
         }
         assert_eq!(s.restarts_within(t), 3);
         assert_eq!(s.ended(0, Ending::Failed, t), Decision::GiveUp);
         // Ten seconds after the first restarts, the window is empty again.
         let later = t + Duration::from_secs(10);
         assert_eq!(s.restarts_within(later), 0);
-        assert_eq!(s.ended(0, Ending::Failed, later), restart(&[], &[0], 50 * MS));
+        assert_eq!(
+            s.ended(0, Ending::Failed, later),
+            restart(&[], &[0], 50 * MS)
+        );
         // A window is any 10 s: one restart in each half of it still counts.
         let mut s = sup(Strategy::OneForOne, &[P], 2);
         s.ended(0, Ending::Failed, Duration::from_secs(1));
         s.ended(0, Ending::Failed, Duration::from_secs(9));
-        assert_eq!(s.ended(0, Ending::Failed, Duration::from_secs(10)), Decision::GiveUp);
+        assert_eq!(
+            s.ended(0, Ending::Failed, Duration::from_secs(10)),
+            Decision::GiveUp
+        );
     }
 
     #[test]
@@ -426,7 +446,11 @@ mod tests {
         for r in [P, Tr, Tm] {
             assert_eq!(Restart::parse(r.as_str()), Some(r));
         }
-        for s in [Strategy::OneForOne, Strategy::OneForAll, Strategy::RestForOne] {
+        for s in [
+            Strategy::OneForOne,
+            Strategy::OneForAll,
+            Strategy::RestForOne,
+        ] {
             assert_eq!(Strategy::parse(s.as_str()), Some(s));
         }
         assert_eq!(Restart::parse("always"), None);

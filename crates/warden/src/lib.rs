@@ -188,8 +188,8 @@ pub use output::{CapturedOutput, Output};
 pub use report::TaskReport;
 pub use runtime::machine;
 pub use runtime::{
-    DeviceView, Error, FileServiceView, ReportSink, Restarts, Runtime, RuntimeConfig, SetupStats,
-    TaskView, Operation, Operator, RESTART_STATUSES,
+    DeviceView, Error, FileServiceView, Operation, Operator, ReportSink, Restarts, Runtime,
+    RuntimeConfig, SetupStats, TaskView, RESTART_STATUSES,
 };
 pub use sched::{Params as SchedParams, Tree as SchedTree};
 pub use sched::{PolicyKind, RunQueue, TaskSched};

@@ -124,8 +124,23 @@ fn spawn_takes_a_programs_flags() {
     // --export reaches the task's keys, checked as a manifest's are.
     let out = cli(addr, &["spawn", guests::HELLO, "--export", "kv"]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
-    assert!(text(&out.stderr).contains("not among the names the task provides"), "{out:?}");
-    let out = cli(addr, &["spawn", guests::HELLO, "--name", "ex", "--provides", "kv", "--export", "kv"]);
+    assert!(
+        text(&out.stderr).contains("not among the names the task provides"),
+        "{out:?}"
+    );
+    let out = cli(
+        addr,
+        &[
+            "spawn",
+            guests::HELLO,
+            "--name",
+            "ex",
+            "--provides",
+            "kv",
+            "--export",
+            "kv",
+        ],
+    );
     assert!(out.status.success(), "{out:?}");
 }
 
@@ -234,7 +249,8 @@ fn spawn_requests_take_one_form() {
     // With a restart policy, the root supervisor takes it: killed, it
     // comes back; a second of that name is refused.
     let sleep = guests::SLEEP;
-    let kept = format!(r#"{{"task": {{"name": "k", "module": "{sleep}", "restart": "transient"}}}}"#);
+    let kept =
+        format!(r#"{{"task": {{"name": "k", "module": "{sleep}", "restart": "transient"}}}}"#);
     let (code, body) = post_spawn(sys.control(), &kept);
     assert_eq!(code, 200, "{body}");
     let (code, again) = post_spawn(sys.control(), &kept);
@@ -248,7 +264,10 @@ fn spawn_requests_take_one_form() {
         if back {
             break;
         }
-        assert!(t.elapsed() < std::time::Duration::from_secs(30), "{tasks:#}");
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(30),
+            "{tasks:#}"
+        );
     }
     let (code, body) = post_spawn(sys.control(), &format!(r#"{{"task": {task}}}"#));
     assert_eq!(code, 200, "{body}");

@@ -493,7 +493,11 @@ fn fileserver_example() {
     assert_eq!(cat(), "served\n");
     let killed = crate::control::cli(&control, &["kill", "fs"]);
     assert!(killed.status.success(), "{killed:?}");
-    assert_eq!(cat(), "served\n", "not served after the file system's restart");
+    assert_eq!(
+        cat(),
+        "served\n",
+        "not served after the file system's restart"
+    );
 }
 
 /// Five unmodified programs, in C, Rust, Zig, AssemblyScript and Java,

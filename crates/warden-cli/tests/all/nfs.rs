@@ -128,7 +128,10 @@ fn the_nfs_task_reconnects_when_its_file_system_task_is_restarted() {
         assert_eq!(nfs("nfs-cat", &[&url]), "made by mke2fs -d\n");
     }
     let reads = reader.join().unwrap();
-    let failed = reads.iter().filter(|r| r.as_deref() != Some("made by mke2fs -d\n")).count();
+    let failed = reads
+        .iter()
+        .filter(|r| r.as_deref() != Some("made by mke2fs -d\n"))
+        .count();
     assert_eq!(failed, 0, "{reads:?}");
     let tasks = crate::control::ps(&control);
     let fs = (tasks.as_array().unwrap().iter())

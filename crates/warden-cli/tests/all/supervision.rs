@@ -34,18 +34,28 @@ fn system(dir: &Path, text: &str) -> System {
 
 /// Live tasks by name.
 fn live(rt: &Runtime) -> BTreeMap<String, TaskId> {
-    rt.live_tasks().into_iter().map(|v| (v.name, v.id)).collect()
+    rt.live_tasks()
+        .into_iter()
+        .map(|v| (v.name, v.id))
+        .collect()
 }
 
 /// Waits until the live tasks satisfy `ready`; they, then.
-fn wait_live(rt: &Runtime, what: &str, ready: impl Fn(&BTreeMap<String, TaskId>) -> bool) -> BTreeMap<String, TaskId> {
+fn wait_live(
+    rt: &Runtime,
+    what: &str,
+    ready: impl Fn(&BTreeMap<String, TaskId>) -> bool,
+) -> BTreeMap<String, TaskId> {
     let t = Instant::now();
     loop {
         let now = live(rt);
         if ready(&now) {
             return now;
         }
-        assert!(t.elapsed() < Duration::from_secs(30), "never {what}: {now:?}");
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "never {what}: {now:?}"
+        );
         std::thread::sleep(Duration::from_millis(2));
     }
 }
@@ -122,11 +132,16 @@ fn restart_policies_are_otps() {
     let sys = system(dir.path(), &text);
     let reports = sys.runtime().wait_all();
     let runs = |name: &str| reports.iter().filter(|r| r.name == name).count();
-    assert_eq!((runs("ok"), runs("bad"), runs("once")), (1, 3, 1), "{reports:#?}");
+    assert_eq!(
+        (runs("ok"), runs("bad"), runs("once")),
+        (1, 3, 1),
+        "{reports:#?}"
+    );
     let last = reports.iter().rfind(|r| r.name == "bad").unwrap();
     assert!(last.supervised && last.restarts == 2, "{last:?}");
     assert!(
-        sys.failure().is_some_and(|f| f.contains("supervisor \"s\" gave up")),
+        sys.failure()
+            .is_some_and(|f| f.contains("supervisor \"s\" gave up")),
         "{:?}",
         sys.failure()
     );
@@ -164,11 +179,15 @@ fn intensity_exceeded_escalates_to_the_top_and_ends_the_system() {
         .find(|l| l.contains("the system ends"))
         .unwrap_or_else(|| panic!("{stderr}"));
     assert!(
-        top.contains("supervisor \"outer\" gave up") && top.contains("supervisor \"inner\" gave up"),
+        top.contains("supervisor \"outer\" gave up")
+            && top.contains("supervisor \"inner\" gave up"),
         "{top}"
     );
     let log = std::fs::read_to_string(&events).unwrap();
-    let restarts = log.lines().filter(|l| l.contains("\"event\":\"restart\"")).count();
+    let restarts = log
+        .lines()
+        .filter(|l| l.contains("\"event\":\"restart\""))
+        .count();
     assert_eq!(restarts, 2, "{log}");
 }
 
@@ -240,14 +259,18 @@ timeout = "5s"
 "#,
         guests::SERVLET
     );
-    let web = Launch::new(&manifest(dir.path(), &text)).args(["--no-cache"]).start();
+    let web = Launch::new(&manifest(dir.path(), &text))
+        .args(["--no-cache"])
+        .start();
     let t = Instant::now();
     while get(&web, "/count/x").status != 200 {
         assert!(t.elapsed() < Duration::from_secs(30), "no servlet");
     }
     let victim = first_id(&ps(web.control()), "counter");
     let load = Load::start(web.base());
-    assert!(cli(web.control(), &["kill", &victim.to_string()]).status.success());
+    assert!(cli(web.control(), &["kill", &victim.to_string()])
+        .status
+        .success());
     let killed = Instant::now();
     // The route answers again from a new servlet (its count starts over).
     let back = loop {
@@ -255,12 +278,18 @@ timeout = "5s"
         if r.status == 200 && first_id(&ps(web.control()), "counter") != victim {
             break killed.elapsed();
         }
-        assert!(killed.elapsed() < Duration::from_secs(30), "the servlet never came back");
+        assert!(
+            killed.elapsed() < Duration::from_secs(30),
+            "the servlet never came back"
+        );
     };
     let (ok, failed) = load.stop();
     assert!(ok > 0, "no request was answered");
     assert!(failed < 1000, "{failed} requests failed ({ok} answered)");
-    eprintln!("route back {back:?} after the kill; {failed} of {} failed", ok + failed);
+    eprintln!(
+        "route back {back:?} after the kill; {failed} of {} failed",
+        ok + failed
+    );
     let tasks = ps(web.control());
     let now = tasks
         .as_array()
@@ -269,7 +298,10 @@ timeout = "5s"
         .find(|t| t["name"] == "counter" && t["restarts"] == 1)
         .unwrap_or_else(|| panic!("{tasks:#}"));
     assert!(
-        now["last_restart_reason"].as_str().unwrap().contains("killed"),
+        now["last_restart_reason"]
+            .as_str()
+            .unwrap()
+            .contains("killed"),
         "{now}"
     );
     let m = metrics(&web);
@@ -394,10 +426,19 @@ fn an_operator_restarts_tasks_by_name() {
         .find(|t| t["name"] == "worker" && t["id"].as_u64() > Some(worker))
         .unwrap_or_else(|| panic!("{tasks:#}"));
     assert_eq!(now["restarts"], 1, "{now}");
-    assert!(now["last_restart_reason"].as_str().unwrap().contains("operator"), "{now}");
+    assert!(
+        now["last_restart_reason"]
+            .as_str()
+            .unwrap()
+            .contains("operator"),
+        "{now}"
+    );
     // Only the new worker runs: the old one was stopped first.
     assert_eq!(first_id(&ps(addr), "worker"), now["id"].as_u64().unwrap());
     let out = cli(addr, &["restart", "nobody"]);
     let said = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && said.contains("no task or per-request route"), "{said}");
+    assert!(
+        !out.status.success() && said.contains("no task or per-request route"),
+        "{said}"
+    );
 }

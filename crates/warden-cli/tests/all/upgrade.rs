@@ -39,7 +39,9 @@ timeout = "10s"
         servlet = guests::SERVLET,
         page = guests::PAGE,
     );
-    let web = Launch::new(&manifest(dir, &text)).args(["--no-cache"]).start();
+    let web = Launch::new(&manifest(dir, &text))
+        .args(["--no-cache"])
+        .start();
     let t = Instant::now();
     while get(&web, "/count/x").status != 200 {
         assert!(t.elapsed() < Duration::from_secs(30), "no servlet");
@@ -53,8 +55,8 @@ fn upgrade(web: &Served, args: &[&str]) -> (bool, String) {
     let mut all = vec!["upgrade"];
     all.extend_from_slice(args);
     let out = cli(web.control(), &all);
-    let said = String::from_utf8_lossy(&out.stdout).into_owned()
-        + &String::from_utf8_lossy(&out.stderr);
+    let said =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     (out.status.success(), said)
 }
 
@@ -84,7 +86,8 @@ fn wrk(url: String, secs: u32) -> std::thread::JoinHandle<String> {
 fn answered(web: &Served, path: &str, n: u64) {
     let t = Instant::now();
     let total = |c: &serde_json::Value| -> u64 {
-        c.as_object().map_or(0, |m| m.values().filter_map(|v| v.as_u64()).sum())
+        c.as_object()
+            .map_or(0, |m| m.values().filter_map(|v| v.as_u64()).sum())
     };
     while total(&codes(web, path)) < n {
         assert!(t.elapsed() < Duration::from_secs(30), "no load on {path}");
@@ -122,7 +125,11 @@ fn no_failures(web: &Served, path: &str, wrk: &str) {
 fn a_servlet_is_upgraded_under_load_without_a_failed_request() {
     let dir = tempfile::tempdir().unwrap();
     let web = site(dir.path(), "permanent");
-    under_load(&web, ("/count/x", "/count/*"), &["counter", guests::PAGE_SERVLET]);
+    under_load(
+        &web,
+        ("/count/x", "/count/*"),
+        &["counter", guests::PAGE_SERVLET],
+    );
     assert_eq!(get(&web, "/count/x").body, "xxxxx");
     // The supervisor did not take the old task's end for a crash, and
     // the old task ended on its own once its service was retired (its
@@ -141,7 +148,10 @@ fn a_servlet_is_upgraded_under_load_without_a_failed_request() {
         if old["state"] == "exited" {
             break;
         }
-        assert!(old["state"] != "killed", "the old servlet was killed: {old}");
+        assert!(
+            old["state"] != "killed",
+            "the old servlet was killed: {old}"
+        );
         assert!(t.elapsed() < Duration::from_secs(30), "{old}");
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -169,16 +179,25 @@ fn bad_upgrades_are_refused_and_good_ones_rolled_back() {
     let junk = junk.to_str().unwrap();
     for (args, why) in [
         (vec!["counter", junk], "not a WebAssembly module"),
-        (vec!["counter", guests::UNREACHABLE], "ended before it served"),
+        (
+            vec!["counter", guests::UNREACHABLE],
+            "ended before it served",
+        ),
         (vec!["counter", guests::NOOP], "ended before it served"),
-        (vec!["nobody", guests::SERVLET], "no task or per-request route"),
+        (
+            vec!["nobody", guests::SERVLET],
+            "no task or per-request route",
+        ),
         (vec!["page", junk], "not a WebAssembly module"),
         (vec!["counter", "--rollback"], "no earlier code"),
     ] {
         let (ok, said) = upgrade(&web, &args);
         assert!(!ok && said.contains(why), "{args:?}: {said}");
         assert_eq!(get(&web, "/count/x").status, 200, "after {args:?}");
-        assert!(get(&web, "/count/x").body.starts_with("count "), "after {args:?}");
+        assert!(
+            get(&web, "/count/x").body.starts_with("count "),
+            "after {args:?}"
+        );
         assert_eq!(get(&web, "/page").body.len(), 100, "after {args:?}");
     }
     let (ok, said) = upgrade(&web, &["counter", guests::PAGE_SERVLET]);
@@ -214,13 +233,19 @@ stdout = "holder.out"
         servlet = guests::SERVLET,
         holder = guests::HOLDER,
     );
-    let web = Launch::new(&manifest(dir.path(), &text)).args(["--no-cache"]).start();
+    let web = Launch::new(&manifest(dir.path(), &text))
+        .args(["--no-cache"])
+        .start();
     let t = Instant::now();
     while !std::fs::read_to_string(dir.path().join("holder.out"))
         .unwrap_or_default()
         .contains("ready\n")
     {
-        assert!(t.elapsed() < Duration::from_secs(20), "no holder: {}", web.stderr());
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "no holder: {}",
+            web.stderr()
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     let (ok, said) = upgrade(&web, &["counter", guests::PAGE_SERVLET]);

@@ -39,8 +39,8 @@ pub use config::{Handler, HttpSpec, RouteSpec};
 
 use crate::runtime::Runtime;
 use crate::serving::conn;
-pub(crate) use handle::RouteModule;
 use handle::Route;
+pub(crate) use handle::RouteModule;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;

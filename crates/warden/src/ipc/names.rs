@@ -88,7 +88,9 @@ impl Names {
                 // A live upgrade: the new server takes the name over, and
                 // the old one's service sends its calls on.
                 true if !service.is_closed() => {
-                    e.owner.replaced.store(true, std::sync::atomic::Ordering::Relaxed);
+                    e.owner
+                        .replaced
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
                     retired = Some(service.clone());
                 }
                 _ if !service.is_closed() => return Err(Errno::Exists),
@@ -290,13 +292,19 @@ mod tests {
         let new = Arc::new(new);
         let (s1, s3) = (Service::new(TaskId(1)), Service::new(TaskId(3)));
         let (_h1, _h3) = (ServiceRef::new(&s1), ServiceRef::new(&s3));
-        names.register("kv", PortalRef::new(&s1), &old, false).unwrap();
+        names
+            .register("kv", PortalRef::new(&s1), &old, false)
+            .unwrap();
         assert_eq!(
-            names.register("kv", PortalRef::new(&s3), &stranger, false).err(),
+            names
+                .register("kv", PortalRef::new(&s3), &stranger, false)
+                .err(),
             Some(Errno::Exists)
         );
         assert!(!s1.is_retired());
-        names.register("kv", PortalRef::new(&s3), &new, false).unwrap();
+        names
+            .register("kv", PortalRef::new(&s3), &new, false)
+            .unwrap();
         assert!(s1.is_retired());
         assert!(Arc::ptr_eq(names.lookup("kv").unwrap().service(), &s3));
         assert_eq!(old.memory.current(), 0, "the old entry's charge returned");

@@ -707,7 +707,10 @@ mod tests {
         let _h = ServiceRef::new(&lone);
         let _p = PortalRef::new(&lone);
         lone.retire(&new);
-        assert!(matches!(lone.poll_next(&mut cx), Poll::Ready(Err(Errno::NoClients))));
+        assert!(matches!(
+            lone.poll_next(&mut cx),
+            Poll::Ready(Err(Errno::NoClients))
+        ));
     }
 
     #[test]

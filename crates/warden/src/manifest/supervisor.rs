@@ -97,7 +97,9 @@ fn supervisor(
     for m in &s.members {
         let known = tasks.iter().any(|t| &t.name == m) || supervisors.contains(&m.as_str());
         if !known {
-            return Err(format!("members: no [[task]] or [[supervisor]] named {m:?}"));
+            return Err(format!(
+                "members: no [[task]] or [[supervisor]] named {m:?}"
+            ));
         }
         if m == &s.name {
             return Err(format!("members: {m:?} is the supervisor itself"));

@@ -195,7 +195,11 @@ fn task_template_all(t: &RawTask, base: &Path) -> Result<TaskSpec, Vec<String>> 
     keep(task_passive(t, &mut spec));
     keep(super::supervisor::restart(t.restart.as_deref()).map(|r| spec.restart = r));
     if let Some(d) = &t.drain {
-        keep(parse_limit_duration(d).map(|d| spec.drain = d).map_err(|e| format!("drain: {e}")));
+        keep(
+            parse_limit_duration(d)
+                .map(|d| spec.drain = d)
+                .map_err(|e| format!("drain: {e}")),
+        );
     }
     match problems.is_empty() {
         true => Ok(spec),

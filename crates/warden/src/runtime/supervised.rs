@@ -93,7 +93,11 @@ impl Runtime {
     /// operators see.
     pub fn note_restart(&self, name: &str, id: TaskId, status: &str, reason: &str) {
         let count = {
-            let mut table = self.inner.restarts.lock().unwrap_or_else(|e| e.into_inner());
+            let mut table = self
+                .inner
+                .restarts
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
             let r = table.entry(name.to_string()).or_default();
             r.count += 1;
             r.by_status[status_index(status)] += 1;
@@ -113,12 +117,21 @@ impl Runtime {
     /// Sets (or, with `None`, takes away) what carries out operations on
     /// the system's tasks.
     pub fn set_operator(&self, operator: Option<Operator>) {
-        *self.inner.operator.lock().unwrap_or_else(|e| e.into_inner()) = operator;
+        *self
+            .inner
+            .operator
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = operator;
     }
 
     /// Carries out `op` on the system's task or per-request route `name`.
     pub fn operate(&self, name: &str, op: Operation) -> Result<String, String> {
-        let operator = self.inner.operator.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let operator = self
+            .inner
+            .operator
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         match operator {
             Some(o) => o(self, name, op),
             None => Err("this needs a running system (warden run)".into()),
@@ -146,7 +159,9 @@ impl Runtime {
     /// then no failure of the system's).
     pub fn mark_replaced(&self, id: TaskId) {
         if let Some(l) = self.inner.tasks.lock().live.get(&id) {
-            l.shared.replaced.store(true, std::sync::atomic::Ordering::Relaxed);
+            l.shared
+                .replaced
+                .store(true, std::sync::atomic::Ordering::Relaxed);
         }
     }
 
@@ -159,13 +174,21 @@ impl Runtime {
 
     /// `name`'s restarts, if it was ever restarted.
     pub fn restarts(&self, name: &str) -> Option<Restarts> {
-        let table = self.inner.restarts.lock().unwrap_or_else(|e| e.into_inner());
+        let table = self
+            .inner
+            .restarts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         table.get(name).cloned()
     }
 
     /// Every restarted task's restarts, by name, in name order.
     pub fn all_restarts(&self) -> Vec<(String, Restarts)> {
-        let table = self.inner.restarts.lock().unwrap_or_else(|e| e.into_inner());
+        let table = self
+            .inner
+            .restarts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let mut v: Vec<_> = table.iter().map(|(n, r)| (n.clone(), r.clone())).collect();
         v.sort_by(|a, b| a.0.cmp(&b.0));
         v

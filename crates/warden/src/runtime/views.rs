@@ -123,37 +123,34 @@ impl Runtime {
             .live
             .values()
             .map(|l| self.live_view(l))
-            .chain(
-                t.done
-                    .values()
-                    .filter(|r| r.route.is_none())
-                    .map(|r| TaskView {
-                        id: r.id,
-                        name: r.name.clone(),
-                        parent: r.parent,
-                        state: r.status.to_string(),
-                        cpu_ms: r.cpu_ms,
-                        memory_bytes: 0,
-                        memory_limit_bytes: r.memory_limit_bytes,
-                        memory_guarantee_bytes: r.memory_guarantee_bytes,
-                        surplus_bytes: 0,
-                        peak_memory_bytes: r.peak_memory_bytes,
-                        ipc_calls: r.ipc_calls,
-                        bytes_sent: r.bytes_sent,
-                        bytes_received: r.bytes_received,
-                        net_bytes_sent: r.net_bytes_sent,
-                        net_bytes_received: r.net_bytes_received,
-                        sockets: 0,
-                        connections: r.connections,
-                        group: r.group.clone(),
-                        route: r.route.clone(),
-                        exit_code: r.exit_code,
-                        reason: r.reason.clone(),
-                        restarts: 0,
-                        last_restart_reason: None,
-                    }
-                    .restarted(self, r.restarts)),
-            )
+            .chain(t.done.values().filter(|r| r.route.is_none()).map(|r| {
+                TaskView {
+                    id: r.id,
+                    name: r.name.clone(),
+                    parent: r.parent,
+                    state: r.status.to_string(),
+                    cpu_ms: r.cpu_ms,
+                    memory_bytes: 0,
+                    memory_limit_bytes: r.memory_limit_bytes,
+                    memory_guarantee_bytes: r.memory_guarantee_bytes,
+                    surplus_bytes: 0,
+                    peak_memory_bytes: r.peak_memory_bytes,
+                    ipc_calls: r.ipc_calls,
+                    bytes_sent: r.bytes_sent,
+                    bytes_received: r.bytes_received,
+                    net_bytes_sent: r.net_bytes_sent,
+                    net_bytes_received: r.net_bytes_received,
+                    sockets: 0,
+                    connections: r.connections,
+                    group: r.group.clone(),
+                    route: r.route.clone(),
+                    exit_code: r.exit_code,
+                    reason: r.reason.clone(),
+                    restarts: 0,
+                    last_restart_reason: None,
+                }
+                .restarted(self, r.restarts)
+            }))
             .collect();
         v.sort_by_key(|t| t.id);
         v

@@ -283,7 +283,9 @@ impl System {
             .map(|s| HttpServer::start(&rt, s))
             .collect::<Result<Vec<_>, _>>()?;
         let supervision = start_tasks(&rt, &spec, &mut progress)?;
-        let routes = servers.iter().flat_map(|s| s.route_modules().iter().cloned());
+        let routes = servers
+            .iter()
+            .flat_map(|s| s.route_modules().iter().cloned());
         let upgrades = upgrade::Upgrades::new(&spec.tasks, routes.collect(), supervision.handle());
         rt.set_operator(Some(std::sync::Arc::new(
             move |rt: &Runtime, name: &str, op: crate::Operation| upgrades.operate(rt, name, op),

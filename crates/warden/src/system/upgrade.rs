@@ -93,7 +93,10 @@ impl Upgrades {
         }
         let id = self.supervisor.adopt(spec.clone())?;
         specs.insert(spec.name.clone(), spec.clone());
-        Ok(format!("task {:?} started as task {id} under the root supervisor", spec.name))
+        Ok(format!(
+            "task {:?} started as task {id} under the root supervisor",
+            spec.name
+        ))
     }
 
     /// Starts the task `name` afresh from its spec (a supervised one
@@ -119,12 +122,7 @@ impl Upgrades {
 
     /// Upgrades the task or per-request route `name` to `module` (`None`:
     /// back to its code before its last upgrade).
-    fn upgrade(
-        &self,
-        rt: &Runtime,
-        name: &str,
-        module: Option<&Path>,
-    ) -> Result<String, String> {
+    fn upgrade(&self, rt: &Runtime, name: &str, module: Option<&Path>) -> Result<String, String> {
         if let Some(m) = module.filter(|m| !m.is_absolute() || !m.is_file()) {
             let why = format!("{} is not a file named by an absolute path", m.display());
             return Err(refused(name, &why));
@@ -172,7 +170,9 @@ impl Upgrades {
             false => {
                 let mut s = spec.clone();
                 s.replaces = Some(running);
-                rt.spawn(&s).map(|new| (running, new)).map_err(|e| e.to_string())
+                rt.spawn(&s)
+                    .map(|new| (running, new))
+                    .map_err(|e| e.to_string())
             }
         }
         .map_err(|e| refused(name, &e))?;
@@ -185,14 +185,20 @@ impl Upgrades {
         }
         // The old task answers what it had received on its own time.
         let (runtime, at_once) = (rt.clone(), names.is_empty());
-        let limit = if at_once { Duration::ZERO } else { old_spec.drain };
+        let limit = if at_once {
+            Duration::ZERO
+        } else {
+            old_spec.drain
+        };
         std::thread::spawn(move || drain(&runtime, old, limit));
         let path = module.display().to_string();
         let fields = serde_json::json!({ "replaced": old, "module": path });
         rt.note_upgrade(name, new, fields);
         let mut specs = self.specs.lock().unwrap_or_else(|e| e.into_inner());
         specs.insert(name.to_string(), spec);
-        Ok(format!("task {name:?} upgraded: task {new} runs {path} in place of task {old}"))
+        Ok(format!(
+            "task {name:?} upgraded: task {new} runs {path} in place of task {old}"
+        ))
     }
 }
 
@@ -245,7 +251,9 @@ fn took_over(rt: &Runtime, names: &[String], new: TaskId) -> Result<(), String> 
         }
         if start.elapsed() > START {
             let names = names.join(", ");
-            return Err(format!("the new code did not register {names} within {START:?}"));
+            return Err(format!(
+                "the new code did not register {names} within {START:?}"
+            ));
         }
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -298,6 +306,12 @@ fn upgrade_route(
         .map_err(|e| refused(name, &e.to_string()))?;
     route.set(template);
     let path = module.display().to_string();
-    rt.note_upgrade(name, TaskId(0), serde_json::json!({ "route": name, "module": path }));
-    Ok(format!("route {name:?} upgraded: its requests from now on run {path}"))
+    rt.note_upgrade(
+        name,
+        TaskId(0),
+        serde_json::json!({ "route": name, "module": path }),
+    );
+    Ok(format!(
+        "route {name:?} upgraded: its requests from now on run {path}"
+    ))
 }

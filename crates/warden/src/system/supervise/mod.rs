@@ -19,6 +19,8 @@
 //! or let it go, so a system never ends in the gap between a death and
 //! its restart.
 
+mod operator;
+
 use crate::report::TaskReport;
 use crate::task::{Restart, SupervisorSpec, TaskId, TaskSpec};
 use crate::Runtime;
@@ -58,66 +60,11 @@ pub(super) struct Handle {
     names: Arc<Mutex<Vec<String>>>,
 }
 
-impl Handle {
-    /// Whether the task named `name` is supervised.
-    pub(super) fn supervises(&self, name: &str) -> bool {
-        let names = self.names.lock().unwrap_or_else(|e| e.into_inner());
-        names.iter().any(|n| n == name)
-    }
-
-    /// Starts `spec` as a new member of the root supervisor; its task's id.
-    pub(super) fn adopt(&self, spec: TaskSpec) -> Result<TaskId, String> {
-        let (reply, answer) = std::sync::mpsc::channel();
-        let name = spec.name.clone();
-        let msg = Msg::Adopt {
-            spec: Box::new(spec),
-            reply,
-        };
-        self.tx.send(msg).map_err(|_| "the system is ending")?;
-        let id = answer.recv().map_err(|_| "the system is ending")??;
-        self.names.lock().unwrap_or_else(|e| e.into_inner()).push(name);
-        Ok(id)
-    }
-
-    /// Starts `spec` in place of the supervised task of its name (a live
-    /// upgrade); the old task's id and the new one's.
-    pub(super) fn replace(&self, spec: TaskSpec) -> Result<(TaskId, TaskId), String> {
-        let (reply, answer) = std::sync::mpsc::channel();
-        let msg = Msg::Replace {
-            spec: Box::new(spec),
-            reply,
-        };
-        self.tx.send(msg).map_err(|_| "the system is ending")?;
-        answer.recv().map_err(|_| "the system is ending")?
-    }
-
-    /// Starts the supervised task `name` afresh (an operator's restart),
-    /// killing the one running first; the new task's id.
-    pub(super) fn restart(&self, name: &str) -> Result<TaskId, String> {
-        let (reply, answer) = std::sync::mpsc::channel();
-        let msg = Msg::Restart {
-            name: name.to_string(),
-            reply,
-        };
-        self.tx.send(msg).map_err(|_| "the system is ending")?;
-        answer.recv().map_err(|_| "the system is ending")?
-    }
-
-    /// Makes task `id`, with `spec`, its member again (an upgrade rolled
-    /// back).
-    pub(super) fn revert(&self, spec: TaskSpec, id: TaskId) {
-        let _ = self.tx.send(Msg::Revert {
-            spec: Box::new(spec),
-            id,
-        });
-    }
-}
-
 enum Msg {
     /// A supervised task ended (`held`: its report holds the system open).
     Ended {
         task: usize,
-        report: TaskReport,
+        report: Box<TaskReport>,
         held: bool,
     },
     /// Start `spec` in place of the member it names (a live upgrade),
@@ -128,7 +75,10 @@ enum Msg {
     },
     /// The member named by `spec` is the task `id` again, with `spec`
     /// (an upgrade rolled back).
-    Revert { spec: Box<TaskSpec>, id: TaskId },
+    Revert {
+        spec: Box<TaskSpec>,
+        id: TaskId,
+    },
     /// Start `spec` as a new member of the root supervisor, answering
     /// with its task's id.
     Adopt {
@@ -199,10 +149,7 @@ struct Tree {
 
 /// Whether `spec` is supervised in a system with `supervisors`.
 pub(super) fn supervised(spec: &TaskSpec, supervisors: &[SupervisorSpec]) -> bool {
-    spec.restart != Restart::Temporary
-        || supervisors
-            .iter()
-            .any(|s| s.members.iter().any(|m| *m == spec.name))
+    spec.restart != Restart::Temporary || supervisors.iter().any(|s| s.members.contains(&spec.name))
 }
 
 impl Supervision {
@@ -219,7 +166,13 @@ impl Supervision {
     ) -> (Supervision, Starter) {
         let (tx, rx) = std::sync::mpsc::channel();
         let failure = Arc::new(Mutex::new(None));
-        let tree = Tree::new(rt, tx.clone(), tasks, supervisors, (failure.clone(), on_failure));
+        let tree = Tree::new(
+            rt,
+            tx.clone(),
+            tasks,
+            supervisors,
+            (failure.clone(), on_failure),
+        );
         let supervision = Supervision {
             tx,
             thread: None,
@@ -231,7 +184,10 @@ impl Supervision {
 
     /// Why the system ended because a top supervisor gave up, if it did.
     pub(super) fn failure(&self) -> Option<String> {
-        self.failure.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// What a live upgrade needs of the tree, for other threads.
@@ -396,9 +352,7 @@ impl Tree {
                 },
             };
             match msg {
-                Msg::Ended { task, report, held } => {
-                    self.ended(task, &report, usize::from(held))
-                }
+                Msg::Ended { task, report, held } => self.ended(task, &report, usize::from(held)),
                 Msg::Replace { spec, reply } => {
                     let _ = reply.send(self.replace(*spec));
                 }
@@ -598,7 +552,7 @@ impl Tree {
         let tell = move |report, held| {
             let msg = Msg::Ended {
                 task: t,
-                report,
+                report: Box::new(report),
                 held,
             };
             tx.send(msg).is_ok()
@@ -611,89 +565,6 @@ impl Tree {
                 .note_restart(&m.spec.name, id, why.status, &why.reason);
         }
         Ok(id)
-    }
-}
-
-impl Tree {
-    /// Starts `spec` in place of its member's running task (a live
-    /// upgrade): the member is the new task from now on, and the old
-    /// one's end is not judged.
-    fn replace(&mut self, mut spec: TaskSpec) -> Result<(TaskId, TaskId), String> {
-        let t = self.task_index(&spec.name).ok_or("not supervised")?;
-        let old = self.tasks[t].live.ok_or("not running (its supervisor is restarting it)")?;
-        spec.replaces = Some(old);
-        let previous = std::mem::replace(&mut self.tasks[t].spec, spec);
-        let restarts = self.tasks[t].restarts;
-        match self.spawn(t, None) {
-            Ok(new) => {
-                self.tasks[t].restarts = restarts;
-                Ok((old, new))
-            }
-            Err(e) => {
-                let m = &mut self.tasks[t];
-                (m.spec, m.live) = (previous, Some(old));
-                Err(e.to_string())
-            }
-        }
-    }
-
-    /// Adds `spec` to the root supervisor (index 0) and starts it.
-    fn adopt(&mut self, spec: TaskSpec) -> Result<TaskId, String> {
-        let place = self.sups[0].policy.add_member(spec.restart);
-        let t = self.tasks.len();
-        self.sups[0].members.push(Node::Task(t));
-        self.tasks.push(Member {
-            spec,
-            at: (0, place),
-            live: None,
-            restarts: 0,
-        });
-        self.spawn(t, None).map_err(|e| {
-            // Not started: never a member to restart.
-            self.sups[0].policy.forget(place);
-            e.to_string()
-        })
-    }
-
-    /// Starts member `name` afresh for an operator: the running task (if
-    /// any) killed and waited for, a member that had ended for good
-    /// brought back; not counted against the intensity.
-    fn restart_by_hand(&mut self, name: &str) -> Result<TaskId, String> {
-        let t = self.task_index(name).ok_or("not supervised")?;
-        if let Some(id) = self.tasks[t].live.take() {
-            super::upgrade::stop(&self.rt, id);
-        }
-        let (sup, place) = self.tasks[t].at;
-        self.sups[sup].policy.revive(place);
-        let why = Why {
-            status: "killed",
-            reason: "restarted by the operator".into(),
-        };
-        self.spawn(t, Some(&why)).map_err(|e| e.to_string())
-    }
-
-    /// The member named by `spec` is task `id` again (an upgrade rolled
-    /// back); if that task has ended meanwhile, it is judged as a failure.
-    fn revert(&mut self, spec: TaskSpec, id: TaskId) {
-        let Some(t) = self.task_index(&spec.name) else {
-            return;
-        };
-        let m = &mut self.tasks[t];
-        let current = std::mem::replace(&mut m.live, Some(id));
-        m.spec = spec;
-        // A restart of the new code meanwhile is not the member any more.
-        if let Some(other) = current.filter(|c| *c != id) {
-            let _ = self.rt.kill(other, "its upgrade was rolled back");
-        }
-        if !self.rt.live_tasks().iter().any(|v| v.id == id) {
-            let (sup, place) = self.tasks[t].at;
-            self.tasks[t].live = None;
-            let why = Why {
-                status: "killed",
-                reason: format!("task {:?} ended during an upgrade", self.tasks[t].spec.name),
-            };
-            self.decide(sup, place, Ending::Failed, why, 0);
-        }
     }
 }
 
