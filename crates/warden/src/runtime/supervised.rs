@@ -80,6 +80,13 @@ impl Runtime {
         }
     }
 
+    /// Closes the runtime as [`Runtime::kill_all`] does, killing nothing:
+    /// supervised reports take no hold and supervised spawns are refused
+    /// from now on (a system's supervision has stopped).
+    pub fn close(&self) {
+        self.inner.tasks.lock().closing = true;
+    }
+
     /// Whether the runtime is closing: every task was killed
     /// ([`Runtime::kill_all`]) or [`Runtime::wait_all`] found only
     /// passive tasks left. Supervisors restart nothing once it is.

@@ -366,6 +366,11 @@ impl Tree {
                 Msg::Stop => break,
             }
         }
+        // Closed first: no report takes a hold from now on (holds are
+        // taken under the task table's lock, and so is this), so every
+        // hold taken is in a message already sent, and the drain below
+        // gives each one back.
+        self.rt.close();
         let holds: usize = self.pending.drain(..).map(|p| p.holds).sum();
         self.release(holds);
         while let Ok(msg) = rx.try_recv() {
