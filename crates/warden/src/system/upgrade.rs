@@ -102,7 +102,7 @@ impl Upgrades {
     /// Starts the task `name` afresh from its spec (a supervised one
     /// through its supervisor), killing the one running first.
     fn restart(&self, rt: &Runtime, name: &str) -> Result<String, String> {
-        if self.routes.iter().any(|(n, _, _)| n == name) {
+        if self.route(name).is_some() {
             return Err(format!(
                 "{name:?} is a per-request route: each request has a fresh task already"
             ));
@@ -127,9 +127,14 @@ impl Upgrades {
             let why = format!("{} is not a file named by an absolute path", m.display());
             return Err(refused(name, &why));
         }
-        let current = match self.routes.iter().find(|(n, _, _)| n == name) {
-            Some((_, _, m)) => m.get().module.clone(),
-            None => self.spec(name)?.module,
+        // A per-request route's template, or the task's spec.
+        let target = match self.route(name) {
+            Some((_, component, m)) => Ok((*component, m)),
+            None => Err(self.spec(name)?),
+        };
+        let current = match &target {
+            Ok((_, m)) => m.get().module.clone(),
+            Err(spec) => spec.module.clone(),
         };
         let module = match module {
             Some(m) => m.to_path_buf(),
@@ -138,13 +143,18 @@ impl Upgrades {
                 .cloned()
                 .ok_or_else(|| format!("{name:?} has no earlier code to roll back to"))?,
         };
-        let done = match self.routes.iter().find(|(n, _, _)| n == name) {
-            Some((_, component, m)) => upgrade_route(rt, name, *component, m, &module)?,
-            None => self.upgrade_task(rt, name, &module)?,
+        let done = match target {
+            Ok((component, m)) => upgrade_route(rt, name, component, m, &module)?,
+            Err(spec) => self.upgrade_task(rt, spec, &module)?,
         };
         let mut previous = self.previous.lock().unwrap_or_else(|e| e.into_inner());
         previous.insert(name.to_string(), current);
         Ok(done)
+    }
+
+    /// The per-request route named `name`, if there is one.
+    fn route(&self, name: &str) -> Option<&(String, bool, RouteModule)> {
+        self.routes.iter().find(|(n, _, _)| n == name)
     }
 
     fn spec(&self, name: &str) -> Result<TaskSpec, String> {
@@ -157,8 +167,13 @@ impl Upgrades {
 
     /// A task's upgrade: the new task started, the old one's names taken
     /// over, the old one drained.
-    fn upgrade_task(&self, rt: &Runtime, name: &str, module: &Path) -> Result<String, String> {
-        let old_spec = self.spec(name)?;
+    fn upgrade_task(
+        &self,
+        rt: &Runtime,
+        old_spec: TaskSpec,
+        module: &Path,
+    ) -> Result<String, String> {
+        let name = &old_spec.name.clone();
         compile(rt, &old_spec, module).map_err(|e| refused(name, &e))?;
         let mut spec = old_spec.clone();
         spec.module = module.to_path_buf();
