@@ -119,6 +119,17 @@ pub enum Command {
         #[command(flatten)]
         control: ControlArg,
     },
+    /// Apply a changed manifest to the running system: tasks, supervisors
+    /// and routes added, removed or changed, changed modules upgraded (see
+    /// doc/operators.md, "Manifest reload"). A bad manifest changes
+    /// nothing. SIGHUP to `warden run` does the same with its manifest.
+    Reload {
+        /// The manifest (default: the one the system was started with,
+        /// read again).
+        manifest: Option<std::path::PathBuf>,
+        #[command(flatten)]
+        control: ControlArg,
+    },
     /// Start a system's task afresh from its manifest entry, killing the
     /// one running first (a supervised task through its supervisor).
     Restart {

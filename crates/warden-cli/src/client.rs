@@ -227,6 +227,27 @@ pub fn upgrade(addr: &str, task: &str, module: Option<&std::path::Path>) -> Resu
     Ok(())
 }
 
+/// `warden reload [manifest]`: the manifest's path is made absolute
+/// here (the system reads it); without one, the system reads its own
+/// again.
+pub fn reload(addr: &str, manifest: Option<&std::path::Path>) -> Result<(), String> {
+    let body = match manifest {
+        Some(m) => {
+            let full = std::path::absolute(m).map_err(|e| format!("{}: {e}", m.display()))?;
+            if !full.is_file() {
+                return Err(format!("{}: no such file", m.display()));
+            }
+            serde_json::json!({ "manifest": full }).to_string()
+        }
+        None => "{}".to_string(),
+    };
+    // Every problem on a line of its own.
+    let r =
+        ok(addr, "POST", "/api/reload", Some(&body)).map_err(|e| e.replace('\n', "\nwarden: "))?;
+    println!("{}", r["done"].as_str().unwrap_or("reloaded"));
+    Ok(())
+}
+
 /// `warden restart <task>`.
 pub fn restart(addr: &str, task: &str) -> Result<(), String> {
     let path = format!("/api/tasks/{}/restart", encode(task));

@@ -112,6 +112,9 @@ fn dispatch(command: Command) -> Result<ExitCode, String> {
             control,
         } => done(client::upgrade(&control.addr, &task, module.as_deref())),
         Command::Restart { task, control } => done(client::restart(&control.addr, &task)),
+        Command::Reload { manifest, control } => {
+            done(client::reload(&control.addr, manifest.as_deref()))
+        }
         Command::Suspend { task, control } => done(client::act(&control.addr, "suspend", &task)),
         Command::Resume { task, control } => done(client::act(&control.addr, "resume", &task)),
         Command::Logs {

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use warden::{Manifest, RuntimeConfig, Step, System, SystemSpec};
+use warden::{RuntimeConfig, Step, System, SystemSpec};
 
 pub fn run(args: RunArgs) -> Result<ExitCode, String> {
     let is_manifest = args.target.extension().is_some_and(|e| e == "toml");
@@ -47,7 +47,8 @@ pub fn run_system(
     let cluster = spec.cluster.clone();
     let mut progress = Progress::default();
     let starting = Arc::new(Starting::default());
-    let ends = on_stop_signal(signals, starting.clone());
+    let running = Arc::new(std::sync::OnceLock::new());
+    let ends = on_stop_signal(signals, starting.clone(), running.clone());
     // A top supervisor that gives up ends the run, status 1.
     let given_up = ends.0.clone();
     spec.on_failure = Some(warden::FailureSink(Arc::new(move |why: &str| {
@@ -58,6 +59,9 @@ pub fn run_system(
         progress.show(step, done, total)
     })?;
     starting.done();
+    if is_manifest {
+        let _ = running.set(system.runtime().clone());
+    }
     if let Some(c) = cluster {
         say!(
             "warden: node {:?} joined the cluster at {}",
@@ -129,7 +133,7 @@ fn manifest_system(args: &RunArgs) -> Result<SystemSpec, String> {
                     set them in the manifest's [[task]] instead"
             .into());
     }
-    Ok(SystemSpec::from_manifest(Manifest::load(&args.target)?))
+    SystemSpec::from_manifest_file(&args.target)
 }
 
 /// Command-line settings, which override the manifest's.
@@ -238,8 +242,13 @@ impl Starting {
 /// Ctrl-C (SIGINT) or SIGTERM ends the run as an operator's kill would:
 /// every task is killed, and the report says which signal it was. Before
 /// the tasks run, it ends the process at once, status 130 (SIGINT) or 143.
-/// SIGHUP has the web servers read their certificate files again.
-fn on_stop_signal(set: libc::sigset_t, starting: Arc<Starting>) -> Ends {
+/// SIGHUP has the web servers read their certificate files again, and a
+/// manifest's system (`running`, once it runs) reload its manifest.
+fn on_stop_signal(
+    set: libc::sigset_t,
+    starting: Arc<Starting>,
+    running: Arc<std::sync::OnceLock<warden::Runtime>>,
+) -> Ends {
     let (tx, rx) = std::sync::mpsc::channel();
     let ends = tx.clone();
     let _ = std::thread::Builder::new()
@@ -259,6 +268,9 @@ fn on_stop_signal(set: libc::sigset_t, starting: Arc<Starting>) -> Ends {
                 if sig == libc::SIGHUP {
                     // The web servers read their certificates again.
                     warden::reload_certificates();
+                    if let Some(rt) = running.get() {
+                        reload(rt);
+                    }
                     continue;
                 }
                 if starting.phase.load(Ordering::Acquire) < 2 {
@@ -274,6 +286,19 @@ fn on_stop_signal(set: libc::sigset_t, starting: Arc<Starting>) -> Ends {
             }
         });
     (ends, rx)
+}
+
+/// A SIGHUP's reload of the system's manifest, said on stderr line by
+/// line.
+fn reload(rt: &warden::Runtime) {
+    let (said, lines) = match rt.operate("", warden::Operation::Reload(None)) {
+        Ok(done) => ("reloaded", done),
+        Err(why) => ("reload failed", why),
+    };
+    say!("warden: manifest {said} (SIGHUP)");
+    for line in lines.lines() {
+        say!("warden: {line}");
+    }
 }
 
 /// The next signal of `set`; `None` after a second without one, if

@@ -224,6 +224,21 @@ impl Supervisor {
         }
     }
 
+    /// Gives it a new strategy, intensity and backoff, keeping its
+    /// members' state and its recent restarts (a manifest reload).
+    pub fn set_terms(&mut self, strategy: Strategy, intensity: Intensity, backoff: Duration) {
+        self.plan.strategy = strategy;
+        self.plan.intensity = intensity;
+        self.plan.backoff = backoff;
+    }
+
+    /// Gives `member` a new restart policy (a manifest reload).
+    pub fn set_restart(&mut self, member: usize, restart: Restart) {
+        if let Some(r) = self.plan.members.get_mut(member) {
+            *r = restart;
+        }
+    }
+
     /// Brings `member` back after it ended for good (an operator started
     /// it again): its ends are judged again.
     pub fn revive(&mut self, member: usize) {
@@ -455,5 +470,27 @@ mod tests {
         }
         assert_eq!(Restart::parse("always"), None);
         assert_eq!(Strategy::parse("one-for-one"), None);
+    }
+
+    #[test]
+    fn new_terms_keep_the_window_and_new_policies_apply_to_the_next_end() {
+        let mut s = sup(Strategy::OneForOne, &[P, P], 2);
+        assert!(matches!(
+            s.ended(0, Ending::Failed, MS),
+            Decision::Restart { .. }
+        ));
+        s.set_terms(
+            Strategy::OneForAll,
+            Intensity {
+                max_restarts: 1,
+                within: Duration::from_secs(10),
+            },
+            MS,
+        );
+        // The restart before the change still counts: one more is too many.
+        assert_eq!(s.ended(1, Ending::Failed, 2 * MS), Decision::GiveUp);
+        let mut s = sup(Strategy::OneForOne, &[P], 5);
+        s.set_restart(0, Tm);
+        assert_eq!(s.ended(0, Ending::Failed, MS), Decision::Nothing);
     }
 }

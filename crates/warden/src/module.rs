@@ -25,7 +25,20 @@ pub struct LoadedModule {
     pub path: PathBuf,
     /// Whether the compiled code came from the disk cache (`None`: no cache).
     pub cache: Option<CacheOutcome>,
+    /// Its file's size and modification time when it was read (`None`:
+    /// not read from a file): a reload compiles a module whose file has
+    /// changed since.
+    pub(crate) stamp: Option<Stamp>,
     pub(crate) code: Code,
+}
+
+/// A file's size and modification time.
+pub(crate) type Stamp = (u64, std::time::SystemTime);
+
+/// The size and modification time of the file at `path`, if it has one.
+pub(crate) fn stamp(path: &Path) -> Option<Stamp> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.len(), meta.modified().ok()?))
 }
 
 /// What a task's instance is made from.
@@ -137,6 +150,7 @@ pub(crate) fn load(
     entry: Entry,
 ) -> Result<LoadedModule, String> {
     let shown = path.display();
+    let stamp = bytes.is_none().then(|| stamp(path)).flatten();
     let bytes = match bytes {
         Some(b) => b,
         None => {
@@ -172,6 +186,7 @@ pub(crate) fn load(
     Ok(LoadedModule {
         path: path.to_path_buf(),
         cache,
+        stamp,
         code,
     })
 }

@@ -53,6 +53,7 @@ mod net_operators;
 mod nfs;
 mod passive;
 mod reclaim;
+mod reload;
 mod runtime_run;
 mod sched;
 mod served;

@@ -69,6 +69,7 @@ pub(super) fn route(
         (&Method::GET, ["api", "tasks"]) => task_list(rt, samples),
         (&Method::POST, ["api", "tasks", who, "upgrade"]) => upgrade(rt, who, body),
         (&Method::POST, ["api", "tasks", who, "restart"]) => restart(rt, who),
+        (&Method::POST, ["api", "reload"]) => reload(rt, body),
         (&Method::POST, ["api", "tasks", who, action]) => act(rt, who, action),
         (&Method::GET, ["api", "tasks", who, "logs"]) => logs(rt, who, query),
         (&Method::POST, ["api", "spawn"]) => match spawn(rt, body) {
@@ -215,6 +216,36 @@ fn restart(rt: &Runtime, who: &str) -> Reply {
         Err(_) => who.to_string(),
     };
     match rt.operate(&name, crate::runtime::Operation::Restart) {
+        Ok(done) => json(200, serde_json::json!({ "ok": true, "done": done })),
+        Err(why) => error(409, why),
+    }
+}
+
+/// `POST /api/reload`: `{}` (the manifest the system runs, read again)
+/// or `{"manifest": PATH}` (a path on the server's machine).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReloadRequest {
+    manifest: Option<String>,
+}
+
+/// Applies a changed manifest to the running system (see
+/// `system::reload`): 200 with what was done, 409 with every problem of a
+/// manifest that changed nothing, or what failed.
+fn reload(rt: &Runtime, body: &[u8]) -> Reply {
+    let body = if body.is_empty() { b"{}" } else { body };
+    let req: ReloadRequest = match serde_json::from_slice(body) {
+        Ok(r) => r,
+        Err(e) => return error(400, format!("bad reload request: {e}")),
+    };
+    let path = req.manifest.map(std::path::PathBuf::from);
+    if let Some(p) = path.as_ref().filter(|p| !p.is_absolute()) {
+        return error(
+            400,
+            format!("{}: name the manifest by an absolute path", p.display()),
+        );
+    }
+    match rt.operate("", crate::runtime::Operation::Reload(path.as_deref())) {
         Ok(done) => json(200, serde_json::json!({ "ok": true, "done": done })),
         Err(why) => error(409, why),
     }

@@ -34,13 +34,14 @@
 pub mod cgi;
 pub mod config;
 mod handle;
+mod routes;
 
 pub use config::{Handler, HttpSpec, RouteSpec};
 
 use crate::runtime::Runtime;
 use crate::serving::conn;
-use handle::Route;
 pub(crate) use handle::RouteModule;
+pub(crate) use routes::{RouteTemplate, Routes};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,15 +59,14 @@ pub struct HttpServer {
     _own: crate::net::own::OwnEndpoint,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
-    /// Each per-request route's name, whether its handler is a component,
-    /// and its template (for live upgrades).
-    modules: Vec<(String, bool, RouteModule)>,
+    /// Its routes (replaced by a manifest reload).
+    routes: Arc<Routes>,
 }
 
 struct Server {
     rt: Runtime,
     local: SocketAddr,
-    routes: Vec<Route>,
+    routes: Arc<Routes>,
 }
 
 impl HttpServer {
@@ -88,14 +88,11 @@ impl HttpServer {
         };
         let fingerprint = tls.as_ref().map(|t| t.fingerprint.clone());
         let own = crate::net::own::register(addr);
+        let routes = Arc::new(Routes::new(rt, addr.to_string(), &spec.routes));
         let server = Arc::new(Server {
             rt: rt.clone(),
             local: addr,
-            routes: spec
-                .routes
-                .iter()
-                .map(|r| Route::new(rt, r.clone(), &addr.to_string()))
-                .collect(),
+            routes: routes.clone(),
         });
         let limits = conn::Limits {
             max_connections: spec.max_connections,
@@ -103,12 +100,6 @@ impl HttpServer {
             max_buffered: spec.max_buffered,
             max_buffered_per_connection: spec.max_buffered_per_connection,
         };
-        let modules = (server.routes.iter())
-            .filter_map(|r| {
-                let component = matches!(r.spec.handler, Handler::Component(_));
-                Some((r.spec.name.clone(), component, r.module()?.clone()))
-            })
-            .collect();
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let threads = rt.config().workers.max(1);
         let thread = std::thread::Builder::new()
@@ -121,14 +112,13 @@ impl HttpServer {
             _own: own,
             stop: Some(stop),
             thread: Some(thread),
-            modules,
+            routes,
         })
     }
 
-    /// Each per-request route: its name, whether it runs a component,
-    /// and its template's handle (for live upgrades).
-    pub(crate) fn route_modules(&self) -> &[(String, bool, RouteModule)] {
-        &self.modules
+    /// Its routes, for live upgrades and manifest reloads.
+    pub(crate) fn routes(&self) -> &Arc<Routes> {
+        &self.routes
     }
 
     /// The address it listens on.
@@ -198,8 +188,7 @@ impl Server {
         req: hyper::Request<conn::RequestBody>,
         remote: SocketAddr,
     ) -> hyper::Response<http_body_util::Full<bytes::Bytes>> {
-        let path = req.uri().path();
-        match self.routes.iter().find(|r| r.spec.matches(path)) {
+        match self.routes.find(req.uri().path()) {
             Some(route) => route.answer(&self.rt, req, self.local, remote).await,
             None => conn::respond(404, "text/plain", "no route for this path\n", false),
         }

@@ -260,6 +260,9 @@ pub(crate) struct Child {
     pub(crate) net: crate::host::ChildNet,
 }
 
+/// Loaded modules by the paths they were loaded by.
+type ModuleMap = Mutex<HashMap<PathBuf, Arc<LoadedModule>>>;
+
 struct Inner {
     engine: Engine,
     /// How many tasks may be alive at once.
@@ -267,13 +270,13 @@ struct Inner {
     /// The host functions, for each kind of task.
     linkers: setup::Linkers,
     /// Modules (and components) loaded for each entry (see `modules`).
-    passive_modules: Mutex<HashMap<PathBuf, Arc<LoadedModule>>>,
-    http_components: Mutex<HashMap<PathBuf, Arc<LoadedModule>>>,
+    passive_modules: ModuleMap,
+    http_components: ModuleMap,
     /// Host services' holder references (they live as long as the runtime).
     host_services: Mutex<Vec<crate::ipc::service::ServiceRef>>,
     config: RuntimeConfig,
     cache: Option<CodeCache>,
-    modules: Mutex<HashMap<PathBuf, Arc<LoadedModule>>>,
+    modules: ModuleMap,
     tasks: Arc<Tasks>,
     kernel: Arc<Kernel>,
     next_id: AtomicU64,
@@ -536,6 +539,12 @@ impl Runtime {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(stats);
+    }
+
+    /// Stops showing a route's counters (a reload removed or replaced it).
+    pub(crate) fn unregister_route(&self, stats: &Arc<RouteStats>) {
+        let mut routes = self.inner.routes.lock().unwrap_or_else(|e| e.into_inner());
+        routes.retain(|r| !Arc::ptr_eq(r, stats));
     }
 
     /// Every HTTP route's counters.

@@ -53,13 +53,10 @@ impl Runtime {
         bytes: Option<Vec<u8>>,
         entry: module::Entry,
     ) -> Result<Arc<LoadedModule>, Error> {
-        let inner = &*self.inner;
-        let (map, linker) = match entry {
-            module::Entry::Command => (&inner.modules, &inner.linkers.task),
-            module::Entry::Passive => (&inner.passive_modules, &inner.linkers.passive),
-            module::Entry::Http => (&inner.http_components, &inner.linkers.task),
-        };
-        let mut modules = map.lock().unwrap_or_else(|e| e.into_inner());
+        let mut modules = self
+            .module_map(entry)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         // Spawning looks the module up by the path it was given; only a
         // path not seen before is resolved (symlinks, `..`) on the file system.
         if let Some(m) = modules.get(path) {
@@ -73,24 +70,73 @@ impl Runtime {
             modules.insert(path.to_path_buf(), m.clone());
             return Ok(m);
         }
-        let m = Arc::new(
-            module::load(
-                &module::Loader {
-                    engine: &inner.engine,
-                    linker,
-                    components: &inner.linkers.component,
-                    cache: inner.cache.as_ref(),
-                    allow_precompiled: inner.config.allow_precompiled,
-                    max_bytes: inner.config.max_module_bytes,
-                },
-                path,
-                bytes,
-                entry,
-            )
-            .map_err(Error::Module)?,
-        );
+        let m = Arc::new(self.compile(path, bytes, entry)?);
         modules.insert(path.to_path_buf(), m.clone());
         modules.insert(key, m.clone());
         Ok(m)
+    }
+
+    fn module_map(&self, entry: module::Entry) -> &ModuleMap {
+        let inner = &*self.inner;
+        match entry {
+            module::Entry::Command => &inner.modules,
+            module::Entry::Passive => &inner.passive_modules,
+            module::Entry::Http => &inner.http_components,
+        }
+    }
+
+    fn compile(
+        &self,
+        path: &Path,
+        bytes: Option<Vec<u8>>,
+        entry: module::Entry,
+    ) -> Result<LoadedModule, Error> {
+        let inner = &*self.inner;
+        let linker = match entry {
+            module::Entry::Passive => &inner.linkers.passive,
+            module::Entry::Command | module::Entry::Http => &inner.linkers.task,
+        };
+        let loader = module::Loader {
+            engine: &inner.engine,
+            linker,
+            components: &inner.linkers.component,
+            cache: inner.cache.as_ref(),
+            allow_precompiled: inner.config.allow_precompiled,
+            max_bytes: inner.config.max_module_bytes,
+        };
+        module::load(&loader, path, bytes, entry).map_err(Error::Module)
+    }
+
+    /// The module at `path`, compiled afresh if it was loaded as `entry`
+    /// from a file that has changed since (`None` if it was not loaded,
+    /// or has not changed): what a manifest reload installs with
+    /// [`Runtime::install_module`] once every module has compiled.
+    pub(crate) fn recompile_changed(
+        &self,
+        path: &Path,
+        entry: module::Entry,
+    ) -> Option<Result<Arc<LoadedModule>, Error>> {
+        let loaded = (self
+            .module_map(entry)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()))
+        .get(path)
+        .cloned()?;
+        if loaded.stamp.is_none() || loaded.stamp == module::stamp(path) {
+            return None;
+        }
+        Some(self.compile(path, None, entry).map(Arc::new))
+    }
+
+    /// Makes `m` the module tasks spawned from `path` as `entry` run from
+    /// now on; tasks running the one before keep it.
+    pub(crate) fn install_module(&self, path: &Path, entry: module::Entry, m: Arc<LoadedModule>) {
+        let mut modules = self
+            .module_map(entry)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let key = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        modules.insert(key, m.clone());
+        modules.insert(path.to_path_buf(), m);
     }
 }

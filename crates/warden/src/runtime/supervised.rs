@@ -38,6 +38,9 @@ pub enum Operation<'a> {
     /// system's root supervisor: a task spawned by an operator with a
     /// restart policy.
     Spawn(&'a crate::task::TaskSpec),
+    /// Apply the manifest at this path (`None`: the one the system runs)
+    /// to the running system; the operation's name is not used.
+    Reload(Option<&'a std::path::Path>),
 }
 
 /// What carries out operations on a system's tasks and routes: to a line

@@ -29,6 +29,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod reload;
 mod supervise;
 mod upgrade;
 
@@ -69,6 +70,9 @@ pub struct SystemSpec {
     pub supervisors: Vec<crate::SupervisorSpec>,
     /// Told why, if a top supervisor gives up and so ends the system.
     pub on_failure: Option<FailureSink>,
+    /// The manifest it was made from and the file it is in, if any: what
+    /// a reload (`warden reload`) compares a changed one with.
+    pub manifest: Option<(PathBuf, Manifest)>,
 }
 
 impl SystemSpec {
@@ -85,7 +89,18 @@ impl SystemSpec {
             cluster: m.cluster,
             supervisors: m.supervisors,
             on_failure: None,
+            manifest: None,
         }
+    }
+
+    /// The system the manifest in the file at `path` describes, which
+    /// `warden reload` may change while it runs.
+    pub fn from_manifest_file(path: &std::path::Path) -> Result<SystemSpec, String> {
+        let m = Manifest::load(path)?;
+        let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        let mut spec = SystemSpec::from_manifest(m.clone());
+        spec.manifest = Some((path, m));
+        Ok(spec)
     }
 
     /// One task on a default runtime with room for 64 tasks (the
@@ -106,6 +121,7 @@ impl SystemSpec {
             cluster: None,
             supervisors: vec![],
             on_failure: None,
+            manifest: None,
         }
     }
 }
@@ -283,10 +299,13 @@ impl System {
             .map(|s| HttpServer::start(&rt, s))
             .collect::<Result<Vec<_>, _>>()?;
         let supervision = start_tasks(&rt, &spec, &mut progress)?;
-        let routes = servers
-            .iter()
-            .flat_map(|s| s.route_modules().iter().cloned());
-        let upgrades = upgrade::Upgrades::new(&spec.tasks, routes.collect(), supervision.handle());
+        let routes = servers.iter().map(|s| s.routes().clone()).collect();
+        let upgrades = upgrade::Upgrades::new(
+            &spec.tasks,
+            routes,
+            spec.manifest.clone(),
+            supervision.handle(),
+        );
         rt.set_operator(Some(std::sync::Arc::new(
             move |rt: &Runtime, name: &str, op: crate::Operation| upgrades.operate(rt, name, op),
         )));

@@ -21,12 +21,12 @@
 //! replaced, which `warden upgrade --rollback` puts back.
 
 use super::supervise::Handle;
-use crate::http::RouteModule;
+use crate::http::{RouteModule, RouteTemplate, Routes};
 use crate::task::{TaskId, TaskSpec};
-use crate::Runtime;
+use crate::{Manifest, Runtime};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long an operator's restart waits for the killed task's end.
@@ -41,8 +41,10 @@ pub(super) struct Upgrades {
     specs: Mutex<HashMap<String, TaskSpec>>,
     /// The module each task or route ran before its last upgrade.
     previous: Mutex<HashMap<String, PathBuf>>,
-    /// Per-request routes: name, whether a component, template.
-    routes: Vec<(String, bool, RouteModule)>,
+    /// The web servers' routes, in the order of the servers.
+    servers: Vec<Arc<Routes>>,
+    /// The manifest the system last ran, and where it is (for reloads).
+    source: Mutex<Option<(PathBuf, Manifest)>>,
     supervisor: Handle,
     /// Held through an upgrade: one at a time, so that two upgrades of
     /// one task cannot both take it over.
@@ -52,14 +54,16 @@ pub(super) struct Upgrades {
 impl Upgrades {
     pub(super) fn new(
         tasks: &[TaskSpec],
-        routes: Vec<(String, bool, RouteModule)>,
+        servers: Vec<Arc<Routes>>,
+        source: Option<(PathBuf, Manifest)>,
         supervisor: Handle,
     ) -> Upgrades {
         let specs = tasks.iter().map(|t| (t.name.clone(), t.clone())).collect();
         Upgrades {
             specs: Mutex::new(specs),
             previous: Mutex::default(),
-            routes,
+            servers,
+            source: Mutex::new(source),
             supervisor,
             one_at_a_time: Mutex::new(()),
         }
@@ -78,7 +82,61 @@ impl Upgrades {
             crate::Operation::Rollback => self.upgrade(rt, name, None),
             crate::Operation::Restart => self.restart(rt, name),
             crate::Operation::Spawn(spec) => self.adopt(spec),
+            crate::Operation::Reload(path) => self.reload(rt, path),
         }
+    }
+
+    /// The manifest the system last ran, with the path of the one to
+    /// run now (`path`, or its own).
+    pub(super) fn source(&self, path: Option<&Path>) -> Result<(PathBuf, Manifest), String> {
+        let source = self.source.lock().unwrap_or_else(|e| e.into_inner());
+        let Some((own, m)) = source.as_ref() else {
+            return Err(
+                "this system was not started from a manifest: there is none to reload".into(),
+            );
+        };
+        Ok((path.unwrap_or(own).to_path_buf(), m.clone()))
+    }
+
+    pub(super) fn set_source(&self, path: PathBuf, m: Manifest) {
+        *self.source.lock().unwrap_or_else(|e| e.into_inner()) = Some((path, m));
+    }
+
+    pub(super) fn supervisor(&self) -> &Handle {
+        &self.supervisor
+    }
+
+    pub(super) fn servers(&self) -> &[Arc<Routes>] {
+        &self.servers
+    }
+
+    /// Forgets the specs of tasks a reload removed.
+    pub(super) fn forget_specs(&self, names: &[String]) {
+        let mut specs = self.specs.lock().unwrap_or_else(|e| e.into_inner());
+        for n in names {
+            specs.remove(n);
+        }
+    }
+
+    /// Takes `tasks` as the specs of the tasks of their names.
+    pub(super) fn note_specs(&self, tasks: &[TaskSpec]) {
+        let mut specs = self.specs.lock().unwrap_or_else(|e| e.into_inner());
+        for t in tasks {
+            specs.insert(t.name.clone(), t.clone());
+        }
+    }
+
+    /// A reload's upgrade of the task `spec` names to `spec`; one not
+    /// running just takes the new spec for its next start.
+    pub(super) fn reload_task(&self, rt: &Runtime, spec: TaskSpec) -> Result<String, String> {
+        let name = spec.name.clone();
+        let old = self.spec(&name)?;
+        if running(rt, &name).is_empty() && !self.supervisor.supervises(&name) {
+            return Ok(format!(
+                "task {name:?} is not running: its new entry applies when it is started again"
+            ));
+        }
+        self.upgrade_task(rt, old, spec)
     }
 
     /// Starts `spec`, spawned by an operator with a restart policy, under
@@ -112,7 +170,7 @@ impl Upgrades {
             true => self.supervisor.restart(name)?,
             false => {
                 for id in running(rt, name) {
-                    stop(rt, id);
+                    stop(rt, id, "restarted by the operator");
                 }
                 rt.spawn(&spec).map_err(|e| e.to_string())?
             }
@@ -129,7 +187,7 @@ impl Upgrades {
         }
         // A per-request route's template, or the task's spec.
         let target = match self.route(name) {
-            Some((_, component, m)) => Ok((*component, m)),
+            Some((_, component, m)) => Ok((component, m)),
             None => Err(self.spec(name)?),
         };
         let current = match &target {
@@ -144,8 +202,12 @@ impl Upgrades {
                 .ok_or_else(|| format!("{name:?} has no earlier code to roll back to"))?,
         };
         let done = match target {
-            Ok((component, m)) => upgrade_route(rt, name, component, m, &module)?,
-            Err(spec) => self.upgrade_task(rt, spec, &module)?,
+            Ok((component, m)) => upgrade_route(rt, name, component, &m, &module)?,
+            Err(spec) => {
+                let mut new = spec.clone();
+                new.module = module.clone();
+                self.upgrade_task(rt, spec, new)?
+            }
         };
         let mut previous = self.previous.lock().unwrap_or_else(|e| e.into_inner());
         previous.insert(name.to_string(), current);
@@ -153,8 +215,10 @@ impl Upgrades {
     }
 
     /// The per-request route named `name`, if there is one.
-    fn route(&self, name: &str) -> Option<&(String, bool, RouteModule)> {
-        self.routes.iter().find(|(n, _, _)| n == name)
+    fn route(&self, name: &str) -> Option<RouteTemplate> {
+        (self.servers.iter())
+            .flat_map(|s| s.templates())
+            .find(|(n, _, _)| n == name)
     }
 
     fn spec(&self, name: &str) -> Result<TaskSpec, String> {
@@ -165,18 +229,17 @@ impl Upgrades {
             .ok_or_else(|| format!("no task or per-request route of this system is named {name:?}"))
     }
 
-    /// A task's upgrade: the new task started, the old one's names taken
-    /// over, the old one drained.
+    /// A task's upgrade from `old_spec` to `spec`: the new task started,
+    /// the old one's names taken over, the old one drained.
     fn upgrade_task(
         &self,
         rt: &Runtime,
         old_spec: TaskSpec,
-        module: &Path,
+        spec: TaskSpec,
     ) -> Result<String, String> {
         let name = &old_spec.name.clone();
-        compile(rt, &old_spec, module).map_err(|e| refused(name, &e))?;
-        let mut spec = old_spec.clone();
-        spec.module = module.to_path_buf();
+        let module = &spec.module.clone();
+        compile(rt, &spec, module).map_err(|e| refused(name, &e))?;
         let running = (running(rt, name).into_iter().max())
             .ok_or_else(|| refused(name, "it is not running"))?;
         let names = rt.names_of(running);
@@ -218,19 +281,19 @@ impl Upgrades {
 }
 
 /// The live tasks of the system's task `name` (not a route's).
-fn running(rt: &Runtime, name: &str) -> Vec<TaskId> {
+pub(super) fn running(rt: &Runtime, name: &str) -> Vec<TaskId> {
     (rt.live_tasks().into_iter())
         .filter(|v| v.name == name && v.route.is_none())
         .map(|v| v.id)
         .collect()
 }
 
-/// Kills task `id` for an operator's restart and waits (at most 5 s) for
-/// its end, so that its names are free for the new one; its end is no
+/// Kills task `id` for an operator (`why`) and waits (at most 5 s) for
+/// its end, so that its names are free for a new one; its end is no
 /// failure of the system's.
-pub(super) fn stop(rt: &Runtime, id: TaskId) {
+pub(super) fn stop(rt: &Runtime, id: TaskId, why: &str) {
     rt.mark_replaced(id);
-    if rt.kill(id, "restarted by the operator").is_ok() {
+    if rt.kill(id, why).is_ok() {
         let _ = rt.wait_timeout(id, Some(STOPPED));
     }
 }

@@ -20,6 +20,9 @@
 //! its restart.
 
 mod operator;
+mod reshape;
+
+pub(super) use reshape::Reshape;
 
 use crate::report::TaskReport;
 use crate::task::{Restart, SupervisorSpec, TaskId, TaskSpec};
@@ -90,6 +93,12 @@ enum Msg {
         name: String,
         reply: Sender<Result<TaskId, String>>,
     },
+    /// A manifest reload's change of the tree, answered with what was
+    /// done, line by line, or what failed.
+    Reshape {
+        change: Box<Reshape>,
+        reply: Sender<Result<Vec<String>, Vec<String>>>,
+    },
     Stop,
 }
 
@@ -98,6 +107,8 @@ enum Msg {
 enum Node {
     Task(usize),
     Sup(usize),
+    /// A member a manifest reload removed.
+    Gone,
 }
 
 struct Sup {
@@ -145,6 +156,8 @@ struct Tree {
     epoch: Instant,
     failure: Arc<Mutex<Option<String>>>,
     on_failure: Option<FailureSink>,
+    /// The supervised tasks' names, as the handles see them.
+    names: Arc<Mutex<Vec<String>>>,
 }
 
 /// Whether `spec` is supervised in a system with `supervisors`.
@@ -166,18 +179,20 @@ impl Supervision {
     ) -> (Supervision, Starter) {
         let (tx, rx) = std::sync::mpsc::channel();
         let failure = Arc::new(Mutex::new(None));
-        let tree = Tree::new(
+        let names = Arc::new(Mutex::new(tasks.iter().map(|t| t.name.clone()).collect()));
+        let mut tree = Tree::new(
             rt,
             tx.clone(),
             tasks,
             supervisors,
             (failure.clone(), on_failure),
         );
+        tree.names = Arc::clone(&names);
         let supervision = Supervision {
             tx,
             thread: None,
             failure,
-            names: Arc::new(Mutex::new(tasks.iter().map(|t| t.name.clone()).collect())),
+            names,
         };
         (supervision, Starter { tree, rx })
     }
@@ -260,6 +275,7 @@ impl Tree {
             epoch: Instant::now(),
             failure,
             on_failure,
+            names: Arc::default(),
         };
         let named = |t: &TaskSpec| specs.iter().any(|s| s.members.contains(&t.name));
         let loose: Vec<String> = (tasks.iter())
@@ -271,7 +287,7 @@ impl Tree {
         for s in &all {
             tree.add_sup(s, tasks);
         }
-        tree.link_sups(&all);
+        tree.link_sups(&all, 0);
         tree
     }
 
@@ -315,16 +331,17 @@ impl Tree {
         });
     }
 
-    /// Points each supervisor member at its supervisor, and back.
-    fn link_sups(&mut self, specs: &[SupervisorSpec]) {
-        for p in 0..self.sups.len() {
+    /// Points each supervisor member at its supervisor, and back: the
+    /// supervisors from `first` on are those of `specs`, in order.
+    fn link_sups(&mut self, specs: &[SupervisorSpec], first: usize) {
+        for p in first..self.sups.len() {
             for i in 0..self.sups[p].members.len() {
                 if self.sups[p].members[i] != Node::Sup(usize::MAX) {
                     continue;
                 }
-                let name = &specs[p].members[i];
+                let name = &specs[p - first].members[i];
                 let c = specs.iter().position(|s| &s.name == name);
-                let c = c.expect("a manifest's members are tasks or supervisors");
+                let c = first + c.expect("a manifest's members are tasks or supervisors");
                 self.sups[p].members[i] = Node::Sup(c);
                 self.sups[c].parent = Some((p, i));
             }
@@ -362,6 +379,9 @@ impl Tree {
                 }
                 Msg::Restart { name, reply } => {
                     let _ = reply.send(self.restart_by_hand(&name));
+                }
+                Msg::Reshape { change, reply } => {
+                    let _ = reply.send(self.reshape(*change));
                 }
                 Msg::Stop => break,
             }
@@ -486,6 +506,7 @@ impl Tree {
                 }
             }
             Node::Sup(s) => self.stop_members(s, reason),
+            Node::Gone => {}
         }
     }
 
@@ -546,6 +567,7 @@ impl Tree {
                 }
                 Ok(())
             }
+            Node::Gone => Ok(()),
         }
     }
 

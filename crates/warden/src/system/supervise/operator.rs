@@ -54,6 +54,22 @@ impl Handle {
         answer.recv().map_err(|_| "the system is ending")?
     }
 
+    /// Applies a manifest reload's change of the tree: what was done,
+    /// line by line, or what failed.
+    pub(in crate::system) fn reshape(
+        &self,
+        change: super::Reshape,
+    ) -> Result<Vec<String>, Vec<String>> {
+        let (reply, answer) = std::sync::mpsc::channel();
+        let msg = Msg::Reshape {
+            change: Box::new(change),
+            reply,
+        };
+        let ending = || vec!["the system is ending".to_string()];
+        self.tx.send(msg).map_err(|_| ending())?;
+        answer.recv().map_err(|_| ending())?
+    }
+
     /// Makes task `id`, with `spec`, its member again (an upgrade rolled
     /// back).
     pub(in crate::system) fn revert(&self, spec: TaskSpec, id: TaskId) {
@@ -113,7 +129,7 @@ impl Tree {
     pub(super) fn restart_by_hand(&mut self, name: &str) -> Result<TaskId, String> {
         let t = self.task_index(name).ok_or("not supervised")?;
         if let Some(id) = self.tasks[t].live.take() {
-            crate::system::upgrade::stop(&self.rt, id);
+            crate::system::upgrade::stop(&self.rt, id, "restarted by the operator");
         }
         let (sup, place) = self.tasks[t].at;
         self.sups[sup].policy.revive(place);
