@@ -115,6 +115,25 @@ typedef int64_t (*warden_passive_fn)(const void *req, size_t len, void *resp, si
     }
 void *__warden_passive_buffer(size_t size);
 
+/* Live upgrade: state handed from the old code to the new
+ * (doc/operators.md, "Live upgrade"). A server that exports
+ * warden_upgrade_save is asked for its state at its next warden_recv
+ * when an upgrade replaces it, between calls; it takes no call after
+ * that (they wait for the new code). The new code's warden_upgrade_restore
+ * is given the state's size before its main runs and returns where the
+ * kernel is to copy it (NULL refuses it, and the upgrade). The state is at
+ * most the new task's max_message_bytes.
+ *   uint64_t warden_upgrade_save(void);     -- WARDEN_UPGRADE_STATE(ptr, len)
+ *   void *warden_upgrade_restore(uint32_t len);
+ * WARDEN_UPGRADE_EXPORTS(ptr, size) defines both for a fixed block of
+ * memory (a struct of the server's state): its bytes handed over whole. */
+#define WARDEN_UPGRADE_STATE(ptr, len) (((uint64_t)(len) << 32) | (uint32_t)(uintptr_t)(ptr))
+#define WARDEN_UPGRADE_EXPORTS(ptr, size)                                                 \
+    __attribute__((export_name("warden_upgrade_save")))                                   \
+    uint64_t __warden_upgrade_save(void) { return WARDEN_UPGRADE_STATE((ptr), (size)); }  \
+    __attribute__((export_name("warden_upgrade_restore")))                                \
+    void *__warden_upgrade_restore(uint32_t len) { return len == (size) ? (void *)(ptr) : 0; }
+
 /* Handles. */
 int32_t       warden_close(warden_handle h);
 warden_handle warden_dup(warden_handle h);

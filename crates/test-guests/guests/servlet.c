@@ -9,6 +9,8 @@
  *   .../big/N   a body of N MiB of 'x'                 -> 502 over max_response
  *   .../burn    spins for 2 ms first, then as below
  *   otherwise   "count N"
+ * A live upgrade hands the count over to the new code (warden_upgrade_save
+ * and warden_upgrade_restore).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,13 +27,16 @@ static long long now_ns(void) {
     return t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
+static long count;
+
+WARDEN_UPGRADE_EXPORTS(&count, sizeof count)
+
 int main(int argc, char **argv) {
     const char *name = argc > 1 ? argv[1] : "counter";
     warden_handle service = warden_service_create();
     warden_handle portal = warden_portal_create(service);
     if (warden_name_register(name, portal) < 0) return 1;
     warden_close(portal);
-    long count = 0;
     for (;;) {
         uint64_t call;
         int64_t n = warden_recv(service, &call, req, sizeof req - 1, NULL, NULL);

@@ -75,6 +75,14 @@ impl Exports {
 }
 
 impl LoadedModule {
+    /// Its core module, if it is one (not a component).
+    pub(crate) fn core_module(&self) -> Option<&Module> {
+        match &self.code {
+            Code::Core { pre, .. } => Some(pre.module()),
+            Code::Component(_) => None,
+        }
+    }
+
     /// The module's compiled code, as `warden compile -o` writes it.
     pub fn precompiled(&self) -> Result<Vec<u8>, String> {
         match &self.code {

@@ -122,8 +122,8 @@ fn a_reload_adds_removes_and_changes_tasks_and_routes() {
     ] {
         assert!(said.contains(line), "{line:?} in {said}");
     }
-    // a is a new task (its count starts again) and b has ended; c serves.
-    assert_eq!(answers(&web, "/a/x", 200), "count 1");
+    // a is a new task, handed the old one's count; b has ended; c serves.
+    assert_eq!(answers(&web, "/a/x", 200), "count 3");
     assert_ne!(live(&web, "a"), Some(old_a));
     assert_eq!(live(&web, "b"), None, "b ended ({old_b})");
     assert_eq!(answers(&web, "/c/x", 200), "count 1");

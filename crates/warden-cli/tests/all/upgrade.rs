@@ -266,3 +266,65 @@ stdout = "holder.out"
         .unwrap();
     assert_ne!(old["state"], "killed", "{tasks:#}");
 }
+
+/// The servlet's count is handed to its new code while wrk runs: no
+/// request fails, and none of the requests it counted is lost (the old
+/// code took no call after it saved).
+#[test]
+fn a_servlets_state_is_handed_over_under_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let web = site(dir.path(), "permanent");
+    let next = dir.path().join("servlet-next.wasm");
+    std::fs::copy(guests::SERVLET, &next).unwrap();
+    under_load(
+        &web,
+        ("/count/x", "/count/*"),
+        &["counter", next.to_str().unwrap()],
+    );
+    let answered = codes(&web, "/count/*")["200"].as_u64().unwrap();
+    let body = get(&web, "/count/x").body;
+    assert_eq!(body.trim_end(), format!("count {}", answered + 1));
+}
+
+/// A server whose save is hostile — a wild pointer, more than the new
+/// task's `max_message_bytes`, a trap — has its upgrade refused with the
+/// reason, and serves on with its state.
+#[test]
+fn hostile_hand_overs_are_refused_and_the_old_code_serves_on() {
+    for (mode, why) in [
+        ("wild", "wild pointer"),
+        ("huge", "max_message_bytes"),
+        ("trap", "failed"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!(
+            r#"
+[[task]]
+name = "counter"
+module = "{m}"
+args = ["counter", "{mode}"]
+provides = ["counter"]
+
+[[http]]
+listen = "127.0.0.1:0"
+
+[[http.route]]
+path = "/count/*"
+service = "counter"
+"#,
+            m = guests::BAD_SAVER
+        );
+        let web = Launch::new(&manifest(dir.path(), &text)).start();
+        let t = Instant::now();
+        while get(&web, "/count/x").status != 200 {
+            assert!(t.elapsed() < Duration::from_secs(30), "no servlet");
+        }
+        let (ok, said) = upgrade(&web, &["counter", guests::SERVLET]);
+        assert!(
+            !ok && said.contains("could not hand its state over"),
+            "{mode}: {said}"
+        );
+        assert!(said.contains(why), "{mode}: {said}");
+        assert_eq!(get(&web, "/count/x").body.trim_end(), "count 2", "{mode}");
+    }
+}

@@ -75,6 +75,7 @@ pub(crate) use ending::classify;
 pub(crate) use guest::MemoryCache;
 pub(crate) use sockets::{ChildNet, TaskNet};
 pub use teavm::{refusal as teavm_refusal, MODULE as TEAVM_MODULE};
+pub(crate) use warden::upgrade as handover;
 pub(crate) use warden::{call_bytes, HostService, Passive, Server};
 pub(crate) use warden::{on_tick as passive_on_tick, NameMap, Parent, Spawner};
 pub use warden::{HostCall, HostHandler, FUNCTIONS, MODULE};

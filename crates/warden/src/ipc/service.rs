@@ -367,6 +367,24 @@ impl Service {
         Poll::Pending
     }
 
+    /// For a server that handed its state over (a live upgrade): ready,
+    /// with the error its `recv` returns, once the service is retired,
+    /// closed or has no portal left; calls are left queued.
+    pub fn poll_gone(&self, cx: &mut Context<'_>) -> Poll<Errno> {
+        let mut st = lock(&self.state);
+        if st.closed {
+            return Poll::Ready(Errno::PeerDied);
+        }
+        if st.portals == 0 || st.successor.is_some() {
+            return Poll::Ready(Errno::NoClients);
+        }
+        match &st.receiver {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            _ => st.receiver = Some(cx.waker().clone()),
+        }
+        Poll::Pending
+    }
+
     /// For `poll`: ready once `recv` would return at once (a call waits,
     /// or the service closed or lost its last portal), without taking
     /// anything; otherwise the waker is kept as the receiver's.

@@ -191,6 +191,17 @@ async fn start_core(
     let Some(start) = start else {
         return TaskStatus::Trapped("cannot start: no `_start` function".into());
     };
+    let handed = shared
+        .handed
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take();
+    if let Some(state) = handed {
+        let restored = crate::host::handover::restore(&instance, store, &state.0);
+        if let Err(why) = Box::pin(restored).await {
+            return TaskStatus::Trapped(format!("cannot start: the state handed over: {why}"));
+        }
+    }
     // SAFETY: loading the module checked that its `_start` takes and
     // returns nothing (`module::Entry::check`), and `start` is that export
     // of an instance of that module.

@@ -343,6 +343,7 @@ impl Runtime {
         task.label = spec.label.clone();
         task.trace = spec.trace;
         task.replaces = spec.replaces;
+        task.handed = std::sync::Mutex::new(spec.handed.clone());
         task.event_log = inner.tasks.events.clone();
         task.root = Some(inner.tasks.root.clone());
         task.guarantee = spec.limits.memory_guarantee;

@@ -175,6 +175,44 @@ impl Runtime {
         }
     }
 
+    /// Asks the live task `id` to hand its state over (at most `max`
+    /// bytes) at its next `recv`; `false` if it is not live or a
+    /// hand-over is under way (see `task::handover`).
+    pub(crate) fn ask_handover(&self, id: TaskId, max: u64) -> bool {
+        self.shared_of(id).is_some_and(|s| s.handover.ask(max))
+    }
+
+    /// What task `id` handed over, once it has (at most `limit`); `None`
+    /// if it did not in time (or is not live): the hand-over is then
+    /// cancelled.
+    pub(crate) fn take_handover(
+        &self,
+        id: TaskId,
+        limit: std::time::Duration,
+    ) -> Option<crate::task::handover::Saved> {
+        self.shared_of(id)?.handover.take(limit)
+    }
+
+    /// Cancels task `id`'s hand-over: it serves again.
+    pub(crate) fn cancel_handover(&self, id: TaskId) {
+        if let Some(s) = self.shared_of(id) {
+            s.handover.cancel();
+        }
+    }
+
+    /// Whether tasks of the core module at `path` take handed state.
+    pub(crate) fn restores(&self, path: &std::path::Path) -> bool {
+        match self.load_module(path).map(|m| m.core_module().cloned()) {
+            Ok(Some(m)) => crate::host::handover::restores(&m),
+            _ => false,
+        }
+    }
+
+    fn shared_of(&self, id: TaskId) -> Option<std::sync::Arc<crate::task::TaskShared>> {
+        let tasks = self.inner.tasks.lock();
+        tasks.live.get(&id).map(|l| l.shared.clone())
+    }
+
     /// Records a live upgrade of `name` in the event log.
     pub fn note_upgrade(&self, name: &str, id: TaskId, fields: serde_json::Value) {
         if let Some(log) = &self.inner.tasks.events {

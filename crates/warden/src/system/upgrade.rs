@@ -22,6 +22,7 @@
 
 use super::supervise::Handle;
 use crate::http::{RouteModule, RouteTemplate, Routes};
+use crate::task::handover::Handed;
 use crate::task::{TaskId, TaskSpec};
 use crate::{Manifest, Runtime};
 use std::collections::HashMap;
@@ -243,7 +244,9 @@ impl Upgrades {
         let running = (running(rt, name).into_iter().max())
             .ok_or_else(|| refused(name, "it is not running"))?;
         let names = rt.names_of(running);
-        let (old, new) = match self.supervisor.supervises(name) {
+        let mut spec = spec;
+        spec.handed = hand_over(rt, running, &names, &spec).map_err(|e| refused(name, &e))?;
+        let started = match self.supervisor.supervises(name) {
             true => self.supervisor.replace(spec.clone()),
             false => {
                 let mut s = spec.clone();
@@ -252,15 +255,20 @@ impl Upgrades {
                     .map(|new| (running, new))
                     .map_err(|e| e.to_string())
             }
-        }
-        .map_err(|e| refused(name, &e))?;
+        };
+        let (old, new) = started.map_err(|e| {
+            rt.cancel_handover(running);
+            refused(name, &e)
+        })?;
         if let Err(why) = took_over(rt, &names, new) {
             let _ = rt.kill(new, "its upgrade was rolled back");
+            rt.cancel_handover(old);
             if self.supervisor.supervises(name) {
                 self.supervisor.revert(old_spec, old);
             }
             return Err(refused(name, &why));
         }
+        spec.handed = None;
         // The old task answers what it had received on its own time.
         let (runtime, at_once) = (rt.clone(), names.is_empty());
         let limit = if at_once {
@@ -277,6 +285,33 @@ impl Upgrades {
         Ok(format!(
             "task {name:?} upgraded: task {new} runs {path} in place of task {old}"
         ))
+    }
+}
+
+/// The state task `old` hands to the new code of its upgrade (`spec`), if
+/// both take part: the old one serves (holds `names`) and the new module
+/// exports `warden_upgrade_restore`; an old one without
+/// `warden_upgrade_save` hands nothing. The old task takes no call after
+/// it (they wait for the new one) unless the upgrade is cancelled.
+fn hand_over(
+    rt: &Runtime,
+    old: TaskId,
+    names: &[String],
+    spec: &TaskSpec,
+) -> Result<Option<Handed>, String> {
+    if names.is_empty() || !rt.restores(&spec.module) {
+        return Ok(None);
+    }
+    if !rt.ask_handover(old, spec.ipc.max_message_bytes) {
+        return Err("a hand-over of its state is under way already".into());
+    }
+    match rt.take_handover(old, START) {
+        None => Err(format!(
+            "the old code did not hand its state over within {START:?} \
+             (a task hands it over in recv, between calls)"
+        )),
+        Some(Err(why)) => Err(format!("the old code could not hand its state over: {why}")),
+        Some(Ok(state)) => Ok(state.map(|b| Handed(Arc::new(b)))),
     }
 }
 

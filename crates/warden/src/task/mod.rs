@@ -29,6 +29,7 @@
 
 pub mod account;
 pub mod family;
+pub mod handover;
 pub mod inherit;
 pub mod net;
 pub mod root;
@@ -213,6 +214,10 @@ pub struct TaskShared {
     /// Set when a live upgrade's new task took its names over: its end is
     /// the upgrade's doing, not a failure.
     pub replaced: AtomicBool,
+    /// Its side of a live upgrade's hand-over, as the old task.
+    pub handover: handover::HandOver,
+    /// The state handed to it, as the new task, until its start takes it.
+    pub handed: Mutex<Option<handover::Handed>>,
     /// A server this task lent its context to (by a call) while the
     /// server sat in the run queue under its own key, 0 for none: when
     /// this task blocks, its worker files the server under this task's
@@ -262,6 +267,8 @@ impl TaskShared {
             trace: None,
             replaces: None,
             replaced: AtomicBool::new(false),
+            handover: handover::HandOver::default(),
+            handed: Mutex::new(None),
             lent_while_queued: AtomicU64::new(0),
             create_ns: AtomicU64::new(0),
             teardown_ns: AtomicU64::new(0),

@@ -64,6 +64,9 @@ pub struct TaskSpec {
     /// names that task holds, taking them over; the old task's services
     /// send their calls on to its.
     pub replaces: Option<super::TaskId>,
+    /// The state the task it replaces handed over, for its
+    /// `warden_upgrade_restore` (see `task::handover`).
+    pub handed: Option<super::handover::Handed>,
 }
 
 pub use warden_policy::supervise::{Intensity, Restart, Strategy};
@@ -283,6 +286,7 @@ impl TaskSpec {
             restart: Restart::Temporary,
             drain: DEFAULT_DRAIN,
             replaces: None,
+            handed: None,
         }
     }
 }

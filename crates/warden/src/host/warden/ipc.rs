@@ -203,15 +203,7 @@ async fn recv(
             return Err(Errno::Quota);
         }
     }
-    // Looked up at each poll rather than held: nothing but this task's
-    // own host calls changes its handle table, and it is in this one.
-    // (Through `data_mut`: a shared borrow held across the wait would
-    // need the task's data to be `Sync`.)
-    let (slot, seq) = std::future::poll_fn(|cx| match service_in(c.data_mut(), service) {
-        Ok(s) => s.poll_next(cx),
-        Err(e) => Poll::Ready(Err(e)),
-    })
-    .await?;
+    let (slot, seq) = next_call(&mut c, service).await?;
     // From here to the end no await: a kill cannot split the delivery.
     let (mem, data) = memory(&mut c)?;
     let mut st = slot.lock();
@@ -237,6 +229,49 @@ async fn recv(
         .insert(Object::Call(CallRef::new(slot, seq)))?;
     write_u64(mem, call_id, handle as u64)?;
     Ok(len)
+}
+
+/// What a `recv` waits for: a call, or a live upgrade's request to save.
+enum Next {
+    Call(Arc<crate::ipc::service::CallSlot>, u64),
+    Save(u64),
+}
+
+/// The next call on `service`. A live upgrade's request to hand the
+/// task's state over is answered first, between calls; after a hand-over
+/// no call is taken (they go on to the new task) until it is cancelled.
+async fn next_call(
+    c: &mut Caller<'_, TaskData>,
+    service: i32,
+) -> Result<(Arc<crate::ipc::service::CallSlot>, u64), Errno> {
+    loop {
+        // Looked up at each poll rather than held: nothing but this
+        // task's own host calls changes its handle table, and it is in
+        // this one. (Through `data_mut`: a shared borrow held across the
+        // wait would need the task's data to be `Sync`.)
+        let next = std::future::poll_fn(|cx| {
+            let data = &*c.data_mut();
+            if let Poll::Ready(max) = data.shared.handover.poll_asked(cx) {
+                return Poll::Ready(Ok(Next::Save(max)));
+            }
+            let s = match service_in(data, service) {
+                Ok(s) => s,
+                Err(e) => return Poll::Ready(Err(e)),
+            };
+            if data.shared.handover.holding() {
+                return s.poll_gone(cx).map(Err);
+            }
+            s.poll_next(cx).map_ok(|(slot, seq)| Next::Call(slot, seq))
+        })
+        .await?;
+        match next {
+            Next::Call(slot, seq) => return Ok((slot, seq)),
+            Next::Save(max) => {
+                let saved = super::upgrade::save(c, max).await;
+                c.data().shared.handover.saved(saved);
+            }
+        }
+    }
 }
 
 fn reply(

@@ -26,6 +26,7 @@ mod permit;
 mod poll;
 mod state;
 mod task;
+pub(crate) mod upgrade;
 
 pub(crate) use direct::{call_bytes, HostService};
 pub use direct::{HostCall, HostHandler};

@@ -94,7 +94,9 @@ impl Tree {
         let restarts = self.tasks[t].restarts;
         match self.spawn(t, None) {
             Ok(new) => {
+                // The state it was handed is its first start's alone.
                 self.tasks[t].restarts = restarts;
+                self.tasks[t].spec.handed = None;
                 Ok((old, new))
             }
             Err(e) => {
