@@ -201,6 +201,42 @@ typedef struct { int32_t kind; uint64_t value; } warden_event;
 int32_t warden_task_event(warden_handle task, int64_t timeout_ns, warden_event *event);
 int32_t warden_task_raise(warden_handle task, uint64_t memory_limit, uint64_t cpu_limit_ns);
 
+/* Supervisors (OTP's, as a handle the parent holds). Children spawned into
+ * a supervisor are restarted by it when they end, as their restart policy
+ * and its strategy say, within its intensity (at most max_restarts
+ * restarts in any within_ns window; past that it gives up: every child is
+ * killed), each restart after a backoff doubling within the window (at
+ * most 5 s). The parent is the supervisor: restarts are made, and their
+ * CPU charged, inside its warden_supervisor_wait, and each run's memory is
+ * carved from its budget as any child's. A supervisor handle is a
+ * warden_poll handle (WARDEN_POLL_IN: warden_supervisor_wait has something
+ * to do). Closing it kills its children. A child gets, at each start, the
+ * handles granted at warden_supervisor_spawn (duplicates: the parent's
+ * own stay open; WARDEN_MOVE is not kept between runs). */
+typedef struct { uint32_t strategy; uint32_t max_restarts; uint64_t within_ns; uint64_t backoff_ns; } warden_supervisor_spec;
+#define WARDEN_ONE_FOR_ONE  0u  /* restart the child that ended */
+#define WARDEN_ONE_FOR_ALL  1u  /* ... and every other child */
+#define WARDEN_REST_FOR_ONE 2u  /* ... and the children spawned after it */
+#define WARDEN_PERMANENT 0  /* restarted whenever it ends */
+#define WARDEN_TRANSIENT 1  /* restarted when it fails (non-zero exit, trap, kill) */
+#define WARDEN_TEMPORARY 2  /* never restarted */
+typedef struct { int32_t kind; int32_t member; int32_t status; uint32_t restarts; } warden_supervisor_event;
+#define WARDEN_SUPERVISOR_RESTARTED 1  /* `member` ended with `status` and was restarted (its restarts so far) */
+#define WARDEN_SUPERVISOR_ENDED     2  /* `member` ended with `status` for good: its policy does not restart it */
+#define WARDEN_SUPERVISOR_GAVE_UP   3  /* past the intensity: every child killed; later waits: WARDEN_EPEERDIED */
+warden_handle warden_supervisor_create(const warden_supervisor_spec *spec);
+/* Spawns a child as warden_task_spawn does, into `sup` with `restart`; the
+ * child's member index (0, 1, ...: the order rest_for_one follows). */
+int32_t warden_supervisor_spawn(warden_handle sup, int32_t restart, warden_handle module,
+                                const char *const *argv, size_t argc, const warden_budget *budget,
+                                const warden_handle *grant, size_t ngrant);
+/* Waits for the next thing to happen among the children and deals with
+ * it (a restart is made here, after its backoff); says what in `event`. */
+int32_t warden_supervisor_wait(warden_handle sup, int64_t timeout_ns, warden_supervisor_event *event);
+/* A task handle to `member`'s current run (kill, wait, events, raise);
+ * WARDEN_EPEERDIED while it has none. */
+warden_handle warden_supervisor_child(warden_handle sup, int32_t member);
+
 #define WARDEN_STATUS_TRAPPED (-1)  /* warden_task_wait status of a trapped child */
 #define WARDEN_STATUS_KILLED  (-2)  /* ... of a killed one */
 
@@ -296,6 +332,14 @@ WARDEN_IMPORT(task_resume)    int32_t __warden_task_resume(int32_t task);
 WARDEN_IMPORT(task_granted)   int32_t __warden_task_granted(uint32_t index);
 WARDEN_IMPORT(task_event)     int32_t __warden_task_event(int32_t task, int64_t timeout_ns, warden_event *event);
 WARDEN_IMPORT(task_raise)     int32_t __warden_task_raise(int32_t task, uint64_t memory_limit, uint64_t cpu_limit_ns);
+WARDEN_IMPORT(supervisor_create) int32_t __warden_supervisor_create(const warden_supervisor_spec *spec);
+WARDEN_IMPORT(supervisor_spawn)  int32_t __warden_supervisor_spawn(int32_t sup, int32_t restart, int32_t module,
+                                                                  const char *const *argv, uint32_t argc,
+                                                                  const warden_budget *budget,
+                                                                  const int32_t *grant, uint32_t ngrant);
+WARDEN_IMPORT(supervisor_wait)   int32_t __warden_supervisor_wait(int32_t sup, int64_t timeout_ns,
+                                                                 warden_supervisor_event *event);
+WARDEN_IMPORT(supervisor_child)  int32_t __warden_supervisor_child(int32_t sup, int32_t member);
 WARDEN_IMPORT(namespace_bind) int32_t __warden_namespace_bind(const char *name, uint32_t len, int32_t portal);
 WARDEN_IMPORT(tcp_listen)     int32_t __warden_tcp_listen(const char *addr, uint32_t len);
 WARDEN_IMPORT(tcp_accept)     int32_t __warden_tcp_accept(int32_t listener, int64_t timeout_ns);
@@ -455,6 +499,20 @@ WARDEN_DEF warden_handle warden_task_spawn(warden_handle module, const char *con
     return __warden_task_spawn(module, argv, argc, budget, grant, ngrant);
 }
 WARDEN_DEF int32_t warden_task_kill(warden_handle t) { return __warden_task_kill(t); }
+WARDEN_DEF warden_handle warden_supervisor_create(const warden_supervisor_spec *spec) {
+    return __warden_supervisor_create(spec);
+}
+WARDEN_DEF int32_t warden_supervisor_spawn(warden_handle sup, int32_t restart, warden_handle module,
+                                           const char *const *argv, size_t argc, const warden_budget *budget,
+                                           const warden_handle *grant, size_t ngrant) {
+    return __warden_supervisor_spawn(sup, restart, module, argv, argc, budget, grant, ngrant);
+}
+WARDEN_DEF int32_t warden_supervisor_wait(warden_handle sup, int64_t timeout_ns, warden_supervisor_event *event) {
+    return __warden_supervisor_wait(sup, timeout_ns, event);
+}
+WARDEN_DEF warden_handle warden_supervisor_child(warden_handle sup, int32_t member) {
+    return __warden_supervisor_child(sup, member);
+}
 WARDEN_DEF int32_t warden_task_wait(warden_handle t, int64_t timeout_ns, int32_t *status) {
     int32_t ignored;
     return __warden_task_wait(t, timeout_ns, status ? status : &ignored);

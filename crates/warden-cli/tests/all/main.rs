@@ -26,6 +26,7 @@ mod examples;
 mod ext2;
 mod fuzz;
 mod guarantees;
+mod guest_supervision;
 mod hello;
 mod hostile;
 mod http;

@@ -59,6 +59,9 @@ pub enum Object {
     Conn(Arc<Conn>),
     /// The claim on a block device (not copied, not sent: see `dev`).
     Device(crate::dev::Claim),
+    /// A supervisor of the task's children (not copied, not sent:
+    /// closing it kills them).
+    Supervisor(Arc<super::supervisor::Supervised>),
 }
 
 impl Object {
@@ -73,7 +76,9 @@ impl Object {
             Object::Module(m) => Object::Module(m.clone()),
             Object::Listener(l) => Object::Listener(l.clone()),
             Object::Conn(c) => Object::Conn(c.clone()),
-            Object::Call(_) | Object::Device(_) => return Err(Errno::Inval),
+            Object::Call(_) | Object::Device(_) | Object::Supervisor(_) => {
+                return Err(Errno::Inval)
+            }
         })
     }
 

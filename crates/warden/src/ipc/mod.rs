@@ -38,6 +38,7 @@ pub mod memobj;
 pub mod names;
 pub mod permit;
 pub mod service;
+pub mod supervisor;
 
 pub use handle::{HandleTable, Object, MOVE};
 

@@ -25,6 +25,7 @@ mod passive;
 mod permit;
 mod poll;
 mod state;
+mod supervise;
 mod task;
 pub(crate) mod upgrade;
 
@@ -164,6 +165,7 @@ fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
     mem::add_to_linker(linker)?;
     permit::add_to_linker(linker)?;
     task::add_to_linker(linker)?;
+    supervise::add_to_linker(linker)?;
     net::add_to_linker(linker)?;
     poll::add_to_linker(linker)?;
     device::add_to_linker(linker)

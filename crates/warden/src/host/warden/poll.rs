@@ -34,6 +34,7 @@ enum Waitable {
     Listener(Arc<Listener>),
     Service(Arc<Service>),
     Task(Arc<TaskShared>),
+    Supervisor(Arc<crate::ipc::supervisor::Supervised>),
 }
 
 /// One `poll` entry: what it waits on, the events asked and those found.
@@ -93,6 +94,7 @@ async fn poll_in(
                 Object::Listener(l) => Waitable::Listener(l.clone()),
                 Object::Service(s) => Waitable::Service(s.service().clone()),
                 Object::Task(t) => Waitable::Task(t.clone()),
+                Object::Supervisor(s) => Waitable::Supervisor(s.clone()),
                 _ => return Err(Errno::BadHandle),
             };
             entries.push(Entry {
@@ -162,6 +164,10 @@ fn check(entries: &mut [Entry], fds: &mut Vec<libc::pollfd>) -> i32 {
                     0
                 }
             }
+            Waitable::Supervisor(s) => match super::supervise::ready(s) {
+                true => POLL_IN & events,
+                false => 0,
+            },
         };
         if e.revents != 0 {
             ready += 1;
@@ -243,6 +249,10 @@ async fn wait_entry(on: &Waitable, events: u32) {
             let _ = l.ready().await;
         }
         Waitable::Service(s) => std::future::poll_fn(|cx| s.poll_ready(cx)).await,
+        Waitable::Supervisor(s) => {
+            let due = s.lock().pending.as_ref().map(|p| p.at);
+            super::supervise::run_ends(s, due.map(tokio::time::Instant::from_std)).await
+        }
         Waitable::Task(t) => {
             std::future::poll_fn(|cx| {
                 let mut e = t.family.exit();

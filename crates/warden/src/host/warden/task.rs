@@ -5,6 +5,7 @@
 use super::message::{close_moved, copy_objects};
 use crate::host::guest::{len32, memory, range, read_u32, ret32, write_u32, GuestMem};
 use crate::host::TaskData;
+use crate::ipc::supervisor::Recipe;
 use crate::ipc::{Errno, Object};
 use crate::task::{ChildBudget, TaskShared};
 use std::sync::Arc;
@@ -137,6 +138,32 @@ fn spawn(
     grant: i32,
     ngrant: i32,
 ) -> Result<i32, Errno> {
+    let mut recipe = read_recipe(c, module, (argv, argc), budget, (grant, ngrant))?;
+    if c.data().ipc().handles.room() == 0 {
+        return Err(Errno::Quota);
+    }
+    let spawner = c.data().ipc().spawner()?;
+    let grants = std::mem::take(&mut recipe.grants);
+    let task = spawn_run(c, &recipe, grants)?;
+    let (mem, data) = memory(c)?;
+    let ipc = data.ipc_mut();
+    close_moved(&mut ipc.handles, mem, grant, len32(ngrant));
+    let id = task.id;
+    ipc.handles.insert(Object::Task(task)).inspect_err(|_| {
+        // No handle to it: the parent could never wait for or kill it.
+        spawner.kill(id, "its parent could not hold its handle");
+    })
+}
+
+/// A spawn's arguments read from the caller's memory: nothing in its
+/// handle table changes (the grants are duplicates).
+pub(super) fn read_recipe(
+    c: &mut Caller<'_, TaskData>,
+    module: i32,
+    (argv, argc): (i32, i32),
+    budget: i32,
+    (grant, ngrant): (i32, i32),
+) -> Result<Recipe, Errno> {
     let (mem, data) = memory(c)?;
     let ipc = data.ipc_mut();
     let module = match ipc.handles.get(module)? {
@@ -163,14 +190,24 @@ fn spawn(
     if ngrant > ipc.grants.max_message_handles {
         return Err(Errno::Quota);
     }
-    if ipc.handles.room() == 0 {
-        return Err(Errno::Quota);
-    }
-    let spawner = ipc.spawner()?;
-    // Duplicates first: if the spawn fails, the parent's table is as it was
-    // (moved handles stay open); only a spawned child takes moved handles.
     let mut grants = Vec::new();
     copy_objects(&ipc.handles, mem, grant, ngrant, &mut grants)?;
+    Ok(Recipe {
+        module,
+        args,
+        budget,
+        grants,
+    })
+}
+
+/// Spawns a run of `recipe` as the caller's child, granted `grants`.
+pub(super) fn spawn_run(
+    c: &mut Caller<'_, TaskData>,
+    recipe: &Recipe,
+    grants: Vec<Object>,
+) -> Result<Arc<TaskShared>, Errno> {
+    let data = c.data_mut();
+    let spawner = data.ipc().spawner()?;
     let (ipc, core) = data.warden_parts();
     let parent = super::Parent {
         shared: &core.shared,
@@ -179,16 +216,8 @@ fn spawn(
         sinks: &core.sinks,
         net: core.net.for_child(),
     };
-    let task = spawner
-        .clone()
-        .spawn_child(parent, &module, args, budget, grants)?;
-    let ipc = data.ipc_mut();
-    close_moved(&mut ipc.handles, mem, grant, ngrant);
-    let id = task.id;
-    ipc.handles.insert(Object::Task(task)).inspect_err(|_| {
-        // No handle to it: the parent could never wait for or kill it.
-        spawner.kill(id, "its parent could not hold its handle");
-    })
+    let (module, args) = (&recipe.module, recipe.args.clone());
+    spawner.spawn_child(parent, module, args, recipe.budget, grants)
 }
 
 /// Kills, suspends or resumes the child behind handle `h`: 0, or
