@@ -196,3 +196,100 @@ export class Device {
     __close(this.handle);
   }
 }
+
+@external("warden", "module_lookup")
+declare function __module_lookup(name: usize, len: u32): i32;
+@external("warden", "task_kill")
+declare function __task_kill(task: i32): i32;
+@external("warden", "supervisor_create")
+declare function __supervisor_create(spec: usize): i32;
+@external("warden", "supervisor_spawn")
+declare function __supervisor_spawn(sup: i32, restart: i32, module: i32, argv: usize, argc: u32,
+  budget: usize, grant: usize, ngrant: u32): i32;
+@external("warden", "supervisor_wait")
+declare function __supervisor_wait(sup: i32, timeoutNs: i64, event: usize): i32;
+@external("warden", "supervisor_child")
+declare function __supervisor_child(sup: i32, member: i32): i32;
+
+/** Supervisor strategies and restart policies (as in sdk/c/warden.h). */
+export const ONE_FOR_ONE: u32 = 0;
+export const ONE_FOR_ALL: u32 = 1;
+export const REST_FOR_ONE: u32 = 2;
+export const PERMANENT: i32 = 0;
+export const TRANSIENT: i32 = 1;
+export const TEMPORARY: i32 = 2;
+/** Report kinds of Supervisor.wait. */
+export const RESTARTED: i32 = 1;
+export const ENDED: i32 = 2;
+export const GAVE_UP: i32 = 3;
+
+/** What Supervisor.wait reports: kind, member, the run's status, restarts. */
+export class SupervisorEvent {
+  constructor(public kind: i32, public member: i32, public status: i32, public restarts: u32) {}
+}
+
+/**
+ * A supervisor of this task's children (see sdk/c/warden.h): restarts are
+ * made, and paid for, in this task's `wait`. `handle` is negative (a
+ * code) if it could not be made.
+ */
+export class Supervisor {
+  private event: Int32Array = new Int32Array(4);
+  constructor(public handle: i32) {}
+
+  static create(strategy: u32, maxRestarts: u32, withinNs: u64, backoffNs: u64): Supervisor {
+    const spec = new Uint32Array(6);
+    spec[0] = strategy;
+    spec[1] = maxRestarts;
+    spec[2] = <u32>withinNs;
+    spec[3] = <u32>(withinNs >> 32);
+    spec[4] = <u32>backoffNs;
+    spec[5] = <u32>(backoffNs >> 32);
+    return new Supervisor(__supervisor_create(spec.dataStart));
+  }
+
+  /** Spawns the granted module `module` with `args` as a child with `restart`: its member index, or a negative code. */
+  spawn(restart: i32, module: string, args: string[], memoryLimit: u64): i32 {
+    const name = String.UTF8.encode(module);
+    const m = __module_lookup(changetype<usize>(name), <u32>name.byteLength);
+    if (m < 0) return m;
+    const words = new Array<ArrayBuffer>(args.length);
+    const argv = new Uint32Array(args.length);
+    for (let i = 0; i < args.length; i++) {
+      words[i] = String.UTF8.encode(args[i], true);
+      argv[i] = <u32>changetype<usize>(words[i]);
+    }
+    const budget = new Uint32Array(5);
+    budget[0] = <u32>memoryLimit;
+    budget[1] = <u32>(memoryLimit >> 32);
+    budget[4] = 1;
+    const r = __supervisor_spawn(this.handle, restart, m, argv.dataStart, <u32>args.length,
+      budget.dataStart, 0, 0);
+    __close(m);
+    return r;
+  }
+
+  /** Waits up to `timeoutNs` (negative: for ever) for the next end among the children, and deals with it; null with `code` set on an error. */
+  wait(timeoutNs: i64): SupervisorEvent | null {
+    const r = __supervisor_wait(this.handle, timeoutNs, this.event.dataStart);
+    this.code = r;
+    if (r < 0) return null;
+    return new SupervisorEvent(this.event[0], this.event[1], this.event[2], <u32>this.event[3]);
+  }
+
+  /** The last wait's result code (0, or negative). */
+  code: i32 = 0;
+
+  /** Kills member `member`'s current run: 0 or a negative code. */
+  kill(member: i32): i32 {
+    const run = __supervisor_child(this.handle, member);
+    if (run < 0) return run;
+    const r = __task_kill(run);
+    __close(run);
+    return r;
+  }
+
+  close(): void {
+    __close(this.handle);
+  }
+}

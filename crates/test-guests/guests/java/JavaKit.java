@@ -6,6 +6,7 @@ import warden.Portal;
 import warden.Request;
 import warden.Service;
 import warden.Socket;
+import warden.Supervisor;
 import warden.Task;
 import warden.WardenException;
 
@@ -19,6 +20,10 @@ import warden.WardenException;
  *   call NAME TEXT  calls NAME with TEXT, prints the reply; then the errors
  *   family          spawns itself: a child that exits, one over its CPU
  *                   limit, one killed; waits with a timeout
+ *   supervise       a supervisor (warden.Supervisor): a spinning child
+ *                   killed and restarted, then a child exiting 3 until
+ *                   the supervisor gives up; prints each report
+ *   exit N          exits with N
  *   memobj          a memory object written and read back
  *   tcp             a listener, a connection to it, bytes both ways; then
  *                   a connection the manifest does not grant
@@ -42,6 +47,8 @@ public class JavaKit {
             case "serve": serve(args[1], Integer.parseInt(args[2])); break;
             case "call": call(args[1], args[2]); break;
             case "family": family(); break;
+            case "supervise": supervise(); break;
+            case "exit": Task.exit(Integer.parseInt(args[1])); break;
             case "memobj": memobj(); break;
             case "tcp": tcp(); break;
             default:
@@ -178,6 +185,19 @@ public class JavaKit {
         } catch (WardenException e) {
             System.out.println("spawn unknown: " + e.getMessage() + " (" + e.code() + ")");
         }
+    }
+
+    static void supervise() {
+        Supervisor sup = new Supervisor(Supervisor.ONE_FOR_ONE, 2, 10_000_000_000L, 1_000_000L);
+        sup.spawn(Supervisor.PERMANENT, "self", new String[] {"spin"}, 8 << 20);
+        sup.kill(0);
+        Supervisor.Event e = sup.await(-1);
+        System.out.println("supervised: kind " + e.kind + " status " + e.status + " restarts " + e.restarts);
+        sup.spawn(Supervisor.PERMANENT, "self", new String[] {"exit", "3"}, 8 << 20);
+        do {
+            e = sup.await(-1);
+        } while (e.kind == Supervisor.RESTARTED);
+        System.out.println("supervised: kind " + e.kind + " member " + e.member + " status " + e.status);
     }
 
     static void memobj() {

@@ -125,3 +125,21 @@ fn java_services_tasks_and_memory_objects() {
         assert!(text.contains(want), "{want:?} missing from {text}");
     }
 }
+
+/// The Java SDK's supervisor: a killed child is restarted and the parent
+/// told; a child that keeps failing runs the supervisor past its
+/// intensity, and it gives up.
+#[test]
+fn a_java_program_supervises_its_children() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(2);
+    let mut s = spec(dir.path(), "kit", kit());
+    s.args = vec!["supervise".into()];
+    s.ipc.modules = vec![("self".into(), kit().into())];
+    s.limits.memory_limit = Some(64 << 20);
+    let r = run_one(&rt, &s, Duration::from_secs(60));
+    let out = stdout_of(dir.path(), "kit");
+    assert_eq!(r.exit_code, Some(0), "{out} {r:?}");
+    assert!(out.contains("supervised: kind 1 status -2 restarts 1\n"), "{out}");
+    assert!(out.contains("supervised: kind 3 member 1 status 3\n"), "{out}");
+}

@@ -92,6 +92,19 @@ final class Abi {
     @Import(module = "warden", name = "task_kill")
     static native int taskKill(int task);
 
+    @Import(module = "warden", name = "supervisor_create")
+    static native int supervisorCreate(Address spec);
+
+    @Import(module = "warden", name = "supervisor_spawn")
+    static native int supervisorSpawn(int sup, int restart, int module, Address argv, int argc,
+            Address budget, Address grant, int ngrant);
+
+    @Import(module = "warden", name = "supervisor_wait")
+    static native int supervisorWait(int sup, long timeoutNs, Address event);
+
+    @Import(module = "warden", name = "supervisor_child")
+    static native int supervisorChild(int sup, int member);
+
     @Import(module = "warden", name = "task_wait")
     static native int taskWait(int task, long timeoutNs, Address status);
 

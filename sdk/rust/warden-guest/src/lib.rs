@@ -255,6 +255,91 @@ impl Task {
     }
 }
 
+/// Which children a supervisor restarts when one ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    /// The one that ended.
+    OneForOne = 0,
+    /// Every child.
+    OneForAll = 1,
+    /// It and those spawned after it.
+    RestForOne = 2,
+}
+
+/// When a supervised child is restarted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Restart {
+    /// Whenever it ends.
+    Permanent = 0,
+    /// When it fails (a non-zero exit, a trap, a kill).
+    Transient = 1,
+    /// Never.
+    Temporary = 2,
+}
+
+/// What a supervisor's wait reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Supervised {
+    /// `member` ended (`Exit`) and was restarted; its restarts so far.
+    Restarted(u32, Exit, u32),
+    /// `member` ended for good: its policy does not restart it.
+    Ended(u32, Exit),
+    /// Past the intensity: every child was killed.
+    GaveUp(u32, Exit),
+}
+
+/// A supervisor of this task's children (see `warden.h`): restarts are
+/// made, and paid for, in this task's [`Supervisor::wait`].
+#[derive(Debug)]
+pub struct Supervisor(Handle);
+
+impl Supervisor {
+    /// A supervisor allowing `max_restarts` restarts in any `within_ns`,
+    /// each after `backoff_ns` doubling within the window.
+    pub fn new(strategy: Strategy, max_restarts: u32, within_ns: u64, backoff_ns: u64) -> Result<Supervisor> {
+        let spec = raw::SupervisorSpec { strategy: strategy as u32, max_restarts, within_ns, backoff_ns };
+        Ok(Supervisor(Handle(check(unsafe { raw::supervisor_create(&spec) } as i64)? as i32)))
+    }
+
+    /// Spawns the granted module `module` with `args` as a child with
+    /// `restart`; its member index.
+    pub fn spawn(&self, restart: Restart, module: &str, args: &[&str], memory_limit: u64) -> Result<u32> {
+        let m = Handle(check(unsafe { raw::module_lookup(module.as_ptr(), module.len() as u32) } as i64)? as i32);
+        let words: Vec<Vec<u8>> = args.iter().map(|a| a.bytes().chain(Some(0)).collect()).collect();
+        let argv: Vec<*const u8> = words.iter().map(|w| w.as_ptr()).collect();
+        let budget = raw::Budget { memory_limit, cpu_limit_ns: 0, cpu_share: 1 };
+        let n = unsafe {
+            raw::supervisor_spawn(self.0 .0, restart as i32, m.0, argv.as_ptr(), argv.len() as u32,
+                &budget, std::ptr::null(), 0)
+        };
+        Ok(check(n as i64)? as u32)
+    }
+
+    /// Waits up to `timeout_ns` (negative: for ever) for the next end
+    /// among the children, and deals with it.
+    pub fn wait(&self, timeout_ns: i64) -> Result<Supervised> {
+        let mut e = raw::SupervisorEvent::default();
+        check(unsafe { raw::supervisor_wait(self.0 .0, timeout_ns, &mut e) } as i64)?;
+        let exit = match e.status {
+            -1 => Exit::Trapped,
+            -2 => Exit::Killed,
+            code => Exit::Code(code),
+        };
+        let member = e.member as u32;
+        Ok(match e.kind {
+            1 => Supervised::Restarted(member, exit, e.restarts),
+            2 => Supervised::Ended(member, exit),
+            _ => Supervised::GaveUp(member, exit),
+        })
+    }
+
+    /// The member's current run.
+    pub fn child(&self, member: u32) -> Result<Task> {
+        let h = unsafe { raw::supervisor_child(self.0 .0, member as i32) };
+        Ok(Task(Handle(check(h as i64)? as i32)))
+    }
+}
+
 /// Bytes outside every task's memory, shared by handle.
 #[derive(Debug)]
 pub struct MemoryObject(Handle);

@@ -8,6 +8,23 @@ pub struct Budget {
 }
 
 #[repr(C)]
+pub struct SupervisorSpec {
+    pub strategy: u32,
+    pub max_restarts: u32,
+    pub within_ns: u64,
+    pub backoff_ns: u64,
+}
+
+#[repr(C)]
+#[derive(Default)]
+pub struct SupervisorEvent {
+    pub kind: i32,
+    pub member: i32,
+    pub status: i32,
+    pub restarts: u32,
+}
+
+#[repr(C)]
 pub struct DeviceInfo {
     pub sector_size: u64,
     pub sectors: u64,
@@ -35,6 +52,11 @@ extern "C" {
     pub fn task_spawn(module: i32, argv: *const *const u8, argc: u32, budget: *const Budget,
         grant: *const i32, ngrant: u32) -> i32;
     pub fn task_kill(task: i32) -> i32;
+    pub fn supervisor_create(spec: *const SupervisorSpec) -> i32;
+    pub fn supervisor_spawn(sup: i32, restart: i32, module: i32, argv: *const *const u8, argc: u32,
+        budget: *const Budget, grant: *const i32, ngrant: u32) -> i32;
+    pub fn supervisor_wait(sup: i32, timeout_ns: i64, event: *mut SupervisorEvent) -> i32;
+    pub fn supervisor_child(sup: i32, member: i32) -> i32;
     pub fn task_wait(task: i32, timeout_ns: i64, status: *mut i32) -> i32;
     pub fn device_open(name: *const u8, len: u32) -> i32;
     pub fn device_info(dev: i32, info: *mut DeviceInfo) -> i32;
