@@ -235,7 +235,7 @@ pub fn reload(addr: &str, manifest: Option<&std::path::Path>) -> Result<(), Stri
         Some(m) => {
             let full = std::path::absolute(m).map_err(|e| format!("{}: {e}", m.display()))?;
             if !full.is_file() {
-                return Err(format!("{}: no such file", m.display()));
+                return Err(format!("{}: not a manifest file", m.display()));
             }
             serde_json::json!({ "manifest": full }).to_string()
         }

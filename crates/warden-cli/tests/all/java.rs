@@ -140,6 +140,12 @@ fn a_java_program_supervises_its_children() {
     let r = run_one(&rt, &s, Duration::from_secs(60));
     let out = stdout_of(dir.path(), "kit");
     assert_eq!(r.exit_code, Some(0), "{out} {r:?}");
-    assert!(out.contains("supervised: kind 1 status -2 restarts 1\n"), "{out}");
-    assert!(out.contains("supervised: kind 3 member 1 status 3\n"), "{out}");
+    assert!(
+        out.contains("supervised: kind 1 status -2 restarts 1\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("supervised: kind 3 member 1 status 3\n"),
+        "{out}"
+    );
 }

@@ -234,3 +234,54 @@ fn sighup_reloads_the_manifest_and_a_rebuilt_module_is_upgraded() {
     let said = web.stderr.lock().unwrap().clone();
     assert!(said.contains("manifest reloaded (SIGHUP)"), "{said}");
 }
+
+/// Reload requests that cannot be right are refused, each with its
+/// reason, and change nothing: no token, a relative path, something that
+/// is not a manifest file (a device that never ends, a directory), an
+/// unknown field.
+#[test]
+fn hostile_reload_requests_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("system.toml");
+    let (a, ra) = servlet("a", "");
+    write(&file, &system(&[a], &[ra], ""));
+    let web = start(&file);
+    let id = live(&web, "a").unwrap();
+    let url = format!("http://{}/api/reload", web.control());
+    let post = |body: &str, token: bool| {
+        let mut args = vec![
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "-X",
+            "POST",
+            "-d",
+            body,
+        ];
+        let auth = format!("Authorization: Bearer {}", web.token.clone().unwrap());
+        if token {
+            args.extend(["-H", &auth]);
+        }
+        let out = std::process::Command::new("curl")
+            .args(&args)
+            .arg(&url)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(post("{}", false), "401");
+    assert_eq!(post(r#"{"manifest": "system.toml"}"#, true), "400");
+    assert_eq!(post(r#"{"manifest": "/x", "extra": 1}"#, true), "400");
+    assert_eq!(post("not json", true), "400");
+    // The system checks what the command checks too.
+    assert_eq!(post(r#"{"manifest": "/dev/zero"}"#, true), "409");
+    assert_eq!(post(r#"{"manifest": "/"}"#, true), "409");
+    for path in ["/dev/zero", "/"] {
+        let (ok, said) = reload(&web, &[path]);
+        assert!(!ok && said.contains("not a manifest"), "{path}: {said}");
+    }
+    assert_eq!(live(&web, "a"), Some(id));
+    answers(&web, "/a/x", 200);
+}

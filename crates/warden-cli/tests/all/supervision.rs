@@ -212,6 +212,67 @@ fn a_crash_loop_is_bounded_by_its_supervisors_cpu_limit() {
     sys.shutdown(None);
 }
 
+/// A member failing at once on every start, beside a bystander servlet:
+/// the backoff (doubling from 10 ms, at most 5 s) keeps the restarts
+/// few however long the loop runs, and the bystander answers every
+/// request meanwhile.
+#[test]
+fn a_crash_loop_is_bounded_beside_a_bystander_that_serves_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        r#"
+[[task]]
+name = "counter"
+module = "{servlet}"
+provides = ["counter"]
+
+[[task]]
+name = "crash"
+module = "{crash}"
+restart = "permanent"
+
+[[supervisor]]
+name = "loop"
+max_restarts = 1000000
+within = "1m"
+backoff = "10ms"
+members = ["crash"]
+
+[[http]]
+listen = "127.0.0.1:0"
+
+[[http.route]]
+path = "/count/*"
+service = "counter"
+"#,
+        servlet = guests::SERVLET,
+        crash = guests::UNREACHABLE
+    );
+    let web = Launch::new(&manifest(dir.path(), &text)).start();
+    let restarts = |web: &crate::util::Served| -> u64 {
+        let all = ps(web.control());
+        (all.as_array().unwrap().iter())
+            .filter(|t| t["name"] == "crash")
+            .filter_map(|t| t["restarts"].as_u64())
+            .max()
+            .unwrap_or(0)
+    };
+    // The loop is under way before the requests, and goes on through them.
+    let t = Instant::now();
+    while restarts(&web) < 3 {
+        assert!(t.elapsed() < Duration::from_secs(30), "no crash loop");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for i in 1..=300 {
+        let r = get(&web, "/count/x");
+        assert_eq!((r.status, r.body.trim_end()), (200, &*format!("count {i}")));
+    }
+    let n = restarts(&web);
+    // 10 ms doubling to 5 s: about 12 restarts in the first minute, then
+    // one per 5 s; without the backoff, thousands.
+    assert!(n < 40, "{n} restarts");
+}
+
 /// When the system is stopped, its permanent tasks are killed and not
 /// started again: the run ends.
 #[test]

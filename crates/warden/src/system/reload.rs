@@ -102,9 +102,19 @@ impl Upgrades {
     }
 }
 
+/// Largest manifest a reload reads.
+const MAX_MANIFEST_BYTES: u64 = 16 << 20;
+
 /// The manifest at `path` (its good entries) and its problems, or the
 /// problems of one that is not TOML enough to go on.
 fn read(path: &Path) -> Result<(Manifest, Vec<String>), Vec<String>> {
+    let meta = std::fs::metadata(path).map_err(|e| vec![format!("cannot read it: {e}")])?;
+    if !meta.is_file() || meta.len() > MAX_MANIFEST_BYTES {
+        return Err(vec![format!(
+            "not a manifest: a manifest is a regular file of at most {} MiB",
+            MAX_MANIFEST_BYTES >> 20
+        )]);
+    }
     let text = std::fs::read_to_string(path).map_err(|e| vec![format!("cannot read it: {e}")])?;
     let base = path.parent().unwrap_or(Path::new("."));
     Manifest::parse_all(&text, base)
