@@ -54,6 +54,14 @@ int main(void) {
     warden_event ev;
     CHECK(warden_task_event(p, 0, &ev), WARDEN_EBADHANDLE);
     CHECK(warden_task_raise(p, 1 << 20, 0), WARDEN_EBADHANDLE);
+    warden_supervisor_spec sspec = {WARDEN_ONE_FOR_ONE, 1, 1000000000ull, 0};
+    warden_handle sup = warden_supervisor_create(&sspec);
+    CHECK(sup >= 0, 1);
+    CHECK(warden_supervisor_spawn(sup, WARDEN_PERMANENT, p, NULL, 0, &b, NULL, 0), WARDEN_EBADHANDLE);
+    warden_supervisor_event sev;
+    CHECK(warden_supervisor_wait(sup, 0, &sev), WARDEN_ETIMEOUT);
+    CHECK(warden_supervisor_child(sup, 0), WARDEN_EINVAL);
+    CHECK(warden_close(sup), 0);
     CHECK(warden_namespace_bind("abi", p), 0);
 
     /* Sockets: no address is granted to this task. */

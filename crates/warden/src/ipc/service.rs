@@ -336,6 +336,15 @@ impl Service {
         }
     }
 
+    /// Wakes the server waiting in `recv` on it, if one is (to look at
+    /// its task's hand-over: see `task::handover`).
+    pub fn wake_receiver(&self) {
+        let receiver = lock(&self.state).receiver.take();
+        if let Some(w) = receiver {
+            w.wake();
+        }
+    }
+
     #[cfg(test)]
     /// Whether the service was retired (see [`Service::retire`]).
     pub fn is_retired(&self) -> bool {

@@ -179,7 +179,17 @@ impl Runtime {
     /// bytes) at its next `recv`; `false` if it is not live or a
     /// hand-over is under way (see `task::handover`).
     pub(crate) fn ask_handover(&self, id: TaskId, max: u64) -> bool {
-        self.shared_of(id).is_some_and(|s| s.handover.ask(max))
+        if !self.shared_of(id).is_some_and(|s| s.handover.ask(max)) {
+            return false;
+        }
+        // Its `recv` waits on a service of its, not on the hand-over.
+        let names = &self.inner.kernel.names;
+        for name in names.names_of(id) {
+            if let Some(portal) = names.lookup(&name) {
+                portal.service().wake_receiver();
+            }
+        }
+        true
     }
 
     /// What task `id` handed over, once it has (at most `limit`); `None`

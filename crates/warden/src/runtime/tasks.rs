@@ -247,6 +247,7 @@ impl Tasks {
             TaskStatus::Trapped(r) => shared.event("trap", || serde_json::json!({ "reason": r })),
             TaskStatus::Killed(r) => shared.event("kill", || serde_json::json!({ "reason": r })),
         }
+        shared.handover.unwatch();
         shared.family.set_exit(match &status {
             TaskStatus::Exited(c) => *c,
             TaskStatus::Trapped(_) => -1,

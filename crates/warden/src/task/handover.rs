@@ -17,6 +17,7 @@
 //!                 +---------------cancel-------------+--------------+--> Idle
 //! ```
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -44,6 +45,9 @@ pub struct HandOver {
     /// look at the stage and its waker's filing.
     stage: Mutex<(Stage, Option<Waker>)>,
     changed: Condvar,
+    /// Whether the stage is other than `Idle`: a `recv` looks at this
+    /// alone (no lock) unless a hand-over is under way.
+    active: AtomicBool,
 }
 
 /// State handed to a new task (shown by its size).
@@ -63,6 +67,8 @@ impl HandOver {
 
     /// Sets the stage to `to` and wakes the task's `recv`.
     fn set_and_wake(&self, mut st: std::sync::MutexGuard<'_, (Stage, Option<Waker>)>, to: Stage) {
+        self.active
+            .store(!matches!(to, Stage::Idle), Ordering::Release);
         st.0 = to;
         let waker = st.1.take();
         drop(st);
@@ -73,7 +79,9 @@ impl HandOver {
     }
 
     /// Asks the task to save at most `max` bytes; `false` if a hand-over
-    /// is under way already.
+    /// is under way already. A `recv` that has not looked at the stage
+    /// since it went idle is not woken from here: the asker wakes the
+    /// task's services' receivers too.
     pub fn ask(&self, max: u64) -> bool {
         let st = self.stage();
         if !matches!(st.0, Stage::Idle) {
@@ -86,6 +94,9 @@ impl HandOver {
     /// For the task's `recv`: `Ready(max)` once it is asked to save (it
     /// is then saving); otherwise its waker is kept.
     pub fn poll_asked(&self, cx: &mut Context<'_>) -> Poll<u64> {
+        if !self.active.load(Ordering::Acquire) {
+            return Poll::Pending;
+        }
         let mut st = self.stage();
         if let Stage::Asked(max) = st.0 {
             st.0 = Stage::Saving;
@@ -98,9 +109,16 @@ impl HandOver {
         Poll::Pending
     }
 
+    /// Forgets the task's `recv` (the task has ended): a waker kept here
+    /// would hold the task's executor entry from its own shared state.
+    pub fn unwatch(&self) {
+        self.stage().1 = None;
+    }
+
     /// Whether the task has handed its state over and so takes no calls.
     pub fn holding(&self) -> bool {
-        matches!(self.stage().0, Stage::Saved(Ok(_)) | Stage::Taken)
+        self.active.load(Ordering::Acquire)
+            && matches!(self.stage().0, Stage::Saved(Ok(_)) | Stage::Taken)
     }
 
     /// The task's save is done; a failed one leaves it serving.
@@ -126,6 +144,7 @@ impl HandOver {
                 };
                 if saved.is_err() {
                     st.0 = Stage::Idle;
+                    self.active.store(false, Ordering::Release);
                 }
                 return Some(saved);
             }
@@ -160,13 +179,8 @@ mod tests {
     #[test]
     fn a_hand_over_goes_ask_save_take_and_a_cancel_lets_the_task_serve() {
         let h = HandOver::default();
-        let (wakes, waker) = crate::test_waker::counting_waker();
-        assert_eq!(
-            h.poll_asked(&mut Context::from_waker(&waker)),
-            Poll::Pending
-        );
+        assert_eq!(cx_poll(&h), Poll::Pending);
         assert!(h.ask(10) && !h.ask(10));
-        assert_eq!(wakes.get(), 1, "asking wakes the task's recv");
         assert_eq!(cx_poll(&h), Poll::Ready(10));
         assert!(!h.holding());
         h.saved(Ok(Some(b"abc".to_vec())));
@@ -199,7 +213,8 @@ mod tests {
         assert!(h.ask(10));
     }
 
-    /// An upgrade thread asking, taking and cancelling against a task
+    /// An upgrade thread asking (and waking the task, as the runtime wakes
+    /// its services' receivers), taking and cancelling against a task
     /// thread that sleeps until woken: no ask is missed (a lost wake-up
     /// leaves the task asleep and the take times out) and every take gets
     /// the round's bytes.
@@ -229,6 +244,7 @@ mod tests {
         });
         for round in 0..2000u32 {
             assert!(h.ask(4));
+            task.thread().unpark();
             let got = h.take(Duration::from_secs(10));
             assert_eq!(got, Some(Ok(Some(round.to_le_bytes().to_vec()))));
             h.cancel();

@@ -261,7 +261,16 @@ async fn next_call(
             if data.shared.handover.holding() {
                 return s.poll_gone(cx).map(Err);
             }
-            s.poll_next(cx).map_ok(|(slot, seq)| Next::Call(slot, seq))
+            match s.poll_next(cx) {
+                Poll::Ready(r) => Poll::Ready(r.map(|(slot, seq)| Next::Call(slot, seq))),
+                // Looked at again once its waker is filed with the service:
+                // an upgrade asks, then wakes the service's receiver.
+                Poll::Pending => data
+                    .shared
+                    .handover
+                    .poll_asked(cx)
+                    .map(|m| Ok(Next::Save(m))),
+            }
         })
         .await?;
         match next {

@@ -88,9 +88,13 @@ fn create(c: &mut Caller<'_, TaskData>, ptr: i32) -> Result<i32, Errno> {
         backoff: Duration::from_nanos(word(16)),
         members: Vec::new(),
     };
-    let spawner = data.ipc().spawner()?;
+    // Weak, as the task's own reference is: a handle table must not keep
+    // its runtime alive.
+    let spawner = Arc::downgrade(&data.ipc().spawner()?);
     let kill: supervisor::KillFn = Arc::new(move |id, why| {
-        spawner.kill(id, why);
+        if let Some(s) = spawner.upgrade() {
+            s.kill(id, why);
+        }
     });
     let sup = Arc::new(Supervised::new(plan, kill));
     data.ipc_mut().handles.insert(Object::Supervisor(sup))
