@@ -285,3 +285,106 @@ fn hostile_reload_requests_are_refused() {
     assert_eq!(live(&web, "a"), Some(id));
     answers(&web, "/a/x", 200);
 }
+
+/// The live tasks of `rt` by name.
+fn live_ids(rt: &warden::Runtime) -> std::collections::BTreeMap<String, warden::TaskId> {
+    (rt.live_tasks().into_iter())
+        .map(|v| (v.name, v.id))
+        .collect()
+}
+
+/// Waits until `ready` holds of the live tasks.
+fn wait_live(
+    rt: &warden::Runtime,
+    ready: impl Fn(&std::collections::BTreeMap<String, warden::TaskId>) -> bool,
+) -> std::collections::BTreeMap<String, warden::TaskId> {
+    let t = Instant::now();
+    loop {
+        let now = live_ids(rt);
+        if ready(&now) {
+            return now;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "{now:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Supervisors through reloads: one whose members change is started
+/// again with its new members (a task moved to a new supervisor restarts
+/// there), one whose terms alone change keeps its tasks, a task of the
+/// root supervisor untouched keeps running, and a supervisor removed
+/// takes its tasks with it for good.
+#[test]
+fn reloads_reshape_the_supervision_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("system.toml");
+    let tasks = ["x", "y", "z"]
+        .map(|n| {
+            format!(
+                "[[task]]\nname = \"{n}\"\nmodule = \"{}\"\nrestart = \"permanent\"\n",
+                guests::SLEEP
+            )
+        })
+        .concat();
+    let sup = |name: &str, members: &str, extra: &str| {
+        format!("[[supervisor]]\nname = \"{name}\"\nmembers = [{members}]\n{extra}\n")
+    };
+    let head = "[runtime]\ncontrol = \"off\"\ncache = false\n";
+    write(
+        &file,
+        &format!("{head}{tasks}{}", sup("s1", "\"x\", \"y\"", "")),
+    );
+    let sys =
+        warden::System::start(warden::SystemSpec::from_manifest_file(&file).unwrap()).unwrap();
+    let rt = sys.runtime().clone();
+    let reload = || rt.operate("", warden::Operation::Reload(None));
+    let first = wait_live(&rt, |l| l.len() == 3);
+
+    // y leaves s1 for a new s2: s1 starts again with x alone, y under s2.
+    let two = format!(
+        "{}{}",
+        sup("s1", "\"x\"", "max_restarts = 7"),
+        sup("s2", "\"y\"", "")
+    );
+    write(&file, &format!("{head}{tasks}{two}"));
+    let said = reload().unwrap();
+    assert!(
+        said.contains("supervisor \"s1\" removed") && said.contains("supervisor \"s2\" started"),
+        "{said}"
+    );
+    let second = wait_live(&rt, |l| {
+        l.len() == 3 && l["x"] != first["x"] && l["y"] != first["y"]
+    });
+    assert_eq!(second["z"], first["z"], "the root's task was not touched");
+
+    // s2's terms alone: its task keeps running.
+    let terms = format!(
+        "{}{}",
+        sup("s1", "\"x\"", "max_restarts = 7"),
+        sup("s2", "\"y\"", "backoff = \"1ms\"")
+    );
+    write(&file, &format!("{head}{tasks}{terms}"));
+    let said = reload().unwrap();
+    assert!(said.contains("supervisor \"s2\": new terms"), "{said}");
+    assert_eq!(live_ids(&rt), second);
+    // ... and it restarts y when y is killed.
+    rt.kill(second["y"], "test").unwrap();
+    wait_live(&rt, |l| l.get("y").is_some_and(|y| *y != second["y"]));
+
+    // s2 and y removed: y ends for good.
+    let tasks_xz: String = tasks
+        .split("[[task]]")
+        .filter(|t| !t.contains("\"y\""))
+        .collect::<Vec<_>>()
+        .join("[[task]]");
+    write(
+        &file,
+        &format!("{head}{tasks_xz}{}", sup("s1", "\"x\"", "max_restarts = 7")),
+    );
+    let said = reload().unwrap();
+    assert!(said.contains("supervisor \"s2\" removed"), "{said}");
+    let last = wait_live(&rt, |l| !l.contains_key("y"));
+    assert_eq!(last["z"], first["z"]);
+    assert_eq!(last["x"], second["x"]);
+    sys.shutdown(Some("test over"));
+}
