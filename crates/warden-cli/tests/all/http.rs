@@ -669,7 +669,7 @@ fn host_polls(web: &Served) -> f64 {
 
 /// A servlet task from `module` (with the task keys `keys`) providing
 /// "counter", and a route `/count/*` to it with `timeout`.
-fn counter_site(module: &str, keys: &str, timeout: &str) -> String {
+pub fn counter_site(module: &str, keys: &str, timeout: &str) -> String {
     format!(
         r#"
 [[task]]
@@ -690,7 +690,7 @@ timeout = "{timeout}"
 }
 
 /// Waits until the servlet answers `/count/x` (it has registered).
-fn wait_for_servlet(web: &Served) {
+pub fn wait_for_servlet(web: &Served) {
     let t = Instant::now();
     while get(web, "/count/x").status != 200 {
         assert!(t.elapsed() < Duration::from_secs(20), "no servlet");

@@ -5,7 +5,7 @@
 //! under load, and operators see the restart.
 
 use crate::control::{cli, ps};
-use crate::http::{get, metrics};
+use crate::http::{counter_site, get, metrics};
 use crate::util::{guests, manifest, warden, Launch};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -220,33 +220,11 @@ fn a_crash_loop_is_bounded_by_its_supervisors_cpu_limit() {
 fn a_crash_loop_is_bounded_beside_a_bystander_that_serves_on() {
     let dir = tempfile::tempdir().unwrap();
     let text = format!(
-        r#"
-[[task]]
-name = "counter"
-module = "{servlet}"
-provides = ["counter"]
-
-[[task]]
-name = "crash"
-module = "{crash}"
-restart = "permanent"
-
-[[supervisor]]
-name = "loop"
-max_restarts = 1000000
-within = "1m"
-backoff = "10ms"
-members = ["crash"]
-
-[[http]]
-listen = "127.0.0.1:0"
-
-[[http.route]]
-path = "/count/*"
-service = "counter"
-"#,
-        servlet = guests::SERVLET,
-        crash = guests::UNREACHABLE
+        "{}\n[[task]]\nname = \"crash\"\nmodule = \"{}\"\nrestart = \"permanent\"\n\
+         [[supervisor]]\nname = \"loop\"\nmax_restarts = 1000000\nwithin = \"1m\"\n\
+         backoff = \"10ms\"\nmembers = [\"crash\"]\n",
+        counter_site(guests::SERVLET, "", "10s"),
+        guests::UNREACHABLE
     );
     let web = Launch::new(&manifest(dir.path(), &text)).start();
     let restarts = |web: &crate::util::Served| -> u64 {

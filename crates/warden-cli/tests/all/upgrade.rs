@@ -4,7 +4,7 @@
 //! cannot work are refused while the old code keeps serving; rollback.
 
 use crate::control::cli;
-use crate::http::{get, routes};
+use crate::http::{counter_site, get, routes, wait_for_servlet};
 use crate::util::{guests, manifest, Launch, Served};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -297,28 +297,10 @@ fn hostile_hand_overs_are_refused_and_the_old_code_serves_on() {
         ("trap", "failed"),
     ] {
         let dir = tempfile::tempdir().unwrap();
-        let text = format!(
-            r#"
-[[task]]
-name = "counter"
-module = "{m}"
-args = ["counter", "{mode}"]
-provides = ["counter"]
-
-[[http]]
-listen = "127.0.0.1:0"
-
-[[http.route]]
-path = "/count/*"
-service = "counter"
-"#,
-            m = guests::BAD_SAVER
-        );
+        let keys = format!("args = [\"counter\", \"{mode}\"]");
+        let text = counter_site(guests::BAD_SAVER, &keys, "10s");
         let web = Launch::new(&manifest(dir.path(), &text)).start();
-        let t = Instant::now();
-        while get(&web, "/count/x").status != 200 {
-            assert!(t.elapsed() < Duration::from_secs(30), "no servlet");
-        }
+        wait_for_servlet(&web);
         let (ok, said) = upgrade(&web, &["counter", guests::SERVLET]);
         assert!(
             !ok && said.contains("could not hand its state over"),

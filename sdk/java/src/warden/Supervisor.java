@@ -46,17 +46,10 @@ public final class Supervisor {
      * with {@code restart} and a memory limit in bytes; its member index.
      */
     public int spawn(int restart, String module, String[] args, long memoryLimit) {
-        byte[] name = Abi.utf8(module);
-        int m = Abi.check(Abi.moduleLookup(Abi.data(name), name.length));
+        int m = Task.lookup(module);
         try {
             byte[][] words = new byte[args.length][];
-            int[] argv = new int[Math.max(args.length, 1)];
-            for (int i = 0; i < args.length; i++) {
-                byte[] w = Abi.utf8(args[i]);
-                words[i] = new byte[w.length + 1];
-                System.arraycopy(w, 0, words[i], 0, w.length);
-                argv[i] = Address.ofData(words[i]).toInt();
-            }
+            int[] argv = Task.argv(args, words);
             long[] budget = {memoryLimit, 0, 1};
             return Abi.check(Abi.supervisorSpawn(handle, restart, m, Address.ofData(argv), args.length,
                     Address.ofData(budget), Abi.null_(), 0));

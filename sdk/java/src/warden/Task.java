@@ -25,17 +25,10 @@ public final class Task {
      * and a CPU limit in nanoseconds (0: none of its own).
      */
     public static Task spawn(String module, String[] args, long memoryLimit, long cpuLimitNanos) {
-        byte[] name = Abi.utf8(module);
-        int m = Abi.check(Abi.moduleLookup(Abi.data(name), name.length));
+        int m = lookup(module);
         try {
             byte[][] words = new byte[args.length][];
-            int[] argv = new int[Math.max(args.length, 1)];
-            for (int i = 0; i < args.length; i++) {
-                byte[] w = Abi.utf8(args[i]);
-                words[i] = new byte[w.length + 1];
-                System.arraycopy(w, 0, words[i], 0, w.length);
-                argv[i] = Address.ofData(words[i]).toInt();
-            }
+            int[] argv = argv(args, words);
             // warden_budget: memory_limit, cpu_limit_ns, cpu_share (1), padding.
             long[] budget = {memoryLimit, cpuLimitNanos, 1};
             return new Task(Abi.check(Abi.taskSpawn(m, Address.ofData(argv), args.length,
@@ -43,6 +36,27 @@ public final class Task {
         } finally {
             Abi.close(m);
         }
+    }
+
+    /** A handle to the granted module {@code module}. */
+    static int lookup(String module) {
+        byte[] name = Abi.utf8(module);
+        return Abi.check(Abi.moduleLookup(Abi.data(name), name.length));
+    }
+
+    /**
+     * The addresses of {@code args} as NUL-terminated UTF-8, kept in
+     * {@code words} (which must outlive the call they are passed to).
+     */
+    static int[] argv(String[] args, byte[][] words) {
+        int[] argv = new int[Math.max(args.length, 1)];
+        for (int i = 0; i < args.length; i++) {
+            byte[] w = Abi.utf8(args[i]);
+            words[i] = new byte[w.length + 1];
+            System.arraycopy(w, 0, words[i], 0, w.length);
+            argv[i] = Address.ofData(words[i]).toInt();
+        }
+        return argv;
     }
 
     /**
