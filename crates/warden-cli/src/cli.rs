@@ -381,9 +381,9 @@ pub struct ProgramArgs {
     /// Buffer per socket, each way, from 4KiB to 16MiB.
     #[arg(long, value_name = "SIZE", value_parser = size)]
     pub socket_buffer: Option<String>,
-    /// Addresses the program may connect to, e.g. 127.0.0.1:5000-5099.
-    /// Repeatable.
-    #[arg(long, value_name = "GRANT")]
+    /// Addresses the program may connect to, e.g. 127.0.0.1:5000-5099
+    /// (a manifest's `connect`). Repeatable.
+    #[arg(long, value_name = "GRANT", visible_alias = "connect")]
     pub allow_connect: Vec<String>,
     /// Addresses the program may listen on, e.g. 127.0.0.1:*. Repeatable.
     #[arg(long, value_name = "GRANT")]
