@@ -388,3 +388,61 @@ fn reloads_reshape_the_supervision_tree() {
     assert_eq!(last["x"], second["x"]);
     sys.shutdown(Some("test over"));
 }
+
+/// A reload finds each server by the address its `[[http]]` entry names,
+/// not by the entries' order: after a reload that swapped the entries, a
+/// route added to one lands on that one.
+#[test]
+fn a_reload_finds_servers_by_their_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("system.toml");
+    let server = |listen: &str, paths: &[&str]| {
+        let routes: String = (paths.iter())
+            .map(|p| {
+                format!(
+                    "[[http.route]]\npath = \"{p}\"\nmodule = \"{}\"\n",
+                    guests::PAGE
+                )
+            })
+            .collect();
+        format!("[[http]]\nlisten = \"{listen}\"\n{routes}\n")
+    };
+    let head = "[runtime]\ncontrol = \"off\"\ncache = false\n";
+    let (a, b) = ("127.0.0.1:0", "127.0.0.2:0");
+    write(
+        &file,
+        &format!("{head}{}{}", server(a, &["/a"]), server(b, &["/b"])),
+    );
+    let sys =
+        warden::System::start(warden::SystemSpec::from_manifest_file(&file).unwrap()).unwrap();
+    let addrs: Vec<String> = sys
+        .servers()
+        .iter()
+        .map(|s| format!("http://{}", s.addr()))
+        .collect();
+    let reload = || {
+        sys.runtime()
+            .operate("", warden::Operation::Reload(None))
+            .unwrap()
+    };
+    // The entries swapped (nothing else changes), then a route added.
+    write(
+        &file,
+        &format!("{head}{}{}", server(b, &["/b"]), server(a, &["/a"])),
+    );
+    assert!(reload().contains("nothing changed"));
+    write(
+        &file,
+        &format!("{head}{}{}", server(b, &["/b", "/b2"]), server(a, &["/a"])),
+    );
+    let said = reload();
+    assert!(
+        said.contains("route \"/b2\" on 127.0.0.2:0 added"),
+        "{said}"
+    );
+    let status = |base: &str, path: &str| crate::http::curl(&format!("{base}{path}"), &[]).status;
+    assert_eq!(status(&addrs[1], "/b2"), 200);
+    assert_eq!(status(&addrs[0], "/b2"), 404);
+    assert_eq!(status(&addrs[0], "/a"), 200);
+    sys.shutdown(None);
+}

@@ -88,7 +88,11 @@ impl HttpServer {
         };
         let fingerprint = tls.as_ref().map(|t| t.fingerprint.clone());
         let own = crate::net::own::register(addr);
-        let routes = Arc::new(Routes::new(rt, addr.to_string(), &spec.routes));
+        let routes = Arc::new(Routes::new(
+            rt,
+            (&spec.listen, addr.to_string()),
+            &spec.routes,
+        ));
         let server = Arc::new(Server {
             rt: rt.clone(),
             local: addr,

@@ -11,6 +11,8 @@ use std::sync::{Arc, RwLock};
 /// The routes of one web server.
 pub(crate) struct Routes {
     rt: Runtime,
+    /// The address its `[[http]]` entry names (`listen`), as written.
+    listen: String,
     /// The server's address, as its routes' counters name it.
     server: String,
     table: RwLock<Arc<[Arc<Route>]>>,
@@ -21,15 +23,26 @@ pub(crate) struct Routes {
 pub(crate) type RouteTemplate = (String, bool, RouteModule);
 
 impl Routes {
-    pub(super) fn new(rt: &Runtime, server: String, specs: &[RouteSpec]) -> Routes {
+    pub(super) fn new(
+        rt: &Runtime,
+        (listen, server): (&str, String),
+        specs: &[RouteSpec],
+    ) -> Routes {
         let table = (specs.iter())
             .map(|r| Arc::new(Route::new(rt, r.clone(), &server)))
             .collect();
         Routes {
             rt: rt.clone(),
+            listen: listen.to_string(),
             server,
             table: RwLock::new(table),
         }
+    }
+
+    /// The address its `[[http]]` entry names, as written (`127.0.0.1:0`
+    /// for one bound to a port the system chose).
+    pub(crate) fn listen(&self) -> &str {
+        &self.listen
     }
 
     /// The first route whose path matches `path`.

@@ -94,8 +94,11 @@ impl Upgrades {
             }
         }
         self.note_specs(&new.tasks);
-        for (routes, specs) in self.servers().iter().zip(&plan.routes) {
-            routes.replace(specs);
+        for (listen, k, specs) in &plan.routes {
+            let mut on = self.servers().iter().filter(|r| r.listen() == listen);
+            if let Some(routes) = on.nth(*k) {
+                routes.replace(specs);
+            }
         }
         done.extend(plan.route_lines);
         (done, failed)

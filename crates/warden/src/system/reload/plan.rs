@@ -1,7 +1,7 @@
 //! What a reload changes: the new manifest compared with the old, entry
 //! by entry, as the steps `Upgrades::apply` carries out.
 
-use crate::http::RouteSpec;
+use crate::http::{HttpSpec, RouteSpec};
 use crate::module::Entry;
 use crate::system::supervise::Reshape;
 use crate::system::ModuleUse;
@@ -24,8 +24,9 @@ pub(super) struct Plan {
     pub upgrade: Vec<TaskSpec>,
     /// Names of the tasks the new manifest has no more.
     pub removed: Vec<String>,
-    /// Each web server's routes, in the order of the servers.
-    pub routes: Vec<Vec<RouteSpec>>,
+    /// Each web server's routes, by the address its `[[http]]` entry
+    /// listens on and which entry on that address it is (see `servers`).
+    pub routes: Vec<(String, usize, Vec<RouteSpec>)>,
     /// What the route changes are, in words.
     pub route_lines: Vec<String>,
 }
@@ -74,17 +75,36 @@ pub(super) fn fixed_parts(old: &Manifest, new: &Manifest) -> Vec<String> {
             b.join(", ")
         ));
     }
-    for h in &new.http {
-        if let Some(o) = old.http.iter().find(|o| o.listen == h.listen) {
-            if settings(o) != settings(h) {
-                problems.push(format!(
-                    "[[http]] on {}: its settings changed: a reload changes only its routes",
-                    h.listen
-                ));
-            }
+    for (o, h, _) in servers(old, new) {
+        if settings(o) != settings(h) {
+            problems.push(format!(
+                "[[http]] on {}: its settings changed: a reload changes only its routes",
+                h.listen
+            ));
         }
     }
     problems
+}
+
+/// The `[[http]]` entries of `old` and `new` that are one server: the
+/// k-th entry listening on an address in one is the k-th on it in the
+/// other (two may name `127.0.0.1:0`); with k.
+pub(super) fn servers<'a>(
+    old: &'a Manifest,
+    new: &'a Manifest,
+) -> Vec<(&'a HttpSpec, &'a HttpSpec, usize)> {
+    let nth = |m: &'a Manifest, listen: &str, k: usize| {
+        m.http.iter().filter(|h| h.listen == listen).nth(k)
+    };
+    (old.http.iter().enumerate())
+        .filter_map(|(i, o)| {
+            let k = old.http[..i]
+                .iter()
+                .filter(|h| h.listen == o.listen)
+                .count();
+            nth(new, &o.listen, k).map(|n| (o, n, k))
+        })
+        .collect()
 }
 
 /// Compiles every module of `m`: a module loaded before whose file has
@@ -135,10 +155,7 @@ impl Plan {
 
     fn routes_of(&mut self, old: &Manifest, new: &Manifest) {
         let key = |r: &RouteSpec| format!("{r:?}");
-        for o in &old.http {
-            let Some(n) = new.http.iter().find(|n| n.listen == o.listen) else {
-                continue;
-            };
+        for (o, n, k) in servers(old, new) {
             let before: HashSet<String> = o.routes.iter().map(key).collect();
             let after: HashSet<String> = n.routes.iter().map(key).collect();
             for r in &n.routes {
@@ -155,7 +172,7 @@ impl Plan {
                         .push(format!("route {:?} on {} removed", r.name, o.listen));
                 }
             }
-            self.routes.push(n.routes.clone());
+            self.routes.push((n.listen.clone(), k, n.routes.clone()));
         }
     }
 }
