@@ -8,14 +8,21 @@
 //! portals clients already hold, go to the new server (`Service::retire`).
 //! The old server answers the calls it had received, then finds its
 //! service gone and ends; one that has not ended after its `drain` time
-//! (5 s by default) is killed (the upgrade's answer does not wait for this). A task that
-//! holds no names is replaced at once: the new one started, the old
-//! killed. A supervised task's supervisor watches the new task from the
-//! start, and the old one's end is not a failure.
+//! (5 s by default) is killed (the upgrade's answer does not wait for
+//! this). A task that holds no names is replaced at once: the new one
+//! started, the old killed. A supervised task's supervisor watches the
+//! new task from the start, and the old one's end is not a failure.
+//!
+//! A server whose new code exports `warden_upgrade_restore` is first
+//! asked for its state (`task::handover`): the old task saves it in its
+//! `recv`, between calls, and takes no call after that; the new task
+//! starts with the bytes. A manifest reload's upgrades go the same way,
+//! with the task's new entry in place of its old (`reload`).
 //!
 //! The upgrade is refused, and the old code keeps serving, if the new
-//! module does not compile, or the new task ends (or has not taken over
-//! every name of the old one) within [`START`]. A per-request route's
+//! module does not compile, the old task cannot hand its state over, or
+//! the new task ends (or has not taken over every name of the old one)
+//! within [`START`]. A per-request route's
 //! upgrade swaps its template: requests whose task was spawned before run
 //! the old module, those after it the new. Each upgrade keeps the code it
 //! replaced, which `warden upgrade --rollback` puts back.
