@@ -34,7 +34,9 @@ static warden_handle module(void) {
 
 static int32_t add(warden_handle sup, int32_t restart, const char *a, const char *b) {
     const char *argv[] = {a, b};
-    warden_budget budget = {2 << 20, 0, 1};
+    /* Three of these fill most of the parent's 16 MiB: a restart of all
+     * three fits only once the runs it stopped have ended. */
+    warden_budget budget = {4 << 20, 0, 1};
     return warden_supervisor_spawn(sup, restart, module(), argv, 2, &budget, NULL, 0);
 }
 

@@ -46,6 +46,9 @@ pub struct SupState {
     /// Members to start again once its time has come.
     pub pending: Option<Pending>,
     pub given_up: bool,
+    /// Runs it killed that have not ended yet: a restart waits for them,
+    /// so that their budgets are back before new runs are carved.
+    stopping: Vec<Arc<TaskShared>>,
 }
 
 /// One member: how to start it, its run now, its restarts.
@@ -96,6 +99,7 @@ impl Supervised {
             epoch: Instant::now(),
             pending: None,
             given_up: false,
+            stopping: Vec::new(),
         };
         Supervised {
             state: Mutex::new(state),
@@ -119,13 +123,19 @@ impl Supervised {
         place
     }
 
-    /// The runs going now (for a wait to be woken by their ends).
+    /// The runs going now and those being stopped (for a wait to be
+    /// woken by their ends).
     pub fn runs(&self) -> Vec<Arc<TaskShared>> {
-        self.lock()
-            .members
-            .iter()
-            .filter_map(|m| m.run.clone())
-            .collect()
+        let st = self.lock();
+        let going = st.members.iter().filter_map(|m| m.run.clone());
+        going.chain(st.stopping.iter().cloned()).collect()
+    }
+
+    /// Whether a restart that is due may be made now: every run it
+    /// stopped has ended.
+    pub fn may_start(st: &mut SupState) -> bool {
+        st.stopping.retain(|r| r.family.exit().status.is_none());
+        st.stopping.is_empty()
     }
 
     /// What to do now: a restart come due, a run's end judged, or wait.
@@ -134,7 +144,8 @@ impl Supervised {
         if st.given_up {
             return Step::Wait(None);
         }
-        if st.pending.as_ref().is_some_and(|p| p.at <= Instant::now()) {
+        let due = st.pending.as_ref().is_some_and(|p| p.at <= Instant::now());
+        if due && Self::may_start(&mut st) {
             return Step::Start(st.pending.take().expect("checked"));
         }
         for i in 0..st.members.len() {
@@ -150,7 +161,8 @@ impl Supervised {
                 return Step::Report(r);
             }
         }
-        Step::Wait(st.pending.as_ref().map(|p| p.at))
+        // A due restart waiting for stopped runs is woken by their ends.
+        Step::Wait(st.pending.as_ref().map(|p| p.at).filter(|_| !due))
     }
 
     /// What member `i`'s end with `code` calls for: a report, or `None`
@@ -219,6 +231,7 @@ impl Supervised {
     fn stop(&self, st: &mut SupState, member: usize, why: &str) {
         if let Some(run) = st.members[member].run.take() {
             (self.kill)(run.id, why);
+            st.stopping.push(run);
         }
     }
 }

@@ -233,11 +233,12 @@ fn copy_recipe(sup: &Supervised, i: usize) -> Result<(Recipe, Vec<Object>), Errn
 
 /// Whether a wait would have something to do now.
 pub(super) fn ready(sup: &Supervised) -> bool {
-    let st = sup.lock();
+    let mut st = sup.lock();
     let due = st
         .pending
         .as_ref()
-        .is_some_and(|p| p.at <= std::time::Instant::now());
+        .is_some_and(|p| p.at <= std::time::Instant::now())
+        && Supervised::may_start(&mut st);
     let ended = (st.members.iter())
         .filter_map(|m| m.run.as_ref())
         .any(|r| r.family.exit().status.is_some());
