@@ -32,6 +32,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use warden_policy::supervise::{Decision, Ending, Plan, Supervisor};
 
+/// How long a restart waits for the tasks it stopped to end (OTP's
+/// shutdown time); a task still running then is left to its kill.
+const STOPPED: Duration = Duration::from_secs(5);
+
 /// The system's root supervisor's name: it supervises, one for one, the
 /// tasks with a `restart` policy that no `[[supervisor]]` names.
 const ROOT: &str = "root";
@@ -138,6 +142,9 @@ struct Pending {
     start: Vec<usize>,
     holds: usize,
     why: Why,
+    /// The tasks the restart stopped: waited for (at most 5 s) before
+    /// the start, so that their names and budgets are free again.
+    stopped: Vec<TaskId>,
 }
 
 /// Why members are restarted: how the run that called for it ended.
@@ -432,7 +439,9 @@ impl Tree {
             Decision::Nothing => self.release(holds),
             Decision::Restart { stop, start, after } => {
                 let stopping = format!("restarted with its supervisor's member: {}", why.reason);
+                let mut stopped = Vec::new();
                 for m in stop {
+                    self.live_under(self.sups[sup].members[m], &mut stopped);
                     self.stop_node(self.sups[sup].members[m], &stopping);
                 }
                 self.pending.push(Pending {
@@ -441,6 +450,7 @@ impl Tree {
                     start,
                     holds,
                     why,
+                    stopped,
                 });
             }
             Decision::GiveUp => {
@@ -517,6 +527,9 @@ impl Tree {
             self.pending.drain(..).partition(|p| p.at <= now);
         self.pending = later;
         for p in due {
+            for &id in &p.stopped {
+                let _ = self.rt.wait_timeout(id, Some(STOPPED));
+            }
             if !self.rt.closing() {
                 self.restart(p.sup, &p.start, &p.why);
             }

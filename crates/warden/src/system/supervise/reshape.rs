@@ -125,7 +125,7 @@ impl Tree {
     }
 
     /// The live tasks under `node`.
-    fn live_under(&self, node: Node, ids: &mut Vec<TaskId>) {
+    pub(super) fn live_under(&self, node: Node, ids: &mut Vec<TaskId>) {
         match node {
             Node::Task(t) => ids.extend(self.tasks[t].live),
             Node::Sup(s) => (self.sups[s].members.iter()).for_each(|&n| self.live_under(n, ids)),
