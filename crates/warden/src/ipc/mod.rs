@@ -31,6 +31,7 @@
 //! 5. Before a dead task's memory is released, every permit it granted and
 //!    every memory object it created is revoked, and its names are removed.
 
+pub mod call;
 pub mod client;
 pub mod files;
 pub mod handle;
