@@ -208,17 +208,22 @@ pub fn act(addr: &str, action: &str, task: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The file at `m` as the system is to read it: by its absolute path
+/// (the system's working directory is not this command's); `not_one`
+/// says why a path that is not a regular file is refused.
+fn system_file(m: &std::path::Path, not_one: &str) -> Result<std::path::PathBuf, String> {
+    let full = std::path::absolute(m).map_err(|e| format!("{}: {e}", m.display()))?;
+    match full.is_file() {
+        true => Ok(full),
+        false => Err(format!("{}: {not_one}", m.display())),
+    }
+}
+
 /// `warden upgrade <task> <module>` (`None`: `--rollback`). The module's
 /// path is made absolute here: the system reads it.
 pub fn upgrade(addr: &str, task: &str, module: Option<&std::path::Path>) -> Result<(), String> {
     let body = match module {
-        Some(m) => {
-            let full = std::path::absolute(m).map_err(|e| format!("{}: {e}", m.display()))?;
-            if !full.is_file() {
-                return Err(format!("{}: no such file", m.display()));
-            }
-            serde_json::json!({ "module": full }).to_string()
-        }
+        Some(m) => serde_json::json!({ "module": system_file(m, "no such file")? }).to_string(),
         None => serde_json::json!({ "rollback": true }).to_string(),
     };
     let path = format!("/api/tasks/{}/upgrade", encode(task));
@@ -233,10 +238,7 @@ pub fn upgrade(addr: &str, task: &str, module: Option<&std::path::Path>) -> Resu
 pub fn reload(addr: &str, manifest: Option<&std::path::Path>) -> Result<(), String> {
     let body = match manifest {
         Some(m) => {
-            let full = std::path::absolute(m).map_err(|e| format!("{}: {e}", m.display()))?;
-            if !full.is_file() {
-                return Err(format!("{}: not a manifest file", m.display()));
-            }
+            let full = system_file(m, "not a manifest file")?;
             serde_json::json!({ "manifest": full }).to_string()
         }
         None => "{}".to_string(),

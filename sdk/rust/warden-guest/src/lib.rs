@@ -224,12 +224,35 @@ pub enum Exit {
     Killed,
 }
 
+/// A handle to the module the manifest granted under `name`.
+fn granted_module(name: &str) -> Result<Handle> {
+    let h = unsafe { raw::module_lookup(name.as_ptr(), name.len() as u32) };
+    Ok(Handle(check(h as i64)? as i32))
+}
+
+/// `args` as NUL-terminated strings (their pointers form a child's argv).
+fn nul_terminated(args: &[&str]) -> Vec<Vec<u8>> {
+    args.iter().map(|a| a.bytes().chain(Some(0)).collect()).collect()
+}
+
+impl Exit {
+    /// A run's status as `task_wait` gives it: an exit code, or -1
+    /// trapped, -2 killed.
+    fn of(status: i32) -> Exit {
+        match status {
+            -1 => Exit::Trapped,
+            -2 => Exit::Killed,
+            code => Exit::Code(code),
+        }
+    }
+}
+
 impl Task {
     /// Starts the granted module `module` with `args`, a memory limit and a
     /// CPU limit (0: none of its own).
     pub fn spawn(module: &str, args: &[&str], memory_limit: u64, cpu_limit_ns: u64) -> Result<Task> {
-        let m = Handle(check(unsafe { raw::module_lookup(module.as_ptr(), module.len() as u32) } as i64)? as i32);
-        let words: Vec<Vec<u8>> = args.iter().map(|a| a.bytes().chain(Some(0)).collect()).collect();
+        let m = granted_module(module)?;
+        let words = nul_terminated(args);
         let argv: Vec<*const u8> = words.iter().map(|w| w.as_ptr()).collect();
         let budget = raw::Budget { memory_limit, cpu_limit_ns, cpu_share: 1 };
         let h = unsafe {
@@ -242,11 +265,7 @@ impl Task {
     pub fn wait(&self, timeout_ns: i64) -> Result<Exit> {
         let mut status = 0i32;
         check(unsafe { raw::task_wait(self.0 .0, timeout_ns, &mut status) } as i64)?;
-        Ok(match status {
-            -1 => Exit::Trapped,
-            -2 => Exit::Killed,
-            code => Exit::Code(code),
-        })
+        Ok(Exit::of(status))
     }
 
     /// Kills the child and its children.
@@ -304,8 +323,8 @@ impl Supervisor {
     /// Spawns the granted module `module` with `args` as a child with
     /// `restart`; its member index.
     pub fn spawn(&self, restart: Restart, module: &str, args: &[&str], memory_limit: u64) -> Result<u32> {
-        let m = Handle(check(unsafe { raw::module_lookup(module.as_ptr(), module.len() as u32) } as i64)? as i32);
-        let words: Vec<Vec<u8>> = args.iter().map(|a| a.bytes().chain(Some(0)).collect()).collect();
+        let m = granted_module(module)?;
+        let words = nul_terminated(args);
         let argv: Vec<*const u8> = words.iter().map(|w| w.as_ptr()).collect();
         let budget = raw::Budget { memory_limit, cpu_limit_ns: 0, cpu_share: 1 };
         let n = unsafe {
@@ -320,11 +339,7 @@ impl Supervisor {
     pub fn wait(&self, timeout_ns: i64) -> Result<Supervised> {
         let mut e = raw::SupervisorEvent::default();
         check(unsafe { raw::supervisor_wait(self.0 .0, timeout_ns, &mut e) } as i64)?;
-        let exit = match e.status {
-            -1 => Exit::Trapped,
-            -2 => Exit::Killed,
-            code => Exit::Code(code),
-        };
+        let exit = Exit::of(e.status);
         let member = e.member as u32;
         Ok(match e.kind {
             1 => Supervised::Restarted(member, exit, e.restarts),
