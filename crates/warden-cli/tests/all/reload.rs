@@ -6,6 +6,7 @@
 
 use crate::control::{cli, ps};
 use crate::http::{get, routes};
+use crate::supervision::{live as live_ids, wait_live};
 use crate::util::{guests, Launch, Served};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -286,29 +287,6 @@ fn hostile_reload_requests_are_refused() {
     answers(&web, "/a/x", 200);
 }
 
-/// The live tasks of `rt` by name.
-fn live_ids(rt: &warden::Runtime) -> std::collections::BTreeMap<String, warden::TaskId> {
-    (rt.live_tasks().into_iter())
-        .map(|v| (v.name, v.id))
-        .collect()
-}
-
-/// Waits until `ready` holds of the live tasks.
-fn wait_live(
-    rt: &warden::Runtime,
-    ready: impl Fn(&std::collections::BTreeMap<String, warden::TaskId>) -> bool,
-) -> std::collections::BTreeMap<String, warden::TaskId> {
-    let t = Instant::now();
-    loop {
-        let now = live_ids(rt);
-        if ready(&now) {
-            return now;
-        }
-        assert!(t.elapsed() < Duration::from_secs(30), "{now:?}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 /// Supervisors through reloads: one whose members change is started
 /// again with its new members (a task moved to a new supervisor restarts
 /// there), one whose terms alone change keeps its tasks, a task of the
@@ -338,7 +316,7 @@ fn reloads_reshape_the_supervision_tree() {
         warden::System::start(warden::SystemSpec::from_manifest_file(&file).unwrap()).unwrap();
     let rt = sys.runtime().clone();
     let reload = || rt.operate("", warden::Operation::Reload(None));
-    let first = wait_live(&rt, |l| l.len() == 3);
+    let first = wait_live(&rt, "three tasks", |l| l.len() == 3);
 
     // y leaves s1 for a new s2: s1 starts again with x alone, y under s2.
     let two = format!(
@@ -352,7 +330,7 @@ fn reloads_reshape_the_supervision_tree() {
         said.contains("supervisor \"s1\" removed") && said.contains("supervisor \"s2\" started"),
         "{said}"
     );
-    let second = wait_live(&rt, |l| {
+    let second = wait_live(&rt, "x and y restarted", |l| {
         l.len() == 3 && l["x"] != first["x"] && l["y"] != first["y"]
     });
     assert_eq!(second["z"], first["z"], "the root's task was not touched");
@@ -369,7 +347,9 @@ fn reloads_reshape_the_supervision_tree() {
     assert_eq!(live_ids(&rt), second);
     // ... and it restarts y when y is killed.
     rt.kill(second["y"], "test").unwrap();
-    wait_live(&rt, |l| l.get("y").is_some_and(|y| *y != second["y"]));
+    wait_live(&rt, "y restarted by s2", |l| {
+        l.get("y").is_some_and(|y| *y != second["y"])
+    });
 
     // s2 and y removed: y ends for good.
     let tasks_xz: String = tasks
@@ -383,7 +363,7 @@ fn reloads_reshape_the_supervision_tree() {
     );
     let said = reload().unwrap();
     assert!(said.contains("supervisor \"s2\" removed"), "{said}");
-    let last = wait_live(&rt, |l| !l.contains_key("y"));
+    let last = wait_live(&rt, "y gone", |l| !l.contains_key("y"));
     assert_eq!(last["z"], first["z"]);
     assert_eq!(last["x"], second["x"]);
     sys.shutdown(Some("test over"));

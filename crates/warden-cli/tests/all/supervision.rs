@@ -33,7 +33,7 @@ fn system(dir: &Path, text: &str) -> System {
 }
 
 /// Live tasks by name.
-fn live(rt: &Runtime) -> BTreeMap<String, TaskId> {
+pub fn live(rt: &Runtime) -> BTreeMap<String, TaskId> {
     rt.live_tasks()
         .into_iter()
         .map(|v| (v.name, v.id))
@@ -41,7 +41,7 @@ fn live(rt: &Runtime) -> BTreeMap<String, TaskId> {
 }
 
 /// Waits until the live tasks satisfy `ready`; they, then.
-fn wait_live(
+pub fn wait_live(
     rt: &Runtime,
     what: &str,
     ready: impl Fn(&BTreeMap<String, TaskId>) -> bool,
