@@ -49,6 +49,7 @@ typedef int32_t warden_handle;            /* >= 0: handle; < 0: error code */
 #define WARDEN_EAGAIN      (-15)  /* internal: the call must wait (warden_call then waits) */
 #define WARDEN_EBUSY       (-16)  /* the serving node has too many calls waiting: try later; a device another handle holds */
 #define WARDEN_EIO         (-17)  /* a device's host file failed the operation */
+#define WARDEN_ENOTSUP     (-18)  /* not supported here (a mapping a passive task or this process cannot make) */
 
 /* In a message's handle list: move the handle instead of duplicating it. */
 #define WARDEN_MOVE        ((warden_handle)0x40000000)
@@ -145,6 +146,32 @@ int64_t       warden_mem_read(warden_handle mem, uint64_t offset, void *dst, siz
 int64_t       warden_mem_write(warden_handle mem, uint64_t offset, const void *src, size_t len);
 int64_t       warden_mem_size(warden_handle mem);
 warden_handle warden_mem_revoke(warden_handle mem);
+
+/* Mapping a memory object into the task's own memory: no copy, no host
+ * call per access. warden_mem_map places `len` bytes at `offset` of the
+ * view `mem` at `addr`; loads and stores there reach the object's pages.
+ * `offset`, `len` and `addr` are multiples of WARDEN_PAGE, and `addr` lies
+ * in memory the task grew beyond its initial size (warden_map_area gives
+ * such a range; the initial pages hold its data and stack: WARDEN_EDENIED).
+ * WARDEN_MAP_READ maps read-only: a store there traps the task ("store to
+ * read-only memory object N"). WARDEN_MAP_READ | WARDEN_MAP_WRITE needs a
+ * writable view (else WARDEN_EDENIED). Over another mapping: WARDEN_EEXISTS;
+ * past the memory's end: WARDEN_EBADPTR; unaligned: WARDEN_EINVAL; a
+ * revoked view: WARDEN_EREVOKED; an object under a page, or a passive task:
+ * WARDEN_ENOTSUP (warden_mem_read and warden_mem_write still work).
+ * A revoke of the object (or of a view over the mapped bytes), or its
+ * creator's death, takes the mapping away before the revoke returns: the
+ * next access traps ("access to revoked memory object N"). warden_mem_unmap
+ * gives back exactly one mapping (revoked or not): the range reads as zero
+ * pages again. A task's mappings go when it ends. */
+#define WARDEN_PAGE       4096u
+#define WARDEN_MAP_READ   1
+#define WARDEN_MAP_WRITE  2
+int32_t warden_mem_map(warden_handle mem, uint64_t offset, uint64_t len, void *addr, int32_t flags);
+int32_t warden_mem_unmap(void *addr, size_t len);
+/* `len` bytes (rounded up to 64 KiB) of fresh memory to map into: the
+ * memory grows by that much. NULL if the memory budget refuses. */
+void   *warden_map_area(size_t len);
 
 /* Permits. */
 warden_handle warden_permit_grant(const void *ptr, size_t len, int32_t writable);
@@ -317,6 +344,8 @@ WARDEN_IMPORT(mem_read)       int64_t __warden_mem_read(int32_t mem, uint64_t of
 WARDEN_IMPORT(mem_write)      int64_t __warden_mem_write(int32_t mem, uint64_t off, const void *src, uint32_t len);
 WARDEN_IMPORT(mem_size)       int64_t __warden_mem_size(int32_t mem);
 WARDEN_IMPORT(mem_revoke)     int32_t __warden_mem_revoke(int32_t mem);
+WARDEN_IMPORT(mem_map)        int32_t __warden_mem_map(int32_t mem, uint64_t off, uint64_t len, void *addr, int32_t flags);
+WARDEN_IMPORT(mem_unmap)      int32_t __warden_mem_unmap(void *addr, uint32_t len);
 WARDEN_IMPORT(permit_grant)   int32_t __warden_permit_grant(const void *ptr, uint32_t len, int32_t writable);
 WARDEN_IMPORT(permit_read)    int64_t __warden_permit_read(int32_t permit, uint64_t off, void *dst, uint32_t len);
 WARDEN_IMPORT(permit_write)   int64_t __warden_permit_write(int32_t permit, uint64_t off, const void *src, uint32_t len);
@@ -379,6 +408,7 @@ WARDEN_DEF const char *warden_strerror(int32_t code) {
     case WARDEN_EAGAIN:     return "would wait";
     case WARDEN_EBUSY:      return "busy";
     case WARDEN_EIO:        return "I/O error";
+    case WARDEN_ENOTSUP:    return "not supported";
     default:                return code >= 0 ? "success" : "unknown error";
     }
 }
@@ -443,6 +473,17 @@ WARDEN_DEF int64_t warden_mem_write(warden_handle m, uint64_t off, const void *s
 }
 WARDEN_DEF int64_t warden_mem_size(warden_handle m) { return __warden_mem_size(m); }
 WARDEN_DEF warden_handle warden_mem_revoke(warden_handle m) { return __warden_mem_revoke(m); }
+WARDEN_DEF int32_t warden_mem_map(warden_handle m, uint64_t off, uint64_t len, void *addr, int32_t flags) {
+    return __warden_mem_map(m, off, len, addr, flags);
+}
+WARDEN_DEF int32_t warden_mem_unmap(void *addr, size_t len) {
+    return len > 0xffffffffu ? WARDEN_EINVAL : __warden_mem_unmap(addr, (uint32_t)len);
+}
+WARDEN_DEF void *warden_map_area(size_t len) {
+    size_t pages = (len + 65535) / 65536;
+    size_t old = __builtin_wasm_memory_grow(0, pages);
+    return old == (size_t)-1 ? 0 : (void *)(old * 65536);
+}
 WARDEN_DEF warden_handle warden_permit_grant(const void *ptr, size_t len, int32_t writable) {
     return __warden_permit_grant(ptr, len, writable);
 }

@@ -35,6 +35,11 @@ int main(void) {
     CHECK(warden_mem_read(m, 8, buf, 8), 8);
     CHECK(warden_mem_size(v), 8);
     CHECK(warden_mem_revoke(v) >= 0, 1);
+    warden_handle pages = warden_mem_create(4096);
+    char *area = warden_map_area(4096);
+    CHECK(warden_mem_map(pages, 0, 4096, area, WARDEN_MAP_READ | WARDEN_MAP_WRITE), 0);
+    area[1] = 'm';
+    CHECK(warden_mem_unmap(area, 4096), 0);
     warden_handle pm = warden_permit_grant(buf, sizeof buf, 1);
     CHECK(warden_permit_write(pm, 0, "zz", 2), 2);
     CHECK(warden_permit_read(pm, 0, buf + 10, 2), 2);

@@ -29,6 +29,7 @@ const LAYERS: &[&[&str]] = &[
         "sched",
         "test_waker",
         "timing_safe",
+        "mapping",
     ],
     &["task", "output", "pipe"],
     &["cpu", "limiter", "net", "serving", "report", "cache", "dev"],

@@ -145,6 +145,7 @@ mod ipc;
 mod layers;
 mod limiter;
 mod manifest;
+mod mapping;
 mod module;
 mod net;
 mod output;

@@ -36,6 +36,7 @@ mod https;
 mod inheritance_limits;
 mod ipc_abi;
 mod ipc_calls;
+mod ipc_mapping;
 mod ipc_memory;
 mod ipc_stress;
 mod ipc_termination;

@@ -17,9 +17,10 @@ pub(crate) fn classify(e: &wasmtime::Error, shared: &TaskShared, context: &str) 
     if shared.kill_requested() {
         return TaskStatus::Killed(shared.kill_reason());
     }
-    let mut reason = match e.downcast_ref::<Trap>() {
-        Some(trap) => format!("{context}{trap}"),
-        None => format!("{context}{}", e.root_cause()),
+    let mut reason = match (e.downcast_ref::<Trap>(), mapping_fault(e, shared)) {
+        (Some(_), Some(why)) => format!("{context}{why}"),
+        (Some(trap), None) => format!("{context}{trap}"),
+        (None, _) => format!("{context}{}", e.root_cause()),
     };
     if let Some(frame) = e
         .downcast_ref::<WasmBacktrace>()
@@ -40,4 +41,20 @@ pub(crate) fn classify(e: &wasmtime::Error, shared: &TaskShared, context: &str) 
         ));
     }
     TaskStatus::Trapped(reason)
+}
+
+/// What a memory fault hit, if a mapping made it fault (a store to a
+/// read-only one, an access to a revoked one): Wasmtime adds the fault's
+/// address to the trap as "memory fault at wasm address 0x…".
+fn mapping_fault(e: &wasmtime::Error, shared: &TaskShared) -> Option<String> {
+    let maps = shared.maps.get()?;
+    let text = e.chain().find_map(|c| {
+        let s = c.to_string();
+        let hex = s.strip_prefix("memory fault at wasm address 0x")?;
+        let end = hex
+            .find(|c: char| !c.is_ascii_hexdigit())
+            .unwrap_or(hex.len());
+        usize::from_str_radix(&hex[..end], 16).ok()
+    })?;
+    maps.describe(text)
 }

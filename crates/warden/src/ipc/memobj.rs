@@ -7,10 +7,16 @@
 //! fails from then on; the revoker gets a fresh view of the same range.
 //! Only a writable view may revoke. When the creator dies, its objects are
 //! revoked entirely and their bytes freed at once.
+//!
+//! An object of a page or more keeps its bytes in a shared-memory file,
+//! so that a task may map them into its own memory ([`MemView::map`], see
+//! `crate::mapping`): a revoke, or the creator's death, takes every
+//! mapping of the revoked bytes back before it returns.
 
 use super::Errno;
+use crate::mapping::{MapError, Mappings, SharedPages, Source, PAGE};
 use crate::task::TaskShared;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
 /// Bytes charged for an object beyond its contents.
@@ -24,11 +30,45 @@ pub struct Token {
 
 /// A kernel-owned buffer.
 pub struct MemObject {
-    bytes: RwLock<Box<[u8]>>,
+    id: u64,
+    bytes: RwLock<Bytes>,
     charged: u64,
     creator: Arc<TaskShared>,
     tokens: Mutex<Vec<(Weak<Token>, u64, u64)>>,
+    /// Where its pages are mapped (see `crate::mapping`'s lock order:
+    /// this list, then a holder's table).
+    placed: Mutex<Vec<Placed>>,
 }
+
+/// An object's bytes.
+enum Bytes {
+    /// Less than a page: on the heap, never mapped.
+    Heap(Box<[u8]>),
+    /// A shared-memory file that tasks may map.
+    Shared(SharedPages),
+    /// Freed by its creator's death.
+    Freed,
+}
+
+impl Bytes {
+    fn ptr(&self) -> *mut u8 {
+        match self {
+            Bytes::Heap(b) => b.as_ptr().cast_mut(),
+            Bytes::Shared(p) => p.as_ptr(),
+            Bytes::Freed => std::ptr::NonNull::dangling().as_ptr(),
+        }
+    }
+}
+
+/// One mapping of an object's pages in a task's memory.
+struct Placed {
+    holder: Arc<Mappings>,
+    addr: usize,
+    start: u64,
+    len: u64,
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A task's access to a range of a memory object.
 #[derive(Clone)]
@@ -75,15 +115,21 @@ impl MemObject {
         if !creator.try_charge(charged) {
             return Err(Errno::NoMem);
         }
-        let Some(bytes) = zeroed(len) else {
+        let bytes = match len >= PAGE {
+            true => SharedPages::new(len).ok().map(Bytes::Shared),
+            false => zeroed(len).map(Bytes::Heap),
+        };
+        let Some(bytes) = bytes else {
             creator.refund(charged);
             return Err(Errno::NoMem);
         };
         let object = Arc::new(MemObject {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             bytes: RwLock::new(bytes),
             charged,
             creator: creator.clone(),
             tokens: Mutex::new(Vec::new()),
+            placed: Mutex::new(Vec::new()),
         });
         let view = object.view(0, size, false);
         Ok((object, view))
@@ -105,7 +151,31 @@ impl MemObject {
         }
     }
 
+    fn placed(&self) -> std::sync::MutexGuard<'_, Vec<Placed>> {
+        self.placed.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Seals every mapping of bytes in `start..end` in its holder's
+    /// memory, and forgets it; returns how many there were.
+    fn unplace(&self, start: u64, end: u64) -> usize {
+        let mut placed = self.placed();
+        let before = placed.len();
+        placed.retain(|p| {
+            let overlaps = p.start < end && start < p.start + p.len;
+            if overlaps {
+                p.holder.revoke(p.addr);
+            }
+            !overlaps
+        });
+        before - placed.len()
+    }
+
     fn revoke_range(&self, start: u64, end: u64) {
+        self.revoke_tokens(start, end);
+        self.unplace(start, end);
+    }
+
+    fn revoke_tokens(&self, start: u64, end: u64) {
         let tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
         for (t, s, e) in tokens.iter() {
             // Overlap of [s, e) with [start, end); empty ranges overlap
@@ -123,13 +193,38 @@ impl MemObject {
     pub fn revoke_all_and_free(&self) {
         self.revoke_range(0, u64::MAX);
         let mut b = self.bytes.write().unwrap_or_else(|e| e.into_inner());
-        *b = Box::new([]);
+        *b = Bytes::Freed;
+    }
+}
+
+impl Source for MemObject {
+    fn id(&self) -> u64 {
+        self.id
+    }
+
+    fn detach(&self, holder: &Arc<Mappings>, addr: usize) {
+        let mut placed = self.placed();
+        placed.retain(|p| !(Arc::ptr_eq(&p.holder, holder) && p.addr == addr));
+        holder.remove(addr);
     }
 }
 
 impl Drop for MemObject {
     fn drop(&mut self) {
         self.creator.refund(self.charged);
+    }
+}
+
+/// The error code a refused mapping returns.
+pub fn map_errno(e: MapError) -> Errno {
+    match e {
+        MapError::Unaligned => Errno::Inval,
+        MapError::OutOfMemory => Errno::BadPtr,
+        MapError::Initial => Errno::Denied,
+        MapError::Overlap => Errno::Exists,
+        MapError::NotMapped => Errno::Inval,
+        MapError::Unsupported => Errno::NotSup,
+        MapError::System => Errno::NoMem,
     }
 }
 
@@ -166,40 +261,95 @@ impl MemView {
     /// Copies `dst.len()` bytes at `off` into `dst`.
     #[cfg(test)]
     pub fn read(&self, off: u64, dst: &mut [u8]) -> Result<(), Errno> {
-        self.read_with(off, dst.len(), |b| dst.copy_from_slice(b))
+        let n = dst.len();
+        // SAFETY: `read_with` gives `n` readable bytes; `dst` is ours.
+        self.read_with(off, n, |b| unsafe {
+            crate::ipc::permit::copy_racy(b, dst.as_mut_ptr(), n)
+        })
     }
 
-    /// Lets `copy` read the `len` bytes at `off`.
-    pub fn read_with(&self, off: u64, len: usize, copy: impl FnOnce(&[u8])) -> Result<(), Errno> {
+    /// Lets `copy` read the `len` bytes at `off`, from their address:
+    /// tasks that mapped them may write them meanwhile, so `copy` reads
+    /// them with the racy copies (`ipc::permit::copy_racy`).
+    pub fn read_with(
+        &self,
+        off: u64,
+        len: usize,
+        copy: impl FnOnce(*const u8),
+    ) -> Result<(), Errno> {
         self.check()?;
         let r = self.range(off, len as u64)?;
         let bytes = self.object.bytes.read().unwrap_or_else(|e| e.into_inner());
         self.check()?; // revoked (and maybe freed) while we waited
-        copy(&bytes[r]);
+                       // SAFETY: `r` lies inside the object's bytes (checked against the
+                       // view, which lies inside the object), freed only under the write
+                       // lock after a revoke (checked above).
+        copy(unsafe { bytes.ptr().add(r.start) });
         Ok(())
     }
 
     /// Copies `src` to offset `off`.
     #[cfg(test)]
     pub fn write(&self, off: u64, src: &[u8]) -> Result<(), Errno> {
-        self.write_with(off, src.len(), |b| b.copy_from_slice(src))
+        // SAFETY: `write_with` gives `src.len()` writable bytes.
+        self.write_with(off, src.len(), |b| unsafe {
+            crate::ipc::permit::copy_racy(src.as_ptr(), b, src.len())
+        })
     }
 
-    /// Lets `copy` write the `len` bytes at `off`.
+    /// Lets `copy` write the `len` bytes at `off`, at their address (as
+    /// in [`MemView::read_with`]).
     pub fn write_with(
         &self,
         off: u64,
         len: usize,
-        copy: impl FnOnce(&mut [u8]),
+        copy: impl FnOnce(*mut u8),
     ) -> Result<(), Errno> {
         self.check()?;
         if self.readonly {
             return Err(Errno::Denied);
         }
         let r = self.range(off, len as u64)?;
-        let mut bytes = self.object.bytes.write().unwrap_or_else(|e| e.into_inner());
+        let bytes = self.object.bytes.read().unwrap_or_else(|e| e.into_inner());
         self.check()?;
-        copy(&mut bytes[r]);
+        // SAFETY: as in `read_with`.
+        copy(unsafe { bytes.ptr().add(r.start) });
+        Ok(())
+    }
+
+    /// Maps the `len` bytes at `off` of the view at `addr` of the memory
+    /// `holder` is the table of, now `mem_len` bytes long; writable if
+    /// `write` (refused for a read-only view).
+    pub fn map(
+        &self,
+        holder: &Arc<Mappings>,
+        (off, len): (u64, u64),
+        addr: usize,
+        mem_len: usize,
+        write: bool,
+    ) -> Result<(), Errno> {
+        if write && self.readonly {
+            return Err(Errno::Denied);
+        }
+        let r = self.range(off, len)?;
+        let bytes = self.object.bytes.read().unwrap_or_else(|e| e.into_inner());
+        let Bytes::Shared(pages) = &*bytes else {
+            return Err(Errno::NotSup);
+        };
+        let mut placed = self.object.placed();
+        // Checked under the list's lock: a revoke marks the token first,
+        // then takes the list, so it sees this mapping or we see the mark.
+        self.check()?;
+        let source = self.object.clone() as Arc<dyn Source>;
+        holder
+            .insert(addr, r.len(), mem_len, pages, r.start, write, source)
+            .map_err(map_errno)?;
+        placed.push(Placed {
+            holder: holder.clone(),
+            addr,
+            start: r.start as u64,
+            len,
+        });
         Ok(())
     }
 

@@ -101,6 +101,10 @@ pub enum Errno {
     /// a device's host file failed the operation
     #[error("I/O error")]
     Io = -17,
+    /// not supported here: a mapping of memory a component, a passive
+    /// task, or this process cannot map (the copying calls still work)
+    #[error("not supported")]
+    NotSup = -18,
 }
 
 /// Runtime-wide IPC state shared by every task.
@@ -126,7 +130,7 @@ impl Errno {
     }
 
     /// Every code, for tables and tests.
-    pub const ALL: [Errno; 17] = [
+    pub const ALL: [Errno; 18] = [
         Errno::BadHandle,
         Errno::Revoked,
         Errno::PeerDied,
@@ -144,6 +148,7 @@ impl Errno {
         Errno::Again,
         Errno::Busy,
         Errno::Io,
+        Errno::NotSup,
     ];
 
     /// The code as returned to the guest.

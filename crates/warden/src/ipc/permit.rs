@@ -39,7 +39,19 @@ pub struct Permit {
     len: u64,
     writable: bool,
     revoked: RwLock<bool>,
+    /// The owner (null in unit tests), for its mapping table: an access
+    /// to a range of it that is revoked (or, for a write, read-only) is
+    /// refused rather than made to fault (see `crate::mapping`). Valid
+    /// while the permit is not revoked: the owner's end revokes it before
+    /// its shared state can go.
+    owner_shared: *const crate::task::TaskShared,
 }
+
+// SAFETY: `owner_shared` is only read, under the `revoked` read lock,
+// while the owner lives (see the field); the rest is `Send` and `Sync`.
+unsafe impl Send for Permit {}
+// SAFETY: as above.
+unsafe impl Sync for Permit {}
 
 /// A handle's reference to a permit.
 #[derive(Clone)]
@@ -53,6 +65,7 @@ impl Permit {
     /// `base..base + len` must lie inside `owner`'s linear memory, and the
     /// permit must be revoked (see [`Permit::revoke`]) before that memory
     /// is released.
+    #[cfg(test)]
     pub unsafe fn new(owner: TaskId, base: *mut u8, len: u64, writable: bool) -> Arc<Permit> {
         Arc::new(Permit {
             owner,
@@ -60,6 +73,28 @@ impl Permit {
             len,
             writable,
             revoked: RwLock::new(false),
+            owner_shared: std::ptr::null(),
+        })
+    }
+
+    /// As [`Permit::new`], for an owner whose mappings are `maps`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Permit::new`].
+    pub unsafe fn of_task(
+        owner: &crate::task::TaskShared,
+        base: *mut u8,
+        len: u64,
+        writable: bool,
+    ) -> Arc<Permit> {
+        Arc::new(Permit {
+            owner: owner.id,
+            base: base as usize,
+            len,
+            writable,
+            revoked: RwLock::new(false),
+            owner_shared: owner,
         })
     }
 
@@ -76,6 +111,18 @@ impl Permit {
         Ok(self.base + off as usize)
     }
 
+    /// Refuses an access to a revoked mapping of the owner's, or a write
+    /// to a read-only one. Called under the `revoked` read lock.
+    fn unguarded(&self, at: usize, len: usize, write: bool) -> Result<(), Errno> {
+        // SAFETY: see `owner_shared`; the caller holds the read lock of a
+        // permit not revoked.
+        let owner = unsafe { self.owner_shared.as_ref() };
+        match owner.and_then(|o| o.maps.get()) {
+            Some(m) if m.guards_host(at, len, write) => Err(Errno::Revoked),
+            _ => Ok(()),
+        }
+    }
+
     /// Copies `len` bytes at `off` of the permitted range to `dst`.
     ///
     /// # Safety
@@ -87,6 +134,7 @@ impl Permit {
             return Err(Errno::Revoked);
         }
         let src = self.at(off, len)?;
+        self.unguarded(src, len, false)?;
         // SAFETY: `src` is inside the owner's live memory (checked above,
         // and the read lock holds off revocation and release); `dst` is
         // valid by the caller's contract. `copy_racy` allows both to be
@@ -109,6 +157,7 @@ impl Permit {
             return Err(Errno::Denied);
         }
         let dst = self.at(off, len)?;
+        self.unguarded(dst, len, true)?;
         // SAFETY: as in `read`.
         unsafe { copy_racy(src, dst as *mut u8, len) };
         Ok(())

@@ -22,6 +22,11 @@ pub(super) fn on_tick(shared: &TaskShared, slice_ticks: u64) -> wasmtime::Result
     if state.is_suspended() {
         return Ok(UpdateDeadline::Yield(1));
     }
+    if let Some(why) = shared.maps.get().and_then(|m| m.take_hit()) {
+        // Its host code touched a revoked or read-only mapping (see
+        // `crate::mapping`): it ends as its own code would have.
+        return Err(wasmtime::Error::msg(why));
+    }
     let donor = shared.inherit.donor();
     if shared.cpu.limited || donor.as_ref().is_some_and(|d| d.task.cpu.limited) {
         crate::cpu::reconcile();
@@ -121,6 +126,11 @@ impl Drop for ReleaseOnDrop {
         let began = crate::clock::ticks::now();
         let store = &mut *self.store;
         store.data_mut().revoke_owned();
+        if let Some(maps) = self.shared.maps.get() {
+            // Before the memory goes back to the pool: no object's page
+            // may stay in the slot.
+            maps.release();
+        }
         if let Some(memory) = store.data().memory.memory {
             let (ptr, len) = (memory.data_ptr(&*store), memory.data_size(&*store));
             if len >= EAGER_RELEASE_BYTES || !super::setup::may_stay_warm(store.engine()) {

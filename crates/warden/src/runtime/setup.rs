@@ -30,6 +30,9 @@ pub(super) fn engine(tasks: u32) -> Result<(Engine, Linkers), Error> {
     // Most likely a pool that fails did not fit the address space: the
     // next, smaller reservation is tried.
     let mut failure = String::new();
+    // Before the first engine installs Wasmtime's signal handler, so that
+    // Wasmtime passes faults outside compiled code on to ours.
+    crate::mapping::install();
     let engine = reservations(slots)
         .find_map(|r| match Engine::new(&engine_config(slots, batch, r)) {
             Ok(engine) => Some(engine),

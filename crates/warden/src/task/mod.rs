@@ -218,6 +218,9 @@ pub struct TaskShared {
     pub handover: handover::HandOver,
     /// The state handed to it, as the new task, until its start takes it.
     pub handed: Mutex<Option<handover::Handed>>,
+    /// Other objects' pages mapped into its memory, made at its first
+    /// mapping (see `crate::mapping`).
+    pub maps: std::sync::OnceLock<Arc<crate::mapping::Mappings>>,
     /// A server this task lent its context to (by a call) while the
     /// server sat in the run queue under its own key, 0 for none: when
     /// this task blocks, its worker files the server under this task's
@@ -269,6 +272,7 @@ impl TaskShared {
             replaced: AtomicBool::new(false),
             handover: handover::HandOver::default(),
             handed: Mutex::new(None),
+            maps: std::sync::OnceLock::new(),
             lent_while_queued: AtomicU64::new(0),
             create_ns: AtomicU64::new(0),
             teardown_ns: AtomicU64::new(0),

@@ -1,10 +1,18 @@
-//! Memory objects: create, view, read, write, size, revoke.
+//! Memory objects: create, view, read, write, size, revoke; map and
+//! unmap (see `crate::mapping`).
 
 use crate::host::guest::{len32, memory, range, ret32, ret64};
 use crate::host::TaskData;
-use crate::ipc::memobj::{MemObject, MemView};
+use crate::ipc::memobj::{map_errno, MemObject, MemView};
+use crate::ipc::permit::copy_racy;
 use crate::ipc::{Errno, Object};
+use crate::mapping::Mappings;
+use std::sync::Arc;
 use wasmtime::{Caller, Linker};
+
+/// `mem_map` flags: the mapping may be read (required), written.
+pub const MAP_READ: i32 = 1;
+pub const MAP_WRITE: i32 = 2;
 
 pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
     add_objects(linker)?;
@@ -106,10 +114,92 @@ fn copy(
     let v = view(data.ipc().handles.get(h))?;
     let r = range(mem.len(), ptr, len32(len))?;
     let n = r.len();
+    let at = mem.at(r.start);
     if write {
-        v.write_with(off as u64, n, |b| mem.read(r, b))?;
+        // SAFETY: `at` is `n` checked bytes of the task's memory, the
+        // object's pointer `n` bytes of its own (see `write_with`); both
+        // may be written by others meanwhile, hence the racy copy.
+        v.write_with(off as u64, n, |b| unsafe { copy_racy(at, b, n) })?;
     } else {
-        v.read_with(off as u64, n, |b| mem.write(r.start, b))?;
+        // SAFETY: as above, the other way round.
+        v.read_with(off as u64, n, |b| unsafe { copy_racy(b, at, n) })?;
     }
     Ok(n as i64)
+}
+
+/// `mem_map` and `mem_unmap`; for a passive task (whose handler runs in
+/// its callers' calls, and whose memory is released elsewhere) both
+/// return `NotSup`.
+pub(super) fn add_maps_to_linker(
+    linker: &mut Linker<TaskData>,
+    enabled: bool,
+) -> wasmtime::Result<()> {
+    linker.func_wrap(
+        super::MODULE,
+        "mem_map",
+        move |mut c: Caller<'_, TaskData>, h: i32, off: i64, len: i64, addr: i32, flags: i32| {
+            let r = match enabled {
+                true => map(&mut c, h, (off, len), addr, flags),
+                false => Err(Errno::NotSup),
+            };
+            ret32(r.map(|()| 0))
+        },
+    )?;
+    linker.func_wrap(
+        super::MODULE,
+        "mem_unmap",
+        move |c: Caller<'_, TaskData>, addr: i32, len: i32| {
+            let r = match (enabled, c.data().core.shared.maps.get()) {
+                (false, _) => Err(Errno::NotSup),
+                (true, None) => Err(Errno::Inval),
+                (true, Some(maps)) => maps
+                    .unmap(addr as u32 as usize, len as u32 as usize)
+                    .map_err(map_errno),
+            };
+            ret32(r.map(|()| 0))
+        },
+    )?;
+    Ok(())
+}
+
+/// Maps `len` bytes at `off` of the view `h` at `addr` of the caller's
+/// memory.
+fn map(
+    c: &mut Caller<'_, TaskData>,
+    h: i32,
+    (off, len): (i64, i64),
+    addr: i32,
+    flags: i32,
+) -> Result<(), Errno> {
+    let write = match flags {
+        MAP_READ => false,
+        f if f == MAP_READ | MAP_WRITE => true,
+        _ => return Err(Errno::Inval),
+    };
+    let (off, len) = (u64::try_from(off), u64::try_from(len));
+    let (Ok(off), Ok(len)) = (off, len) else {
+        return Err(Errno::Range);
+    };
+    let exported = c.data().core.memory.memory.ok_or(Errno::BadPtr)?;
+    let floor = exported
+        .ty(&*c)
+        .minimum()
+        .saturating_mul(exported.page_size(&*c));
+    let (mem, data) = memory(c)?;
+    let maps = table(&data.core.shared, mem.at(0), floor as usize)?;
+    let v = view(data.ipc().handles.get(h))?;
+    v.map(&maps, (off, len), addr as u32 as usize, mem.len(), write)
+}
+
+/// The task's mapping table, made at its first mapping.
+fn table(
+    shared: &crate::task::TaskShared,
+    base: *mut u8,
+    floor: usize,
+) -> Result<Arc<Mappings>, Errno> {
+    if let Some(t) = shared.maps.get() {
+        return Ok(t.clone());
+    }
+    let t = Mappings::new(base, floor).map_err(map_errno)?;
+    Ok(shared.maps.get_or_init(|| t).clone())
 }

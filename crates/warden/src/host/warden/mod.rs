@@ -128,6 +128,8 @@ pub const FUNCTIONS: &[(&str, &str, &str)] = &[
     ("mem_write", "i32 i64 i32 i32", "i64"),
     ("mem_size", "i32", "i64"),
     ("mem_revoke", "i32", "i32"),
+    ("mem_map", "i32 i64 i64 i32 i32", "i32"),
+    ("mem_unmap", "i32 i32", "i32"),
     ("permit_grant", "i32 i32 i32", "i32"),
     ("permit_read", "i32 i64 i32 i32", "i64"),
     ("permit_write", "i32 i64 i32 i32", "i64"),
@@ -167,6 +169,7 @@ fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
     ipc::add_to_linker(linker)?;
     names::add_to_linker(linker)?;
     mem::add_to_linker(linker)?;
+    mem::add_maps_to_linker(linker, true)?;
     permit::add_to_linker(linker)?;
     task::add_to_linker(linker)?;
     supervise::add_to_linker(linker)?;
@@ -181,6 +184,7 @@ fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
 fn add_passive_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
     handles::add_to_linker(linker)?;
     mem::add_to_linker(linker)?;
+    mem::add_maps_to_linker(linker, false)?;
     permit::add_to_linker(linker)?;
     // Device I/O does not wait for another task: a passive file system
     // serves its callers on their threads.

@@ -56,7 +56,8 @@ fn grant(c: &mut Caller<'_, TaskData>, ptr: i32, len: i32, writable: bool) -> Re
     // SAFETY: the range was checked against the task's own memory, and the
     // permit is recorded among the task's owned objects, which are revoked
     // before its memory is released (`ReleaseOnDrop` in the runtime).
-    let permit = unsafe { Permit::new(core.shared.id, mem.at(r.start), r.len() as u64, writable) };
+    let permit =
+        unsafe { Permit::of_task(&core.shared, mem.at(r.start), r.len() as u64, writable) };
     ipc.owned.add_permit(&permit);
     ipc.handles.insert(Object::Permit(PermitRef(permit)))
 }

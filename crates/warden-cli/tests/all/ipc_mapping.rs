@@ -1,0 +1,142 @@
+//! Memory objects mapped into tasks' memories: zero copy, read-only
+//! enforced by the hardware, revocation immediate, nothing left behind.
+
+use crate::util::*;
+use std::time::Duration;
+
+fn mapped(dir: &std::path::Path, name: &str, args: &[&str]) -> warden::TaskSpec {
+    let mut s = spec(dir, name, guests::MAPPED);
+    s.args = args.iter().map(|a| a.to_string()).collect();
+    s.limits.memory_limit = Some(256 << 20);
+    s
+}
+
+fn producer(dir: &std::path::Path, mib: u32) -> warden::TaskSpec {
+    let mut s = mapped(dir, "producer", &["producer", &mib.to_string()]);
+    s.ipc.provides = vec!["producer".into()];
+    s
+}
+
+fn consumer(dir: &std::path::Path, name: &str, mode: &str) -> warden::TaskSpec {
+    let mut s = mapped(dir, name, &["consumer", mode]);
+    s.ipc.uses = vec!["producer".into()];
+    s
+}
+
+/// One task maps, shares both ways with the copying calls, and gets
+/// every refusal's code.
+#[test]
+fn map_unmap_and_every_refusal() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(1);
+    let r = run_one(
+        &rt,
+        &mapped(dir.path(), "m", &["self"]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(stdout_of(dir.path(), "m"), "mapped: ok\n", "{r:?}");
+    assert_eq!(r.exit_code, Some(0));
+}
+
+/// A store into a read-only mapping traps the storing task only, with the
+/// object named; so does a host call made to write there. A bystander
+/// runs on.
+#[test]
+fn a_store_to_a_read_only_mapping_traps_only_the_storer() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(2);
+    let bystander = rt.spawn(&mapped(dir.path(), "by", &["self"])).unwrap();
+    for mode in ["store-ro", "host-store"] {
+        let r = run_one(
+            &rt,
+            &mapped(dir.path(), mode, &[mode]),
+            Duration::from_secs(30),
+        );
+        assert_eq!(r.status, "trapped", "{mode}: {r:?}");
+        let reason = r.reason.unwrap();
+        assert!(
+            reason.contains("store to read-only memory object"),
+            "{mode}: {reason}"
+        );
+        assert!(!stdout_of(dir.path(), mode).contains("went through"));
+    }
+    let b = wait(&rt, bystander, Duration::from_secs(30));
+    assert_eq!((b.status, b.exit_code), ("exited", Some(0)), "{b:?}");
+}
+
+/// A consumer maps a 16 MiB object read-only and sums it with loads; the
+/// producer's data is intact and it serves on.
+#[test]
+fn a_consumer_reads_a_16_mib_object_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(2);
+    let p = rt.spawn(&producer(dir.path(), 16)).unwrap();
+    let r = run_one(
+        &rt,
+        &consumer(dir.path(), "c", "once"),
+        Duration::from_secs(60),
+    );
+    assert_eq!(stdout_of(dir.path(), "c"), "consumer: sum ok\n", "{r:?}");
+    assert_eq!(r.exit_code, Some(0));
+    assert!(running(&rt, p), "the producer serves on");
+    rt.kill(p, "done").unwrap();
+}
+
+/// A revoke while the consumer loops reading: the revoke returns only
+/// once the mapping is gone (the producer then maps its fresh view and
+/// finds its data), the consumer's next access traps naming the object,
+/// and the producer serves on.
+#[test]
+fn revoke_while_reading_traps_the_reader_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(2);
+    let p = rt.spawn(&producer(dir.path(), 4)).unwrap();
+    let c = rt.spawn(&consumer(dir.path(), "c", "loop")).unwrap();
+    let r = wait(&rt, c, Duration::from_secs(60));
+    assert_eq!(r.status, "trapped", "{r:?}");
+    let reason = r.reason.unwrap();
+    assert!(
+        reason.contains("access to revoked memory object"),
+        "{reason}"
+    );
+    wait_for_output(dir.path(), "producer", "producer: own data intact\n");
+    assert!(running(&rt, p), "the producer serves on");
+    rt.kill(p, "done").unwrap();
+}
+
+/// Whether task `id` has not ended (reports are of ended tasks).
+fn running(rt: &warden::Runtime, id: warden::TaskId) -> bool {
+    !rt.reports().iter().any(|r| r.id == id)
+}
+
+/// The owner killed while a consumer reads: the consumer's mapping goes
+/// with the object and its next access traps. The consumer killed while
+/// mapping: the producer is untouched and serves the next consumer.
+#[test]
+fn owner_death_and_mapper_death() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(2);
+    let p = rt.spawn(&producer(dir.path(), 4)).unwrap();
+    let c0 = rt.spawn(&consumer(dir.path(), "c0", "hold")).unwrap();
+    wait_for_output(dir.path(), "c0", "consumer: sum ok\n");
+    rt.kill(c0, "test").unwrap();
+    assert_eq!(wait(&rt, c0, Duration::from_secs(30)).status, "killed");
+    let r = run_one(
+        &rt,
+        &consumer(dir.path(), "c1", "once"),
+        Duration::from_secs(60),
+    );
+    assert_eq!(r.exit_code, Some(0), "{r:?}");
+    assert!(running(&rt, p), "the producer serves on");
+
+    let c2 = rt.spawn(&consumer(dir.path(), "c2", "hold")).unwrap();
+    wait_for_output(dir.path(), "c2", "consumer: sum ok\n");
+    rt.kill(p, "owner dies").unwrap();
+    wait(&rt, p, Duration::from_secs(30));
+    let r = wait(&rt, c2, Duration::from_secs(30));
+    assert_eq!(r.status, "trapped", "{r:?}");
+    assert!(r
+        .reason
+        .unwrap()
+        .contains("access to revoked memory object"));
+}
