@@ -9,11 +9,15 @@
  *                        mapping; serves "producer": "get" replies with a
  *                        read-only view, "revoke" replies, then revokes the
  *                        object and checks its own data is intact, "quit"
- *   mapped consumer once|loop|hold
+ *   mapped consumer once|loop|hold|exit
  *                        maps the producer's view read-only and sums it
  *                        with plain loads; "once" unmaps and exits, "loop"
  *                        asks for the revoke and reads on (until it
- *                        traps), "hold" reads on
+ *                        traps), "hold" reads on, "exit" exits mapped
+ *   mapped leave         maps an object of its own, writes into it, exits
+ *                        with it mapped
+ *   mapped peek KiB      grows by KiB as "leave" or a consumer did; prints
+ *                        whether the pages there are zero
  *   mapped cycles N      N map/unmap cycles and N/100 map/revoke cycles,
  *                        waiting for a line on stdin before and after */
 #include <stdlib.h>
@@ -170,6 +174,7 @@ static int consumer(const char *mode) {
     CHECK(sum_of(area, (size_t)len / 4), sum);
     printf("consumer: sum %s\n", failures ? "WRONG" : "ok");
     fflush(stdout);
+    if (!strcmp(mode, "exit")) return failures;
     if (!strcmp(mode, "once")) {
         CHECK(warden_mem_unmap(area, (size_t)len), 0);
         return failures;
@@ -180,6 +185,23 @@ static int consumer(const char *mode) {
     printf("consumer: looping\n");
     fflush(stdout);
     for (;;) sum_of(area, (size_t)len / 4);
+}
+
+static int leave(void) {
+    warden_handle m = warden_mem_create(64 << 10);
+    char *area = warden_map_area(64 << 10);
+    if (warden_mem_map(m, 0, 64 << 10, area, WARDEN_MAP_READ | WARDEN_MAP_WRITE)) return 2;
+    memset(area, 'S', 64 << 10);
+    printf("leave: %p\n", (void *)area);
+    return 0;
+}
+
+static int peek(size_t kib) {
+    char *area = warden_map_area(kib << 10);
+    size_t dirty = 0;
+    for (size_t i = 0; i < (kib << 10); i++) dirty += area[i] != 0;
+    printf("peek: %p %s\n", (void *)area, dirty ? "LEAK" : "clean");
+    return dirty != 0;
 }
 
 static void wait_line(const char *marker) {
@@ -196,14 +218,20 @@ static int cycles(int n) {
     wait_line("cycles: warm");
     for (int i = 0; i < n; i++) {
         if (warden_mem_map(m, 0, len, area, WARDEN_MAP_READ | WARDEN_MAP_WRITE)) return 2;
-        area[i % len] = 1;
+        area[(size_t)i * 4096 % len] = 1;
         if (warden_mem_unmap(area, len)) return 3;
         if (i % 100 == 0) {
+            /* A fresh object, every page written, then revoked while
+             * mapped: an object or a page left behind would show. */
+            warden_close(m);
+            m = warden_mem_create(len);
+            if (m < 0 || warden_mem_map(m, 0, len, area, WARDEN_MAP_READ | WARDEN_MAP_WRITE)) return 4;
+            memset(area, i, len);
             warden_handle v = warden_mem_view(m, 0, len, 0);
-            if (warden_mem_map(v, 0, len, area, WARDEN_MAP_READ)) return 4;
+            if (warden_mem_unmap(area, len) || warden_mem_map(v, 0, len, area, WARDEN_MAP_READ)) return 5;
             /* Revokes `m` too (same bytes): go on with the fresh handle. */
             warden_handle again = warden_mem_revoke(v);
-            if (again < 0 || warden_mem_unmap(area, len)) return 5;
+            if (again < 0 || warden_mem_unmap(area, len)) return 6;
             warden_close(v);
             warden_close(m);
             m = again;
@@ -221,6 +249,8 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "host-store")) return host_store();
     if (!strcmp(mode, "producer")) return producer(atoi(arg));
     if (!strcmp(mode, "consumer")) return consumer(arg);
+    if (!strcmp(mode, "leave")) return leave();
+    if (!strcmp(mode, "peek")) return peek((size_t)atoi(arg));
     if (!strcmp(mode, "cycles")) return cycles(atoi(arg));
     return 64;
 }
