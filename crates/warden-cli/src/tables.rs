@@ -149,6 +149,7 @@ fn task_columns(wide: bool) -> Vec<(&'static str, Align)> {
         ("SENT", Right),
         ("RECV", Right),
         ("SOCKS", Right),
+        ("MAPPED", Right),
         ("NET-TX", Right),
         ("NET-RX", Right),
         ("TX/s", Right),
@@ -177,7 +178,7 @@ fn task_cell(t: &Value, column: &str, depth: usize) -> String {
         "CPU%" => format!("{:.1}", t["cpu_pct"].as_f64().unwrap_or(0.0)),
         "CPU(ms)" => format!("{:.1}", t["cpu_ms"].as_f64().unwrap_or(0.0)),
         // An ended task holds nothing: its PEAK says what it used.
-        "MEM(MiB)" | "SURPLUS" | "SOCKS" | "TX/s" | "RX/s" if ended => "-".into(),
+        "MEM(MiB)" | "SURPLUS" | "SOCKS" | "MAPPED" | "TX/s" | "RX/s" if ended => "-".into(),
         "MEM(MiB)" => mib(&t["memory_bytes"]),
         "LIMIT" => mib(&t["memory_limit_bytes"]),
         "GUAR" => mib(&t["memory_guarantee_bytes"]),
@@ -187,6 +188,7 @@ fn task_cell(t: &Value, column: &str, depth: usize) -> String {
         "SENT" => num(&t["bytes_sent"]),
         "RECV" => num(&t["bytes_received"]),
         "SOCKS" => num(&t["sockets"]),
+        "MAPPED" => mapped(t),
         "NET-TX" => rate(&t["net_bytes_sent"]),
         "NET-RX" => rate(&t["net_bytes_received"]),
         "TX/s" => rate(&t["net_tx_rate"]),
@@ -195,6 +197,20 @@ fn task_cell(t: &Value, column: &str, depth: usize) -> String {
         "ENDED" => ending(t),
         _ => String::new(),
     }
+}
+
+/// A task's mappings: how many, their size (and revocations, if any).
+fn mapped(t: &Value) -> String {
+    let n = t["mapped"].as_u64().unwrap_or(0);
+    let revoked = t["mappings_revoked"].as_u64().unwrap_or(0);
+    let mut s = match n {
+        0 => "0".to_string(),
+        _ => format!("{n}/{}M", mib(&t["mapped_bytes"])),
+    };
+    if revoked > 0 {
+        s.push_str(&format!(" r{revoked}"));
+    }
+    s
 }
 
 /// The task table: the tree (children under their parent), sorted within

@@ -131,6 +131,15 @@ fn owner_death_and_mapper_death() {
 
     let c2 = rt.spawn(&consumer(dir.path(), "c2", "hold")).unwrap();
     wait_for_output(dir.path(), "c2", "consumer: sum ok\n");
+    // Operators see the mapping, charged to the producer only.
+    let views = rt.live_tasks();
+    let view = |id| views.iter().find(|v| v.id == id).unwrap();
+    assert_eq!((view(c2).mapped, view(c2).mapped_bytes), (1, 4 << 20));
+    assert!(view(c2).memory_bytes < 6 << 20, "{:?}", view(c2));
+    assert!(
+        view(p).memory_bytes >= 8 << 20,
+        "object and own mapping area"
+    );
     rt.kill(p, "owner dies").unwrap();
     wait(&rt, p, Duration::from_secs(30));
     let r = wait(&rt, c2, Duration::from_secs(30));

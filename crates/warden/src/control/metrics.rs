@@ -89,6 +89,24 @@ const TASK_METRICS: &[TaskMetric] = &[
         |v| Some(v.sockets as f64),
     ),
     (
+        "warden_task_mapped_objects",
+        "gauge",
+        "Memory objects' ranges mapped into the task's memory.",
+        |v| Some(v.mapped as f64),
+    ),
+    (
+        "warden_task_mapped_bytes",
+        "gauge",
+        "Bytes of memory objects mapped into the task's memory (charged to their creators).",
+        |v| Some(v.mapped_bytes as f64),
+    ),
+    (
+        "warden_task_mappings_revoked_total",
+        "counter",
+        "Mapped ranges revoked while the task had them mapped.",
+        |v| Some(v.mappings_revoked as f64),
+    ),
+    (
         "warden_task_connections_total",
         "counter",
         "Connections the task opened or accepted.",

@@ -119,10 +119,12 @@ function renderTasks(tasks) {
     // A supervised task says how often it was restarted, and why last.
     const restarts = t.restarts ? `${t.restarts}` : "";
     const memory = ended ? `peak ${size(t.peak_memory_bytes)}` : size(t.memory_bytes);
+    // Objects mapped into its memory (charged to their creators).
+    const mapped = t.mapped ? `${t.mapped} (${size(t.mapped_bytes)})` : "0";
     const cells = [t.id, "\u00a0\u00a0".repeat(depth) + t.name, state, t.cpu_pct.toFixed(1),
       t.cpu_ms.toFixed(1), memory, size(t.memory_limit_bytes),
       size(t.memory_guarantee_bytes), size(t.surplus_bytes), t.ipc_calls,
-      t.sockets, rate(t.net_bytes_sent), rate(t.net_bytes_received),
+      t.sockets, mapped, rate(t.net_bytes_sent), rate(t.net_bytes_received),
       rate(t.net_tx_rate), rate(t.net_rx_rate), restarts];
     for (const c of cells) { const td = document.createElement("td"); td.textContent = c; tr.appendChild(td); }
     if (t.last_restart_reason) tr.lastChild.title = `last restarted after: ${t.last_restart_reason}`;

@@ -43,6 +43,13 @@ pub struct TaskView {
     pub sockets: u32,
     /// Connections it opened or accepted, ever.
     pub connections: u64,
+    /// Memory objects' ranges mapped into its memory now (0 once
+    /// finished): counted here, charged to each object's creator.
+    pub mapped: u64,
+    /// Their bytes.
+    pub mapped_bytes: u64,
+    /// Ranges revoked while it had them mapped.
+    pub mappings_revoked: u64,
     /// Its scheduling group, if any (its innermost).
     pub group: Option<String>,
     /// The HTTP route whose request it handles, if it is a per-request
@@ -73,6 +80,7 @@ impl TaskView {
 impl Runtime {
     fn live_view(&self, l: &Live) -> TaskView {
         let s = &l.shared;
+        let mapped = s.maps.get().map_or((0, 0, 0), |m| m.totals());
         TaskView {
             id: s.id,
             name: s.name.clone(),
@@ -96,6 +104,9 @@ impl Runtime {
             net_bytes_received: s.net.received.load(Ordering::Relaxed),
             sockets: s.net.sockets(),
             connections: s.net.connections.load(Ordering::Relaxed),
+            mapped: mapped.0,
+            mapped_bytes: mapped.1,
+            mappings_revoked: mapped.2,
             group: s.groups.first().map(|g| g.name.clone()),
             route: s.label.as_deref().map(str::to_string),
             exit_code: None,
@@ -142,6 +153,9 @@ impl Runtime {
                     net_bytes_received: r.net_bytes_received,
                     sockets: 0,
                     connections: r.connections,
+                    mapped: 0,
+                    mapped_bytes: 0,
+                    mappings_revoked: 0,
                     group: r.group.clone(),
                     route: r.route.clone(),
                     exit_code: r.exit_code,
