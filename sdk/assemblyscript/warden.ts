@@ -62,6 +62,7 @@ export function describe(code: i64): string {
     case -14: return "no reply";
     case -16: return "busy";
     case -17: return "I/O error";
+    case -18: return "not supported";
     default: return code >= 0 ? "success" : "unknown error";
   }
 }

@@ -32,6 +32,7 @@ pub const Error = error{
     NoReply,
     Busy,
     Io,
+    NotSupported,
     Unknown,
 };
 
@@ -55,6 +56,7 @@ pub fn check(r: i64) Error!i64 {
         -14 => Error.NoReply,
         -16 => Error.Busy,
         -17 => Error.Io,
+        -18 => Error.NotSupported,
         else => Error.Unknown,
     };
 }

@@ -84,6 +84,24 @@ fn polyglot_example() {
     assert!(out.contains("[server] served 2004 calls"), "{out}");
 }
 
+/// Zero-copy sharing: readers in C and Rust map a 16 MiB object the C
+/// producer filled, sum it in place, and find it revoked; the producer's
+/// own data stays intact.
+#[test]
+fn sharing_example() {
+    let root = built_examples();
+    let out = run(&root.join("examples/sharing/sharing.toml"));
+    for want in [
+        "[rust] rust: 16 MiB summed in place, sum ok",
+        "[c] c: 16 MiB summed in place, sum ok",
+        "[producer] producer: revoked every view; its own data intact",
+        "[rust] rust: after the revoke, my view: revoked",
+        "[c] c: after the revoke, unmapped (success), reads 0",
+    ] {
+        assert!(out.contains(want), "{want:?} missing from {out}");
+    }
+}
+
 /// Block devices from the Java, Zig, Rust and AssemblyScript SDKs: each
 /// task writes, syncs, reads back and checks four sectors of its own
 /// device, and the host file holds what it wrote.

@@ -22,6 +22,7 @@ public class WardenException extends RuntimeException {
     public static final int NO_REPLY = -14;
     public static final int BUSY = -16;
     public static final int IO = -17;
+    public static final int NOT_SUPPORTED = -18;
 
     private final int code;
 
@@ -58,6 +59,7 @@ public class WardenException extends RuntimeException {
             case NO_REPLY: return "no reply";
             case BUSY: return "busy";
             case IO: return "I/O error";
+            case NOT_SUPPORTED: return "not supported";
             default: return code >= 0 ? "success" : "unknown error";
         }
     }

@@ -55,6 +55,10 @@ impl Error {
     pub const BUSY: Error = Error(-16);
     /// The host's storage failed (a device).
     pub const IO: Error = Error(-17);
+    /// Already there (a name; a mapping over another).
+    pub const EXISTS: Error = Error(-11);
+    /// Not supported here (a mapping a passive task cannot make).
+    pub const NOT_SUPPORTED: Error = Error(-18);
 
     /// What the code means (the text of `warden_strerror`).
     pub fn describe(self) -> &'static str {
@@ -76,6 +80,7 @@ impl Error {
             -15 => "would wait",
             -16 => "busy",
             -17 => "I/O error",
+            -18 => "not supported",
             _ => "unknown error",
         }
     }
@@ -154,6 +159,22 @@ impl Portal {
             return Err(Error::QUOTA);
         }
         Ok(n)
+    }
+
+    /// Calls the service for a memory object: the reply's length and the
+    /// object the reply carried ([`Error::BAD_HANDLE`] if it carried none).
+    pub fn call_for_memory(&self, request: &[u8], reply: &mut [u8]) -> Result<(usize, MemoryObject)> {
+        let (mut h, mut nh) = (-1i32, 1u32);
+        let (req, cap) = (request.as_ptr(), reply.len() as u32);
+        let n = unsafe {
+            raw::call(self.0 .0, req, request.len() as u32, std::ptr::null(), 0,
+                reply.as_mut_ptr(), cap, &mut h, &mut nh)
+        };
+        let n = check(n)? as usize;
+        if nh != 1 || h < 0 {
+            return Err(Error::BAD_HANDLE);
+        }
+        Ok((n.min(reply.len()), MemoryObject(Handle(h))))
     }
 }
 
@@ -380,6 +401,77 @@ impl MemoryObject {
     /// The object's size.
     pub fn size(&self) -> Result<u64> {
         Ok(check(unsafe { raw::mem_size(self.0 .0) })? as u64)
+    }
+
+    /// A handle to `len` bytes at `offset`, read-only if asked.
+    pub fn view(&self, offset: u64, len: u64, readonly: bool) -> Result<MemoryObject> {
+        let h = unsafe { raw::mem_view(self.0 .0, offset, len, readonly as i32) };
+        Ok(MemoryObject(Handle(check(h as i64)? as i32)))
+    }
+
+    /// Revokes every handle and mapping of this object's bytes (this one
+    /// too): every mapping is gone when it returns. The fresh handle to
+    /// the same bytes.
+    pub fn revoke(&self) -> Result<MemoryObject> {
+        let h = unsafe { raw::mem_revoke(self.0 .0) };
+        Ok(MemoryObject(Handle(check(h as i64)? as i32)))
+    }
+
+    /// Maps `len` bytes at `offset` (both multiples of [`PAGE`]) into
+    /// fresh memory of this task's: loads and stores reach the object
+    /// directly. Writable only through a writable handle. Unmapped when
+    /// dropped (the memory it took stays the task's). See
+    /// `warden_mem_map` in `sdk/c/warden.h`.
+    pub fn map(&self, offset: u64, len: u64, writable: bool) -> Result<Mapping> {
+        let size = usize::try_from(len).map_err(|_| Error::INVALID)?;
+        let pages = (size + 65535) / 65536;
+        let old = core::arch::wasm32::memory_grow(0, pages);
+        if old == usize::MAX {
+            return Err(Error::NO_MEMORY);
+        }
+        let at = (old * 65536) as *mut u8;
+        let flags = if writable { 3 } else { 1 };
+        check(unsafe { raw::mem_map(self.0 .0, offset, len, at, flags) } as i64)?;
+        Ok(Mapping { at, len: size })
+    }
+}
+
+/// The host's page size: what mappings are aligned to.
+pub const PAGE: usize = 4096;
+
+/// A memory object's bytes mapped into this task's memory.
+#[derive(Debug)]
+pub struct Mapping {
+    at: *mut u8,
+    len: usize,
+}
+
+impl Mapping {
+    /// Where the bytes are.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.at
+    }
+
+    /// Their length.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the mapping is empty (never: a mapping is a page or more).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The bytes. Others may change them meanwhile (the object's writers);
+    /// an access after a revoke traps the task.
+    pub fn bytes(&self) -> &[u8] {
+        unsafe { std::slice::from_raw_parts(self.at, self.len) }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        unsafe { raw::mem_unmap(self.at, self.len as u32) };
     }
 }
 

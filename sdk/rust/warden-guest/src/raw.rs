@@ -48,6 +48,10 @@ extern "C" {
     pub fn mem_read(mem: i32, off: u64, dst: *mut u8, len: u32) -> i64;
     pub fn mem_write(mem: i32, off: u64, src: *const u8, len: u32) -> i64;
     pub fn mem_size(mem: i32) -> i64;
+    pub fn mem_view(mem: i32, off: u64, len: u64, readonly: i32) -> i32;
+    pub fn mem_revoke(mem: i32) -> i32;
+    pub fn mem_map(mem: i32, off: u64, len: u64, addr: *mut u8, flags: i32) -> i32;
+    pub fn mem_unmap(addr: *mut u8, len: u32) -> i32;
     pub fn module_lookup(name: *const u8, len: u32) -> i32;
     pub fn task_spawn(module: i32, argv: *const *const u8, argc: u32, budget: *const Budget,
         grant: *const i32, ngrant: u32) -> i32;
