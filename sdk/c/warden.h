@@ -59,6 +59,14 @@ const char *warden_strerror(int32_t code);
 /* Services and portals. */
 warden_handle warden_service_create(void);
 warden_handle warden_portal_create(warden_handle service);
+/* Revokes a portal to a service this task serves, without closing the
+ * service: every copy of it (duplicates, copies sent in messages or found
+ * by a name lookup of it) fails from then on with WARDEN_EREVOKED, and so
+ * do calls through it that are queued or being served (the server's later
+ * reply to one gets WARDEN_EPEERDIED). Portals made by another warden_portal_create
+ * are untouched: give each client its own portal to revoke it alone.
+ * WARDEN_EDENIED for a portal to another task's service. */
+int32_t       warden_portal_revoke(warden_handle portal);
 int32_t       warden_name_register(const char *name, warden_handle portal);
 warden_handle warden_name_lookup(const char *name, int64_t timeout_ns);   /* timeout < 0: wait forever */
 int64_t warden_call(warden_handle portal,
@@ -315,6 +323,7 @@ int32_t warden_device_sync(warden_handle dev);
 WARDEN_IMPORT(close)          int32_t __warden_close(int32_t h);
 WARDEN_IMPORT(dup)            int32_t __warden_dup(int32_t h);
 WARDEN_IMPORT(service_create) int32_t __warden_service_create(void);
+WARDEN_IMPORT(portal_revoke)  int32_t __warden_portal_revoke(int32_t portal);
 WARDEN_IMPORT(portal_create)  int32_t __warden_portal_create(int32_t service);
 WARDEN_IMPORT(call)           int64_t __warden_call(int32_t portal, const void *req, uint32_t req_len,
                                                     const int32_t *req_h, uint32_t req_nh, void *resp,
@@ -421,6 +430,7 @@ static inline uint32_t __warden_strlen(const char *s) {
 
 WARDEN_DEF warden_handle warden_service_create(void) { return __warden_service_create(); }
 WARDEN_DEF warden_handle warden_portal_create(warden_handle s) { return __warden_portal_create(s); }
+WARDEN_DEF int32_t warden_portal_revoke(warden_handle p) { return __warden_portal_revoke(p); }
 WARDEN_DEF int32_t warden_name_register(const char *name, warden_handle portal) {
     return __warden_name_register(name, __warden_strlen(name), portal);
 }

@@ -16,6 +16,9 @@ int main(void) {
     CHECK(warden_name_register("not-mine", p), WARDEN_EDENIED);
     warden_handle again = warden_name_lookup("abi", 0);
     CHECK(again >= 0, 1);
+    warden_handle spare = warden_portal_create(s);
+    CHECK(warden_portal_revoke(spare), 0);
+    CHECK(warden_portal_revoke(s), WARDEN_EBADHANDLE);
     CHECK(warden_name_lookup("absent", 1000 * 1000), WARDEN_ETIMEOUT);
     CHECK(warden_name_lookup("forbidden", -1), WARDEN_EDENIED);
     CHECK(warden_call(again, "x", 1, NULL, 0, buf, sizeof buf, NULL, &nh), WARDEN_EDEADLOCK);

@@ -228,3 +228,37 @@ fn a_mapping_does_not_outlive_its_task_in_the_slot() {
     }
     rt.kill(p, "done").unwrap();
 }
+
+/// A service revokes one client's portal without closing: the client's
+/// waiting call and next calls fail with `WARDEN_EREVOKED`, through any
+/// copy of the portal; another client's portal and the service's name
+/// are untouched; only the serving task may revoke.
+#[test]
+fn revoking_one_clients_portal() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(2);
+    let mut server = spec(dir.path(), "server", guests::PORTAL_REVOKE);
+    server.args = vec!["server".into()];
+    server.ipc.provides = vec!["gate".into()];
+    let server = rt.spawn(&server).unwrap();
+    let client = |name: &str| {
+        let mut s = spec(dir.path(), name, guests::PORTAL_REVOKE);
+        s.args = vec![name.into()];
+        s.ipc.uses = vec!["gate".into()];
+        rt.spawn(&s).unwrap()
+    };
+    let (a, b) = (client("a"), client("b"));
+    for id in [a, b, server] {
+        let r = wait(&rt, id, Duration::from_secs(30));
+        assert_eq!(r.exit_code, Some(0), "{r:?}");
+    }
+    assert_eq!(
+        stdout_of(dir.path(), "a"),
+        "a: held call: revoked\na: next call: revoked\na: duplicate: revoked\na: the gate: pong\n"
+    );
+    assert_eq!(stdout_of(dir.path(), "b"), "b: own portal after: pong\n");
+    assert_eq!(
+        stdout_of(dir.path(), "server"),
+        "server: revoke success; late reply: peer died\n"
+    );
+}

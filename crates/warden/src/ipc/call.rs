@@ -156,6 +156,12 @@ impl CallSlot {
         }
     }
 
+    /// Whether the call `seq` is still queued or being served.
+    pub fn is_under_way(&self, seq: u64) -> bool {
+        let st = self.lock();
+        st.seq == seq && matches!(st.phase, Phase::Queued | Phase::Received)
+    }
+
     /// For the client: ready with the result once the call is done.
     pub fn poll_done(&self, cx: &mut Context<'_>) -> Poll<i32> {
         let mut st = self.lock();

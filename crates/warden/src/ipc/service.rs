@@ -299,31 +299,94 @@ impl Drop for ServiceRef {
     }
 }
 
-/// A client's reference: the right to call the service.
-pub struct PortalRef(Arc<Service>);
+/// A client's reference: the right to call the service. Duplicates of a
+/// portal (by `dup`, in messages, through the name service) share one
+/// [`Grant`], which the service's task may revoke: every copy, wherever
+/// it went, fails from then on (J-Kernel's revocable capabilities).
+pub struct PortalRef {
+    service: Arc<Service>,
+    grant: Arc<Grant>,
+}
+
+/// What the copies of one portal share: whether it was revoked, and the
+/// calls made through it that are under way (to fail them when it is).
+#[derive(Default)]
+pub struct Grant {
+    revoked: std::sync::atomic::AtomicBool,
+    flights: Mutex<Vec<(std::sync::Weak<CallSlot>, u64)>>,
+}
 
 impl PortalRef {
-    /// Creates a portal to `service`.
+    /// Creates a portal to `service`, with a grant of its own.
     pub fn new(service: &Arc<Service>) -> Self {
+        Self::sharing(service, Arc::default())
+    }
+
+    fn sharing(service: &Arc<Service>, grant: Arc<Grant>) -> Self {
         lock(&service.state).portals += 1;
-        PortalRef(service.clone())
+        PortalRef {
+            service: service.clone(),
+            grant,
+        }
     }
 
     /// The service called through this portal.
     pub fn service(&self) -> &Arc<Service> {
-        &self.0
+        &self.service
+    }
+
+    /// `Revoked` once the portal was revoked.
+    pub fn check(&self) -> Result<(), Errno> {
+        match self
+            .grant
+            .revoked
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            true => Err(Errno::Revoked),
+            false => Ok(()),
+        }
+    }
+
+    /// Records the call `seq` in `slot`, made through this portal and
+    /// under way, so that a revoke fails it; fails it at once if the
+    /// portal was revoked meanwhile.
+    pub fn track(&self, slot: &Arc<CallSlot>, seq: u64) {
+        let mut flights = lock(&self.grant.flights);
+        if self.check().is_err() {
+            drop(flights);
+            return slot.finish(seq, Errno::Revoked.code());
+        }
+        if flights.len() >= 8 && flights.len().is_power_of_two() {
+            flights.retain(|(s, seq)| s.upgrade().is_some_and(|s| s.is_under_way(*seq)));
+        }
+        flights.push((Arc::downgrade(slot), seq));
+    }
+
+    /// Revokes every copy of this portal: later calls fail with
+    /// `Revoked`, and so do calls under way through it (the client is
+    /// woken; the server's later answer finds nobody waiting).
+    pub fn revoke(&self) {
+        self.grant
+            .revoked
+            .store(true, std::sync::atomic::Ordering::Release);
+        let flights = std::mem::take(&mut *lock(&self.grant.flights));
+        for (slot, seq) in flights {
+            if let Some(slot) = slot.upgrade() {
+                slot.finish(seq, Errno::Revoked.code());
+            }
+        }
     }
 }
 
 impl Clone for PortalRef {
     fn clone(&self) -> Self {
-        PortalRef::new(&self.0)
+        PortalRef::sharing(&self.service, self.grant.clone())
     }
 }
 
 impl Drop for PortalRef {
     fn drop(&mut self) {
-        let mut st = lock(&self.0.state);
+        let mut st = lock(&self.service.state);
         st.portals -= 1;
         let w = if st.portals == 0 {
             st.receiver.take()

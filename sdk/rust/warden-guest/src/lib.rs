@@ -161,6 +161,13 @@ impl Portal {
         Ok(n)
     }
 
+    /// Revokes this portal, to a service this task serves, and every copy
+    /// of it: their calls fail with [`Error::REVOKED`], waiting ones too
+    /// ([`Error::DENIED`] for another task's service).
+    pub fn revoke(&self) -> Result<()> {
+        check(unsafe { raw::portal_revoke(self.0 .0) } as i64).map(|_| ())
+    }
+
     /// Calls the service for a memory object: the reply's length and the
     /// object the reply carried ([`Error::BAD_HANDLE`] if it carried none).
     pub fn call_for_memory(&self, request: &[u8], reply: &mut [u8]) -> Result<(usize, MemoryObject)> {

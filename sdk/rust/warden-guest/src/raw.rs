@@ -48,6 +48,7 @@ extern "C" {
     pub fn mem_read(mem: i32, off: u64, dst: *mut u8, len: u32) -> i64;
     pub fn mem_write(mem: i32, off: u64, src: *const u8, len: u32) -> i64;
     pub fn mem_size(mem: i32) -> i64;
+    pub fn portal_revoke(portal: i32) -> i32;
     pub fn mem_view(mem: i32, off: u64, len: u64, readonly: i32) -> i32;
     pub fn mem_revoke(mem: i32) -> i32;
     pub fn mem_map(mem: i32, off: u64, len: u64, addr: *mut u8, flags: i32) -> i32;

@@ -9,17 +9,22 @@ use super::state::TaskIpc;
 use crate::host::calls::start;
 use crate::host::guest::{len32, memory, range, read_u32, GuestMem};
 use crate::host::TaskData;
-use crate::ipc::service::{CallState, Phase, Service};
+use crate::ipc::service::{CallState, Phase, PortalRef, Service};
 use crate::ipc::{Errno, HandleTable, Object};
 use crate::task::TaskShared;
 use std::sync::{Arc, MutexGuard};
 use wasmtime::Caller;
 
 /// The service `portal` calls, borrowed from the caller's handle table;
-/// `BadHandle` if it is not a portal.
+/// `BadHandle` if it is not a portal, `Revoked` if it was revoked.
 pub(super) fn service_of(data: &TaskData, portal: i32) -> Result<&Arc<Service>, Errno> {
+    portal_of(data, portal).map(PortalRef::service)
+}
+
+/// The portal `portal`, if not revoked.
+pub(super) fn portal_of(data: &TaskData, portal: i32) -> Result<&PortalRef, Errno> {
     match data.ipc().handles.get(portal)? {
-        Object::Portal(p) => Ok(p.service()),
+        Object::Portal(p) => p.check().map(|()| p),
         _ => Err(Errno::BadHandle),
     }
 }
@@ -46,6 +51,9 @@ pub(super) fn call_at_once(
         }
         _ => {
             drop(st);
+            if let Ok(Object::Portal(p)) = ipc.handles.get(args.0) {
+                p.track(slot, seq);
+            }
             ipc.in_flight = Some(flight.into_owned());
             Err(Errno::Again)
         }

@@ -52,6 +52,24 @@ fn add_services(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
             ret32(table.insert(Object::Portal(portal)))
         },
     )?;
+    linker.func_wrap(
+        super::MODULE,
+        "portal_revoke",
+        |c: Caller<'_, TaskData>, portal: i32| {
+            let data = c.data();
+            let r = match data.ipc().handles.get(portal) {
+                // Only the task serving the service revokes its portals.
+                Ok(Object::Portal(p)) if p.service().owner == data.core.shared.id => {
+                    p.revoke();
+                    Ok(0)
+                }
+                Ok(Object::Portal(_)) => Err(Errno::Denied),
+                Ok(_) => Err(Errno::BadHandle),
+                Err(e) => Err(e),
+            };
+            ret32(r)
+        },
+    )?;
     Ok(())
 }
 
@@ -156,7 +174,11 @@ async fn call(mut c: Caller<'_, TaskData>, args: CallArgs, timeout_ns: i64) -> R
             let (ipc, core) = data.warden_parts();
             let shared = &core.shared;
             let seq = load_request(mem, ipc, shared, &service, args)?;
-            let made = start(ipc.call_slot.get(shared), shared, &service, seq)?;
+            let slot = ipc.call_slot.get(shared);
+            let made = start(slot, shared, &service, seq)?;
+            if let Ok(Object::Portal(p)) = ipc.handles.get(args.0) {
+                p.track(slot, seq);
+            }
             made.into_owned()
         }
     };

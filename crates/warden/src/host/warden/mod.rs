@@ -110,6 +110,7 @@ pub const FUNCTIONS: &[(&str, &str, &str)] = &[
     ("dup", "i32", "i32"),
     ("service_create", "", "i32"),
     ("portal_create", "i32", "i32"),
+    ("portal_revoke", "i32", "i32"),
     ("call", "i32 i32 i32 i32 i32 i32 i32 i32 i32", "i64"),
     ("call_fast", "i32 i32 i32 i32 i32 i32 i32 i32 i32", "i64"),
     (
