@@ -10,6 +10,7 @@ mod compute;
 mod contestant;
 mod copies;
 mod files;
+mod mapped;
 mod mass_death;
 pub use copies::child_copies;
 pub use cycles::child_ipc;
@@ -53,6 +54,7 @@ pub fn run_all(ctx: &Ctx, only: Option<&str>) -> Vec<Table> {
         ("cross-task vs local access (seed 004, Figure 2)", Box::new(|c| vec![remote::run(c)])),
         ("compute under preemption", Box::new(|c| vec![compute::run(c)])),
         ("bulk transfer: copy vs memory object", Box::new(|c| vec![transfer::run(c)])),
+        ("sharing by mapping: zero-copy moves and revocation", Box::new(|c| vec![mapped::run(c)])),
         ("scheduling accuracy and overhead", Box::new(sched::run)),
         ("kill to reclaim", Box::new(|c| vec![reclaim::run(c)])),
         ("memory after mass death", Box::new(|c| vec![mass_death::run(c)])),

@@ -17,6 +17,7 @@ use warden_test_guests as guests;
 
 const REMOTE: &str = "Warden, across tasks (permit; portal call)";
 const LOCAL: &str = "Warden, local (same task)";
+const MAPPED: &str = "Warden, across tasks (memory object mapped)";
 const COLUMNS: [&str; 4] = [
     "field read",
     "field write",
@@ -36,7 +37,8 @@ pub fn run(ctx: &Ctx) -> Table {
     t.method = format!(
         "{ops} operations per sample timed inside the guest ({calls} portal calls), converted to \
          cycles with the core clock, {:.0} MHz ({}). The permit is read and written by a second \
-         task (a child the owner spawned and granted it to); the owner times allocate + revoke.",
+         task (a child the owner spawned and granted it to), as is the mapped memory object \
+         (the child maps it into its own memory); the owner times allocate + revoke.",
         ctx.clock.hz / 1e6,
         ctx.clock.how
     );
@@ -58,6 +60,10 @@ pub fn run(ctx: &Ctx) -> Table {
                 Ok(())
             }),
             Contestant::warden(REMOTE),
+            Contestant::warden(MAPPED).absent(
+                &COLUMNS[2..],
+                "a mapping is data, not a method; mapping is not a permit's allocation",
+            ),
             Contestant::peer(LOCAL)
                 .absent(&[COLUMNS[3]], "a task needs no permit for its own memory"),
         ],
@@ -84,6 +90,8 @@ fn prims(
     s.push(&format!("{LOCAL}/field read"), cyc(get("read")?));
     s.push(&format!("{LOCAL}/field write"), cyc(get("write")?));
     s.push(&format!("{LOCAL}/method invocation"), cyc(get("call")?));
+    s.push(&format!("{MAPPED}/field read"), cyc(get("mapped_read")?));
+    s.push(&format!("{MAPPED}/field write"), cyc(get("mapped_write")?));
     s.push(&format!("{REMOTE}/field read"), cyc(get("permit_read")?));
     s.push(&format!("{REMOTE}/field write"), cyc(get("permit_write")?));
     s.push(

@@ -18,6 +18,9 @@
  *                 another task holding it (handle, permit check, copy)
  *   mem_read, mem_write
  *                 4 bytes of a memory object
+ *   mapped_read, mapped_write
+ *                 4 bytes of a memory object the child mapped into its own
+ *                 memory: a plain load and store
  *   permit_cycle  grant, revoke and close a permit (Luna: allocate, revoke
  *                 and collect a permit)
  * Loop overhead is included, as in the papers' tables. */
@@ -42,27 +45,37 @@ static void report(const char *name, double t0, long n) {
     printf("%s %.2f\n", name, (now_ns() - t0) / n);
 }
 
-/* The child: reads and writes its parent's field through the permit. */
+/* The child: reads and writes its parent's field through the permit, and
+ * its parent's memory object through a mapping of it. */
 static int user(long n) {
-    warden_handle p = warden_task_granted(0);
-    int v = 0;
+    warden_handle p = warden_task_granted(0), obj = warden_task_granted(1);
+    volatile int *mapped = warden_map_area(4096);
+    if (warden_mem_map(obj, 0, 4096, (void *)mapped, WARDEN_MAP_READ | WARDEN_MAP_WRITE)) return 2;
+    int v = 0, sum = 0;
     double t0 = now_ns();
+    for (long i = 0; i < n; i++) sum += *mapped;
+    report("mapped_read", t0, n);
+    t0 = now_ns();
+    for (long i = 0; i < n; i++) *mapped = (int)i;
+    report("mapped_write", t0, n);
+    t0 = now_ns();
     for (long i = 0; i < n; i++) warden_permit_read(p, 0, &v, 4);
     report("permit_read", t0, n);
     t0 = now_ns();
     for (long i = 0; i < n; i++) warden_permit_write(p, 0, &v, 4);
     report("permit_write", t0, n);
-    return 0;
+    return sum == 12345 ? 3 : 0;
 }
 
-/* Spawns the child that uses permit p; its exit status. */
-static int spawn_user(warden_handle p, long n) {
+/* Spawns the child that uses permit p and object m; its exit status. */
+static int spawn_user(warden_handle p, warden_handle m, long n) {
     char arg[32];
     snprintf(arg, sizeof arg, "%ld", n);
     const char *args[] = {"user", arg};
     warden_budget b = {16 << 20, 0, 1};
-    warden_handle m = warden_module_lookup("self");
-    warden_handle t = m < 0 ? m : warden_task_spawn(m, args, 2, &b, &p, 1);
+    warden_handle module = warden_module_lookup("self");
+    warden_handle grant[2] = {p, m};
+    warden_handle t = module < 0 ? module : warden_task_spawn(module, args, 2, &b, grant, 2);
     int32_t status = -1;
     if (t < 0 || warden_task_wait(t, -1, &status) < 0) {
         printf("permit user: %s\n", warden_strerror(t < 0 ? t : status));
@@ -102,7 +115,7 @@ int main(int argc, char **argv) {
     warden_handle m = warden_mem_create(4096);
     if (p < 0 || m < 0) { printf("setup failed: %d %d\n", p, m); return 1; }
     fflush(stdout);
-    if (spawn_user(p, n) != 0) return 1;
+    if (spawn_user(p, m, n) != 0) return 1;
     int v = 0;
     t0 = now_ns();
     for (long i = 0; i < n; i++) warden_mem_read(m, 0, &v, 4);
