@@ -186,6 +186,16 @@ warden_handle warden_permit_grant(const void *ptr, size_t len, int32_t writable)
 int64_t       warden_permit_read(warden_handle permit, uint64_t offset, void *dst, size_t len);
 int64_t       warden_permit_write(warden_handle permit, uint64_t offset, const void *src, size_t len);
 int32_t       warden_permit_revoke(warden_handle permit);
+/* Maps `len` bytes at `offset` of the permitted range at `addr`, when the
+ * owner's memory there is a memory object it mapped (its data lives in a
+ * memory object): loads and stores reach the same pages, with no host call.
+ * Alignment and `addr` as for warden_mem_map; write only through a writable
+ * permit and over a writable mapping of the owner's (else WARDEN_EDENIED).
+ * WARDEN_ENOTSUP if the range is not all one such mapping (the copying
+ * permit calls still work). Revoking the permit, or the object, or the
+ * owner's death, takes the mapping away before the revoke returns; the
+ * holder unmaps it with warden_mem_unmap. */
+int32_t       warden_permit_map(warden_handle permit, uint64_t offset, uint64_t len, void *addr, int32_t flags);
 
 /* Nested tasks. A child's memory limit is carved out of its parent's
  * budget: reserved there while the child lives (more than the parent has
@@ -353,6 +363,7 @@ WARDEN_IMPORT(mem_read)       int64_t __warden_mem_read(int32_t mem, uint64_t of
 WARDEN_IMPORT(mem_write)      int64_t __warden_mem_write(int32_t mem, uint64_t off, const void *src, uint32_t len);
 WARDEN_IMPORT(mem_size)       int64_t __warden_mem_size(int32_t mem);
 WARDEN_IMPORT(mem_revoke)     int32_t __warden_mem_revoke(int32_t mem);
+WARDEN_IMPORT(permit_map)     int32_t __warden_permit_map(int32_t permit, uint64_t off, uint64_t len, void *addr, int32_t flags);
 WARDEN_IMPORT(mem_map)        int32_t __warden_mem_map(int32_t mem, uint64_t off, uint64_t len, void *addr, int32_t flags);
 WARDEN_IMPORT(mem_unmap)      int32_t __warden_mem_unmap(void *addr, uint32_t len);
 WARDEN_IMPORT(permit_grant)   int32_t __warden_permit_grant(const void *ptr, uint32_t len, int32_t writable);
@@ -485,6 +496,9 @@ WARDEN_DEF int64_t warden_mem_size(warden_handle m) { return __warden_mem_size(m
 WARDEN_DEF warden_handle warden_mem_revoke(warden_handle m) { return __warden_mem_revoke(m); }
 WARDEN_DEF int32_t warden_mem_map(warden_handle m, uint64_t off, uint64_t len, void *addr, int32_t flags) {
     return __warden_mem_map(m, off, len, addr, flags);
+}
+WARDEN_DEF int32_t warden_permit_map(warden_handle p, uint64_t off, uint64_t len, void *addr, int32_t flags) {
+    return __warden_permit_map(p, off, len, addr, flags);
 }
 WARDEN_DEF int32_t warden_mem_unmap(void *addr, size_t len) {
     return len > 0xffffffffu ? WARDEN_EINVAL : __warden_mem_unmap(addr, (uint32_t)len);

@@ -46,6 +46,7 @@ int main(void) {
     warden_handle pm = warden_permit_grant(buf, sizeof buf, 1);
     CHECK(warden_permit_write(pm, 0, "zz", 2), 2);
     CHECK(warden_permit_read(pm, 0, buf + 10, 2), 2);
+    CHECK(warden_permit_map(pm, 0, 4096, area, WARDEN_MAP_READ), WARDEN_ERANGE);
     CHECK(memcmp(buf + 10, "zz", 2), 0);
     CHECK(warden_permit_revoke(pm), 0);
     CHECK(strcmp(warden_strerror(WARDEN_EPEERDIED), "peer died"), 0);

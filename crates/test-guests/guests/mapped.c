@@ -18,6 +18,13 @@
  *                        with it mapped
  *   mapped peek KiB      grows by KiB as "leave" or a consumer did; prints
  *                        whether the pages there are zero
+ *   mapped powner        maps a 1 MiB object of its own, fills it, grants a
+ *                        read-only permit to that range and one to plain
+ *                        memory; serves "powner": "get" replies with both,
+ *                        "revoke" replies, revokes the first permit and
+ *                        checks its own mapping
+ *   mapped preader       maps the first permit (the second is refused),
+ *                        sums, asks for the revoke, reads on (and traps)
  *   mapped cycles N      N map/unmap cycles and N/100 map/revoke cycles,
  *                        waiting for a line on stdin before and after */
 #include <stdlib.h>
@@ -204,6 +211,57 @@ static int peek(size_t kib) {
     return dirty != 0;
 }
 
+static char plain[8192] __attribute__((aligned(4096)));
+
+static int powner(void) {
+    size_t len = 1 << 20;
+    warden_handle m = warden_mem_create(len);
+    uint32_t *area = warden_map_area(len);
+    if (warden_mem_map(m, 0, len, area, WARDEN_MAP_READ | WARDEN_MAP_WRITE)) return 2;
+    for (size_t i = 0; i < len / 4; i++) area[i] = pattern(i);
+    warden_handle permits[2] = {warden_permit_grant(area, len, 0), warden_permit_grant(plain, 4096, 1)};
+    warden_handle s = warden_service_create();
+    warden_name_register("powner", warden_portal_create(s));
+    for (;;) {
+        char req[8];
+        uint64_t call;
+        size_t nh = 0;
+        int64_t n = warden_recv(s, &call, req, sizeof req, NULL, &nh);
+        if (n < 0) return 0;
+        if (n == 3 && !memcmp(req, "get", 3)) {
+            warden_reply(call, "ok", 2, permits, 2);
+        } else if (n == 6 && !memcmp(req, "revoke", 6)) {
+            warden_reply(call, "ok", 2, NULL, 0);
+            printf("powner: revoke %s\n", warden_strerror(warden_permit_revoke(permits[0])));
+            printf("powner: own mapping %s\n", sum_of(area, len / 4) == sum_of(area, len / 4) && area[9] == pattern(9) ? "intact" : "LOST");
+            fflush(stdout);
+        }
+    }
+}
+
+static int preader(void) {
+    warden_handle o = warden_name_lookup("powner", 10LL * 1000 * 1000 * 1000);
+    warden_handle h[2];
+    size_t nh = 2;
+    char ok[4];
+    if (o < 0 || warden_call(o, "get", 3, NULL, 0, ok, sizeof ok, h, &nh) != 2 || nh != 2) return 2;
+    size_t len = 1 << 20;
+    uint32_t *area = warden_map_area(len);
+    CHECK(warden_permit_map(h[1], 0, 4096, area, WARDEN_MAP_READ), WARDEN_ENOTSUP);
+    CHECK(warden_permit_map(h[0], 0, len, area, WARDEN_MAP_READ | WARDEN_MAP_WRITE), WARDEN_EDENIED);
+    CHECK(warden_permit_map(h[0], 100, 4096, area, WARDEN_MAP_READ), WARDEN_EINVAL);
+    CHECK(warden_permit_map(h[0], 0, len + 4096, area, WARDEN_MAP_READ), WARDEN_ERANGE);
+    CHECK(warden_permit_map(h[0], 0, len, area, WARDEN_MAP_READ), 0);
+    uint64_t want = 0;
+    for (size_t i = 0; i < len / 4; i++) want += pattern(i);
+    CHECK(sum_of(area, len / 4), want);
+    printf("preader: %s\n", failures ? "WRONG" : "sum ok");
+    fflush(stdout);
+    nh = 0;
+    warden_call(o, "revoke", 6, NULL, 0, ok, sizeof ok, NULL, &nh);
+    for (;;) sum_of(area, len / 4);
+}
+
 static void wait_line(const char *marker) {
     printf("%s\n", marker);
     fflush(stdout);
@@ -251,6 +309,8 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "consumer")) return consumer(arg);
     if (!strcmp(mode, "leave")) return leave();
     if (!strcmp(mode, "peek")) return peek((size_t)atoi(arg));
+    if (!strcmp(mode, "powner")) return powner();
+    if (!strcmp(mode, "preader")) return preader();
     if (!strcmp(mode, "cycles")) return cycles(atoi(arg));
     return 64;
 }

@@ -8,8 +8,11 @@ use std::time::Duration;
 /// functions, with the host's signatures, and each behaves.
 #[test]
 fn guest_importing_every_host_function() {
-    let engine = wasmtime::Engine::default();
-    let module = wasmtime::Module::from_file(&engine, guests::ABI_ALL).unwrap();
+    // The runtime's engine, not one of the test's own: the first engine a
+    // process makes must come after Warden's fault handler (see
+    // `warden::Runtime::new`), which a runtime's setup installs.
+    let rt = runtime(1);
+    let module = wasmtime::Module::from_file(rt.engine(), guests::ABI_ALL).unwrap();
     let mut imported: Vec<(String, String, String)> = module
         .imports()
         .filter(|i| i.module() == "warden")
@@ -31,7 +34,6 @@ fn guest_importing_every_host_function() {
     assert_eq!(imported, host);
 
     let dir = tempfile::tempdir().unwrap();
-    let rt = runtime(1);
     let mut s = spec(dir.path(), "abi", guests::ABI_ALL);
     s.ipc.provides = vec!["abi".into()];
     s.ipc.uses = vec!["abi".into(), "absent".into()];

@@ -49,6 +49,9 @@ pub struct CallState {
     /// The span the call is made in, when tracing (see `telemetry`): a
     /// call to another node carries it in its frame.
     pub trace: Option<crate::telemetry::Context>,
+    /// The portal grant the call was made through (`PortalRef::via`), 0
+    /// if none: a revoke of that portal fails it.
+    pub via: usize,
 }
 
 /// The caller of a call relayed from another node.
@@ -128,6 +131,7 @@ impl CallSlot {
                 client: None,
                 origin: None,
                 trace: None,
+                via: 0,
             }),
             owner,
         })
@@ -156,10 +160,11 @@ impl CallSlot {
         }
     }
 
-    /// Whether the call `seq` is still queued or being served.
-    pub fn is_under_way(&self, seq: u64) -> bool {
+    /// Whether the call `seq` is under way (queued or being served) and
+    /// was made through the portal grant `via`.
+    pub fn is_via(&self, seq: u64, via: usize) -> bool {
         let st = self.lock();
-        st.seq == seq && matches!(st.phase, Phase::Queued | Phase::Received)
+        st.seq == seq && st.via == via && matches!(st.phase, Phase::Queued | Phase::Received)
     }
 
     /// For the client: ready with the result once the call is done.
@@ -215,6 +220,11 @@ impl CallRef {
             slot: Some(slot),
             seq,
         }
+    }
+
+    /// The call's number in its slot.
+    pub fn seq(&self) -> u64 {
+        self.seq
     }
 
     /// The client waiting for the answer.

@@ -195,6 +195,11 @@ impl HandleTable {
         }
     }
 
+    /// Every object in the table.
+    pub fn objects(&self) -> impl Iterator<Item = &Object> {
+        self.entries.iter().filter_map(|e| e.object.as_ref())
+    }
+
     /// The object a handle names.
     pub fn get(&self, handle: i32) -> Result<&Object, Errno> {
         let i = self.slot(handle)?;

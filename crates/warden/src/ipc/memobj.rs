@@ -14,7 +14,7 @@
 //! mapping of the revoked bytes back before it returns.
 
 use super::Errno;
-use crate::mapping::{MapError, Mappings, SharedPages, Source, PAGE};
+use crate::mapping::{Again, MapError, Mappings, SharedPages, Source, PAGE};
 use crate::task::TaskShared;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -62,6 +62,7 @@ impl Bytes {
 
 /// One mapping of an object's pages in a task's memory.
 struct Placed {
+    id: u64,
     holder: Arc<Mappings>,
     addr: usize,
     start: u64,
@@ -69,6 +70,7 @@ struct Placed {
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+static NEXT_PLACEMENT: AtomicU64 = AtomicU64::new(1);
 
 /// A task's access to a range of a memory object.
 #[derive(Clone)]
@@ -197,6 +199,38 @@ impl MemObject {
     }
 }
 
+/// Where [`MemObject::place`] maps: holder, offset in the object, length,
+/// address, the holder's memory length, and whether writable.
+type At<'a> = (&'a Arc<Mappings>, usize, usize, usize, usize, bool);
+
+impl MemObject {
+    /// Maps bytes of the object into a holder (its list `placed` locked);
+    /// the placement's id.
+    fn place(
+        self: &Arc<Self>,
+        mut placed: std::sync::MutexGuard<'_, Vec<Placed>>,
+        (holder, offset, len, addr, mem_len, write): At<'_>,
+    ) -> Result<u64, Errno> {
+        let bytes = self.bytes.read().unwrap_or_else(|e| e.into_inner());
+        let Bytes::Shared(pages) = &*bytes else {
+            return Err(Errno::NotSup);
+        };
+        let source = self.clone() as Arc<dyn Source>;
+        holder
+            .insert(addr, len, mem_len, pages, offset, write, source)
+            .map_err(map_errno)?;
+        let id = NEXT_PLACEMENT.fetch_add(1, Ordering::Relaxed);
+        placed.push(Placed {
+            id,
+            holder: holder.clone(),
+            addr,
+            start: offset as u64,
+            len: len as u64,
+        });
+        Ok(id)
+    }
+}
+
 impl Source for MemObject {
     fn id(&self) -> u64 {
         self.id
@@ -206,6 +240,42 @@ impl Source for MemObject {
         let mut placed = self.placed();
         placed.retain(|p| !(Arc::ptr_eq(&p.holder, holder) && p.addr == addr));
         holder.remove(addr);
+    }
+
+    fn place_again(self: Arc<Self>, a: Again<'_>) -> Result<u64, MapError> {
+        let placed = self.placed();
+        let owner_there = placed.iter().any(|p| {
+            Arc::ptr_eq(&p.holder, a.owner)
+                && p.addr == a.owner_addr
+                && p.start <= a.offset as u64
+                && a.offset as u64 + a.len as u64 <= p.start + p.len
+        });
+        if !owner_there {
+            return Err(MapError::Unsupported); // revoked meanwhile
+        }
+        let at = (a.holder, a.offset, a.len, a.addr, a.mem_len, a.write);
+        self.place(placed, at).map_err(|e| match e {
+            Errno::Exists => MapError::Overlap,
+            Errno::BadPtr => MapError::OutOfMemory,
+            Errno::Denied => MapError::Initial,
+            Errno::Inval => MapError::Unaligned,
+            _ => MapError::Unsupported,
+        })
+    }
+
+    fn seal(&self, holder: &Arc<Mappings>, id: u64) {
+        let mut placed = self.placed();
+        if let Some(i) = placed
+            .iter()
+            .position(|p| p.id == id && Arc::ptr_eq(&p.holder, holder))
+        {
+            let p = placed.swap_remove(i);
+            p.holder.revoke(p.addr);
+        }
+    }
+
+    fn is_placed(&self, id: u64) -> bool {
+        self.placed().iter().any(|p| p.id == id)
     }
 }
 
@@ -332,25 +402,12 @@ impl MemView {
             return Err(Errno::Denied);
         }
         let r = self.range(off, len)?;
-        let bytes = self.object.bytes.read().unwrap_or_else(|e| e.into_inner());
-        let Bytes::Shared(pages) = &*bytes else {
-            return Err(Errno::NotSup);
-        };
-        let mut placed = self.object.placed();
+        let placed = self.object.placed();
         // Checked under the list's lock: a revoke marks the token first,
         // then takes the list, so it sees this mapping or we see the mark.
         self.check()?;
-        let source = self.object.clone() as Arc<dyn Source>;
-        holder
-            .insert(addr, r.len(), mem_len, pages, r.start, write, source)
-            .map_err(map_errno)?;
-        placed.push(Placed {
-            holder: holder.clone(),
-            addr,
-            start: r.start as u64,
-            len,
-        });
-        Ok(())
+        let at = (holder, r.start, r.len(), addr, mem_len, write);
+        self.object.place(placed, at).map(|_| ())
     }
 
     /// A view of `len` bytes at `off`, read-only if asked or if this view is.

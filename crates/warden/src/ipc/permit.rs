@@ -26,6 +26,7 @@
 //! exactly as two Wasm threads would.
 
 use super::Errno;
+use crate::mapping::{Again, Mappings, Source, PAGE};
 use crate::task::TaskId;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
@@ -45,7 +46,12 @@ pub struct Permit {
     /// while the permit is not revoked: the owner's end revokes it before
     /// its shared state can go.
     owner_shared: *const crate::task::TaskShared,
+    /// Mappings made through it (see [`Permit::map`]), sealed when it is
+    /// revoked: each one's source, holder and placement.
+    placed: std::sync::Mutex<Vec<Placement>>,
 }
+
+type Placement = (Arc<dyn Source>, Arc<Mappings>, u64);
 
 // SAFETY: `owner_shared` is only read, under the `revoked` read lock,
 // while the owner lives (see the field); the rest is `Send` and `Sync`.
@@ -74,6 +80,7 @@ impl Permit {
             writable,
             revoked: RwLock::new(false),
             owner_shared: std::ptr::null(),
+            placed: Default::default(),
         })
     }
 
@@ -95,12 +102,76 @@ impl Permit {
             writable,
             revoked: RwLock::new(false),
             owner_shared: owner,
+            placed: Default::default(),
         })
     }
 
-    /// Ends all access, waiting for accesses in flight.
+    /// Ends all access, waiting for accesses in flight, and seals every
+    /// mapping made through it before it returns.
     pub fn revoke(&self) {
-        *self.revoked.write().unwrap_or_else(|e| e.into_inner()) = true;
+        let mut revoked = self.revoked.write().unwrap_or_else(|e| e.into_inner());
+        *revoked = true;
+        let placed = std::mem::take(&mut *lock(&self.placed));
+        for (source, holder, id) in placed {
+            source.seal(&holder, id);
+        }
+    }
+
+    /// Maps `len` bytes at `off` of the permitted range at `addr` of the
+    /// memory whose table is `holder` (now `mem_len` bytes long), when the
+    /// owner's memory there is a mapping of a memory object (Luna's
+    /// permits on shared data): the same pages, placed again, and sealed
+    /// when the permit or the object is revoked. `NotSup` if the range is
+    /// not (all) such a mapping.
+    pub fn map(
+        &self,
+        (off, len): (u64, u64),
+        holder: &Arc<Mappings>,
+        addr: usize,
+        mem_len: usize,
+        write: bool,
+    ) -> Result<(), Errno> {
+        let revoked = self.revoked.read().unwrap_or_else(|e| e.into_inner());
+        if *revoked {
+            return Err(Errno::Revoked);
+        }
+        if write && !self.writable {
+            return Err(Errno::Denied);
+        }
+        let len = usize::try_from(len).map_err(|_| Errno::Range)?;
+        let at = self.at(off, len)?;
+        if at % PAGE != 0 || len % PAGE != 0 || len == 0 {
+            return Err(Errno::Inval);
+        }
+        // SAFETY: see `owner_shared`; the read lock of a permit not revoked
+        // is held.
+        let owner = unsafe { self.owner_shared.as_ref() }.ok_or(Errno::NotSup)?;
+        let owner_maps = owner.maps.get().ok_or(Errno::NotSup)?;
+        let (source, offset, owner_write, owner_addr) =
+            owner_maps.source_at(at, len).ok_or(Errno::NotSup)?;
+        if write && !owner_write {
+            return Err(Errno::Denied);
+        }
+        let again = Again {
+            owner: owner_maps,
+            owner_addr,
+            holder,
+            offset,
+            len,
+            addr,
+            mem_len,
+            write,
+        };
+        let id = source
+            .clone()
+            .place_again(again)
+            .map_err(super::memobj::map_errno)?;
+        let mut placed = lock(&self.placed);
+        if placed.len() >= 8 && placed.len().is_power_of_two() {
+            placed.retain(|(s, _, id)| s.is_placed(*id));
+        }
+        placed.push((source, holder.clone(), id));
+        Ok(())
     }
 
     fn at(&self, off: u64, len: usize) -> Result<usize, Errno> {
@@ -162,6 +233,10 @@ impl Permit {
         unsafe { copy_racy(src, dst as *mut u8, len) };
         Ok(())
     }
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 const WORD: usize = std::mem::size_of::<usize>();

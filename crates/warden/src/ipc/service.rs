@@ -308,12 +308,11 @@ pub struct PortalRef {
     grant: Arc<Grant>,
 }
 
-/// What the copies of one portal share: whether it was revoked, and the
-/// calls made through it that are under way (to fail them when it is).
+/// What the copies of one portal share: whether it was revoked. Its
+/// address names the calls made through it (`CallState::via`).
 #[derive(Default)]
 pub struct Grant {
     revoked: std::sync::atomic::AtomicBool,
-    flights: Mutex<Vec<(std::sync::Weak<CallSlot>, u64)>>,
 }
 
 impl PortalRef {
@@ -347,33 +346,28 @@ impl PortalRef {
         }
     }
 
-    /// Records the call `seq` in `slot`, made through this portal and
-    /// under way, so that a revoke fails it; fails it at once if the
-    /// portal was revoked meanwhile.
-    pub fn track(&self, slot: &Arc<CallSlot>, seq: u64) {
-        let mut flights = lock(&self.grant.flights);
-        if self.check().is_err() {
-            drop(flights);
-            return slot.finish(seq, Errno::Revoked.code());
-        }
-        if flights.len() >= 8 && flights.len().is_power_of_two() {
-            flights.retain(|(s, seq)| s.upgrade().is_some_and(|s| s.is_under_way(*seq)));
-        }
-        flights.push((Arc::downgrade(slot), seq));
+    /// What names the calls made through this portal and its copies.
+    pub fn via(&self) -> usize {
+        Arc::as_ptr(&self.grant) as usize
     }
 
     /// Revokes every copy of this portal: later calls fail with
-    /// `Revoked`, and so do calls under way through it (the client is
-    /// woken; the server's later answer finds nobody waiting).
+    /// `Revoked`, and so do the calls through it waiting in the service's
+    /// queue. The calls its server has received are failed by the server's
+    /// revoke (`host::warden::ipc`), which holds them.
     pub fn revoke(&self) {
         self.grant
             .revoked
             .store(true, std::sync::atomic::Ordering::Release);
-        let flights = std::mem::take(&mut *lock(&self.grant.flights));
-        for (slot, seq) in flights {
-            if let Some(slot) = slot.upgrade() {
-                slot.finish(seq, Errno::Revoked.code());
-            }
+        let via = self.via();
+        let queued: Vec<_> = lock(&self.service.state)
+            .queue
+            .iter()
+            .filter(|(slot, seq)| slot.is_via(*seq, via))
+            .cloned()
+            .collect();
+        for (slot, seq) in queued {
+            slot.finish(seq, Errno::Revoked.code());
         }
     }
 }

@@ -42,6 +42,30 @@ pub trait Source: Send + Sync {
     /// Forgets that `holder` has its pages at `addr`: takes the source's
     /// own lock, then [`Mappings::remove`]s the range.
     fn detach(&self, holder: &Arc<Mappings>, addr: usize);
+    /// Maps the same pages as `owner`'s mapping at `owner_addr` does, from
+    /// `offset` of the source, into `holder` (a permit to memory that is
+    /// a mapping: see [`Mappings::source_at`]), checking under the source's
+    /// lock that the owner's mapping is still there. The placement's id.
+    fn place_again(self: Arc<Self>, again: Again<'_>) -> Result<u64, MapError>;
+    /// Seals the placement `id` in `holder` and forgets it (a permit it
+    /// was made through was revoked).
+    fn seal(&self, holder: &Arc<Mappings>, id: u64);
+    /// Whether the placement `id` is still there.
+    fn is_placed(&self, id: u64) -> bool;
+}
+
+/// What [`Source::place_again`] needs.
+pub struct Again<'a> {
+    /// The mapping the new one copies, and where it is.
+    pub owner: &'a Arc<Mappings>,
+    pub owner_addr: usize,
+    /// The new mapping.
+    pub holder: &'a Arc<Mappings>,
+    pub offset: usize,
+    pub len: usize,
+    pub addr: usize,
+    pub mem_len: usize,
+    pub write: bool,
 }
 
 /// Why a mapping was refused.
@@ -67,6 +91,8 @@ pub enum MapError {
 struct Entry {
     addr: usize,
     len: usize,
+    /// Where in the source its pages start.
+    offset: usize,
     id: u64,
     write: bool,
     /// `None` once revoked: the range is sealed.
@@ -172,6 +198,7 @@ impl Mappings {
         inner.entries.push(Entry {
             addr,
             len,
+            offset,
             id,
             write,
             source: Some(source),
@@ -284,6 +311,25 @@ impl Mappings {
         let live = inner.entries.iter().filter(|e| e.source.is_some());
         let (n, bytes) = live.fold((0, 0), |(n, b), e| (n + 1, b + e.len as u64));
         (n, bytes, self.revoked.load(Ordering::Relaxed))
+    }
+
+    /// The live mapping holding all of the host range `at..at + len`: its
+    /// source, where in the source `at` is, whether it is writable, and
+    /// the mapping's own address (for [`Source::place_again`]).
+    pub fn source_at(
+        &self,
+        at: usize,
+        len: usize,
+    ) -> Option<(Arc<dyn Source>, usize, bool, usize)> {
+        let addr = at.checked_sub(self.base)?;
+        let end = addr.checked_add(len)?;
+        let inner = self.lock();
+        let e = inner
+            .entries
+            .iter()
+            .find(|e| e.addr <= addr && end <= e.addr + e.len)?;
+        let source = e.source.clone()?;
+        Some((source, e.offset + (addr - e.addr), e.write, e.addr))
     }
 
     /// Whether any part of the host range `at..at + len` is a revoked

@@ -51,9 +51,6 @@ pub(super) fn call_at_once(
         }
         _ => {
             drop(st);
-            if let Ok(Object::Portal(p)) = ipc.handles.get(args.0) {
-                p.track(slot, seq);
-            }
             ipc.in_flight = Some(flight.into_owned());
             Err(Errno::Again)
         }
@@ -67,7 +64,7 @@ pub(super) fn load_request(
     ipc: &mut TaskIpc,
     client: &Arc<TaskShared>,
     service: &Service,
-    (_, req, req_len, req_h, req_nh, resp, resp_cap, resp_h, resp_nh): CallArgs,
+    (args_portal, req, req_len, req_h, req_nh, resp, resp_cap, resp_h, resp_nh): CallArgs,
 ) -> Result<u64, Errno> {
     if service.owner == client.id {
         return Err(Errno::Deadlock);
@@ -80,10 +77,15 @@ pub(super) fn load_request(
     range(mem.len(), resp, len32(resp_cap))?;
     let cap_nh = read_u32(mem, resp_nh)? as u64;
     range(mem.len(), resp_h, cap_nh * 4)?;
+    let via = match ipc.handles.get(args_portal) {
+        Ok(Object::Portal(p)) => p.via(),
+        _ => 0,
+    };
     let slot = ipc.call_slot.get(client);
     let mut st = slot.lock();
     st.set_request_with(slot.owner(), req.len(), |b| mem.read(req, b))?;
     st.trace = client.trace;
+    st.via = via;
     st.request_objects.clear();
     st.reply_objects.clear();
     if let Err(e) = take_objects(

@@ -61,6 +61,7 @@ fn add_services(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
                 // Only the task serving the service revokes its portals.
                 Ok(Object::Portal(p)) if p.service().owner == data.core.shared.id => {
                     p.revoke();
+                    fail_received(&data.ipc().handles, p.via());
                     Ok(0)
                 }
                 Ok(Object::Portal(_)) => Err(Errno::Denied),
@@ -71,6 +72,19 @@ fn add_services(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         },
     )?;
     Ok(())
+}
+
+/// Fails the calls its server (this task) received through the revoked
+/// portal grant `via` and has not answered: their clients get `Revoked`
+/// now; the server's answer later gets `PeerDied`.
+fn fail_received(handles: &crate::ipc::HandleTable, via: usize) {
+    for object in handles.objects() {
+        if let Object::Call(call) = object {
+            if call.slot().is_via(call.seq(), via) {
+                call.slot().finish(call.seq(), Errno::Revoked.code());
+            }
+        }
+    }
 }
 
 /// `call`, `call_fast`, `call_timeout`, `recv`, `reply`, `call_origin`.
@@ -174,11 +188,7 @@ async fn call(mut c: Caller<'_, TaskData>, args: CallArgs, timeout_ns: i64) -> R
             let (ipc, core) = data.warden_parts();
             let shared = &core.shared;
             let seq = load_request(mem, ipc, shared, &service, args)?;
-            let slot = ipc.call_slot.get(shared);
-            let made = start(slot, shared, &service, seq)?;
-            if let Ok(Object::Portal(p)) = ipc.handles.get(args.0) {
-                p.track(slot, seq);
-            }
+            let made = start(ipc.call_slot.get(shared), shared, &service, seq)?;
             made.into_owned()
         }
     };

@@ -171,15 +171,33 @@ fn map(
     addr: i32,
     flags: i32,
 ) -> Result<(), Errno> {
-    let write = match flags {
-        MAP_READ => false,
-        f if f == MAP_READ | MAP_WRITE => true,
-        _ => return Err(Errno::Inval),
-    };
-    let (off, len) = (u64::try_from(off), u64::try_from(len));
-    let (Ok(off), Ok(len)) = (off, len) else {
-        return Err(Errno::Range);
-    };
+    let write = writable(flags)?;
+    let (off, len) = offsets(off, len)?;
+    let (maps, mem_len) = holder(c)?;
+    let v = view(c.data().ipc().handles.get(h))?;
+    v.map(&maps, (off, len), addr as u32 as usize, mem_len, write)
+}
+
+/// Whether `mem_map` flags ask for a writable mapping.
+pub(super) fn writable(flags: i32) -> Result<bool, Errno> {
+    match flags {
+        MAP_READ => Ok(false),
+        f if f == MAP_READ | MAP_WRITE => Ok(true),
+        _ => Err(Errno::Inval),
+    }
+}
+
+/// An offset and a length, neither negative.
+pub(super) fn offsets(off: i64, len: i64) -> Result<(u64, u64), Errno> {
+    match (u64::try_from(off), u64::try_from(len)) {
+        (Ok(off), Ok(len)) => Ok((off, len)),
+        _ => Err(Errno::Range),
+    }
+}
+
+/// The caller's mapping table (made at its first mapping; the memory's
+/// initial size is its floor) and its memory's length now.
+pub(super) fn holder(c: &mut Caller<'_, TaskData>) -> Result<(Arc<Mappings>, usize), Errno> {
     let exported = c.data().core.memory.memory.ok_or(Errno::BadPtr)?;
     let floor = exported
         .ty(&*c)
@@ -187,8 +205,7 @@ fn map(
         .saturating_mul(exported.page_size(&*c));
     let (mem, data) = memory(c)?;
     let maps = table(&data.core.shared, mem.at(0), floor as usize)?;
-    let v = view(data.ipc().handles.get(h))?;
-    v.map(&maps, (off, len), addr as u32 as usize, mem.len(), write)
+    Ok((maps, mem.len()))
 }
 
 /// The task's mapping table, made at its first mapping.

@@ -135,6 +135,7 @@ pub const FUNCTIONS: &[(&str, &str, &str)] = &[
     ("permit_read", "i32 i64 i32 i32", "i64"),
     ("permit_write", "i32 i64 i32 i32", "i64"),
     ("permit_revoke", "i32", "i32"),
+    ("permit_map", "i32 i64 i64 i32 i32", "i32"),
     ("module_lookup", "i32 i32", "i32"),
     ("task_spawn", "i32 i32 i32 i32 i32 i32", "i32"),
     ("task_kill", "i32", "i32"),
@@ -172,6 +173,7 @@ fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
     mem::add_to_linker(linker)?;
     mem::add_maps_to_linker(linker, true)?;
     permit::add_to_linker(linker)?;
+    permit::add_map_to_linker(linker, true)?;
     task::add_to_linker(linker)?;
     supervise::add_to_linker(linker)?;
     net::add_to_linker(linker)?;
@@ -187,6 +189,7 @@ fn add_passive_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> 
     mem::add_to_linker(linker)?;
     mem::add_maps_to_linker(linker, false)?;
     permit::add_to_linker(linker)?;
+    permit::add_map_to_linker(linker, false)?;
     // Device I/O does not wait for another task: a passive file system
     // serves its callers on their threads.
     device::add_to_linker(linker)?;

@@ -49,6 +49,44 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
     Ok(())
 }
 
+/// `permit_map`; for a passive task it returns `NotSup` (as `mem_map`).
+pub(super) fn add_map_to_linker(
+    linker: &mut Linker<TaskData>,
+    enabled: bool,
+) -> wasmtime::Result<()> {
+    linker.func_wrap(
+        super::MODULE,
+        "permit_map",
+        move |mut c: Caller<'_, TaskData>, h: i32, off: i64, len: i64, addr: i32, flags: i32| {
+            let r = match enabled {
+                true => map(&mut c, h, (off, len), addr, flags),
+                false => Err(Errno::NotSup),
+            };
+            ret32(r.map(|()| 0))
+        },
+    )?;
+    Ok(())
+}
+
+/// Maps `len` bytes at `off` of the permit `h` at `addr` of the caller's
+/// memory (see `Permit::map`).
+fn map(
+    c: &mut Caller<'_, TaskData>,
+    h: i32,
+    (off, len): (i64, i64),
+    addr: i32,
+    flags: i32,
+) -> Result<(), Errno> {
+    let write = super::mem::writable(flags)?;
+    let (off, len) = super::mem::offsets(off, len)?;
+    let permit = match c.data().ipc().handles.get(h)? {
+        Object::Permit(p) => p.0.clone(),
+        _ => return Err(Errno::BadHandle),
+    };
+    let (maps, mem_len) = super::mem::holder(c)?;
+    permit.map((off, len), &maps, addr as u32 as usize, mem_len, write)
+}
+
 fn grant(c: &mut Caller<'_, TaskData>, ptr: i32, len: i32, writable: bool) -> Result<i32, Errno> {
     let (mem, data) = memory(c)?;
     let r = range(mem.len(), ptr, len32(len))?;
