@@ -171,7 +171,10 @@ warden_handle warden_mem_revoke(warden_handle mem);
  * creator's death, takes the mapping away before the revoke returns: the
  * next access traps ("access to revoked memory object N"). warden_mem_unmap
  * gives back exactly one mapping (revoked or not): the range reads as zero
- * pages again. A task's mappings go when it ends. */
+ * pages again. A mapped range is not charged to the mapping task (the
+ * object is, to its creator); unmapping charges it back (WARDEN_ENOMEM,
+ * the mapping kept, if the budget cannot take it). A task's mappings go
+ * when it ends. */
 #define WARDEN_PAGE       4096u
 #define WARDEN_MAP_READ   1
 #define WARDEN_MAP_WRITE  2

@@ -76,6 +76,26 @@ impl MemoryBudget {
     }
 
     /// Charges `delta` more bytes; `Ok(false)` denies, `Err` kills.
+    /// `bytes` of the store's memory now hold another object's pages (a
+    /// mapping, charged to the object's creator): they go back to the
+    /// task's budget until [`MemoryBudget::reclaim`], so that no page is
+    /// counted twice.
+    pub fn lend(&mut self, bytes: u64) {
+        let bytes = bytes.min(self.granted);
+        self.granted -= bytes;
+        self.shared.refund(bytes);
+    }
+
+    /// `bytes` lent are the task's own again (unmapped): charged as a
+    /// growth is; `false` if its budget cannot take them.
+    pub fn reclaim(&mut self, bytes: u64) -> bool {
+        if !self.shared.try_charge(bytes) {
+            return false;
+        }
+        self.granted += bytes;
+        true
+    }
+
     fn charge(&mut self, what: &str, delta: u64) -> wasmtime::Result<bool> {
         if self.shared.try_charge(delta) {
             self.last_grant = delta;

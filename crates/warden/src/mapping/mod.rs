@@ -241,6 +241,14 @@ impl Mappings {
         drop(e);
     }
 
+    /// Whether `addr..addr + len` is one mapping exactly (revoked or not).
+    pub fn is_mapped(&self, addr: usize, len: usize) -> bool {
+        self.lock()
+            .entries
+            .iter()
+            .any(|e| e.addr == addr && e.len == len)
+    }
+
     /// The holder unmaps `addr..addr + len`, which must be one mapping
     /// exactly (revoked or not).
     pub fn unmap(self: &Arc<Self>, addr: usize, len: usize) -> Result<(), MapError> {

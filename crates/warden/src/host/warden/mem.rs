@@ -142,24 +142,42 @@ pub(super) fn add_maps_to_linker(
                 true => map(&mut c, h, (off, len), addr, flags),
                 false => Err(Errno::NotSup),
             };
+            if r.is_ok() {
+                c.data_mut().core.budget.lend(len as u64);
+            }
             ret32(r.map(|()| 0))
         },
     )?;
     linker.func_wrap(
         super::MODULE,
         "mem_unmap",
-        move |c: Caller<'_, TaskData>, addr: i32, len: i32| {
-            let r = match (enabled, c.data().core.shared.maps.get()) {
-                (false, _) => Err(Errno::NotSup),
-                (true, None) => Err(Errno::Inval),
-                (true, Some(maps)) => maps
-                    .unmap(addr as u32 as usize, len as u32 as usize)
-                    .map_err(map_errno),
+        move |mut c: Caller<'_, TaskData>, addr: i32, len: i32| {
+            let r = match enabled {
+                true => unmap(&mut c, addr as u32 as usize, len as u32 as usize),
+                false => Err(Errno::NotSup),
             };
             ret32(r.map(|()| 0))
         },
     )?;
     Ok(())
+}
+
+/// Gives back the mapping at `addr..addr + len`: the range is the
+/// task's own memory again, charged back to its budget (`NoMem` if the
+/// budget cannot take it: the mapping then stays).
+fn unmap(c: &mut Caller<'_, TaskData>, addr: usize, len: usize) -> Result<(), Errno> {
+    let core = &mut c.data_mut().core;
+    let maps = core.shared.maps.get().ok_or(Errno::Inval)?.clone();
+    if !maps.is_mapped(addr, len) {
+        return Err(Errno::Inval);
+    }
+    if !core.budget.reclaim(len as u64) {
+        return Err(Errno::NoMem);
+    }
+    maps.unmap(addr, len).map_err(|e| {
+        core.budget.lend(len as u64);
+        map_errno(e)
+    })
 }
 
 /// Maps `len` bytes at `off` of the view `h` at `addr` of the caller's

@@ -62,6 +62,9 @@ pub(super) fn add_map_to_linker(
                 true => map(&mut c, h, (off, len), addr, flags),
                 false => Err(Errno::NotSup),
             };
+            if r.is_ok() {
+                c.data_mut().core.budget.lend(len as u64);
+            }
             ret32(r.map(|()| 0))
         },
     )?;
