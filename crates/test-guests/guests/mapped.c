@@ -67,6 +67,13 @@ static int self_checks(void) {
     CHECK(warden_mem_map(m, 0, 4096, (void *)(((uintptr_t)data_segment + 4095) & ~4095u), WARDEN_MAP_READ), WARDEN_EDENIED);
     CHECK(warden_mem_map(m, 0, 4096, (void *)0, WARDEN_MAP_READ), WARDEN_EDENIED);
     CHECK(warden_mem_map(9999, 0, 4096, area + (128 << 10), WARDEN_MAP_READ), WARDEN_EBADHANDLE);
+    CHECK(warden_mem_map(m, 0, 1ULL << 40, area + (128 << 10), WARDEN_MAP_READ), WARDEN_ERANGE);
+    CHECK(warden_mem_map(m, UINT64_MAX & ~4095ULL, 4096, area + (128 << 10), WARDEN_MAP_READ), WARDEN_ERANGE);
+    CHECK(warden_mem_map(m, 0, UINT64_MAX, area + (128 << 10), WARDEN_MAP_READ), WARDEN_ERANGE);
+    CHECK(warden_mem_unmap(area + (128 << 10), 0), WARDEN_EINVAL);
+    CHECK(warden_mem_unmap((void *)0xfffff000u, 4096), WARDEN_EINVAL);
+    warden_handle portal = warden_portal_create(warden_service_create());
+    CHECK(warden_mem_map(portal, 0, 4096, area + (128 << 10), WARDEN_MAP_READ), WARDEN_EBADHANDLE);
     warden_handle small = warden_mem_create(100);
     CHECK(warden_mem_map(small, 0, 4096, area + (128 << 10), WARDEN_MAP_READ), WARDEN_ERANGE);
     warden_handle ro = warden_mem_view(m, 4096, 8192, 1);
