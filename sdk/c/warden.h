@@ -165,7 +165,8 @@ warden_handle warden_mem_revoke(warden_handle mem);
  * read-only memory object N"). WARDEN_MAP_READ | WARDEN_MAP_WRITE needs a
  * writable view (else WARDEN_EDENIED). Over another mapping: WARDEN_EEXISTS;
  * past the memory's end: WARDEN_EBADPTR; unaligned: WARDEN_EINVAL; a
- * revoked view: WARDEN_EREVOKED; an object under a page, or a passive task:
+ * revoked view: WARDEN_EREVOKED; more than 256 mappings in the task (or
+ * 16,384 in the process): WARDEN_EQUOTA; a passive task:
  * WARDEN_ENOTSUP (warden_mem_read and warden_mem_write still work).
  * A revoke of the object (or of a view over the mapped bytes), or its
  * creator's death, takes the mapping away before the revoke returns: the

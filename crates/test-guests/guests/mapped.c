@@ -105,6 +105,15 @@ static int self_checks(void) {
     char *heap = malloc(1 << 20);
     CHECK(heap != 0, 1);
     memset(heap, 1, 1 << 20);
+    /* At most 256 mappings at once (the process's areas are shared). */
+    warden_handle one = warden_mem_create(4096);
+    char *many = warden_map_area(257 * 4096);
+    int placed = 0;
+    while (placed < 300 && !warden_mem_map(one, 0, 4096, many + placed * 4096, WARDEN_MAP_READ)) placed++;
+    CHECK(placed, 256);
+    CHECK(warden_mem_map(one, 0, 4096, many + placed * 4096, WARDEN_MAP_READ), WARDEN_EQUOTA);
+    for (int i = 0; i < placed; i++) CHECK(warden_mem_unmap(many + i * 4096, 4096), 0);
+    CHECK(warden_mem_map(one, 0, 4096, many, WARDEN_MAP_READ), 0);
     printf(failures ? "mapped: %d failures\n" : "mapped: ok\n", failures);
     return failures;
 }

@@ -259,6 +259,7 @@ impl Source for MemObject {
             Errno::BadPtr => MapError::OutOfMemory,
             Errno::Denied => MapError::Initial,
             Errno::Inval => MapError::Unaligned,
+            Errno::Quota => MapError::Quota,
             _ => MapError::Unsupported,
         })
     }
@@ -295,6 +296,7 @@ pub fn map_errno(e: MapError) -> Errno {
         MapError::NotMapped => Errno::Inval,
         MapError::Unsupported => Errno::NotSup,
         MapError::System => Errno::NoMem,
+        MapError::Quota => Errno::Quota,
     }
 }
 

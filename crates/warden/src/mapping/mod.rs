@@ -85,7 +85,21 @@ pub enum MapError {
     Unsupported,
     /// The system refused the mapping.
     System,
+    /// Over [`MAX_PER_TASK`] or [`MAX_IN_PROCESS`] mappings.
+    Quota,
 }
+
+/// Mappings one task may have at once.
+pub const MAX_PER_TASK: usize = 256;
+/// Mappings all tasks may have at once. Each splits its task's memory
+/// into up to three kernel mappings (areas), and a process may have
+/// about 65,000 areas in all (`vm.max_map_count`): a task making
+/// thousands of small mappings must not use up the areas other tasks'
+/// memories, threads and files need.
+pub const MAX_IN_PROCESS: usize = 16_384;
+
+/// Mappings placed now, in all tasks.
+static PLACED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// A placed range.
 struct Entry {
@@ -189,10 +203,21 @@ impl Mappings {
         {
             return Err(MapError::Overlap);
         }
+        if inner.entries.len() >= MAX_PER_TASK
+            || PLACED.fetch_add(1, Ordering::AcqRel) >= MAX_IN_PROCESS
+        {
+            if inner.entries.len() < MAX_PER_TASK {
+                PLACED.fetch_sub(1, Ordering::AcqRel);
+            }
+            return Err(MapError::Quota);
+        }
         // SAFETY: the range is page-aligned, inside the task's memory and
         // past its initial pages (checked above), and no other mapping is
         // there; the table's lock is held.
-        unsafe { pages.place(offset, len, self.at(addr), write) }.map_err(|_| MapError::System)?;
+        if unsafe { pages.place(offset, len, self.at(addr), write) }.is_err() {
+            PLACED.fetch_sub(1, Ordering::AcqRel);
+            return Err(MapError::System);
+        }
         guard.widen(self.base + addr, self.base + end);
         let id = source.id();
         inner.entries.push(Entry {
@@ -233,9 +258,10 @@ impl Mappings {
             return;
         };
         let e = inner.entries.swap_remove(i);
-        // SAFETY: our own placed range, the lock held. Should the system
-        // refuse, the range keeps what it had: a source's pages stay
-        // alive while mapped, so nothing is freed under it.
+        PLACED.fetch_sub(1, Ordering::AcqRel);
+        // SAFETY: our own placed range, the lock held. Restoring replaces
+        // one area by another, which needs no new area (the limits above
+        // keep the process well under the system's).
         let _ = unsafe { pages::restore(self.at(e.addr), e.len) };
         drop(inner);
         drop(e);
