@@ -101,6 +101,19 @@ pub const MAX_IN_PROCESS: usize = 16_384;
 /// Mappings placed now, in all tasks.
 static PLACED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
+/// Counts one more mapping, for a task that has `held`: `Quota` past
+/// either limit.
+fn take_quota(held: usize) -> Result<(), MapError> {
+    if held >= MAX_PER_TASK {
+        return Err(MapError::Quota);
+    }
+    if PLACED.fetch_add(1, Ordering::AcqRel) >= MAX_IN_PROCESS {
+        PLACED.fetch_sub(1, Ordering::AcqRel);
+        return Err(MapError::Quota);
+    }
+    Ok(())
+}
+
 /// A placed range.
 struct Entry {
     addr: usize,
@@ -203,14 +216,7 @@ impl Mappings {
         {
             return Err(MapError::Overlap);
         }
-        if inner.entries.len() >= MAX_PER_TASK
-            || PLACED.fetch_add(1, Ordering::AcqRel) >= MAX_IN_PROCESS
-        {
-            if inner.entries.len() < MAX_PER_TASK {
-                PLACED.fetch_sub(1, Ordering::AcqRel);
-            }
-            return Err(MapError::Quota);
-        }
+        take_quota(inner.entries.len())?;
         // SAFETY: the range is page-aligned, inside the task's memory and
         // past its initial pages (checked above), and no other mapping is
         // there; the table's lock is held.
