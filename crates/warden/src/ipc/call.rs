@@ -8,9 +8,7 @@ use crate::task::{TaskId, TaskShared};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+use super::lock;
 
 /// Where a call is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

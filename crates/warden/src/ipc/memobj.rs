@@ -154,7 +154,7 @@ impl MemObject {
     }
 
     fn placed(&self) -> std::sync::MutexGuard<'_, Vec<Placed>> {
-        self.placed.lock().unwrap_or_else(|e| e.into_inner())
+        super::lock(&self.placed)
     }
 
     /// Seals every mapping of bytes in `start..end` in its holder's

@@ -41,6 +41,12 @@ pub mod permit;
 pub mod service;
 pub mod supervisor;
 
+/// Locks `m`, taking over the state of a holder that panicked (a lock
+/// here guards plain data, never left half-changed by a panic).
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 pub use handle::{HandleTable, Object, MOVE};
 
 /// Error codes of the `warden` host functions, as the guest sees them.

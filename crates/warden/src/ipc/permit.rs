@@ -25,7 +25,7 @@
 //! ([`forward`]). A racing guest sees a mixture of old and new bytes,
 //! exactly as two Wasm threads would.
 
-use super::Errno;
+use super::{lock, Errno};
 use crate::mapping::{Again, Mappings, Source, PAGE};
 use crate::task::TaskId;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
@@ -233,10 +233,6 @@ impl Permit {
         unsafe { copy_racy(src, dst as *mut u8, len) };
         Ok(())
     }
-}
-
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 const WORD: usize = std::mem::size_of::<usize>();

@@ -16,12 +16,10 @@
 use super::Errno;
 use crate::task::{TaskId, TaskShared};
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+use super::lock;
 
 pub use super::call::{CallRef, CallSlot, CallState, Origin, Phase};
 

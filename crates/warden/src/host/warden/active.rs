@@ -34,13 +34,14 @@ pub(super) fn portal_of(data: &TaskData, portal: i32) -> Result<&PortalRef, Errn
 /// is left under way for `call` to wait for, and the answer is `Again`.
 pub(super) fn call_at_once(
     c: &mut Caller<'_, TaskData>,
-    service: &Service,
+    to: (&Service, usize),
     args: CallArgs,
 ) -> Result<i64, Errno> {
+    let service = to.0;
     let (mem, data) = memory(c)?;
     let (ipc, core) = data.warden_parts();
     let shared = &core.shared;
-    let seq = load_request(mem, ipc, shared, service, args)?;
+    let seq = load_request(mem, ipc, shared, to, args)?;
     let slot = ipc.call_slot.get(shared);
     let mut flight = start(slot, shared, service, seq)?;
     let st = slot.lock();
@@ -57,14 +58,15 @@ pub(super) fn call_at_once(
     }
 }
 
-/// Checks a call to `service` and copies its request (bytes and handles)
-/// into the client's call slot; returns the call's number.
+/// Checks a call to `service`, made through the portal grant `via` (see
+/// `PortalRef::via`), and copies its request (bytes and handles) into the
+/// client's call slot; returns the call's number.
 pub(super) fn load_request(
     mem: GuestMem,
     ipc: &mut TaskIpc,
     client: &Arc<TaskShared>,
-    service: &Service,
-    (args_portal, req, req_len, req_h, req_nh, resp, resp_cap, resp_h, resp_nh): CallArgs,
+    (service, via): (&Service, usize),
+    (_, req, req_len, req_h, req_nh, resp, resp_cap, resp_h, resp_nh): CallArgs,
 ) -> Result<u64, Errno> {
     if service.owner == client.id {
         return Err(Errno::Deadlock);
@@ -77,10 +79,6 @@ pub(super) fn load_request(
     range(mem.len(), resp, len32(resp_cap))?;
     let cap_nh = read_u32(mem, resp_nh)? as u64;
     range(mem.len(), resp_h, cap_nh * 4)?;
-    let via = match ipc.handles.get(args_portal) {
-        Ok(Object::Portal(p)) => p.via(),
-        _ => 0,
-    };
     let slot = ipc.call_slot.get(client);
     let mut st = slot.lock();
     st.set_request_with(slot.owner(), req.len(), |b| mem.read(req, b))?;

@@ -10,7 +10,7 @@
 //!
 //! A passive call is described in [`super::passive`].
 
-use super::active::service_of;
+use super::active::{portal_of, service_of};
 use super::message::CallArgs;
 use super::passive::{invoke, invoke_nested_ok, passive_bytes, Passive, Server};
 use crate::host::guest::GuestMem;
@@ -83,10 +83,10 @@ pub(super) fn call_fast(c: &mut Caller<'_, TaskData>, args: CallArgs) -> Result<
     if c.data().ipc().in_flight.is_some() {
         return Err(Errno::Again);
     }
-    let service = service_of(c.data(), args.0).map_err(|_| Errno::Again)?;
-    if service.direct_handler().is_none() {
-        let service = service.clone();
-        return super::active::call_at_once(c, &service, args);
+    let portal = portal_of(c.data(), args.0).map_err(|_| Errno::Again)?;
+    if portal.service().direct_handler().is_none() {
+        let (service, via) = (portal.service().clone(), portal.via());
+        return super::active::call_at_once(c, (&service, via), args);
     }
     let (mem, data, handler) = direct_target(c, args, Errno::BadHandle)?;
     if let Some(h) = handler.downcast_ref::<HostService>() {

@@ -8,7 +8,7 @@
 //! into the client's memory. Longer messages than the receiver's buffer
 //! are truncated: the return value is always the full length.
 
-use super::active::{load_request, service_of, take_reply};
+use super::active::{load_request, portal_of, take_reply};
 use super::message::{deliver, take_objects, CallArgs};
 use crate::host::calls::start;
 use crate::host::guest::{len32, memory, range, read_u32, ret32, ret64, write_u64};
@@ -180,14 +180,15 @@ async fn call(mut c: Caller<'_, TaskData>, args: CallArgs, timeout_ns: i64) -> R
     let mut flight = match c.data_mut().ipc_mut().in_flight.take() {
         Some(flight) => flight,
         None => {
-            let service = service_of(c.data(), args.0)?.clone();
+            let portal = portal_of(c.data(), args.0)?;
+            let (service, via) = (portal.service().clone(), portal.via());
             if let Some(handler) = service.direct_handler().cloned() {
                 return super::direct::call(c, handler, args, timeout_ns).await;
             }
             let (mem, data) = memory(&mut c)?;
             let (ipc, core) = data.warden_parts();
             let shared = &core.shared;
-            let seq = load_request(mem, ipc, shared, &service, args)?;
+            let seq = load_request(mem, ipc, shared, (&service, via), args)?;
             let made = start(ipc.call_slot.get(shared), shared, &service, seq)?;
             made.into_owned()
         }

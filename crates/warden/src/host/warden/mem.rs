@@ -134,20 +134,7 @@ pub(super) fn add_maps_to_linker(
     linker: &mut Linker<TaskData>,
     enabled: bool,
 ) -> wasmtime::Result<()> {
-    linker.func_wrap(
-        super::MODULE,
-        "mem_map",
-        move |mut c: Caller<'_, TaskData>, h: i32, off: i64, len: i64, addr: i32, flags: i32| {
-            let r = match enabled {
-                true => map(&mut c, h, (off, len), addr, flags),
-                false => Err(Errno::NotSup),
-            };
-            if r.is_ok() {
-                c.data_mut().core.budget.lend(len as u64);
-            }
-            ret32(r.map(|()| 0))
-        },
-    )?;
+    add_map_fn(linker, "mem_map", map, enabled)?;
     linker.func_wrap(
         super::MODULE,
         "mem_unmap",
@@ -156,6 +143,36 @@ pub(super) fn add_maps_to_linker(
                 true => unmap(&mut c, addr as u32 as usize, len as u32 as usize),
                 false => Err(Errno::NotSup),
             };
+            ret32(r.map(|()| 0))
+        },
+    )?;
+    Ok(())
+}
+
+/// A mapping host function: handle, offset and length, address, flags.
+pub(super) type MapFn =
+    fn(&mut Caller<'_, TaskData>, i32, (i64, i64), i32, i32) -> Result<(), Errno>;
+
+/// Adds the mapping host function `name`, made by `map` (`NotSup` unless
+/// `enabled`). A range it maps is the object's: it is lent out of the
+/// task's budget until unmapped (`MemoryBudget::lend`).
+pub(super) fn add_map_fn(
+    linker: &mut Linker<TaskData>,
+    name: &str,
+    map: MapFn,
+    enabled: bool,
+) -> wasmtime::Result<()> {
+    linker.func_wrap(
+        super::MODULE,
+        name,
+        move |mut c: Caller<'_, TaskData>, h: i32, off: i64, len: i64, addr: i32, flags: i32| {
+            let r = match enabled {
+                true => map(&mut c, h, (off, len), addr, flags),
+                false => Err(Errno::NotSup),
+            };
+            if r.is_ok() {
+                c.data_mut().core.budget.lend(len as u64);
+            }
             ret32(r.map(|()| 0))
         },
     )?;

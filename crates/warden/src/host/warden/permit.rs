@@ -54,21 +54,7 @@ pub(super) fn add_map_to_linker(
     linker: &mut Linker<TaskData>,
     enabled: bool,
 ) -> wasmtime::Result<()> {
-    linker.func_wrap(
-        super::MODULE,
-        "permit_map",
-        move |mut c: Caller<'_, TaskData>, h: i32, off: i64, len: i64, addr: i32, flags: i32| {
-            let r = match enabled {
-                true => map(&mut c, h, (off, len), addr, flags),
-                false => Err(Errno::NotSup),
-            };
-            if r.is_ok() {
-                c.data_mut().core.budget.lend(len as u64);
-            }
-            ret32(r.map(|()| 0))
-        },
-    )?;
-    Ok(())
+    super::mem::add_map_fn(linker, "permit_map", map, enabled)
 }
 
 /// Maps `len` bytes at `off` of the permit `h` at `addr` of the caller's
