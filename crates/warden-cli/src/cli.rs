@@ -402,6 +402,17 @@ pub struct ProgramArgs {
     /// at most 5 restarts in 10 s.
     #[arg(long, value_name = "POLICY", value_parser = ["permanent", "transient", "temporary"])]
     pub restart: Option<String>,
+    /// A WIT interface the component serves, e.g. example:kv/store, under
+    /// its first provided name (the manifest's `serves`). Repeatable.
+    #[arg(long, value_name = "IFACE")]
+    pub serves: Vec<String>,
+    /// Binds an interface the component imports to the service NAME (the
+    /// manifest's `binds`). Repeatable.
+    #[arg(long, value_name = "IFACE=NAME")]
+    pub binds: Vec<String>,
+    /// Longest a typed call waits for its server, e.g. 2s.
+    #[arg(long, value_name = "DURATION")]
+    pub call_timeout: Option<String>,
 }
 
 /// Settings of the runtime, for a manifest or a single program.

@@ -32,8 +32,14 @@ pub fn spawn_keys(s: &SpawnArgs) -> Result<Table, String> {
     if s.program.stdin.is_none() {
         keys.insert("stdin".into(), "null".into());
     }
-    keys.insert("provides".into(), strings(&s.provides));
-    keys.insert("uses".into(), strings(&s.uses));
+    if !s.provides.is_empty() || !keys.contains_key("provides") {
+        keys.insert("provides".into(), strings(&s.provides));
+    }
+    let mut uses = s.uses.clone();
+    if let Some(Value::Array(bound)) = keys.get("uses") {
+        uses.extend(bound.iter().filter_map(|v| v.as_str().map(String::from)));
+    }
+    keys.insert("uses".into(), strings(&uses));
     keys.insert("export".into(), strings(&s.export));
     keys.insert("devices".into(), strings(&s.devices));
     Manifest::task(keys.clone(), Path::new(".")).map_err(as_flag)?;
@@ -52,7 +58,7 @@ fn keys(target: &Path, args: &[String], p: &ProgramArgs) -> Result<Table, String
     });
     let mut keys = Table::new();
     let mut put = |key: &str, v: Value| keys.insert(key.into(), v);
-    put("name", name.into());
+    put("name", name.clone().into());
     put("module", target.to_string_lossy().into_owned().into());
     put("args", strings(args));
     put("env", Value::Table(env(&p.env)?));
@@ -61,6 +67,15 @@ fn keys(target: &Path, args: &[String], p: &ProgramArgs) -> Result<Table, String
     put("preopen_listeners", strings(&p.listen));
     put("connect", strings(&p.allow_connect));
     put("listen", strings(&p.allow_listen));
+    put("serves", strings(&p.serves));
+    let binds = pairs("--binds", &p.binds)?;
+    // A single program serves under its own name, and may use what it binds.
+    if !p.serves.is_empty() {
+        put("provides", strings(std::slice::from_ref(&name)));
+    }
+    let bound: Vec<String> = binds.values().filter_map(|v| v.as_str().map(String::from)).collect();
+    put("uses", strings(&bound));
+    put("binds", Value::Table(binds));
     put("stdin", p.stdin.as_deref().unwrap_or("inherit").into());
     let on_memory_limit = match p.kill_on_memory_limit {
         true => Some("kill".to_string()),
@@ -76,6 +91,7 @@ fn keys(target: &Path, args: &[String], p: &ProgramArgs) -> Result<Table, String
         ("socket_buffer", &p.socket_buffer),
         ("max_message_bytes", &p.max_message_bytes),
         ("restart", &p.restart),
+        ("call_timeout", &p.call_timeout),
     ] {
         if let Some(v) = value {
             put(key, v.as_str().into());
@@ -115,10 +131,14 @@ pub fn any(p: &ProgramArgs) -> bool {
         max_message_bytes,
         module,
         restart,
+        serves,
+        binds,
+        call_timeout,
     } = p;
-    let lists = [dir, env, listen, allow_connect, allow_listen, module];
+    let lists = [dir, env, listen, allow_connect, allow_listen, module, serves, binds];
     let strings = [
         restart,
+        call_timeout,
         stdin,
         name,
         memory_limit,
@@ -182,7 +202,8 @@ fn pairs(flag: &str, values: &[String]) -> Result<Table, String> {
             .split_once('=')
             .filter(|(n, v)| !n.is_empty() && !v.is_empty())
         else {
-            return Err(format!("{flag}: {v:?} is not NAME=PATH"));
+            let shape = if flag == "--binds" { "IFACE=NAME" } else { "NAME=PATH" };
+            return Err(format!("{flag}: {v:?} is not {shape}"));
         };
         table.insert(name.into(), value.into());
     }

@@ -63,11 +63,15 @@ mod ending;
 mod guest;
 mod sockets;
 mod teavm;
+mod typed;
 mod wait;
 mod warden;
 mod wasi;
 
 pub(crate) use component::unprovided_import;
+use component::provided as provided_import;
+pub(crate) use typed::{add_stubs as typed_stubs, bind as typed_bind, serve as typed_serve};
+pub(crate) use typed::{check_pair as typed_check, served_exports, typed_imports, TypedServer};
 pub(crate) use component::Response as HttpResponse;
 pub use component::PROVIDED_PACKAGES;
 pub(crate) use component::{network as component_network, Incoming};
@@ -186,6 +190,7 @@ groups! {
     warden: warden::State,
     teavm: teavm::State,
     component: component::State,
+    typed: typed::State,
 }
 
 /// What every group shares of a task: the task itself, its memory and

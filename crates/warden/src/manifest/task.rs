@@ -57,6 +57,11 @@ pub(super) struct RawTask {
     pub(super) devices: Vec<String>,
     pub(super) restart: Option<String>,
     pub(super) drain: Option<String>,
+    #[serde(default)]
+    pub(super) serves: Vec<String>,
+    #[serde(default)]
+    pub(super) binds: BTreeMap<String, String>,
+    pub(super) call_timeout: Option<String>,
 }
 
 /// Network grants, preopened listeners and bandwidth.
@@ -193,6 +198,7 @@ fn task_template_all(t: &RawTask, base: &Path) -> Result<TaskSpec, Vec<String>> 
     keep(task_net(t, &mut spec));
     keep(task_sched(t, &mut spec));
     keep(task_passive(t, &mut spec));
+    keep(task_typed(t, &mut spec));
     keep(super::supervisor::restart(t.restart.as_deref()).map(|r| spec.restart = r));
     if let Some(d) = &t.drain {
         keep(
@@ -246,6 +252,60 @@ fn task_passive(t: &RawTask, spec: &mut TaskSpec) -> Result<(), String> {
         spec.check_passive()?;
     }
     Ok(())
+}
+
+/// `serves`, `binds` and `call_timeout` (typed services, see
+/// `host::typed`).
+fn task_typed(t: &RawTask, spec: &mut TaskSpec) -> Result<(), String> {
+    for iface in t.serves.iter().chain(t.binds.keys()) {
+        check_iface(iface)?;
+    }
+    if !t.serves.is_empty() {
+        if t.count.is_some_and(|n| n > 1) {
+            return Err("serves: a typed server runs as one task (count must be 1)".into());
+        }
+        match spec.ipc.provides.first() {
+            None => return Err("serves: a typed server needs a `provides` name to serve under \
+                                (the first)".into()),
+            Some(n) if n.ends_with('*') => {
+                return Err(format!("serves: the first `provides` name is the service's name, \
+                                    not a pattern ({n:?})"))
+            }
+            Some(_) => {}
+        }
+    }
+    for (iface, service) in &t.binds {
+        if !crate::ipc::name_allowed(&spec.ipc.uses, service) {
+            return Err(format!("binds.{iface:?}: {service:?} is not among the names `uses` grants"));
+        }
+    }
+    spec.serves = t.serves.clone();
+    spec.binds = t.binds.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    if let Some(d) = &t.call_timeout {
+        spec.call_timeout = Some(parse_limit_duration(d).map_err(|e| format!("call_timeout: {e}"))?);
+    }
+    Ok(())
+}
+
+/// Whether `iface` is an interface's name: `namespace:package/interface`,
+/// with an optional `@version`.
+pub(crate) fn check_iface(iface: &str) -> Result<(), String> {
+    let path = iface.split('@').next().unwrap_or("");
+    let well_formed = path
+        .split_once(':')
+        .and_then(|(ns, rest)| rest.split_once('/').map(|(p, i)| [ns, p, i]))
+        .is_some_and(|parts| {
+            parts.iter().all(|p| {
+                !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+            })
+        });
+    match well_formed && !iface.ends_with('@') {
+        true => Ok(()),
+        false => Err(format!(
+            "{iface:?} is not an interface name such as \"example:kv/store\" or \
+             \"example:kv/store@0.1.0\""
+        )),
+    }
 }
 
 /// One of a key's allowed values (the first is the default).

@@ -8,7 +8,7 @@
 use super::{Code, Entry, Loader};
 use crate::host::TaskData;
 use std::path::Path;
-use wasmtime::component::Component;
+use wasmtime::component::{Component, InstancePre};
 use wasmtime::Engine;
 use wasmtime_wasi::p2::bindings::CommandPre;
 use wasmtime_wasi_http::p2::bindings::ProxyPre;
@@ -17,16 +17,32 @@ use wasmtime_wasi_http::p2::bindings::ProxyPre;
 pub(crate) enum Linked {
     /// A `wasi:cli/command`.
     Command(CommandPre<TaskData>),
+    /// A `wasi:cli/command` importing typed interfaces, bound at its
+    /// start (see `host::typed`).
+    Client(CommandPre<TaskData>),
     /// A `wasi:http/proxy`.
     Proxy(ProxyPre<TaskData>),
+    /// A component exporting interfaces and no `wasi:cli/run`: a typed
+    /// server's (see `host::typed`).
+    Reactor(InstancePre<TaskData>),
 }
 
 impl Linked {
     /// The component.
     pub(crate) fn component(&self) -> &Component {
         match self {
-            Linked::Command(pre) => pre.instance_pre().component(),
+            Linked::Command(pre) | Linked::Client(pre) => pre.instance_pre().component(),
             Linked::Proxy(pre) => pre.instance_pre().component(),
+            Linked::Reactor(pre) => pre.component(),
+        }
+    }
+
+    /// The component pre-linked, whatever its world.
+    pub(crate) fn instance_pre(&self) -> &InstancePre<TaskData> {
+        match self {
+            Linked::Command(pre) | Linked::Client(pre) => pre.instance_pre(),
+            Linked::Proxy(pre) => pre.instance_pre(),
+            Linked::Reactor(pre) => pre,
         }
     }
 }
@@ -81,25 +97,25 @@ pub(super) fn link(
     entry: Entry,
 ) -> Result<Code, String> {
     let shown = path.display();
-    if let Some(import) = crate::host::unprovided_import(&component, loader.engine) {
-        return Err(format!(
-            "{shown}: imports `{import}`, which Warden does not provide (components may \
-             import the 0.2 versions of {})",
-            crate::host::PROVIDED_PACKAGES.join(", ")
-        ));
-    }
-    let pre = loader
-        .components
-        .instantiate_pre(&component)
-        .map_err(|e| format!("{shown}: {e:#}"))?;
+    let pre = pre_link(loader, &component, entry).map_err(|e| format!("{shown}: {e}"))?;
     let exports = |world| {
         format!(
             "{shown}: {}",
             missing_export(&component, loader.engine, world)
         )
     };
+    let runs = has_export(&component, loader.engine, "wasi:cli/run@0.2.");
     Ok(Code::Component(match entry {
-        Entry::Command => Linked::Command(CommandPre::new(pre).map_err(|_| exports(entry))?),
+        Entry::Command if !runs && exports_interfaces(&component, loader.engine) => {
+            Linked::Reactor(pre)
+        }
+        Entry::Command => {
+            let command = CommandPre::new(pre).map_err(|_| exports(entry))?;
+            match crate::host::typed_imports(&component, loader.engine).is_empty() {
+                true => Linked::Command(command),
+                false => Linked::Client(command),
+            }
+        }
         Entry::Http => Linked::Proxy(ProxyPre::new(pre).map_err(|_| exports(entry))?),
         Entry::Passive => {
             return Err(format!(
@@ -108,6 +124,51 @@ pub(super) fn link(
             ))
         }
     }))
+}
+
+/// `component` linked: WASI 0.2 from the shared linker, and for a
+/// command or a typed server a stub for each function of each interface
+/// it imports that Warden does not provide (bound when a task starts).
+/// Any other import is refused, naming it.
+fn pre_link(
+    loader: &Loader,
+    component: &Component,
+    entry: Entry,
+) -> Result<InstancePre<TaskData>, String> {
+    let typed = crate::host::typed_imports(component, loader.engine);
+    let stubbed = |name: &str| entry == Entry::Command && typed.iter().any(|(n, _)| n == name);
+    if let Some(import) = crate::host::unprovided_import(component, loader.engine, &stubbed) {
+        return Err(format!(
+            "imports `{import}`, which Warden does not provide (components may import the 0.2 \
+             versions of {}, and a task's component interfaces its `binds` names)",
+            crate::host::PROVIDED_PACKAGES.join(", ")
+        ));
+    }
+    let linked = match typed.is_empty() || entry != Entry::Command {
+        true => loader.components.instantiate_pre(component),
+        false => {
+            let mut linker = loader.components.clone();
+            crate::host::typed_stubs(&mut linker, component)
+                .and_then(|()| linker.instantiate_pre(component))
+        }
+    };
+    linked.map_err(|e| format!("{e:#}"))
+}
+
+fn has_export(component: &Component, engine: &Engine, prefix: &str) -> bool {
+    let ty = component.component_type();
+    let found = ty.exports(engine).any(|(name, _)| name.starts_with(prefix));
+    found
+}
+
+/// Whether `component` exports an interface (an instance).
+fn exports_interfaces(component: &Component, engine: &Engine) -> bool {
+    use wasmtime::component::types::ComponentItem;
+    let ty = component.component_type();
+    let found = ty
+        .exports(engine)
+        .any(|(_, item)| matches!(item.ty, ComponentItem::ComponentInstance(_)));
+    found
 }
 
 /// Why a component does not fit `entry`'s world: the export it lacks,

@@ -164,6 +164,18 @@ async fn start(
     match (&module.code, incoming) {
         (Code::Core { pre, exports }, _) => start_core(pre, exports, store, shared).await,
         (Code::Component(Linked::Command(pre)), _) => start_command(pre, store, shared).await,
+        (Code::Component(Linked::Client(pre)), _) => {
+            let component = pre.instance_pre().component();
+            if let Err(why) = crate::host::typed_bind(store.data_mut(), component).await {
+                return TaskStatus::Trapped(format!("cannot start: {why}"));
+            }
+            start_command(pre, store, shared).await
+        }
+        (Code::Component(Linked::Reactor(_)), _) => TaskStatus::Trapped(
+            "cannot start: the component exports interfaces and no wasi:cli/run: it serves \
+             them as a task given `serves`"
+                .into(),
+        ),
         (Code::Component(Linked::Proxy(pre)), Some(incoming)) => {
             start_proxy(pre, *incoming, store, shared).await
         }

@@ -176,6 +176,12 @@ impl Runtime {
         let shared = Arc::new(self.task_shared(spec, group, child.as_ref()));
         let sched = sched_of(spec, group, child.as_ref());
         let passive = passive_of(spec, &shared);
+        let typed = typed_of(spec, &shared, &module)?;
+        let serving: Option<Arc<dyn crate::task::Serving>> = match (&passive, &typed) {
+            (Some(p), _) => Some(p.clone()),
+            (_, Some(t)) => Some(t.clone()),
+            _ => None,
+        };
         // Take a slot in the task table first, so that concurrent spawns
         // cannot together exceed `max_tasks`. A request's handler (told
         // how it ended) does not wait for surplus.
@@ -190,7 +196,7 @@ impl Runtime {
             let (limit, room) = (spec.limits.memory_limit, inner.room);
             inner
                 .tasks
-                .enter(&shared, limit, room, watch, passive.clone())
+                .enter(&shared, limit, room, watch, serving)
         })?;
         let link_parent = match &child {
             Some(c) => c.net.link_parent,
@@ -209,7 +215,10 @@ impl Runtime {
             "spawn",
             || serde_json::json!({ "parent": shared.parent().map(|p| p.id), "module": module.path }),
         );
-        let future = self.task_future(spec, &module, seed, &shared, passive, (ended, incoming));
+        let future = match typed {
+            Some(server) => self.typed_future(spec, &module, seed, server),
+            None => self.task_future(spec, &module, seed, &shared, passive, (ended, incoming)),
+        };
         shared
             .create_ns
             .fetch_add(crate::clock::ticks::ns_since(began), Ordering::Relaxed);
@@ -233,7 +242,7 @@ impl Runtime {
     ) -> Result<Arc<LoadedModule>, Error> {
         let module = if request {
             self.load_http_component(&spec.module)?
-        } else if spec.passive {
+        } else if spec.passive && spec.serves.is_empty() {
             spec.check_passive().map_err(|message| Error::Spawn {
                 name: spec.name.clone(),
                 message,
@@ -256,7 +265,7 @@ impl Runtime {
     /// system cannot stop the others starting. `warden check` reports it,
     /// and a single program's run refuses it (see `System::start_with`).
     pub fn check_fits(&self, spec: &TaskSpec) -> Result<(), Error> {
-        let module = match spec.passive {
+        let module = match spec.passive && spec.serves.is_empty() {
             true => self.load_entry(&spec.module, module::Entry::Passive)?,
             false => self.load_module(&spec.module)?,
         };
@@ -319,6 +328,24 @@ impl Runtime {
         ))
     }
 
+    /// A typed server's future (see `host::typed::serve`).
+    fn typed_future(
+        &self,
+        spec: &TaskSpec,
+        module: &Arc<LoadedModule>,
+        seed: StoreSeed,
+        server: Arc<crate::host::TypedServer>,
+    ) -> crate::executor::TaskFuture {
+        let crate::module::Code::Component(linked) = &module.code else {
+            unreachable!("a typed server's module is a component (typed_of)")
+        };
+        let store = seed.grow(module.engine());
+        let name = spec.ipc.provides[0].clone();
+        let exported = crate::ipc::name_allowed(&spec.ipc.export, &name);
+        let pre = linked.instance_pre().clone();
+        Box::pin(crate::host::typed_serve(pre, store, server, (name, exported)))
+    }
+
     /// A new task's shared state, with its parent (if a child) and groups.
     fn task_shared(
         &self,
@@ -373,9 +400,42 @@ fn sched_of(spec: &TaskSpec, group: Option<&Group>, child: Option<&Child>) -> Ta
     }
 }
 
-/// A passive task's call state (none for an active task).
+/// A typed server's state, for a task given `serves`: its component
+/// must export each interface, and it needs a name to serve them under.
+fn typed_of(
+    spec: &TaskSpec,
+    shared: &Arc<TaskShared>,
+    module: &LoadedModule,
+) -> Result<Option<Arc<crate::host::TypedServer>>, Error> {
+    if spec.serves.is_empty() {
+        return Ok(None);
+    }
+    let fail = |message: String| Error::Spawn {
+        name: spec.name.clone(),
+        message,
+    };
+    let crate::module::Code::Component(linked) = &module.code else {
+        return Err(fail("serves: only a component serves WIT interfaces".into()));
+    };
+    if spec.ipc.provides.is_empty() {
+        return Err(fail(
+            "serves: a typed server needs a `provides` name to serve under (the first)".into(),
+        ));
+    }
+    let component = linked.component().clone();
+    let exports = crate::host::served_exports(&component, &spec.serves).map_err(fail)?;
+    Ok(Some(crate::host::TypedServer::new(
+        shared.clone(),
+        component,
+        exports,
+        spec.passive,
+    )))
+}
+
+/// A passive task's call state (none for an active task, or a typed
+/// server).
 fn passive_of(spec: &TaskSpec, shared: &Arc<TaskShared>) -> Option<Arc<crate::host::Passive>> {
-    spec.passive.then(|| {
+    (spec.passive && spec.serves.is_empty()).then(|| {
         crate::host::Passive::new(
             shared.clone(),
             spec.call_cpu_limit.as_nanos().min(u64::MAX as u128) as u64,

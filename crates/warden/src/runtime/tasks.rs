@@ -14,8 +14,9 @@ pub(super) struct Live {
     pub(super) parent: Option<TaskId>,
     /// Told the task's report when it finishes.
     pub(super) watch: Option<Watch>,
-    /// A passive task's server, to end it when the system ends.
-    pub(super) passive: Option<Arc<crate::host::Passive>>,
+    /// A server living as long as the system (a passive task, a typed
+    /// server), to end it when only such servers are left.
+    pub(super) passive: Option<Arc<dyn crate::task::Serving>>,
 }
 
 impl Live {
@@ -292,7 +293,7 @@ impl Tasks {
         memory_limit: Option<u64>,
         room: super::setup::Room,
         watch: Option<Watch>,
-        passive: Option<Arc<crate::host::Passive>>,
+        passive: Option<Arc<dyn crate::task::Serving>>,
     ) -> Result<(), Error> {
         let mut t = self.lock();
         room.check(t.live.len())?;

@@ -86,6 +86,13 @@ pub enum TaskStatus {
     Killed(String),
 }
 
+/// A server task that lives as long as its system's other tasks (a
+/// passive task, a typed server): ended when only such tasks are left.
+pub(crate) trait Serving: Send + Sync {
+    /// Ends the server with `status` (unless it already ended).
+    fn end(&self, status: TaskStatus);
+}
+
 /// The error a deadline callback or limiter returns to end a task as
 /// *killed* with the given reason.
 #[derive(Debug, Clone, thiserror::Error)]

@@ -67,6 +67,14 @@ pub struct TaskSpec {
     /// The state the task it replaces handed over, for its
     /// `warden_upgrade_restore` (see `task::handover`).
     pub handed: Option<super::handover::Handed>,
+    /// The WIT interfaces a component task serves (`example:kv/store`,
+    /// or with a version), under its first `provides` name.
+    pub serves: Vec<String>,
+    /// What a component task's imported interfaces are bound to:
+    /// (interface, the name of the service serving it).
+    pub binds: Vec<(String, String)>,
+    /// Longest a typed call waits for its server (none: no bound).
+    pub call_timeout: Option<Duration>,
 }
 
 pub use warden_policy::supervise::{Intensity, Restart, Strategy};
@@ -287,6 +295,9 @@ impl TaskSpec {
             drain: DEFAULT_DRAIN,
             replaces: None,
             handed: None,
+            serves: vec![],
+            binds: vec![],
+            call_timeout: None,
         }
     }
 }

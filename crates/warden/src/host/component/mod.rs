@@ -149,23 +149,24 @@ impl super::Group for State {
 }
 
 /// The first import of `component` outside [`PROVIDED_PACKAGES`]'s 0.2
-/// versions, if any: its name.
+/// versions that `stubbed` does not accept, if any: its name.
 pub(crate) fn unprovided_import(
     component: &wasmtime::component::Component,
     engine: &wasmtime::Engine,
+    stubbed: &dyn Fn(&str) -> bool,
 ) -> Option<String> {
     let ty = component.component_type();
     let first = ty
         .imports(engine)
         .map(|(name, _)| name)
-        .find(|name| !provided(name))
+        .find(|name| !provided(name) && !stubbed(name))
         .map(str::to_string);
     first
 }
 
 /// Whether an import named `name` (`wasi:io/streams@0.2.6`) is one of
 /// the provided packages at a 0.2 version.
-fn provided(name: &str) -> bool {
+pub(crate) fn provided(name: &str) -> bool {
     let Some((path, version)) = name.split_once('@') else {
         return false;
     };

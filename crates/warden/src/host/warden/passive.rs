@@ -221,6 +221,12 @@ impl Passive {
     }
 }
 
+impl crate::task::Serving for Passive {
+    fn end(&self, status: TaskStatus) {
+        Passive::end(self, status)
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }

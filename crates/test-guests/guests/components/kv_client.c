@@ -1,0 +1,98 @@
+/* The typed-service tests' client (see kv.wit): a command importing the
+ * store, written against the canonical ABI by hand.
+ *
+ *   kv_client check      set, get, entries and reverse, each checked
+ *   kv_client send N     stores an N-byte value; prints the key count
+ *   kv_client bytes N    asks for N bytes; prints how many came, checked
+ *   kv_client crash|spin|lie   calls that fail in the server
+ *   kv_client after OP   OP, then (if the task lives) its memory checked
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define IMPORT(name) \
+    __attribute__((import_module("warden-test:kv/store@0.1.0"), import_name(name)))
+
+typedef struct { char *ptr; size_t len; } str;
+typedef struct { str key; str value; } entry;
+
+IMPORT("set") uint32_t kv_set(const char *, size_t, const char *, size_t);
+IMPORT("get") void kv_get(const char *, size_t, void *ret);
+IMPORT("entries") void kv_entries(void *ret);
+IMPORT("reverse") void kv_reverse(const str *, size_t, void *ret);
+IMPORT("bytes") void kv_bytes(uint32_t, void *ret);
+IMPORT("crash") void kv_crash(void);
+IMPORT("spin") void kv_spin(void);
+IMPORT("lie") void kv_lie(void *ret);
+
+__attribute__((export_name("cabi_realloc")))
+void *cabi_realloc(void *p, size_t old, size_t align, size_t n) {
+    (void)old; (void)align;
+    return realloc(p, n ? n : 1);
+}
+
+static int failed;
+#define CHECK(cond, ...) do { if (!(cond)) { printf("FAIL: " __VA_ARGS__); printf("\n"); failed = 1; } } while (0)
+
+static int same(str s, const char *want) {
+    return s.len == strlen(want) && memcmp(s.ptr, want, s.len) == 0;
+}
+
+static void check(void) {
+    CHECK(kv_set("apple", 5, "red", 3) == 1, "set apple");
+    CHECK(kv_set("plum", 4, "purple", 6) == 2, "set plum");
+    CHECK(kv_set("apple", 5, "green", 5) == 2, "set apple again");
+    struct { uint8_t tag; str value; } got;
+    kv_get("apple", 5, &got);
+    CHECK(got.tag == 1 && same(got.value, "green"), "get apple");
+    kv_get("pear", 4, &got);
+    CHECK(got.tag == 0, "get pear (none)");
+    str list;
+    kv_entries(&list);
+    entry *es = (entry *)list.ptr;
+    CHECK(list.len == 2 && same(es[0].key, "apple") && same(es[1].value, "purple"), "entries");
+    str words[3] = {{"abc", 3}, {"", 0}, {"warden", 6}};
+    kv_reverse(words, 3, &list);
+    str *back = (str *)list.ptr;
+    CHECK(list.len == 3 && same(back[0], "cba") && same(back[1], "") && same(back[2], "nedraw"),
+          "reverse");
+    CHECK(same(words[0], "abc"), "the caller's words unchanged");
+    printf(failed ? "typed checks FAILED\n" : "typed checks passed\n");
+}
+
+static void bytes(uint32_t n) {
+    str got;
+    kv_bytes(n, &got);
+    int ok = got.len == n;
+    for (uint32_t i = 0; ok && i < n; i++) ok = (uint8_t)got.ptr[i] == i % 251;
+    printf("got %zu bytes%s\n", got.len, ok ? ", checked" : ", WRONG");
+}
+
+/* A canary the failed call must leave alone. */
+static char canary[4096];
+
+static int run(const char *op, const char *arg) {
+    if (!strcmp(op, "check")) check();
+    else if (!strcmp(op, "send")) {
+        size_t n = strtoul(arg, 0, 10);
+        char *v = calloc(n + 1, 1);
+        printf("keys %u\n", kv_set("big", 3, v, n));
+    } else if (!strcmp(op, "bytes")) bytes(strtoul(arg, 0, 10));
+    else if (!strcmp(op, "crash")) kv_crash();
+    else if (!strcmp(op, "spin")) kv_spin();
+    else if (!strcmp(op, "lie")) { str l; kv_lie(&l); printf("lie gave %zu\n", l.len); }
+    else { printf("unknown operation %s\n", op); return 2; }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    memset(canary, 0x5a, sizeof canary);
+    printf("client ready\n");
+    fflush(stdout);
+    int code = run(argc > 1 ? argv[1] : "check", argc > 2 ? argv[2] : "0");
+    for (size_t i = 0; i < sizeof canary; i++)
+        if (canary[i] != 0x5a) { printf("canary changed\n"); return 3; }
+    return code ? code : failed;
+}

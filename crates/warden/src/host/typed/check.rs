@@ -1,0 +1,208 @@
+//! The binding check: an importer's interface against a server's export,
+//! function by function and type by type (structurally: two components'
+//! types are never the same objects), and the shapes a typed call cannot
+//! carry. Every refusal is one line naming the interface, the function
+//! and both types.
+
+use wasmtime::component::types::{ComponentFunc, ComponentInstance, ComponentItem, Type};
+use wasmtime::Engine;
+
+/// Checks that `server` (an exported instance) gives every function
+/// `client` (an imported one) expects, with the same types. `iface`
+/// names the interface in the refusal.
+pub(crate) fn check(
+    engine: &Engine,
+    iface: &str,
+    client: &ComponentInstance,
+    server: &ComponentInstance,
+) -> Result<(), String> {
+    for (name, item) in client.exports(engine) {
+        let ComponentItem::ComponentFunc(want) = item.ty else {
+            continue;
+        };
+        let Some(ComponentItem::ComponentFunc(have)) = server.get_export(engine, name).map(|e| e.ty) else {
+            return Err(format!(
+                "{iface}: the server has no function {name} (the client imports {})",
+                func_text(&want)
+            ));
+        };
+        if !same_func(&want, &have) {
+            return Err(format!(
+                "{iface}: function {name}: the client's type is {} but the server's is {}",
+                func_text(&want),
+                func_text(&have)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Why `iface`'s functions cannot cross a typed call, if one of them has
+/// a shape Warden does not carry (resources, streams, futures, maps).
+pub(crate) fn unsupported(engine: &Engine, iface: &str, inst: &ComponentInstance) -> Option<String> {
+    for (name, item) in inst.exports(engine) {
+        let why = match item.ty {
+            ComponentItem::ComponentFunc(f) => {
+                let mut types = f.params().map(|(_, t)| t).chain(f.results());
+                types.find_map(|t| carried(&t).err())
+            }
+            ComponentItem::Resource(_) => Some("a resource type".to_string()),
+            _ => None,
+        };
+        if let Some(why) = why {
+            return Some(format!(
+                "{iface}: {name} uses {why}, which cannot cross a typed call between tasks yet"
+            ));
+        }
+    }
+    None
+}
+
+/// Whether values of `t` can be copied from one task to another.
+fn carried(t: &Type) -> Result<(), String> {
+    let each = |ts: &mut dyn Iterator<Item = Type>| -> Result<(), String> {
+        ts.map(|t| carried(&t)).collect()
+    };
+    match t {
+        Type::List(l) => carried(&l.ty()),
+        Type::Record(r) => each(&mut r.fields().map(|f| f.ty)),
+        Type::Tuple(t) => each(&mut t.types()),
+        Type::Variant(v) => each(&mut v.cases().filter_map(|c| c.ty)),
+        Type::Option(o) => carried(&o.ty()),
+        Type::Result(r) => each(&mut r.ok().into_iter().chain(r.err())),
+        Type::Own(_) | Type::Borrow(_) => Err("a resource handle".into()),
+        Type::Future(_) | Type::Stream(_) | Type::ErrorContext => Err("an async type".into()),
+        Type::Map(_) | Type::FixedLengthList(_) => Err(format!("a {}", type_text(t))),
+        _ => Ok(()),
+    }
+}
+
+fn same_func(a: &ComponentFunc, b: &ComponentFunc) -> bool {
+    a.async_() == b.async_()
+        && a.params().len() == b.params().len()
+        && a.params().zip(b.params()).all(|((_, x), (_, y))| same(&x, &y))
+        && a.results().len() == b.results().len()
+        && a.results().zip(b.results()).all(|(x, y)| same(&x, &y))
+}
+
+/// Structural equality: the same shape, names and order.
+pub(crate) fn same(a: &Type, b: &Type) -> bool {
+    let all = |x: &mut dyn ExactSizeIterator<Item = Type>, y: &mut dyn ExactSizeIterator<Item = Type>| {
+        x.len() == y.len() && x.zip(y).all(|(p, q)| same(&p, &q))
+    };
+    let opt = |x: Option<Type>, y: Option<Type>| match (x, y) {
+        (None, None) => true,
+        (Some(p), Some(q)) => same(&p, &q),
+        _ => false,
+    };
+    match (a, b) {
+        (Type::List(x), Type::List(y)) => same(&x.ty(), &y.ty()),
+        (Type::Record(x), Type::Record(y)) => {
+            x.fields().len() == y.fields().len()
+                && x.fields().zip(y.fields()).all(|(p, q)| p.name == q.name && same(&p.ty, &q.ty))
+        }
+        (Type::Tuple(x), Type::Tuple(y)) => all(&mut x.types(), &mut y.types()),
+        (Type::Variant(x), Type::Variant(y)) => {
+            x.cases().len() == y.cases().len()
+                && x.cases().zip(y.cases()).all(|(p, q)| p.name == q.name && opt(p.ty, q.ty))
+        }
+        (Type::Enum(x), Type::Enum(y)) => x.names().eq(y.names()),
+        (Type::Flags(x), Type::Flags(y)) => x.names().eq(y.names()),
+        (Type::Option(x), Type::Option(y)) => same(&x.ty(), &y.ty()),
+        (Type::Result(x), Type::Result(y)) => opt(x.ok(), y.ok()) && opt(x.err(), y.err()),
+        (Type::Own(_) | Type::Borrow(_), _) | (_, Type::Own(_) | Type::Borrow(_)) => false,
+        _ => std::mem::discriminant(a) == std::mem::discriminant(b) && scalar(a),
+    }
+}
+
+/// Whether `t` has no parts (so that its kind is its whole type).
+fn scalar(t: &Type) -> bool {
+    matches!(
+        t,
+        Type::Bool
+            | Type::S8
+            | Type::U8
+            | Type::S16
+            | Type::U16
+            | Type::S32
+            | Type::U32
+            | Type::S64
+            | Type::U64
+            | Type::Float32
+            | Type::Float64
+            | Type::Char
+            | Type::String
+    )
+}
+
+/// A function type as WIT writes it: `func(key: string) -> option<u32>`.
+pub(crate) fn func_text(f: &ComponentFunc) -> String {
+    let params: Vec<String> = f
+        .params()
+        .map(|(n, t)| format!("{n}: {}", type_text(&t)))
+        .collect();
+    let results: Vec<String> = f.results().map(|t| type_text(&t)).collect();
+    let arrow = match results.len() {
+        0 => String::new(),
+        _ => format!(" -> {}", results.join(", ")),
+    };
+    let kind = if f.async_() { "async func" } else { "func" };
+    format!("{kind}({}){arrow}", params.join(", "))
+}
+
+/// A type as WIT writes it, named types spelt out (`record { a: u32 }`).
+pub(crate) fn type_text(t: &Type) -> String {
+    let list = |ts: Vec<String>| ts.join(", ");
+    match t {
+        Type::List(l) => format!("list<{}>", type_text(&l.ty())),
+        Type::Record(r) => format!(
+            "record {{ {} }}",
+            list(r.fields().map(|f| format!("{}: {}", f.name, type_text(&f.ty))).collect())
+        ),
+        Type::Tuple(t) => format!("tuple<{}>", list(t.types().map(|t| type_text(&t)).collect())),
+        Type::Variant(v) => format!(
+            "variant {{ {} }}",
+            list(
+                v.cases()
+                    .map(|c| match c.ty {
+                        Some(t) => format!("{}({})", c.name, type_text(&t)),
+                        None => c.name.to_string(),
+                    })
+                    .collect()
+            )
+        ),
+        Type::Enum(e) => format!("enum {{ {} }}", list(e.names().map(str::to_string).collect())),
+        Type::Flags(f) => format!("flags {{ {} }}", list(f.names().map(str::to_string).collect())),
+        Type::Option(o) => format!("option<{}>", type_text(&o.ty())),
+        Type::Result(r) => {
+            let part = |t: Option<Type>| t.map_or("_".to_string(), |t| type_text(&t));
+            format!("result<{}, {}>", part(r.ok()), part(r.err()))
+        }
+        Type::Own(_) => "own<resource>".into(),
+        Type::Borrow(_) => "borrow<resource>".into(),
+        other => scalar_text(other).to_string(),
+    }
+}
+
+fn scalar_text(t: &Type) -> &'static str {
+    match t {
+        Type::Bool => "bool",
+        Type::S8 => "s8",
+        Type::U8 => "u8",
+        Type::S16 => "s16",
+        Type::U16 => "u16",
+        Type::S32 => "s32",
+        Type::U32 => "u32",
+        Type::S64 => "s64",
+        Type::U64 => "u64",
+        Type::Float32 => "f32",
+        Type::Float64 => "f64",
+        Type::Char => "char",
+        Type::String => "string",
+        Type::Map(_) => "map",
+        Type::FixedLengthList(_) => "fixed-length list",
+        Type::Future(_) => "future",
+        Type::Stream(_) => "stream",
+        _ => "error-context",
+    }
+}

@@ -1,0 +1,370 @@
+//! Typed services between component tasks: WIT interfaces as portals
+//! (JX's typed portals, J-Kernel's copying stubs, on the component
+//! model).
+//!
+//! - A component task given `serves` is a [`TypedServer`]: its exported
+//!   interfaces are registered under its `provides` name, as a direct
+//!   service no byte call can use.
+//! - A component importing an interface Warden does not provide gets a
+//!   stub for each of its functions ([`add_stubs`]). At the task's start
+//!   each such import is bound ([`bind`]) to the service its `binds`
+//!   names: looked up as a name is (subject to `uses`, waiting for it to
+//!   be registered), then checked function by function against the
+//!   server's export (`check`). A mismatch, an unbound import, or a
+//!   shape that cannot cross (resources, streams) refuses the start.
+//! - A call copies: Wasmtime lifts the arguments out of the caller's
+//!   memory, the stub checks their size against the caller's
+//!   `max_message_bytes`, and the server's function lowers them into the
+//!   server's memory (its allocator, its budget); results come back the
+//!   same way. Nothing is shared. A failed call traps the caller with a
+//!   reason naming the server.
+
+mod check;
+mod copy;
+mod server;
+
+pub(crate) use server::TypedServer;
+
+use crate::host::TaskData;
+use crate::ipc::service::{PortalRef, Service, ServiceRef};
+use crate::ipc::{name_allowed, Kernel};
+use crate::task::TaskStatus;
+use std::sync::Arc;
+use std::time::Duration;
+use wasmtime::component::types::ComponentItem;
+use wasmtime::component::{Component, Val};
+use wasmtime::{Engine, StoreContextMut};
+
+/// How long a start waits for a bound service to be registered.
+pub const BIND_WAIT: Duration = Duration::from_secs(5);
+
+/// The typed group's state of one task: what its imports are bound to,
+/// and what binding them may use.
+#[derive(Default)]
+pub(crate) struct State {
+    /// Each typed import's binding, by the import's number.
+    bound: Vec<Option<Arc<Binding>>>,
+    /// `binds`: interface (with or without version) → service name.
+    binds: Vec<(String, String)>,
+    /// The names the task may look up (`uses`).
+    uses: Vec<String>,
+    /// Most bytes one call copies either way.
+    max_bytes: u64,
+    /// Longest a call to an active server is waited for.
+    call_timeout: Option<Duration>,
+    kernel: Option<Arc<Kernel>>,
+}
+
+/// One bound import: the server, and for each imported function the
+/// server's number for it.
+struct Binding {
+    iface: String,
+    server: Arc<TypedServer>,
+    funcs: Vec<usize>,
+    /// Keeps the task counted among the service's clients.
+    _portal: PortalRef,
+}
+
+impl super::Group for State {
+    fn prepare(p: &mut super::Prepare<'_>) -> Result<State, String> {
+        Ok(State {
+            bound: Vec::new(),
+            binds: p.spec.binds.clone(),
+            uses: p.spec.ipc.uses.clone(),
+            max_bytes: p.spec.ipc.max_message_bytes,
+            call_timeout: p.spec.call_timeout,
+            kernel: Some(p.kernel.clone()),
+        })
+    }
+}
+
+/// Whether the interface `pattern` (`example:kv/store`, or with a
+/// version, `example:kv/store@0.1.0`) names the import or export `name`.
+pub(crate) fn iface_matches(pattern: &str, name: &str) -> bool {
+    match pattern.contains('@') {
+        true => pattern == name,
+        false => name.split('@').next() == Some(pattern),
+    }
+}
+
+/// The interfaces `component` imports that Warden does not provide
+/// (instances only), with their functions' names, in a fixed order.
+pub(crate) fn typed_imports(component: &Component, engine: &Engine) -> Vec<(String, Vec<String>)> {
+    let ty = component.component_type();
+    let mut out = Vec::new();
+    for (name, item) in ty.imports(engine) {
+        if super::provided_import(name) {
+            continue;
+        }
+        if let ComponentItem::ComponentInstance(inst) = item.ty {
+            let funcs = inst
+                .exports(engine)
+                .filter(|(_, i)| matches!(i.ty, ComponentItem::ComponentFunc(_)))
+                .map(|(n, _)| n.to_string())
+                .collect();
+            out.push((name.to_string(), funcs));
+        }
+    }
+    out
+}
+
+/// Defines a stub in `linker` for every function of every typed import
+/// of `component`; each finds its binding in the calling task's state.
+pub(crate) fn add_stubs(
+    linker: &mut wasmtime::component::Linker<TaskData>,
+    component: &Component,
+) -> wasmtime::Result<()> {
+    for (i, (iface, funcs)) in typed_imports(component, component.engine())
+        .into_iter()
+        .enumerate()
+    {
+        let mut inst = linker.instance(&iface)?;
+        for (j, name) in funcs.into_iter().enumerate() {
+            inst.func_new_async(&name.clone(), move |store, _ty, params, results| {
+                Box::new(call(store, (i, j), params, results))
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// One call through a stub: the import `i`'s function `j`.
+async fn call(
+    store: StoreContextMut<'_, TaskData>,
+    (i, j): (usize, usize),
+    params: &[Val],
+    results: &mut [Val],
+) -> wasmtime::Result<()> {
+    let state = &store.data().groups.typed;
+    let Some(b) = state.bound.get(i).cloned().flatten() else {
+        return Err(wasmtime::Error::msg("typed call: the import is not bound"));
+    };
+    let (cap, timeout) = (state.max_bytes, state.call_timeout);
+    let func = b.funcs[j];
+    let served = &b.server.funcs[func];
+    let what = || format!("typed call {}.{}", b.iface, served.name);
+    let sent = copy::size(params, cap).map_err(|n| copy::refusal(&what(), "arguments", n, cap))?;
+    let began = crate::clock::ticks::now();
+    let out = b.server.call(func, params.to_vec(), results.len(), timeout).await;
+    let stats = &served.stats;
+    stats.count(crate::clock::ticks::ns_since(began));
+    let out = out.map_err(|why| {
+        stats.fail();
+        wasmtime::Error::msg(format!("{}: {why}", what()))
+    })?;
+    let got = copy::size(&out, cap).map_err(|n| {
+        stats.fail();
+        copy::refusal(&what(), "results", n, cap)
+    })?;
+    stats.copied(sent + got);
+    for (slot, v) in results.iter_mut().zip(out) {
+        *slot = v;
+    }
+    Ok(())
+}
+
+/// Binds every typed import of `component` for the task whose store
+/// data is `data`: each to the server its `binds` names, checked. Waits
+/// up to [`BIND_WAIT`] for a server to be registered.
+pub(crate) async fn bind(data: &mut TaskData, component: &Component) -> Result<(), String> {
+    let imports = typed_imports(component, component.engine());
+    let state = &data.groups.typed;
+    let wants = Wants {
+        binds: state.binds.clone(),
+        uses: state.uses.clone(),
+        kernel: state.kernel.clone().expect("prepared"),
+    };
+    let mut bound = Vec::with_capacity(imports.len());
+    for (iface, funcs) in &imports {
+        bound.push(Some(Arc::new(bind_one(&wants, component, iface, funcs).await?)));
+    }
+    data.groups.typed.bound = bound;
+    Ok(())
+}
+
+/// What binding a task's imports may use, taken from its state.
+struct Wants {
+    binds: Vec<(String, String)>,
+    uses: Vec<String>,
+    kernel: Arc<Kernel>,
+}
+
+async fn bind_one(
+    state: &Wants,
+    component: &Component,
+    iface: &str,
+    funcs: &[String],
+) -> Result<Binding, String> {
+    let Some((_, service)) = state.binds.iter().find(|(p, _)| iface_matches(p, iface)) else {
+        return Err(format!(
+            "imports `{iface}`, which no `binds` entry names (Warden provides the 0.2 \
+             versions of {} itself)",
+            super::PROVIDED_PACKAGES.join(", ")
+        ));
+    };
+    if !name_allowed(&state.uses, service) {
+        return Err(format!("binds {iface} to {service:?}, which its `uses` does not grant"));
+    }
+    let wait = BIND_WAIT.as_nanos() as i64;
+    let Some(portal) = crate::host::wait::name(&state.kernel, service, wait).await else {
+        return Err(format!(
+            "binds {iface} to {service:?}, which was not registered within {} s",
+            BIND_WAIT.as_secs()
+        ));
+    };
+    let server = portal
+        .service()
+        .direct_handler()
+        .and_then(|h| h.clone().downcast::<TypedServer>().ok())
+        .ok_or_else(|| format!("binds {iface} to {service:?}, which is not a typed service"))?;
+    let export = checked(component, iface, (&server.component, &server.serves), service)?;
+    let funcs = funcs
+        .iter()
+        .map(|f| server.func_index(&export, f).expect("checked"))
+        .collect();
+    Ok(Binding {
+        iface: iface.to_string(),
+        server,
+        funcs,
+        _portal: portal,
+    })
+}
+
+/// The server's export the import `iface` of `component` binds to,
+/// once their types are checked.
+fn checked(
+    component: &Component,
+    iface: &str,
+    (server, serves): (&Component, &[String]),
+    service: &str,
+) -> Result<String, String> {
+    let engine = component.engine();
+    let unversioned = iface.split('@').next().unwrap_or(iface);
+    let Some(export) = serves.iter().find(|s| compatible(iface, s)) else {
+        return Err(format!(
+            "binds {iface} to {service:?}, which serves {} (not {unversioned} at a compatible \
+             version)",
+            serves.join(", ")
+        ));
+    };
+    let client_ty = component.component_type();
+    let server_ty = server.component_type();
+    let (Some(ComponentItem::ComponentInstance(want)), Some(ComponentItem::ComponentInstance(have))) = (
+        client_ty.get_import(engine, iface).map(|e| e.ty),
+        server_ty.get_export(engine, export).map(|e| e.ty),
+    ) else {
+        return Err(format!("{iface}: not an interface on both sides"));
+    };
+    if let Some(why) = check::unsupported(engine, iface, &want) {
+        return Err(why);
+    }
+    check::check(engine, iface, &want, &have)?;
+    Ok(export.clone())
+}
+
+/// Whether an import `a` and an export `b` are one interface at
+/// compatible versions: the same path, and the same version or the same
+/// major one (the same minor one below 1.0).
+fn compatible(a: &str, b: &str) -> bool {
+    let (pa, va) = a.split_once('@').unwrap_or((a, ""));
+    let (pb, vb) = b.split_once('@').unwrap_or((b, ""));
+    if pa != pb {
+        return false;
+    }
+    let key = |v: &str| -> String {
+        let mut parts = v.split('.');
+        match parts.next() {
+            Some("0") => format!("0.{}", parts.next().unwrap_or("")),
+            Some(major) => major.to_string(),
+            None => String::new(),
+        }
+    };
+    va == vb || key(va) == key(vb)
+}
+
+/// The full export names of `component` that `serves` names: each
+/// pattern must name an interface it exports.
+pub(crate) fn served_exports(component: &Component, serves: &[String]) -> Result<Vec<String>, String> {
+    let engine = component.engine();
+    let ty = component.component_type();
+    let exports: Vec<String> = ty
+        .exports(engine)
+        .filter(|(_, i)| matches!(i.ty, ComponentItem::ComponentInstance(_)))
+        .map(|(n, _)| n.to_string())
+        .collect();
+    let mut out = Vec::new();
+    for pattern in serves {
+        let Some(e) = exports.iter().find(|e| iface_matches(pattern, e)) else {
+            return Err(format!(
+                "serves {pattern}, which the component does not export (it exports: {})",
+                if exports.is_empty() { "no interface".into() } else { exports.join(", ") }
+            ));
+        };
+        if let Some(why) = served_type(component, e) {
+            return Err(why);
+        }
+        out.push(e.clone());
+    }
+    Ok(out)
+}
+
+fn served_type(component: &Component, export: &str) -> Option<String> {
+    let engine = component.engine();
+    match component.component_type().get_export(engine, export).map(|e| e.ty) {
+        Some(ComponentItem::ComponentInstance(inst)) => check::unsupported(engine, export, &inst),
+        _ => None,
+    }
+}
+
+/// Checks statically (both components at hand, as `warden check` has
+/// them) that `client`'s import `iface` binds to `server` serving
+/// `serves`.
+pub(crate) fn check_pair(
+    client: &Component,
+    iface: &str,
+    server: &Component,
+    serves: &[String],
+) -> Result<(), String> {
+    let exports = served_exports(server, serves)?;
+    checked(client, iface, (server, &exports), "the server").map(|_| ())
+}
+
+/// A typed server task's whole life as a future: instantiated, its
+/// service registered under `name`, then serving until it ends.
+pub(crate) async fn serve(
+    pre: wasmtime::component::InstancePre<TaskData>,
+    mut store: wasmtime::Store<TaskData>,
+    server: Arc<TypedServer>,
+    (name, exported): (String, bool),
+) -> TaskStatus {
+    struct ShutDown(Arc<TypedServer>);
+    impl Drop for ShutDown {
+        fn drop(&mut self) {
+            self.0.shut_down();
+        }
+    }
+    let _guard = ShutDown(server.clone());
+    let shared = server.shared.clone();
+    let instance = match Box::pin(pre.instantiate_async(&mut store)).await {
+        Ok(i) => i,
+        Err(e) => return crate::host::classify(&e, &shared, "cannot start: "),
+    };
+    let kernel = store.data().groups.typed.kernel.clone().expect("prepared");
+    let running = match server.running(store, &instance) {
+        Ok(r) => r,
+        Err(why) => return TaskStatus::Trapped(format!("cannot start: {why}")),
+    };
+    let service = Service::direct(shared.id, server.clone());
+    let (install, keep) = match server.is_passive() {
+        true => (Some(running), None),
+        false => (None, Some(running)),
+    };
+    server.install(install, ServiceRef::new(&service));
+    if let Err(e) = kernel
+        .names
+        .register(&name, PortalRef::new(&service), &shared, exported)
+    {
+        return TaskStatus::Trapped(format!("cannot register its service {name:?}: {e}"));
+    }
+    server.serve(keep).await
+}

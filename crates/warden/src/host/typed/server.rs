@@ -1,0 +1,364 @@
+//! A typed server: a component task serving WIT interfaces, and how a
+//! call reaches it.
+//!
+//! Its functions are numbered once, from its component's type: every
+//! function of every served interface, in order. A client's binding
+//! maps each function it imports to that number (`Binding`).
+//!
+//! - **Passive** (`passive = true`): the store waits in a FIFO lock; a
+//!   caller takes it and runs the function on its own thread, inside its
+//!   own call (J-Kernel's LRMI). The caller's worker is busy with it, so
+//!   the time is the caller's.
+//! - **Active**: calls queue for the server task, which runs them one at
+//!   a time on its own store and answers each (a hand-off).
+//!
+//! Either way a trap ends the server (its store may be half-changed):
+//! the call in progress and every later one fail, naming the server and
+//! what happened. A killed server's store goes with its task.
+
+use crate::fifo::FifoLock;
+use crate::host::TaskData;
+use crate::ipc::service::ServiceRef;
+use crate::task::{TaskShared, TaskStatus};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use wasmtime::component::types::ComponentItem;
+use wasmtime::component::{Component, Func, Instance, Val};
+use wasmtime::Store;
+
+/// One served function: its interface and name, and its counters.
+pub(crate) struct Served {
+    pub(crate) iface: String,
+    pub(crate) name: String,
+    pub(crate) stats: CallStats,
+}
+
+/// A served function's counters, as `/metrics` shows them.
+#[derive(Default)]
+pub(crate) struct CallStats {
+    pub(crate) calls: AtomicU64,
+    pub(crate) failures: AtomicU64,
+    pub(crate) bytes: AtomicU64,
+    pub(crate) cpu_ns: AtomicU64,
+}
+
+impl CallStats {
+    /// One call, which took `ns`.
+    pub(crate) fn count(&self, ns: u64) {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.cpu_ns.fetch_add(ns, Ordering::Relaxed);
+    }
+
+    /// One call failed.
+    pub(crate) fn fail(&self) {
+        self.failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// One call copied `n` bytes, both ways.
+    pub(crate) fn copied(&self, n: u64) {
+        self.bytes.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// A started server's store and its functions, by number.
+pub(crate) struct Running {
+    store: Store<TaskData>,
+    funcs: Vec<Func>,
+}
+
+/// A call for an active server, and where its answer goes.
+struct Job {
+    func: usize,
+    params: Vec<Val>,
+    results: usize,
+    reply: tokio::sync::oneshot::Sender<Result<Vec<Val>, String>>,
+}
+
+#[derive(Default)]
+struct Queue {
+    jobs: VecDeque<Job>,
+    waker: Option<Waker>,
+    ending: Option<TaskStatus>,
+    /// Why calls fail once the server has ended.
+    gone: Option<String>,
+}
+
+/// A typed server task: what it serves and how calls reach it.
+pub(crate) struct TypedServer {
+    /// The server task.
+    pub(crate) shared: Arc<TaskShared>,
+    /// Its component, whose exports bindings are checked against.
+    pub(crate) component: Component,
+    /// The full names of the interfaces it serves (`example:kv/store@0.1.0`).
+    pub(crate) serves: Vec<String>,
+    /// Every served function, by number.
+    pub(crate) funcs: Vec<Served>,
+    passive: bool,
+    store: FifoLock<Option<Running>>,
+    queue: Mutex<Queue>,
+    holder: Mutex<Option<ServiceRef>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl TypedServer {
+    /// The server of `shared`'s task running `component`, which serves
+    /// `serves` (full export names, checked to be interfaces).
+    pub(crate) fn new(
+        shared: Arc<TaskShared>,
+        component: Component,
+        serves: Vec<String>,
+        passive: bool,
+    ) -> Arc<TypedServer> {
+        let engine = component.engine().clone();
+        let ty = component.component_type();
+        let mut funcs = Vec::new();
+        for iface in &serves {
+            let Some(ComponentItem::ComponentInstance(inst)) = ty.get_export(&engine, iface).map(|e| e.ty) else {
+                continue;
+            };
+            for (name, item) in inst.exports(&engine) {
+                if let ComponentItem::ComponentFunc(_) = item.ty {
+                    funcs.push(Served {
+                        iface: iface.clone(),
+                        name: name.to_string(),
+                        stats: CallStats::default(),
+                    });
+                }
+            }
+        }
+        Arc::new(TypedServer {
+            shared,
+            component,
+            serves,
+            funcs,
+            passive,
+            store: FifoLock::new(None),
+            queue: Mutex::new(Queue::default()),
+            holder: Mutex::new(None),
+        })
+    }
+
+    /// The number of `iface`'s function `name`, if served.
+    pub(crate) fn func_index(&self, iface: &str, name: &str) -> Option<usize> {
+        self.funcs
+            .iter()
+            .position(|f| f.iface == iface && f.name == name)
+    }
+
+    /// Whether calls run on the caller's thread.
+    pub(crate) fn is_passive(&self) -> bool {
+        self.passive
+    }
+
+    /// Instantiated: finds each served function in `instance`.
+    pub(crate) fn running(
+        &self,
+        mut store: Store<TaskData>,
+        instance: &Instance,
+    ) -> Result<Running, String> {
+        let mut funcs = Vec::with_capacity(self.funcs.len());
+        for f in &self.funcs {
+            let found = instance
+                .get_export_index(&mut store, None, &f.iface)
+                .and_then(|i| instance.get_export_index(&mut store, Some(&i), &f.name))
+                .and_then(|i| instance.get_func(&mut store, i));
+            let func = found.ok_or_else(|| format!("{}: no function {}", f.iface, f.name))?;
+            funcs.push(func);
+        }
+        Ok(Running { store, funcs })
+    }
+
+    /// Makes the server callable: for a passive one, its store waits for
+    /// callers; `holder` keeps its service open until it ends.
+    pub(crate) fn install(&self, running: Option<Running>, holder: ServiceRef) {
+        if let Some(r) = running {
+            *self.store.try_lock().expect("not yet callable") = Some(r);
+        }
+        *lock(&self.holder) = Some(holder);
+    }
+
+    /// Calls function `func` with `params`, expecting `results` values:
+    /// the results, or why the call failed (the server trapped, was
+    /// killed or has ended, or `timeout` passed first: for a passive
+    /// server, the wait for its store; for an active one, the whole call).
+    pub(crate) async fn call(
+        &self,
+        func: usize,
+        params: Vec<Val>,
+        results: usize,
+        timeout: Option<std::time::Duration>,
+    ) -> Result<Vec<Val>, String> {
+        let late = |t: std::time::Duration| {
+            format!(
+                "the server {} did not answer within {} ms (call_timeout)",
+                self.shared.name,
+                t.as_millis()
+            )
+        };
+        if self.passive {
+            let mut guard = match timeout {
+                None => self.store.lock().await,
+                Some(t) => tokio::time::timeout(t, self.store.lock())
+                    .await
+                    .map_err(|_| late(t))?,
+            };
+            let Some(running) = guard.as_mut() else {
+                return Err(self.gone());
+            };
+            let out = run(running, func, &params, results).await;
+            return out.map_err(|e| {
+                let why = self.fail(&e);
+                drop(guard.take());
+                why
+            });
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.enqueue(Job {
+            func,
+            params,
+            results,
+            reply: tx,
+        })?;
+        let answer = match timeout {
+            None => rx.await,
+            Some(t) => tokio::time::timeout(t, rx).await.map_err(|_| late(t))?,
+        };
+        answer.unwrap_or_else(|_| Err(self.gone()))
+    }
+
+    fn enqueue(&self, job: Job) -> Result<(), String> {
+        let mut q = lock(&self.queue);
+        if q.gone.is_some() || q.ending.is_some() {
+            drop(q);
+            return Err(self.gone());
+        }
+        q.jobs.push_back(job);
+        let waker = q.waker.take();
+        drop(q);
+        if let Some(w) = waker {
+            w.wake();
+        }
+        Ok(())
+    }
+
+    /// Why calls fail now that the server has ended.
+    fn gone(&self) -> String {
+        let why = lock(&self.queue).gone.clone();
+        let why = why.unwrap_or_else(|| match self.shared.kill_requested() {
+            true => format!("was killed ({})", self.shared.kill_reason()),
+            false => "has ended".into(),
+        });
+        format!("the server {} {why}", self.shared.name)
+    }
+
+    /// A call trapped: the server ends with the trap's status; the reason
+    /// for the caller.
+    fn fail(&self, e: &wasmtime::Error) -> String {
+        let status = crate::host::classify(e, &self.shared, "typed call: ");
+        let why = match &status {
+            TaskStatus::Killed(r) => format!("was killed ({r})"),
+            TaskStatus::Trapped(r) => format!("trapped ({r})"),
+            TaskStatus::Exited(c) => format!("exited with {c}"),
+        };
+        lock(&self.queue).gone = Some(why);
+        self.end(status);
+        self.gone()
+    }
+
+    /// Ends the server with `status` (unless it already ended): its
+    /// service closes, queued calls fail, its task finishes.
+    pub(crate) fn end(&self, status: TaskStatus) {
+        drop(lock(&self.holder).take());
+        let mut q = lock(&self.queue);
+        if q.ending.is_none() {
+            q.ending = Some(status);
+        }
+        q.jobs.clear();
+        let waker = q.waker.take();
+        drop(q);
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    /// The server task's future was dropped (killed, or the system
+    /// ended): close the service, fail what waits, release the store
+    /// unless a call holds it (that call sees the kill and releases it).
+    pub(crate) fn shut_down(&self) {
+        drop(lock(&self.holder).take());
+        let mut q = lock(&self.queue);
+        q.gone.get_or_insert_with(|| match self.shared.kill_requested() {
+            true => format!("was killed ({})", self.shared.kill_reason()),
+            false => "has ended".into(),
+        });
+        q.jobs.clear();
+        q.waker = None;
+        drop(q);
+        if let Some(mut s) = self.store.try_lock() {
+            drop(s.take());
+        }
+    }
+
+    /// For the server task: the next call to run, or how it ended.
+    fn poll_next(&self, cx: &mut Context<'_>) -> Poll<Result<Job, TaskStatus>> {
+        let mut q = lock(&self.queue);
+        if let Some(status) = q.ending.take() {
+            q.gone.get_or_insert_with(|| "has ended".into());
+            return Poll::Ready(Err(status));
+        }
+        match q.jobs.pop_front() {
+            Some(job) => Poll::Ready(Ok(job)),
+            None => {
+                q.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+
+    /// The server task's life once started: a passive one waits to be
+    /// ended; an active one runs the calls that queue, one at a time.
+    pub(crate) async fn serve(&self, mut running: Option<Running>) -> TaskStatus {
+        loop {
+            let job = match std::future::poll_fn(|cx| self.poll_next(cx)).await {
+                Ok(job) => job,
+                Err(status) => return status,
+            };
+            let Some(r) = running.as_mut() else {
+                continue;
+            };
+            match run(r, job.func, &job.params, job.results).await {
+                Ok(out) => drop(job.reply.send(Ok(out))),
+                Err(e) => {
+                    let why = self.fail(&e);
+                    drop(job.reply.send(Err(why)));
+                }
+            }
+        }
+    }
+}
+
+impl crate::task::Serving for TypedServer {
+    fn end(&self, status: TaskStatus) {
+        TypedServer::end(self, status)
+    }
+}
+
+/// Runs function `func` once on the server's store: lowers `params` into
+/// its memory, lifts `results` values out (and lets it free them: Wasmtime
+/// calls its post-return function).
+async fn run(
+    r: &mut Running,
+    func: usize,
+    params: &[Val],
+    results: usize,
+) -> wasmtime::Result<Vec<Val>> {
+    let f = r.funcs[func];
+    let mut out = vec![Val::Bool(false); results];
+    f.call_async(&mut r.store, params, &mut out).await?;
+    Ok(out)
+}
