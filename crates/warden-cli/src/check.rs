@@ -59,6 +59,13 @@ pub fn check(args: &CheckArgs) -> Result<ExitCode, String> {
         let at = limit_line(&text, &who).map_or(String::new(), |l| format!("line {l}: "));
         say!("warden: {}: {at}{who}: {why}", path.display());
     }
+    if problems == 0 {
+        // A typed binding that cannot work is refused as `warden run`
+        // refuses it: one line, status 2.
+        if let Some(why) = warden::bind_mismatches(&rt, &m.tasks).into_iter().next() {
+            return Err(format!("{}: {why}", path.display()));
+        }
+    }
     for warning in unserved(&m) {
         say!("warden: {}: warning: {warning}", path.display());
     }

@@ -196,7 +196,7 @@ pub use sched::{Params as SchedParams, Tree as SchedTree};
 pub use sched::{PolicyKind, RunQueue, TaskSched};
 pub use serving::tls::{reload_certificates, Certificate as TlsCertificate, TlsSpec};
 pub use system::{
-    load, misfits, modules, runtime_config, FailureSink, ModuleUse, Step, System, SystemModule,
+    bind_mismatches, load, misfits, modules, runtime_config, FailureSink, ModuleUse, Step, System, SystemModule,
     SystemSpec,
 };
 pub use task::net::DEFAULT_SOCKET_BUFFER;

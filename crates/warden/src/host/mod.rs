@@ -72,6 +72,7 @@ pub(crate) use component::unprovided_import;
 use component::provided as provided_import;
 pub(crate) use typed::{add_stubs as typed_stubs, bind as typed_bind, serve as typed_serve};
 pub(crate) use typed::{check_pair as typed_check, served_exports, typed_imports, TypedServer};
+pub(crate) use typed::{iface_matches, unbound as typed_unbound};
 pub(crate) use component::Response as HttpResponse;
 pub use component::PROVIDED_PACKAGES;
 pub(crate) use component::{network as component_network, Incoming};

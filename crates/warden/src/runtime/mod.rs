@@ -15,6 +15,7 @@
 //! The name service's lock → a service's state → a call slot (a live
 //! upgrade retires a service while registering its successor).
 
+mod binds;
 mod cluster;
 mod heap;
 pub mod machine;

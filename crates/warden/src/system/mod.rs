@@ -181,7 +181,7 @@ pub fn modules<'a>(
     http: &'a [HttpSpec],
 ) -> Vec<SystemModule<'a>> {
     let mut seen = std::collections::HashSet::new();
-    let passive = |s: &TaskSpec| match s.passive {
+    let passive = |s: &TaskSpec| match s.passive && s.serves.is_empty() {
         true => ModuleUse::Passive,
         false => ModuleUse::Task,
     };
@@ -241,6 +241,24 @@ pub fn misfits(rt: &Runtime, tasks: &[TaskSpec], http: &[HttpSpec]) -> Vec<(Stri
     all
 }
 
+/// Every typed import of a task of `tasks` that is left unbound, or
+/// whose server (a task of `tasks` serving under the bound name) exports
+/// a different type: one line each, `task "client": …`. A service
+/// registered some other way is checked when the task starts.
+pub fn bind_mismatches(rt: &Runtime, tasks: &[TaskSpec]) -> Vec<String> {
+    let mut all = Vec::new();
+    for t in tasks {
+        if let Err(e) = rt.check_binds(t, tasks) {
+            let why = match e {
+                crate::Error::Spawn { message, .. } => message,
+                other => other.to_string(),
+            };
+            all.push(format!("task {:?}: {why}", t.name));
+        }
+    }
+    all
+}
+
 /// A step of [`System::start_with`] that reports its progress.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
@@ -283,6 +301,9 @@ impl System {
             load(&rt, m).map_err(|e| e.to_string())?;
         }
         progress(Step::Compiling, modules.len(), modules.len());
+        if let Some(why) = bind_mismatches(&rt, &spec.tasks).into_iter().next() {
+            return Err(why);
+        }
         if spec.strict_limits {
             if let Some((who, why)) = misfits(&rt, &spec.tasks, &spec.http).into_iter().next() {
                 return Err(format!("{who}: {why}"));

@@ -54,10 +54,10 @@ fn one(v: &Val, left: u64) -> Result<u64, u64> {
 }
 
 /// The trap of a call whose `what` ("arguments", "results") would copy
-/// `n` bytes, more than the caller's `cap`.
-pub(super) fn refusal(call: &str, what: &str, n: u64, cap: u64) -> wasmtime::Error {
+/// more than the caller's `cap` (the walk stopped at `_n`).
+pub(super) fn refusal(call: &str, what: &str, _n: u64, cap: u64) -> wasmtime::Error {
     wasmtime::Error::msg(format!(
-        "{call}: its {what} take more than {cap} bytes (max_message_bytes), at least {n}"
+        "{call}: its {what} take more than the caller's max_message_bytes ({cap} bytes)"
     ))
 }
 

@@ -182,6 +182,15 @@ pub(crate) async fn bind(data: &mut TaskData, component: &Component) -> Result<(
     Ok(())
 }
 
+/// Why an import `iface` that no `binds` entry names is refused.
+pub(crate) fn unbound(iface: &str) -> String {
+    format!(
+        "imports `{iface}`, which no `binds` entry names (Warden provides the 0.2 versions of \
+         {} itself)",
+        super::PROVIDED_PACKAGES.join(", ")
+    )
+}
+
 /// What binding a task's imports may use, taken from its state.
 struct Wants {
     binds: Vec<(String, String)>,
@@ -196,11 +205,7 @@ async fn bind_one(
     funcs: &[String],
 ) -> Result<Binding, String> {
     let Some((_, service)) = state.binds.iter().find(|(p, _)| iface_matches(p, iface)) else {
-        return Err(format!(
-            "imports `{iface}`, which no `binds` entry names (Warden provides the 0.2 \
-             versions of {} itself)",
-            super::PROVIDED_PACKAGES.join(", ")
-        ));
+        return Err(unbound(iface));
     };
     if !name_allowed(&state.uses, service) {
         return Err(format!("binds {iface} to {service:?}, which its `uses` does not grant"));

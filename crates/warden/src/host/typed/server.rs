@@ -96,6 +96,9 @@ pub(crate) struct TypedServer {
     /// Every served function, by number.
     pub(crate) funcs: Vec<Served>,
     passive: bool,
+    /// Set while an active server runs a call (so that ending it stops
+    /// the call too).
+    busy: std::sync::atomic::AtomicBool,
     store: FifoLock<Option<Running>>,
     queue: Mutex<Queue>,
     holder: Mutex<Option<ServiceRef>>,
@@ -137,6 +140,7 @@ impl TypedServer {
             serves,
             funcs,
             passive,
+            busy: Default::default(),
             store: FifoLock::new(None),
             queue: Mutex::new(Queue::default()),
             holder: Mutex::new(None),
@@ -284,6 +288,10 @@ impl TypedServer {
         if let Some(w) = waker {
             w.wake();
         }
+        if self.busy.load(Ordering::Acquire) {
+            // Its call in progress stops at the next tick.
+            self.shared.request_kill("it was ended while it ran a call");
+        }
     }
 
     /// The server task's future was dropped (killed, or the system
@@ -331,7 +339,10 @@ impl TypedServer {
             let Some(r) = running.as_mut() else {
                 continue;
             };
-            match run(r, job.func, &job.params, job.results).await {
+            self.busy.store(true, Ordering::Release);
+            let out = run(r, job.func, &job.params, job.results).await;
+            self.busy.store(false, Ordering::Release);
+            match out {
                 Ok(out) => drop(job.reply.send(Ok(out))),
                 Err(e) => {
                     let why = self.fail(&e);
