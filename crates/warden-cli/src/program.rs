@@ -73,7 +73,10 @@ fn keys(target: &Path, args: &[String], p: &ProgramArgs) -> Result<Table, String
     if !p.serves.is_empty() {
         put("provides", strings(std::slice::from_ref(&name)));
     }
-    let bound: Vec<String> = binds.values().filter_map(|v| v.as_str().map(String::from)).collect();
+    let bound: Vec<String> = binds
+        .values()
+        .filter_map(|v| v.as_str().map(String::from))
+        .collect();
     put("uses", strings(&bound));
     put("binds", Value::Table(binds));
     put("stdin", p.stdin.as_deref().unwrap_or("inherit").into());
@@ -135,7 +138,16 @@ pub fn any(p: &ProgramArgs) -> bool {
         binds,
         call_timeout,
     } = p;
-    let lists = [dir, env, listen, allow_connect, allow_listen, module, serves, binds];
+    let lists = [
+        dir,
+        env,
+        listen,
+        allow_connect,
+        allow_listen,
+        module,
+        serves,
+        binds,
+    ];
     let strings = [
         restart,
         call_timeout,
@@ -202,7 +214,11 @@ fn pairs(flag: &str, values: &[String]) -> Result<Table, String> {
             .split_once('=')
             .filter(|(n, v)| !n.is_empty() && !v.is_empty())
         else {
-            let shape = if flag == "--binds" { "IFACE=NAME" } else { "NAME=PATH" };
+            let shape = if flag == "--binds" {
+                "IFACE=NAME"
+            } else {
+                "NAME=PATH"
+            };
             return Err(format!("{flag}: {v:?} is not {shape}"));
         };
         table.insert(name.into(), value.into());

@@ -196,8 +196,8 @@ pub use sched::{Params as SchedParams, Tree as SchedTree};
 pub use sched::{PolicyKind, RunQueue, TaskSched};
 pub use serving::tls::{reload_certificates, Certificate as TlsCertificate, TlsSpec};
 pub use system::{
-    bind_mismatches, load, misfits, modules, runtime_config, FailureSink, ModuleUse, Step, System, SystemModule,
-    SystemSpec,
+    bind_mismatches, load, misfits, modules, runtime_config, FailureSink, ModuleUse, Step, System,
+    SystemModule, SystemSpec,
 };
 pub use task::net::DEFAULT_SOCKET_BUFFER;
 pub use task::{

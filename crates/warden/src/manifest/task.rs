@@ -265,24 +265,38 @@ fn task_typed(t: &RawTask, spec: &mut TaskSpec) -> Result<(), String> {
             return Err("serves: a typed server runs as one task (count must be 1)".into());
         }
         match spec.ipc.provides.first() {
-            None => return Err("serves: a typed server needs a `provides` name to serve under \
-                                (the first)".into()),
+            None => {
+                return Err(
+                    "serves: a typed server needs a `provides` name to serve under \
+                                (the first)"
+                        .into(),
+                )
+            }
             Some(n) if n.ends_with('*') => {
-                return Err(format!("serves: the first `provides` name is the service's name, \
-                                    not a pattern ({n:?})"))
+                return Err(format!(
+                    "serves: the first `provides` name is the service's name, \
+                                    not a pattern ({n:?})"
+                ))
             }
             Some(_) => {}
         }
     }
     for (iface, service) in &t.binds {
         if !crate::ipc::name_allowed(&spec.ipc.uses, service) {
-            return Err(format!("binds.{iface:?}: {service:?} is not among the names `uses` grants"));
+            return Err(format!(
+                "binds.{iface:?}: {service:?} is not among the names `uses` grants"
+            ));
         }
     }
     spec.serves = t.serves.clone();
-    spec.binds = t.binds.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    spec.binds = t
+        .binds
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     if let Some(d) = &t.call_timeout {
-        spec.call_timeout = Some(parse_limit_duration(d).map_err(|e| format!("call_timeout: {e}"))?);
+        spec.call_timeout =
+            Some(parse_limit_duration(d).map_err(|e| format!("call_timeout: {e}"))?);
     }
     Ok(())
 }
@@ -295,9 +309,9 @@ pub(crate) fn check_iface(iface: &str) -> Result<(), String> {
         .split_once(':')
         .and_then(|(ns, rest)| rest.split_once('/').map(|(p, i)| [ns, p, i]))
         .is_some_and(|parts| {
-            parts.iter().all(|p| {
-                !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-            })
+            parts
+                .iter()
+                .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
         });
     match well_formed && !iface.ends_with('@') {
         true => Ok(()),

@@ -194,9 +194,7 @@ impl Runtime {
         } = launch;
         self.admit(&shared, ended.is_none(), || {
             let (limit, room) = (spec.limits.memory_limit, inner.room);
-            inner
-                .tasks
-                .enter(&shared, limit, room, watch, serving)
+            inner.tasks.enter(&shared, limit, room, watch, serving)
         })?;
         let link_parent = match &child {
             Some(c) => c.net.link_parent,
@@ -339,11 +337,20 @@ impl Runtime {
         let crate::module::Code::Component(linked) = &module.code else {
             unreachable!("a typed server's module is a component (typed_of)")
         };
-        let store = seed.grow(module.engine());
+        let mut store = seed.grow(module.engine());
+        if server.is_passive() {
+            let on_tick = server.clone();
+            store.epoch_deadline_callback(move |_| on_tick.on_tick());
+        }
         let name = spec.ipc.provides[0].clone();
         let exported = crate::ipc::name_allowed(&spec.ipc.export, &name);
         let pre = linked.instance_pre().clone();
-        Box::pin(crate::host::typed_serve(pre, store, server, (name, exported)))
+        Box::pin(crate::host::typed_serve(
+            pre,
+            store,
+            server,
+            (name, exported),
+        ))
     }
 
     /// A new task's shared state, with its parent (if a child) and groups.
@@ -415,7 +422,9 @@ fn typed_of(
         message,
     };
     let crate::module::Code::Component(linked) = &module.code else {
-        return Err(fail("serves: only a component serves WIT interfaces".into()));
+        return Err(fail(
+            "serves: only a component serves WIT interfaces".into(),
+        ));
     };
     if spec.ipc.provides.is_empty() {
         return Err(fail(
@@ -428,7 +437,8 @@ fn typed_of(
         shared.clone(),
         component,
         exports,
-        spec.passive,
+        spec.passive
+            .then(|| spec.call_cpu_limit.as_nanos().min(u64::MAX as u128) as u64),
     )))
 }
 

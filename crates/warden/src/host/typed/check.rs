@@ -20,7 +20,9 @@ pub(crate) fn check(
         let ComponentItem::ComponentFunc(want) = item.ty else {
             continue;
         };
-        let Some(ComponentItem::ComponentFunc(have)) = server.get_export(engine, name).map(|e| e.ty) else {
+        let Some(ComponentItem::ComponentFunc(have)) =
+            server.get_export(engine, name).map(|e| e.ty)
+        else {
             return Err(format!(
                 "{iface}: the server has no function {name} (the client imports {})",
                 func_text(&want)
@@ -39,7 +41,11 @@ pub(crate) fn check(
 
 /// Why `iface`'s functions cannot cross a typed call, if one of them has
 /// a shape Warden does not carry (resources, streams, futures, maps).
-pub(crate) fn unsupported(engine: &Engine, iface: &str, inst: &ComponentInstance) -> Option<String> {
+pub(crate) fn unsupported(
+    engine: &Engine,
+    iface: &str,
+    inst: &ComponentInstance,
+) -> Option<String> {
     for (name, item) in inst.exports(engine) {
         let why = match item.ty {
             ComponentItem::ComponentFunc(f) => {
@@ -80,14 +86,17 @@ fn carried(t: &Type) -> Result<(), String> {
 fn same_func(a: &ComponentFunc, b: &ComponentFunc) -> bool {
     a.async_() == b.async_()
         && a.params().len() == b.params().len()
-        && a.params().zip(b.params()).all(|((_, x), (_, y))| same(&x, &y))
+        && a.params()
+            .zip(b.params())
+            .all(|((_, x), (_, y))| same(&x, &y))
         && a.results().len() == b.results().len()
         && a.results().zip(b.results()).all(|(x, y)| same(&x, &y))
 }
 
 /// Structural equality: the same shape, names and order.
 pub(crate) fn same(a: &Type, b: &Type) -> bool {
-    let all = |x: &mut dyn ExactSizeIterator<Item = Type>, y: &mut dyn ExactSizeIterator<Item = Type>| {
+    let all = |x: &mut dyn ExactSizeIterator<Item = Type>,
+               y: &mut dyn ExactSizeIterator<Item = Type>| {
         x.len() == y.len() && x.zip(y).all(|(p, q)| same(&p, &q))
     };
     let opt = |x: Option<Type>, y: Option<Type>| match (x, y) {
@@ -99,12 +108,16 @@ pub(crate) fn same(a: &Type, b: &Type) -> bool {
         (Type::List(x), Type::List(y)) => same(&x.ty(), &y.ty()),
         (Type::Record(x), Type::Record(y)) => {
             x.fields().len() == y.fields().len()
-                && x.fields().zip(y.fields()).all(|(p, q)| p.name == q.name && same(&p.ty, &q.ty))
+                && x.fields()
+                    .zip(y.fields())
+                    .all(|(p, q)| p.name == q.name && same(&p.ty, &q.ty))
         }
         (Type::Tuple(x), Type::Tuple(y)) => all(&mut x.types(), &mut y.types()),
         (Type::Variant(x), Type::Variant(y)) => {
             x.cases().len() == y.cases().len()
-                && x.cases().zip(y.cases()).all(|(p, q)| p.name == q.name && opt(p.ty, q.ty))
+                && x.cases()
+                    .zip(y.cases())
+                    .all(|(p, q)| p.name == q.name && opt(p.ty, q.ty))
         }
         (Type::Enum(x), Type::Enum(y)) => x.names().eq(y.names()),
         (Type::Flags(x), Type::Flags(y)) => x.names().eq(y.names()),
@@ -157,9 +170,16 @@ pub(crate) fn type_text(t: &Type) -> String {
         Type::List(l) => format!("list<{}>", type_text(&l.ty())),
         Type::Record(r) => format!(
             "record {{ {} }}",
-            list(r.fields().map(|f| format!("{}: {}", f.name, type_text(&f.ty))).collect())
+            list(
+                r.fields()
+                    .map(|f| format!("{}: {}", f.name, type_text(&f.ty)))
+                    .collect()
+            )
         ),
-        Type::Tuple(t) => format!("tuple<{}>", list(t.types().map(|t| type_text(&t)).collect())),
+        Type::Tuple(t) => format!(
+            "tuple<{}>",
+            list(t.types().map(|t| type_text(&t)).collect())
+        ),
         Type::Variant(v) => format!(
             "variant {{ {} }}",
             list(
@@ -171,8 +191,14 @@ pub(crate) fn type_text(t: &Type) -> String {
                     .collect()
             )
         ),
-        Type::Enum(e) => format!("enum {{ {} }}", list(e.names().map(str::to_string).collect())),
-        Type::Flags(f) => format!("flags {{ {} }}", list(f.names().map(str::to_string).collect())),
+        Type::Enum(e) => format!(
+            "enum {{ {} }}",
+            list(e.names().map(str::to_string).collect())
+        ),
+        Type::Flags(f) => format!(
+            "flags {{ {} }}",
+            list(f.names().map(str::to_string).collect())
+        ),
         Type::Option(o) => format!("option<{}>", type_text(&o.ty())),
         Type::Result(r) => {
             let part = |t: Option<Type>| t.map_or("_".to_string(), |t| type_text(&t));

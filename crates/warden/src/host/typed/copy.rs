@@ -41,7 +41,9 @@ fn one(v: &Val, left: u64) -> Result<u64, u64> {
         Val::Map(kv) => {
             let mut t = 8u64;
             for (k, v) in kv {
-                t = t.saturating_add(one(k, left)?).saturating_add(one(v, left)?);
+                t = t
+                    .saturating_add(one(k, left)?)
+                    .saturating_add(one(v, left)?);
             }
             t
         }
@@ -68,7 +70,10 @@ mod tests {
     #[test]
     fn strings_and_lists_count_their_contents_and_stop_past_the_cap() {
         let words = Val::List(vec![Val::String("abc".into()), Val::String("de".into())]);
-        assert_eq!(size(&[Val::U32(1), words.clone()], 100), Ok(4 + 8 + 11 + 10));
+        assert_eq!(
+            size(&[Val::U32(1), words.clone()], 100),
+            Ok(4 + 8 + 11 + 10)
+        );
         assert!(size(&[words], 20).is_err());
         let big = Val::List(vec![Val::U8(0); 1000]);
         assert_eq!(size(std::slice::from_ref(&big), 10_000), Ok(1008));

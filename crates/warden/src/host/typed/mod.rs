@@ -145,7 +145,10 @@ async fn call(
     let what = || format!("typed call {}.{}", b.iface, served.name);
     let sent = copy::size(params, cap).map_err(|n| copy::refusal(&what(), "arguments", n, cap))?;
     let began = crate::clock::ticks::now();
-    let out = b.server.call(func, params.to_vec(), results.len(), timeout).await;
+    let out = b
+        .server
+        .call(func, params.to_vec(), results.len(), timeout)
+        .await;
     let stats = &served.stats;
     stats.count(crate::clock::ticks::ns_since(began));
     let out = out.map_err(|why| {
@@ -176,7 +179,9 @@ pub(crate) async fn bind(data: &mut TaskData, component: &Component) -> Result<(
     };
     let mut bound = Vec::with_capacity(imports.len());
     for (iface, funcs) in &imports {
-        bound.push(Some(Arc::new(bind_one(&wants, component, iface, funcs).await?)));
+        bound.push(Some(Arc::new(
+            bind_one(&wants, component, iface, funcs).await?,
+        )));
     }
     data.groups.typed.bound = bound;
     Ok(())
@@ -208,7 +213,9 @@ async fn bind_one(
         return Err(unbound(iface));
     };
     if !name_allowed(&state.uses, service) {
-        return Err(format!("binds {iface} to {service:?}, which its `uses` does not grant"));
+        return Err(format!(
+            "binds {iface} to {service:?}, which its `uses` does not grant"
+        ));
     }
     let wait = BIND_WAIT.as_nanos() as i64;
     let Some(portal) = crate::host::wait::name(&state.kernel, service, wait).await else {
@@ -222,7 +229,12 @@ async fn bind_one(
         .direct_handler()
         .and_then(|h| h.clone().downcast::<TypedServer>().ok())
         .ok_or_else(|| format!("binds {iface} to {service:?}, which is not a typed service"))?;
-    let export = checked(component, iface, (&server.component, &server.serves), service)?;
+    let export = checked(
+        component,
+        iface,
+        (&server.component, &server.serves),
+        service,
+    )?;
     let funcs = funcs
         .iter()
         .map(|f| server.func_index(&export, f).expect("checked"))
@@ -254,10 +266,14 @@ fn checked(
     };
     let client_ty = component.component_type();
     let server_ty = server.component_type();
-    let (Some(ComponentItem::ComponentInstance(want)), Some(ComponentItem::ComponentInstance(have))) = (
+    let (
+        Some(ComponentItem::ComponentInstance(want)),
+        Some(ComponentItem::ComponentInstance(have)),
+    ) = (
         client_ty.get_import(engine, iface).map(|e| e.ty),
         server_ty.get_export(engine, export).map(|e| e.ty),
-    ) else {
+    )
+    else {
         return Err(format!("{iface}: not an interface on both sides"));
     };
     if let Some(why) = check::unsupported(engine, iface, &want) {
@@ -289,7 +305,10 @@ fn compatible(a: &str, b: &str) -> bool {
 
 /// The full export names of `component` that `serves` names: each
 /// pattern must name an interface it exports.
-pub(crate) fn served_exports(component: &Component, serves: &[String]) -> Result<Vec<String>, String> {
+pub(crate) fn served_exports(
+    component: &Component,
+    serves: &[String],
+) -> Result<Vec<String>, String> {
     let engine = component.engine();
     let ty = component.component_type();
     let exports: Vec<String> = ty
@@ -302,7 +321,11 @@ pub(crate) fn served_exports(component: &Component, serves: &[String]) -> Result
         let Some(e) = exports.iter().find(|e| iface_matches(pattern, e)) else {
             return Err(format!(
                 "serves {pattern}, which the component does not export (it exports: {})",
-                if exports.is_empty() { "no interface".into() } else { exports.join(", ") }
+                if exports.is_empty() {
+                    "no interface".into()
+                } else {
+                    exports.join(", ")
+                }
             ));
         };
         if let Some(why) = served_type(component, e) {
@@ -315,7 +338,11 @@ pub(crate) fn served_exports(component: &Component, serves: &[String]) -> Result
 
 fn served_type(component: &Component, export: &str) -> Option<String> {
     let engine = component.engine();
-    match component.component_type().get_export(engine, export).map(|e| e.ty) {
+    match component
+        .component_type()
+        .get_export(engine, export)
+        .map(|e| e.ty)
+    {
         Some(ComponentItem::ComponentInstance(inst)) => check::unsupported(engine, export, &inst),
         _ => None,
     }

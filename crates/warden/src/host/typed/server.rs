@@ -96,6 +96,10 @@ pub(crate) struct TypedServer {
     /// Every served function, by number.
     pub(crate) funcs: Vec<Served>,
     passive: bool,
+    /// For a passive server: when the call in progress began (ticks, 0
+    /// between calls), and how long one call may run, ns.
+    call_began: AtomicU64,
+    call_limit_ns: u64,
     /// Set while an active server runs a call (so that ending it stops
     /// the call too).
     busy: std::sync::atomic::AtomicBool,
@@ -110,18 +114,21 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl TypedServer {
     /// The server of `shared`'s task running `component`, which serves
-    /// `serves` (full export names, checked to be interfaces).
+    /// `serves` (full export names, checked to be interfaces); passive
+    /// if `passive` gives the most time one call may take, ns.
     pub(crate) fn new(
         shared: Arc<TaskShared>,
         component: Component,
         serves: Vec<String>,
-        passive: bool,
+        passive: Option<u64>,
     ) -> Arc<TypedServer> {
         let engine = component.engine().clone();
         let ty = component.component_type();
         let mut funcs = Vec::new();
         for iface in &serves {
-            let Some(ComponentItem::ComponentInstance(inst)) = ty.get_export(&engine, iface).map(|e| e.ty) else {
+            let Some(ComponentItem::ComponentInstance(inst)) =
+                ty.get_export(&engine, iface).map(|e| e.ty)
+            else {
                 continue;
             };
             for (name, item) in inst.exports(&engine) {
@@ -139,7 +146,9 @@ impl TypedServer {
             component,
             serves,
             funcs,
-            passive,
+            passive: passive.is_some(),
+            call_began: AtomicU64::new(0),
+            call_limit_ns: passive.unwrap_or(u64::MAX),
             busy: Default::default(),
             store: FifoLock::new(None),
             queue: Mutex::new(Queue::default()),
@@ -214,7 +223,10 @@ impl TypedServer {
             let Some(running) = guard.as_mut() else {
                 return Err(self.gone());
             };
+            self.call_began
+                .store(crate::clock::ticks::now().max(1), Ordering::Relaxed);
             let out = run(running, func, &params, results).await;
+            self.call_began.store(0, Ordering::Relaxed);
             return out.map_err(|e| {
                 let why = self.fail(&e);
                 drop(guard.take());
@@ -300,10 +312,11 @@ impl TypedServer {
     pub(crate) fn shut_down(&self) {
         drop(lock(&self.holder).take());
         let mut q = lock(&self.queue);
-        q.gone.get_or_insert_with(|| match self.shared.kill_requested() {
-            true => format!("was killed ({})", self.shared.kill_reason()),
-            false => "has ended".into(),
-        });
+        q.gone
+            .get_or_insert_with(|| match self.shared.kill_requested() {
+                true => format!("was killed ({})", self.shared.kill_reason()),
+                false => "has ended".into(),
+            });
         q.jobs.clear();
         q.waker = None;
         drop(q);
@@ -350,6 +363,25 @@ impl TypedServer {
                 }
             }
         }
+    }
+}
+
+impl TypedServer {
+    /// A passive server's deadline callback (it runs on its callers'
+    /// threads): ends the call once the server is killed or the call has
+    /// run past `call_cpu_limit`; never yields.
+    pub(crate) fn on_tick(&self) -> wasmtime::Result<wasmtime::UpdateDeadline> {
+        use crate::task::KillSignal;
+        if self.shared.kill_requested() {
+            return Err(KillSignal(self.shared.kill_reason()).into());
+        }
+        let began = self.call_began.load(Ordering::Relaxed);
+        if began != 0 && crate::clock::ticks::ns_since(began) > self.call_limit_ns {
+            let ms = self.call_limit_ns / 1_000_000;
+            let why = format!("a passive call ran past its call_cpu_limit of {ms} ms");
+            return Err(KillSignal(why).into());
+        }
+        Ok(wasmtime::UpdateDeadline::Continue(1))
     }
 }
 
