@@ -12,6 +12,11 @@
 //!   `wasm-tools compose`;
 //! - `C_HTTP`, a wasi:http/proxy component in C without libc
 //!   (`c_http.c`, given its world by `wasm-tools component embed`);
+//! - the typed-service guests of `kv.wit`: `KV_SERVER` (a reactor
+//!   exporting the store, wasi-libc's allocator, no WASI import),
+//!   `KV_CLIENT` (a command importing it, adapted), and `KV_RENAMED`,
+//!   `KV_FIELD`, `KV_PARAM` (`kv_probe.c` against a changed copy of the
+//!   interface each);
 //! - `components/*.wat` (hostile, hand-written) by the `wat` crate.
 
 use std::path::Path;
@@ -60,6 +65,7 @@ pub fn build(out: &Path, consts: &mut String, unbuilt: &mut String) {
         "`guests/components/c_http.c` as a wasi:http/proxy component.",
         c_http,
     );
+    typed(dir, out, &mut put);
     let composed = grow_composed(dir, out);
     put(
         "grow_composed",
@@ -141,6 +147,96 @@ fn c_component(
         os("-o"),
         embedded.as_os_str(),
     ])?;
+    wasm_tools(&[
+        os("component"),
+        os("new"),
+        embedded.as_os_str(),
+        os("-o"),
+        dest.as_os_str(),
+    ])?;
+    Ok(dest)
+}
+
+/// The typed-service guests (see the module docs).
+fn typed(
+    dir: &Path,
+    out: &Path,
+    put: &mut dyn FnMut(&str, &str, Result<std::path::PathBuf, String>),
+) {
+    let wit = dir.join("kv.wit");
+    let server = typed_core(dir, out, "kv_server", &["-mexec-model=reactor"])
+        .and_then(|core| embed_new(out, "kv_server", &core, &wit, "server", false));
+    put(
+        "kv_server",
+        "`guests/components/kv_server.c`: serves warden-test:kv/store.",
+        server,
+    );
+    let client = typed_core(dir, out, "kv_client", &[])
+        .and_then(|core| embed_new(out, "kv_client", &core, &wit, "client", true));
+    put(
+        "kv_client",
+        "`guests/components/kv_client.c`: imports warden-test:kv/store.",
+        client,
+    );
+    for (name, define) in [("renamed", "FETCH"), ("field", "ENTRIES"), ("param", "SET")] {
+        let stem = format!("kv_{name}");
+        let flag = format!("-DPROBE_{define}");
+        let built = typed_core(dir, out, "kv_probe", &[&flag]).and_then(|core| {
+            let wit = dir.join(format!("{stem}.wit"));
+            embed_new(out, &stem, &core, &wit, "client", true)
+        });
+        let what = format!("`guests/components/kv_probe.c` importing `{stem}.wit`'s store.");
+        put(&stem, &what, built);
+    }
+}
+
+/// `dir/NAME.c` compiled by clang with wasi-libc (and `flags`).
+fn typed_core(
+    dir: &Path,
+    out: &Path,
+    name: &str,
+    flags: &[&str],
+) -> Result<std::path::PathBuf, String> {
+    let clang = std::env::var("WASM_CC").unwrap_or_else(|_| "clang".into());
+    let core = out.join(format!(
+        "{name}{}.core.wasm",
+        flags.concat().replace('=', "")
+    ));
+    run(Command::new(&clang)
+        .args(["--target=wasm32-wasi", "-O2", "-Wall", "-Werror"])
+        .args(flags)
+        .arg(dir.join(format!("{name}.c")))
+        .arg("-o")
+        .arg(&core))?;
+    Ok(core)
+}
+
+/// `core` given `world` of `wit`, made the component `out/STEM.wasm`
+/// (adapted as a command if `command`).
+fn embed_new(
+    out: &Path,
+    stem: &str,
+    core: &Path,
+    wit: &Path,
+    world: &str,
+    command: bool,
+) -> Result<std::path::PathBuf, String> {
+    let embedded = out.join(format!("{stem}.embedded.wasm"));
+    let dest = out.join(format!("{stem}.wasm"));
+    let os = |s: &'static str| std::ffi::OsStr::new(s);
+    wasm_tools(&[
+        os("component"),
+        os("embed"),
+        wit.as_os_str(),
+        os("--world"),
+        world.as_ref(),
+        core.as_os_str(),
+        os("-o"),
+        embedded.as_os_str(),
+    ])?;
+    if command {
+        return guest_build(&["component", embedded.to_str().unwrap()], &dest);
+    }
     wasm_tools(&[
         os("component"),
         os("new"),

@@ -63,5 +63,6 @@ mod supervision;
 mod telemetry;
 mod traps;
 mod tutorial;
+mod typed;
 mod upgrade;
 mod util;

@@ -205,6 +205,7 @@ pub fn metrics(rt: &Runtime) -> String {
         }
     }
     group_metrics(rt, &views, &mut out);
+    typed_metrics(&views, &mut out);
     root_metrics(rt, &mut out);
     super::routes::metrics(rt, &mut out);
     super::cluster::metrics(rt, &mut out);
@@ -222,6 +223,45 @@ pub fn metrics(rt: &Runtime) -> String {
         );
     }
     out
+}
+
+/// Typed calls per server, interface and function: calls, failures,
+/// bytes copied and the time they took.
+fn typed_metrics(views: &[TaskView], out: &mut String) {
+    type Field = fn(&crate::task::TypedCalls) -> f64;
+    let series: [(&str, &str, Field); 4] = [
+        (
+            "warden_typed_calls_total",
+            "Typed calls made to the function.",
+            |c| c.calls as f64,
+        ),
+        (
+            "warden_typed_call_failures_total",
+            "Typed calls that failed.",
+            |c| c.failures as f64,
+        ),
+        (
+            "warden_typed_bytes_copied_total",
+            "Bytes typed calls copied, both ways.",
+            |c| c.bytes as f64,
+        ),
+        (
+            "warden_typed_call_seconds_total",
+            "Time typed calls took, as callers waited.",
+            |c| c.ms / 1e3,
+        ),
+    ];
+    let esc = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
+    for (name, help, value) in series {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+        for v in views {
+            for c in &v.typed_calls {
+                let (task, iface, func) = (esc(&v.name), esc(&c.interface), esc(&c.function));
+                let labels = format!("task=\"{task}\",interface=\"{iface}\",function=\"{func}\"");
+                let _ = writeln!(out, "{name}{{{labels}}} {}", value(c));
+            }
+        }
+    }
 }
 
 /// Supervised tasks' restarts, by task and by how the run that called

@@ -63,6 +63,12 @@ pub struct TaskView {
     pub restarts: u32,
     /// If it was restarted: how its run before the last restart ended.
     pub last_restart_reason: Option<String>,
+    /// The WIT interfaces it serves (a typed server).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub serves: Vec<String>,
+    /// Its typed calls, per served function.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub typed_calls: Vec<crate::task::TypedCalls>,
 }
 
 impl TaskView {
@@ -113,6 +119,11 @@ impl Runtime {
             reason: None,
             restarts: 0,
             last_restart_reason: None,
+            serves: l.passive.as_ref().map_or_else(Vec::new, |s| s.interfaces()),
+            typed_calls: l
+                .passive
+                .as_ref()
+                .map_or_else(Vec::new, |s| s.typed_calls()),
         }
         .restarted(self, l.restarts())
     }
@@ -162,6 +173,8 @@ impl Runtime {
                     reason: r.reason.clone(),
                     restarts: 0,
                     last_restart_reason: None,
+                    serves: Vec::new(),
+                    typed_calls: Vec::new(),
                 }
                 .restarted(self, r.restarts)
             }))

@@ -91,6 +91,31 @@ pub enum TaskStatus {
 pub(crate) trait Serving: Send + Sync {
     /// Ends the server with `status` (unless it already ended).
     fn end(&self, status: TaskStatus);
+    /// The WIT interfaces it serves (none for a byte service).
+    fn interfaces(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Its typed calls so far, per function.
+    fn typed_calls(&self) -> Vec<TypedCalls> {
+        Vec::new()
+    }
+}
+
+/// One served function's typed calls so far, as operators see them.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TypedCalls {
+    /// The interface (`example:kv/store@0.1.0`).
+    pub interface: String,
+    /// The function.
+    pub function: String,
+    /// Calls made.
+    pub calls: u64,
+    /// Calls that failed (the server failed, or a copy was refused).
+    pub failures: u64,
+    /// Bytes copied, arguments and results.
+    pub bytes: u64,
+    /// Time the calls took, as their callers waited, ms.
+    pub ms: f64,
 }
 
 /// The error a deadline callback or limiter returns to end a task as

@@ -389,6 +389,24 @@ impl crate::task::Serving for TypedServer {
     fn end(&self, status: TaskStatus) {
         TypedServer::end(self, status)
     }
+
+    fn interfaces(&self) -> Vec<String> {
+        self.serves.clone()
+    }
+
+    fn typed_calls(&self) -> Vec<crate::task::TypedCalls> {
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        (self.funcs.iter())
+            .map(|f| crate::task::TypedCalls {
+                interface: f.iface.clone(),
+                function: f.name.clone(),
+                calls: load(&f.stats.calls),
+                failures: load(&f.stats.failures),
+                bytes: load(&f.stats.bytes),
+                ms: load(&f.stats.cpu_ns) as f64 / 1e6,
+            })
+            .collect()
+    }
 }
 
 /// Runs function `func` once on the server's store: lowers `params` into
