@@ -5,7 +5,6 @@
  *   kv_client send N     stores an N-byte value; prints the key count
  *   kv_client bytes N    asks for N bytes; prints how many came, checked
  *   kv_client crash|spin|lie   calls that fail in the server
- *   kv_client after OP   OP, then (if the task lives) its memory checked
  */
 #include <stdint.h>
 #include <stdio.h>
