@@ -155,6 +155,7 @@ fn task_columns(wide: bool) -> Vec<(&'static str, Align)> {
         ("TX/s", Right),
         ("RX/s", Right),
         ("RESTARTS", Right),
+        ("SERVES", Left),
         ("ENDED", Left),
     ];
     let narrow = [
@@ -194,8 +195,20 @@ fn task_cell(t: &Value, column: &str, depth: usize) -> String {
         "TX/s" => rate(&t["net_tx_rate"]),
         "RX/s" => rate(&t["net_rx_rate"]),
         "RESTARTS" => num(&t["restarts"]),
+        "SERVES" => serves(t),
         "ENDED" => ending(t),
         _ => String::new(),
+    }
+}
+
+/// The WIT interfaces a typed server serves ("-" for any other task).
+fn serves(t: &Value) -> String {
+    let list: Vec<&str> = (t["serves"].as_array().into_iter().flatten())
+        .filter_map(Value::as_str)
+        .collect();
+    match list.is_empty() {
+        true => "-".into(),
+        false => list.join(","),
     }
 }
 

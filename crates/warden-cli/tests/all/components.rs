@@ -223,10 +223,16 @@ fn what_a_component_cannot_be_given_is_one_clear_line() {
         (instance $cli (export "run" (func $run)))
         (export "wasi:cli/run@0.2.0" (instance $cli)))"#;
     std::fs::write(&file, wat::parse_str(wat).unwrap()).unwrap();
-    let e = rt.load_module(&file).err().unwrap().to_string();
-    assert!(
-        e.contains("imports `wasi:keyvalue/store@0.2.0-draft`, which Warden does not provide"),
-        "{e}"
+    // It loads (a task's `binds` may name a service serving it), and a
+    // task that binds nothing to it is refused at its start, naming it.
+    let spec = util::spec(dir.path(), "kv", file.to_str().unwrap());
+    let r = util::run_one(&rt, &spec, Duration::from_secs(60));
+    assert_eq!(
+        r.reason.as_deref().unwrap_or(""),
+        "cannot start: imports `wasi:keyvalue/store@0.2.0-draft`, which no `binds` entry names \
+         (Warden provides the 0.2 versions of wasi:cli, wasi:clocks, wasi:filesystem, wasi:io, \
+         wasi:random, wasi:sockets, wasi:http itself)",
+        "{r:?}"
     );
     // A core module importing WASI 0.2 interfaces.
     let core = dir.path().join("core.wasm");

@@ -104,7 +104,10 @@ pub(super) fn link(
             missing_export(&component, loader.engine, world)
         )
     };
-    let runs = has_export(&component, loader.engine, "wasi:cli/run@0.2.");
+    // Neither a command nor an HTTP handler (whose errors say which it
+    // is), and an interface of its own exported: a typed server.
+    let runs = has_export(&component, loader.engine, "wasi:cli/run@0.2.")
+        || has_export(&component, loader.engine, "wasi:http/incoming-handler@");
     Ok(Code::Component(match entry {
         Entry::Command if !runs && exports_interfaces(&component, loader.engine) => {
             Linked::Reactor(pre)
@@ -161,13 +164,14 @@ fn has_export(component: &Component, engine: &Engine, prefix: &str) -> bool {
     found
 }
 
-/// Whether `component` exports an interface (an instance).
+/// Whether `component` exports an interface (an instance) of its own,
+/// not one of WASI's worlds' (`wasi:http/incoming-handler`).
 fn exports_interfaces(component: &Component, engine: &Engine) -> bool {
     use wasmtime::component::types::ComponentItem;
     let ty = component.component_type();
-    let found = ty
-        .exports(engine)
-        .any(|(_, item)| matches!(item.ty, ComponentItem::ComponentInstance(_)));
+    let found = ty.exports(engine).any(|(name, item)| {
+        matches!(item.ty, ComponentItem::ComponentInstance(_)) && !name.starts_with("wasi:")
+    });
     found
 }
 
