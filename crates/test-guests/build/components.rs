@@ -126,35 +126,13 @@ fn c_component(
     world: &str,
 ) -> Result<std::path::PathBuf, String> {
     let clang = std::env::var("WASM_CC").unwrap_or_else(|_| "clang".into());
-    let (core, embedded) = (
-        out.join(format!("{name}.core.wasm")),
-        out.join(format!("{name}.embedded.wasm")),
-    );
-    let dest = out.join(format!("{name}.wasm"));
+    let core = out.join(format!("{name}.core.wasm"));
     run(Command::new(&clang)
         .args(["--target=wasm32-wasi", "-O2", "-nostdlib", "-Wl,--no-entry"])
         .arg(dir.join(format!("{name}.c")))
         .arg("-o")
         .arg(&core))?;
-    let os = |s: &'static str| std::ffi::OsStr::new(s);
-    wasm_tools(&[
-        os("component"),
-        os("embed"),
-        wit.as_os_str(),
-        os("--world"),
-        world.as_ref(),
-        core.as_os_str(),
-        os("-o"),
-        embedded.as_os_str(),
-    ])?;
-    wasm_tools(&[
-        os("component"),
-        os("new"),
-        embedded.as_os_str(),
-        os("-o"),
-        dest.as_os_str(),
-    ])?;
-    Ok(dest)
+    embed_new(out, name, &core, wit, world, false)
 }
 
 /// The typed-service guests (see the module docs).
