@@ -281,6 +281,9 @@ mod tests {
             max_message_bytes: s("1KiB"),
             module: v(&format!("child={}", module.display())),
             restart: s("transient"),
+            serves: v("example:kv/store"),
+            binds: v("example:log/sink=logger"),
+            call_timeout: s("2s"),
         };
         assert!(any(&p));
         let t = task(&module, &["x".into()], &p).unwrap();
@@ -311,6 +314,15 @@ mod tests {
         );
         assert_eq!((t.ipc.max_handles, t.ipc.max_message_bytes), (9, 1 << 10));
         assert_eq!(t.ipc.modules, vec![("child".to_string(), module.clone())]);
+        assert_eq!(t.serves, v("example:kv/store"));
+        let bind = ("example:log/sink".to_string(), "logger".to_string());
+        assert_eq!(t.binds, vec![bind]);
+        assert_eq!(t.call_timeout, Some(std::time::Duration::from_secs(2)));
+        // Serving under its own name, using what it binds.
+        assert_eq!(
+            (t.ipc.provides.clone(), t.ipc.uses.clone()),
+            (v("prog"), v("logger"))
+        );
         // Defaults for a program: stdin inherited, named after its file.
         let t = task(&module, &[], &ProgramArgs::default()).unwrap();
         assert!(t.stdio.stdin_inherit && t.name == "m");
