@@ -5,11 +5,14 @@
  *   kv_client send N     stores an N-byte value; prints the key count
  *   kv_client bytes N    asks for N bytes; prints how many came, checked
  *   kv_client crash|spin|lie   calls that fail in the server
+ *   kv_client time N     N set calls, then N reverse calls of 100 words,
+ *                        timed; prints the nanoseconds per call of each
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define IMPORT(name) \
     __attribute__((import_module("warden-test:kv/store@0.1.0"), import_name(name)))
@@ -69,6 +72,32 @@ static void bytes(uint32_t n) {
     printf("got %zu bytes%s\n", got.len, ok ? ", checked" : ", WRONG");
 }
 
+static uint64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* Round trips of a small record's worth (set) and of a 100-element list
+ * of strings (reverse); the results are freed as a real client would. */
+static void time_calls(uint32_t n) {
+    static str words[100];
+    for (int i = 0; i < 100; i++) words[i] = (str){"word", 4};
+    uint64_t t0 = now_ns();
+    for (uint32_t i = 0; i < n; i++) kv_set("key", 3, "value", 5);
+    uint64_t t1 = now_ns();
+    for (uint32_t i = 0; i < n; i++) {
+        str list;
+        kv_reverse(words, 100, &list);
+        str *back = (str *)list.ptr;
+        for (size_t j = 0; j < list.len; j++) free(back[j].ptr);
+        free(list.ptr);
+    }
+    uint64_t t2 = now_ns();
+    printf("small %llu ns\nlist %llu ns\n", (unsigned long long)((t1 - t0) / n),
+           (unsigned long long)((t2 - t1) / n));
+}
+
 /* A canary the failed call must leave alone. */
 static char canary[4096];
 
@@ -79,6 +108,7 @@ static int run(const char *op, const char *arg) {
         char *v = calloc(n + 1, 1);
         printf("keys %u\n", kv_set("big", 3, v, n));
     } else if (!strcmp(op, "bytes")) bytes(strtoul(arg, 0, 10));
+    else if (!strcmp(op, "time")) time_calls(strtoul(arg, 0, 10));
     else if (!strcmp(op, "crash")) kv_crash();
     else if (!strcmp(op, "spin")) kv_spin();
     else if (!strcmp(op, "lie")) { str l; kv_lie(&l); printf("lie gave %zu\n", l.len); }

@@ -518,33 +518,41 @@ fn fileserver_example() {
     );
 }
 
+/// Runs an example's own script, which must exit 0, with the warden
+/// under test first on its PATH: its stdout.
+fn run_script(script: &str) -> String {
+    let root = built_examples();
+    let bin = Path::new(env!("CARGO_BIN_EXE_warden")).parent().unwrap();
+    let path = std::env::var("PATH").unwrap_or_default();
+    let out = std::process::Command::new(root.join(script))
+        .env("PATH", format!("{}:{path}", bin.display()))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{script}: {stdout}{stderr}");
+    stdout
+}
+
+/// A store in C serving a WIT interface, clients in Python and
+/// JavaScript bound to it: every client's checks pass, and each ran in
+/// its own task.
+#[test]
+fn typed_example() {
+    let stdout = run_script("examples/typed/run");
+    for lang in ["python", "javascript"] {
+        let said = format!("[{lang}] {lang}: 12 checks passed");
+        assert!(stdout.contains(&said), "{said:?} missing from {stdout}");
+        assert!(stdout.contains(&format!("({lang}) exited 0")), "{stdout}");
+    }
+}
+
 /// Five unmodified programs, in C, Rust, Zig, AssemblyScript and Java,
 /// whose /data an ext2 task serves: what each wrote is on the image, as
 /// debugfs reads it, and e2fsck finds the image clean.
 #[test]
 fn files_example() {
-    let root = built_examples();
-    let out = std::process::Command::new(root.join("examples/files/run"))
-        // The warden under test, whatever else is on the PATH.
-        .env(
-            "PATH",
-            format!(
-                "{}:{}",
-                Path::new(env!("CARGO_BIN_EXE_warden"))
-                    .parent()
-                    .unwrap()
-                    .display(),
-                std::env::var("PATH").unwrap_or_default()
-            ),
-        )
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = run_script("examples/files/run");
     for lang in ["c", "rust", "zig", "assemblyscript", "java"] {
         let said = format!("[{lang}] {lang}: wrote and read back /data/{lang}.txt");
         assert!(stdout.contains(&said), "{said:?} missing from {stdout}");
