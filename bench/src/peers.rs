@@ -61,7 +61,8 @@ impl Peers {
                 .arg(src.join("ipc.erl"))
                 .arg(src.join("dist.erl"))
                 .arg(src.join("copies.erl"))
-                .arg(src.join("restore.erl")),
+                .arg(src.join("restore.erl"))
+                .arg(src.join("typed.erl")),
         )
         .map(|_| erl_dir)
         .map_err(|e| format!("{e} (install erlang-base)"));

@@ -28,6 +28,7 @@ mod sched;
 mod startup;
 mod streaming;
 mod transfer;
+mod typed;
 mod upgrade;
 mod web;
 
@@ -65,6 +66,7 @@ pub fn run_all(ctx: &Ctx, only: Option<&str>) -> Vec<Table> {
         ("supervision: live upgrade under load", Box::new(|c| vec![upgrade::run(c)])),
         ("cluster: remote calls through NATS beside Erlang distribution", Box::new(cluster::run)),
         ("components: spawn beside raw Wasmtime, HTTP handlers beside wasmtime serve", Box::new(components::run)),
+        ("typed services: WIT calls between component tasks beside byte portals, a composed instance and Erlang", Box::new(|c| vec![typed::run(c)])),
         ("file system as a task: re-read through ext2 beside a host directory (seeds 001/002)", Box::new(files::run)),
         ("NFS server as a task: nfs-cp through it beside nfs-ganesha (seed 002)", Box::new(nfs::run)),
     ];

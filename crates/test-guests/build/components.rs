@@ -16,7 +16,8 @@
 //!   exporting the store, wasi-libc's allocator, no WASI import),
 //!   `KV_CLIENT` (a command importing it, adapted), and `KV_RENAMED`,
 //!   `KV_FIELD`, `KV_PARAM` (`kv_probe.c` against a changed copy of the
-//!   interface each);
+//!   interface each), and `KV_COMPOSED` (the client and the server fused
+//!   by `wasm-tools compose`: the typed-call benchmark's floor);
 //! - `components/*.wat` (hostile, hand-written) by the `wat` crate.
 
 use std::path::Path;
@@ -144,17 +145,26 @@ fn typed(
     let wit = dir.join("kv.wit");
     let server = typed_core(dir, out, "kv_server", &["-mexec-model=reactor"])
         .and_then(|core| embed_new(out, "kv_server", &core, &wit, "server", false));
+    let client = typed_core(dir, out, "kv_client", &[])
+        .and_then(|core| embed_new(out, "kv_client", &core, &wit, "client", true));
+    let composed = match (&client, &server) {
+        (Ok(c), Ok(s)) => kv_composed(out, c, s),
+        _ => Err("kv_client or kv_server unbuilt".into()),
+    };
     put(
         "kv_server",
         "`guests/components/kv_server.c`: serves warden-test:kv/store.",
         server,
     );
-    let client = typed_core(dir, out, "kv_client", &[])
-        .and_then(|core| embed_new(out, "kv_client", &core, &wit, "client", true));
     put(
         "kv_client",
         "`guests/components/kv_client.c`: imports warden-test:kv/store.",
         client,
+    );
+    put(
+        "kv_composed",
+        "`KV_CLIENT` and `KV_SERVER` composed into one component by `wasm-tools compose`.",
+        composed,
     );
     for (name, define) in [("renamed", "FETCH"), ("field", "ENTRIES"), ("param", "SET")] {
         let stem = format!("kv_{name}");
@@ -223,6 +233,25 @@ fn embed_new(
         dest.as_os_str(),
     ])?;
     Ok(dest)
+}
+
+/// The client fused with the server by `wasm-tools compose`: one
+/// instance, no boundary (the typed-call benchmark's floor).
+fn kv_composed(out: &Path, client: &Path, server: &Path) -> Result<std::path::PathBuf, String> {
+    // `compose` names a definition by its file's stem, in kebab case.
+    let definition = out.join("kv-server.wasm");
+    std::fs::copy(server, &definition).map_err(|e| e.to_string())?;
+    let composed = out.join("kv_composed.wasm");
+    let os = std::ffi::OsStr::new;
+    wasm_tools(&[
+        os("compose"),
+        client.as_os_str(),
+        os("-d"),
+        definition.as_os_str(),
+        os("-o"),
+        composed.as_os_str(),
+    ])?;
+    Ok(composed)
 }
 
 /// The two-memory composition (see the module docs).

@@ -158,15 +158,16 @@ fn call_timeout_and_cpu_limits_end_a_call_that_never_returns() {
         "{r:?}"
     );
     // A passive one, on the caller's thread, by its call_cpu_limit; the
-    // caller paid for the time.
+    // caller paid for the time (a share of the 500 ms even on a machine
+    // loaded many times over: a client alone takes about 1 ms).
     let mut srv = server(dir.path(), true);
-    srv.call_cpu_limit = Duration::from_millis(200);
+    srv.call_cpu_limit = Duration::from_millis(500);
     let (r, _) = call(&rt, &srv, &client(dir.path(), guests::KV_CLIENT, &["spin"]));
     assert!(
-        reason(&r).contains("ran past its call_cpu_limit of 200 ms"),
+        reason(&r).contains("ran past its call_cpu_limit of 500 ms"),
         "{r:?}"
     );
-    assert!(r.cpu_ms >= 150.0, "{r:?}");
+    assert!(r.cpu_ms >= 50.0, "{r:?}");
 }
 
 #[test]

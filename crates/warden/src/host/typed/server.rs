@@ -66,6 +66,10 @@ impl CallStats {
 pub(crate) struct Running {
     store: Store<TaskData>,
     funcs: Vec<Func>,
+    /// Whether calls run on the calling thread's own stack, with no fiber
+    /// of their own: a passive server whose component imports nothing
+    /// (so nothing in it can wait; see [`run`]).
+    sync: bool,
 }
 
 /// A call for an active server, and where its answer goes.
@@ -183,7 +187,10 @@ impl TypedServer {
             let func = found.ok_or_else(|| format!("{}: no function {}", f.iface, f.name))?;
             funcs.push(func);
         }
-        Ok(Running { store, funcs })
+        let engine = self.component.engine();
+        let imports = self.component.component_type().imports(engine).len();
+        let sync = self.passive && imports == 0;
+        Ok(Running { store, funcs, sync })
     }
 
     /// Makes the server callable: for a passive one, its store waits for
@@ -195,14 +202,15 @@ impl TypedServer {
         *lock(&self.holder) = Some(holder);
     }
 
-    /// Calls function `func` with `params`, expecting `results` values:
+    /// Calls function `func` with `params` (lifted from the caller, not
+    /// copied again for a passive server), expecting `results` values:
     /// the results, or why the call failed (the server trapped, was
     /// killed or has ended, or `timeout` passed first: for a passive
     /// server, the wait for its store; for an active one, the whole call).
     pub(crate) async fn call(
         &self,
         func: usize,
-        params: Vec<Val>,
+        params: &[Val],
         results: usize,
         timeout: Option<std::time::Duration>,
     ) -> Result<Vec<Val>, String> {
@@ -225,7 +233,7 @@ impl TypedServer {
             };
             self.call_began
                 .store(crate::clock::ticks::now().max(1), Ordering::Relaxed);
-            let out = run(running, func, &params, results).await;
+            let out = run(running, func, params, results).await;
             self.call_began.store(0, Ordering::Relaxed);
             return out.map_err(|e| {
                 let why = self.fail(&e);
@@ -234,9 +242,10 @@ impl TypedServer {
             });
         }
         let (tx, rx) = tokio::sync::oneshot::channel();
+        // The server's task lowers them later: its own copy.
         self.enqueue(Job {
             func,
-            params,
+            params: params.to_vec(),
             results,
             reply: tx,
         })?;
@@ -412,6 +421,14 @@ impl crate::task::Serving for TypedServer {
 /// Runs function `func` once on the server's store: lowers `params` into
 /// its memory, lifts `results` values out (and lets it free them: Wasmtime
 /// calls its post-return function).
+///
+/// A call runs on a fiber of its own, except for a passive server that
+/// imports nothing: its store needs no async support (Wasmtime requires
+/// it only of stores whose instances import async functions), and its
+/// deadline callback ([`TypedServer::on_tick`]) never yields, so it runs
+/// synchronously on the caller's fiber. It can call no one, so it nests
+/// one level deep: at most Wasmtime's `max_wasm_stack` on top of the
+/// caller's, within the caller's 2 MiB stack.
 async fn run(
     r: &mut Running,
     func: usize,
@@ -420,6 +437,10 @@ async fn run(
 ) -> wasmtime::Result<Vec<Val>> {
     let f = r.funcs[func];
     let mut out = vec![Val::Bool(false); results];
-    f.call_async(&mut r.store, params, &mut out).await?;
+    if r.sync {
+        f.call(&mut r.store, params, &mut out)?;
+    } else {
+        f.call_async(&mut r.store, params, &mut out).await?;
+    }
     Ok(out)
 }
