@@ -5,6 +5,10 @@
  *   kv_client send N     stores an N-byte value; prints the key count
  *   kv_client bytes N    asks for N bytes; prints how many came, checked
  *   kv_client crash|spin|lie   calls that fail in the server
+ *   kv_client wild|badutf8|huge|badrealloc|flood   a hostile client: a
+ *                        key outside its memory, a key that is not UTF-8,
+ *                        a list longer than its memory, an allocator
+ *                        answering outside its memory, 100,000 words
  *   kv_client time N     N set calls, then N reverse calls of 100 words,
  *                        timed; prints "small NS" and "list NS", the
  *                        nanoseconds per call of each
@@ -30,9 +34,13 @@ IMPORT("crash") void kv_crash(void);
 IMPORT("spin") void kv_spin(void);
 IMPORT("lie") void kv_lie(void *ret);
 
+/* Set by badrealloc: the allocator answers outside the memory. */
+static int lying;
+
 __attribute__((export_name("cabi_realloc")))
 void *cabi_realloc(void *p, size_t old, size_t align, size_t n) {
     (void)old; (void)align;
+    if (lying) return (void *)0xfffffff0u;
     return realloc(p, n ? n : 1);
 }
 
@@ -103,6 +111,28 @@ static void time_calls(uint32_t n) {
     printf("small %llu\nlist %llu\n", (unsigned long long)small, (unsigned long long)list);
 }
 
+/* Calls that break the canonical ABI's rules from the caller's side:
+ * each must end this client alone (or, flood, fail its call). */
+static int hostile(const char *op) {
+    str list;
+    struct { uint8_t tag; str value; } got;
+    if (!strcmp(op, "wild")) kv_set((const char *)0xfffffff0u, 100, "v", 1);
+    else if (!strcmp(op, "badutf8")) kv_set("\xff\xfe", 2, "v", 1);
+    else if (!strcmp(op, "huge")) kv_reverse((const str *)16, 0x10000000, &list);
+    else if (!strcmp(op, "badrealloc")) {
+        kv_set("k", 1, "v", 1);
+        lying = 1;
+        kv_get("k", 1, &got);
+    } else if (!strcmp(op, "flood")) {
+        size_t n = 100000;
+        str *words = malloc(n * sizeof(str));
+        for (size_t i = 0; i < n; i++) words[i] = (str){"word", 4};
+        kv_reverse(words, n, &list);
+    } else return 0;
+    printf("%s: the call returned\n", op);
+    return 1;
+}
+
 /* A canary the failed call must leave alone. */
 static char canary[4096];
 
@@ -114,6 +144,7 @@ static int run(const char *op, const char *arg) {
         printf("keys %u\n", kv_set("big", 3, v, n));
     } else if (!strcmp(op, "bytes")) bytes(strtoul(arg, 0, 10));
     else if (!strcmp(op, "time")) time_calls(strtoul(arg, 0, 10));
+    else if (hostile(op)) return 0;
     else if (!strcmp(op, "crash")) kv_crash();
     else if (!strcmp(op, "spin")) kv_spin();
     else if (!strcmp(op, "lie")) { str l; kv_lie(&l); printf("lie gave %zu\n", l.len); }

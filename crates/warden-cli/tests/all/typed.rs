@@ -291,3 +291,48 @@ fn a_manifest_system_runs_its_typed_client() {
     assert!(stdout.contains("typed checks passed"), "{stdout}");
     assert!(stderr.contains("task 1 (kv) exited 0"), "{stderr}");
 }
+
+/// Clients breaking the canonical ABI's rules (a key outside their
+/// memory, a key that is not UTF-8, a list longer than their memory, an
+/// allocator answering outside their memory) end alone; one sending more
+/// than its bound has its call refused. The server, active or passive,
+/// serves the next client as before.
+#[test]
+fn a_hostile_client_harms_only_itself() {
+    for passive in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = runtime();
+        let s = rt.spawn(&server(dir.path(), passive)).unwrap();
+        for (op, why) in [
+            ("wild", "out of bounds"),
+            ("badutf8", "utf-8"),
+            ("huge", "out of bounds"),
+            ("badrealloc", "beyond end of memory"),
+            ("flood", "more than the caller's max_message_bytes"),
+        ] {
+            let mut c = client(dir.path(), guests::KV_CLIENT, &[op]);
+            c.name = op.into();
+            c.stdio.stdout = warden::Output::File(dir.path().join(format!("{op}.out")));
+            let r = util::run_one(&rt, &c, LIMIT);
+            assert_eq!(r.status, "trapped", "{op} (passive {passive}): {r:?}");
+            assert!(
+                reason(&r).to_lowercase().contains(why),
+                "{op} (passive {passive}): {r:?}"
+            );
+        }
+        // The server answers the next client as before (a call whose
+        // answer does not depend on what the others stored).
+        let mut next = client(dir.path(), guests::KV_CLIENT, &["bytes", "1000"]);
+        next.stdio.stdout = warden::Output::File(dir.path().join("next.out"));
+        let r = util::run_one(&rt, &next, LIMIT);
+        assert_eq!(r.exit_code, Some(0), "passive {passive}: {r:?}");
+        let out = util::stdout_of(dir.path(), "next");
+        assert!(out.contains("got 1000 bytes, checked"), "{out}");
+        let live = rt.live_tasks();
+        assert!(
+            live.iter().any(|t| t.id == s),
+            "passive {passive}: the server ended"
+        );
+        rt.kill_all("test over");
+    }
+}
