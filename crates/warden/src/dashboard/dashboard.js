@@ -128,6 +128,10 @@ function renderTasks(tasks) {
       rate(t.net_tx_rate), rate(t.net_rx_rate), restarts];
     for (const c of cells) { const td = document.createElement("td"); td.textContent = c; tr.appendChild(td); }
     if (t.last_restart_reason) tr.lastChild.title = `last restarted after: ${t.last_restart_reason}`;
+    // The WIT interfaces a typed server serves.
+    const serves = document.createElement("td");
+    serves.textContent = (t.serves ?? []).join(", ");
+    tr.appendChild(serves);
     const td = document.createElement("td");
     if (!ENDED.includes(t.state)) {
       const b = document.createElement("button");
