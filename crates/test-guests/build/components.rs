@@ -145,7 +145,9 @@ fn typed(
     let wit = dir.join("kv.wit");
     let server = typed_core(dir, out, "kv_server", &["-mexec-model=reactor"])
         .and_then(|core| embed_new(out, "kv_server", &core, &wit, "server", false));
-    let client = typed_core(dir, out, "kv_client", &[])
+    // A reactor with its own _start: see kv_client.c.
+    let entry = ["-mexec-model=reactor", "-nostartfiles", "-Wl,--no-entry"];
+    let client = typed_core(dir, out, "kv_client", &entry)
         .and_then(|core| embed_new(out, "kv_client", &core, &wit, "client", true));
     let composed = match (&client, &server) {
         (Ok(c), Ok(s)) => kv_composed(out, c, s),

@@ -34,6 +34,13 @@ IMPORT("crash") void kv_crash(void);
 IMPORT("spin") void kv_spin(void);
 IMPORT("lie") void kv_lie(void *ret);
 
+/* Built as a reactor with its own _start (see the end): wasm-ld wraps
+ * every other export of a command module in the C runtime's constructors
+ * and destructors, so a command's cabi_realloc would flush stdio (a WASI
+ * call, which the canonical ABI forbids inside realloc: the instance
+ * traps with "cannot leave component instance") and re-run the
+ * constructors on every allocation. */
+
 /* Set by badrealloc: the allocator answers outside the memory. */
 static int lying;
 
@@ -160,4 +167,19 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof canary; i++)
         if (canary[i] != 0x5a) { printf("canary changed\n"); return 3; }
     return code ? code : failed;
+}
+
+/* The command's entry, as wasi-libc's crt1-command.o has it, but in a
+ * module linked without it (so cabi_realloc is exported unwrapped). */
+extern void __wasm_call_ctors(void);
+extern void __wasm_call_dtors(void);
+extern int __main_void(void);
+
+__attribute__((export_name("_start"))) void start(void) {
+    static int started;
+    if (started++) __builtin_trap();
+    __wasm_call_ctors();
+    int r = __main_void();
+    __wasm_call_dtors();
+    if (r) _Exit(r);
 }

@@ -58,6 +58,15 @@ fn values_cross_by_copy_to_an_active_and_a_passive_server() {
             out.contains("typed checks passed"),
             "passive {passive}: {out}"
         );
+        // The store lives on in the server's memory: a second client
+        // finds the first's keys (its first check fails and says so,
+        // printing between its calls).
+        let mut again = client(dir.path(), guests::KV_CLIENT, &["check"]);
+        again.stdio.stdout = warden::Output::File(dir.path().join("again.out"));
+        let r = util::run_one(&rt, &again, LIMIT);
+        let out = util::stdout_of(dir.path(), "again");
+        assert_eq!(r.exit_code, Some(1), "passive {passive}: {r:?}\n{out}");
+        assert!(out.contains("FAIL: set apple\n"), "{out}");
         rt.kill_all("test over");
     }
 }
