@@ -356,3 +356,111 @@ fn a_request_crossing_two_nodes_is_one_trace() {
     assert_eq!(service_of(&request), "node-a");
     assert_eq!(service_of(&serve), "node-b");
 }
+
+/// A task run with a trace context (as a traced request's task is): each
+/// portal call it makes, to an active and to a passive service, and each
+/// typed call, is a span under the task's, with the bytes each way; an
+/// untraced task's calls are not.
+#[test]
+fn a_traced_task_s_calls_are_spans_under_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let jaeger = Jaeger::start(dir.path());
+    let rt = warden::Runtime::new(warden::RuntimeConfig {
+        workers: 2,
+        otlp: Some((
+            format!("http://127.0.0.1:{}", jaeger.otlp),
+            "warden-calls".into(),
+        )),
+        cache_dir: Some(crate::components::cache_dir()),
+        ..warden::RuntimeConfig::default()
+    })
+    .unwrap();
+    let trace = "6cf92f3577b34da6a3ce929d0e0e4736";
+    let parent = "00f067aa0ba902b7";
+    let ctx = warden::telemetry::Context::from_traceparent(&format!("00-{trace}-{parent}-01"));
+    // Bytes: ipc_bench's client, 3 null and 3 str100 calls, each made
+    // twice; its server active, then passive.
+    let server = |passive: bool| {
+        let module = if passive {
+            guests::PASSIVE_BENCH
+        } else {
+            guests::IPC_BENCH
+        };
+        let mut s = spec(dir.path(), "server", module);
+        s.args = vec!["server".into()];
+        s.ipc.provides = vec!["bench".into()];
+        s.passive = passive;
+        s
+    };
+    let client = |name: &str| {
+        let mut c = spec(dir.path(), name, guests::IPC_BENCH);
+        c.args = ["client", "3", "null,str100"].map(String::from).to_vec();
+        c.ipc.uses = vec!["bench".into()];
+        c.trace = ctx;
+        c
+    };
+    for passive in [false, true] {
+        let s = rt.spawn(&server(passive)).unwrap();
+        let r = run_one(&rt, &client("client"), Duration::from_secs(60));
+        assert_eq!(r.exit_code, Some(0), "{r:?}");
+        let mut quiet = client("untraced");
+        quiet.trace = None;
+        assert_eq!(
+            run_one(&rt, &quiet, Duration::from_secs(60)).exit_code,
+            Some(0)
+        );
+        rt.kill(s, "next").unwrap();
+        wait(&rt, s, Duration::from_secs(30));
+    }
+    // Typed: kv_client's checks (7 calls) to the kv component.
+    let mut kv = spec(
+        dir.path(),
+        "kv",
+        crate::components::component(guests::KV_SERVER),
+    );
+    kv.serves = vec!["warden-test:kv/store".into()];
+    kv.ipc.provides = vec!["kv".into()];
+    rt.spawn(&kv).unwrap();
+    let mut c = spec(
+        dir.path(),
+        "typed",
+        crate::components::component(guests::KV_CLIENT),
+    );
+    c.args = vec!["check".into()];
+    c.ipc.uses = vec!["kv".into()];
+    c.binds = vec![("warden-test:kv/store".into(), "kv".into())];
+    c.trace = ctx;
+    assert_eq!(run_one(&rt, &c, Duration::from_secs(60)).exit_code, Some(0));
+    // 12 calls to each byte server, 7 typed calls, 3 task spans.
+    let spans = spans_of(&jaeger, trace, 24 + 7 + 3);
+    let under = |name: &str| -> Vec<&serde_json::Value> {
+        spans
+            .iter()
+            .filter(|s| s["operationName"] == name)
+            .filter(|s| s["references"][0]["spanID"] == parent)
+            .collect()
+    };
+    let calls = under("call server");
+    assert_eq!(calls.len(), 24, "{spans:?}");
+    assert!(
+        calls
+            .iter()
+            .any(|c| tag(c, "warden.call.request_bytes") == 100),
+        "{calls:?}"
+    );
+    let set = under("typed call warden-test:kv/store@0.1.0.set");
+    assert_eq!(set.len(), 3, "{spans:?}");
+    assert_eq!(tag(set[0], "warden.service.task"), "kv");
+    rt.kill_all("test over");
+}
+
+/// Span `span`'s tag `key`, as Jaeger's query API gives it.
+fn tag(span: &serde_json::Value, key: &str) -> serde_json::Value {
+    span["tags"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|t| t["key"] == key)
+        .map(|t| t["value"].clone())
+        .unwrap_or_else(|| panic!("no tag {key} in {span}"))
+}

@@ -157,15 +157,18 @@ fn call_timeout_and_cpu_limits_end_a_call_that_never_returns() {
         reason(&r).contains("did not answer within 200 ms (call_timeout)"),
         "{r:?}"
     );
+    // Each server gone (and its name with it) before the next binds.
     rt.kill(s, "test over").unwrap();
+    util::wait(&rt, s, LIMIT);
     // An active server killed by its own CPU limit mid-call.
     let mut srv = server(dir.path(), false);
     srv.limits.cpu_limit = Some(Duration::from_millis(200));
-    let (r, _) = call(&rt, &srv, &client(dir.path(), guests::KV_CLIENT, &["spin"]));
+    let (r, s) = call(&rt, &srv, &client(dir.path(), guests::KV_CLIENT, &["spin"]));
     assert!(
         reason(&r).contains("the server kv was killed (cpu limit exceeded"),
         "{r:?}"
     );
+    util::wait(&rt, s, LIMIT);
     // A passive one, on the caller's thread, by its call_cpu_limit; the
     // caller paid for the time (a share of the 500 ms even on a machine
     // loaded many times over: a client alone takes about 1 ms).

@@ -124,6 +124,8 @@ pub struct Kernel {
     pub devices: std::sync::OnceLock<crate::dev::Devices>,
     /// The file services tasks' directories are served by, counted.
     pub file_services: files::FileServices,
+    /// Where spans go, if tracing is on: traced tasks' calls record theirs.
+    pub spans: std::sync::OnceLock<std::sync::Arc<crate::telemetry::Exporter>>,
 }
 
 impl Errno {

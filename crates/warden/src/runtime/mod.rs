@@ -335,12 +335,7 @@ impl Runtime {
         ))));
         let (tree, groups) = setup::groups(&config, &link, &root)?;
         let events = setup::event_log(&config)?;
-        let spans = match &config.otlp {
-            Some((endpoint, service)) => Some(Arc::new(
-                crate::telemetry::Exporter::start(endpoint, service).map_err(Error::Start)?,
-            )),
-            None => None,
-        };
+        let spans = setup::spans(&config, &kernel)?;
         let tasks = Arc::new(Tasks::new(&config, events, kernel.clone(), root, spans));
         let exec = setup::executor(&config, &tasks, &engine, tree, &tokio)?;
         let runtime = Runtime {

@@ -571,3 +571,18 @@ pub(super) fn event_log(
         .map(|log| Some(std::sync::Arc::new(log)))
         .map_err(|e| Error::Start(format!("event log {}: {e}", p.display())))
 }
+
+/// The exporter of the runtime's spans, if `config` turns tracing on;
+/// `kernel` keeps it for traced tasks' calls.
+pub(super) fn spans(
+    config: &RuntimeConfig,
+    kernel: &crate::ipc::Kernel,
+) -> Result<Option<Arc<crate::telemetry::Exporter>>, Error> {
+    let Some((endpoint, service)) = &config.otlp else {
+        return Ok(None);
+    };
+    let spans =
+        Arc::new(crate::telemetry::Exporter::start(endpoint, service).map_err(Error::Start)?);
+    let _ = kernel.spans.set(spans.clone());
+    Ok(Some(spans))
+}

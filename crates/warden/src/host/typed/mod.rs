@@ -128,8 +128,69 @@ pub(crate) fn add_stubs(
     Ok(())
 }
 
-/// One call through a stub: the import `i`'s function `j`.
+/// One call through a stub: the import `i`'s function `j`; its span if
+/// the caller is traced.
 async fn call(
+    store: StoreContextMut<'_, TaskData>,
+    at: (usize, usize),
+    params: &[Val],
+    results: &mut [Val],
+) -> wasmtime::Result<()> {
+    let Some(traced) = traced(&store, at) else {
+        return call_untraced(store, at, params, results).await;
+    };
+    let r = call_untraced(store, at, params, results).await;
+    span(traced, &r);
+    r
+}
+
+/// A traced call's context: the caller's trace, the spans' exporter,
+/// the call's name and server, and when it began (`None` if the caller
+/// is not traced or spans are not recorded).
+struct Traced {
+    trace: crate::telemetry::Context,
+    spans: Arc<crate::telemetry::Exporter>,
+    name: String,
+    server: String,
+    began: u64,
+}
+
+fn traced(store: &StoreContextMut<'_, TaskData>, (i, j): (usize, usize)) -> Option<Traced> {
+    let trace = store.data().shared.trace?;
+    let state = &store.data().groups.typed;
+    let spans = state.kernel.as_ref()?.spans.get()?.clone();
+    let b = state.bound.get(i)?.as_ref()?;
+    let served = &b.server.funcs[b.funcs[j]];
+    Some(Traced {
+        trace,
+        spans,
+        name: format!("typed call {}.{}", b.iface, served.name),
+        server: b.server.shared.name.clone(),
+        began: crate::telemetry::unix_ns(),
+    })
+}
+
+/// Records a traced call's span: its server, and why it failed if it did.
+fn span(t: Traced, r: &wasmtime::Result<()>) {
+    use serde_json::json;
+    let mut attributes = vec![("warden.service.task", json!(t.server))];
+    if let Err(e) = r {
+        attributes.push(("warden.call.error", json!(e.to_string())));
+    }
+    t.spans.record(crate::telemetry::Span {
+        at: t.trace.child(),
+        parent: Some(t.trace.span),
+        name: t.name,
+        kind: 3,
+        start_ns: t.began,
+        end_ns: crate::telemetry::unix_ns(),
+        attributes,
+        error: r.is_err(),
+    });
+}
+
+/// [`call`] itself.
+async fn call_untraced(
     store: StoreContextMut<'_, TaskData>,
     (i, j): (usize, usize),
     params: &[Val],

@@ -43,13 +43,13 @@ pub(crate) struct HostService(pub(crate) Box<HostHandler>);
 /// `warden_call` on a direct service, from a task's own (async) store.
 /// A timeout (`call_timeout`) bounds only the wait for a busy service.
 pub(super) async fn call(
-    mut c: Caller<'_, TaskData>,
+    c: &mut Caller<'_, TaskData>,
     handler: Direct,
     args: CallArgs,
     timeout_ns: i64,
 ) -> Result<i64, Errno> {
     {
-        let (mem, data) = memory(&mut c)?;
+        let (mem, data) = memory(c)?;
         check(mem, data, args)?;
         if let Some(h) = handler.downcast_ref::<HostService>() {
             return host_call(mem, data, h, args);
@@ -67,7 +67,7 @@ pub(super) async fn call(
                 .ok_or(Errno::Timeout)?
         }
     };
-    let (mem, data) = memory(&mut c)?;
+    let (mem, data) = memory(c)?;
     passive_call(mem, data, p, &mut server, args)
 }
 

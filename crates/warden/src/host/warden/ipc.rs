@@ -87,15 +87,9 @@ fn fail_received(handles: &crate::ipc::HandleTable, via: usize) {
     }
 }
 
-/// `call`, `call_fast`, `call_timeout`, `recv`, `reply`, `call_origin`.
-fn add_calls(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
-    linker.func_wrap_async(
-        super::MODULE,
-        "call",
-        |c: Caller<'_, TaskData>, args: (i32, i32, i32, i32, i32, i32, i32, i32, i32)| {
-            Box::new(async move { ret64(call(c, args, -1).await) })
-        },
-    )?;
+/// `call_fast`, with its span if the task is traced (ended here if the
+/// call was, else by the `call` that waits for it).
+fn add_call_fast(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
     linker.func_wrap(
         super::MODULE,
         "call_fast",
@@ -109,19 +103,34 @@ fn add_calls(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
          sc: i32,
          sh: i32,
          sn: i32| {
-            ret64(super::direct::call_fast(
-                &mut c,
-                (p, rq, rl, rh, rn, sp, sc, sh, sn),
-            ))
+            let trace = super::traced::begin(c.data_mut());
+            let r = super::direct::call_fast(&mut c, (p, rq, rl, rh, rn, sp, sc, sh, sn));
+            if let Some(t) = trace {
+                super::traced::end(c.data_mut(), t, (p, rl), &r, true);
+            }
+            ret64(r)
         },
     )?;
+    Ok(())
+}
+
+/// `call`, `call_fast`, `call_timeout`, `recv`, `reply`, `call_origin`.
+fn add_calls(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
+    linker.func_wrap_async(
+        super::MODULE,
+        "call",
+        |c: Caller<'_, TaskData>, args: (i32, i32, i32, i32, i32, i32, i32, i32, i32)| {
+            Box::new(async move { ret64(traced_call(c, args, -1).await) })
+        },
+    )?;
+    add_call_fast(linker)?;
     linker.func_wrap_async(
         super::MODULE,
         "call_timeout",
         |c: Caller<'_, TaskData>, (p, rq, rl, rh, rn, sp, sc, sh, sn, timeout): CallTimeoutArgs| {
-            Box::new(
-                async move { ret64(call(c, (p, rq, rl, rh, rn, sp, sc, sh, sn), timeout).await) },
-            )
+            Box::new(async move {
+                ret64(traced_call(c, (p, rq, rl, rh, rn, sp, sc, sh, sn), timeout).await)
+            })
         },
     )?;
     linker.func_wrap_async(
@@ -172,11 +181,26 @@ fn origin(c: &mut Caller<'_, TaskData>, call_id: i64, buf: i32, cap: i32) -> Res
 
 type CallTimeoutArgs = (i32, i32, i32, i32, i32, i32, i32, i32, i32, i64);
 
+/// [`call`], with its span if the task is traced.
+async fn traced_call(
+    mut c: Caller<'_, TaskData>,
+    args: CallArgs,
+    timeout_ns: i64,
+) -> Result<i64, Errno> {
+    let Some(trace) = super::traced::begin(c.data_mut()) else {
+        return call(&mut c, args, timeout_ns).await;
+    };
+    let (portal, req) = (args.0, args.2);
+    let r = call(&mut c, args, timeout_ns).await;
+    super::traced::end(c.data_mut(), trace, (portal, req), &r, false);
+    r
+}
+
 /// A portal call: copy the request in, queue it, wait at most
 /// `timeout_ns` (negative: for ever) for the answer, copy the answer out.
 /// A call `call_fast` left under way is waited for here (the SDKs make
 /// this call, with the same arguments, right after).
-async fn call(mut c: Caller<'_, TaskData>, args: CallArgs, timeout_ns: i64) -> Result<i64, Errno> {
+async fn call(c: &mut Caller<'_, TaskData>, args: CallArgs, timeout_ns: i64) -> Result<i64, Errno> {
     let mut flight = match c.data_mut().ipc_mut().in_flight.take() {
         Some(flight) => flight,
         None => {
@@ -185,7 +209,7 @@ async fn call(mut c: Caller<'_, TaskData>, args: CallArgs, timeout_ns: i64) -> R
             if let Some(handler) = service.direct_handler().cloned() {
                 return super::direct::call(c, handler, args, timeout_ns).await;
             }
-            let (mem, data) = memory(&mut c)?;
+            let (mem, data) = memory(c)?;
             let (ipc, core) = data.warden_parts();
             let shared = &core.shared;
             let seq = load_request(mem, ipc, shared, (&service, via), args)?;
@@ -196,7 +220,7 @@ async fn call(mut c: Caller<'_, TaskData>, args: CallArgs, timeout_ns: i64) -> R
     let code = crate::host::wait::wait_for(timeout_ns, |cx| flight.slot.poll_done(cx)).await;
     let code = code.ok_or(Errno::Timeout)?;
     flight.answered = true;
-    let (mem, data) = memory(&mut c)?;
+    let (mem, data) = memory(c)?;
     let (ipc, core) = data.warden_parts();
     let shared = &core.shared;
     take_reply(

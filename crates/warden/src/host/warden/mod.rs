@@ -27,6 +27,7 @@ mod poll;
 mod state;
 mod supervise;
 mod task;
+mod traced;
 pub(crate) mod upgrade;
 
 pub(crate) use direct::{call_bytes, HostService};
@@ -55,6 +56,7 @@ impl super::Group for State {
             handles,
             call_slot: Default::default(),
             in_flight: None,
+            traced_began: None,
             grants: Grants::of(p.spec),
             kernel: p.kernel.clone(),
             spawner: p.spawner.clone(),

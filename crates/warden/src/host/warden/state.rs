@@ -48,6 +48,9 @@ pub(crate) struct TaskIpc {
     pub(crate) call_slot: LazySlot,
     /// A call `call_fast` made and left for `call` to wait for.
     pub(crate) in_flight: Option<InFlight>,
+    /// When the call under way began (ns since 1970), if the task is
+    /// traced: its span's start (see `traced`).
+    pub(crate) traced_began: Option<u64>,
     pub(crate) grants: Grants,
     pub(crate) kernel: Arc<Kernel>,
     /// The runtime, for spawning and controlling children.
