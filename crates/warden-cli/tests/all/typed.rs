@@ -348,3 +348,33 @@ fn a_hostile_client_harms_only_itself() {
         rt.kill_all("test over");
     }
 }
+
+/// An active server runs a call on its caller's scheduling context (CPU
+/// inheritance, as for byte portal calls): the caller's account pays for
+/// the server's spin, the server's report shows it as served, and once
+/// the caller's call timed out the server is on its own account again.
+#[test]
+fn an_active_server_runs_on_its_caller_s_cpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime();
+    let mut c = client(dir.path(), guests::KV_CLIENT, &["spin"]);
+    c.call_timeout = Some(Duration::from_millis(400));
+    let (r, s) = call(&rt, &server(dir.path(), false), &c);
+    assert!(reason(&r).contains("call_timeout"), "{r:?}");
+    // The server spins on, on its own account now.
+    let own = |rt: &Runtime| rt.live_tasks().into_iter().find(|t| t.id == s).unwrap();
+    let before = own(&rt).cpu_ms;
+    let t = std::time::Instant::now();
+    while own(&rt).cpu_ms < before + 50.0 {
+        assert!(t.elapsed() < LIMIT, "the server stopped spinning");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    rt.kill(s, "test over").unwrap();
+    let s = util::wait(&rt, s, LIMIT);
+    assert!(s.served_cpu_ms > 50.0, "{s:?}");
+    assert!(
+        r.cpu_ms >= 0.8 * s.served_cpu_ms,
+        "client {r:?}\nserver {s:?}"
+    );
+    assert!(s.cpu_ms >= 50.0, "{s:?}");
+}

@@ -206,7 +206,10 @@ async fn call_untraced(
     let what = || format!("typed call {}.{}", b.iface, served.name);
     let sent = copy::size(params, cap).map_err(|n| copy::refusal(&what(), "arguments", n, cap))?;
     let began = crate::clock::ticks::now();
-    let out = b.server.call(func, params, results.len(), timeout).await;
+    let caller = store.data().shared.clone();
+    let out = (b.server)
+        .call(&caller, func, params, results.len(), timeout)
+        .await;
     let stats = &served.stats;
     stats.count(crate::clock::ticks::ns_since(began));
     let out = out.map_err(|why| {

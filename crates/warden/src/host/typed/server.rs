@@ -78,6 +78,22 @@ struct Job {
     params: Vec<Val>,
     results: usize,
     reply: tokio::sync::oneshot::Sender<Result<Vec<Val>, String>>,
+    /// The caller, whose scheduling context the server runs on.
+    client: crate::task::TaskId,
+}
+
+/// A caller's context lent to an active server for one call (CPU
+/// inheritance, as for byte portal calls): withdrawn when the call ends
+/// in any way, the caller's timeout and death included.
+struct Lent<'a> {
+    server: &'a TaskShared,
+    client: crate::task::TaskId,
+}
+
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        self.server.inherit.withdraw(self.client);
+    }
 }
 
 #[derive(Default)]
@@ -209,6 +225,7 @@ impl TypedServer {
     /// server, the wait for its store; for an active one, the whole call).
     pub(crate) async fn call(
         &self,
+        caller: &Arc<TaskShared>,
         func: usize,
         params: &[Val],
         results: usize,
@@ -242,12 +259,20 @@ impl TypedServer {
             });
         }
         let (tx, rx) = tokio::sync::oneshot::channel();
+        // The server runs the call on the caller's context (its CPU is
+        // charged to the caller) until the call ends.
+        self.shared.inherit.lend(caller.id, caller.context());
+        let _lent = Lent {
+            server: &self.shared,
+            client: caller.id,
+        };
         // The server's task lowers them later: its own copy.
         self.enqueue(Job {
             func,
             params: params.to_vec(),
             results,
             reply: tx,
+            client: caller.id,
         })?;
         let answer = match timeout {
             None => rx.await,
@@ -364,6 +389,8 @@ impl TypedServer {
             self.busy.store(true, Ordering::Release);
             let out = run(r, job.func, &job.params, job.results).await;
             self.busy.store(false, Ordering::Release);
+            // Answered: the server's own context again.
+            self.shared.inherit.withdraw(job.client);
             match out {
                 Ok(out) => drop(job.reply.send(Ok(out))),
                 Err(e) => {
