@@ -243,17 +243,22 @@ fn kv_composed(out: &Path, client: &Path, server: &Path) -> Result<std::path::Pa
     // `compose` names a definition by its file's stem, in kebab case.
     let definition = out.join("kv-server.wasm");
     std::fs::copy(server, &definition).map_err(|e| e.to_string())?;
-    let composed = out.join("kv_composed.wasm");
+    compose(client, &definition, &out.join("kv_composed.wasm"))
+}
+
+/// `command` with its import satisfied by `definition` (named by its
+/// file's stem, in kebab case), fused by `wasm-tools compose` into `dest`.
+fn compose(command: &Path, definition: &Path, dest: &Path) -> Result<std::path::PathBuf, String> {
     let os = std::ffi::OsStr::new;
     wasm_tools(&[
         os("compose"),
-        client.as_os_str(),
+        command.as_os_str(),
         os("-d"),
         definition.as_os_str(),
         os("-o"),
-        composed.as_os_str(),
+        dest.as_os_str(),
     ])?;
-    Ok(composed)
+    Ok(dest.to_path_buf())
 }
 
 /// The two-memory composition (see the module docs).
@@ -288,14 +293,5 @@ fn grow_composed(dir: &Path, out: &Path) -> Result<std::path::PathBuf, String> {
         &["component", embedded.to_str().unwrap()],
         &out.join("grow_command.wasm"),
     )?;
-    let composed = out.join("grow_composed.wasm");
-    wasm_tools(&[
-        os("compose"),
-        command.as_os_str(),
-        os("-d"),
-        definition.as_os_str(),
-        os("-o"),
-        composed.as_os_str(),
-    ])?;
-    Ok(composed)
+    compose(&command, &definition, &out.join("grow_composed.wasm"))
 }
