@@ -11,7 +11,7 @@ use wasmtime::{
 };
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
-use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
+use wasmtime_wasi::WasiCtxBuilder;
 
 /// The settings every benchmark runtime starts from: `workers` workers,
 /// room for `max_tasks` tasks, no disk cache, defaults otherwise.
@@ -338,31 +338,6 @@ impl Raw {
         }
         Ok(t.elapsed().as_nanos() as f64 / n as f64)
     }
-
-    /// Runs one instance (synchronous, without fibers) with the host
-    /// directory `host` preopened as `guest`; the `<name> <number>` lines
-    /// it printed.
-    pub fn figures_in_dir(
-        &self,
-        pre: &RawPre,
-        args: &[&str],
-        (host, guest): (&std::path::Path, &str),
-    ) -> Result<BTreeMap<String, f64>, String> {
-        let out = MemoryOutputPipe::new(1 << 16);
-        let mut wasi = WasiCtxBuilder::new();
-        wasi.arg("guest.wasm").args(args).stdout(out.clone());
-        wasi.preopened_dir(host, guest, FsPerms::ReadWrite)
-            .map_err(|e| format!("{e:#}"))?;
-        let mut store = Store::new(&self.engine, wasi.build_p1());
-        store.set_epoch_deadline(u64::MAX / 2);
-        let run = pre
-            .pre
-            .instantiate(&mut store)
-            .and_then(|i| pre.start(i, &mut store).call(&mut store, ()));
-        run.map_err(|e| format!("{e:#}"))?;
-        Ok(parse_figures(&String::from_utf8_lossy(&out.contents())))
-    }
-
     /// Runs one instance and returns the `<name> <number>` lines it printed.
     pub fn figures(&self, pre: &RawPre, args: &[&str]) -> Result<BTreeMap<String, f64>, String> {
         let out = MemoryOutputPipe::new(1 << 16);

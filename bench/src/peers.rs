@@ -13,7 +13,8 @@ fn source_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("peers")
 }
 
-/// The native C peers, each built from `peers/<name>.c`.
+/// The native C peers, each built from `peers/<name>.c`, and the test
+/// guests that are also built for Linux (from the guests' folder).
 const NATIVE: [&str; 7] = [
     "hello",
     "spawn",
@@ -23,6 +24,12 @@ const NATIVE: [&str; 7] = [
     "yield_switch",
     "epoll_echo",
 ];
+const NATIVE_GUESTS: [&str; 1] = ["reread"];
+
+/// Where the test guests' sources live.
+fn guest_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/test-guests/guests")
+}
 
 pub struct Peers {
     dir: PathBuf,
@@ -37,18 +44,20 @@ impl Peers {
     pub fn build(dir: &Path) -> Peers {
         std::fs::create_dir_all(dir).expect("create the peers' build directory");
         let src = source_dir();
-        let native = NATIVE
-            .iter()
-            .map(|name| {
+        let guests = guest_dir();
+        let sources = NATIVE.iter().map(|n| (*n, &src));
+        let native = sources
+            .chain(NATIVE_GUESTS.iter().map(|n| (*n, &guests)))
+            .map(|(name, from)| {
                 let out = dir.join(name);
                 let built = run_quiet(
                     Command::new("cc")
                         .args(["-O2", "-pthread", "-o"])
                         .arg(&out)
-                        .arg(src.join(format!("{name}.c"))),
+                        .arg(from.join(format!("{name}.c"))),
                 )
                 .map(|_| out);
-                (*name, built)
+                (name, built)
             })
             .collect();
         let java = build_java(dir, &src);

@@ -7,17 +7,18 @@
 
 use super::contestant::{self, Contestant, Measured};
 use crate::harness::Ctx;
-use crate::inproc::{guest_figures, Raw, RawPre};
+use crate::inproc::guest_figures;
 use crate::model::{key, Table};
-use crate::peers::figure;
-use std::path::Path;
+use crate::peers::{self, figure};
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use warden::{Manifest, System, SystemSpec, TaskSpec};
 use warden_test_guests as guests;
 
 const SERVED: &str = "Warden task, directory served by an ext2 task (its buffer cache)";
 const HOST: &str = "Warden task, host directory preopen (Linux page cache)";
-const RAW: &str = "raw Wasmtime, synchronous WASI, host directory (Linux page cache)";
+const NATIVE: &str = "the same C program compiled for Linux, host directory (page cache)";
+const CLI: &str = "wasmtime run --dir, host directory (page cache)";
 
 /// (file size, record size) in KiB, and the column each re-read fills.
 const SIZES: [(u64, u64, &str); 7] = [
@@ -53,15 +54,21 @@ pub fn run(ctx: &Ctx) -> Vec<Table> {
          cached; every read is requests of the file-service protocol of at most 256 KiB), once on \
          a host directory preopened through Wasmtime (reads served from Linux's page cache; Warden's \
          WASI is Wasmtime's asynchronous one, which reads a file on a blocking thread). Both tasks \
-         run on one runtime with 2 workers. The third row is the same program under raw Wasmtime \
-         on the harness's thread with synchronous WASI, which reads straight into the guest's \
-         memory: the plain WASI runtime's speed on the page cache."
+         run on one runtime with 2 workers. A Warden task on local disks makes its file calls on \
+         its worker thread, straight into its memory (see runtime/disks.rs). The third row is \
+         reread.c compiled for Linux by the host's C compiler (cc -O2) on the same host \
+         directory; the fourth the same module under the `wasmtime` CLI ({cli}, `wasmtime run \
+         --dir HOST::/data`), as its users run it. All four print the figures the program \
+         measured itself, so start-up is outside them. The ext2 image is not also mounted by \
+         the kernel: that needs root and a loop device, which the harness does not assume.",
+        cli = super::components::cli_version()
     );
-    let setup = Setup::new();
+    let setup = Setup::new(ctx);
     let mut list = vec![
         Contestant::warden(SERVED).runs(|out| setup_ok(&setup)?.measure(SERVED, true, rounds, out)),
-        Contestant::peer(HOST).runs(|out| setup_ok(&setup)?.measure(HOST, false, rounds, out)),
-        Contestant::peer(RAW).runs(|out| setup_ok(&setup)?.measure(RAW, false, rounds, out)),
+        Contestant::warden(HOST).runs(|out| setup_ok(&setup)?.measure(HOST, false, rounds, out)),
+        Contestant::peer(NATIVE).runs(|out| setup_ok(&setup)?.measure(NATIVE, false, rounds, out)),
+        Contestant::peer(CLI).runs(|out| setup_ok(&setup)?.measure(CLI, false, rounds, out)),
     ];
     let m = match &setup {
         Ok(_) => contestant::run(ctx.rounds, &mut list),
@@ -76,17 +83,20 @@ fn setup_ok(setup: &Result<Setup, String>) -> Result<&Setup, String> {
     setup.as_ref().map_err(Clone::clone)
 }
 
-/// The system both contestants' tasks run on: an ext2 task serving an
-/// image, and a host directory.
+/// The system Warden's tasks run on (an ext2 task serving an image), the
+/// host directory every contestant but the ext2 task reads, and the
+/// other contestants' programs.
 struct Setup {
     system: System,
     dir: tempfile::TempDir,
-    raw: Raw,
-    raw_pre: RawPre,
+    native: PathBuf,
+    cli: PathBuf,
 }
 
 impl Setup {
-    fn new() -> Result<Setup, String> {
+    fn new(ctx: &Ctx) -> Result<Setup, String> {
+        let native = ctx.peers.native("reread")?.to_path_buf();
+        let cli = super::components::wasmtime_cli()?;
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         std::fs::create_dir_all(dir.path().join("src")).map_err(|e| e.to_string())?;
         std::fs::create_dir_all(dir.path().join("host")).map_err(|e| e.to_string())?;
@@ -101,13 +111,11 @@ impl Setup {
         );
         let m = Manifest::parse(&text, dir.path())?;
         let system = System::start(SystemSpec::from_manifest(m))?;
-        let raw = Raw::new();
-        let raw_pre = raw.pre(guests::REREAD);
         Ok(Setup {
             system,
             dir,
-            raw,
-            raw_pre,
+            native,
+            cli,
         })
     }
 
@@ -120,9 +128,11 @@ impl Setup {
         out: &mut crate::model::Samples,
     ) -> Result<(), String> {
         for (size, record, column) in SIZES {
+            let args = args(size, record, rounds);
             let f = match name {
-                RAW => self.run_raw(size, record, rounds)?,
-                _ => self.run(served, size, record, rounds)?,
+                NATIVE => self.run_native(&args)?,
+                CLI => self.run_cli(&args)?,
+                _ => self.run(served, args)?,
             };
             out.push(&key(name, column), figure(&f, "reread")?);
             if size == 16384 && record == 64 {
@@ -133,39 +143,39 @@ impl Setup {
         Ok(())
     }
 
-    fn run(
-        &self,
-        served: bool,
-        size_kib: u64,
-        record_kib: u64,
-        rounds: u32,
-    ) -> Result<std::collections::BTreeMap<String, f64>, String> {
+    fn run(&self, served: bool, args: Vec<String>) -> Result<Figures, String> {
         let mut spec = TaskSpec::new("reread", guests::REREAD);
-        spec.args = args(size_kib, record_kib, rounds);
+        spec.args = args;
         spec.ipc.max_message_bytes = 1 << 20;
         spec.limits.memory_limit = Some(64 << 20);
         match served {
             true => spec.served_dirs = vec![("/data".into(), "fs".into())],
-            false => spec.dirs = vec![("/data".into(), self.dir.path().join("host"))],
+            false => spec.dirs = vec![("/data".into(), self.host())],
         }
         guest_figures(self.system.runtime(), spec)
     }
 
-    /// The program under raw Wasmtime on this thread, its WASI
-    /// synchronous (reads straight from the host file).
-    fn run_raw(
-        &self,
-        size_kib: u64,
-        record_kib: u64,
-        rounds: u32,
-    ) -> Result<std::collections::BTreeMap<String, f64>, String> {
-        let args = args(size_kib, record_kib, rounds);
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let host = self.dir.path().join("host");
-        self.raw
-            .figures_in_dir(&self.raw_pre, &args, (&host, "/data"))
+    /// The program compiled for Linux, on the host directory itself.
+    fn run_native(&self, args: &[String]) -> Result<Figures, String> {
+        let mut args = args.to_vec();
+        args[0] = self.host().display().to_string();
+        peers::figures(Command::new(&self.native).args(&args))
+    }
+
+    /// The module under the `wasmtime` CLI, the host directory as `/data`.
+    fn run_cli(&self, args: &[String]) -> Result<Figures, String> {
+        let dir = format!("{}::/data", self.host().display());
+        let mut cmd = Command::new(&self.cli);
+        cmd.args(["run", "--dir", &dir, guests::REREAD]).args(args);
+        peers::figures(&mut cmd)
+    }
+
+    fn host(&self) -> PathBuf {
+        self.dir.path().join("host")
     }
 }
+
+type Figures = std::collections::BTreeMap<String, f64>;
 
 /// The program's arguments: directory, file size, record size, rounds
 /// (small files re-read more often, so that each is timed over ~16 MiB).

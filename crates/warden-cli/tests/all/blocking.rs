@@ -93,3 +93,61 @@ fn clock_sleeps_wait_and_answer_as_wasi_says() {
     assert_eq!((r.status, r.exit_code), ("exited", Some(0)), "{r:?}\n{out}");
     assert!(out.contains("sleeps ok"), "{out}");
 }
+
+/// A task whose file call blocks its worker's thread stalls no other
+/// task: file calls on a local disk run on the worker, so opening a FIFO
+/// in a preopened directory holds the only worker until a writer comes.
+/// Tasks spawned behind it still finish (a spare thread runs them), and
+/// the reader's open returns when the writer comes. (What it reads then is
+/// nothing: Wasmtime reads a file at its offset, which a FIFO lacks.)
+#[test]
+fn a_task_blocked_on_a_fifo_stalls_no_other_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let fifo = data.join("pipe");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(status.success(), "mkfifo");
+    let rt = runtime(1);
+    // Dropped before the runtime: should the test fail, a writer frees the
+    // worker so that the runtime can end.
+    let _release = Release(fifo.clone());
+    let mut reader = spec(dir.path(), "reader", guests::FILES);
+    reader.dirs = vec![("/data".into(), data.clone())];
+    reader.args = vec!["/data/pipe".into()];
+    let id = rt.spawn(&reader).unwrap();
+    let others: Vec<_> = (0..4)
+        .map(|i| {
+            rt.spawn(&spec(dir.path(), &format!("h{i}"), guests::HELLO))
+                .unwrap()
+        })
+        .collect();
+    for other in others {
+        let r = wait(&rt, other, Duration::from_secs(20));
+        assert_eq!(r.exit_code, Some(0), "{r:?}");
+    }
+    assert!(
+        rt.live_tasks().iter().any(|t| t.id == id),
+        "the reader still waits"
+    );
+    std::fs::write(&fifo, "through the pipe").unwrap();
+    assert_eq!(wait(&rt, id, Duration::from_secs(20)).exit_code, Some(0));
+    let out = stdout_of(dir.path(), "reader");
+    assert!(out.starts_with("/data/pipe:"), "{out}");
+}
+
+/// Opens a FIFO for writing, without waiting, when dropped.
+struct Release(std::path::PathBuf);
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        use std::os::unix::fs::OpenOptionsExt;
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&self.0);
+    }
+}

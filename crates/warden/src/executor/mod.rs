@@ -31,7 +31,8 @@
 //!
 //! A timer thread advances a tick counter and the engine's epoch every
 //! [`TICK`]; tasks compare ticks against the start of their slice. CPU
-//! time is measured by each worker's `cpu` meter.
+//! time is measured by each worker's `cpu` meter. The timer also starts
+//! spare threads for workers stuck in a blocking host call ([`spare`]).
 //!
 //! # Locks
 //!
@@ -49,6 +50,7 @@ mod handoff;
 mod harness;
 mod idle;
 mod queue;
+mod spare;
 mod spawn;
 mod waker;
 mod worker;
@@ -168,6 +170,9 @@ struct Shared {
     spin: Arc<IdleSpin>,
     /// What idle workers do with free heap when asked.
     trim: Arc<HeapTrim>,
+    /// Where the timer sees each worker's current poll, and the spares
+    /// that stand in for stuck workers.
+    slots: spare::Slots,
 }
 
 /// The executor's threads: how many workers, and how they idle.
@@ -210,6 +215,8 @@ pub struct ExecutorStats {
     pub switches: u64,
     /// Total time between those polls, ns.
     pub switch_ns: u64,
+    /// Spare threads standing in for workers stuck in a host call.
+    pub spares: usize,
 }
 
 /// The executor: worker threads plus the epoch timer.
@@ -283,6 +290,7 @@ impl Executor {
             host_polls: self.shared.host_polls.load(Ordering::Relaxed),
             switches: self.shared.switches.load(Ordering::Relaxed),
             switch_ns: self.shared.switch_ns.load(Ordering::Relaxed),
+            spares: self.shared.slots.spares(),
         }
     }
 }

@@ -44,6 +44,7 @@ impl Executor {
             switch_ns: AtomicU64::new(0),
             spin: threads.idle_spin,
             trim: threads.heap_trim,
+            slots: super::spare::Slots::new(threads.workers.max(1)),
         });
         let mut handles = Vec::new();
         for i in 0..threads.workers.max(1) {
@@ -51,7 +52,7 @@ impl Executor {
             handles.push(
                 std::thread::Builder::new()
                     .name(format!("warden-worker-{i}"))
-                    .spawn(move || worker::run(&s))?,
+                    .spawn(move || worker::run(&s, i))?,
             );
         }
         let s = shared.clone();
@@ -62,6 +63,7 @@ impl Executor {
                     std::thread::sleep(TICK);
                     s.clock.ticks.fetch_add(1, Ordering::Relaxed);
                     (s.on_tick)();
+                    super::spare::watch(&s);
                 }
             })?;
         Ok(Executor {

@@ -612,3 +612,52 @@ fn stress_host_hand_offs_race_workers_and_each_other() {
     );
     assert_eq!(stats.live, 0);
 }
+
+/// A task blocking its worker's thread inside a poll (as a read of a FIFO
+/// on the worker would) does not stall the tasks queued behind it: after
+/// [`spare::STUCK`] ticks a spare thread runs them, and it ends once the
+/// worker is free again.
+#[test]
+fn a_spare_runs_the_queue_while_the_only_worker_is_stuck() {
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    let (exec, done) = counting_executor(1, &tokio);
+    let (release, blocked) = std::sync::mpsc::channel::<()>();
+    let (entered, inside) = std::sync::mpsc::channel::<()>();
+    exec.spawn(
+        Arc::new(TaskShared::new(TaskId(1), "stuck".into(), None, None)),
+        Box::pin(async move {
+            entered.send(()).unwrap();
+            blocked.recv().unwrap();
+            TaskStatus::Exited(0)
+        }),
+        &TaskSched::default(),
+    );
+    inside.recv().unwrap();
+    for id in 2..12u64 {
+        let fut = Churn {
+            yields: 4,
+            in_poll: Arc::new(AtomicBool::new(false)),
+        };
+        let shared = Arc::new(TaskShared::new(TaskId(id), format!("t{id}"), None, None));
+        exec.spawn(shared, Box::pin(fut), &TaskSched::default());
+    }
+    let start = std::time::Instant::now();
+    while done.load(Ordering::SeqCst) < 10 {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "tasks behind a stuck worker never ran ({} done, {} spares)",
+            done.load(Ordering::SeqCst),
+            exec.stats().spares
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(exec.stats().spares, 1, "one spare stands in");
+    release.send(()).unwrap();
+    while done.load(Ordering::SeqCst) < 11 || exec.stats().spares != 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the spare never ended"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}

@@ -12,9 +12,10 @@ use std::sync::{Arc, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-/// The worker's loop, until the executor shuts down.
-pub(super) fn run(exec: &Arc<Shared>) {
+/// The loop of the worker in place `slot`, until the executor shuts down.
+pub(super) fn run(exec: &Arc<Shared>, slot: usize) {
     let _tokio = exec.tokio.enter();
+    super::spare::enter(slot);
     let mut handoffs = 0u32;
     loop {
         let next = HANDOFF.with(|h| h.borrow_mut().take());
@@ -37,7 +38,7 @@ pub(super) fn run(exec: &Arc<Shared>) {
             }
         };
         match cell.shared.state.start() {
-            Start::Run => run_slice(exec, &cell, None),
+            Start::Run => super::spare::timed(exec, || run_slice(exec, &cell, None)),
             // Parked (suspended) or finished while queued: nothing to do.
             Start::Parked | Start::Done => {}
         }
@@ -262,7 +263,7 @@ fn poll_once(
 /// Hands the CPU the meter charged to the run queue, if its policy uses
 /// charges (stride, lottery, caps): at most once a window, or after a
 /// poll of a task whose figures are exact.
-fn charge_policy(exec: &Shared) {
+pub(super) fn charge_policy(exec: &Shared) {
     if !cpu::has_charges() {
         return;
     }

@@ -47,8 +47,14 @@ macro_rules! delegate {
     (@call $caller:ident, $f:ident($($arg:expr),*) $($rest:tt)*) => {{
         use p1::WasiSnapshotPreview1 as _;
         let fuel = wasmtime::AsContextMut::as_context_mut(&mut $caller).hostcall_fuel();
-        let Some(Extern::Memory(memory)) = $caller.get_export("memory") else {
-            wasmtime::bail!("missing required memory export");
+        // The memory recorded at the task's start, or (before it: a start
+        // function's calls) looked up by name.
+        let memory = match $caller.data().memory.memory {
+            Some(m) => m,
+            None => match $caller.get_export("memory") {
+                Some(Extern::Memory(m)) => m,
+                _ => wasmtime::bail!("missing required memory export"),
+            },
         };
         let (mem, data) = memory.data_and_store_mut(&mut $caller);
         data.wasi.set_hostcall_fuel(fuel);

@@ -17,6 +17,7 @@
 
 mod binds;
 mod cluster;
+mod disks;
 mod heap;
 pub mod machine;
 mod modules;

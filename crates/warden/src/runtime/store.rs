@@ -154,6 +154,7 @@ impl Runtime {
             return Ok(WasiSeed::Later { stdin });
         }
         let mut b = WasiCtxBuilder::new();
+        b.allow_blocking_current_thread(super::disks::all_local(&spec.dirs));
         let empty = || self.empty_dir().map_err(|e| e.to_string());
         for (guest, host) in &spec.dirs {
             b.preopened_dir(host, guest, FsPerms::ReadWrite)
@@ -212,6 +213,7 @@ impl Runtime {
             ));
         }
         let mut b = WasiCtxBuilder::new();
+        b.allow_blocking_current_thread(super::disks::all_local(&spec.dirs));
         for (guest, host) in &spec.dirs {
             b.preopened_dir(host, guest, FsPerms::ReadWrite)
                 .map_err(|e| format!("cannot open directory {}: {e:#}", host.display()))?;

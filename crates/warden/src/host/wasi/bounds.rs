@@ -93,8 +93,12 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
                     if n as u32 > MAX_POLL_SUBSCRIPTIONS {
                         return Ok(EINVAL);
                     }
-                    if let Some(s) = sleep::parse(&mut caller, subs, events, n, nevents) {
-                        return Ok(sleep::sleep(&mut caller, s, events, nevents).await);
+                    match sleep::parse(&mut caller, subs, events, n, nevents) {
+                        sleep::Parsed::Sleep(s) => {
+                            return Ok(sleep::sleep(&mut caller, s, events, nevents).await)
+                        }
+                        sleep::Parsed::Refuse(errno) => return Ok(errno),
+                        sleep::Parsed::Other => {}
                     }
                     // Both boxed, so that a sleeping task's future is no
                     // larger than the sleep needs (see `sleep`).

@@ -8,9 +8,15 @@
 //! its heap after its store. Here a sleep is a timer and a few words, and
 //! the answer is Wasmtime's: the clock event (the subscription's userdata,
 //! no error, type clock, zero bytes and flags) in `events[0]`, 1 in
-//! `*nevents`, and a zero timeout yields the worker once. Anything else
-//! (more subscriptions, another clock, an absolute time, a pointer out of
-//! bounds or misaligned) is left to Wasmtime, which answers as before.
+//! `*nevents`, and a zero timeout yields the worker once.
+//!
+//! Every call of this shape is answered here, never by Wasmtime: a task
+//! whose file calls may block its thread (see `runtime::disks`) would have
+//! Wasmtime answer it by sleeping the worker. So a relative clock
+//! subscription whose records are misaligned or out of bounds is `EFAULT`
+//! at once, and one naming a clock other than real time or monotonic
+//! `EINVAL` (Wasmtime's answers for those). Anything else (more
+//! subscriptions, an absolute time, a descriptor) is left to Wasmtime.
 
 use super::subscription::*;
 use crate::host::guest::range;
@@ -30,34 +36,57 @@ pub(super) struct Sleep {
     timeout: Duration,
 }
 
-/// The sleep `poll_oneoff(subs, events, n, nevents)` asks for, if it is
-/// one relative subscription to the real-time or monotonic clock and its
-/// records lie in memory, aligned as Wasmtime requires.
+/// What to do with a `poll_oneoff`.
+#[derive(Debug, PartialEq)]
+pub(super) enum Parsed {
+    /// Sleep, then answer with the clock event.
+    Sleep(Sleep),
+    /// Answer with this errno at once.
+    Refuse(i32),
+    /// Not a single relative clock subscription: Wasmtime's to answer.
+    Other,
+}
+
+/// What `poll_oneoff(subs, events, n, nevents)` asks for (see the
+/// module's text).
 pub(super) fn parse(
     c: &mut Caller<'_, TaskData>,
     subs: i32,
     events: i32,
     n: i32,
     nevents: i32,
-) -> Option<Sleep> {
-    let (mem, _) = memory(c).ok()?;
-    parse_in(mem, subs, events, n, nevents)
+) -> Parsed {
+    match memory(c) {
+        Ok((mem, _)) => parse_in(mem, subs, events, n, nevents),
+        Err(_) => Parsed::Other,
+    }
 }
 
-fn parse_in(mem: GuestMem<'_>, subs: i32, events: i32, n: i32, nevents: i32) -> Option<Sleep> {
-    let aligned = subs % 8 == 0 && events % 8 == 0 && nevents % 4 == 0;
-    if n != 1 || !aligned {
-        return None;
+fn parse_in(mem: GuestMem<'_>, subs: i32, events: i32, n: i32, nevents: i32) -> Parsed {
+    if n != 1 {
+        return Parsed::Other;
     }
-    range(mem.len(), events, EVENT_BYTES).ok()?;
-    range(mem.len(), nevents, 4).ok()?;
+    let Ok(at) = range(mem.len(), subs, SUBSCRIPTION_BYTES) else {
+        return Parsed::Other;
+    };
     let mut s = [0u8; SUBSCRIPTION_BYTES as usize];
-    mem.read(range(mem.len(), subs, SUBSCRIPTION_BYTES).ok()?, &mut s);
+    mem.read(at, &mut s);
     let word = |at: usize| u32::from_le_bytes(s[at..at + 4].try_into().expect("4 bytes"));
     let long = |at: usize| u64::from_le_bytes(s[at..at + 8].try_into().expect("8 bytes"));
     let flags = u16::from_le_bytes([s[FLAGS], s[FLAGS + 1]]);
-    let clock = matches!(word(CLOCK_ID), REALTIME | MONOTONIC);
-    (s[TAG] == EVENTTYPE_CLOCK && clock && flags & ABSTIME == 0).then(|| Sleep {
+    if s[TAG] != EVENTTYPE_CLOCK || flags & ABSTIME != 0 {
+        return Parsed::Other;
+    }
+    let aligned = subs % 8 == 0 && events % 8 == 0 && nevents % 4 == 0;
+    let fits =
+        range(mem.len(), events, EVENT_BYTES).is_ok() && range(mem.len(), nevents, 4).is_ok();
+    if !aligned || !fits {
+        return Parsed::Refuse(FAULT);
+    }
+    if !matches!(word(CLOCK_ID), REALTIME | MONOTONIC) {
+        return Parsed::Refuse(INVAL);
+    }
+    Parsed::Sleep(Sleep {
         userdata: long(USERDATA),
         timeout: Duration::from_nanos(long(TIMEOUT)),
     })
@@ -83,8 +112,9 @@ pub(super) async fn sleep(
     }
 }
 
-/// WASI's `EFAULT`.
+/// WASI's `EFAULT`, `EINVAL`.
 const FAULT: i32 = 21;
+const INVAL: i32 = 28;
 
 fn write_event(mem: GuestMem<'_>, s: &Sleep, events: i32, nevents: i32) -> i32 {
     // userdata (u64 at 0), error (u16 at 8) 0, type (u8 at 10) clock,
@@ -120,11 +150,12 @@ mod tests {
 
     /// Memory of 256 bytes (8-aligned) with `sub` at 0; events at 64,
     /// nevents at 128.
-    fn parsed(sub: [u8; 48], subs: i32, events: i32, n: i32, nevents: i32) -> Option<Sleep> {
+    fn parsed(sub: [u8; 48], subs: i32, events: i32, n: i32, nevents: i32) -> Parsed {
         let mut words = [0u64; 32];
         // SAFETY: the array's 256 bytes, viewed as bytes.
         let bytes = unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), 256) };
         bytes[..48].copy_from_slice(&sub);
+        bytes[148..196].copy_from_slice(&sub);
         parse_in(GuestMem::of_test_buffer(bytes), subs, events, n, nevents)
     }
 
@@ -132,33 +163,41 @@ mod tests {
     fn one_relative_clock_is_a_sleep() {
         for id in [REALTIME, MONOTONIC] {
             let s = parsed(subscription(0, id, 5_000, 0), 0, 64, 1, 128);
-            assert_eq!(
-                s,
-                Some(Sleep {
-                    userdata: 0x1122_3344_5566_7788,
-                    timeout: Duration::from_nanos(5_000)
-                })
-            );
+            let want = Sleep {
+                userdata: 0x1122_3344_5566_7788,
+                timeout: Duration::from_nanos(5_000),
+            };
+            assert_eq!(s, Parsed::Sleep(want));
         }
+    }
+
+    #[test]
+    fn a_relative_clock_that_cannot_be_served_is_refused_without_sleeping() {
+        let sleep = subscription(0, MONOTONIC, 5_000, 0);
+        // another clock (the process's CPU time)
+        let cpu = subscription(0, 2, 5_000, 0);
+        assert_eq!(parsed(cpu, 0, 64, 1, 128), Parsed::Refuse(INVAL));
+        // misaligned records, records past the end
+        assert_eq!(parsed(sleep, 0, 60, 1, 128), Parsed::Refuse(FAULT));
+        assert_eq!(parsed(sleep, 0, 64, 1, 130), Parsed::Refuse(FAULT));
+        assert_eq!(parsed(sleep, 0, 240, 1, 128), Parsed::Refuse(FAULT));
+        assert_eq!(parsed(sleep, 0, 64, 1, 256), Parsed::Refuse(FAULT));
+        assert_eq!(parsed(sleep, 148, 64, 1, 128), Parsed::Refuse(FAULT));
     }
 
     #[test]
     fn everything_else_is_left_to_wasmtime() {
         let sleep = subscription(0, MONOTONIC, 5_000, 0);
-        // another clock, an absolute time, a descriptor
-        assert!(parsed(subscription(0, 2, 5_000, 0), 0, 64, 1, 128).is_none());
-        assert!(parsed(subscription(0, MONOTONIC, 5_000, ABSTIME), 0, 64, 1, 128).is_none());
-        assert!(parsed(subscription(1, MONOTONIC, 5_000, 0), 0, 64, 1, 128).is_none());
-        // no subscription, two
-        assert!(parsed(sleep, 0, 64, 0, 128).is_none());
-        assert!(parsed(sleep, 0, 64, 2, 128).is_none());
-        // misaligned records, records past the end
-        assert!(parsed(sleep, 0, 60, 1, 128).is_none());
-        assert!(parsed(sleep, 0, 64, 1, 130).is_none());
-        assert!(parsed(sleep, 0, 240, 1, 128).is_none());
-        assert!(parsed(sleep, 0, 64, 1, 256).is_none());
-        assert!(parsed(sleep, 216, 64, 1, 128).is_none());
-        assert!(parsed(sleep, -8, 64, 1, 128).is_none());
+        // an absolute time, a descriptor
+        let abs = subscription(0, MONOTONIC, 5_000, ABSTIME);
+        assert_eq!(parsed(abs, 0, 64, 1, 128), Parsed::Other);
+        let fd = subscription(1, MONOTONIC, 5_000, 0);
+        assert_eq!(parsed(fd, 0, 64, 1, 128), Parsed::Other);
+        // no subscription, two, a subscription past the end
+        assert_eq!(parsed(sleep, 0, 64, 0, 128), Parsed::Other);
+        assert_eq!(parsed(sleep, 0, 64, 2, 128), Parsed::Other);
+        assert_eq!(parsed(sleep, 216, 64, 1, 128), Parsed::Other);
+        assert_eq!(parsed(sleep, -8, 64, 1, 128), Parsed::Other);
     }
 
     #[test]
