@@ -66,3 +66,4 @@ mod tutorial;
 mod typed;
 mod upgrade;
 mod util;
+mod wasi_files;

@@ -236,7 +236,7 @@ fn a_lying_file_service_fails_its_clients_calls_and_nothing_else() {
 }
 
 /// The tests of the WASI test suite (`tests/wasi-testsuite`) in `suite`.
-fn suite_tests(suite: &str) -> Vec<PathBuf> {
+pub(crate) fn suite_tests(suite: &str) -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/wasi-testsuite")
         .join(suite);
