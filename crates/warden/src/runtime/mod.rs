@@ -565,6 +565,20 @@ impl Runtime {
         )
     }
 
+    /// For a process about to exit once its system has shut down: removes
+    /// what the runtime keeps outside the process (its empty directory)
+    /// and leaves the rest — idle threads, the pools' reservations, the
+    /// engine — to the process's exit, which takes them back at once,
+    /// rather than tearing them down piece by piece first (joining each
+    /// thread, unmapping and resetting each slot). A runtime left so is
+    /// never dropped; call this only on the way out.
+    pub fn leave(self) {
+        if let Some(dir) = self.inner.empty_dir.get() {
+            let _ = std::fs::remove_dir(dir);
+        }
+        std::mem::forget(self);
+    }
+
     /// The executor's load figures.
     pub fn stats(&self) -> ExecutorStats {
         self.inner.exec.stats()
