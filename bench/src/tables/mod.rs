@@ -25,6 +25,7 @@ mod reclaim;
 mod remote;
 mod restore;
 mod sched;
+mod spawn_steps;
 mod startup;
 mod streaming;
 mod transfer;
@@ -42,6 +43,7 @@ pub fn run_all(ctx: &Ctx, only: Option<&str>) -> Vec<Table> {
     type Step<'a> = (&'a str, Box<dyn Fn(&Ctx) -> Vec<Table> + 'a>);
     let steps: Vec<Step> = vec![
         ("primitives (seed 000, Table 1)", Box::new(|c| vec![primitives::run(c)])),
+        ("spawn, step by step, beside raw Wasmtime", Box::new(|c| vec![spawn_steps::run(c)])),
         (
             "process creation and IPC (seed 000, Table 2); IPC round trip in cycles (seeds 001/002, Table 1)",
             Box::new(|c| {
