@@ -7,6 +7,8 @@
  *                           "bye" (reply, then exit)
  *   echo client NAME N MSG  N calls of MSG, each reply checked; MSG
  *                           "handles" also sends two memory objects
+ *   echo relay NAME TARGET  serve NAME: pass each request on to the
+ *                           service TARGET and reply with its reply
  *   echo stray NAME         starts a "slow" call with the raw call_fast
  *                           twice (the second while the first is under
  *                           way) and exits without waiting for either
@@ -73,6 +75,27 @@ static int client(const char *name, long n, const char *msg) {
     return 0;
 }
 
+static int relay(const char *name, const char *target) {
+    warden_handle t = warden_name_lookup(target, 10LL * 1000 * 1000 * 1000);
+    if (t < 0) { printf("relay: lookup: %s\n", warden_strerror(t)); return 1; }
+    warden_handle s = warden_service_create();
+    warden_handle p = warden_portal_create(s);
+    int32_t r = warden_name_register(name, p);
+    if (r < 0) { printf("relay: register: %s\n", warden_strerror(r)); return 1; }
+    warden_close(p);
+    static char buf[65536], resp[65536];
+    for (;;) {
+        uint64_t call;
+        size_t nh = 0;
+        int64_t n = warden_recv(s, &call, buf, sizeof buf, NULL, &nh);
+        if (n < 0) return 0;
+        size_t got = 0;
+        int64_t m = warden_call(t, buf, (size_t)n, NULL, 0, resp, sizeof resp, NULL, &got);
+        if (m < 0) { printf("relay: call: %s\n", warden_strerror((int32_t)m)); return 2; }
+        warden_reply(call, resp, (size_t)m, NULL, 0);
+    }
+}
+
 /* Not what the SDK does: a guest that leaves its call under way. */
 static int stray(const char *name) {
     warden_handle p = warden_name_lookup(name, 10LL * 1000 * 1000 * 1000);
@@ -88,6 +111,7 @@ static int stray(const char *name) {
 int main(int argc, char **argv) {
     if (argc >= 3 && strcmp(argv[1], "stray") == 0) return stray(argv[2]);
     if (argc >= 3 && strcmp(argv[1], "server") == 0) return server(argv[2]);
+    if (argc >= 4 && strcmp(argv[1], "relay") == 0) return relay(argv[2], argv[3]);
     if (argc >= 5 && strcmp(argv[1], "client") == 0) return client(argv[2], atol(argv[3]), argv[4]);
     fprintf(stderr, "usage: echo server NAME | echo client NAME N MSG\n");
     return 64;

@@ -454,6 +454,68 @@ fn a_traced_task_s_calls_are_spans_under_it() {
     rt.kill_all("test over");
 }
 
+/// A traced task calls a relay, which is not traced and calls on to an
+/// echo server for each call it receives: the relay's calls are spans
+/// under the task's calls (each under the call it was serving), and an
+/// untraced client's calls through the same relay add none.
+#[test]
+fn calls_onward_from_a_served_call_are_spans_under_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let jaeger = Jaeger::start(dir.path());
+    let rt = warden::Runtime::new(warden::RuntimeConfig {
+        workers: 2,
+        otlp: Some((
+            format!("http://127.0.0.1:{}", jaeger.otlp),
+            "warden-onward".into(),
+        )),
+        ..warden::RuntimeConfig::default()
+    })
+    .unwrap();
+    let trace = "7cf92f3577b34da6a3ce929d0e0e4736";
+    let parent = "00f067aa0ba902b7";
+    let ctx = warden::telemetry::Context::from_traceparent(&format!("00-{trace}-{parent}-01"));
+    let task = |name: &str, args: &[&str]| {
+        let mut s = spec(dir.path(), name, guests::ECHO);
+        s.args = args.iter().map(|a| a.to_string()).collect();
+        s
+    };
+    let mut back = task("back", &["server", "back"]);
+    back.ipc.provides = vec!["back".into()];
+    rt.spawn(&back).unwrap();
+    let mut front = task("front", &["relay", "front", "back"]);
+    front.ipc.provides = vec!["front".into()];
+    front.ipc.uses = vec!["back".into()];
+    rt.spawn(&front).unwrap();
+    let mut client = task("client", &["client", "front", "3", "hello"]);
+    client.ipc.uses = vec!["front".into()];
+    let mut quiet = client.clone();
+    quiet.name = "untraced".into();
+    client.trace = ctx;
+    for c in [&client, &quiet] {
+        let r = run_one(&rt, c, Duration::from_secs(60));
+        assert_eq!(r.exit_code, Some(0), "{r:?}");
+    }
+    // 3 calls, 3 onward calls, the client's task span.
+    let spans = spans_of(&jaeger, trace, 7);
+    let named = |name: &str| -> Vec<&serde_json::Value> {
+        spans
+            .iter()
+            .filter(|s| s["operationName"] == name)
+            .collect()
+    };
+    let (calls, onward) = (named("call front"), named("call back"));
+    assert_eq!((calls.len(), onward.len()), (3, 3), "{spans:?}");
+    assert!(calls.iter().all(|c| c["references"][0]["spanID"] == parent));
+    for o in &onward {
+        let up = &o["references"][0]["spanID"];
+        assert!(
+            calls.iter().any(|c| &c["spanID"] == up),
+            "an onward call under no call of the client's: {o}"
+        );
+    }
+    rt.kill_all("test over");
+}
+
 /// Span `span`'s tag `key`, as Jaeger's query API gives it.
 fn tag(span: &serde_json::Value, key: &str) -> serde_json::Value {
     span["tags"]

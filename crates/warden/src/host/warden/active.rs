@@ -82,7 +82,7 @@ pub(super) fn load_request(
     let slot = ipc.call_slot.get(client);
     let mut st = slot.lock();
     st.set_request_with(slot.owner(), req.len(), |b| mem.read(req, b))?;
-    st.trace = client.trace;
+    st.trace = super::traced::carried(ipc, client.trace);
     st.via = via;
     st.request_objects.clear();
     st.reply_objects.clear();

@@ -32,6 +32,7 @@ fn close(data: &mut TaskData, h: i32) -> Result<i32, Errno> {
         // An unanswered call closed on purpose: the client hears NoReply.
         Object::Call(call) => {
             data.shared.inherit.withdraw(call.client());
+            super::traced::answered(data.ipc_mut(), h);
             call.close();
         }
         other => drop(other),

@@ -278,12 +278,14 @@ async fn recv(
         nh,
     )?;
     let len = st.request.len() as i64;
+    let trace = st.trace;
     drop(st);
     data.shared.ipc.count(1, 0, len as usize);
     let handle = data
         .ipc_mut()
         .handles
         .insert(Object::Call(CallRef::new(slot, seq)))?;
+    super::traced::received(data.ipc_mut(), handle, trace);
     write_u64(mem, call_id, handle as u64)?;
     Ok(len)
 }
@@ -361,6 +363,7 @@ fn reply(
     let src = range(mem.len(), resp, len)?;
     let mut objects = Vec::new();
     take_objects(&mut ipc.handles, mem, h, nh, &mut objects)?;
+    super::traced::answered(ipc, call);
     let Ok(Object::Call(call)) = ipc.handles.remove(call) else {
         unreachable!("checked above")
     };

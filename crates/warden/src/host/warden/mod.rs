@@ -57,6 +57,7 @@ impl super::Group for State {
             call_slot: Default::default(),
             in_flight: None,
             traced_began: None,
+            serving: None,
             grants: Grants::of(p.spec),
             kernel: p.kernel.clone(),
             spawner: p.spawner.clone(),

@@ -48,9 +48,13 @@ pub(crate) struct TaskIpc {
     pub(crate) call_slot: LazySlot,
     /// A call `call_fast` made and left for `call` to wait for.
     pub(crate) in_flight: Option<InFlight>,
-    /// When the call under way began (ns since 1970), if the task is
-    /// traced: its span's start (see `traced`).
-    pub(crate) traced_began: Option<u64>,
+    /// When the call under way began (ns since 1970) and its span's
+    /// context, if the task is traced (see `traced`).
+    pub(crate) traced_began: Option<(u64, crate::telemetry::Context)>,
+    /// The traced call it received last and has not answered: its handle
+    /// and the context the caller made it in. Calls it makes meanwhile
+    /// are spans under that one (see `traced`).
+    pub(crate) serving: Option<(i32, crate::telemetry::Context)>,
     pub(crate) grants: Grants,
     pub(crate) kernel: Arc<Kernel>,
     /// The runtime, for spawning and controlling children.

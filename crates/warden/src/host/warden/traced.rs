@@ -4,23 +4,53 @@
 //! the bytes each way. Nothing is measured for a task without a trace or
 //! a runtime without tracing.
 //!
+//! A call carries its span's context to its server. A server that is not
+//! traced itself but received a traced call, and has not answered it yet,
+//! makes its own calls as spans under that call's: a request's calls
+//! onward through a chain of services are one tree. (With several traced
+//! calls received and unanswered, the last one received is the parent.)
+//!
 //! A call may take two host calls: `call_fast` makes it and, if the
-//! server has not answered, says `Again`; `call` then waits. The start is
-//! kept from the first until the call ends.
+//! server has not answered, says `Again`; `call` then waits. The start and
+//! the span's context are kept from the first until the call ends.
 
 use super::active::portal_of;
+use super::state::TaskIpc;
 use crate::host::TaskData;
 use crate::ipc::Errno;
 use crate::telemetry::{unix_ns, Context, Span};
 use serde_json::json;
 
 /// The trace context of a call that is beginning: the task's, if it is
-/// traced and spans are recorded; its start is noted.
+/// traced, or that of the traced call it is serving, if spans are
+/// recorded; its start and its own span's context are noted.
 pub(super) fn begin(data: &mut TaskData) -> Option<Context> {
-    let trace = data.shared.trace?;
-    data.ipc().kernel.spans.get()?;
-    data.ipc_mut().traced_began.get_or_insert_with(unix_ns);
+    let ipc = data.ipc();
+    let trace = data.shared.trace.or(ipc.serving.map(|(_, at)| at))?;
+    ipc.kernel.spans.get()?;
+    let ipc = data.ipc_mut();
+    ipc.traced_began
+        .get_or_insert_with(|| (unix_ns(), trace.child()));
     Some(trace)
+}
+
+/// The context a call now being made carries to its server: its span's
+/// if it is traced, else the task's own (if any).
+pub(super) fn carried(ipc: &TaskIpc, task: Option<Context>) -> Option<Context> {
+    ipc.traced_began.map(|(_, at)| at).or(task)
+}
+
+/// The call `handle` received, made in `trace`: calls made until it is
+/// answered are spans under it.
+pub(super) fn received(ipc: &mut TaskIpc, handle: i32, trace: Option<Context>) {
+    ipc.serving = trace.map(|t| (handle, t));
+}
+
+/// The call `handle` was answered (or dropped).
+pub(super) fn answered(ipc: &mut TaskIpc, handle: i32) {
+    if ipc.serving.is_some_and(|(h, _)| h == handle) {
+        ipc.serving = None;
+    }
 }
 
 /// The name of the task serving `portal` (an active or a passive
@@ -53,7 +83,7 @@ pub(super) fn end(
     if fast && matches!(result, Err(Errno::Again)) {
         return;
     }
-    let Some(began) = data.ipc_mut().traced_began.take() else {
+    let Some((began, at)) = data.ipc_mut().traced_began.take() else {
         return;
     };
     let name = format!("call {}", server_of(data, portal));
@@ -67,7 +97,7 @@ pub(super) fn end(
     }
     if let Some(spans) = data.ipc().kernel.spans.get() {
         spans.record(Span {
-            at: trace.child(),
+            at,
             parent: Some(trace.span),
             name,
             kind: 3,
