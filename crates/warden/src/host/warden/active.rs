@@ -82,7 +82,9 @@ pub(super) fn load_request(
     let slot = ipc.call_slot.get(client);
     let mut st = slot.lock();
     st.set_request_with(slot.owner(), req.len(), |b| mem.read(req, b))?;
-    st.trace = super::traced::carried(ipc, client.trace);
+    // What the call carries to its server: its own span's context if
+    // it is traced (see `traced`), else the task's.
+    st.trace = ipc.traced_began.map(|(_, at)| at).or(client.trace);
     st.via = via;
     st.request_objects.clear();
     st.reply_objects.clear();

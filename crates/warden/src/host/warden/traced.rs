@@ -34,12 +34,6 @@ pub(super) fn begin(data: &mut TaskData) -> Option<Context> {
     Some(trace)
 }
 
-/// The context a call now being made carries to its server: its span's
-/// if it is traced, else the task's own (if any).
-pub(super) fn carried(ipc: &TaskIpc, task: Option<Context>) -> Option<Context> {
-    ipc.traced_began.map(|(_, at)| at).or(task)
-}
-
 /// The call `handle` received, made in `trace`: calls made until it is
 /// answered are spans under it.
 pub(super) fn received(ipc: &mut TaskIpc, handle: i32, trace: Option<Context>) {
