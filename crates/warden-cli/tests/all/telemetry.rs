@@ -457,7 +457,8 @@ fn a_traced_task_s_calls_are_spans_under_it() {
 /// A traced task calls a relay, which is not traced and calls on to an
 /// echo server for each call it receives: the relay's calls are spans
 /// under the task's calls (each under the call it was serving), and an
-/// untraced client's calls through the same relay add none.
+/// untraced client's calls through the same relay add none. The same
+/// through a passive service, whose handler runs on the caller's thread.
 #[test]
 fn calls_onward_from_a_served_call_are_spans_under_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -495,18 +496,43 @@ fn calls_onward_from_a_served_call_are_spans_under_it() {
         let r = run_one(&rt, c, Duration::from_secs(60));
         assert_eq!(r.exit_code, Some(0), "{r:?}");
     }
-    // 3 calls, 3 onward calls, the client's task span.
-    let spans = spans_of(&jaeger, trace, 7);
+    // A passive handler calls only passive services (it cannot wait).
+    for (name, uses) in [("pback", vec![]), ("mid", vec!["pback".to_string()])] {
+        let mut p = spec(dir.path(), name, guests::PASSIVE);
+        p.passive = true;
+        p.ipc.provides = vec![name.into()];
+        p.ipc.uses = uses;
+        rt.spawn(&p).unwrap();
+    }
+    let mut caller = spec(dir.path(), "caller", guests::CALLER);
+    caller.args = ["mid", "nest pback echo one", "nest pback echo two"]
+        .map(String::from)
+        .to_vec();
+    caller.ipc.uses = vec!["mid".into()];
+    caller.trace = ctx;
+    assert_eq!(
+        run_one(&rt, &caller, Duration::from_secs(60)).exit_code,
+        Some(0)
+    );
+    let said = stdout_of(dir.path(), "caller");
+    assert!(said.contains("nest pback echo two -> two"), "{said}");
+    // 3 + 2 calls, as many onward, two task spans.
+    let spans = spans_of(&jaeger, trace, 12);
     let named = |name: &str| -> Vec<&serde_json::Value> {
         spans
             .iter()
             .filter(|s| s["operationName"] == name)
             .collect()
     };
-    let (calls, onward) = (named("call front"), named("call back"));
-    assert_eq!((calls.len(), onward.len()), (3, 3), "{spans:?}");
+    let calls = named("call front");
+    assert_eq!(calls.len(), 3, "{spans:?}");
     assert!(calls.iter().all(|c| c["references"][0]["spanID"] == parent));
-    for o in &onward {
+    let (calls_mid, onward) = (named("call mid"), named("call back"));
+    let onward_mid = named("call pback");
+    assert_eq!((calls_mid.len(), onward.len()), (2, 3), "{spans:?}");
+    assert_eq!(onward_mid.len(), 2, "{spans:?}");
+    let calls: Vec<_> = calls.into_iter().chain(calls_mid).collect();
+    for o in onward.iter().chain(&onward_mid) {
         let up = &o["references"][0]["spanID"];
         assert!(
             calls.iter().any(|c| &c["spanID"] == up),

@@ -225,11 +225,14 @@ fn passive_call(
 ) -> Result<i64, Errno> {
     let req = range(mem.len(), req, len32(req_len))?;
     let cap = len32(resp_cap).min(data.ipc().grants.max_message_bytes) as u32;
+    // The call's span's context if it is traced, else the task's.
+    let ipc = data.ipc();
+    let trace = ipc.traced_began.map(|(_, at)| at).or(data.shared.trace);
     let n = invoke(
         p,
         server,
-        req.len() as u32,
-        cap,
+        (req.len() as u32, cap),
+        trace,
         // SAFETY: both ranges are checked against their memories, which
         // stay mapped for the whole call (memories never move or shrink).
         |smem, at| unsafe { copy_racy(mem.at(req.start), smem.at(at), req.len()) },

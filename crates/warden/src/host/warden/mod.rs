@@ -212,7 +212,13 @@ fn add_passive_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> 
              rc: i32,
              rh: i32,
              rn: i32| {
-                ret64(direct::call_nested(&mut c, (a, b, l, h, n, r, rc, rh, rn)))
+                // A span if the passive task serves a traced call.
+                let trace = traced::begin(c.data_mut());
+                let result = direct::call_nested(&mut c, (a, b, l, h, n, r, rc, rh, rn));
+                if let Some(t) = trace {
+                    traced::end(c.data_mut(), t, (a, l), &result, false);
+                }
+                ret64(result)
             },
         )?;
     }

@@ -268,8 +268,8 @@ pub(super) async fn passive_bytes(p: &Passive, request: &[u8]) -> Result<Vec<u8>
     let n = invoke(
         p,
         &mut server,
-        len,
-        cap,
+        (len, cap),
+        None,
         |smem, at| smem.write(at, request),
         |smem, at, n| {
             reply.resize(n, 0);
@@ -288,12 +288,14 @@ pub(super) async fn passive_bytes(p: &Passive, request: &[u8]) -> Result<Vec<u8>
 /// given; the handler may write up to `cap` reply bytes, which `take`
 /// reads (offset, length). Returns the handler's result: the reply's
 /// length or its error code. A handler that breaks the protocol gets the
-/// caller `Inval`; one that traps ends the server (`PeerDied`).
+/// caller `Inval`; one that traps ends the server (`PeerDied`). The calls
+/// the handler makes are spans under `trace`, the call's context, if it
+/// is traced (see `traced`).
 pub(super) fn invoke(
     p: &Passive,
     server: &mut Option<Server>,
-    len: u32,
-    cap: u32,
+    (len, cap): (u32, u32),
+    trace: Option<crate::telemetry::Context>,
     fill: impl FnOnce(GuestMem, usize),
     take: impl FnOnce(GuestMem, usize, usize) -> Result<(), Errno>,
 ) -> Result<i64, Errno> {
@@ -312,7 +314,10 @@ pub(super) fn invoke(
         range(mem.len(), buf as i32, need as u64).map_err(|_| Ok(Errno::Inval))?;
         fill(mem, buf as usize);
         p.clock.begin();
+        // No handle names a passive call: -1 marks it served.
+        s.store.data_mut().ipc_mut().serving = trace.map(|t| (-1, t));
         let r = s.handler.call(&mut s.store, (buf, len, buf + at, cap));
+        s.store.data_mut().ipc_mut().serving = None;
         p.shared.charge_served(p.clock.end());
         let n = r.map_err(Err)?;
         // A reply longer than the buffer, or a code that is not an error
