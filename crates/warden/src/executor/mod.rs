@@ -58,6 +58,7 @@ mod worker;
 pub(crate) use handoff::{hand_off, host_hand_off};
 use harness::kill;
 pub use idle::{IdleSpin, IDLE_SPIN};
+pub use spare::stuck_ticks;
 
 use crate::task::{TaskId, TaskShared, TaskStatus};
 use crate::trim::HeapTrim;
@@ -185,6 +186,11 @@ pub struct Threads {
     /// How workers hand free heap back to the system when a mass death
     /// asks them to.
     pub heap_trim: Arc<HeapTrim>,
+    /// Ticks a worker stays inside one poll before it counts as stuck in
+    /// a host call (see [`spare`]): at least [`spare::STUCK`], and well
+    /// beyond the longest slice, so that no guest running out its slice
+    /// is taken for one.
+    pub stuck_ticks: u64,
 }
 
 #[cfg(test)]
@@ -196,6 +202,7 @@ impl Threads {
             workers,
             idle_spin: Arc::default(),
             heap_trim: Arc::default(),
+            stuck_ticks: spare::STUCK,
         }
     }
 }

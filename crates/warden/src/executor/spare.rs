@@ -7,7 +7,8 @@
 //! preopened directory (a task's file calls run on its worker, see
 //! `runtime::disks`), a slow disk. The timer looks at every worker each
 //! tick. While more workers than there are spares have been inside one
-//! poll for [`STUCK`] or longer and tasks wait in the run queue, it starts
+//! poll for [`STUCK`] (or four slices, if longer: see [`stuck_ticks`]) or
+//! longer and tasks wait in the run queue, it starts
 //! a spare thread, up to [`MAX_SPARES`]; a spare runs queued tasks as a
 //! worker does and ends once the stuck workers are fewer than the spares,
 //! or after it has found the queue empty for [`SPARE_IDLE`] (Go's runtime
@@ -26,8 +27,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How long a worker stays inside one poll before it counts as stuck.
+/// How long a worker stays inside one poll before it counts as stuck,
+/// at least (ticks).
 pub const STUCK: u64 = 20;
+
+/// The ticks after which a worker inside one poll counts as stuck, for
+/// slices of `slice`: [`STUCK`], or four slices if that is longer.
+pub fn stuck_ticks(slice: Duration) -> u64 {
+    let slice = (slice.as_nanos() / super::TICK.as_nanos()).max(1) as u64;
+    STUCK.max(slice.saturating_mul(4))
+}
 /// The most spare threads at once.
 pub const MAX_SPARES: usize = 64;
 /// How long a spare waits for work before it ends.
@@ -47,17 +56,21 @@ pub(super) struct Slots {
     spares: AtomicUsize,
     /// Workers and spares stuck at the last tick.
     stuck: AtomicUsize,
+    /// Ticks inside one poll that make a worker stuck.
+    after: u64,
 }
 
 impl Slots {
-    /// Places for `workers` workers (the first ones, taken) and the spares.
-    pub(super) fn new(workers: usize) -> Slots {
+    /// Places for `workers` workers (the first ones, taken) and the
+    /// spares; a worker is stuck after `after` ticks in one poll.
+    pub(super) fn new(workers: usize, after: u64) -> Slots {
         let n = workers + MAX_SPARES;
         Slots {
             began: (0..n).map(|_| AtomicU64::new(0)).collect(),
             taken: (0..n).map(|i| AtomicBool::new(i < workers)).collect(),
             spares: AtomicUsize::new(0),
             stuck: AtomicUsize::new(0),
+            after,
         }
     }
 
@@ -93,7 +106,7 @@ pub(super) fn watch(exec: &Arc<Shared>) {
         .began
         .iter()
         .map(|b| b.load(Ordering::Relaxed))
-        .filter(|&b| b != 0 && now.saturating_sub(b) >= STUCK)
+        .filter(|&b| b != 0 && now.saturating_sub(b) >= exec.slots.after)
         .count();
     exec.slots.stuck.store(stuck, Ordering::Relaxed);
     let spares = exec.slots.spares();
@@ -179,4 +192,16 @@ fn leave(exec: &Shared, slot: usize) {
     exec.slots.began[slot].store(0, Ordering::Relaxed);
     exec.slots.spares.fetch_sub(1, Ordering::AcqRel);
     exec.slots.taken[slot].store(false, Ordering::Release);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_guest_running_out_a_long_slice_is_not_taken_for_a_stuck_worker() {
+        assert_eq!(stuck_ticks(Duration::from_millis(4)), STUCK);
+        assert_eq!(stuck_ticks(Duration::ZERO), STUCK);
+        assert_eq!(stuck_ticks(Duration::from_millis(50)), 200);
+    }
 }

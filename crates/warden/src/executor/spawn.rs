@@ -44,7 +44,7 @@ impl Executor {
             switch_ns: AtomicU64::new(0),
             spin: threads.idle_spin,
             trim: threads.heap_trim,
-            slots: super::spare::Slots::new(threads.workers.max(1)),
+            slots: super::spare::Slots::new(threads.workers.max(1), threads.stuck_ticks),
         });
         let mut handles = Vec::new();
         for i in 0..threads.workers.max(1) {

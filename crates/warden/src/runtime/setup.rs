@@ -254,6 +254,7 @@ pub(super) fn executor(
             workers: config.workers,
             idle_spin: tasks.spin.clone(),
             heap_trim: tasks.trim.clone(),
+            stuck_ticks: crate::executor::stuck_ticks(config.slice),
         },
         Box::new(tree),
         tokio.handle().clone(),
