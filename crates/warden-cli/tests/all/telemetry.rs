@@ -365,16 +365,7 @@ fn a_request_crossing_two_nodes_is_one_trace() {
 fn a_traced_task_s_calls_are_spans_under_it() {
     let dir = tempfile::tempdir().unwrap();
     let jaeger = Jaeger::start(dir.path());
-    let rt = warden::Runtime::new(warden::RuntimeConfig {
-        workers: 2,
-        otlp: Some((
-            format!("http://127.0.0.1:{}", jaeger.otlp),
-            "warden-calls".into(),
-        )),
-        cache_dir: Some(crate::components::cache_dir()),
-        ..warden::RuntimeConfig::default()
-    })
-    .unwrap();
+    let rt = jaeger.runtime("warden-calls");
     let trace = "6cf92f3577b34da6a3ce929d0e0e4736";
     let parent = "00f067aa0ba902b7";
     let ctx = warden::telemetry::Context::from_traceparent(&format!("00-{trace}-{parent}-01"));
@@ -463,15 +454,7 @@ fn a_traced_task_s_calls_are_spans_under_it() {
 fn calls_onward_from_a_served_call_are_spans_under_it() {
     let dir = tempfile::tempdir().unwrap();
     let jaeger = Jaeger::start(dir.path());
-    let rt = warden::Runtime::new(warden::RuntimeConfig {
-        workers: 2,
-        otlp: Some((
-            format!("http://127.0.0.1:{}", jaeger.otlp),
-            "warden-onward".into(),
-        )),
-        ..warden::RuntimeConfig::default()
-    })
-    .unwrap();
+    let rt = jaeger.runtime("warden-onward");
     let trace = "7cf92f3577b34da6a3ce929d0e0e4736";
     let parent = "00f067aa0ba902b7";
     let ctx = warden::telemetry::Context::from_traceparent(&format!("00-{trace}-{parent}-01"));
@@ -540,6 +523,19 @@ fn calls_onward_from_a_served_call_are_spans_under_it() {
         );
     }
     rt.kill_all("test over");
+}
+
+impl Jaeger {
+    /// A runtime of two workers sending its spans here as `service`.
+    fn runtime(&self, service: &str) -> warden::Runtime {
+        warden::Runtime::new(warden::RuntimeConfig {
+            workers: 2,
+            otlp: Some((format!("http://127.0.0.1:{}", self.otlp), service.into())),
+            cache_dir: Some(crate::components::cache_dir()),
+            ..warden::RuntimeConfig::default()
+        })
+        .unwrap()
+    }
 }
 
 /// Span `span`'s tag `key`, as Jaeger's query API gives it.
