@@ -75,12 +75,12 @@ struct State {
     fault: Option<Fault>,
     writer: Option<Waker>,
     reader: Option<Waker>,
+    limit: u64,
 }
 
 struct Shared {
     state: Mutex<State>,
     window: usize,
-    limit: u64,
     meter: Option<Arc<dyn Meter>>,
 }
 
@@ -125,9 +125,9 @@ pub fn pipe(window: usize, limit: u64, meter: Option<Arc<dyn Meter>>) -> (PipeWr
             fault: None,
             writer: None,
             reader: None,
+            limit,
         }),
         window,
-        limit,
         meter,
     });
     (PipeWriter(shared.clone()), PipeReader(shared))
@@ -171,8 +171,8 @@ impl PipeWriter {
         let n = bytes.len() as u64;
         let mut st = self.0.lock();
         Self::room_in(&st, self.0.window)?;
-        let fault = if st.total + n > self.0.limit {
-            Some(Fault::TooLong(self.0.limit))
+        let fault = if st.total + n > st.limit {
+            Some(Fault::TooLong(st.limit))
         } else {
             self.0
                 .meter
@@ -242,6 +242,16 @@ impl PipeReader {
         }
         wake(writer);
         Poll::Ready(Some(Ok(chunk.freeze())))
+    }
+
+    /// Lowers the pipe's total limit by `n` (bytes its writer sent by
+    /// other means); a pipe already past the new limit fails.
+    pub fn lower_limit(&mut self, n: u64) {
+        let mut st = self.0.lock();
+        st.limit = st.limit.saturating_sub(n);
+        if st.total > st.limit && st.fault.is_none() {
+            st.fault = Some(Fault::TooLong(st.limit));
+        }
     }
 
     /// From now on, every write wakes the reader.

@@ -31,6 +31,7 @@ mod hello;
 mod hostile;
 mod http;
 mod http_fresh;
+mod http_servlet_streamed;
 mod http_streamed;
 mod https;
 mod inheritance_limits;

@@ -5,18 +5,18 @@
 mod component;
 mod module;
 mod running;
+mod servlet;
 mod streamed;
 mod traced;
 
 pub(crate) use module::RouteModule;
 use running::Running;
 
-use traced::{call_span, Traced, REQUEST_TRACE};
+use traced::{Traced, REQUEST_TRACE};
 
 use super::cgi;
 use super::config::{Handler, RouteSpec};
 use crate::ipc::client::HostClient;
-use crate::ipc::Errno;
 use crate::runtime::RouteStats;
 use crate::runtime::{Error, Runtime};
 use crate::serving::budget;
@@ -147,8 +147,7 @@ impl Route {
     ) -> Answer {
         let (parts, body) = req.into_parts();
         let held = body.held();
-        let streams = !matches!(self.spec.handler, Handler::Service(_));
-        let body = match self.body(&parts, body, streams).await {
+        let body = match self.body(&parts, body).await {
             Ok(b) => b,
             Err(answer) => return answer,
         };
@@ -170,13 +169,7 @@ impl Route {
                 let env = cgi::environment(&meta, &template.env);
                 self.per_request(rt, env, body, held, deadline, slot).await
             }
-            Handler::Service(name) => {
-                let _slot = slot;
-                let streamed::Input::Whole(body) = body else {
-                    unreachable!("a servlet's request is read whole")
-                };
-                self.servlet(name, &parts, &body, deadline, held).await
-            }
+            Handler::Service(name) => self.servlet(name, &parts, body, deadline, held, slot).await,
             Handler::Component(_) => {
                 let body = self.upload(body);
                 let request = component::request(parts, body, local);
@@ -269,21 +262,16 @@ impl Route {
     }
 
     /// The request's body, within the route's size and time limits: read
-    /// whole, or (if `streams`) its first [`streamed::STREAM_AT`] bytes
-    /// and the rest to come.
-    async fn body(
-        &self,
-        parts: &Parts,
-        mut body: RequestBody,
-        streams: bool,
-    ) -> Result<streamed::Input, Answer> {
+    /// whole, or its first [`streamed::STREAM_AT`] bytes and the rest to
+    /// come.
+    async fn body(&self, parts: &Parts, mut body: RequestBody) -> Result<streamed::Input, Answer> {
         let max = self.spec.max_body;
         if declared_length(parts).is_some_and(|n| n > max) {
             return Err(self.unread(None));
         }
         let limit = usize::try_from(max).unwrap_or(usize::MAX);
         // A body that may be longer than its first bytes is streamed.
-        let enough = match streams && limit > streamed::STREAM_AT {
+        let enough = match limit > streamed::STREAM_AT {
             true => streamed::STREAM_AT,
             false => usize::MAX,
         };
@@ -460,99 +448,6 @@ impl Route {
             format!("handler's response over {} bytes", self.spec.max_response),
         )
     }
-
-    /// A servlet: one portal call carrying the request; the reply is CGI.
-    ///
-    /// The reply is charged to the request's budget (`held`) as it leaves
-    /// the call's buffer, before any copy is made for the answer: one
-    /// over `max_response` is 502, one the budget cannot take 503.
-    async fn servlet(
-        &self,
-        name: &str,
-        parts: &Parts,
-        body: &[u8],
-        deadline: Instant,
-        held: Option<Arc<budget::Held>>,
-    ) -> Answer {
-        let client = self.client.as_ref().expect("servlet routes have a client");
-        let request = servlet_request(parts, body);
-        let max = self.spec.max_response;
-        // Why the reply was refused: over `max_response` (None), or
-        // over a budget.
-        let refused = std::sync::OnceLock::new();
-        let admit = |n: usize| {
-            let charge = match &held {
-                _ if n > max => Err(None),
-                Some(h) => h.charge(n as u64).map_err(Some),
-                None => Ok(()),
-            };
-            charge.map_err(|why| {
-                let _ = refused.set(why);
-                Errno::Quota
-            })
-        };
-        // When tracing, the call is a span of the request's, and carries
-        // it (to another node, in its frame).
-        let traced = traced::call_context();
-        let from = crate::ipc::client::Calling {
-            origin: None,
-            trace: traced.as_ref().map(|((at, _), _)| *at),
-        };
-        let call = client.call_within(from, name, &request, &admit);
-        let began = crate::telemetry::unix_ns();
-        let result = tokio::time::timeout_at(deadline, call).await;
-        if let Some((at, spans)) = traced {
-            let reply = result.as_ref().ok().and_then(|r| r.as_ref().ok());
-            spans.record(call_span(
-                at,
-                name,
-                began,
-                request.len(),
-                reply.map(Vec::len),
-            ));
-        }
-        let charged = held.is_some();
-        self.servlet_answer(name, result, refused.get().copied(), charged)
-    }
-
-    /// The answer for a servlet call to `name` that ended as `result`
-    /// (`Err`: past the timeout), its reply refused (if it was) for
-    /// `refused` (over `max_response`, or a budget), `charged` if the
-    /// reply was charged to the request.
-    fn servlet_answer(
-        &self,
-        name: &str,
-        result: Result<Result<Vec<u8>, Errno>, tokio::time::error::Elapsed>,
-        refused: Option<Option<budget::Full>>,
-        charged: bool,
-    ) -> Answer {
-        let max = self.spec.max_response;
-        match result {
-            Err(_) => text(
-                504,
-                format!(
-                    "servlet {name:?} did not answer within {:?}",
-                    self.spec.timeout
-                ),
-            ),
-            Ok(Err(Errno::Denied)) => text(503, format!("no task provides {name:?}")),
-            Ok(Err(_)) if refused.is_some() => match refused {
-                Some(Some(full)) => text(503, format!("busy: {full}")),
-                _ => text(
-                    502,
-                    format!("servlet {name:?}: its response is over {max} bytes"),
-                ),
-            },
-            Ok(Err(e)) => text(502, format!("servlet {name:?}: {e}")),
-            Ok(Ok(reply)) => {
-                let mut answer = from_cgi(reply);
-                if charged {
-                    answer.extensions_mut().insert(budget::Charged);
-                }
-                answer
-            }
-        }
-    }
 }
 
 /// The answer for a per-request task that ended as `status`, unless it
@@ -630,29 +525,6 @@ fn declared_length(parts: &Parts) -> Option<u64> {
         .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
 }
 
-/// A servlet's request: the head (request line, header lines, empty
-/// line; CRLF) and the body. An HTTP/2 request's line says `HTTP/2.0`.
-fn servlet_request(parts: &Parts, body: &[u8]) -> Vec<u8> {
-    use std::io::Write;
-    let mut out = Vec::with_capacity(256 + body.len());
-    let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
-    let _ = write!(out, "{} {} {:?}\r\n", parts.method, target, parts.version);
-    // An HTTP/2 request's host is in its URI: it becomes the header an
-    // HTTP/1.1 request would have carried.
-    if let (None, Some(host)) = (parts.headers.get(hyper::header::HOST), cgi::host(parts)) {
-        let _ = write!(out, "host: {host}\r\n");
-    }
-    for (name, value) in &parts.headers {
-        out.extend_from_slice(name.as_str().as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
-    out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(body);
-    out
-}
-
 /// The HTTP answer a CGI response stands for (502 if malformed).
 fn from_cgi(out: Vec<u8>) -> Answer {
     cgi_answer(out.into()).unwrap_or_else(|malformed| malformed)
@@ -677,40 +549,4 @@ fn cgi_answer(out: Bytes) -> Result<Answer, Answer> {
         headers.append(name, value);
     }
     Ok(r)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::servlet_request;
-
-    fn head(req: hyper::Request<()>) -> String {
-        let (parts, ()) = req.into_parts();
-        String::from_utf8(servlet_request(&parts, b"body")).unwrap()
-    }
-
-    #[test]
-    fn a_servlet_gets_the_head_as_received_and_the_body() {
-        let req = hyper::Request::post("/kv/a?b=1")
-            .header("Host", "x:1")
-            .header("X-A", "1")
-            .body(())
-            .unwrap();
-        assert_eq!(
-            head(req),
-            "POST /kv/a?b=1 HTTP/1.1\r\nhost: x:1\r\nx-a: 1\r\n\r\nbody"
-        );
-    }
-
-    #[test]
-    fn an_http2_request_names_its_host_in_a_header() {
-        let req = hyper::Request::get("http://x:1/kv/a")
-            .version(hyper::Version::HTTP_2)
-            .header("X-A", "1")
-            .body(())
-            .unwrap();
-        assert_eq!(
-            head(req),
-            "GET /kv/a HTTP/2.0\r\nhost: x:1\r\nx-a: 1\r\n\r\nbody"
-        );
-    }
 }

@@ -7,9 +7,8 @@
 //! semantics of a task's portal call: the request is copied into the
 //! kernel, queued FIFO on the service, and the reply copied out; if the
 //! caller gives up (its future is dropped, e.g. on a timeout) the call is
-//! abandoned and the server's late reply gets `PeerDied`. [`HostClient::call_within`]
-//! sends bytes only and drops handles in the reply; [`HostClient::call_portal`]
-//! (the cluster's relays) carries objects both ways. The host lends no
+//! abandoned and the server's late reply gets `PeerDied`. Calls carry
+//! objects both ways (a servlet request's exchange, the cluster's relays). The host lends no
 //! scheduling context: the server runs on its own.
 //!
 //! When a call finds its server waiting in `recv` while the client has
@@ -136,31 +135,9 @@ impl HostClient {
         &self.kernel
     }
 
-    /// Calls the service registered under `name` with `request` as
-    /// `from` says (on behalf of an origin, which the server may ask for;
-    /// in a trace) and returns its
-    /// reply: `Denied` if no live task provides the name; `PeerDied` if
-    /// the server dies or closes the service first; or the error
-    /// `admit_reply` gives for the reply's length (the reply is then
-    /// dropped with the call's buffer). An admitted reply is the call's
-    /// buffer itself, not a copy.
-    pub async fn call_within(
-        &self,
-        from: Calling,
-        name: &str,
-        request: &[u8],
-        admit_reply: &(dyn Fn(usize) -> Result<(), Errno> + Sync),
-    ) -> Result<Vec<u8>, Errno> {
-        let portal = self.lookup_now(name).ok_or(Errno::Denied)?;
-        let (reply, _objects) = self
-            .call_portal_within(from, portal, request, Vec::new(), admit_reply)
-            .await?;
-        Ok(reply)
-    }
-
     /// A portal to the live service `name` here, or else on a node of
     /// the cluster known to serve it, without waiting for one.
-    fn lookup_now(&self, name: &str) -> Option<super::service::PortalRef> {
+    pub fn lookup_now(&self, name: &str) -> Option<super::service::PortalRef> {
         if let Some(p) = self.kernel.names.lookup(name) {
             return Some(p);
         }
@@ -190,7 +167,14 @@ impl HostClient {
             .await
     }
 
-    async fn call_portal_within(
+    /// As [`HostClient::call_portal`], made as `from` says (on behalf
+    /// of an origin, which the server may ask for; in a trace): `Denied`
+    /// if no live task provides the name; `PeerDied` if the server dies
+    /// or closes the service first; or the error `admit_reply` gives for
+    /// the reply's length (the reply is then dropped with the call's
+    /// buffer). An admitted reply is the call's buffer itself, not a
+    /// copy.
+    pub async fn call_portal_within(
         &self,
         from: Calling,
         portal: super::service::PortalRef,

@@ -57,6 +57,8 @@ pub enum Object {
     Listener(Arc<Listener>),
     /// A TCP connection.
     Conn(Arc<Conn>),
+    /// A servlet request's exchange (see `exchange`).
+    Exchange(super::exchange::ExchangeEnd),
     /// The claim on a block device (not copied, not sent: see `dev`).
     Device(crate::dev::Claim),
     /// A supervisor of the task's children (not copied, not sent:
@@ -76,6 +78,7 @@ impl Object {
             Object::Module(m) => Object::Module(m.clone()),
             Object::Listener(l) => Object::Listener(l.clone()),
             Object::Conn(c) => Object::Conn(c.clone()),
+            Object::Exchange(x) => Object::Exchange(x.dup()),
             Object::Call(_) | Object::Device(_) | Object::Supervisor(_) => {
                 return Err(Errno::Inval)
             }
@@ -92,6 +95,7 @@ impl Object {
                 | Object::Permit(_)
                 | Object::Listener(_)
                 | Object::Conn(_)
+                | Object::Exchange(_)
         )
     }
 

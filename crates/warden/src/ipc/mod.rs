@@ -7,6 +7,7 @@
 //!   service, and blocks the client until the server replies.
 //! - [`names`]: the name service, with waiting lookups.
 //! - [`client`]: calls made by the host itself, not by a task.
+//! - [`exchange`]: a servlet request's stream of body and answer.
 //! - [`memobj`]: kernel-owned memory objects with views and revocation.
 //! - [`permit`]: grants of access to a range of a task's own memory.
 //! - [`files`]: what tasks' served directories carried, per file service.
@@ -33,6 +34,7 @@
 
 pub mod call;
 pub mod client;
+pub mod exchange;
 pub mod files;
 pub mod handle;
 pub mod memobj;

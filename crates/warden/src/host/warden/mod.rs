@@ -15,6 +15,7 @@
 mod active;
 mod device;
 mod direct;
+mod exchange;
 mod handles;
 mod ipc;
 mod mem;

@@ -1,8 +1,11 @@
 //! The `warden` socket functions: listen, accept, connect, send,
 //! receive, shut down, addresses (`poll` over them and every other
 //! waitable handle is in `poll.rs`). Sockets are handles here; the moving
-//! of bytes, the pacing and the grants' checks are `host::sockets`'.
+//! of bytes, the pacing and the grants' checks are `host::sockets`'. A
+//! servlet request's exchange takes send, receive and shut down too
+//! (`exchange.rs`).
 
+use super::exchange;
 use crate::host::guest::{len32, memory, range, ret32, ret64};
 use crate::host::sockets::{errno_of, recv_on, send_on, Deadline};
 use crate::host::TaskData;
@@ -60,13 +63,7 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
     linker.func_wrap(
         super::MODULE,
         "sock_shutdown",
-        |c: Caller<'_, TaskData>, h: i32| {
-            ret32(
-                conn_of(c.data(), h)
-                    .and_then(|s| s.shutdown().map_err(|e| errno_of(&e)))
-                    .map(|()| 0),
-            )
-        },
+        |c: Caller<'_, TaskData>, h: i32| ret32(shutdown(c.data(), h)),
     )?;
     linker.func_wrap(
         super::MODULE,
@@ -158,6 +155,16 @@ async fn connect(
     data.ipc_mut().handles.insert(Object::Conn(Arc::new(conn)))
 }
 
+/// Ends the sends on a connection or an exchange.
+fn shutdown(data: &TaskData, h: i32) -> Result<i32, Errno> {
+    if let Some(x) = exchange::exchange_of(data, h) {
+        x.shutdown();
+        return Ok(0);
+    }
+    let conn = conn_of(data, h)?;
+    conn.shutdown().map_err(|e| errno_of(&e)).map(|()| 0)
+}
+
 async fn send(
     mut c: Caller<'_, TaskData>,
     h: i32,
@@ -165,8 +172,12 @@ async fn send(
     len: i32,
     timeout: i64,
 ) -> Result<i64, Errno> {
+    let deadline = Deadline::new(timeout);
+    if let Some(x) = exchange::exchange_of(c.data(), h) {
+        return exchange::send(&mut c, &x, ptr, len32(len), deadline).await;
+    }
     let conn = conn_of(c.data(), h)?;
-    send_on(&mut c, &conn, ptr, len32(len), Deadline::new(timeout)).await
+    send_on(&mut c, &conn, ptr, len32(len), deadline).await
 }
 
 async fn recv(
@@ -176,8 +187,12 @@ async fn recv(
     cap: i32,
     timeout: i64,
 ) -> Result<i64, Errno> {
+    let deadline = Deadline::new(timeout);
+    if let Some(x) = exchange::exchange_of(c.data(), h) {
+        return exchange::recv(&mut c, &x, ptr, len32(cap), deadline).await;
+    }
     let conn = conn_of(c.data(), h)?;
-    recv_on(&mut c, &conn, ptr, len32(cap), Deadline::new(timeout)).await
+    recv_on(&mut c, &conn, ptr, len32(cap), deadline).await
 }
 
 fn address(

@@ -1,6 +1,6 @@
 //! `poll`: one wait over every kind of waitable handle — connections and
-//! listeners (readiness as `poll(2)` sees it), services (a call waits) and
-//! child tasks (ended) — so one task can serve calls and connections
+//! listeners (readiness as `poll(2)` sees it), services (a call waits),
+//! servlet exchanges, and child tasks (ended) — so one task can serve calls and connections
 //! together.
 
 use super::net::{MAX_POLL_HANDLES, POLL_HUP, POLL_IN, POLL_OUT};
@@ -35,6 +35,7 @@ enum Waitable {
     Service(Arc<Service>),
     Task(Arc<TaskShared>),
     Supervisor(Arc<crate::ipc::supervisor::Supervised>),
+    Exchange(crate::ipc::exchange::ExchangeEnd),
 }
 
 /// One `poll` entry: what it waits on, the events asked and those found.
@@ -95,6 +96,7 @@ async fn poll_in(
                 Object::Service(s) => Waitable::Service(s.service().clone()),
                 Object::Task(t) => Waitable::Task(t.clone()),
                 Object::Supervisor(s) => Waitable::Supervisor(s.clone()),
+                Object::Exchange(x) => Waitable::Exchange(x.dup()),
                 _ => return Err(Errno::BadHandle),
             };
             entries.push(Entry {
@@ -168,6 +170,7 @@ fn check(entries: &mut [Entry], fds: &mut Vec<libc::pollfd>) -> i32 {
                 true => POLL_IN & events,
                 false => 0,
             },
+            Waitable::Exchange(x) => exchange_events(x, events),
         };
         if e.revents != 0 {
             ready += 1;
@@ -192,6 +195,22 @@ fn socket_events(revents: i16, events: u32) -> u32 {
     out & (events | POLL_HUP)
 }
 
+/// An exchange's `WARDEN_POLL_*` bits now: readable (bytes or the body's
+/// end), writable, or hung up (no send can ever be taken).
+fn exchange_events(x: &crate::ipc::exchange::ExchangeEnd, events: u32) -> u32 {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let mut out = 0;
+    if events & POLL_IN != 0 && x.poll_readable(&mut cx).is_ready() {
+        out |= POLL_IN;
+    }
+    match x.poll_writable(&mut cx) {
+        Poll::Ready(Ok(_)) => out |= POLL_OUT,
+        Poll::Ready(Err(_)) => out |= POLL_HUP,
+        Poll::Pending => {}
+    }
+    out & (events | POLL_HUP)
+}
+
 /// Resolves when any entry may have become ready. One entry, the usual
 /// case, is waited on with no allocation; several share one vector.
 async fn any_ready(entries: &[Entry]) {
@@ -209,7 +228,10 @@ async fn any_ready(entries: &[Entry]) {
 /// can only be reported as POLL_IN, so without it, waiting on one would
 /// wake for ever for nothing.
 fn can_wake(on: &Waitable, events: u32) -> bool {
-    matches!(on, Waitable::Conn(_) | Waitable::Listener(_)) || events & POLL_IN != 0
+    matches!(
+        on,
+        Waitable::Conn(_) | Waitable::Listener(_) | Waitable::Exchange(_)
+    ) || events & POLL_IN != 0
 }
 
 /// Resolves when `on` may have become ready for `events` (never, if it
@@ -249,6 +271,18 @@ async fn wait_entry(on: &Waitable, events: u32) {
             let _ = l.ready().await;
         }
         Waitable::Service(s) => std::future::poll_fn(|cx| s.poll_ready(cx)).await,
+        Waitable::Exchange(x) => {
+            std::future::poll_fn(|cx| {
+                let readable = events & POLL_IN != 0 && x.poll_readable(cx).is_ready();
+                let writable = events & POLL_OUT != 0 && x.poll_writable(cx).is_ready();
+                if readable || writable {
+                    Poll::Ready(())
+                } else {
+                    Poll::Pending
+                }
+            })
+            .await
+        }
         Waitable::Supervisor(s) => {
             let due = s.lock().pending.as_ref().map(|p| p.at);
             super::supervise::run_ends(s, due.map(tokio::time::Instant::from_std)).await
