@@ -306,6 +306,14 @@ int64_t warden_sock_send(warden_handle sock, const void *buf, size_t len, int64_
 int64_t warden_sock_recv(warden_handle sock, void *buf, size_t cap, int64_t timeout_ns);       /* bytes read; 0 = peer closed */
 int32_t warden_sock_shutdown(warden_handle sock);                           /* no more sends */
 int32_t warden_sock_addr(warden_handle sock, int32_t peer, char *buf, size_t cap); /* local (peer=0) or peer address as text; returns its length */
+/* A servlet request's exchange (the one handle a call from a web route to
+ * a servlet carries) takes warden_sock_recv (the rest of the request body,
+ * 0 at its end; WARDEN_ERANGE if it broke off or passed max_body),
+ * warden_sock_send (a streamed answer's body, at most 64 KiB a call, once
+ * the reply passed the exchange back; WARDEN_EPEERDIED once the client or
+ * the answer is gone), warden_sock_shutdown (the answer ends complete:
+ * closing the last handle without it cuts the answer short) and
+ * warden_poll (WARDEN_POLL_IN, WARDEN_POLL_OUT). See doc/web.md. */
 typedef struct { warden_handle handle; uint32_t events; uint32_t revents; } warden_pollfd;
 #define WARDEN_POLL_IN  1u  /* data or a connection to accept; a call waiting on a service; a child task ended */
 #define WARDEN_POLL_OUT 2u

@@ -56,8 +56,8 @@ static void stream(uint64_t call, warden_handle ex, size_t n, int unfinished) {
 }
 
 /* Answers at once, then reads the whole body: the `have` bytes the
- * message carried at `body`, then the exchange's; reports their count and
- * byte sum after the head. */
+ * message carried at `body`, then the exchange's (waiting in warden_poll);
+ * reports their count and byte sum after the head. */
 static void upload(uint64_t call, warden_handle ex, const char *body, size_t have) {
     static const char head[] = "Content-Type: text/plain\r\n\r\n";
     warden_reply(call, head, sizeof head - 1, &ex, 1);
@@ -65,7 +65,11 @@ static void upload(uint64_t call, warden_handle ex, const char *body, size_t hav
     for (size_t i = 0; i < have; i++) sum += (unsigned char)body[i];
     static char buf[1 << 16];
     for (;;) {
-        int64_t n = warden_sock_recv(ex, buf, sizeof buf, -1);
+        /* Waits in warden_poll, then takes what came without waiting. */
+        warden_pollfd p = {ex, WARDEN_POLL_IN, 0};
+        if (warden_poll(&p, 1, -1) < 0) break;
+        int64_t n = warden_sock_recv(ex, buf, sizeof buf, 0);
+        if (n == WARDEN_ETIMEOUT) continue;
         if (n <= 0) break;
         for (int64_t i = 0; i < n; i++) sum += (unsigned char)buf[i];
         total += (unsigned long long)n;

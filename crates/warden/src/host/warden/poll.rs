@@ -211,6 +211,20 @@ fn exchange_events(x: &crate::ipc::exchange::ExchangeEnd, events: u32) -> u32 {
     out & (events | POLL_HUP)
 }
 
+/// Resolves when `x` may have become ready for `events`.
+async fn exchange_ready(x: &crate::ipc::exchange::ExchangeEnd, events: u32) {
+    std::future::poll_fn(|cx| {
+        let readable = events & POLL_IN != 0 && x.poll_readable(cx).is_ready();
+        let writable = events & POLL_OUT != 0 && x.poll_writable(cx).is_ready();
+        if readable || writable {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
+}
+
 /// Resolves when any entry may have become ready. One entry, the usual
 /// case, is waited on with no allocation; several share one vector.
 async fn any_ready(entries: &[Entry]) {
@@ -271,18 +285,7 @@ async fn wait_entry(on: &Waitable, events: u32) {
             let _ = l.ready().await;
         }
         Waitable::Service(s) => std::future::poll_fn(|cx| s.poll_ready(cx)).await,
-        Waitable::Exchange(x) => {
-            std::future::poll_fn(|cx| {
-                let readable = events & POLL_IN != 0 && x.poll_readable(cx).is_ready();
-                let writable = events & POLL_OUT != 0 && x.poll_writable(cx).is_ready();
-                if readable || writable {
-                    Poll::Ready(())
-                } else {
-                    Poll::Pending
-                }
-            })
-            .await
-        }
+        Waitable::Exchange(x) => exchange_ready(x, events).await,
         Waitable::Supervisor(s) => {
             let due = s.lock().pending.as_ref().map(|p| p.at);
             super::supervise::run_ends(s, due.map(tokio::time::Instant::from_std)).await
