@@ -168,6 +168,20 @@ fn typed(
         "`KV_CLIENT` and `KV_SERVER` composed into one component by `wasm-tools compose`.",
         composed,
     );
+    let relay = typed_core(dir, out, "kv_relay", &["-mexec-model=reactor"])
+        .and_then(|core| embed_new(out, "kv_relay", &core, &wit, "relay", false));
+    put(
+        "kv_relay",
+        "`guests/components/kv_relay.c`: serves warden-test:kv/front, calling on to the store.",
+        relay,
+    );
+    let front = typed_core(dir, out, "kv_front_client", &entry)
+        .and_then(|core| embed_new(out, "kv_front_client", &core, &wit, "front-client", true));
+    put(
+        "kv_front_client",
+        "`guests/components/kv_front_client.c`: imports warden-test:kv/front.",
+        front,
+    );
     for (name, define) in [("renamed", "FETCH"), ("field", "ENTRIES"), ("param", "SET")] {
         let stem = format!("kv_{name}");
         let flag = format!("-DPROBE_{define}");

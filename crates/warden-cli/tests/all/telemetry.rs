@@ -525,6 +525,61 @@ fn calls_onward_from_a_served_call_are_spans_under_it() {
     rt.kill_all("test over");
 }
 
+/// A traced component calls a typed relay, which is not traced and calls
+/// on to the store for each call it serves: the relay's calls are spans
+/// under the client's typed calls; an untraced client's add none.
+#[test]
+fn typed_calls_onward_from_a_served_call_are_spans_under_it() {
+    use crate::components::component;
+    let dir = tempfile::tempdir().unwrap();
+    let jaeger = Jaeger::start(dir.path());
+    let rt = jaeger.runtime("warden-typed-onward");
+    let trace = "8cf92f3577b34da6a3ce929d0e0e4736";
+    let parent = "00f067aa0ba902b7";
+    let ctx = warden::telemetry::Context::from_traceparent(&format!("00-{trace}-{parent}-01"));
+    let mut kv = spec(dir.path(), "kv", component(guests::KV_SERVER));
+    kv.serves = vec!["warden-test:kv/store".into()];
+    kv.ipc.provides = vec!["kv".into()];
+    rt.spawn(&kv).unwrap();
+    let mut relay = spec(dir.path(), "relay", component(guests::KV_RELAY));
+    relay.serves = vec!["warden-test:kv/front".into()];
+    relay.ipc.provides = vec!["front".into()];
+    relay.ipc.uses = vec!["kv".into()];
+    relay.binds = vec![("warden-test:kv/store".into(), "kv".into())];
+    rt.spawn(&relay).unwrap();
+    let mut client = spec(dir.path(), "client", component(guests::KV_FRONT_CLIENT));
+    client.ipc.uses = vec!["front".into()];
+    client.binds = vec![("warden-test:kv/front".into(), "front".into())];
+    let mut quiet = client.clone();
+    quiet.name = "untraced".into();
+    client.trace = ctx;
+    for c in [&client, &quiet] {
+        let r = run_one(&rt, c, Duration::from_secs(60));
+        assert_eq!(r.exit_code, Some(0), "{r:?}");
+    }
+    // 3 calls, 3 onward, the client's task span.
+    let spans = spans_of(&jaeger, trace, 7);
+    let named = |name: &str| -> Vec<&serde_json::Value> {
+        spans
+            .iter()
+            .filter(|s| s["operationName"] == name)
+            .collect()
+    };
+    let calls = named("typed call warden-test:kv/front@0.1.0.set");
+    let onward = named("typed call warden-test:kv/store@0.1.0.set");
+    assert_eq!((calls.len(), onward.len()), (3, 3), "{spans:?}");
+    assert!(calls.iter().all(|c| c["references"][0]["spanID"] == parent));
+    for o in &onward {
+        let up = &o["references"][0]["spanID"];
+        assert!(
+            calls.iter().any(|c| &c["spanID"] == up),
+            "an onward call under no call of the client's: {o}"
+        );
+        assert_eq!(tag(o, "warden.service.task"), "kv");
+    }
+    rt.kill_all("test over");
+}
+
 impl Jaeger {
     /// A runtime of two workers sending its spans here as `service`.
     fn runtime(&self, service: &str) -> warden::Runtime {

@@ -71,6 +71,33 @@ fn values_cross_by_copy_to_an_active_and_a_passive_server() {
     }
 }
 
+/// A server that imports an interface itself (a relay in front of the
+/// store) has its imports bound at its start, as a client's are: its
+/// client's calls go through it to the store, active and passive alike.
+#[test]
+fn a_server_s_own_imports_are_bound_at_its_start() {
+    for passive in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = runtime();
+        rt.spawn(&server(dir.path(), false)).unwrap();
+        let mut relay = util::spec(dir.path(), "relay", component(guests::KV_RELAY));
+        relay.serves = vec!["warden-test:kv/front".into()];
+        relay.ipc.provides = vec!["front".into()];
+        relay.passive = passive;
+        relay.ipc.uses = vec!["kv".into()];
+        relay.binds = vec![(IFACE.into(), "kv".into())];
+        let mut front = util::spec(dir.path(), "client", component(guests::KV_FRONT_CLIENT));
+        front.args = vec!["4".into()];
+        front.ipc.uses = vec!["front".into()];
+        front.binds = vec![("warden-test:kv/front".into(), "front".into())];
+        let (r, _) = call(&rt, &relay, &front);
+        let out = util::stdout_of(dir.path(), "client");
+        assert_eq!(r.exit_code, Some(0), "passive {passive}: {r:?}\n{out}");
+        assert_eq!(out, "front ok 4\n", "passive {passive}");
+        rt.kill_all("test over");
+    }
+}
+
 #[test]
 fn results_are_copied_into_the_caller_within_its_message_bound() {
     let dir = tempfile::tempdir().unwrap();

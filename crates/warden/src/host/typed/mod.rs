@@ -53,6 +53,9 @@ pub(crate) struct State {
     /// Longest a call to an active server is waited for.
     call_timeout: Option<Duration>,
     kernel: Option<Arc<Kernel>>,
+    /// While a server runs a traced caller's call: that call's span, which
+    /// the server's own calls become children of.
+    pub(super) serving: Option<crate::telemetry::Context>,
 }
 
 /// One bound import: the server, and for each imported function the
@@ -74,6 +77,7 @@ impl super::Group for State {
             max_bytes: p.spec.ipc.max_message_bytes,
             call_timeout: p.spec.call_timeout,
             kernel: Some(p.kernel.clone()),
+            serving: None,
         })
     }
 }
@@ -137,18 +141,20 @@ async fn call(
     results: &mut [Val],
 ) -> wasmtime::Result<()> {
     let Some(traced) = traced(&store, at) else {
-        return call_untraced(store, at, params, results).await;
+        return call_untraced(store, at, params, results, None).await;
     };
-    let r = call_untraced(store, at, params, results).await;
+    let r = call_untraced(store, at, params, results, Some(traced.at)).await;
     span(traced, &r);
     r
 }
 
-/// A traced call's context: the caller's trace, the spans' exporter,
-/// the call's name and server, and when it began (`None` if the caller
-/// is not traced or spans are not recorded).
+/// A traced call's context: the caller's trace (its own, or that of the
+/// call it is serving), the call's span, the spans' exporter, the call's
+/// name and server, and when it began (`None` if the caller is not traced
+/// or spans are not recorded).
 struct Traced {
     trace: crate::telemetry::Context,
+    at: crate::telemetry::Context,
     spans: Arc<crate::telemetry::Exporter>,
     name: String,
     server: String,
@@ -156,13 +162,14 @@ struct Traced {
 }
 
 fn traced(store: &StoreContextMut<'_, TaskData>, (i, j): (usize, usize)) -> Option<Traced> {
-    let trace = store.data().shared.trace?;
     let state = &store.data().groups.typed;
+    let trace = store.data().shared.trace.or(state.serving)?;
     let spans = state.kernel.as_ref()?.spans.get()?.clone();
     let b = state.bound.get(i)?.as_ref()?;
     let served = &b.server.funcs[b.funcs[j]];
     Some(Traced {
         trace,
+        at: trace.child(),
         spans,
         name: format!("typed call {}.{}", b.iface, served.name),
         server: b.server.shared.name.clone(),
@@ -178,7 +185,7 @@ fn span(t: Traced, r: &wasmtime::Result<()>) {
         attributes.push(("warden.call.error", json!(e.to_string())));
     }
     t.spans.record(crate::telemetry::Span {
-        at: t.trace.child(),
+        at: t.at,
         parent: Some(t.trace.span),
         name: t.name,
         kind: 3,
@@ -189,12 +196,13 @@ fn span(t: Traced, r: &wasmtime::Result<()>) {
     });
 }
 
-/// [`call`] itself.
+/// [`call`] itself, made in the span `trace` (carried to the server).
 async fn call_untraced(
     store: StoreContextMut<'_, TaskData>,
     (i, j): (usize, usize),
     params: &[Val],
     results: &mut [Val],
+    trace: Option<crate::telemetry::Context>,
 ) -> wasmtime::Result<()> {
     let state = &store.data().groups.typed;
     let Some(b) = state.bound.get(i).cloned().flatten() else {
@@ -208,7 +216,7 @@ async fn call_untraced(
     let began = crate::clock::ticks::now();
     let caller = store.data().shared.clone();
     let out = (b.server)
-        .call(&caller, func, params, results.len(), timeout)
+        .call(&caller, (func, trace), params, results.len(), timeout)
         .await;
     let stats = &served.stats;
     stats.count(crate::clock::ticks::ns_since(began));
@@ -422,8 +430,9 @@ pub(crate) fn check_pair(
     checked(client, iface, (server, &exports), "the server").map(|_| ())
 }
 
-/// A typed server task's whole life as a future: instantiated, its
-/// service registered under `name`, then serving until it ends.
+/// A typed server task's whole life as a future: its own typed imports
+/// bound, instantiated, its service registered under `name`, then serving
+/// until it ends.
 pub(crate) async fn serve(
     pre: wasmtime::component::InstancePre<TaskData>,
     mut store: wasmtime::Store<TaskData>,
@@ -438,6 +447,10 @@ pub(crate) async fn serve(
     }
     let _guard = ShutDown(server.clone());
     let shared = server.shared.clone();
+    // Its own typed imports (a relay's, a composition's) are bound first.
+    if let Err(why) = bind(store.data_mut(), pre.component()).await {
+        return TaskStatus::Trapped(format!("cannot start: {why}"));
+    }
     let instance = match Box::pin(pre.instantiate_async(&mut store)).await {
         Ok(i) => i,
         Err(e) => return crate::host::classify(&e, &shared, "cannot start: "),

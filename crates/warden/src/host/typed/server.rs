@@ -77,6 +77,8 @@ struct Job {
     func: usize,
     params: Vec<Val>,
     results: usize,
+    /// The call's span, when its caller is traced.
+    trace: Option<crate::telemetry::Context>,
     reply: tokio::sync::oneshot::Sender<Result<Vec<Val>, String>>,
     /// The caller, whose scheduling context the server runs on.
     client: crate::task::TaskId,
@@ -219,14 +221,15 @@ impl TypedServer {
     }
 
     /// Calls function `func` with `params` (lifted from the caller, not
-    /// copied again for a passive server), expecting `results` values:
+    /// copied again for a passive server) in the span `trace` (the
+    /// server's own calls become its children), expecting `results` values:
     /// the results, or why the call failed (the server trapped, was
     /// killed or has ended, or `timeout` passed first: for a passive
     /// server, the wait for its store; for an active one, the whole call).
     pub(crate) async fn call(
         &self,
         caller: &Arc<TaskShared>,
-        func: usize,
+        (func, trace): (usize, Option<crate::telemetry::Context>),
         params: &[Val],
         results: usize,
         timeout: Option<std::time::Duration>,
@@ -250,7 +253,7 @@ impl TypedServer {
             };
             self.call_began
                 .store(crate::clock::ticks::now().max(1), Ordering::Relaxed);
-            let out = run(running, func, params, results).await;
+            let out = run(running, (func, trace), params, results).await;
             self.call_began.store(0, Ordering::Relaxed);
             return out.map_err(|e| {
                 let why = self.fail(&e);
@@ -271,6 +274,7 @@ impl TypedServer {
             func,
             params: params.to_vec(),
             results,
+            trace,
             reply: tx,
             client: caller.id,
         })?;
@@ -387,7 +391,7 @@ impl TypedServer {
                 continue;
             };
             self.busy.store(true, Ordering::Release);
-            let out = run(r, job.func, &job.params, job.results).await;
+            let out = run(r, (job.func, job.trace), &job.params, job.results).await;
             self.busy.store(false, Ordering::Release);
             // Answered: the server's own context again.
             self.shared.inherit.withdraw(job.client);
@@ -445,7 +449,8 @@ impl crate::task::Serving for TypedServer {
     }
 }
 
-/// Runs function `func` once on the server's store: lowers `params` into
+/// Runs function `func` once on the server's store, in the span `trace`
+/// (see [`super::State`]): lowers `params` into
 /// its memory, lifts `results` values out (and lets it free them: Wasmtime
 /// calls its post-return function).
 ///
@@ -458,16 +463,19 @@ impl crate::task::Serving for TypedServer {
 /// caller's, within the caller's 2 MiB stack.
 async fn run(
     r: &mut Running,
-    func: usize,
+    (func, trace): (usize, Option<crate::telemetry::Context>),
     params: &[Val],
     results: usize,
 ) -> wasmtime::Result<Vec<Val>> {
     let f = r.funcs[func];
     let mut out = vec![Val::Bool(false); results];
-    if r.sync {
-        f.call(&mut r.store, params, &mut out)?;
+    r.store.data_mut().groups.typed.serving = trace;
+    let done = if r.sync {
+        f.call(&mut r.store, params, &mut out)
     } else {
-        f.call_async(&mut r.store, params, &mut out).await?;
-    }
+        f.call_async(&mut r.store, params, &mut out).await
+    };
+    r.store.data_mut().groups.typed.serving = None;
+    done?;
     Ok(out)
 }
