@@ -1,5 +1,6 @@
 //! OpenTelemetry traces: spans exported to a collector over OTLP/HTTP
-//! (JSON, `POST /v1/traces`), off unless `[telemetry] otlp` names one.
+//! (protobuf, `POST /v1/traces`; see `proto`), off unless
+//! `[telemetry] otlp` names one.
 //!
 //! A span per HTTP request (its W3C `traceparent` taken from the client,
 //! and given back in the answer) and a span per task run, a request's
@@ -10,7 +11,9 @@
 //! batches, every [`PERIOD`] or [`BATCH`] spans, from a thread of their
 //! own, which gives up on a collector after [`POST_TIMEOUT`].
 
-use serde_json::{json, Value};
+mod proto;
+
+use serde_json::Value;
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
@@ -230,7 +233,7 @@ fn export_loop(queue: &Receiver<Msg>, target: &Target, service: &str) {
         if batch.is_empty() {
             return;
         }
-        if let Err(e) = post(target, &body(service, batch)) {
+        if let Err(e) = post(target, &proto::request(service, batch)) {
             say!("warden: {} spans not exported: {e}", batch.len());
         }
         batch.clear();
@@ -265,44 +268,6 @@ fn export_loop(queue: &Receiver<Msg>, target: &Target, service: &str) {
     }
 }
 
-/// The OTLP/JSON request body for `spans`.
-fn body(service: &str, spans: &[Span]) -> Vec<u8> {
-    let spans: Vec<Value> = spans.iter().map(span_json).collect();
-    let doc = json!({ "resourceSpans": [{
-        "resource": { "attributes": [attribute("service.name", &json!(service))] },
-        "scopeSpans": [{ "scope": { "name": "warden" }, "spans": spans }],
-    }]});
-    serde_json::to_vec(&doc).unwrap_or_default()
-}
-
-fn span_json(s: &Span) -> Value {
-    let attributes: Vec<Value> = s.attributes.iter().map(|(k, v)| attribute(k, v)).collect();
-    json!({
-        "traceId": hex(&s.at.trace),
-        "spanId": hex(&s.at.span),
-        "parentSpanId": s.parent.map_or(String::new(), |p| hex(&p)),
-        "name": s.name,
-        "kind": s.kind,
-        "startTimeUnixNano": s.start_ns.to_string(),
-        "endTimeUnixNano": s.end_ns.to_string(),
-        "attributes": attributes,
-        "status": { "code": if s.error { 2 } else { 1 } },
-    })
-}
-
-/// An OTLP key-value: integers as `intValue` (a string, as OTLP/JSON
-/// writes 64-bit integers), other numbers as `doubleValue`.
-fn attribute(key: &str, v: &Value) -> Value {
-    let value = match v {
-        Value::Number(n) if n.is_u64() || n.is_i64() => json!({ "intValue": n.to_string() }),
-        Value::Number(n) => json!({ "doubleValue": n.as_f64() }),
-        Value::Bool(b) => json!({ "boolValue": b }),
-        Value::String(s) => json!({ "stringValue": s }),
-        other => json!({ "stringValue": other.to_string() }),
-    };
-    json!({ "key": key, "value": value })
-}
-
 /// POSTs `body` to the collector: Ok once it answered 2xx.
 fn post(target: &Target, body: &[u8]) -> Result<(), String> {
     use std::net::ToSocketAddrs;
@@ -317,7 +282,7 @@ fn post(target: &Target, body: &[u8]) -> Result<(), String> {
     s.set_read_timeout(Some(POST_TIMEOUT)).ok();
     s.set_write_timeout(Some(POST_TIMEOUT)).ok();
     let head = format!(
-        "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/x-protobuf\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         target.path,
         target.host_port,
         body.len()
