@@ -203,3 +203,56 @@ fn a_held_exchange_or_a_departed_client_harms_only_its_answer() {
     let (code, _, _) = download(&count, &["--max-time", "60"]);
     assert_eq!(code, "200", "the servlet went on to the next request");
 }
+
+/// A servlet that gets its body whole (a passive one) gets it before its
+/// request holds a handler slot: a client that sends half a long body and
+/// stalls holds its connection, never the route's only slot, so another
+/// client is answered meanwhile.
+#[test]
+fn a_stalled_body_to_a_passive_servlet_holds_no_slot() {
+    let site = Site::start(&format!(
+        r#"
+[[task]]
+name = "counter"
+module = "{servlet}"
+provides = ["counter"]
+passive = true
+
+[[http]]
+listen = "127.0.0.1:0"
+
+[[http.route]]
+path = "/s/*"
+service = "counter"
+timeout = "60s"
+max_concurrent = 1
+max_queue = 0
+"#,
+        servlet = guests::PASSIVE_SERVLET,
+    ));
+    let url = format!("http://{}/s/x", site.addr());
+    site.until("the servlet", Duration::from_secs(20), || {
+        download(&url, &[]).0 == "200"
+    });
+    let mut stalled = std::net::TcpStream::connect(site.addr()).unwrap();
+    let long = 256usize << 10;
+    write!(
+        stalled,
+        "POST /s/x HTTP/1.1\r\nHost: x\r\nContent-Length: {long}\r\n\r\n"
+    )
+    .unwrap();
+    stalled.write_all(&vec![b's'; long / 2]).unwrap();
+    // The server has read what was sent (the client's socket buffer is
+    // empty) before the next request comes.
+    site.until("the half body is read", Duration::from_secs(20), || {
+        let mut unsent = 0i32;
+        // SAFETY: TIOCOUTQ writes one int for a connected TCP socket.
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&stalled);
+        unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut unsent) };
+        unsent == 0
+    });
+    for _ in 0..3 {
+        assert_eq!(download(&url, &["--max-time", "30"]).0, "200");
+    }
+    drop(stalled);
+}

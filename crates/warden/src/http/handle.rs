@@ -151,6 +151,17 @@ impl Route {
             Ok(b) => b,
             Err(answer) => return answer,
         };
+        // A servlet that gets its body whole gets it before it holds a
+        // slot, as a slow client must not hold one.
+        let body = match &self.spec.handler {
+            Handler::Service(name) if !self.servlet_streams(name) => {
+                match self.whole_body(body).await {
+                    Ok(b) => streamed::Input::Whole(b),
+                    Err(answer) => return answer,
+                }
+            }
+            _ => body,
+        };
         let deadline = start + self.spec.timeout;
         let (slot, body) = match self.slot_reading(body, deadline).await {
             Ok(x) => x,

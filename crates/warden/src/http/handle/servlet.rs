@@ -108,9 +108,17 @@ impl Route {
         }
     }
 
+    /// Whether the servlet `name` is a task of this node's (not passive,
+    /// not on another node): it reads a long body from the exchange.
+    pub(super) fn servlet_streams(&self, name: &str) -> bool {
+        let client = self.client.as_ref().expect("servlet routes have a client");
+        let portal = client.lookup_now(name);
+        portal.is_some_and(|p| p.service().server().is_some())
+    }
+
     /// The body of a request to a servlet that gets it whole, within the
     /// route's size and time limits.
-    async fn whole_body(&self, body: streamed::Input) -> Result<Bytes, Answer> {
+    pub(super) async fn whole_body(&self, body: streamed::Input) -> Result<Bytes, Answer> {
         let (first, mut rest) = match body {
             streamed::Input::Whole(b) => return Ok(b),
             streamed::Input::Partial(first, rest) => (first, rest),
