@@ -1,6 +1,7 @@
 //! Streamed answers: time to first byte and throughput of a long answer
-//! from a per-request task (WAGI) beside plain hyper streaming the same
-//! bytes from memory.
+//! from a per-request task (WAGI) and from a servlet streaming on its
+//! request's exchange, beside plain hyper streaming the same bytes from
+//! memory.
 
 use super::contestant::{measure, Contestant};
 use crate::harness::Ctx;
@@ -9,6 +10,7 @@ use std::process::Command;
 use warden_test_guests as guests;
 
 const WARDEN: &str = "Warden server, per-request task (WAGI) streaming";
+const SERVLET: &str = "Warden server, servlet task streaming on the request's exchange";
 const HYPER: &str = "native hyper streaming from memory";
 const TTFB_SMALL: &str = "1 MiB: first byte";
 const TTFB_LARGE: &str = "LARGE: first byte";
@@ -36,12 +38,14 @@ pub fn run(ctx: &Ctx) -> Table {
          (time_starttransfer) and the download's rate (speed_download). Warden: its [[http]] \
          server in this process (2 workers) with a route running a fresh C task per request \
          that writes the answer to stdout 64 KiB at a time (a handler still writing after 10 \
-         ms is streamed). Peer: hyper on a 2-worker tokio runtime in this process streaming \
+         ms is streamed), and a route to a servlet task that replies with the head at once and \
+         sends the body on the request's exchange 64 KiB at a time (`warden_sock_send`). Peer: hyper on a 2-worker tokio runtime in this process streaming \
          the same number of bytes from memory in 64 KiB frames. Each round fetches each answer \
          {runs} times from each server, in turn, and takes the median.",
         large >> 20
     );
     let warden = warden_site();
+    let servlet = servlet_site();
     let hyper = hyper_site();
     let m = measure(
         ctx.rounds,
@@ -50,6 +54,10 @@ pub fn run(ctx: &Ctx) -> Table {
             Contestant::warden(WARDEN).runs(|s| {
                 let site = warden.as_ref().map_err(Clone::clone)?;
                 fetches(s, WARDEN, &site.0, large, runs, &name)
+            }),
+            Contestant::warden(SERVLET).runs(|s| {
+                let site = servlet.as_ref().map_err(Clone::clone)?;
+                fetches(s, SERVLET, &site.0, large, runs, &name)
             }),
             Contestant::peer(HYPER).runs(|s| {
                 let site = hyper.as_ref().map_err(Clone::clone)?;
@@ -140,6 +148,22 @@ fn warden_site() -> Result<Site, String> {
     let (rt, server) = super::web::system(&text)?;
     let server = server.ok_or("no server")?;
     let base = format!("http://{}/dl?stream=", server.addr());
+    super::web::ready(&format!("{base}1"))?;
+    Ok(Site(base, Box::new((rt, server))))
+}
+
+/// Warden's server with a route to the test servlet, which streams
+/// `/s/stream/N` bytes on the request's exchange 64 KiB at a time.
+fn servlet_site() -> Result<Site, String> {
+    let text = format!(
+        "[[task]]\nname = \"counter\"\nmodule = \"{}\"\nprovides = [\"counter\"]\n\
+         memory_limit = \"16MiB\"\n[[http]]\nlisten = \"127.0.0.1:0\"\n[[http.route]]\n\
+         path = \"/s/*\"\nservice = \"counter\"\ntimeout = \"300s\"\nmax_response = \"4GiB\"\n",
+        guests::SERVLET
+    );
+    let (rt, server) = super::web::system(&text)?;
+    let server = server.ok_or("no server")?;
+    let base = format!("http://{}/s/stream/", server.addr());
     super::web::ready(&format!("{base}1"))?;
     Ok(Site(base, Box::new((rt, server))))
 }
