@@ -8,9 +8,24 @@ component tests:
                             print how many it got and exit 0
   py_command spin           loop for ever (for CPU limits and kills)
   py_command exit N         exit with status N
+  py_command reach ADDR…    try a TCP connection to each HOST:PORT, print
+                            "reach ADDR: ok" or "reach ADDR: ERRNO"
+  py_command echo ADDR MSG  send MSG to ADDR, close the sending side,
+                            print what comes back
+  py_command sockets ADDR N open up to N connections to ADDR at once,
+                            print how many opened and why it stopped
+  py_command listen N       listen on 127.0.0.1 (any port), print
+                            "listening ADDR", echo N connections
+  py_command send ADDR N    send N bytes to ADDR, print how long it took
+  py_command recv ADDR      read ADDR until its end, print the count
+  py_command lookup NAME    print the addresses NAME resolves to
 """
+import encodings.idna  # noqa: F401 (for host names; the stripped library lacks it)
+import errno
 import os
+import socket
 import sys
+import time
 
 from wit_world import exports
 
@@ -44,6 +59,106 @@ def spin():
         n += 1
 
 
+def addr_of(text):
+    host, port = text.rsplit(":", 1)
+    return host.strip("[]"), int(port)
+
+
+def connect(target):
+    host, port = addr_of(target)
+    s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    s.connect((host, port))
+    return s
+
+
+def why(e):
+    return errno.errorcode.get(e.errno, str(e)) if e.errno else str(e)
+
+
+def reach(targets):
+    for t in targets:
+        try:
+            s = connect(t)
+            s.close()
+            print("reach", t + ": ok", flush=True)
+        except OSError as e:
+            print("reach", t + ":", why(e), flush=True)
+
+
+def echo(target, msg):
+    s = connect(target)
+    s.sendall(msg.encode())
+    s.shutdown(socket.SHUT_WR)
+    back = b""
+    while True:
+        got = s.recv(65536)
+        if not got:
+            break
+        back += got
+    print("echoed:", back.decode(), flush=True)
+
+
+def sockets(target, n):
+    held = []
+    try:
+        for _ in range(n):
+            held.append(connect(target))
+        print("opened", len(held), flush=True)
+    except OSError as e:
+        print("opened %d: %s" % (len(held), why(e)), flush=True)
+
+
+def listen(n):
+    srv = socket.socket()
+    try:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen()
+    except OSError as e:
+        print("listen:", why(e), flush=True)
+        return
+    host, port = srv.getsockname()[:2]
+    print("listening %s:%d" % (host, port), flush=True)
+    for _ in range(n):
+        conn, _peer = srv.accept()
+        while True:
+            got = conn.recv(65536)
+            if not got:
+                break
+            conn.sendall(got)
+        conn.close()
+    print("served", n, flush=True)
+
+
+def send(target, n):
+    s = connect(target)
+    block = b"x" * 65536
+    start = time.monotonic()
+    left = n
+    while left > 0:
+        left -= s.send(block[: min(left, len(block))])
+    s.close()
+    print("sent %d in %.2f s" % (n, time.monotonic() - start), flush=True)
+
+
+def recv(target):
+    s = connect(target)
+    n = 0
+    while True:
+        got = s.recv(65536)
+        if not got:
+            break
+        n += len(got)
+    print("received", n, flush=True)
+
+
+def lookup(name):
+    try:
+        found = sorted({a[4][0] for a in socket.getaddrinfo(name, 80)})
+        print("lookup", name + ":", " ".join(found), flush=True)
+    except OSError as e:
+        print("lookup", name + ": failed", e, flush=True)
+
+
 class Run(exports.Run):
     def run(self) -> None:
         args = sys.argv[1:]
@@ -56,6 +171,20 @@ class Run(exports.Run):
             alloc()
         elif mode == "spin":
             spin()
+        elif mode == "reach":
+            reach(args[1:])
+        elif mode == "echo":
+            echo(args[1], args[2])
+        elif mode == "sockets":
+            sockets(args[1], int(args[2]))
+        elif mode == "listen":
+            listen(int(args[1]))
+        elif mode == "send":
+            send(args[1], int(args[2]))
+        elif mode == "recv":
+            recv(args[1])
+        elif mode == "lookup":
+            lookup(args[1])
         elif mode == "exit":
             sys.stdout.flush()
             os._exit(int(args[1]))

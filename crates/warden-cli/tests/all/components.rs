@@ -261,11 +261,14 @@ fn what_a_component_cannot_be_given_is_one_clear_line() {
         .err()
         .unwrap();
     assert!(e.to_string().contains("run it as a task"), "{e}");
-    // No sockets: a component cannot be given a listener.
+    // A component cannot be given an open listener (it listens itself).
     let mut spec = TaskSpec::new("listener", component(guests::PROGRAM_COMPONENT));
     spec.net.preopen_listeners = vec!["127.0.0.1:0".into()];
     let e = rt.spawn(&spec).err().unwrap().to_string();
-    assert!(e.contains("a component gets no sockets"), "{e}");
+    assert!(
+        e.contains("a component cannot be given open listeners"),
+        "{e}"
+    );
     // The same through the command: one line, exit status 2.
     let (code, _, err) = run(&[component(guests::PY_HTTP)], None);
     assert_eq!(code, 2);

@@ -65,10 +65,20 @@ fn socket(addr: &SocketAddr, buffer: usize) -> io::Result<Socket> {
     Ok(s)
 }
 
-impl Listener {
-    /// Binds and listens on `addr`, its connections with `buffer` bytes
-    /// each way. Must run inside the runtime's reactor.
-    pub fn bind(addr: &SocketAddr, buffer: usize) -> io::Result<Listener> {
+/// A socket bound to an address and not yet listening: WASI 0.2 binds
+/// and listens in two steps, and a program expects `address in use` from
+/// the first.
+#[derive(Debug)]
+pub struct Bound {
+    socket: Socket,
+    local: SocketAddr,
+    place: Descriptor,
+}
+
+impl Bound {
+    /// Binds a socket to `addr`, its connections with `buffer` bytes each
+    /// way.
+    pub fn new(addr: &SocketAddr, buffer: usize) -> io::Result<Bound> {
         let place = Descriptor::take()?;
         let s = socket(addr, buffer)?;
         s.set_reuse_address(true)?;
@@ -76,16 +86,41 @@ impl Listener {
             s.set_only_v6(true)?;
         }
         s.bind(&(*addr).into())?;
-        s.listen(BACKLOG)?;
-        let l: TcpListener = s.into();
-        let local = l.local_addr()?;
+        let local = s
+            .local_addr()?
+            .as_socket()
+            .ok_or(io::ErrorKind::InvalidInput)?;
+        Ok(Bound {
+            socket: s,
+            local,
+            place,
+        })
+    }
+
+    /// Its address (with the port the host kernel chose for port 0).
+    pub fn local(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Listens. Must run inside the runtime's reactor.
+    pub fn listen(self) -> io::Result<Listener> {
+        self.socket.listen(BACKLOG)?;
+        let l: TcpListener = self.socket.into();
         Ok(Listener {
             // SAFETY: the listener owns its descriptor for as long as the
             // `AsyncFd` that owns the listener lives.
             io: unsafe { AsyncFd::register_with_interest(l, Interest::READABLE)? },
-            local,
-            _place: place,
+            local: self.local,
+            _place: self.place,
         })
+    }
+}
+
+impl Listener {
+    /// Binds and listens on `addr`, its connections with `buffer` bytes
+    /// each way. Must run inside the runtime's reactor.
+    pub fn bind(addr: &SocketAddr, buffer: usize) -> io::Result<Listener> {
+        Bound::new(addr, buffer)?.listen()
     }
 
     /// Its address.
@@ -188,6 +223,31 @@ impl Conn {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// Whether a connection begun by [`Conn::start_connect`] is made
+    /// (`Ready(Ok)`), has failed (`Ready(Err)`) or is still under way,
+    /// without waiting.
+    pub fn try_connected(&self) -> std::task::Poll<io::Result<()>> {
+        let mut fd = [libc::pollfd {
+            fd: self.fd(),
+            events: libc::POLLOUT,
+            revents: 0,
+        }];
+        poll_now(&mut fd);
+        if fd[0].revents == 0 {
+            return std::task::Poll::Pending;
+        }
+        let sock = socket2::SockRef::from(self.io.get_ref());
+        std::task::Poll::Ready(match sock.take_error() {
+            Ok(Some(e)) | Err(e) => Err(e),
+            Ok(None) => self.io.get_ref().peer_addr().map(|_| ()),
+        })
+    }
+
+    /// Turns the host kernel's keep-alive probes on or off.
+    pub fn set_keepalive(&self, on: bool) -> io::Result<()> {
+        socket2::SockRef::from(self.io.get_ref()).set_keepalive(on)
     }
 
     /// Host-kernel buffer bytes the connection may hold.

@@ -195,15 +195,16 @@ impl Runtime {
 impl Runtime {
     /// A component task's WASI context: its directories, arguments and
     /// environment in Wasmtime's context (a component's `wasi:cli` reads
-    /// them there), and no network (see `host::component`). A listener
-    /// opened for it is refused: it could not reach it.
+    /// them there); its sockets are Warden's (see `host::component`). A
+    /// listener opened for it is refused: it has no descriptor to find it
+    /// at, and listens itself under its `listen` grants.
     fn component_wasi(
         &self,
         spec: &TaskSpec,
         sinks: &(Sink, Sink),
         cli: &Cli,
     ) -> Result<WasiSeed, String> {
-        if !spec.net.preopen_listeners.is_empty() || !spec.net.listen.is_empty() {
+        if !spec.net.preopen_listeners.is_empty() {
             return Err(NO_COMPONENT_SOCKETS.into());
         }
         if let Some((guest, _)) = spec.served_dirs.first() {
@@ -235,11 +236,11 @@ impl Runtime {
     }
 }
 
-/// Why a component task may not listen.
+/// Why a component task may not be given a listener.
 pub(crate) const NO_COMPONENT_SOCKETS: &str =
-    "a component gets no sockets (wasi:sockets is refused: its sockets would escape the \
-     task's socket and bandwidth accounting), so it cannot listen; its `connect` grants \
-     govern its outgoing wasi:http requests";
+    "a component cannot be given open listeners (`preopen_listeners`, `--listen`): it \
+     has no descriptor to find them at; it opens its own with wasi:sockets, under its \
+     `listen` grants (`--allow-listen`)";
 
 /// The WASI context from a builder holding its directories: the task's
 /// random sources, output sinks and input. Arguments and environment are

@@ -6,12 +6,11 @@
 //!
 //! What Warden changes:
 //!
-//! - **Sockets are refused.** Preview 2's sockets are Wasmtime's own
-//!   objects, outside the accounting a module's sockets get (a socket
-//!   charged to the task, `max_sockets`, the link's fair queueing and the
-//!   receive budget), so a component gets none: creating a TCP or UDP
-//!   socket and resolving a name fail with `access-denied` before any
-//!   system call (see [`network`]), whatever its grants.
+//! - **Sockets are Warden's** (`sockets`): `wasi:sockets/tcp` and
+//!   name lookup are defined over the same listeners, connections,
+//!   grants, socket slots, charges, link and receive budget a module's
+//!   sockets use; UDP is refused (`access-denied`, before any system
+//!   call).
 //! - **Outgoing HTTP reaches only what `connect` grants** (`outgoing`):
 //!   each resolved address is checked against the task's grants before
 //!   the connection is made; plain `http` only.
@@ -23,6 +22,7 @@
 //! from its spec.
 
 mod outgoing;
+mod sockets;
 
 use super::TaskData;
 use crate::net::grant::Grant;
@@ -48,6 +48,8 @@ pub const PROVIDED_PACKAGES: &[&str] = &[
 struct Component {
     http: WasiHttpCtx,
     outgoing: outgoing::Outgoing,
+    /// Its name lookups under way.
+    lookups: std::sync::Arc<sockets::InFlight>,
 }
 
 impl Component {
@@ -56,6 +58,7 @@ impl Component {
         Box::new(Component {
             http: WasiHttpCtx::new(),
             outgoing: outgoing::Outgoing::new(connect),
+            lookups: sockets::in_flight(),
         })
     }
 }
@@ -96,8 +99,9 @@ impl Incoming {
     }
 }
 
-/// A component's network, as its WASI context is built: no sockets, no
-/// name lookups (see the module docs).
+/// A component's network, as its WASI context is built: Wasmtime's own
+/// sockets and name lookups stay off (this folder's `sockets` defines
+/// TCP and name lookup; UDP is refused).
 pub(crate) fn network(b: &mut WasiCtxBuilder) {
     b.allow_tcp(false);
     b.allow_udp(false);
@@ -139,11 +143,13 @@ impl super::Group for State {
     }
 
     /// Every interface of [`PROVIDED_PACKAGES`], async (a task's store
-    /// runs on a fiber).
+    /// runs on a fiber): Wasmtime's, with `sockets`' over its TCP and
+    /// name lookup.
     fn add_to_component_linker(
         linker: &mut wasmtime::component::Linker<TaskData>,
     ) -> wasmtime::Result<()> {
         wasmtime_wasi::p2::add_to_linker_async(linker)?;
+        sockets::add_to_linker(linker)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)
     }
 }
