@@ -16,6 +16,9 @@ component tests:
                             print how many opened and why it stopped
   py_command listen N       listen on 127.0.0.1 (any port), print
                             "listening ADDR", echo N connections
+  py_command listeners N    open up to N listeners on 127.0.0.1, print
+                            "listeners K: ERRNO" (or "listeners K"),
+                            then hold them for ever
   py_command send ADDR N    send N bytes to ADDR, print how long it took
   py_command recv ADDR      read ADDR until its end, print the count
   py_command lookup NAME    print the addresses NAME resolves to
@@ -129,6 +132,21 @@ def listen(n):
     print("served", n, flush=True)
 
 
+def listeners(n):
+    held = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            s.listen()
+            held.append(s)
+        print("listeners", len(held), flush=True)
+    except OSError as e:
+        print("listeners %d: %s" % (len(held), why(e)), flush=True)
+    while True:
+        time.sleep(3600)
+
+
 def send(target, n):
     s = connect(target)
     block = b"x" * 65536
@@ -179,6 +197,8 @@ class Run(exports.Run):
             sockets(args[1], int(args[2]))
         elif mode == "listen":
             listen(int(args[1]))
+        elif mode == "listeners":
+            listeners(int(args[1]))
         elif mode == "send":
             send(args[1], int(args[2]))
         elif mode == "recv":

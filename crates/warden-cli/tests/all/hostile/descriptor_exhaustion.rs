@@ -32,19 +32,31 @@ fn limited(cmd: &mut std::process::Command) {
 
 #[test]
 fn listeners_cannot_take_the_servers_descriptors() {
+    flood(guests::NET, "quota");
+}
+
+/// The same through a component's `wasi:sockets` (Python's `socket`).
+#[test]
+fn a_component_s_listeners_cannot_take_the_servers_descriptors() {
+    flood(guests::built(guests::PY_COMMAND), "EMFILE");
+}
+
+/// [`TASKS`] tasks of `module` (`listeners 256` in its arguments) each
+/// open what they may and hold it; those refused say `refused`. Their
+/// memory limits are high enough that descriptors run out first.
+fn flood(module: &str, refused: &str) {
     let mut text = format!("[[http]]\nlisten = \"127.0.0.1:0\"\n{}", bystander_route());
     for i in 0..TASKS {
         text.push_str(&format!(
-            "[[task]]\nname = \"l{i}\"\nmodule = \"{}\"\nargs = [\"listeners\", \"256\"]\n\
-             listen = [\"127.0.0.1:0\"]\nstdout = \"DIR/l{i}.out\"\nmemory_limit = \"8MiB\"\n",
-            guests::NET
+            "[[task]]\nname = \"l{i}\"\nmodule = \"{module}\"\nargs = [\"listeners\", \"256\"]\n\
+             listen = [\"127.0.0.1:0\"]\nstdout = \"DIR/l{i}.out\"\nmemory_limit = \"256MiB\"\n",
         ));
     }
     let site = Site::start_with(&text, |launch| launch.with(limited));
     let opened = |i: usize| -> Option<u64> {
         let out = site.out(&format!("l{i}"));
         out.strip_prefix("listeners ")?
-            .split(':')
+            .split([':', '\n'])
             .next()?
             .parse()
             .ok()
@@ -56,7 +68,7 @@ fn listeners_cannot_take_the_servers_descriptors() {
     );
     let total: u64 = (0..TASKS).filter_map(opened).sum();
     let refused = (0..TASKS)
-        .filter(|&i| site.out(&format!("l{i}")).contains("quota"))
+        .filter(|&i| site.out(&format!("l{i}")).contains(refused))
         .count();
     eprintln!("tasks hold {total} listeners; {refused} tasks refused");
     assert!(

@@ -102,3 +102,83 @@ fn task_grants_do_not_reach_wardens_own_endpoints() {
     assert_eq!(status, 200, "{body}");
     site.bystander_answers();
 }
+
+/// The same for a component's `wasi:sockets`: a Python component granted
+/// every loopback port, spawned into a running system, reaches neither
+/// the control API nor the web server by any spelling, while a port of
+/// its own grant and an endpoint its grant names exactly are reached.
+#[test]
+fn a_component_s_grants_do_not_reach_wardens_own_endpoints() {
+    let plain = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let lp = plain.local_addr().unwrap().port();
+    let (cp, hp) = (fixed_port(), fixed_port());
+    let text = format!(
+        "[[http]]\nlisten = \"127.0.0.1:{hp}\"\n{}",
+        bystander_route()
+    );
+    let site = Site::start_with(&text, |launch| launch.control(&format!("127.0.0.1:{cp}")));
+    let wide = [
+        format!("127.0.0.1:{cp}"),
+        format!("127.0.0.1:{hp}"),
+        format!("[::ffff:127.0.0.1]:{hp}"),
+        format!("0.0.0.0:{cp}"),
+        format!("127.0.0.1:{lp}"),
+    ];
+    let py = guests::built(guests::PY_COMMAND);
+    let spawn = |name: &str, grants: &[String], targets: &[String]| {
+        let mut cmd = crate::util::warden();
+        cmd.args(["spawn", "--control", site.control(), "--name", name]);
+        for g in grants {
+            cmd.args(["--allow-connect", g]);
+        }
+        let out = cmd
+            .arg(py)
+            .arg("--")
+            .arg("reach")
+            .args(targets)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let grants = ["127.0.0.1:*", "0.0.0.0:*", "*:*", "[::]/0:*"].map(String::from);
+    spawn("wide", &grants, &wide);
+    spawn(
+        "named",
+        &[format!("127.0.0.1:{cp}")],
+        &[format!("127.0.0.1:{cp}")],
+    );
+    let auth = format!("Bearer {}", token_of(site.control()));
+    let logs = |name: &str, n: usize| {
+        let path = format!("/api/tasks/{name}/logs");
+        let mut body = String::new();
+        site.until("the component answers", Duration::from_secs(60), || {
+            let (_, b) = http1(
+                site.control(),
+                "GET",
+                &path,
+                &[("Authorization", &auth)],
+                b"",
+            );
+            body = b;
+            body.matches("reach ").count() == n
+        });
+        body
+    };
+    let out = logs("wide", wide.len());
+    for denied in &wide[..3] {
+        assert!(
+            out.contains(&format!("reach {denied}: EACCES")),
+            "{denied}: {out}"
+        );
+    }
+    // WASI refuses the unspecified address as a destination outright.
+    assert!(out.contains(&format!("reach {}: EINVAL", wide[3])), "{out}");
+    assert!(out.contains(&format!("reach 127.0.0.1:{lp}: ok")), "{out}");
+    let out = logs("named", 1);
+    assert!(out.contains(&format!("reach 127.0.0.1:{cp}: ok")), "{out}");
+    site.bystander_answers();
+}
