@@ -9,8 +9,8 @@
 //!   directories served by file-system tasks;
 //! - `teavm.rs`: the few `teavm` imports TeaVM's Java output needs;
 //! - `component/`: WASI 0.2 for components (`wasi:cli`, `wasi:http`, …)
-//!   as Wasmtime defines it, with sockets refused and outgoing HTTP
-//!   held to the task's grants.
+//!   as Wasmtime defines it, with TCP and name lookup on Warden's own
+//!   sockets and outgoing HTTP held to the task's grants.
 //!
 //! A group's state is a type whose insides only its own folder sees
 //! (`warden::State(TaskIpc)`, …), opened by accessors that folder
