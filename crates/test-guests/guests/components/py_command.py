@@ -22,6 +22,8 @@ component tests:
   py_command send ADDR N    send N bytes to ADDR, print how long it took
   py_command recv ADDR      read ADDR until its end, print the count
   py_command lookup NAME    print the addresses NAME resolves to
+  py_command udp ADDR       send a datagram to ADDR, print "udp: ok" or
+                            "udp: ERRNO"
 """
 import encodings.idna  # noqa: F401 (for host names; the stripped library lacks it)
 import errno
@@ -169,6 +171,15 @@ def recv(target):
     print("received", n, flush=True)
 
 
+def udp(target):
+    try:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.sendto(b"datagram", addr_of(target))
+        print("udp: ok", flush=True)
+    except OSError as e:
+        print("udp:", why(e), flush=True)
+
+
 def lookup(name):
     try:
         found = sorted({a[4][0] for a in socket.getaddrinfo(name, 80)})
@@ -203,6 +214,8 @@ class Run(exports.Run):
             send(args[1], int(args[2]))
         elif mode == "recv":
             recv(args[1])
+        elif mode == "udp":
+            udp(args[1])
         elif mode == "lookup":
             lookup(args[1])
         elif mode == "exit":

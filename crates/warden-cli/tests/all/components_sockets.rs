@@ -82,6 +82,15 @@ fn a_python_component_connects_only_where_its_grants_allow() {
         assert_eq!(out, format!("reach {bait_addr}: EACCES\n"), "{name}");
     }
     assert!(!anyone_came(&bait), "a refused connection was made");
+    // UDP is refused, whatever the grants.
+    let dgram = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let dgram_addr = dgram.local_addr().unwrap().to_string();
+    let mut u = py(dir.path(), "udp", &["udp", &dgram_addr]);
+    u.net.connect = vec!["127.0.0.1:*".into()];
+    assert!(run_one(&rt, &u, LIMIT).succeeded());
+    assert_eq!(stdout_of(dir.path(), "udp"), "udp: EACCES\n");
+    dgram.set_nonblocking(true).unwrap();
+    assert!(dgram.recv(&mut [0u8; 16]).is_err(), "a datagram arrived");
     // A host name resolves only for a task that may connect somewhere;
     // an address written as text, for any.
     let mut named = py(dir.path(), "named", &["lookup", "localhost"]);

@@ -26,6 +26,12 @@ use wasmtime::Caller;
 /// The most bytes one send or receive moves.
 const MAX_IO: u64 = 1 << 20;
 
+/// The least a receive within the receive budget may take once the
+/// budget is not empty. The budget may go into debt, so a reader held to
+/// a low rate wakes a few times a second, not once per byte the budget
+/// refills, and still averages the rate.
+pub(super) const MIN_RECEIVE: u64 = 16 << 10;
+
 /// A task's network state.
 pub(crate) struct TaskNet {
     pub(crate) listen: Vec<Grant>,
@@ -193,7 +199,7 @@ pub(super) async fn recv_on(
                 .await?;
         }
         let now = crate::clock::since_start_ns();
-        want = want.min(lock(&bucket).available(now).max(1));
+        want = want.min(lock(&bucket).available(now).max(MIN_RECEIVE));
     }
     let n = guest_io(c, conn, Way::Recv, ptr, want, deadline).await?;
     let data = c.data();

@@ -13,6 +13,7 @@
 //! socket) and sent as the socket drains, and `check-write` grants
 //! nothing more until it is.
 
+use crate::host::sockets::MIN_RECEIVE;
 use crate::host::TaskNet;
 use crate::net::fair::Bucket;
 use crate::net::link::{Flow, PACKET};
@@ -30,10 +31,6 @@ pub(super) const MAX_READ: usize = 64 << 10;
 
 /// The most bytes `check-write` grants, and so the most a writer holds.
 pub(super) const MAX_WRITE: usize = 64 << 10;
-
-/// The least a read within the receive budget may take once the budget
-/// is not empty.
-const MIN_PACKET: u64 = 16 << 10;
 
 /// What a connection's streams count against: the task, its receive
 /// budget, its node on the link.
@@ -118,10 +115,7 @@ impl Reader {
         if b.wait_ns(now) > 0 {
             return 0;
         }
-        // The bucket may go into debt: a read takes at least a small
-        // packet's worth, so a reader held to a low rate wakes a few
-        // times a second, not once per byte, and still averages the rate.
-        want.min(b.available(now).max(MIN_PACKET) as usize)
+        want.min(b.available(now).max(MIN_RECEIVE) as usize)
     }
 }
 
