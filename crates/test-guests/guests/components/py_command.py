@@ -22,6 +22,8 @@ component tests:
   py_command send ADDR N    send N bytes to ADDR, print how long it took
   py_command recv ADDR      read ADDR until its end, print the count
   py_command lookup NAME    print the addresses NAME resolves to
+  py_command bound ADDR     bind to 127.0.0.1 (any port), then connect to
+                            ADDR from there: "bound: ok" or "bound: ERRNO"
   py_command udp ADDR       send a datagram to ADDR, print "udp: ok" or
                             "udp: ERRNO"
 """
@@ -171,6 +173,17 @@ def recv(target):
     print("received", n, flush=True)
 
 
+def bound(target):
+    try:
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.connect(addr_of(target))
+        s.close()
+        print("bound: ok", flush=True)
+    except OSError as e:
+        print("bound:", why(e), flush=True)
+
+
 def udp(target):
     try:
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -214,6 +227,8 @@ class Run(exports.Run):
             send(args[1], int(args[2]))
         elif mode == "recv":
             recv(args[1])
+        elif mode == "bound":
+            bound(args[1])
         elif mode == "udp":
             udp(args[1])
         elif mode == "lookup":

@@ -82,6 +82,14 @@ fn a_python_component_connects_only_where_its_grants_allow() {
         assert_eq!(out, format!("reach {bait_addr}: EACCES\n"), "{name}");
     }
     assert!(!anyone_came(&bait), "a refused connection was made");
+    // Connecting from a bound address needs a listen grant for it too.
+    let mut b = py(dir.path(), "bound", &["bound", &echo]);
+    b.net.connect = vec![echo.clone()];
+    assert!(run_one(&rt, &b, LIMIT).succeeded());
+    assert_eq!(stdout_of(dir.path(), "bound"), "bound: EACCES\n");
+    b.net.listen = vec!["127.0.0.1:*".into()];
+    assert!(run_one(&rt, &b, LIMIT).succeeded());
+    assert_eq!(stdout_of(dir.path(), "bound"), "bound: ok\n");
     // UDP is refused, whatever the grants.
     let dgram = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let dgram_addr = dgram.local_addr().unwrap().to_string();

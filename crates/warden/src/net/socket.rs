@@ -102,6 +102,12 @@ impl Bound {
         self.local
     }
 
+    /// Starts connecting from its address to `addr`, without waiting
+    /// (see [`Conn::start_connect`]).
+    pub fn connect(self, addr: &SocketAddr) -> io::Result<Conn> {
+        Conn::connecting(self.socket, addr, self.place)
+    }
+
     /// Listens. Must run inside the runtime's reactor.
     pub fn listen(self) -> io::Result<Listener> {
         self.socket.listen(BACKLOG)?;
@@ -187,7 +193,11 @@ impl Conn {
     /// [`Conn::connected`]. Must run inside the runtime's reactor.
     pub fn start_connect(addr: &SocketAddr, buffer: usize) -> io::Result<Conn> {
         let place = Descriptor::take()?;
-        let s = socket(addr, buffer)?;
+        Conn::connecting(socket(addr, buffer)?, addr, place)
+    }
+
+    /// Starts connecting `s` to `addr`.
+    fn connecting(s: Socket, addr: &SocketAddr, place: Descriptor) -> io::Result<Conn> {
         match s.connect(&(*addr).into()) {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}

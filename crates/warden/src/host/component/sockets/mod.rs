@@ -25,8 +25,8 @@
 //!
 //! Buffers are the task's `socket_buffer` each way; setting a buffer
 //! size is accepted and changes nothing (WASI lets an implementation
-//! clamp). A socket bound with `bind` may only listen: connecting from a
-//! chosen local address is refused with `invalid-state`.
+//! clamp). Binding needs a `listen` grant for the address, whether the
+//! socket then listens or connects from it.
 
 mod lookup;
 mod streams;

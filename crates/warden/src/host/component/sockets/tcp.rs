@@ -16,7 +16,7 @@ use crate::net::grant::allowed;
 use crate::net::own::may_connect;
 use crate::net::socket::{Bound, Conn, Listener};
 use crate::task::TaskShared;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::task::Poll;
 use wasmtime::component::Resource;
@@ -151,15 +151,25 @@ impl tcp_create_socket::Host for View<'_> {
 
 impl tcp::Host for View<'_> {}
 
-/// The address `a`, if a socket of `family` may use it.
+/// The address `a`, if a socket of `family` may use it (as Wasmtime's
+/// own implementation judges): of the socket's family, an IPv6 socket
+/// taking neither IPv4-mapped nor IPv4-compatible addresses, and not a
+/// multicast or broadcast address.
 fn address(family: IpAddressFamily, a: IpSocketAddress) -> SocketResult<SocketAddr> {
     let addr = SocketAddr::from(a);
-    match (family, addr) {
-        (IpAddressFamily::Ipv4, SocketAddr::V4(_)) | (IpAddressFamily::Ipv6, SocketAddr::V6(_)) => {
-            Ok(addr)
+    let fits = match (family, addr.ip()) {
+        (IpAddressFamily::Ipv4, IpAddr::V4(v4)) => !v4.is_broadcast(),
+        (IpAddressFamily::Ipv6, IpAddr::V6(v6)) => {
+            let compatible =
+                v6.segments()[..6] == [0; 6] && !v6.is_unspecified() && !v6.is_loopback();
+            v6.to_ipv4_mapped().is_none() && !compatible
         }
-        _ => Err(ErrorCode::InvalidArgument.into()),
+        _ => false,
+    };
+    if !fits || addr.ip().is_multicast() {
+        return Err(ErrorCode::InvalidArgument.into());
     }
+    Ok(addr)
 }
 
 /// The address a connection may be made to: a port, a host, and a grant.
@@ -169,7 +179,7 @@ fn remote(
     a: IpSocketAddress,
 ) -> SocketResult<SocketAddr> {
     let addr = address(family, a)?;
-    if addr.port() == 0 || addr.ip().is_unspecified() || addr.ip().is_multicast() {
+    if addr.port() == 0 || addr.ip().is_unspecified() {
         return Err(ErrorCode::InvalidArgument.into());
     }
     if !may_connect(&view.net.connect, &crate::net::grant::canonical(addr)) {
@@ -231,12 +241,15 @@ impl tcp::HostTcpSocket for View<'_> {
         let family = self.socket(&this)?.family;
         let addr = remote(self, family, to)?;
         let s = idle(self.socket(&this)?)?;
-        if !matches!(s.state, State::Fresh) {
-            // Listening, connected, spent, or bound: a connection from a
-            // chosen local address is not offered.
-            return Err(ErrorCode::InvalidState.into());
-        }
-        let conn = Conn::start_connect(&addr, s.options.buffer as usize)?;
+        let conn = match std::mem::replace(&mut s.state, State::Closed) {
+            State::Fresh => Conn::start_connect(&addr, s.options.buffer as usize)?,
+            // From the address it was bound to (under a listen grant).
+            State::Bound(b) => b.connect(&addr)?,
+            other => {
+                s.state = other;
+                return Err(ErrorCode::InvalidState.into());
+            }
+        };
         s.state = State::Connecting(Arc::new(conn));
         s.begun = Some(Op::Connect);
         Ok(())
