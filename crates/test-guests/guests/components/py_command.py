@@ -24,6 +24,13 @@ component tests:
   py_command lookup NAME    print the addresses NAME resolves to
   py_command bound ADDR     bind to 127.0.0.1 (any port), then connect to
                             ADDR from there: "bound: ok" or "bound: ERRNO"
+  py_command halfclose ADDR send "ping" to an echo server at ADDR, and once
+                            its answer is waiting shut the receiving side
+                            (what recv gets then) and the sending side
+                            (what send gets then)
+  py_command flush ADDR N   with a small send buffer, send N bytes without
+                            waiting and shut the sending side at once;
+                            print how many send took
   py_command udp ADDR       send a datagram to ADDR, print "udp: ok" or
                             "udp: ERRNO"
 """
@@ -184,6 +191,31 @@ def bound(target):
         print("bound:", why(e), flush=True)
 
 
+def halfclose(target):
+    import select
+    s = connect(target)
+    s.sendall(b"ping")
+    select.select([s], [], [])
+    s.shutdown(socket.SHUT_RD)
+    print("recv after shutdown(RD):", len(s.recv(10)), "bytes", flush=True)
+    s.shutdown(socket.SHUT_WR)
+    try:
+        s.send(b"x")
+        print("send after shutdown(WR): ok", flush=True)
+    except OSError as e:
+        print("send after shutdown(WR):", why(e), flush=True)
+
+
+def flush(target, n):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    s.connect(addr_of(target))
+    s.setblocking(False)  # a blocking send waits until all has left
+    sent = s.send(b"x" * n)
+    s.shutdown(socket.SHUT_WR)
+    print("sent", sent, flush=True)
+
+
 def udp(target):
     try:
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -229,6 +261,10 @@ class Run(exports.Run):
             recv(args[1])
         elif mode == "bound":
             bound(args[1])
+        elif mode == "halfclose":
+            halfclose(args[1])
+        elif mode == "flush":
+            flush(args[1], int(args[2]))
         elif mode == "udp":
             udp(args[1])
         elif mode == "lookup":

@@ -229,3 +229,46 @@ fn a_component_blocked_on_a_stalled_peer_is_killed_and_its_socket_closed() {
         }
     }
 }
+
+#[test]
+fn shutting_a_side_ends_it_at_once_and_loses_nothing_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(2);
+    let (echo, _) = echo_server();
+    let mut half = py(dir.path(), "half", &["halfclose", &echo]);
+    half.net.connect = vec![echo.clone()];
+    assert!(run_one(&rt, &half, LIMIT).succeeded());
+    // Bytes were waiting, yet the shut receiving side reads nothing (as
+    // WASI says, though Linux would deliver them); the shut sending side
+    // refuses.
+    assert_eq!(
+        stdout_of(dir.path(), "half"),
+        "recv after shutdown(RD): 0 bytes\nsend after shutdown(WR): ESHUTDOWN\n"
+    );
+    // A peer with a small receive buffer that reads only once the sender
+    // has shut its side: what the host kernel could not take at once was
+    // held, and is still delivered, then the end.
+    let l = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    l.set_recv_buffer_size(4096).unwrap();
+    l.bind(
+        &"127.0.0.1:0"
+            .parse::<std::net::SocketAddr>()
+            .unwrap()
+            .into(),
+    )
+    .unwrap();
+    l.listen(1).unwrap();
+    let l: TcpListener = l.into();
+    let addr = l.local_addr().unwrap().to_string();
+    let mut f = py(dir.path(), "flush", &["flush", &addr, "65536"]);
+    f.net.connect = vec![addr.clone()];
+    let id = rt.spawn(&f).unwrap();
+    let (mut peer, _) = l.accept().unwrap();
+    let sent: usize = wait_for_line(dir.path(), "flush", "sent ").parse().unwrap();
+    assert_eq!(sent, 65536, "one write of a whole permit");
+    peer.set_read_timeout(Some(LIMIT)).unwrap();
+    let mut got = Vec::new();
+    peer.read_to_end(&mut got).unwrap();
+    assert_eq!(got.len(), sent);
+    assert!(wait(&rt, id, LIMIT).succeeded());
+}

@@ -102,6 +102,12 @@ impl Bound {
         self.local
     }
 
+    /// The raw descriptor, for socket options.
+    pub fn fd(&self) -> i32 {
+        use std::os::fd::AsRawFd;
+        self.socket.as_raw_fd()
+    }
+
     /// Starts connecting from its address to `addr`, without waiting
     /// (see [`Conn::start_connect`]).
     pub fn connect(self, addr: &SocketAddr) -> io::Result<Conn> {

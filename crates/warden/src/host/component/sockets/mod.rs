@@ -23,9 +23,9 @@
 //! - **The receive budget**: a read takes no more than the budget allows
 //!   and waits (in `subscribe`) until it allows some.
 //!
-//! Buffers are the task's `socket_buffer` each way; setting a buffer
-//! size is accepted and changes nothing (WASI lets an implementation
-//! clamp). Binding needs a `listen` grant for the address, whether the
+//! Buffers are the task's `socket_buffer` each way, or less if the
+//! program asks for less (more is clamped, as WASI allows); a socket is
+//! charged for the task's either way. Binding needs a `listen` grant for the address, whether the
 //! socket then listens or connects from it.
 
 mod lookup;

@@ -11,7 +11,20 @@
 //! than the link's credit when sends are shaped); what the host kernel
 //! does not take at once is held (at most that much, charged with the
 //! socket) and sent as the socket drains, and `check-write` grants
-//! nothing more until it is.
+//! nothing more until it is. `shutdown(send)` ends the sending side once
+//! the held bytes have gone (on the reactor, for at most 30 s; the
+//! socket's slot and charge last as long); a stream dropped while it
+//! holds bytes loses them, as a program that closes without flushing
+//! does.
+//!
+//! Shut sides (what the socket shares with its streams, [`Ends`]): a
+//! read after `shutdown(receive)` is `closed` at once, bytes waiting or
+//! not; a write, `check-write` or `flush` after `shutdown(send)` is
+//! `closed`.
+//!
+//! Lock order: a writer's outbox lock is the only lock here held across
+//! a system call (`send`, non-blocking); the receive budget's lock is
+//! taken alone.
 
 use crate::host::sockets::MIN_RECEIVE;
 use crate::host::TaskNet;
@@ -21,6 +34,7 @@ use crate::net::socket::{poll_now, Conn};
 use crate::task::TaskShared;
 use bytes::{Buf, Bytes, BytesMut};
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use wasmtime_wasi::p2::{
     DynInputStream, DynOutputStream, InputStream, OutputStream, Pollable, StreamError, StreamResult,
@@ -55,12 +69,85 @@ impl Account {
     }
 }
 
-/// The two streams of a connection.
-pub(super) fn pair(conn: &Arc<Conn>, a: &Account) -> (DynInputStream, DynOutputStream) {
+/// What a connection's socket shares with its streams: the ends the
+/// program has shut, and the bytes written and not yet taken by the host
+/// kernel.
+#[derive(Default)]
+pub(super) struct Ends {
+    /// `shutdown(receive)`: reads end at once, even with bytes waiting
+    /// (Linux would go on delivering them).
+    read_shut: AtomicBool,
+    out: Mutex<Outbox>,
+}
+
+#[derive(Default)]
+struct Outbox {
+    held: Bytes,
+    /// `shutdown(send)`: writes fail as closed.
+    shut: bool,
+}
+
+/// The longest bytes still held at `shutdown(send)` are waited for.
+const DRAIN: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl Ends {
+    /// Ends reading.
+    pub(super) fn shut_receive(&self, conn: &Conn) -> io::Result<()> {
+        self.read_shut.store(true, Ordering::Release);
+        conn.shutdown_read()
+    }
+
+    /// Ends sending once what the writer holds has gone (for at most
+    /// [`DRAIN`], on the reactor; `keep` rides along, so the socket's
+    /// slot and charge last as long).
+    pub(super) fn shut_send<K: Send + Sync + 'static>(
+        &self,
+        conn: &Arc<Conn>,
+        shared: &Arc<TaskShared>,
+        keep: K,
+    ) -> io::Result<()> {
+        let mut out = lock(&self.out);
+        out.shut = true;
+        if out.held.is_empty() {
+            return conn.shutdown();
+        }
+        let (conn, shared, held) = (conn.clone(), shared.clone(), std::mem::take(&mut out.held));
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(DRAIN, drain(&conn, &shared, held)).await;
+            let _ = conn.shutdown();
+            drop(keep);
+        });
+        Ok(())
+    }
+}
+
+/// Sends all of `held`, waiting for room.
+async fn drain(conn: &Conn, shared: &TaskShared, mut held: Bytes) {
+    while !held.is_empty() {
+        // SAFETY: `held` is valid for reads of its length.
+        match unsafe { conn.try_send(held.as_ptr(), held.len()) } {
+            Ok(n) => {
+                shared.net.count_sent(n);
+                held.advance(n);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if conn.writable().await.is_err() {
+                    return;
+                }
+            }
+            Err(_) => return,
+        }
+    }
+}
+
+/// The two streams of a connection, and what they share with its socket.
+pub(super) fn pair(conn: &Arc<Conn>, a: &Account) -> (DynInputStream, DynOutputStream, Arc<Ends>) {
+    let ends = Arc::new(Ends::default());
     let reader = Reader {
         conn: conn.clone(),
         shared: a.shared.clone(),
         receive: a.receive.clone(),
+        ends: ends.clone(),
         done: false,
     };
     let writer = Writer {
@@ -73,11 +160,11 @@ pub(super) fn pair(conn: &Arc<Conn>, a: &Account) -> (DynInputStream, DynOutputS
             let shaped = flow.shaped;
             (flow, shaped)
         }),
-        held: Bytes::new(),
+        ends: ends.clone(),
         permit: 0,
         failed: false,
     };
-    (Box::new(reader), Box::new(writer))
+    (Box::new(reader), Box::new(writer), ends)
 }
 
 /// Whether `fd` has any of `events` (or an error or hang-up) now.
@@ -91,14 +178,15 @@ pub(super) fn ready_now(fd: i32, events: i16) -> bool {
     p[0].revents != 0
 }
 
-fn lock(b: &Mutex<Bucket>) -> std::sync::MutexGuard<'_, Bucket> {
-    b.lock().unwrap_or_else(|e| e.into_inner())
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 struct Reader {
     conn: Arc<Conn>,
     shared: Arc<TaskShared>,
     receive: Option<Arc<Mutex<Bucket>>>,
+    ends: Arc<Ends>,
     /// The peer closed, or a read failed: nothing more comes.
     done: bool,
 }
@@ -122,7 +210,7 @@ impl Reader {
 #[wasmtime_wasi::async_trait]
 impl InputStream for Reader {
     fn read(&mut self, size: usize) -> StreamResult<Bytes> {
-        if self.done {
+        if self.done || self.ends.read_shut.load(Ordering::Acquire) {
             return Err(StreamError::Closed);
         }
         let want = self.allowed(size.min(MAX_READ));
@@ -170,7 +258,7 @@ impl InputStream for Reader {
 #[wasmtime_wasi::async_trait]
 impl Pollable for Reader {
     async fn ready(&mut self) {
-        if self.done {
+        if self.done || self.ends.read_shut.load(Ordering::Acquire) {
             return;
         }
         if let Some(bucket) = &self.receive {
@@ -194,8 +282,8 @@ struct Writer {
     /// Its leaf on the link and whether the link shapes it, if the
     /// task's sends are shaped; the flow's credit is what it may send.
     pace: Option<(Flow, bool)>,
-    /// Bytes written and not yet taken by the host kernel.
-    held: Bytes,
+    /// What it holds, and whether the socket's sending side is shut.
+    ends: Arc<Ends>,
     /// What the last `check-write` granted and `write` has not used.
     permit: usize,
     /// A send failed: the stream is closed.
@@ -203,24 +291,36 @@ struct Writer {
 }
 
 impl Writer {
-    /// Sends what it holds, as far as the host kernel takes it now.
-    fn push(&mut self) -> StreamResult<()> {
-        while !self.held.is_empty() {
+    /// The outbox, or `Closed` once sending has ended.
+    fn open(&self) -> StreamResult<std::sync::MutexGuard<'_, Outbox>> {
+        let out = lock(&self.ends.out);
+        if self.failed || out.shut {
+            return Err(StreamError::Closed);
+        }
+        Ok(out)
+    }
+
+    /// Sends what it holds, as far as the host kernel takes it now;
+    /// whether it still holds some.
+    fn push(&mut self) -> StreamResult<bool> {
+        let mut out = self.open()?;
+        while !out.held.is_empty() {
             // SAFETY: `held` is valid for reads of its length.
-            match unsafe { self.conn.try_send(self.held.as_ptr(), self.held.len()) } {
+            match unsafe { self.conn.try_send(out.held.as_ptr(), out.held.len()) } {
                 Ok(n) => {
                     self.shared.net.count_sent(n);
-                    self.held.advance(n);
+                    out.held.advance(n);
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
                 Err(e) => {
+                    out.held = Bytes::new();
+                    drop(out);
                     self.failed = true;
-                    self.held = Bytes::new();
                     return Err(StreamError::LastOperationFailed(e.into()));
                 }
             }
         }
-        Ok(())
+        Ok(false)
     }
 
     /// Bytes the link lets it send now (any, when it is not shaped).
@@ -235,37 +335,32 @@ impl Writer {
 #[wasmtime_wasi::async_trait]
 impl OutputStream for Writer {
     fn write(&mut self, bytes: Bytes) -> StreamResult<()> {
-        if self.failed {
-            return Err(StreamError::Closed);
+        let n = bytes.len();
+        {
+            let mut out = self.open()?;
+            if n > self.permit {
+                return Err(StreamError::trap("write beyond what check-write granted"));
+            }
+            if n == 0 {
+                return Ok(());
+            }
+            // A permit is only granted with nothing held.
+            out.held = bytes;
         }
-        if bytes.len() > self.permit {
-            return Err(StreamError::trap("write beyond what check-write granted"));
-        }
-        self.permit -= bytes.len();
+        self.permit -= n;
         if let Some((flow, true)) = &mut self.pace {
-            flow.credit = flow.credit.saturating_sub(bytes.len() as u64);
+            flow.credit = flow.credit.saturating_sub(n as u64);
         }
-        self.held = bytes;
-        self.push()
+        self.push().map(|_| ())
     }
 
     fn flush(&mut self) -> StreamResult<()> {
-        if self.failed {
-            return Err(StreamError::Closed);
-        }
-        self.push()
+        self.push().map(|_| ())
     }
 
     fn check_write(&mut self) -> StreamResult<usize> {
-        if self.failed {
-            return Err(StreamError::Closed);
-        }
-        self.push()?;
-        self.permit = if self.held.is_empty() {
-            self.credit()
-        } else {
-            0
-        };
+        let holding = self.push()?;
+        self.permit = if holding { 0 } else { self.credit() };
         Ok(self.permit)
     }
 }
@@ -275,11 +370,12 @@ impl Pollable for Writer {
     /// Returns once `check-write` would grant something (or fail): the
     /// held bytes sent, and a turn on the link taken if it has no credit.
     async fn ready(&mut self) {
-        while !self.failed && !self.held.is_empty() {
-            if !ready_now(self.conn.fd(), libc::POLLOUT) && self.conn.writable().await.is_err() {
-                return;
+        loop {
+            match self.push() {
+                Ok(true) => {}
+                Ok(false) | Err(_) => break,
             }
-            if self.push().is_err() {
+            if !ready_now(self.conn.fd(), libc::POLLOUT) && self.conn.writable().await.is_err() {
                 return;
             }
         }

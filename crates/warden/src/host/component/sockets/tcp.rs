@@ -37,7 +37,11 @@ pub(super) struct Socket {
     begun: Option<Op>,
     options: Options,
     account: Account,
-    _charge: Charge,
+    /// What its streams share with it, once it is connected.
+    ends: Option<Arc<streams::Ends>>,
+    /// Its slot and bytes; shared with a send still draining after
+    /// `shutdown(send)`, which holds them as long.
+    charge: Arc<Charge>,
 }
 
 enum State {
@@ -64,8 +68,11 @@ struct Options {
     keep_alive_interval_ns: u64,
     keep_alive_count: u32,
     hop_limit: u8,
-    /// The task's `socket_buffer`: each way, fixed.
+    /// The task's `socket_buffer`: each way at most.
     buffer: u64,
+    /// What the program asked for each way, within `buffer`.
+    send_buffer: u64,
+    receive_buffer: u64,
 }
 
 /// A socket slot and its bytes, given back when the socket goes.
@@ -119,21 +126,26 @@ impl View<'_> {
                 keep_alive_count: 9,
                 hop_limit: 64,
                 buffer: buffer as u64,
+                send_buffer: buffer as u64,
+                receive_buffer: buffer as u64,
             },
             account: Account::of(self.net, self.shared),
-            _charge: Charge::take(self.shared, buffer)?,
+            ends: None,
+            charge: Arc::new(Charge::take(self.shared, buffer)?),
         })
     }
 
-    /// A connection's streams in the table, children of its socket.
+    /// A connection's streams in the table, children of its socket
+    /// (numbered `parent`), which keeps what they share.
     fn streams(
         &mut self,
         conn: &Arc<Conn>,
-        account: &Account,
         parent: u32,
     ) -> SocketResult<(Resource<DynInputStream>, Resource<DynOutputStream>)> {
-        let (input, output) = streams::pair(conn, account);
         let parent = Resource::<Socket>::new_borrow(parent);
+        let socket = self.table.get_mut(&parent)?;
+        let (input, output, ends) = streams::pair(conn, &socket.account);
+        socket.ends = Some(ends);
         let input = self.table.push_child(input, &parent)?;
         let output = self.table.push_child(output, &parent)?;
         self.shared.net.count_connection();
@@ -223,6 +235,7 @@ impl tcp::HostTcpSocket for View<'_> {
             return Err(ErrorCode::AccessDenied.into());
         }
         s.state = State::Bound(Bound::new(&addr, s.options.buffer as usize)?);
+        s.apply_buffers()?;
         s.begun = Some(Op::Bind);
         Ok(())
     }
@@ -251,6 +264,7 @@ impl tcp::HostTcpSocket for View<'_> {
             }
         };
         s.state = State::Connecting(Arc::new(conn));
+        s.apply_buffers()?;
         s.begun = Some(Op::Connect);
         Ok(())
     }
@@ -278,8 +292,7 @@ impl tcp::HostTcpSocket for View<'_> {
         if s.options.keep_alive {
             conn.set_keepalive(true)?;
         }
-        let account = s.account.clone();
-        self.streams(&conn, &account, this.rep())
+        self.streams(&conn, this.rep())
     }
 
     async fn start_listen(&mut self, this: Resource<TcpSocket>) -> SocketResult<()> {
@@ -324,9 +337,8 @@ impl tcp::HostTcpSocket for View<'_> {
         }
         accepted.state = State::Connected(conn.clone());
         accepted.options.keep_alive = keep_alive;
-        let account = accepted.account.clone();
         let r = self.table.push(accepted)?;
-        let (input, output) = self.streams(&conn, &account, r.rep())?;
+        let (input, output) = self.streams(&conn, r.rep())?;
         Ok((Resource::new_own(r.rep()), input, output))
     }
 
@@ -426,23 +438,25 @@ impl tcp::HostTcpSocket for View<'_> {
     }
 
     fn receive_buffer_size(&mut self, this: Resource<TcpSocket>) -> SocketResult<u64> {
-        Ok(self.socket(&this)?.options.buffer)
+        Ok(self.socket(&this)?.options.receive_buffer)
     }
 
     fn set_receive_buffer_size(&mut self, this: Resource<TcpSocket>, n: u64) -> SocketResult<()> {
         positive(n)?;
-        self.socket(&this)?;
-        Ok(())
+        let s = self.socket(&this)?;
+        s.options.receive_buffer = n.min(s.options.buffer);
+        s.apply_buffers()
     }
 
     fn send_buffer_size(&mut self, this: Resource<TcpSocket>) -> SocketResult<u64> {
-        Ok(self.socket(&this)?.options.buffer)
+        Ok(self.socket(&this)?.options.send_buffer)
     }
 
     fn set_send_buffer_size(&mut self, this: Resource<TcpSocket>, n: u64) -> SocketResult<()> {
         positive(n)?;
-        self.socket(&this)?;
-        Ok(())
+        let s = self.socket(&this)?;
+        s.options.send_buffer = n.min(s.options.buffer);
+        s.apply_buffers()
     }
 
     fn subscribe(&mut self, this: Resource<TcpSocket>) -> wasmtime::Result<Resource<DynPollable>> {
@@ -450,13 +464,17 @@ impl tcp::HostTcpSocket for View<'_> {
     }
 
     fn shutdown(&mut self, this: Resource<TcpSocket>, how: tcp::ShutdownType) -> SocketResult<()> {
-        let State::Connected(c) = &self.socket(&this)?.state else {
+        let shared = self.shared.clone();
+        let s = self.socket(&this)?;
+        let (State::Connected(c), Some(ends)) = (&s.state, &s.ends) else {
             return Err(ErrorCode::InvalidState.into());
         };
-        match how {
-            tcp::ShutdownType::Receive => c.shutdown_read()?,
-            tcp::ShutdownType::Send => c.shutdown()?,
-            tcp::ShutdownType::Both => c.shutdown_both()?,
+        use tcp::ShutdownType::{Both, Receive, Send};
+        if matches!(how, Receive | Both) {
+            ends.shut_receive(c)?;
+        }
+        if matches!(how, Send | Both) {
+            ends.shut_send(c, &shared, s.charge.clone())?;
         }
         Ok(())
     }
@@ -473,6 +491,36 @@ fn positive(n: u64) -> SocketResult<()> {
         return Err(ErrorCode::InvalidArgument.into());
     }
     Ok(())
+}
+
+impl Socket {
+    /// Its descriptor, if it has one yet.
+    fn fd(&self) -> Option<i32> {
+        match &self.state {
+            State::Bound(b) => Some(b.fd()),
+            State::Listening(l) => Some(l.fd()),
+            State::Connecting(c) | State::Connected(c) => Some(c.fd()),
+            State::Fresh | State::Closed => None,
+        }
+    }
+
+    /// Gives its descriptor the buffer sizes asked for, where they are
+    /// below the task's (which the socket was made with, and charged).
+    fn apply_buffers(&self) -> SocketResult<()> {
+        let (Some(fd), o) = (self.fd(), &self.options) else {
+            return Ok(());
+        };
+        // SAFETY: `fd` is the socket's own, open while `self` is.
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+        let sock = socket2::SockRef::from(&fd);
+        if o.send_buffer < o.buffer {
+            sock.set_send_buffer_size(o.send_buffer as usize)?;
+        }
+        if o.receive_buffer < o.buffer {
+            sock.set_recv_buffer_size(o.receive_buffer as usize)?;
+        }
+        Ok(())
+    }
 }
 
 #[wasmtime_wasi::async_trait]
