@@ -62,6 +62,7 @@ enum Op {
 }
 
 /// The options a program may set and read back.
+#[derive(Clone)]
 struct Options {
     keep_alive: bool,
     keep_alive_idle_ns: u64,
@@ -251,17 +252,19 @@ impl tcp::HostTcpSocket for View<'_> {
         to: IpSocketAddress,
     ) -> SocketResult<()> {
         self.table.get(&network)?;
-        let family = self.socket(&this)?.family;
-        let addr = remote(self, family, to)?;
+        // The state first, then the address, then the grant.
         let s = idle(self.socket(&this)?)?;
-        let conn = match std::mem::replace(&mut s.state, State::Closed) {
-            State::Fresh => Conn::start_connect(&addr, s.options.buffer as usize)?,
-            // From the address it was bound to (under a listen grant).
-            State::Bound(b) => b.connect(&addr)?,
-            other => {
-                s.state = other;
-                return Err(ErrorCode::InvalidState.into());
-            }
+        if !matches!(s.state, State::Fresh | State::Bound(_)) {
+            return Err(ErrorCode::InvalidState.into());
+        }
+        let family = s.family;
+        let addr = remote(self, family, to)?;
+        let s = self.socket(&this)?;
+        let conn = match std::mem::replace(&mut s.state, State::Fresh) {
+            // From the address it was bound to (under a listen grant); a
+            // failure spends the bound socket.
+            State::Bound(b) => b.connect(&addr).inspect_err(|_| s.state = State::Closed)?,
+            _ => Conn::start_connect(&addr, s.options.buffer as usize)?,
         };
         s.state = State::Connecting(Arc::new(conn));
         s.apply_buffers()?;
@@ -327,16 +330,18 @@ impl tcp::HostTcpSocket for View<'_> {
         let State::Listening(l) = &s.state else {
             return Err(ErrorCode::InvalidState.into());
         };
-        let (l, family, keep_alive) = (l.clone(), s.family, s.options.keep_alive);
+        let (l, family, options) = (l.clone(), s.family, s.options.clone());
         // The slot first: past the task's sockets the connection stays in
         // the listener's queue.
         let mut accepted = self.new_socket(family, State::Closed)?;
         let conn = Arc::new(l.try_accept()?);
-        if keep_alive {
+        // An accepted socket takes the listener's options, as set now.
+        if options.keep_alive {
             conn.set_keepalive(true)?;
         }
         accepted.state = State::Connected(conn.clone());
-        accepted.options.keep_alive = keep_alive;
+        accepted.options = options;
+        accepted.apply_buffers()?;
         let r = self.table.push(accepted)?;
         let (input, output) = self.streams(&conn, r.rep())?;
         Ok((Resource::new_own(r.rep()), input, output))
