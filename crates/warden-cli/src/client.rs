@@ -6,16 +6,23 @@ use serde_json::Value;
 use std::io::{Read, Write};
 use std::time::Duration;
 
-/// One HTTP request to the control API; the status and JSON body.
+/// How long `warden spawn` waits for the system's answer: the module is
+/// compiled first, which for a large component on a busy machine takes
+/// more than the other commands' wait.
+const SPAWN_ANSWER_WITHIN: Duration = Duration::from_secs(300);
+
+/// One HTTP request to the control API, its answer waited for at most
+/// `wait`; the status and JSON body.
 fn request(
     addr: &str,
     method: &str,
     path: &str,
     body: Option<&str>,
+    wait: Duration,
 ) -> Result<(u16, Value), String> {
     let body = body.unwrap_or("");
     let found = warden::control::find_system(addr);
-    let mut s = warden::control::connect(addr, found.as_ref())?;
+    let mut s = warden::control::connect_within(addr, found.as_ref(), wait)?;
     let auth = found.as_ref().map_or(String::new(), |f| {
         format!("Authorization: Bearer {}\r\n", f.token)
     });
@@ -26,8 +33,13 @@ fn request(
     s.write_all(req.as_bytes())
         .map_err(|e| format!("control API at {addr}: {e}"))?;
     let mut text = String::new();
-    s.read_to_string(&mut text)
-        .map_err(|e| format!("control API at {addr}: {e}"))?;
+    s.read_to_string(&mut text).map_err(|e| match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => format!(
+            "control API at {addr}: no answer within {} s",
+            wait.as_secs()
+        ),
+        _ => format!("control API at {addr}: {e}"),
+    })?;
     let (head, payload) = text
         .split_once("\r\n\r\n")
         .ok_or("control API: malformed answer")?;
@@ -115,7 +127,18 @@ fn local_time(ms: u64) -> String {
 }
 
 pub fn ok(addr: &str, method: &str, path: &str, body: Option<&str>) -> Result<Value, String> {
-    let (status, json) = request(addr, method, path, body)?;
+    ok_within(addr, method, path, body, warden::control::ANSWER_WITHIN)
+}
+
+/// [`ok`], waiting for the answer at most `wait`.
+fn ok_within(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+    wait: Duration,
+) -> Result<Value, String> {
+    let (status, json) = request(addr, method, path, body, wait)?;
     if status == 200 {
         Ok(json)
     } else {
@@ -283,11 +306,12 @@ pub fn logs(addr: &str, task: &str, follow: bool) -> Result<(), String> {
 pub fn spawn(args: &crate::cli::SpawnArgs) -> Result<(), String> {
     let keys = crate::program::spawn_keys(args)?;
     let body = serde_json::json!({ "task": keys });
-    let r = ok(
+    let r = ok_within(
         &args.control.addr,
         "POST",
         "/api/spawn",
         Some(&body.to_string()),
+        SPAWN_ANSWER_WITHIN,
     )?;
     println!("spawned task {}", r["id"]);
     Ok(())

@@ -19,13 +19,28 @@ use std::time::Duration;
 pub trait Stream: Read + Write + Send {}
 impl<T: Read + Write + Send> Stream for T {}
 
+/// How long an answer is waited for, unless the caller says.
+pub const ANSWER_WITHIN: Duration = Duration::from_secs(10);
+
 /// Connects to the control API at `addr` (`HOST:PORT`), as `found` (its
-/// token file) says: over TLS, or not.
+/// token file) says: over TLS, or not; an answer is waited for at most
+/// [`ANSWER_WITHIN`].
 pub fn connect(addr: &str, found: Option<&Found>) -> Result<Box<dyn Stream>, String> {
+    connect_within(addr, found, ANSWER_WITHIN)
+}
+
+/// [`connect`], waiting for an answer at most `wait` (a spawn compiles
+/// its module before it answers, which for a large component may take
+/// a while).
+pub fn connect_within(
+    addr: &str,
+    found: Option<&Found>,
+    wait: Duration,
+) -> Result<Box<dyn Stream>, String> {
     let tcp = TcpStream::connect(addr).map_err(|e| {
         format!("no warden running at {addr} ({e}); start one with `warden run`, or pass --control")
     })?;
-    tcp.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    tcp.set_read_timeout(Some(wait)).ok();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = match (
         found.and_then(|f| f.tls.as_deref()),

@@ -47,7 +47,7 @@ mod serve;
 pub use auth::{
     find_system, find_token, token_file, write_token_file, Found, Stamp, Token, STAMP_HEADER,
 };
-pub use connect::{connect, Stream};
+pub use connect::{connect, connect_within, Stream, ANSWER_WITHIN};
 pub use metrics::metrics;
 pub use serve::{MAX_BODY, MAX_CONNECTIONS};
 
