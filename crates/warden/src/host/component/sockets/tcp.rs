@@ -50,7 +50,8 @@ enum State {
     Listening(Arc<Listener>),
     Connecting(Arc<Conn>),
     Connected(Arc<Conn>),
-    /// A connection that failed: the socket is spent.
+    /// A connection or a listen that failed (or, briefly, a socket
+    /// being accepted): the socket is spent.
     Closed,
 }
 
@@ -113,7 +114,8 @@ impl View<'_> {
         Ok(self.table.get_mut(&mine(r))?)
     }
 
-    /// A new socket in the table, charged to the task.
+    /// A new socket, charged to the task (the caller puts it in the
+    /// table).
     fn new_socket(&mut self, family: IpAddressFamily, state: State) -> SocketResult<Socket> {
         let buffer = self.net.buffer;
         Ok(Socket {
