@@ -30,7 +30,7 @@ const MAX_IO: u64 = 1 << 20;
 /// budget is not empty. The budget may go into debt, so a reader held to
 /// a low rate wakes a few times a second, not once per byte the budget
 /// refills, and still averages the rate.
-pub(super) const MIN_RECEIVE: u64 = 16 << 10;
+const MIN_RECEIVE: u64 = 16 << 10;
 
 /// A task's network state.
 pub(crate) struct TaskNet {
@@ -189,17 +189,16 @@ pub(super) async fn recv_on(
     }
     let mut want = cap.min(MAX_IO);
     if let Some(bucket) = c.data().net.receive.clone() {
-        loop {
-            let wait = lock(&bucket).wait_ns(crate::clock::since_start_ns());
-            if wait == 0 {
-                break;
+        want = loop {
+            match receivable(&bucket, want) {
+                Ok(n) => break n,
+                Err(wait) => {
+                    deadline
+                        .wait(tokio::time::sleep(std::time::Duration::from_nanos(wait)))
+                        .await?
+                }
             }
-            deadline
-                .wait(tokio::time::sleep(std::time::Duration::from_nanos(wait)))
-                .await?;
-        }
-        let now = crate::clock::since_start_ns();
-        want = want.min(lock(&bucket).available(now).max(MIN_RECEIVE));
+        };
     }
     let n = guest_io(c, conn, Way::Recv, ptr, want, deadline).await?;
     let data = c.data();
@@ -251,6 +250,18 @@ async fn guest_io(
             }
             Err(e) => return Err(errno_of(&e)),
         }
+    }
+}
+
+/// How many of `want` bytes a receive within the budget `bucket` may take
+/// now (at least [`MIN_RECEIVE`], or `want` if less), or the nanoseconds
+/// until it may take any; shared with components' input streams.
+pub(super) fn receivable(bucket: &Mutex<Bucket>, want: u64) -> Result<u64, u64> {
+    let now = crate::clock::since_start_ns();
+    let mut b = lock(bucket);
+    match b.wait_ns(now) {
+        0 => Ok(want.min(b.available(now).max(MIN_RECEIVE))),
+        wait => Err(wait),
     }
 }
 

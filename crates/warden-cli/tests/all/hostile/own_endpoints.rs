@@ -42,6 +42,19 @@ fn answers(site: &Site, name: &str, n: usize) -> String {
     site.out(name)
 }
 
+/// What a task granted every loopback port probes: the control API (on
+/// port `cp`) and the web server (`hp`) by several spellings, the first
+/// four refused, and a plain listener (`lp`) it may reach.
+fn wide_targets(cp: u16, hp: u16, lp: u16) -> [String; 5] {
+    [
+        format!("127.0.0.1:{cp}"),
+        format!("127.0.0.1:{hp}"),
+        format!("[::ffff:127.0.0.1]:{hp}"),
+        format!("0.0.0.0:{cp}"),
+        format!("127.0.0.1:{lp}"),
+    ]
+}
+
 #[test]
 fn task_grants_do_not_reach_wardens_own_endpoints() {
     let plain = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -49,13 +62,7 @@ fn task_grants_do_not_reach_wardens_own_endpoints() {
     // The tasks' grants and arguments name Warden's own ports, which must
     // be known before it binds them.
     let (cp, hp) = (fixed_port(), fixed_port());
-    let wide = [
-        format!("127.0.0.1:{cp}"),
-        format!("127.0.0.1:{hp}"),
-        format!("[::ffff:127.0.0.1]:{hp}"),
-        format!("0.0.0.0:{cp}"),
-        format!("127.0.0.1:{lp}"),
-    ];
+    let wide = wide_targets(cp, hp, lp);
     let text = format!(
         "{}{}{}[[http]]\nlisten = \"127.0.0.1:{hp}\"\n{}",
         prober("wide", "\"127.0.0.1:*\", \"0.0.0.0:*\", \"*:*\"", &wide),
@@ -117,13 +124,7 @@ fn a_component_s_grants_do_not_reach_wardens_own_endpoints() {
         bystander_route()
     );
     let site = Site::start_with(&text, |launch| launch.control(&format!("127.0.0.1:{cp}")));
-    let wide = [
-        format!("127.0.0.1:{cp}"),
-        format!("127.0.0.1:{hp}"),
-        format!("[::ffff:127.0.0.1]:{hp}"),
-        format!("0.0.0.0:{cp}"),
-        format!("127.0.0.1:{lp}"),
-    ];
+    let wide = wide_targets(cp, hp, lp);
     let py = guests::built(guests::PY_COMMAND);
     let spawn = |name: &str, grants: &[String], targets: &[String]| {
         let mut cmd = crate::util::warden();

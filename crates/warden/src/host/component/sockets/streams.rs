@@ -26,7 +26,7 @@
 //! a system call (`send`, non-blocking); the receive budget's lock is
 //! taken alone.
 
-use crate::host::sockets::MIN_RECEIVE;
+use crate::host::sockets::receivable;
 use crate::host::TaskNet;
 use crate::net::fair::Bucket;
 use crate::net::link::{Flow, PACKET};
@@ -123,21 +123,28 @@ impl Ends {
 
 /// Sends all of `held`, waiting for room.
 async fn drain(conn: &Conn, shared: &TaskShared, mut held: Bytes) {
-    while !held.is_empty() {
-        // SAFETY: `held` is valid for reads of its length.
-        match unsafe { conn.try_send(held.as_ptr(), held.len()) } {
-            Ok(n) => {
-                shared.net.count_sent(n);
-                held.advance(n);
-            }
+    loop {
+        match send_held(conn, shared, &mut held) {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 if conn.writable().await.is_err() {
                     return;
                 }
             }
-            Err(_) => return,
+            Ok(()) | Err(_) => return,
         }
     }
+}
+
+/// Sends `held` as far as the host kernel takes it now, counting what
+/// goes as the task's; `WouldBlock` if some is left.
+fn send_held(conn: &Conn, shared: &TaskShared, held: &mut Bytes) -> io::Result<()> {
+    while !held.is_empty() {
+        // SAFETY: `held` is valid for reads of its length.
+        let n = unsafe { conn.try_send(held.as_ptr(), held.len()) }?;
+        shared.net.count_sent(n);
+        held.advance(n);
+    }
+    Ok(())
 }
 
 /// The two streams of a connection, and what they share with its socket.
@@ -195,15 +202,10 @@ impl Reader {
     /// How many bytes the receive budget lets the next read take (0: it
     /// must wait).
     fn allowed(&self, want: usize) -> usize {
-        let Some(bucket) = &self.receive else {
-            return want;
-        };
-        let now = crate::clock::since_start_ns();
-        let mut b = lock(bucket);
-        if b.wait_ns(now) > 0 {
-            return 0;
+        match &self.receive {
+            None => want,
+            Some(bucket) => receivable(bucket, want as u64).unwrap_or(0) as usize,
         }
-        want.min(b.available(now).max(MIN_RECEIVE) as usize)
     }
 }
 
@@ -262,11 +264,7 @@ impl Pollable for Reader {
             return;
         }
         if let Some(bucket) = &self.receive {
-            loop {
-                let wait = lock(bucket).wait_ns(crate::clock::since_start_ns());
-                if wait == 0 {
-                    break;
-                }
+            while let Err(wait) = receivable(bucket, 1) {
                 tokio::time::sleep(std::time::Duration::from_nanos(wait)).await;
             }
         }
@@ -304,23 +302,16 @@ impl Writer {
     /// whether it still holds some.
     fn push(&mut self) -> StreamResult<bool> {
         let mut out = self.open()?;
-        while !out.held.is_empty() {
-            // SAFETY: `held` is valid for reads of its length.
-            match unsafe { self.conn.try_send(out.held.as_ptr(), out.held.len()) } {
-                Ok(n) => {
-                    self.shared.net.count_sent(n);
-                    out.held.advance(n);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
-                Err(e) => {
-                    out.held = Bytes::new();
-                    drop(out);
-                    self.failed = true;
-                    return Err(StreamError::LastOperationFailed(e.into()));
-                }
+        match send_held(&self.conn, &self.shared, &mut out.held) {
+            Ok(()) => Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(true),
+            Err(e) => {
+                out.held = Bytes::new();
+                drop(out);
+                self.failed = true;
+                Err(StreamError::LastOperationFailed(e.into()))
             }
         }
-        Ok(false)
     }
 
     /// Bytes the link lets it send now (any, when it is not shaped).
