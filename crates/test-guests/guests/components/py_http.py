@@ -9,12 +9,16 @@ take it under a prefix: /py/echo is /echo):
   /none            returns without setting a response (500)
   /fetch?url=URL   fetches URL with wasi:http/outgoing-handler and
                    answers with its status and body, or the error
+  /count           200, "count N": the requests this instance has served
+                   on /count (1 for a fresh instance per request; 1, 2, 3
+                   … for a long-lived one, a component servlet)
+  /sleep?ms=N      waits N ms on the monotonic clock, then 200 "slept"
 """
 from urllib.parse import parse_qs, urlparse
 
 from componentize_py_types import Err, Ok
 from wit_world import exports
-from wit_world.imports import outgoing_handler, poll
+from wit_world.imports import monotonic_clock, outgoing_handler, poll
 from wit_world.imports.types import (
     Fields,
     IncomingRequest,
@@ -87,6 +91,9 @@ def fetch(url):
     return b"fetched %d %s" % (status, bytes(data))
 
 
+COUNT = 0
+
+
 class IncomingHandler(exports.IncomingHandler):
     def handle(self, request: IncomingRequest, out: ResponseOutparam) -> None:
         target = urlparse(request.path_with_query() or "/")
@@ -106,6 +113,14 @@ class IncomingHandler(exports.IncomingHandler):
                 pass
         elif path == "/none":
             return
+        elif path == "/count":
+            global COUNT
+            COUNT += 1
+            respond(out, 200, b"count %d" % COUNT)
+        elif path == "/sleep":
+            ms = int(query["ms"][0])
+            poll.poll([monotonic_clock.subscribe_duration(ms * 1_000_000)])
+            respond(out, 200, b"slept")
         elif path == "/fetch":
             respond(out, 200, fetch(query["url"][0]))
         else:

@@ -15,6 +15,7 @@ mod cluster_keyed;
 mod cluster_security;
 mod components;
 mod components_http;
+mod components_servlet;
 mod components_sockets;
 mod control;
 mod control_access;

@@ -85,7 +85,7 @@ pub(crate) use sockets::{ChildNet, TaskNet};
 pub use teavm::{refusal as teavm_refusal, MODULE as TEAVM_MODULE};
 pub(crate) use typed::{add_stubs as typed_stubs, bind as typed_bind, serve as typed_serve};
 pub(crate) use typed::{check_pair as typed_check, served_exports, typed_imports, TypedServer};
-pub(crate) use typed::{iface_matches, unbound as typed_unbound};
+pub(crate) use typed::{iface_matches, unbound as typed_unbound, CallAnswer, MakeArgs};
 pub(crate) use warden::upgrade as handover;
 pub(crate) use warden::{call_bytes, HostService, Passive, Server};
 pub(crate) use warden::{on_tick as passive_on_tick, NameMap, Parent, Spawner};

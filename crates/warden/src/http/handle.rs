@@ -5,6 +5,7 @@
 mod component;
 mod module;
 mod running;
+mod served;
 mod servlet;
 mod streamed;
 mod traced;
@@ -180,7 +181,13 @@ impl Route {
                 let env = cgi::environment(&meta, &template.env);
                 self.per_request(rt, env, body, held, deadline, slot).await
             }
-            Handler::Service(name) => self.servlet(name, &parts, body, deadline, held, slot).await,
+            Handler::Service(name) => match self.component_servlet(name) {
+                Some(servlet) => {
+                    let request = component::request(parts, self.upload(body), local);
+                    self.served((name, servlet), request, deadline, slot).await
+                }
+                None => self.servlet(name, &parts, body, deadline, held, slot).await,
+            },
             Handler::Component(_) => {
                 let body = self.upload(body);
                 let request = component::request(parts, body, local);

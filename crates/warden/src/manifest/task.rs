@@ -289,6 +289,9 @@ fn task_typed(t: &RawTask, spec: &mut TaskSpec) -> Result<(), String> {
         }
     }
     spec.serves = t.serves.clone();
+    if spec.passive && spec.serves_http() {
+        return Err(crate::runtime::SERVLET_ACTIVE.into());
+    }
     spec.binds = t
         .binds
         .iter()

@@ -193,8 +193,9 @@ fn missing_export(component: &Component, engine: &Engine, entry: Entry) -> Strin
              targets the wasi:http/proxy world"
             .into(),
         _ if has("wasi:http/incoming-handler@") => "a wasi:http/proxy component (it exports \
-             wasi:http/incoming-handler, not wasi:cli/run): serve it with `warden serve` or \
-             a route's `component`"
+             wasi:http/incoming-handler, not wasi:cli/run): serve it with `warden serve`, \
+             a route's `component`, or as a task given \
+             `serves = [\"wasi:http/incoming-handler\"]` that a route's `service` names"
             .into(),
         _ => format!(
             "no `wasi:cli/run@0.2` export: Warden runs wasi:cli/command components \

@@ -19,7 +19,7 @@ impl Runtime {
             name: client.name.clone(),
             message,
         };
-        let module = self.load_module(&client.module)?;
+        let module = self.load_task_module(client)?;
         let Code::Component(linked) = &module.code else {
             return Ok(());
         };
@@ -38,7 +38,7 @@ impl Runtime {
             let Some(server) = server else {
                 continue;
             };
-            let served = self.load_module(&server.module)?;
+            let served = self.load_task_module(server)?;
             let Code::Component(s) = &served.code else {
                 continue;
             };

@@ -41,6 +41,7 @@ pub use views::{DeviceView, FileServiceView, TaskView};
 
 use heap::{mass_death, return_free_heap};
 use run::{on_tick, run};
+pub(crate) use spawn::SERVLET_ACTIVE;
 pub use tasks::SetupStats;
 pub(crate) use tasks::Watch;
 use tasks::{Live, Tasks};

@@ -23,6 +23,19 @@ impl Runtime {
         self.load_entry(path, module::Entry::Http)
     }
 
+    /// Loads the module `spec`'s task runs, as it runs it: a passive
+    /// task's reactor, a component servlet's `wasi:http/proxy` component
+    /// (see [`TaskSpec::serves_http`]), or else a command's module or
+    /// component.
+    pub fn load_task_module(&self, spec: &TaskSpec) -> Result<Arc<LoadedModule>, Error> {
+        let entry = match spec.passive && spec.serves.is_empty() {
+            true => module::Entry::Passive,
+            false if spec.serves_http() => module::Entry::Http,
+            false => module::Entry::Command,
+        };
+        self.load_entry(&spec.module, entry)
+    }
+
     /// Compiles the module in `bytes` (binary, or text if `name` ends in
     /// `.wat`) and registers it under `name`: a [`TaskSpec`] whose module
     /// is `name` then runs it, with no file. A name already loaded keeps

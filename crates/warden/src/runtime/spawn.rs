@@ -3,7 +3,7 @@
 
 use super::store::StoreSeed;
 use super::{passive, run, Child, Error, Group, Runtime, Watch, CAP_WINDOW};
-use crate::module::{self, LoadedModule};
+use crate::module::LoadedModule;
 use crate::report::TaskReport;
 use crate::sched::{Cap, TaskSched};
 use crate::task::{Inheritance, TaskId, TaskShared, TaskSpec, TaskStatus};
@@ -238,16 +238,15 @@ impl Runtime {
         first: bool,
         request: bool,
     ) -> Result<Arc<LoadedModule>, Error> {
-        let module = if request {
-            self.load_http_component(&spec.module)?
-        } else if spec.passive && spec.serves.is_empty() {
+        if spec.passive && spec.serves.is_empty() {
             spec.check_passive().map_err(|message| Error::Spawn {
                 name: spec.name.clone(),
                 message,
             })?;
-            self.load_entry(&spec.module, module::Entry::Passive)?
-        } else {
-            self.load_module(&spec.module)?
+        }
+        let module = match request {
+            true => self.load_http_component(&spec.module)?,
+            false => self.load_task_module(spec)?,
         };
         if first {
             for (_, m) in &spec.ipc.modules {
@@ -263,11 +262,7 @@ impl Runtime {
     /// system cannot stop the others starting. `warden check` reports it,
     /// and a single program's run refuses it (see `System::start_with`).
     pub fn check_fits(&self, spec: &TaskSpec) -> Result<(), Error> {
-        let module = match spec.passive && spec.serves.is_empty() {
-            true => self.load_entry(&spec.module, module::Entry::Passive)?,
-            false => self.load_module(&spec.module)?,
-        };
-        fits(spec, &module)
+        fits(spec, &*self.load_task_module(spec)?)
     }
 
     /// As [`Runtime::check_fits`], for a route's per-request template: its
@@ -407,6 +402,11 @@ fn sched_of(spec: &TaskSpec, group: Option<&Group>, child: Option<&Child>) -> Ta
     }
 }
 
+/// Why a component servlet cannot be passive.
+pub(crate) const SERVLET_ACTIVE: &str = "serves wasi:http/incoming-handler: a component servlet \
+     is an active task (its handler writes its response body while the web server reads it); \
+     drop `passive`";
+
 /// A typed server's state, for a task given `serves`: its component
 /// must export each interface, and it needs a name to serve them under.
 fn typed_of(
@@ -430,6 +430,9 @@ fn typed_of(
         return Err(fail(
             "serves: a typed server needs a `provides` name to serve under (the first)".into(),
         ));
+    }
+    if spec.passive && spec.serves_http() {
+        return Err(fail(SERVLET_ACTIVE.into()));
     }
     let component = linked.component().clone();
     let exports = crate::host::served_exports(&component, &spec.serves).map_err(fail)?;

@@ -183,6 +183,7 @@ pub fn modules<'a>(
     let mut seen = std::collections::HashSet::new();
     let passive = |s: &TaskSpec| match s.passive && s.serves.is_empty() {
         true => ModuleUse::Passive,
+        false if s.serves_http() => ModuleUse::HttpComponent,
         false => ModuleUse::Task,
     };
     let routes = http

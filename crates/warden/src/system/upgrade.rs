@@ -347,11 +347,11 @@ fn refused(name: &str, why: &str) -> String {
 
 /// Loads `module` as `spec`'s task would need it.
 fn compile(rt: &Runtime, spec: &TaskSpec, module: &Path) -> Result<(), String> {
-    let loaded = match spec.passive {
-        true => rt.load_passive_module(module),
-        false => rt.load_module(module),
-    };
-    loaded.map(drop).map_err(|e| e.to_string())
+    let mut next = spec.clone();
+    next.module = module.to_path_buf();
+    rt.load_task_module(&next)
+        .map(drop)
+        .map_err(|e| e.to_string())
 }
 
 /// Waits until task `new` holds every one of `names` (it has taken them

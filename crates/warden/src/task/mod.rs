@@ -45,7 +45,7 @@ pub use root::RootAccount;
 pub use spec::{
     GroupSpec, Intensity, IpcSpec, Limits, NetSpec, Restart, SchedSpec, Stdio, Strategy,
     SupervisorSpec, TaskSpec, DEFAULT_MAX_HANDLES, DEFAULT_MAX_MESSAGE_BYTES,
-    DEFAULT_MAX_MESSAGE_HANDLES,
+    DEFAULT_MAX_MESSAGE_HANDLES, HTTP_HANDLER,
 };
 pub use state::State;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

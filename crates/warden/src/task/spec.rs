@@ -302,7 +302,17 @@ impl TaskSpec {
     }
 }
 
+/// The interface a component servlet serves: a long-lived
+/// `wasi:http/proxy` component task that a route's `service` names.
+pub const HTTP_HANDLER: &str = "wasi:http/incoming-handler";
+
 impl TaskSpec {
+    /// Whether the task is a component servlet: it serves
+    /// [`HTTP_HANDLER`] (at any version).
+    pub fn serves_http(&self) -> bool {
+        (self.serves.iter()).any(|s| s.split('@').next() == Some(HTTP_HANDLER))
+    }
+
     /// What a passive spec may not ask for, as an error message.
     pub(crate) fn check_passive(&self) -> Result<(), String> {
         let spec = self;

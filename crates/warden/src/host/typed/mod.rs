@@ -23,7 +23,7 @@ mod check;
 mod copy;
 mod server;
 
-pub(crate) use server::TypedServer;
+pub(crate) use server::{Answer as CallAnswer, MakeArgs, TypedServer};
 
 use crate::host::TaskData;
 use crate::ipc::service::{PortalRef, Service, ServiceRef};
@@ -406,6 +406,11 @@ pub(crate) fn served_exports(
 }
 
 fn served_type(component: &Component, export: &str) -> Option<String> {
+    // A component servlet's handler takes `wasi:http`'s resources, which
+    // the web server makes in its store (see `TypedServer::submit`).
+    if iface_matches(crate::task::HTTP_HANDLER, export) {
+        return None;
+    }
     let engine = component.engine();
     match component
         .component_type()

@@ -72,16 +72,33 @@ pub(crate) struct Running {
     sync: bool,
 }
 
+/// Makes a call's arguments in the server's own store, as the call
+/// begins: what a component servlet's request is (its `wasi:http`
+/// resources live in the server's table).
+pub(crate) type MakeArgs =
+    Box<dyn FnOnce(&mut Store<TaskData>) -> wasmtime::Result<Vec<Val>> + Send>;
+
+/// Where a call's answer goes: its results, or why it failed.
+pub(crate) type Answer = tokio::sync::oneshot::Receiver<Result<Vec<Val>, String>>;
+
+/// A call's arguments: lifted from a calling task, or made in the
+/// server's store.
+enum Args {
+    Lifted(Vec<Val>),
+    Made(MakeArgs),
+}
+
 /// A call for an active server, and where its answer goes.
 struct Job {
     func: usize,
-    params: Vec<Val>,
+    args: Args,
     results: usize,
     /// The call's span, when its caller is traced.
     trace: Option<crate::telemetry::Context>,
     reply: tokio::sync::oneshot::Sender<Result<Vec<Val>, String>>,
-    /// The caller, whose scheduling context the server runs on.
-    client: crate::task::TaskId,
+    /// The calling task, whose scheduling context the server runs on
+    /// (none for the host's calls: the server's own context).
+    client: Option<crate::task::TaskId>,
 }
 
 /// A caller's context lent to an active server for one call (CPU
@@ -272,17 +289,52 @@ impl TypedServer {
         // The server's task lowers them later: its own copy.
         self.enqueue(Job {
             func,
-            params: params.to_vec(),
+            args: Args::Lifted(params.to_vec()),
             results,
             trace,
             reply: tx,
-            client: caller.id,
+            client: Some(caller.id),
         })?;
         let answer = match timeout {
             None => rx.await,
             Some(t) => tokio::time::timeout(t, rx).await.map_err(|_| late(t))?,
         };
         answer.unwrap_or_else(|_| Err(self.gone()))
+    }
+
+    /// Queues a call of function `func` for an active server, its
+    /// arguments made by `make` in the server's store as the call begins,
+    /// in the span `trace`; the server runs it on its own context (its
+    /// CPU, its budget). The answer arrives on the receiver; one closed
+    /// without an answer means the server ended first ([`Self::why_gone`]).
+    /// A call whose receiver is dropped before it begins is not run.
+    pub(crate) fn submit(
+        &self,
+        (func, trace): (usize, Option<crate::telemetry::Context>),
+        make: MakeArgs,
+        results: usize,
+    ) -> Result<Answer, String> {
+        if self.passive {
+            return Err(format!("the server {} is passive", self.shared.name));
+        }
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let args = Args::Made(make);
+        self.enqueue(Job {
+            func,
+            args,
+            results,
+            trace,
+            reply,
+            client: None,
+        })?;
+        Ok(answer)
+    }
+
+    /// The number of its component servlet's handler
+    /// (`wasi:http/incoming-handler.handle`), if it serves one.
+    pub(crate) fn http_handler(&self) -> Option<usize> {
+        let http = crate::task::HTTP_HANDLER;
+        (self.funcs.iter()).position(|f| super::iface_matches(http, &f.iface) && f.name == "handle")
     }
 
     fn enqueue(&self, job: Job) -> Result<(), String> {
@@ -300,7 +352,17 @@ impl TypedServer {
         Ok(())
     }
 
+    /// Whether the server has ended, or is ending (killed, or trapped).
+    pub(crate) fn has_ended(&self) -> bool {
+        let q = lock(&self.queue);
+        q.gone.is_some() || q.ending.is_some() || self.shared.kill_requested()
+    }
+
     /// Why calls fail now that the server has ended.
+    pub(crate) fn why_gone(&self) -> String {
+        self.gone()
+    }
+
     fn gone(&self) -> String {
         let why = lock(&self.queue).gone.clone();
         let why = why.unwrap_or_else(|| match self.shared.kill_requested() {
@@ -390,11 +452,24 @@ impl TypedServer {
             let Some(r) = running.as_mut() else {
                 continue;
             };
+            // Its caller gave up before it began (a timeout): not run.
+            if job.reply.is_closed() {
+                self.withdraw(job.client);
+                continue;
+            }
+            let params = match self.args(job.args, &mut r.store) {
+                Ok(params) => params,
+                Err(why) => {
+                    drop(job.reply.send(Err(why)));
+                    continue;
+                }
+            };
             self.busy.store(true, Ordering::Release);
-            let out = run(r, (job.func, job.trace), &job.params, job.results).await;
+            let out = run(r, (job.func, job.trace), &params, job.results).await;
             self.busy.store(false, Ordering::Release);
+            drop(params);
             // Answered: the server's own context again.
-            self.shared.inherit.withdraw(job.client);
+            self.withdraw(job.client);
             match out {
                 Ok(out) => drop(job.reply.send(Ok(out))),
                 Err(e) => {
@@ -407,6 +482,22 @@ impl TypedServer {
 }
 
 impl TypedServer {
+    /// A call's arguments, as the server's function takes them.
+    fn args(&self, args: Args, store: &mut Store<TaskData>) -> Result<Vec<Val>, String> {
+        match args {
+            Args::Lifted(params) => Ok(params),
+            Args::Made(make) => make(store)
+                .map_err(|e| format!("the server {} cannot take the call: {e}", self.shared.name)),
+        }
+    }
+
+    /// Takes back the context `client` lent for its call, if it lent one.
+    fn withdraw(&self, client: Option<crate::task::TaskId>) {
+        if let Some(client) = client {
+            self.shared.inherit.withdraw(client);
+        }
+    }
+
     /// A passive server's deadline callback (it runs on its callers'
     /// threads): ends the call once the server is killed or the call has
     /// run past `call_cpu_limit`; never yields.

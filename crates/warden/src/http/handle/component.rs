@@ -131,7 +131,7 @@ impl Route {
     /// it if it ends within [`GRACE`](super::streamed::GRACE), else
     /// (`Some`) the rest to stream. `Err(Some)`: the 502 past
     /// `max_response`; `Err(None)`: the body broke off.
-    async fn first_bytes(
+    pub(super) async fn first_bytes(
         &self,
         head: hyper::Response<OutBody>,
     ) -> Result<(Answer, Option<OutBody>), Option<Answer>> {
@@ -169,7 +169,7 @@ impl Route {
 }
 
 /// A component's response body, as `wasi:http` hands it over.
-type OutBody = wasmtime_wasi_http::p2::body::HyperOutgoingBody;
+pub(super) type OutBody = wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
 /// The rest of a component's response body, sent as the handler writes
 /// it and the client takes it, at most `max_response` bytes in all. It

@@ -109,11 +109,13 @@ impl Route {
     }
 
     /// Whether the servlet `name` is a task of this node's (not passive,
-    /// not on another node): it reads a long body from the exchange.
+    /// not on another node): it reads a long body from the exchange, or
+    /// (a component servlet) from its request's stream.
     pub(super) fn servlet_streams(&self, name: &str) -> bool {
         let client = self.client.as_ref().expect("servlet routes have a client");
         let portal = client.lookup_now(name);
-        portal.is_some_and(|p| p.service().server().is_some())
+        let by_task = portal.is_some_and(|p| p.service().server().is_some());
+        by_task || self.component_servlet(name).is_some()
     }
 
     /// The body of a request to a servlet that gets it whole, within the
