@@ -10,7 +10,7 @@ use crate::host::TaskData;
 use std::path::{Path, PathBuf};
 use wasmtime::{Engine, ExternType, InstancePre, Linker, Module, ModuleExport, Precompiled};
 
-pub(crate) use component::Linked;
+pub(crate) use component::{Linked, PROXY_AS_TASK};
 
 /// Import modules Warden provides to guests.
 pub const PROVIDED_IMPORT_MODULES: &[&str] = &[

@@ -247,11 +247,10 @@ fn what_a_component_cannot_be_given_is_one_clear_line() {
     std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
     let e = rt.load_module(&cut).err().unwrap().to_string();
     assert!(e.contains("invalid component"), "{e}");
-    // An HTTP component run as a command, and a command as a route's.
-    let e = rt
-        .load_module(Path::new(component(guests::PY_HTTP)))
-        .err()
-        .unwrap();
+    // An HTTP component run as a task with no name to serve under (with
+    // one, it is a component servlet), and a command as a route's.
+    let spec = util::spec(dir.path(), "http", component(guests::PY_HTTP));
+    let e = rt.spawn(&spec).err().unwrap();
     assert!(
         e.to_string().contains("serve it with `warden serve`"),
         "{e}"

@@ -12,14 +12,16 @@ use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 /// A system whose route `/app/*` is served by the component servlet
-/// `app`, restarted whenever it ends.
-fn site(memory: &str) -> String {
+/// `app`, restarted whenever it ends; `serves` is its `serves` key's line
+/// (a `wasi:http/proxy` component given a `provides` name is a servlet
+/// without it too).
+fn site(memory: &str, serves: &str) -> String {
     format!(
         r#"
 [[task]]
 name = "app"
 module = "{py}"
-serves = ["wasi:http/incoming-handler"]
+{serves}
 provides = ["app"]
 memory_limit = "{memory}"
 restart = "permanent"
@@ -37,6 +39,9 @@ max_response = "32MiB"
         py = component(guests::PY_HTTP),
     )
 }
+
+/// The `serves` line naming the interface.
+const SERVES: &str = r#"serves = ["wasi:http/incoming-handler"]"#;
 
 /// Starts `text` with the component tests' code cache, and waits until
 /// the servlet answers.
@@ -77,7 +82,7 @@ fn count(r: &Reply) -> u64 {
 #[test]
 fn a_component_servlet_keeps_its_state_from_one_request_to_the_next() {
     let dir = tempfile::tempdir().unwrap();
-    let web = start(dir.path(), &site("64MiB"));
+    let web = start(dir.path(), &site("64MiB", ""));
     let first = count(&get(&web, "/app/count"));
     assert_eq!(count(&get(&web, "/app/count")), first + 1);
     // Forty at once: each is one call, so each sees its own count.
@@ -120,7 +125,7 @@ fn a_component_servlet_keeps_its_state_from_one_request_to_the_next() {
 #[test]
 fn a_component_servlet_s_faults_are_answers_and_a_client_leaving_harms_no_one() {
     let dir = tempfile::tempdir().unwrap();
-    let web = start(dir.path(), &site("128MiB"));
+    let web = start(dir.path(), &site("128MiB", SERVES));
     let r = get(&web, "/app/none");
     assert_eq!(r.status, 500, "{r:?}");
     assert!(r.body.contains("without setting a response"), "{r:?}");
@@ -178,7 +183,7 @@ fn a_component_servlet_is_checked_before_it_runs() {
         (out.status.code(), err)
     };
     // Passive: its handler writes while the web server reads.
-    let passive = site("64MiB").replace("restart = \"permanent\"", "passive = true");
+    let passive = site("64MiB", SERVES).replace("restart = \"permanent\"", "passive = true");
     let (code, err) = check(&passive);
     assert_eq!(code, Some(1), "{err}");
     assert!(
@@ -186,7 +191,8 @@ fn a_component_servlet_is_checked_before_it_runs() {
         "{err}"
     );
     // A command component serves no HTTP.
-    let command = site("64MiB").replace(component(guests::PY_HTTP), component(guests::PY_COMMAND));
+    let command =
+        site("64MiB", SERVES).replace(component(guests::PY_HTTP), component(guests::PY_COMMAND));
     let (code, err) = check(&command);
     assert_ne!(code, Some(0), "{err}");
     assert!(err.contains("wasi:http/incoming-handler"), "{err}");

@@ -47,6 +47,13 @@ impl Linked {
     }
 }
 
+/// Why a `wasi:http/proxy` component cannot run as a task that has no
+/// name to serve under.
+pub(crate) const PROXY_AS_TASK: &str = "a wasi:http/proxy component (it exports \
+     wasi:http/incoming-handler, not wasi:cli/run): serve it with `warden serve`, a route's \
+     `component`, or as a component servlet, a task with a `provides` name that a route's \
+     `service` names";
+
 /// Whether `bytes` are a component's binary: WebAssembly's magic number,
 /// then the component encoding's version and layer (`0d 00 01 00`).
 pub(super) fn is_component(bytes: &[u8]) -> bool {
@@ -106,11 +113,16 @@ pub(super) fn link(
     };
     // Neither a command nor an HTTP handler (whose errors say which it
     // is), and an interface of its own exported: a typed server.
-    let runs = has_export(&component, loader.engine, "wasi:cli/run@0.2.")
-        || has_export(&component, loader.engine, "wasi:http/incoming-handler@");
+    let command = has_export(&component, loader.engine, "wasi:cli/run@0.2.");
+    let http = has_export(&component, loader.engine, "wasi:http/incoming-handler@");
     Ok(Code::Component(match entry {
-        Entry::Command if !runs && exports_interfaces(&component, loader.engine) => {
+        Entry::Command if !command && !http && exports_interfaces(&component, loader.engine) => {
             Linked::Reactor(pre)
+        }
+        // A component servlet's (or else refused when spawned: see
+        // `PROXY_AS_TASK`).
+        Entry::Command if !command && http => {
+            Linked::Proxy(ProxyPre::new(pre).map_err(|_| exports(Entry::Http))?)
         }
         Entry::Command => {
             let command = CommandPre::new(pre).map_err(|_| exports(entry))?;
@@ -192,11 +204,7 @@ fn missing_export(component: &Component, engine: &Engine, entry: Entry) -> Strin
         Entry::Http => "no `wasi:http/incoming-handler@0.2` export: a route's component \
              targets the wasi:http/proxy world"
             .into(),
-        _ if has("wasi:http/incoming-handler@") => "a wasi:http/proxy component (it exports \
-             wasi:http/incoming-handler, not wasi:cli/run): serve it with `warden serve`, \
-             a route's `component`, or as a task given \
-             `serves = [\"wasi:http/incoming-handler\"]` that a route's `service` names"
-            .into(),
+        _ if has("wasi:http/incoming-handler@") => PROXY_AS_TASK.into(),
         _ => format!(
             "no `wasi:cli/run@0.2` export: Warden runs wasi:cli/command components \
              (it exports: {})",

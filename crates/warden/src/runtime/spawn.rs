@@ -176,7 +176,7 @@ impl Runtime {
         let shared = Arc::new(self.task_shared(spec, group, child.as_ref()));
         let sched = sched_of(spec, group, child.as_ref());
         let passive = passive_of(spec, &shared);
-        let typed = typed_of(spec, &shared, &module)?;
+        let typed = typed_of(spec, &shared, (&module, launch.incoming.is_some()))?;
         let serving: Option<Arc<dyn crate::task::Serving>> = match (&passive, &typed) {
             (Some(p), _) => Some(p.clone()),
             (_, Some(t)) => Some(t.clone()),
@@ -409,19 +409,32 @@ pub(crate) const SERVLET_ACTIVE: &str = "serves wasi:http/incoming-handler: a co
 
 /// A typed server's state, for a task given `serves`: its component
 /// must export each interface, and it needs a name to serve them under.
+///
+/// A `wasi:http/proxy` component spawned as a task, not for a request
+/// (`request`), is a component servlet: it serves
+/// `wasi:http/incoming-handler` whether `serves` says so or not.
 fn typed_of(
     spec: &TaskSpec,
     shared: &Arc<TaskShared>,
-    module: &LoadedModule,
+    (module, request): (&LoadedModule, bool),
 ) -> Result<Option<Arc<crate::host::TypedServer>>, Error> {
-    if spec.serves.is_empty() {
-        return Ok(None);
-    }
+    use crate::module::{Code, Linked};
     let fail = |message: String| Error::Spawn {
         name: spec.name.clone(),
         message,
     };
-    let crate::module::Code::Component(linked) = &module.code else {
+    let serves = match &module.code {
+        Code::Component(Linked::Proxy(_)) if !request && spec.serves.is_empty() => {
+            if spec.ipc.provides.is_empty() {
+                let path = spec.module.display();
+                return Err(fail(format!("{path}: {}", crate::module::PROXY_AS_TASK)));
+            }
+            vec![crate::task::HTTP_HANDLER.to_string()]
+        }
+        _ if spec.serves.is_empty() => return Ok(None),
+        _ => spec.serves.clone(),
+    };
+    let Code::Component(linked) = &module.code else {
         return Err(fail(
             "serves: only a component serves WIT interfaces".into(),
         ));
@@ -435,7 +448,7 @@ fn typed_of(
         return Err(fail(SERVLET_ACTIVE.into()));
     }
     let component = linked.component().clone();
-    let exports = crate::host::served_exports(&component, &spec.serves).map_err(fail)?;
+    let exports = crate::host::served_exports(&component, &serves).map_err(fail)?;
     Ok(Some(crate::host::TypedServer::new(
         shared.clone(),
         component,
