@@ -274,6 +274,8 @@ const PY_SERVE: &str = "wasmtime serve, the same Python handler";
 const C_ROUTE: &str = "Warden component route, C handler";
 const C_SERVE: &str = "wasmtime serve, the same C handler";
 const WAGI: &str = "Warden WAGI route, a C module giving the same answer";
+const PY_SERVLET: &str = "Warden component servlet (one instance kept), Python handler";
+const C_SERVLET: &str = "Warden component servlet (one instance kept), C handler";
 const CONNECTIONS: [usize; 2] = [1, 64];
 
 /// The HTTP systems, each a URL that answers 200.
@@ -350,11 +352,21 @@ fn sites() -> Result<Sites, String> {
              cpu_limit = \"1s\"\nstderr = \"null\"\n{extra}"
         )
     };
+    let servlet = |name: &str, module: &str| {
+        format!(
+            "[[task]]\nname = \"{name}\"\nmodule = \"{module}\"\nprovides = [\"{name}\"]\n\
+             memory_limit = \"64MiB\"\nstderr = \"null\"\n"
+        )
+    };
     let text = format!(
-        "[[http]]\nlisten = \"127.0.0.1:0\"\n{}{}{}",
+        "{}{}[[http]]\nlisten = \"127.0.0.1:0\"\n{}{}{}{}{}",
+        servlet("pys", py),
+        servlet("cs", c),
         route("/py/*", "component", py, ""),
         route("/c/*", "component", c, ""),
         route("/w", "module", guests::PAGE, "args = [\"25\"]\n"),
+        "[[http.route]]\npath = \"/pys/*\"\nservice = \"pys\"\n",
+        "[[http.route]]\npath = \"/cs/*\"\nservice = \"cs\"\n",
     );
     let m = Manifest::parse(&text, Path::new("/"))?;
     let mut config = inproc::config(2, 2000);
@@ -363,6 +375,9 @@ fn sites() -> Result<Sites, String> {
     let rt = Runtime::new(config).map_err(|e| e.to_string())?;
     for (path, used) in warden::modules(&m.tasks, &m.http) {
         warden::load(&rt, &(path, used)).map_err(|e| e.to_string())?;
+    }
+    for task in &m.tasks {
+        rt.spawn(task).map_err(|e| e.to_string())?;
     }
     let server = HttpServer::start(&rt, &m.http[0])?;
     let base = format!("http://{}", server.addr());
@@ -374,6 +389,8 @@ fn sites() -> Result<Sites, String> {
         (C_ROUTE, format!("{base}/c/")),
         (C_SERVE, c_url),
         (WAGI, format!("{base}/w")),
+        (PY_SERVLET, format!("{base}/pys/echo")),
+        (C_SERVLET, format!("{base}/cs/")),
     ];
     for (_, u) in &urls {
         ready(u)?;
@@ -416,7 +433,9 @@ fn web(ctx: &Ctx) -> Table {
         Ok(sites) => measure_sites(&sites, bursts, &mut samples, &mut errors),
         Err(e) => {
             eprintln!("  component web servers: {e}");
-            for name in [PY_ROUTE, PY_SERVE, C_ROUTE, C_SERVE, WAGI] {
+            for name in [
+                PY_ROUTE, PY_SERVE, C_ROUTE, C_SERVE, WAGI, PY_SERVLET, C_SERVLET,
+            ] {
                 errors.insert(name.to_string(), e.clone());
             }
         }
@@ -425,6 +444,8 @@ fn web(ctx: &Ctx) -> Table {
         Contestant::warden(PY_ROUTE),
         Contestant::warden(C_ROUTE),
         Contestant::warden(WAGI),
+        Contestant::warden(PY_SERVLET),
+        Contestant::warden(C_SERVLET),
         Contestant::peer(PY_SERVE),
         Contestant::peer(C_SERVE),
     ];
@@ -439,7 +460,10 @@ fn web_method(bursts: usize) -> String {
         "wrk (Debian's) with 1 and 64 keep-alive connections (1 and 2 threads) on loopback, \
          in bursts of 1 s that rotate among the systems (a warm-up burst of each, then \
          {bursts} of each per connection count); every figure is the median (min–max) over a \
-         system's bursts. Every system answers each request from a fresh instance. Python: a \
+         system's bursts. Every system but the servlets answers each request from a fresh \
+         instance; a component servlet is the same component kept running as one task \
+         (provides = [NAME], a route's service = NAME), each request a call of its handler \
+         on that task's instance, one at a time. Python: a \
          wasi:http/proxy component made by componentize-py (CPython inside, 18 MB) answering \
          GET /echo with a short line. C: a wasi:http/proxy component in C (no libc, 7 KB) \
          answering a fixed 25-byte body. Warden: both behind component routes of one [[http]] \

@@ -17,8 +17,10 @@
  *   cluster origin NAME        one "origin" call; prints the reply
  *   cluster callback NAME BACK a "callback" call to NAME carrying a portal
  *                              to BACK; prints "callback: REPLY"
- *   cluster give NAME          a "give" call, then a "hello" call through
+ *   cluster give NAME [hold]   a "give" call, then a "hello" call through
  *                              the portal it returned; "given: REPLY"
+ *                              (with "hold", then keeps the portal until
+ *                              killed)
  *   cluster late NAME N        N "slowgive" calls, each given up after
  *                              100 ms; "late: N timed out"
  *
@@ -140,7 +142,7 @@ static int callback(const char *name, const char *back) {
     return 0;
 }
 
-static int give(const char *name) {
+static int give(const char *name, int hold) {
     warden_handle p = find(name, 10000);
     if (p < 0) return 1;
     warden_handle got[1];
@@ -151,6 +153,8 @@ static int give(const char *name) {
     if (r < 0) { printf("client: call: %s\n", warden_strerror((int32_t)r)); return 2; }
     resp[r] = 0;
     printf("given: %s\n", resp);
+    fflush(stdout);
+    while (hold) sleep(60);
     warden_close(got[0]);
     return 0;
 }
@@ -175,7 +179,9 @@ int main(int argc, char **argv) {
         return call(argv[2], atol(argv[3]), argv[4], argc == 6 ? atoll(argv[5]) : 10000);
     if (argc == 3 && strcmp(argv[1], "origin") == 0) return origin(argv[2]);
     if (argc == 4 && strcmp(argv[1], "callback") == 0) return callback(argv[2], argv[3]);
-    if (argc == 3 && strcmp(argv[1], "give") == 0) return give(argv[2]);
+    if (argc == 3 && strcmp(argv[1], "give") == 0) return give(argv[2], 0);
+    if (argc == 4 && strcmp(argv[1], "give") == 0 && strcmp(argv[3], "hold") == 0)
+        return give(argv[2], 1);
     if (argc == 4 && strcmp(argv[1], "late") == 0) return late(argv[2], atol(argv[3]));
     fprintf(stderr, "usage: cluster serve NAME TAG | call NAME N MSG | origin NAME\n");
     return 64;

@@ -281,7 +281,7 @@ fn warden_ok(args: &[std::ffi::OsString]) -> Vec<u8> {
 }
 
 /// A call frame from node `node` carrying `request`.
-fn call_frame(node: &str, request: &[u8]) -> Vec<u8> {
+pub(crate) fn call_frame(node: &str, request: &[u8]) -> Vec<u8> {
     let mut f = vec![1, 1, node.len() as u8];
     f.extend_from_slice(node.as_bytes());
     f.extend_from_slice(&7u64.to_le_bytes());
@@ -773,7 +773,7 @@ fn a_flood_of_name_questions_gets_few_answers() {
 
 /// The portals a reply frame lends (`[1][2][code][count][len][subject]…`),
 /// or `None` for any other frame.
-fn lent_in(frame: &[u8]) -> Option<Vec<String>> {
+pub(crate) fn lent_in(frame: &[u8]) -> Option<Vec<String>> {
     let [1, 2, 0, 0, 0, 0, count, rest @ ..] = frame else {
         return None;
     };

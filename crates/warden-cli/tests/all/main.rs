@@ -12,6 +12,7 @@ mod cli_tools;
 mod cluster;
 mod cluster_intake;
 mod cluster_keyed;
+mod cluster_loans;
 mod cluster_security;
 mod components;
 mod components_http;

@@ -208,7 +208,7 @@ pub(crate) struct Shared {
     /// node, then by name.
     windows: Mutex<HashMap<String, HashMap<Arc<str>, replay::Window>>>,
     /// Portals lent to other nodes, by number.
-    lent: Mutex<HashMap<u64, AbortHandle>>,
+    lent: Mutex<HashMap<u64, portal::Loan>>,
     /// Loans being made (changed under `lent`'s lock).
     lending: std::sync::atomic::AtomicUsize,
     next_call: AtomicU64,
@@ -439,8 +439,8 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         self.shared.tasks.abort_all();
-        for (_, h) in self.shared.lock_lent().drain() {
-            h.abort();
+        for (_, loan) in self.shared.lock_lent().drain() {
+            loan.task.abort();
         }
         // Nothing will answer the calls waiting now, nor sweep them: they
         // fail, on the node's thread, after which no call waits (see
@@ -476,7 +476,7 @@ impl Shared {
         self.names.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn lock_lent(&self) -> MutexGuard<'_, HashMap<u64, AbortHandle>> {
+    fn lock_lent(&self) -> MutexGuard<'_, HashMap<u64, portal::Loan>> {
         self.lent.lock().unwrap_or_else(|e| e.into_inner())
     }
 

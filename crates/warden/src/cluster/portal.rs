@@ -11,6 +11,13 @@
 //! portals at once (`Quota` past that); a borrower that dies without
 //! releasing keeps its loans until the lender's end.
 //!
+//! A loan is to one node: the one the frame carrying it is sent to
+//! ([`Shared::lend_to`], before the frame leaves). In a keyed cluster
+//! only that node's sealed frames are taken on the portal's subject, so
+//! a member that learns the subject (it travels in frames the broker
+//! forwards) still cannot call through it or release it; in an open
+//! cluster, a call must name that node.
+//!
 //! Only portals cross: any other object in a message is `Inval`.
 
 use super::serve::Check;
@@ -25,6 +32,13 @@ use std::sync::Arc;
 
 /// Most portals one node lends at once.
 pub const MAX_LENT: usize = 4096;
+
+/// A portal lent: the task serving its subject, and the node it is lent
+/// to (none until the frame carrying it is sent).
+pub(super) struct Loan {
+    pub(super) task: tokio::task::AbortHandle,
+    borrower: Option<Arc<str>>,
+}
 
 impl Shared {
     /// Lends every object of a message; their subjects. `Inval` if one is
@@ -83,8 +97,34 @@ impl Shared {
         let task = self
             .tokio
             .spawn(serve_lent(self.clone(), n, portal, self.feed(sub)));
-        lent.insert(n, task.abort_handle());
+        let loan = Loan {
+            task: task.abort_handle(),
+            borrower: None,
+        };
+        lent.insert(n, loan);
         Ok(subject)
+    }
+
+    /// Makes the portals lent on `subjects` node `node`'s: the frame
+    /// carrying them goes there (a call sent on to another node after no
+    /// one took it moves them with it).
+    pub(super) fn lend_to(&self, subjects: &[String], node: &str) {
+        if subjects.is_empty() {
+            return;
+        }
+        let node: Arc<str> = node.into();
+        let mut lent = self.lock_lent();
+        for s in subjects {
+            let n = self.subjects.portal_number(&self.node, s);
+            if let Some(loan) = n.and_then(|n| lent.get_mut(&n)) {
+                loan.borrower = Some(node.clone());
+            }
+        }
+    }
+
+    /// The node portal `n` is lent to, if it is lent and sent.
+    fn borrower(&self, n: u64) -> Option<Arc<str>> {
+        self.lock_lent().get(&n).and_then(|l| l.borrower.clone())
     }
 
     /// Stops lending the portals this node lent on `subjects` (for a
@@ -96,8 +136,8 @@ impl Shared {
         let mut lent = self.lock_lent();
         for s in subjects {
             let n = self.subjects.portal_number(&self.node, s);
-            if let Some(task) = n.and_then(|n| lent.remove(&n)) {
-                task.abort();
+            if let Some(loan) = n.and_then(|n| lent.remove(&n)) {
+                loan.task.abort();
             }
         }
     }
@@ -142,16 +182,26 @@ async fn serve_lent(shared: Arc<Shared>, n: u64, portal: PortalRef, mut sub: sup
             let Some(f) = wire::decode_portal_frame(frame) else {
                 return Check::Malformed;
             };
-            let Some(seal) = seal else { return Check::Good };
+            let borrower = shared.borrower(n);
+            let is_borrower = |node: &str| borrower.as_deref() == Some(node);
+            let Some(seal) = seal else {
+                return match f {
+                    PortalFrame::Call(c) if !is_borrower(c.node) => Check::Forged,
+                    _ => Check::Good,
+                };
+            };
             let caller = match f {
                 PortalFrame::Call(c) => c.node,
                 PortalFrame::Release => seal.signer,
             };
-            let window = windows.entry(seal.signer.to_string()).or_default();
-            if seal.signer != caller || !window.take(seal.instance, seal.seq) {
+            if seal.signer != caller || !is_borrower(seal.signer) {
                 return Check::Forged;
             }
-            Check::Good
+            let window = windows.entry(seal.signer.to_string()).or_default();
+            match window.take(seal.instance, seal.seq) {
+                true => Check::Good,
+                false => Check::Forged,
+            }
         }) else {
             continue;
         };

@@ -275,6 +275,8 @@ impl Shared {
         if self.left.load(std::sync::atomic::Ordering::Acquire) {
             return self.failed(sending, Errno::PeerDied);
         }
+        // Its portals are lent to the node it goes to, and no other.
+        self.lend_to(&sending.lent, &from);
         let pending = Pending {
             token,
             from,

@@ -265,7 +265,10 @@ impl Shared {
             Ok((bytes, objects)) if objects.is_empty() => Ok((bytes, Vec::new())),
             // Portals in the reply are lent to the caller's node.
             Ok((bytes, objects)) => match self.lend_all(objects).await {
-                Ok(subjects) => Ok((bytes, subjects)),
+                Ok(subjects) => {
+                    self.lend_to(&subjects, caller);
+                    Ok((bytes, subjects))
+                }
                 Err(e) => Err(e),
             },
             // The name went away here since the broker chose this node:
