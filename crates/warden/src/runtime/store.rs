@@ -228,13 +228,19 @@ impl Runtime {
             b.env(name, value);
         }
         crate::host::component_network(&mut b);
-        Ok(WasiSeed::Built(Box::new(finish_wasi(
-            b,
-            sinks,
-            stdin(spec),
-        ))))
+        let mut wasi = finish_wasi(b, sinks, stdin(spec));
+        use wasmtime_wasi::WasiView;
+        (wasi.ctx().table).set_max_capacity(RESOURCES_PER_HANDLE * spec.ipc.max_handles);
+        Ok(WasiSeed::Built(Box::new(wasi)))
     }
 }
+
+/// A component task's live WASI resources (streams, pollables, fields,
+/// sockets, a servlet's requests: the host's objects its handles name)
+/// are at most this many times its `max_handles` (4,096 by default): a
+/// component that keeps making them, or a servlet that never drops its
+/// requests, finds the next refused instead of growing the host.
+pub(crate) const RESOURCES_PER_HANDLE: usize = 4;
 
 /// Why a component task may not be given a listener.
 pub(crate) const NO_COMPONENT_SOCKETS: &str =

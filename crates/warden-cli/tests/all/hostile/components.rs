@@ -1,7 +1,7 @@
 //! Hostile components: a start function that never returns, memories
-//! grown in two places at once, a minimum size over the budget, and a
-//! libc program (adapted) allocating until refused, each beside the
-//! bystander.
+//! grown in two places at once, a minimum size over the budget, a libc
+//! program (adapted) allocating until refused, and host objects made
+//! and never dropped, each beside the bystander.
 
 use super::*;
 
@@ -71,4 +71,25 @@ fn allocation_until_refused_ends_at_the_limit() {
         "{r}"
     );
     assert!(r["peak_memory_bytes"].as_u64().unwrap() <= 8 << 20, "{r}");
+}
+
+#[test]
+fn host_objects_never_dropped_stop_at_the_resource_cap() {
+    // 4 × max_handles live WASI resources at most: 64 here.
+    let bomb = task(
+        "bomb",
+        guests::built(guests::HANDLE_BOMB),
+        &[],
+        "memory_limit = '1MiB'\nmax_handles = 16",
+    );
+    let run = attack("", &bomb);
+    let r = run.report("bomb");
+    assert_eq!(r["status"], "trapped", "{r}");
+    assert!(
+        r["reason"]
+            .as_str()
+            .unwrap()
+            .contains("resource table has no free keys"),
+        "{r}"
+    );
 }

@@ -94,8 +94,33 @@ impl Incoming {
             .request
             .map(|body| body.map_err(|e| ErrorCode::InternalError(Some(e.to_string()))));
         let request = http.new_incoming_request(Scheme::Http, request)?;
-        let out = http.new_response_outparam(self.respond)?;
-        Ok((request, out))
+        let rep = request.rep();
+        match http.new_response_outparam(self.respond) {
+            Ok(out) => Ok((request, out)),
+            Err(e) => {
+                Incoming::forget(data, (rep, u32::MAX));
+                Err(e)
+            }
+        }
+    }
+
+    /// Takes the request and the response slot numbered `reps` (the
+    /// numbers [`Incoming::enter`] gave them; `u32::MAX`: none) out of
+    /// the task's resource table, for a request its handler will never
+    /// get.
+    pub(crate) fn forget(data: &mut TaskData, (request, out): (u32, u32)) {
+        use wasmtime_wasi_http::p2::types::{HostIncomingRequest, HostResponseOutparam};
+        let http = data.http();
+        if request != u32::MAX {
+            let _ = http
+                .table
+                .delete(Resource::<HostIncomingRequest>::new_own(request));
+        }
+        if out != u32::MAX {
+            let _ = http
+                .table
+                .delete(Resource::<HostResponseOutparam>::new_own(out));
+        }
     }
 }
 

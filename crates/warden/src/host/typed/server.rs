@@ -306,7 +306,7 @@ impl TypedServer {
     /// arguments made by `make` in the server's store as the call begins,
     /// in the span `trace`; the server runs it on its own context (its
     /// CPU, its budget). The answer arrives on the receiver; one closed
-    /// without an answer means the server ended first ([`Self::why_gone`]).
+    /// without an answer means the server ended first ([`Self::gone`]).
     /// A call whose receiver is dropped before it begins is not run.
     pub(crate) fn submit(
         &self,
@@ -359,11 +359,7 @@ impl TypedServer {
     }
 
     /// Why calls fail now that the server has ended.
-    pub(crate) fn why_gone(&self) -> String {
-        self.gone()
-    }
-
-    fn gone(&self) -> String {
+    pub(crate) fn gone(&self) -> String {
         let why = lock(&self.queue).gone.clone();
         let why = why.unwrap_or_else(|| match self.shared.kill_requested() {
             true => format!("was killed ({})", self.shared.kill_reason()),
@@ -460,6 +456,7 @@ impl TypedServer {
             let params = match self.args(job.args, &mut r.store) {
                 Ok(params) => params,
                 Err(why) => {
+                    self.withdraw(job.client);
                     drop(job.reply.send(Err(why)));
                     continue;
                 }

@@ -163,13 +163,34 @@ impl Route {
 }
 
 /// Makes the request's arguments in the server's store: the request and
-/// its response's slot, as `handle` takes them.
+/// its response's slot, as `handle` takes them. If the store cannot take
+/// them (a servlet that keeps every request's handles reaches its handle
+/// limit), what was put in its tables is taken out again, so that a
+/// leaking servlet fails its later requests without holding their bytes.
 fn made(incoming: Incoming) -> crate::host::MakeArgs {
     Box::new(move |store| {
         let (request, out) = incoming.enter(store.data_mut())?;
-        let request = request.try_into_resource_any(&mut *store)?;
-        let out = out.try_into_resource_any(&mut *store)?;
-        Ok(vec![Val::Resource(request), Val::Resource(out)])
+        let reps = (request.rep(), out.rep());
+        let request = match request.try_into_resource_any(&mut *store) {
+            Ok(r) => r,
+            Err(e) => {
+                Incoming::forget(store.data_mut(), reps);
+                return Err(e);
+            }
+        };
+        match out.try_into_resource_any(&mut *store) {
+            Ok(out) => Ok(vec![Val::Resource(request), Val::Resource(out)]),
+            Err(e) => {
+                // Back out of the store's handles, then out of the table.
+                use wasmtime::component::Resource;
+                use wasmtime_wasi_http::p2::types::HostIncomingRequest;
+                let back =
+                    Resource::<HostIncomingRequest>::try_from_resource_any(request, &mut *store);
+                let gone = back.map_or(u32::MAX, |r| r.rep());
+                Incoming::forget(store.data_mut(), (gone, reps.1));
+                Err(e)
+            }
+        }
     })
 }
 
@@ -178,7 +199,7 @@ fn failure(name: &str, server: &TypedServer, ended: Ended) -> Option<String> {
     match ended {
         Ok(Ok(_)) => None,
         Ok(Err(why)) => Some(format!("servlet {name:?}: {why}")),
-        Err(_) => Some(format!("servlet {name:?}: {}", server.why_gone())),
+        Err(_) => Some(format!("servlet {name:?}: {}", server.gone())),
     }
 }
 
@@ -246,10 +267,10 @@ impl ServedTail {
             match call.try_recv() {
                 Ok(ended) => self.failed = failure(&self.name, &self.server, Ok(ended)),
                 Err(oneshot::error::TryRecvError::Closed) => {
-                    self.failed = Some(self.server.why_gone());
+                    self.failed = Some(self.server.gone());
                 }
                 Err(oneshot::error::TryRecvError::Empty) if self.server.has_ended() => {
-                    self.failed = Some(self.server.why_gone());
+                    self.failed = Some(self.server.gone());
                 }
                 Err(oneshot::error::TryRecvError::Empty) => {}
             }
