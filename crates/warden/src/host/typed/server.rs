@@ -88,6 +88,10 @@ enum Args {
     Made(MakeArgs),
 }
 
+/// Calls queued for an active server past which those whose callers
+/// gave up are dropped as the next one queues.
+const PURGE_AT: usize = 64;
+
 /// A call for an active server, and where its answer goes.
 struct Job {
     func: usize,
@@ -343,9 +347,21 @@ impl TypedServer {
             drop(q);
             return Err(self.gone());
         }
+        // Once calls queue up (a server stuck in one call), those whose
+        // callers gave up go, with what they hold (a request and its
+        // body), instead of waiting for their turn to be skipped.
+        let stale: VecDeque<Job> = match q.jobs.len() >= PURGE_AT {
+            true => {
+                let (keep, stale) = q.jobs.drain(..).partition(|j| !j.reply.is_closed());
+                q.jobs = keep;
+                stale
+            }
+            false => VecDeque::new(),
+        };
         q.jobs.push_back(job);
         let waker = q.waker.take();
         drop(q);
+        drop(stale);
         if let Some(w) = waker {
             w.wake();
         }
