@@ -257,16 +257,25 @@ impl Body for BodyTail {
             Poll::Pending => Poll::Pending,
             Poll::Ready(None) => this.end(cx),
             Poll::Ready(Some(Err(e))) => this.fail(format!("the handler's body failed: {e}")),
-            Poll::Ready(Some(Ok(frame))) => {
-                let n = frame.data_ref().map_or(0, |d| d.len());
-                if n > this.left {
-                    return this.fail("the handler's response is over max_response".into());
-                }
-                this.left -= n;
+            Poll::Ready(Some(Ok(frame))) if fits(&mut this.left, &frame) => {
                 Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Ok(_))) => {
+                this.fail("the handler's response is over max_response".into())
             }
         }
     }
+}
+
+/// Whether `frame`'s bytes fit within the `left` a response body may
+/// still send; if they do, they are counted off it.
+pub(super) fn fits(left: &mut usize, frame: &Frame<Bytes>) -> bool {
+    let n = frame.data_ref().map_or(0, |d| d.len());
+    let fit = n <= *left;
+    if fit {
+        *left -= n;
+    }
+    fit
 }
 
 /// `answer`, unless the task's end says it is cut short: a body looks

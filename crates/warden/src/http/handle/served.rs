@@ -20,7 +20,7 @@
 //! running on its own task); one that returns without a response a 500;
 //! an error code for a response a 502.
 
-use super::component::OutBody;
+use super::component::{fits, OutBody};
 use super::traced::{self, call_span};
 use super::{text, Answer, Route};
 use crate::host::{Incoming, TypedServer};
@@ -308,13 +308,11 @@ impl Body for ServedTail {
                 this.end(why)
             }
             Poll::Ready(Some(Err(e))) => this.end(Some(format!("the servlet's body failed: {e}"))),
-            Poll::Ready(Some(Ok(frame))) => {
-                let n = frame.data_ref().map_or(0, |d| d.len());
-                if n > this.left {
-                    return this.end(Some("the servlet's response is over max_response".into()));
-                }
-                this.left -= n;
+            Poll::Ready(Some(Ok(frame))) if fits(&mut this.left, &frame) => {
                 Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Ok(_))) => {
+                this.end(Some("the servlet's response is over max_response".into()))
             }
         }
     }
