@@ -17,7 +17,8 @@
 //!   `KV_CLIENT` (a command importing it, adapted), and `KV_RENAMED`,
 //!   `KV_FIELD`, `KV_PARAM` (`kv_probe.c` against a changed copy of the
 //!   interface each), and `KV_COMPOSED` (the client and the server fused
-//!   by `wasm-tools compose`: the typed-call benchmark's floor);
+//!   by `wasm-tools compose`: the typed-call benchmark's floor), and
+//!   `COUNTER_SERVER` and `COUNTER_CLIENT` (a resource across calls);
 //! - `components/*.wat` (hostile, hand-written) by the `wat` crate.
 
 use std::path::Path;
@@ -181,6 +182,20 @@ fn typed(
         "kv_front_client",
         "`guests/components/kv_front_client.c`: imports warden-test:kv/front.",
         front,
+    );
+    let counters = typed_core(dir, out, "counter_server", &["-mexec-model=reactor"])
+        .and_then(|core| embed_new(out, "counter_server", &core, &wit, "counter-server", false));
+    put(
+        "counter_server",
+        "`guests/components/counter_server.c`: serves warden-test:kv/counters (a resource).",
+        counters,
+    );
+    let counters = typed_core(dir, out, "counter_client", &entry)
+        .and_then(|core| embed_new(out, "counter_client", &core, &wit, "counter-client", true));
+    put(
+        "counter_client",
+        "`guests/components/counter_client.c`: holds warden-test:kv/counters' counters.",
+        counters,
     );
     for (name, define) in [("renamed", "FETCH"), ("field", "ENTRIES"), ("param", "SET")] {
         let stem = format!("kv_{name}");

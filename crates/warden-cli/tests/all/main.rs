@@ -68,6 +68,7 @@ mod telemetry;
 mod traps;
 mod tutorial;
 mod typed;
+mod typed_resources;
 mod upgrade;
 mod util;
 mod wasi_files;

@@ -3,9 +3,40 @@
 //! types are never the same objects), and the shapes a typed call cannot
 //! carry. Every refusal is one line naming the interface, the function
 //! and both types.
+//!
+//! A resource the interface defines crosses as a handle (see `held`);
+//! two resource types are the same if they have the same name in their
+//! interfaces. A resource of another interface does not cross.
 
 use wasmtime::component::types::{ComponentFunc, ComponentInstance, ComponentItem, Type};
+use wasmtime::component::ResourceType;
 use wasmtime::Engine;
+
+/// The resource types an interface defines, with their names.
+pub(crate) fn resources(engine: &Engine, inst: &ComponentInstance) -> Vec<(ResourceType, String)> {
+    (inst.exports(engine))
+        .filter_map(|(name, item)| match item.ty {
+            ComponentItem::Resource(r) => Some((r, name.to_string())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Both sides' resource types, by name: how two resource types are
+/// compared.
+struct Names {
+    client: Vec<(ResourceType, String)>,
+    server: Vec<(ResourceType, String)>,
+}
+
+impl Names {
+    fn same(&self, a: &ResourceType, b: &ResourceType) -> bool {
+        let name = |all: &[(ResourceType, String)], r: &ResourceType| {
+            all.iter().find(|(t, _)| t == r).map(|(_, n)| n.clone())
+        };
+        matches!((name(&self.client, a), name(&self.server, b)), (Some(x), Some(y)) if x == y)
+    }
+}
 
 /// Checks that `server` (an exported instance) gives every function
 /// `client` (an imported one) expects, with the same types. `iface`
@@ -16,6 +47,10 @@ pub(crate) fn check(
     client: &ComponentInstance,
     server: &ComponentInstance,
 ) -> Result<(), String> {
+    let names = Names {
+        client: resources(engine, client),
+        server: resources(engine, server),
+    };
     for (name, item) in client.exports(engine) {
         let ComponentItem::ComponentFunc(want) = item.ty else {
             continue;
@@ -28,7 +63,7 @@ pub(crate) fn check(
                 func_text(&want)
             ));
         };
-        if !same_func(&want, &have) {
+        if !same_func(&want, &have, &names) {
             return Err(format!(
                 "{iface}: function {name}: the client's type is {} but the server's is {}",
                 func_text(&want),
@@ -40,19 +75,23 @@ pub(crate) fn check(
 }
 
 /// Why `iface`'s functions cannot cross a typed call, if one of them has
-/// a shape Warden does not carry (resources, streams, futures, maps).
+/// a shape Warden does not carry (another interface's resources,
+/// streams, futures, maps).
 pub(crate) fn unsupported(
     engine: &Engine,
     iface: &str,
     inst: &ComponentInstance,
 ) -> Option<String> {
+    let own: Vec<ResourceType> = resources(engine, inst)
+        .into_iter()
+        .map(|(r, _)| r)
+        .collect();
     for (name, item) in inst.exports(engine) {
         let why = match item.ty {
             ComponentItem::ComponentFunc(f) => {
                 let mut types = f.params().map(|(_, t)| t).chain(f.results());
-                types.find_map(|t| carried(&t).err())
+                types.find_map(|t| carried(&t, &own).err())
             }
-            ComponentItem::Resource(_) => Some("a resource type".to_string()),
             _ => None,
         };
         if let Some(why) = why {
@@ -64,53 +103,56 @@ pub(crate) fn unsupported(
     None
 }
 
-/// Whether values of `t` can be copied from one task to another.
-fn carried(t: &Type) -> Result<(), String> {
+/// Whether values of `t` can be copied from one task to another, given
+/// the resource types `own` of its interface (whose handles cross).
+fn carried(t: &Type, own: &[ResourceType]) -> Result<(), String> {
     let each = |ts: &mut dyn Iterator<Item = Type>| -> Result<(), String> {
-        ts.map(|t| carried(&t)).collect()
+        ts.map(|t| carried(&t, own)).collect()
     };
     match t {
-        Type::List(l) => carried(&l.ty()),
+        Type::List(l) => carried(&l.ty(), own),
         Type::Record(r) => each(&mut r.fields().map(|f| f.ty)),
         Type::Tuple(t) => each(&mut t.types()),
         Type::Variant(v) => each(&mut v.cases().filter_map(|c| c.ty)),
-        Type::Option(o) => carried(&o.ty()),
+        Type::Option(o) => carried(&o.ty(), own),
         Type::Result(r) => each(&mut r.ok().into_iter().chain(r.err())),
-        Type::Own(_) | Type::Borrow(_) => Err("a resource handle".into()),
+        Type::Own(r) | Type::Borrow(r) if own.contains(r) => Ok(()),
+        Type::Own(_) | Type::Borrow(_) => Err("a resource another interface defines".into()),
         Type::Future(_) | Type::Stream(_) | Type::ErrorContext => Err("an async type".into()),
         Type::Map(_) | Type::FixedLengthList(_) => Err(format!("a {}", type_text(t))),
         _ => Ok(()),
     }
 }
 
-fn same_func(a: &ComponentFunc, b: &ComponentFunc) -> bool {
+fn same_func(a: &ComponentFunc, b: &ComponentFunc, n: &Names) -> bool {
     a.async_() == b.async_()
         && a.params().len() == b.params().len()
         && a.params()
             .zip(b.params())
-            .all(|((_, x), (_, y))| same(&x, &y))
+            .all(|((_, x), (_, y))| same(&x, &y, n))
         && a.results().len() == b.results().len()
-        && a.results().zip(b.results()).all(|(x, y)| same(&x, &y))
+        && a.results().zip(b.results()).all(|(x, y)| same(&x, &y, n))
 }
 
-/// Structural equality: the same shape, names and order.
-pub(crate) fn same(a: &Type, b: &Type) -> bool {
+/// Structural equality: the same shape, names and order (resource
+/// types: the same names, see [`Names`]).
+fn same(a: &Type, b: &Type, n: &Names) -> bool {
     let all = |x: &mut dyn ExactSizeIterator<Item = Type>,
                y: &mut dyn ExactSizeIterator<Item = Type>| {
-        x.len() == y.len() && x.zip(y).all(|(p, q)| same(&p, &q))
+        x.len() == y.len() && x.zip(y).all(|(p, q)| same(&p, &q, n))
     };
     let opt = |x: Option<Type>, y: Option<Type>| match (x, y) {
         (None, None) => true,
-        (Some(p), Some(q)) => same(&p, &q),
+        (Some(p), Some(q)) => same(&p, &q, n),
         _ => false,
     };
     match (a, b) {
-        (Type::List(x), Type::List(y)) => same(&x.ty(), &y.ty()),
+        (Type::List(x), Type::List(y)) => same(&x.ty(), &y.ty(), n),
         (Type::Record(x), Type::Record(y)) => {
             x.fields().len() == y.fields().len()
                 && x.fields()
                     .zip(y.fields())
-                    .all(|(p, q)| p.name == q.name && same(&p.ty, &q.ty))
+                    .all(|(p, q)| p.name == q.name && same(&p.ty, &q.ty, n))
         }
         (Type::Tuple(x), Type::Tuple(y)) => all(&mut x.types(), &mut y.types()),
         (Type::Variant(x), Type::Variant(y)) => {
@@ -121,8 +163,9 @@ pub(crate) fn same(a: &Type, b: &Type) -> bool {
         }
         (Type::Enum(x), Type::Enum(y)) => x.names().eq(y.names()),
         (Type::Flags(x), Type::Flags(y)) => x.names().eq(y.names()),
-        (Type::Option(x), Type::Option(y)) => same(&x.ty(), &y.ty()),
+        (Type::Option(x), Type::Option(y)) => same(&x.ty(), &y.ty(), n),
         (Type::Result(x), Type::Result(y)) => opt(x.ok(), y.ok()) && opt(x.err(), y.err()),
+        (Type::Own(x), Type::Own(y)) | (Type::Borrow(x), Type::Borrow(y)) => n.same(x, y),
         (Type::Own(_) | Type::Borrow(_), _) | (_, Type::Own(_) | Type::Borrow(_)) => false,
         _ => std::mem::discriminant(a) == std::mem::discriminant(b) && scalar(a),
     }

@@ -18,9 +18,14 @@
 //!   server's memory (its allocator, its budget); results come back the
 //!   same way. Nothing is shared. A failed call traps the caller with a
 //!   reason naming the server.
+//! - A resource the interface defines crosses as a capability: the
+//!   client holds a handle of its own to the server's resource, valid
+//!   only in the client and only for that server, released when dropped
+//!   and revoked when the server ends (`held`).
 
 mod check;
 mod copy;
+mod held;
 mod server;
 
 pub(crate) use server::{Answer as CallAnswer, MakeArgs, TypedServer};
@@ -50,6 +55,10 @@ pub(crate) struct State {
     uses: Vec<String>,
     /// Most bytes one call copies either way.
     max_bytes: u64,
+    /// The servers' resources the task holds handles to, and how many it
+    /// may hold.
+    held: held::Table,
+    max_handles: usize,
     /// Longest a call to an active server is waited for.
     call_timeout: Option<Duration>,
     kernel: Option<Arc<Kernel>>,
@@ -64,6 +73,8 @@ struct Binding {
     iface: String,
     server: Arc<TypedServer>,
     funcs: Vec<usize>,
+    /// The interface's resource types: the server's, and the client's.
+    types: held::Types,
     /// Keeps the task counted among the service's clients.
     _portal: PortalRef,
 }
@@ -75,6 +86,8 @@ impl super::Group for State {
             binds: p.spec.binds.clone(),
             uses: p.spec.ipc.uses.clone(),
             max_bytes: p.spec.ipc.max_message_bytes,
+            held: Default::default(),
+            max_handles: p.spec.ipc.max_handles,
             call_timeout: p.spec.call_timeout,
             kernel: Some(p.kernel.clone()),
             serving: None,
@@ -112,17 +125,46 @@ pub(crate) fn typed_imports(component: &Component, engine: &Engine) -> Vec<(Stri
     out
 }
 
+/// The names of the resource types the import `iface` of `component`
+/// defines, in order.
+fn import_resources(component: &Component, iface: &str) -> Vec<String> {
+    let engine = component.engine();
+    match component
+        .component_type()
+        .get_import(engine, iface)
+        .map(|e| e.ty)
+    {
+        Some(ComponentItem::ComponentInstance(inst)) => (check::resources(engine, &inst))
+            .into_iter()
+            .map(|(_, n)| n)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// Defines a stub in `linker` for every function of every typed import
-/// of `component`; each finds its binding in the calling task's state.
+/// of `component`, each finding its binding in the calling task's state,
+/// and a resource type of the client's own for each resource type one
+/// defines (see `held`).
 pub(crate) fn add_stubs(
     linker: &mut wasmtime::component::Linker<TaskData>,
     component: &Component,
 ) -> wasmtime::Result<()> {
+    use wasmtime::component::ResourceType;
     for (i, (iface, funcs)) in typed_imports(component, component.engine())
         .into_iter()
         .enumerate()
     {
+        let resources = import_resources(component, &iface);
         let mut inst = linker.instance(&iface)?;
+        for (k, name) in resources.iter().enumerate() {
+            let ty = ResourceType::host_dynamic(held::type_id(i, k));
+            // The client dropped its handle: released.
+            inst.resource(name, ty, |mut store, rep| {
+                drop(store.data_mut().groups.typed.held.take(rep));
+                Ok(())
+            })?;
+        }
         for (j, name) in funcs.into_iter().enumerate() {
             inst.func_new_async(&name.clone(), move |store, _ty, params, results| {
                 Box::new(call(store, (i, j), params, results))
@@ -198,7 +240,7 @@ fn span(t: Traced, r: &wasmtime::Result<()>) {
 
 /// [`call`] itself, made in the span `trace` (carried to the server).
 async fn call_untraced(
-    store: StoreContextMut<'_, TaskData>,
+    mut store: StoreContextMut<'_, TaskData>,
     (i, j): (usize, usize),
     params: &[Val],
     results: &mut [Val],
@@ -213,6 +255,17 @@ async fn call_untraced(
     let served = &b.server.funcs[func];
     let what = || format!("typed call {}.{}", b.iface, served.name);
     let sent = copy::size(params, cap).map_err(|n| copy::refusal(&what(), "arguments", n, cap))?;
+    let mapped;
+    let params = match b.types.is_empty() {
+        true => params,
+        false => {
+            let mut theirs = params.to_vec();
+            held::to_server(&mut store, &b.server, &mut theirs)
+                .map_err(|e| wasmtime::Error::msg(format!("{}: {e}", what())))?;
+            mapped = theirs;
+            &mapped[..]
+        }
+    };
     let began = crate::clock::ticks::now();
     let caller = store.data().shared.clone();
     let out = (b.server)
@@ -224,10 +277,18 @@ async fn call_untraced(
         stats.fail();
         wasmtime::Error::msg(format!("{}: {why}", what()))
     })?;
+    let mut out = out;
     let got = copy::size(&out, cap).map_err(|n| {
         stats.fail();
         copy::refusal(&what(), "results", n, cap)
     })?;
+    if !b.types.is_empty() {
+        let most = store.data().groups.typed.max_handles;
+        held::to_client(&mut store, (&b.server, &b.types), &mut out, most).map_err(|e| {
+            stats.fail();
+            wasmtime::Error::msg(format!("{}: {e}", what()))
+        })?;
+    }
     stats.copied(sent + got);
     for (slot, v) in results.iter_mut().zip(out) {
         *slot = v;
@@ -247,9 +308,9 @@ pub(crate) async fn bind(data: &mut TaskData, component: &Component) -> Result<(
         kernel: state.kernel.clone().expect("prepared"),
     };
     let mut bound = Vec::with_capacity(imports.len());
-    for (iface, funcs) in &imports {
+    for (i, (iface, funcs)) in imports.iter().enumerate() {
         bound.push(Some(Arc::new(
-            bind_one(&wants, component, iface, funcs).await?,
+            bind_one(&wants, component, (i, iface), funcs).await?,
         )));
     }
     data.groups.typed.bound = bound;
@@ -275,7 +336,7 @@ struct Wants {
 async fn bind_one(
     state: &Wants,
     component: &Component,
-    iface: &str,
+    (i, iface): (usize, &str),
     funcs: &[String],
 ) -> Result<Binding, String> {
     let Some((_, service)) = state.binds.iter().find(|(p, _)| iface_matches(p, iface)) else {
@@ -308,12 +369,37 @@ async fn bind_one(
         .iter()
         .map(|f| server.func_index(&export, f).expect("checked"))
         .collect();
+    let types = resource_types(component, (i, iface), &server, &export);
     Ok(Binding {
         iface: iface.to_string(),
         server,
         funcs,
+        types,
         _portal: portal,
     })
+}
+
+/// How the import `i` (`iface`) of `component` and the server's
+/// `export` name the same resource types (checked to match by name).
+fn resource_types(
+    component: &Component,
+    (i, iface): (usize, &str),
+    server: &TypedServer,
+    export: &str,
+) -> held::Types {
+    let theirs = server
+        .resources
+        .get()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    for (k, name) in import_resources(component, iface).iter().enumerate() {
+        let found = theirs.iter().find(|(e, n, _)| e == export && n == name);
+        if let Some((_, _, ty)) = found {
+            out.push((*ty, held::type_id(i, k)));
+        }
+    }
+    out
 }
 
 /// The server's export the import `iface` of `component` binds to,

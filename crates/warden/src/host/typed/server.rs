@@ -15,6 +15,10 @@
 //! Either way a trap ends the server (its store may be half-changed):
 //! the call in progress and every later one fail, naming the server and
 //! what happened. A killed server's store goes with its task.
+//!
+//! Handles to its resources that clients let go (`held`) are released
+//! on the server's own task: each runs its destructor there, before the
+//! next call.
 
 use crate::fifo::FifoLock;
 use crate::host::TaskData;
@@ -25,7 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use wasmtime::component::types::ComponentItem;
-use wasmtime::component::{Component, Func, Instance, Val};
+use wasmtime::component::{Component, Func, Instance, ResourceAny, ResourceType, Val};
 use wasmtime::Store;
 
 /// One served function: its interface and name, and its counters.
@@ -126,6 +130,14 @@ struct Queue {
     ending: Option<TaskStatus>,
     /// Why calls fail once the server has ended.
     gone: Option<String>,
+    /// Handles to its resources that clients let go, to release.
+    drops: Vec<ResourceAny>,
+}
+
+/// What the server task does next.
+enum Work {
+    Call(Job),
+    Release(Vec<ResourceAny>),
 }
 
 /// A typed server task: what it serves and how calls reach it.
@@ -138,6 +150,9 @@ pub(crate) struct TypedServer {
     pub(crate) serves: Vec<String>,
     /// Every served function, by number.
     pub(crate) funcs: Vec<Served>,
+    /// The resource types its served interfaces define, once it runs:
+    /// interface, name, type.
+    pub(crate) resources: std::sync::OnceLock<Vec<(String, String, ResourceType)>>,
     passive: bool,
     /// For a passive server: when the call in progress began (ticks, 0
     /// between calls), and how long one call may run, ns.
@@ -189,6 +204,7 @@ impl TypedServer {
             component,
             serves,
             funcs,
+            resources: Default::default(),
             passive: passive.is_some(),
             call_began: AtomicU64::new(0),
             call_limit_ns: passive.unwrap_or(u64::MAX),
@@ -229,7 +245,55 @@ impl TypedServer {
         let engine = self.component.engine();
         let imports = self.component.component_type().imports(engine).len();
         let sync = self.passive && imports == 0;
+        let _ = self
+            .resources
+            .set(self.resource_types(&mut store, instance));
         Ok(Running { store, funcs, sync })
+    }
+
+    /// The resource types the served interfaces of `instance` define.
+    fn resource_types(
+        &self,
+        store: &mut Store<TaskData>,
+        instance: &Instance,
+    ) -> Vec<(String, String, ResourceType)> {
+        let engine = self.component.engine();
+        let ty = self.component.component_type();
+        let mut out = Vec::new();
+        for iface in &self.serves {
+            let Some(ComponentItem::ComponentInstance(inst)) =
+                ty.get_export(engine, iface).map(|e| e.ty)
+            else {
+                continue;
+            };
+            for (_, name) in super::check::resources(engine, &inst) {
+                let found = instance
+                    .get_export_index(&mut *store, None, iface)
+                    .and_then(|i| instance.get_export_index(&mut *store, Some(&i), &name))
+                    .and_then(|i| instance.get_resource(&mut *store, i));
+                if let Some(r) = found {
+                    out.push((iface.clone(), name, r));
+                }
+            }
+        }
+        out
+    }
+
+    /// A client let go of its handle `res` to one of the server's
+    /// resources: the server's task releases it (runs its destructor)
+    /// before its next call. Nothing to do once the server has ended:
+    /// the resource went with its store.
+    pub(crate) fn release(&self, res: ResourceAny) {
+        let mut q = lock(&self.queue);
+        if q.gone.is_some() || q.ending.is_some() {
+            return;
+        }
+        q.drops.push(res);
+        let waker = q.waker.take();
+        drop(q);
+        if let Some(w) = waker {
+            w.wake();
+        }
     }
 
     /// Makes the server callable: for a passive one, its store waits for
@@ -272,6 +336,13 @@ impl TypedServer {
             let Some(running) = guard.as_mut() else {
                 return Err(self.gone());
             };
+            // What clients let go is released before the call, as an
+            // active server does.
+            let drops = self.take_drops();
+            if !drops.is_empty() && !self.release_on(running, drops).await {
+                drop(guard.take());
+                return Err(self.gone());
+            }
             self.call_began
                 .store(crate::clock::ticks::now().max(1), Ordering::Relaxed);
             let out = run(running, (func, trace), params, results).await;
@@ -407,6 +478,7 @@ impl TypedServer {
             q.ending = Some(status);
         }
         q.jobs.clear();
+        q.drops.clear();
         let waker = q.waker.take();
         drop(q);
         if let Some(w) = waker {
@@ -430,6 +502,7 @@ impl TypedServer {
                 false => "has ended".into(),
             });
         q.jobs.clear();
+        q.drops.clear();
         q.waker = None;
         drop(q);
         if let Some(mut s) = self.store.try_lock() {
@@ -437,15 +510,19 @@ impl TypedServer {
         }
     }
 
-    /// For the server task: the next call to run, or how it ended.
-    fn poll_next(&self, cx: &mut Context<'_>) -> Poll<Result<Job, TaskStatus>> {
+    /// For the server task: the handles to release or the next call to
+    /// run, or how it ended.
+    fn poll_next(&self, cx: &mut Context<'_>) -> Poll<Result<Work, TaskStatus>> {
         let mut q = lock(&self.queue);
         if let Some(status) = q.ending.take() {
             q.gone.get_or_insert_with(|| "has ended".into());
             return Poll::Ready(Err(status));
         }
+        if !q.drops.is_empty() {
+            return Poll::Ready(Ok(Work::Release(std::mem::take(&mut q.drops))));
+        }
         match q.jobs.pop_front() {
-            Some(job) => Poll::Ready(Ok(job)),
+            Some(job) => Poll::Ready(Ok(Work::Call(job))),
             None => {
                 q.waker = Some(cx.waker().clone());
                 Poll::Pending
@@ -453,12 +530,17 @@ impl TypedServer {
         }
     }
 
-    /// The server task's life once started: a passive one waits to be
-    /// ended; an active one runs the calls that queue, one at a time.
+    /// The server task's life once started: a passive one releases the
+    /// handles clients let go until it is ended; an active one also runs
+    /// the calls that queue, one at a time.
     pub(crate) async fn serve(&self, mut running: Option<Running>) -> TaskStatus {
         loop {
             let job = match std::future::poll_fn(|cx| self.poll_next(cx)).await {
-                Ok(job) => job,
+                Ok(Work::Call(job)) => job,
+                Ok(Work::Release(drops)) => {
+                    self.release_now(running.as_mut(), drops).await;
+                    continue;
+                }
                 Err(status) => return status,
             };
             let Some(r) = running.as_mut() else {
@@ -495,6 +577,52 @@ impl TypedServer {
 }
 
 impl TypedServer {
+    /// Releases `drops` on the server's store (`own`, an active server's;
+    /// a passive one's is taken from its lock).
+    async fn release_now(&self, own: Option<&mut Running>, drops: Vec<ResourceAny>) {
+        match own {
+            Some(r) => {
+                self.release_on(r, drops).await;
+            }
+            None => {
+                let mut guard = self.store.lock().await;
+                let Some(r) = guard.as_mut() else {
+                    return;
+                };
+                if !self.release_on(r, drops).await {
+                    drop(guard.take());
+                }
+            }
+        }
+    }
+
+    /// Runs the destructor of each of `drops` on `r`: whether all did.
+    /// One that traps ends the server; a passive server's destructors
+    /// run within its call_cpu_limit, as its calls do.
+    async fn release_on(&self, r: &mut Running, drops: Vec<ResourceAny>) -> bool {
+        let began = crate::clock::ticks::now().max(1);
+        for res in drops {
+            if self.passive {
+                self.call_began.store(began, Ordering::Relaxed);
+            }
+            let done = match r.sync {
+                true => res.resource_drop(&mut r.store),
+                false => res.resource_drop_async(&mut r.store).await,
+            };
+            self.call_began.store(0, Ordering::Relaxed);
+            if let Err(e) = done {
+                self.fail(&e);
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The handles clients let go, taken to be released.
+    fn take_drops(&self) -> Vec<ResourceAny> {
+        std::mem::take(&mut lock(&self.queue).drops)
+    }
+
     /// A call's arguments, as the server's function takes them.
     fn args(&self, args: Args, store: &mut Store<TaskData>) -> Result<Vec<Val>, String> {
         match args {
