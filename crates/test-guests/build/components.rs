@@ -18,7 +18,8 @@
 //!   `KV_FIELD`, `KV_PARAM` (`kv_probe.c` against a changed copy of the
 //!   interface each), and `KV_COMPOSED` (the client and the server fused
 //!   by `wasm-tools compose`: the typed-call benchmark's floor), and
-//!   `COUNTER_SERVER` and `COUNTER_CLIENT` (a resource across calls);
+//!   `COUNTER_SERVER` and `COUNTER_CLIENT` (a resource across calls;
+//!   `COUNTERS_BORROWED`, the client against a changed interface);
 //! - `components/*.wat` (hostile, hand-written) by the `wat` crate.
 
 use std::path::Path;
@@ -196,6 +197,22 @@ fn typed(
         "counter_client",
         "`guests/components/counter_client.c`: holds warden-test:kv/counters' counters.",
         counters,
+    );
+    let borrowed = typed_core(dir, out, "counter_client", &entry).and_then(|core| {
+        let wit = dir.join("counters_borrowed.wit");
+        embed_new(
+            out,
+            "counters_borrowed",
+            &core,
+            &wit,
+            "counter-client",
+            true,
+        )
+    });
+    put(
+        "counters_borrowed",
+        "`guests/components/counter_client.c` importing `counters_borrowed.wit`'s counters.",
+        borrowed,
     );
     for (name, define) in [("renamed", "FETCH"), ("field", "ENTRIES"), ("param", "SET")] {
         let stem = format!("kv_{name}");

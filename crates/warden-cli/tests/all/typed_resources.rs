@@ -149,3 +149,23 @@ fn a_client_holds_at_most_max_handles() {
     let r = util::run_one(&rt, &modest, LIMIT);
     assert_eq!(r.exit_code, Some(0), "{r:?}");
 }
+
+/// Resource types are checked at bind as any type is: a client whose
+/// `close` borrows where the server's takes the counter is refused,
+/// naming both types.
+#[test]
+fn a_changed_resource_parameter_is_refused_at_bind() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime();
+    rt.spawn(&server(dir.path(), false)).unwrap();
+    let mut c = client(dir.path(), "probe", &["check"]);
+    c.module = component(guests::COUNTERS_BORROWED).into();
+    let r = util::run_one(&rt, &c, LIMIT);
+    assert_eq!(
+        reason(&r),
+        "cannot start: warden-test:kv/counters@0.1.0: function close: the client's type is \
+         func(c: borrow<counter>) -> u32 but the server's is func(c: own<counter>) -> u32",
+        "{r:?}"
+    );
+    assert!(!util::stdout_of(dir.path(), "probe").contains("checks"));
+}

@@ -60,14 +60,14 @@ pub(crate) fn check(
         else {
             return Err(format!(
                 "{iface}: the server has no function {name} (the client imports {})",
-                func_text(&want)
+                func_text(&want, &names.client)
             ));
         };
         if !same_func(&want, &have, &names) {
             return Err(format!(
                 "{iface}: function {name}: the client's type is {} but the server's is {}",
-                func_text(&want),
-                func_text(&have)
+                func_text(&want, &names.client),
+                func_text(&have, &names.server)
             ));
         }
     }
@@ -119,7 +119,7 @@ fn carried(t: &Type, own: &[ResourceType]) -> Result<(), String> {
         Type::Own(r) | Type::Borrow(r) if own.contains(r) => Ok(()),
         Type::Own(_) | Type::Borrow(_) => Err("a resource another interface defines".into()),
         Type::Future(_) | Type::Stream(_) | Type::ErrorContext => Err("an async type".into()),
-        Type::Map(_) | Type::FixedLengthList(_) => Err(format!("a {}", type_text(t))),
+        Type::Map(_) | Type::FixedLengthList(_) => Err(format!("a {}", type_text(t, &[]))),
         _ => Ok(()),
     }
 }
@@ -191,13 +191,17 @@ fn scalar(t: &Type) -> bool {
     )
 }
 
-/// A function type as WIT writes it: `func(key: string) -> option<u32>`.
-pub(crate) fn func_text(f: &ComponentFunc) -> String {
+/// The resource types of an interface, with their names.
+type Resources = [(ResourceType, String)];
+
+/// A function type as WIT writes it: `func(key: string) -> option<u32>`,
+/// its resource types named from `res`.
+fn func_text(f: &ComponentFunc, res: &Resources) -> String {
     let params: Vec<String> = f
         .params()
-        .map(|(n, t)| format!("{n}: {}", type_text(&t)))
+        .map(|(n, t)| format!("{n}: {}", type_text(&t, res)))
         .collect();
-    let results: Vec<String> = f.results().map(|t| type_text(&t)).collect();
+    let results: Vec<String> = f.results().map(|t| type_text(&t, res)).collect();
     let arrow = match results.len() {
         0 => String::new(),
         _ => format!(" -> {}", results.join(", ")),
@@ -206,9 +210,15 @@ pub(crate) fn func_text(f: &ComponentFunc) -> String {
     format!("{kind}({}){arrow}", params.join(", "))
 }
 
-/// A type as WIT writes it, named types spelt out (`record { a: u32 }`).
-pub(crate) fn type_text(t: &Type) -> String {
+/// A type as WIT writes it, named types spelt out (`record { a: u32 }`),
+/// resource types named from `res`.
+fn type_text(t: &Type, res: &Resources) -> String {
     let list = |ts: Vec<String>| ts.join(", ");
+    let type_text = |t: &Type| type_text(t, res);
+    let name = |r: &ResourceType| {
+        let found = res.iter().find(|(x, _)| x == r);
+        found.map_or("resource", |(_, n)| n.as_str()).to_string()
+    };
     match t {
         Type::List(l) => format!("list<{}>", type_text(&l.ty())),
         Type::Record(r) => format!(
@@ -247,8 +257,8 @@ pub(crate) fn type_text(t: &Type) -> String {
             let part = |t: Option<Type>| t.map_or("_".to_string(), |t| type_text(&t));
             format!("result<{}, {}>", part(r.ok()), part(r.err()))
         }
-        Type::Own(_) => "own<resource>".into(),
-        Type::Borrow(_) => "borrow<resource>".into(),
+        Type::Own(r) => format!("own<{}>", name(r)),
+        Type::Borrow(r) => format!("borrow<{}>", name(r)),
         other => scalar_text(other).to_string(),
     }
 }
