@@ -19,7 +19,8 @@
 //!   interface each), and `KV_COMPOSED` (the client and the server fused
 //!   by `wasm-tools compose`: the typed-call benchmark's floor), and
 //!   `COUNTER_SERVER` and `COUNTER_CLIENT` (a resource across calls;
-//!   `COUNTERS_BORROWED`, the client against a changed interface);
+//!   `COUNTERS_BORROWED`, the client against a changed interface), and
+//!   `KERNEL_PROBE` (`warden:kernel` from a component);
 //! - `components/*.wat` (hostile, hand-written) by the `wat` crate.
 
 use std::path::Path;
@@ -31,6 +32,7 @@ const ADAPTED: &[&str] = &["program", "files", "malloc_limit", "stdin_count", "n
 pub fn build(out: &Path, consts: &mut String, unbuilt: &mut String) {
     let dir = Path::new("guests/components");
     println!("cargo:rerun-if-changed=guests/components");
+    println!("cargo:rerun-if-changed=../../sdk/wit");
     let mut put = |name: &str, what: &str, built: Result<std::path::PathBuf, String>| {
         let path = match built {
             Ok(p) => p.to_str().unwrap().to_string(),
@@ -213,6 +215,14 @@ fn typed(
         "counters_borrowed",
         "`guests/components/counter_client.c` importing `counters_borrowed.wit`'s counters.",
         borrowed,
+    );
+    let kernel = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sdk/wit/kernel.wit");
+    let probe = typed_core(dir, out, "kernel_probe", &entry)
+        .and_then(|core| embed_new(out, "kernel_probe", &core, &kernel, "kernel", true));
+    put(
+        "kernel_probe",
+        "`guests/components/kernel_probe.c`: warden:kernel from a component.",
+        probe,
     );
     for (name, define) in [("renamed", "FETCH"), ("field", "ENTRIES"), ("param", "SET")] {
         let stem = format!("kv_{name}");

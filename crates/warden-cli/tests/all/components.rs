@@ -231,7 +231,7 @@ fn what_a_component_cannot_be_given_is_one_clear_line() {
         r.reason.as_deref().unwrap_or(""),
         "cannot start: imports `wasi:keyvalue/store@0.2.0-draft`, which no `binds` entry names \
          (Warden provides the 0.2 versions of wasi:cli, wasi:clocks, wasi:filesystem, wasi:io, \
-         wasi:random, wasi:sockets, wasi:http itself)",
+         wasi:random, wasi:sockets, wasi:http and warden:kernel 0.1 itself)",
         "{r:?}"
     );
     // A core module importing WASI 0.2 interfaces.

@@ -16,6 +16,7 @@ mod cluster_loans;
 mod cluster_security;
 mod components;
 mod components_http;
+mod components_kernel;
 mod components_servlet;
 mod components_sockets;
 mod control;

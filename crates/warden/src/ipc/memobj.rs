@@ -331,7 +331,6 @@ impl MemView {
     }
 
     /// Copies `dst.len()` bytes at `off` into `dst`.
-    #[cfg(test)]
     pub fn read(&self, off: u64, dst: &mut [u8]) -> Result<(), Errno> {
         let n = dst.len();
         // SAFETY: `read_with` gives `n` readable bytes; `dst` is ours.
@@ -361,7 +360,6 @@ impl MemView {
     }
 
     /// Copies `src` to offset `off`.
-    #[cfg(test)]
     pub fn write(&self, off: u64, src: &[u8]) -> Result<(), Errno> {
         // SAFETY: `write_with` gives `src.len()` writable bytes.
         self.write_with(off, src.len(), |b| unsafe {

@@ -155,7 +155,8 @@ fn pre_link(
     if let Some(import) = crate::host::unprovided_import(component, loader.engine, &stubbed) {
         return Err(format!(
             "imports `{import}`, which Warden does not provide (components may import the 0.2 \
-             versions of {}, and a task's component interfaces its `binds` names)",
+             versions of {}, warden:kernel 0.1, and a task's component interfaces its `binds` \
+             names)",
             crate::host::PROVIDED_PACKAGES.join(", ")
         ));
     }

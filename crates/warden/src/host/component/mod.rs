@@ -202,8 +202,12 @@ pub(crate) fn provided(name: &str) -> bool {
         return false;
     };
     let package = path.split('/').next().unwrap_or(path);
-    PROVIDED_PACKAGES.contains(&package) && version.starts_with("0.2.")
+    (PROVIDED_PACKAGES.contains(&package) && version.starts_with("0.2."))
+        || (package == KERNEL_PACKAGE && version.starts_with("0.1."))
 }
+
+/// Warden's own package (`sdk/wit/kernel.wit`), provided at 0.1.
+pub const KERNEL_PACKAGE: &str = "warden:kernel";
 
 #[cfg(test)]
 mod tests {
@@ -219,5 +223,7 @@ mod tests {
         assert!(!provided("my:own/thing@0.2.0"));
         // A package whose name merely begins like a provided one.
         assert!(!provided("wasi:cli-extra/x@0.2.0"));
+        assert!(provided("warden:kernel/ipc@0.1.0"));
+        assert!(!provided("warden:kernel/ipc@0.2.0"));
     }
 }

@@ -321,7 +321,7 @@ pub(crate) async fn bind(data: &mut TaskData, component: &Component) -> Result<(
 pub(crate) fn unbound(iface: &str) -> String {
     format!(
         "imports `{iface}`, which no `binds` entry names (Warden provides the 0.2 versions of \
-         {} itself)",
+         {} and warden:kernel 0.1 itself)",
         super::PROVIDED_PACKAGES.join(", ")
     )
 }

@@ -27,7 +27,7 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
     Ok(())
 }
 
-fn close(data: &mut TaskData, h: i32) -> Result<i32, Errno> {
+pub(super) fn close(data: &mut TaskData, h: i32) -> Result<i32, Errno> {
     match data.ipc_mut().handles.remove(h)? {
         // An unanswered call closed on purpose: the client hears NoReply.
         Object::Call(call) => {

@@ -55,23 +55,23 @@ fn add_services(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
     linker.func_wrap(
         super::MODULE,
         "portal_revoke",
-        |c: Caller<'_, TaskData>, portal: i32| {
-            let data = c.data();
-            let r = match data.ipc().handles.get(portal) {
-                // Only the task serving the service revokes its portals.
-                Ok(Object::Portal(p)) if p.service().owner == data.core.shared.id => {
-                    p.revoke();
-                    fail_received(&data.ipc().handles, p.via());
-                    Ok(0)
-                }
-                Ok(Object::Portal(_)) => Err(Errno::Denied),
-                Ok(_) => Err(Errno::BadHandle),
-                Err(e) => Err(e),
-            };
-            ret32(r)
-        },
+        |c: Caller<'_, TaskData>, portal: i32| ret32(revoke(c.data(), portal)),
     )?;
     Ok(())
+}
+
+/// `portal_revoke`: only the task serving the service revokes its
+/// portals.
+pub(super) fn revoke(data: &TaskData, portal: i32) -> Result<i32, Errno> {
+    match data.ipc().handles.get(portal)? {
+        Object::Portal(p) if p.service().owner == data.core.shared.id => {
+            p.revoke();
+            fail_received(&data.ipc().handles, p.via());
+            Ok(0)
+        }
+        Object::Portal(_) => Err(Errno::Denied),
+        _ => Err(Errno::BadHandle),
+    }
 }
 
 /// Fails the calls its server (this task) received through the revoked
@@ -235,7 +235,7 @@ async fn call(c: &mut Caller<'_, TaskData>, args: CallArgs, timeout_ns: i64) -> 
 
 /// The service the handle `service` holds (to receive on), borrowed from
 /// the task's handle table; `BadHandle` if it holds none.
-fn service_in(data: &TaskData, service: i32) -> Result<&Arc<Service>, Errno> {
+pub(super) fn service_in(data: &TaskData, service: i32) -> Result<&Arc<Service>, Errno> {
     match data.ipc().handles.get(service)? {
         Object::Service(s) => Ok(s.service()),
         _ => Err(Errno::BadHandle),

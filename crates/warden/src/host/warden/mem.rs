@@ -95,7 +95,7 @@ fn add_access(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
     Ok(())
 }
 
-fn view(object: Result<&Object, Errno>) -> Result<&MemView, Errno> {
+pub(super) fn view(object: Result<&Object, Errno>) -> Result<&MemView, Errno> {
     match object? {
         Object::Mem(v) => Ok(v),
         _ => Err(Errno::BadHandle),

@@ -10,7 +10,8 @@
 //! `active` (calls to a task's service loop) and `passive` (a passive
 //! task's handler run on the caller's thread); `direct` (passive and host
 //! services behind a portal); then the functions: `ipc`, `handles`,
-//! `names`, `mem`, `permit`, `task`, `net`, `poll`, `device`.
+//! `names`, `mem`, `permit`, `task`, `net`, `poll`, `device`; and
+//! `kernel`, the same objects for components (`warden:kernel`).
 
 mod active;
 mod device;
@@ -18,6 +19,7 @@ mod direct;
 mod exchange;
 mod handles;
 mod ipc;
+mod kernel;
 mod mem;
 mod message;
 mod names;
@@ -78,6 +80,12 @@ impl super::Group for State {
 
     fn add_to_passive_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
         add_passive_to_linker(linker)
+    }
+
+    fn add_to_component_linker(
+        linker: &mut wasmtime::component::Linker<TaskData>,
+    ) -> wasmtime::Result<()> {
+        kernel::add_to_linker(linker)
     }
 }
 

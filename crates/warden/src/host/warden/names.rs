@@ -40,18 +40,24 @@ pub(super) fn read_name(mem: GuestMem, ptr: i32, len: i32) -> Result<String, Err
 fn register(c: &mut Caller<'_, TaskData>, ptr: i32, len: i32, portal: i32) -> Result<i32, Errno> {
     let (mem, data) = memory(c)?;
     let name = read_name(mem, ptr, len)?;
+    register_name(data, &name, portal)
+}
+
+/// Registers the portal `portal` of the task whose data is `data` as
+/// `name`, which its `provides` must grant.
+pub(super) fn register_name(data: &TaskData, name: &str, portal: i32) -> Result<i32, Errno> {
     let ipc = &data.ipc();
     let portal = match ipc.handles.get(portal)? {
         Object::Portal(p) => p.clone(),
         _ => return Err(Errno::BadHandle),
     };
-    if !name_allowed(&ipc.grants.provides, &name) {
+    if !name_allowed(&ipc.grants.provides, name) {
         return Err(Errno::Denied);
     }
-    let exported = name_allowed(&ipc.grants.export, &name);
+    let exported = name_allowed(&ipc.grants.export, name);
     ipc.kernel
         .names
-        .register(&name, portal, &data.shared, exported)?;
+        .register(name, portal, &data.shared, exported)?;
     Ok(0)
 }
 
@@ -77,7 +83,7 @@ pub(super) fn add_nowait_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::R
 }
 
 /// Where a lookup finds its name.
-enum Found {
+pub(super) enum Found {
     /// Bound by the parent.
     Portal(PortalRef),
     /// In the name service, once registered.
@@ -86,7 +92,7 @@ enum Found {
 
 /// Names bound by the parent come first (interposition), and a name it
 /// hid is refused; others must be granted (`uses`).
-fn find(data: &TaskData, name: &str) -> Result<Found, Errno> {
+pub(super) fn find(data: &TaskData, name: &str) -> Result<Found, Errno> {
     match data.ipc().names.as_ref().and_then(|m| m.get(name)) {
         Some(Some(portal)) => Ok(Found::Portal(portal.clone())),
         Some(None) => Err(Errno::Denied),
