@@ -216,6 +216,13 @@ fn typed(
         "`guests/components/counter_client.c` importing `counters_borrowed.wit`'s counters.",
         borrowed,
     );
+    let careful = typed_core(dir, out, "careful_client", &entry)
+        .and_then(|core| embed_new(out, "careful_client", &core, &wit, "careful-client", true));
+    put(
+        "careful_client",
+        "`guests/components/careful_client.c`: calls warden-test:kv/careful.",
+        careful,
+    );
     let kernel = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sdk/wit/kernel.wit");
     let probe = typed_core(dir, out, "kernel_probe", &entry)
         .and_then(|core| embed_new(out, "kernel_probe", &core, &kernel, "kernel", true));

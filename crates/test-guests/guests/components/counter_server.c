@@ -1,4 +1,5 @@
-/* The typed-service tests' resource server (see kv.wit's counters): each
+/* The typed-service tests' resource server (see kv.wit's counters, and
+ * careful at the end): each
  * counter lives in this component's memory; a client holds only a
  * handle. Written against the canonical ABI by hand, built as a reactor
  * with wasi-libc's allocator and no WASI import. */
@@ -69,3 +70,20 @@ void many_post(void *area) {
 }
 
 EXPORT("crash") void crash(void) { __builtin_trap(); }
+
+/* kv.wit's careful: calls whose failures the caller gets as errors. */
+#define CAREFUL(name) __attribute__((export_name("warden-test:kv/careful@0.1.0#" name)))
+
+static struct { uint8_t tag; uint32_t value; } careful_area;
+
+CAREFUL("seven") void *seven(void) {
+    careful_area.tag = 0;
+    careful_area.value = 7;
+    return &careful_area;
+}
+
+CAREFUL("spin") void *spin(void) {
+    for (;;) {}
+}
+
+CAREFUL("crash") void *careful_crash(void) { __builtin_trap(); }

@@ -9,6 +9,8 @@
  *                                  request in capitals, prints "served N"
  *   kernel_probe mem               a memory object written, read, sized,
  *                                  and read out of range
+ *   kernel_probe deadline NAME MSG sets its call timeout to 200 ms, then
+ *                                  calls NAME with MSG waiting "for ever"
  *   kernel_probe errors            a forged handle, a name not granted, a
  *                                  name never registered, an oversized
  *                                  answer
@@ -45,6 +47,7 @@ MEM("mem-read") void k_mem_read(uint32_t h, uint64_t off, uint32_t len, res_list
 MEM("mem-write") void k_mem_write(uint32_t h, uint64_t off, const void *, size_t, res_unit *ret);
 MEM("mem-size") void k_mem_size(uint32_t h, res_u64 *ret);
 TASK("id") uint64_t k_id(void);
+TASK("set-call-timeout") void k_set_call_timeout(int64_t ns);
 
 static const char *const ERRORS[] = {
     "bad-handle", "revoked", "peer-died", "no-clients", "denied", "quota", "no-mem", "bad-ptr",
@@ -149,6 +152,10 @@ static int errors(void) {
 int main(int argc, char **argv) {
     const char *op = argc > 1 ? argv[1] : "";
     if (!strcmp(op, "call") && argc > 2) return call(argc, argv);
+    if (!strcmp(op, "deadline") && argc > 2) {
+        k_set_call_timeout(200000000);
+        return call(argc, argv);
+    }
     if (!strcmp(op, "serve") && argc > 3) return serve(argv[2], atoi(argv[3]));
     if (!strcmp(op, "mem")) return mem();
     if (!strcmp(op, "errors")) return errors();

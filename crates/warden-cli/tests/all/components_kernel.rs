@@ -95,3 +95,26 @@ fn refusals_are_the_kernel_s_errors_by_name() {
          reply to no call: error bad-handle\nempty name: error inval\n"
     );
 }
+
+/// `task.set-call-timeout` bounds a call made "for ever": a call to a
+/// server that never answers ends with `timeout`, and the caller goes on.
+#[test]
+fn a_call_timeout_set_through_the_kernel_bounds_a_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime();
+    let mut echo = util::spec(dir.path(), "echo", guests::ECHO);
+    echo.args = vec!["server".into(), "echo".into()];
+    echo.ipc.provides = vec!["echo".into()];
+    rt.spawn(&echo).unwrap();
+    let mut c = probe(dir.path(), "client", &["deadline", "echo", "hang", "after"]);
+    c.ipc.uses = vec!["echo".into()];
+    let r = util::run_one(&rt, &c, LIMIT);
+    assert_eq!(r.exit_code, Some(0), "{r:?}");
+    // The echo server still sleeps in the first call: the second waits
+    // behind it, and times out too.
+    assert_eq!(
+        util::stdout_of(dir.path(), "client"),
+        "hang -> error timeout\nafter -> error timeout\n"
+    );
+    rt.kill_all("test over");
+}

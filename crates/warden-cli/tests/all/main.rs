@@ -69,6 +69,7 @@ mod telemetry;
 mod traps;
 mod tutorial;
 mod typed;
+mod typed_faults;
 mod typed_resources;
 mod upgrade;
 mod util;

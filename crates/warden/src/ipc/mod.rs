@@ -165,6 +165,33 @@ impl Errno {
     pub fn code(self) -> i32 {
         self as i32
     }
+
+    /// Its case of `warden:kernel/errors.error` (`sdk/wit/kernel.wit`).
+    pub fn name(self) -> &'static str {
+        Errno::NAMES[(-self.code() - 1) as usize]
+    }
+
+    /// The cases of `warden:kernel/errors.error`, in the order of [`Errno::ALL`].
+    pub const NAMES: [&'static str; 18] = [
+        "bad-handle",
+        "revoked",
+        "peer-died",
+        "no-clients",
+        "denied",
+        "quota",
+        "no-mem",
+        "bad-ptr",
+        "timeout",
+        "inval",
+        "exists",
+        "deadlock",
+        "range",
+        "no-reply",
+        "again",
+        "busy",
+        "io",
+        "not-sup",
+    ];
 }
 
 /// Whether `name` matches one of `patterns`: exact, or a prefix ending in `*`.

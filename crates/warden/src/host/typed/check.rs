@@ -285,3 +285,18 @@ fn scalar_text(t: &Type) -> &'static str {
         _ => "error-context",
     }
 }
+
+/// Whether `f` returns `result<_, E>` with `E` an enum of exactly the
+/// cases of `warden:kernel/errors.error` (used from that package, or a
+/// copy of it): a failed call then returns the error instead of
+/// trapping its caller.
+pub(crate) fn returns_kernel_error(f: &ComponentFunc) -> bool {
+    let mut results = f.results();
+    let (Some(Type::Result(r)), None) = (results.next(), results.next()) else {
+        return false;
+    };
+    match r.err() {
+        Some(Type::Enum(e)) => e.names().eq(crate::ipc::Errno::NAMES),
+        _ => false,
+    }
+}

@@ -55,11 +55,11 @@ fn one(v: &Val, left: u64) -> Result<u64, u64> {
     }
 }
 
-/// The trap of a call whose `what` ("arguments", "results") would copy
-/// more than the caller's `cap` (the walk stopped at `_n`).
-pub(super) fn refusal(call: &str, what: &str, _n: u64, cap: u64) -> wasmtime::Error {
+/// Why a call whose `what` ("arguments", "results") would copy more
+/// than the caller's `cap` fails (the walk stopped at `_n`).
+pub(super) fn refusal(what: &str, _n: u64, cap: u64) -> wasmtime::Error {
     wasmtime::Error::msg(format!(
-        "{call}: its {what} take more than the caller's max_message_bytes ({cap} bytes)"
+        "its {what} take more than the caller's max_message_bytes ({cap} bytes)"
     ))
 }
 

@@ -75,6 +75,9 @@ struct Binding {
     funcs: Vec<usize>,
     /// The interface's resource types: the server's, and the client's.
     types: held::Types,
+    /// For each imported function, whether it returns a
+    /// `warden:kernel/errors.error` on failure instead of trapping.
+    soft: Vec<bool>,
     /// Keeps the task counted among the service's clients.
     _portal: PortalRef,
 }
@@ -93,6 +96,17 @@ impl super::Group for State {
             serving: None,
         })
     }
+}
+
+/// The longest the task whose data is `data` waits for a call's answer
+/// (`call_timeout`), if bounded.
+pub(crate) fn call_timeout(data: &TaskData) -> Option<Duration> {
+    data.groups.typed.call_timeout
+}
+
+/// Sets [`call_timeout`] (`warden:kernel/task.set-call-timeout`).
+pub(crate) fn set_call_timeout(data: &mut TaskData, t: Option<Duration>) {
+    data.groups.typed.call_timeout = t;
 }
 
 /// Whether the interface `pattern` (`example:kv/store`, or with a
@@ -239,6 +253,8 @@ fn span(t: Traced, r: &wasmtime::Result<()>) {
 }
 
 /// [`call`] itself, made in the span `trace` (carried to the server).
+/// A function returning a `warden:kernel` error returns one when the
+/// call fails; any other call's failure traps its caller.
 async fn call_untraced(
     mut store: StoreContextMut<'_, TaskData>,
     (i, j): (usize, usize),
@@ -250,18 +266,50 @@ async fn call_untraced(
     let Some(b) = state.bound.get(i).cloned().flatten() else {
         return Err(wasmtime::Error::msg("typed call: the import is not bound"));
     };
+    let served = &b.server.funcs[b.funcs[j]];
+    let out = exchange(&mut store, &b, (j, trace), params, results).await;
+    let Err(failed) = out else {
+        return Ok(());
+    };
+    served.stats.fail();
+    if !b.soft[j] {
+        let what = format!("typed call {}.{}", b.iface, served.name);
+        return Err(wasmtime::Error::msg(format!("{what}: {}", failed.why)));
+    }
+    let name = failed.errno.name().to_string();
+    results[0] = Val::Result(Err(Some(Box::new(Val::Enum(name)))));
+    Ok(())
+}
+
+/// One call's arguments copied to the server, its results back (the
+/// caller's handles exchanged for the server's and back), within the
+/// caller's bounds.
+async fn exchange(
+    store: &mut StoreContextMut<'_, TaskData>,
+    b: &Binding,
+    (j, trace): (usize, Option<crate::telemetry::Context>),
+    params: &[Val],
+    results: &mut [Val],
+) -> Result<(), server::Failed> {
+    use crate::ipc::Errno;
+    let state = &store.data().groups.typed;
     let (cap, timeout) = (state.max_bytes, state.call_timeout);
     let func = b.funcs[j];
-    let served = &b.server.funcs[func];
-    let what = || format!("typed call {}.{}", b.iface, served.name);
-    let sent = copy::size(params, cap).map_err(|n| copy::refusal(&what(), "arguments", n, cap))?;
+    let stats = &b.server.funcs[func].stats;
+    let quota = |e: wasmtime::Error| server::Failed {
+        errno: Errno::Quota,
+        why: e.to_string(),
+    };
+    let sent = copy::size(params, cap).map_err(|n| quota(copy::refusal("arguments", n, cap)))?;
     let mapped;
     let params = match b.types.is_empty() {
         true => params,
         false => {
             let mut theirs = params.to_vec();
-            held::to_server(&mut store, &b.server, &mut theirs)
-                .map_err(|e| wasmtime::Error::msg(format!("{}: {e}", what())))?;
+            held::to_server(store, &b.server, &mut theirs).map_err(|e| server::Failed {
+                errno: Errno::BadHandle,
+                why: e.to_string(),
+            })?;
             mapped = theirs;
             &mapped[..]
         }
@@ -271,23 +319,12 @@ async fn call_untraced(
     let out = (b.server)
         .call(&caller, (func, trace), params, results.len(), timeout)
         .await;
-    let stats = &served.stats;
     stats.count(crate::clock::ticks::ns_since(began));
-    let out = out.map_err(|why| {
-        stats.fail();
-        wasmtime::Error::msg(format!("{}: {why}", what()))
-    })?;
-    let mut out = out;
-    let got = copy::size(&out, cap).map_err(|n| {
-        stats.fail();
-        copy::refusal(&what(), "results", n, cap)
-    })?;
+    let mut out = out?;
+    let got = copy::size(&out, cap).map_err(|n| quota(copy::refusal("results", n, cap)))?;
     if !b.types.is_empty() {
         let most = store.data().groups.typed.max_handles;
-        held::to_client(&mut store, (&b.server, &b.types), &mut out, most).map_err(|e| {
-            stats.fail();
-            wasmtime::Error::msg(format!("{}: {e}", what()))
-        })?;
+        held::to_client(store, (&b.server, &b.types), &mut out, most).map_err(quota)?;
     }
     stats.copied(sent + got);
     for (slot, v) in results.iter_mut().zip(out) {
@@ -365,6 +402,7 @@ async fn bind_one(
         (&server.component, &server.serves),
         service,
     )?;
+    let soft = soft_funcs(component, iface, funcs);
     let funcs = funcs
         .iter()
         .map(|f| server.func_index(&export, f).expect("checked"))
@@ -375,8 +413,26 @@ async fn bind_one(
         server,
         funcs,
         types,
+        soft,
         _portal: portal,
     })
+}
+
+/// For each function `funcs` of the import `iface` of `component`,
+/// whether it returns a `warden:kernel` error on failure.
+fn soft_funcs(component: &Component, iface: &str, funcs: &[String]) -> Vec<bool> {
+    let engine = component.engine();
+    let ty = component.component_type();
+    let Some(ComponentItem::ComponentInstance(inst)) = ty.get_import(engine, iface).map(|e| e.ty)
+    else {
+        return vec![false; funcs.len()];
+    };
+    (funcs.iter())
+        .map(|f| match inst.get_export(engine, f).map(|e| e.ty) {
+            Some(ComponentItem::ComponentFunc(f)) => check::returns_kernel_error(&f),
+            _ => false,
+        })
+        .collect()
 }
 
 /// How the import `i` (`iface`) of `component` and the server's

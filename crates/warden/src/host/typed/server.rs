@@ -82,6 +82,23 @@ pub(crate) struct Running {
 pub(crate) type MakeArgs =
     Box<dyn FnOnce(&mut Store<TaskData>) -> wasmtime::Result<Vec<Val>> + Send>;
 
+/// Why a typed call failed: the kernel's error for it (`Timeout` for a
+/// `call_timeout` passed, `PeerDied` for a server that trapped, was
+/// killed or ended), and the reason naming the server.
+pub(crate) struct Failed {
+    pub(crate) errno: crate::ipc::Errno,
+    pub(crate) why: String,
+}
+
+impl From<String> for Failed {
+    fn from(why: String) -> Failed {
+        Failed {
+            errno: crate::ipc::Errno::PeerDied,
+            why,
+        }
+    }
+}
+
 /// Where a call's answer goes: its results, or why it failed.
 pub(crate) type Answer = tokio::sync::oneshot::Receiver<Result<Vec<Val>, String>>;
 
@@ -318,41 +335,70 @@ impl TypedServer {
         params: &[Val],
         results: usize,
         timeout: Option<std::time::Duration>,
-    ) -> Result<Vec<Val>, String> {
-        let late = |t: std::time::Duration| {
-            format!(
+    ) -> Result<Vec<Val>, Failed> {
+        match self.passive {
+            true => {
+                self.call_passive((func, trace), params, results, timeout)
+                    .await
+            }
+            false => (self.call_active(caller, (func, trace), params, results, timeout)).await,
+        }
+    }
+
+    /// The failure of a call that waited `t` in vain.
+    fn late(&self, t: std::time::Duration) -> Failed {
+        Failed {
+            errno: crate::ipc::Errno::Timeout,
+            why: format!(
                 "the server {} did not answer within {} ms (call_timeout)",
                 self.shared.name,
                 t.as_millis()
-            )
-        };
-        if self.passive {
-            let mut guard = match timeout {
-                None => self.store.lock().await,
-                Some(t) => tokio::time::timeout(t, self.store.lock())
-                    .await
-                    .map_err(|_| late(t))?,
-            };
-            let Some(running) = guard.as_mut() else {
-                return Err(self.gone());
-            };
-            // What clients let go is released before the call, as an
-            // active server does.
-            let drops = self.take_drops();
-            if !drops.is_empty() && !self.release_on(running, drops).await {
-                drop(guard.take());
-                return Err(self.gone());
-            }
-            self.call_began
-                .store(crate::clock::ticks::now().max(1), Ordering::Relaxed);
-            let out = run(running, (func, trace), params, results).await;
-            self.call_began.store(0, Ordering::Relaxed);
-            return out.map_err(|e| {
-                let why = self.fail(&e);
-                drop(guard.take());
-                why
-            });
+            ),
         }
+    }
+
+    async fn call_passive(
+        &self,
+        (func, trace): (usize, Option<crate::telemetry::Context>),
+        params: &[Val],
+        results: usize,
+        timeout: Option<std::time::Duration>,
+    ) -> Result<Vec<Val>, Failed> {
+        let mut guard = match timeout {
+            None => self.store.lock().await,
+            Some(t) => {
+                (tokio::time::timeout(t, self.store.lock()).await).map_err(|_| self.late(t))?
+            }
+        };
+        let Some(running) = guard.as_mut() else {
+            return Err(self.gone().into());
+        };
+        // What clients let go is released before the call, as an
+        // active server does.
+        let drops = self.take_drops();
+        if !drops.is_empty() && !self.release_on(running, drops).await {
+            drop(guard.take());
+            return Err(self.gone().into());
+        }
+        self.call_began
+            .store(crate::clock::ticks::now().max(1), Ordering::Relaxed);
+        let out = run(running, (func, trace), params, results).await;
+        self.call_began.store(0, Ordering::Relaxed);
+        out.map_err(|e| {
+            let why = self.fail(&e);
+            drop(guard.take());
+            why.into()
+        })
+    }
+
+    async fn call_active(
+        &self,
+        caller: &Arc<TaskShared>,
+        (func, trace): (usize, Option<crate::telemetry::Context>),
+        params: &[Val],
+        results: usize,
+        timeout: Option<std::time::Duration>,
+    ) -> Result<Vec<Val>, Failed> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         // The server runs the call on the caller's context (its CPU is
         // charged to the caller) until the call ends.
@@ -372,9 +418,11 @@ impl TypedServer {
         })?;
         let answer = match timeout {
             None => rx.await,
-            Some(t) => tokio::time::timeout(t, rx).await.map_err(|_| late(t))?,
+            Some(t) => tokio::time::timeout(t, rx)
+                .await
+                .map_err(|_| self.late(t))?,
         };
-        answer.unwrap_or_else(|_| Err(self.gone()))
+        Ok(answer.unwrap_or_else(|_| Err(self.gone()))?)
     }
 
     /// Queues a call of function `func` for an active server, its

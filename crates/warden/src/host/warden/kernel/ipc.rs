@@ -134,6 +134,11 @@ async fn call(
     mut store: StoreContextMut<'_, TaskData>,
     (portal, request, timeout_ns): (u32, Vec<u8>, i64),
 ) -> Result<Vec<u8>, Errno> {
+    // A negative timeout: the task's call_timeout, if it has one.
+    let timeout_ns = match (timeout_ns, crate::host::call_timeout(store.data())) {
+        (t, Some(d)) if t < 0 => d.as_nanos().min(i64::MAX as u128) as i64,
+        (t, _) => t,
+    };
     let data = store.data_mut();
     let (ipc, core) = data.warden_parts();
     let shared = core.shared.clone();

@@ -95,6 +95,11 @@ pub(super) fn add_to_linker(linker: &mut Linker<TaskData>) -> wasmtime::Result<(
     memory::add_to_linker(&mut linker.instance(&name("memory"))?)?;
     let mut task = linker.instance(&name("task"))?;
     task.func_wrap("id", |store, (): ()| Ok((store.data().shared.id.0,)))?;
+    task.func_wrap("set-call-timeout", |mut store, (ns,): (i64,)| {
+        let t = (ns >= 0).then(|| std::time::Duration::from_nanos(ns as u64));
+        crate::host::set_call_timeout(store.data_mut(), t);
+        Ok(())
+    })?;
     Ok(())
 }
 
@@ -110,5 +115,6 @@ mod tests {
         for e in Errno::ALL {
             assert_eq!(Error::from(e) as i32, -e.code() - 1, "{e:?}");
         }
+        assert_eq!(Errno::Timeout.name(), "timeout");
     }
 }
