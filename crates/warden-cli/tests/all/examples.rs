@@ -547,6 +547,19 @@ fn typed_example() {
     }
 }
 
+/// A Python component calls a C module's byte service and uses a memory
+/// object through warden:kernel: its checks pass and both tasks exit 0.
+#[test]
+fn kernel_example() {
+    let stdout = run_script("examples/kernel/run");
+    assert!(
+        stdout.contains("[python] python: 11 checks passed"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("(python) exited 0"), "{stdout}");
+    assert!(stdout.contains("(echo) exited 0"), "{stdout}");
+}
+
 /// Five unmodified programs, in C, Rust, Zig, AssemblyScript and Java,
 /// whose /data an ext2 task serves: what each wrote is on the image, as
 /// debugfs reads it, and e2fsck finds the image clean.
