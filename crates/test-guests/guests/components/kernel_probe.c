@@ -11,6 +11,8 @@
  *                                  and read out of range
  *   kernel_probe deadline NAME MSG sets its call timeout to 200 ms, then
  *                                  calls NAME with MSG waiting "for ever"
+ *   kernel_probe hog               a memory object past its budget, then
+ *                                  handles until the table is full
  *   kernel_probe errors            a forged handle, a name not granted, a
  *                                  name never registered, an oversized
  *                                  answer
@@ -34,6 +36,7 @@ typedef struct { uint8_t tag; uint8_t err; } res_unit;
 typedef struct { uint8_t tag; uint64_t val; } res_u64;
 
 IPC("close") void k_close(uint32_t h, res_unit *ret);
+IPC("dup") void k_dup(uint32_t h, res_u32 *ret);
 IPC("service-create") void k_service_create(res_u32 *ret);
 IPC("portal-create") void k_portal_create(uint32_t service, res_u32 *ret);
 IPC("name-register") void k_name_register(const char *, size_t, uint32_t portal, res_unit *ret);
@@ -132,6 +135,23 @@ static int mem(void) {
     return 0;
 }
 
+static int hog(void) {
+    res_u32 m;
+    k_mem_create(1ULL << 40, &m);
+    printf("1 TiB object: error %s\n", m.tag ? error((uint8_t)m.val) : "none");
+    k_mem_create(4096, &m);
+    if (m.tag) return 1;
+    int n = 0;
+    res_u32 d;
+    for (;;) {
+        k_dup(m.val, &d);
+        if (d.tag) break;
+        n++;
+    }
+    printf("%d more handles, then error %s\n", n, error((uint8_t)d.val));
+    return 0;
+}
+
 static int errors(void) {
     res_list r;
     k_call(123456, "x", 1, -1, &r);
@@ -159,6 +179,7 @@ int main(int argc, char **argv) {
     if (!strcmp(op, "serve") && argc > 3) return serve(argv[2], atoi(argv[3]));
     if (!strcmp(op, "mem")) return mem();
     if (!strcmp(op, "errors")) return errors();
+    if (!strcmp(op, "hog")) return hog();
     printf("unknown operation %s\n", op);
     return 2;
 }

@@ -118,3 +118,22 @@ fn a_call_timeout_set_through_the_kernel_bounds_a_call() {
     );
     rt.kill_all("test over");
 }
+
+/// A component that grabs what it can gets the kernel's errors: a memory
+/// object past its budget is `no-mem`, handles past `max_handles` are
+/// `quota`, and the host holds nothing more for it.
+#[test]
+fn a_hoarding_component_meets_its_bounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime();
+    let mut p = probe(dir.path(), "hog", &["hog"]);
+    p.limits.memory_limit = Some(64 << 20);
+    p.ipc.max_handles = 100;
+    let r = util::run_one(&rt, &p, LIMIT);
+    assert_eq!(r.exit_code, Some(0), "{r:?}");
+    // One handle is the object itself.
+    assert_eq!(
+        util::stdout_of(dir.path(), "hog"),
+        "1 TiB object: error no-mem\n99 more handles, then error quota\n"
+    );
+}
