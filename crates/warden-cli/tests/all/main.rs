@@ -14,6 +14,7 @@ mod cluster_intake;
 mod cluster_keyed;
 mod cluster_loans;
 mod cluster_security;
+mod cluster_typed;
 mod components;
 mod components_http;
 mod components_kernel;

@@ -3,6 +3,7 @@
 
 use super::store::StoreSeed;
 use super::{passive, run, Child, Error, Group, Runtime, Watch, CAP_WINDOW};
+use crate::ipc::name_allowed;
 use crate::module::LoadedModule;
 use crate::report::TaskReport;
 use crate::sched::{Cap, TaskSched};
@@ -163,6 +164,27 @@ impl Runtime {
         self.spawn_inner(spec, child, Launch::default())
     }
 
+    /// The server a task is, living as long as its system, if it is one;
+    /// and whether it keeps the system going: a server other nodes call
+    /// (its name exported from a node in a cluster).
+    fn serving_of(
+        &self,
+        spec: &TaskSpec,
+        (passive, typed): (
+            &Option<Arc<crate::host::Passive>>,
+            &Option<Arc<crate::host::TypedServer>>,
+        ),
+    ) -> (Option<Arc<dyn crate::task::Serving>>, bool) {
+        let serving: Option<Arc<dyn crate::task::Serving>> = match (passive, typed) {
+            (Some(p), _) => Some(p.clone()),
+            (_, Some(t)) => Some(t.clone()),
+            _ => None,
+        };
+        let foreground = self.inner.kernel.node.get().is_some()
+            && (spec.ipc.provides.first()).is_some_and(|n| name_allowed(&spec.ipc.export, n));
+        (serving, foreground)
+    }
+
     fn spawn_inner(
         &self,
         spec: &TaskSpec,
@@ -177,11 +199,7 @@ impl Runtime {
         let sched = sched_of(spec, group, child.as_ref());
         let passive = passive_of(spec, &shared);
         let typed = typed_of(spec, &shared, (&module, launch.incoming.is_some()))?;
-        let serving: Option<Arc<dyn crate::task::Serving>> = match (&passive, &typed) {
-            (Some(p), _) => Some(p.clone()),
-            (_, Some(t)) => Some(t.clone()),
-            _ => None,
-        };
+        let serving = self.serving_of(spec, (&passive, &typed));
         // Take a slot in the task table first, so that concurrent spawns
         // cannot together exceed `max_tasks`. A request's handler (told
         // how it ended) does not wait for surplus.

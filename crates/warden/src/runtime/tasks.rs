@@ -17,6 +17,9 @@ pub(super) struct Live {
     /// A server living as long as the system (a passive task, a typed
     /// server), to end it when only such servers are left.
     pub(super) passive: Option<Arc<dyn crate::task::Serving>>,
+    /// Whether it is such a server, counted in `passive_live` (not one
+    /// serving other nodes, which keeps the system going).
+    pub(super) background: bool,
 }
 
 impl Live {
@@ -240,7 +243,7 @@ impl Tasks {
         end_ms: f64,
     ) {
         self.give_back(shared);
-        if live.passive.is_some() {
+        if live.background {
             t.passive_live -= 1;
         }
         match &status {
@@ -293,7 +296,7 @@ impl Tasks {
         memory_limit: Option<u64>,
         room: super::setup::Room,
         watch: Option<Watch>,
-        passive: Option<Arc<dyn crate::task::Serving>>,
+        (passive, foreground): (Option<Arc<dyn crate::task::Serving>>, bool),
     ) -> Result<(), Error> {
         let mut t = self.lock();
         room.check(t.live.len())?;
@@ -306,7 +309,8 @@ impl Tasks {
         self.root
             .try_reserve(super::machine::TASK_OVERHEAD)
             .map_err(|r| super::Error::Memory(super::machine::refusal(&r)))?;
-        t.passive_live += usize::from(passive.is_some());
+        let background = passive.is_some() && !foreground;
+        t.passive_live += usize::from(background);
         t.peak_live = t.peak_live.max(t.live.len() + 1);
         let parent = shared.parent().map(|p| p.id);
         if let Some(p) = parent {
@@ -319,6 +323,7 @@ impl Tasks {
             parent,
             watch,
             passive,
+            background,
         };
         t.live.insert(shared.id, live);
         Ok(())
@@ -338,7 +343,7 @@ impl Tasks {
         let mut t = self.lock();
         if let Some(live) = t.live.remove(&shared.id) {
             self.give_back(shared);
-            t.passive_live -= usize::from(live.passive.is_some());
+            t.passive_live -= usize::from(live.background);
         }
         if let Some(siblings) = shared.parent().and_then(|p| t.children.get_mut(&p.id)) {
             siblings.retain(|&c| c != shared.id);

@@ -194,6 +194,18 @@ fn scalar(t: &Type) -> bool {
 /// The resource types of an interface, with their names.
 type Resources = [(ResourceType, String)];
 
+/// Each function of `inst` with its type as WIT writes it: what two
+/// nodes compare when a typed import binds across them.
+pub(crate) fn texts(engine: &Engine, inst: &ComponentInstance) -> Vec<(String, String)> {
+    let res = resources(engine, inst);
+    (inst.exports(engine))
+        .filter_map(|(name, item)| match item.ty {
+            ComponentItem::ComponentFunc(f) => Some((name.to_string(), func_text(&f, &res))),
+            _ => None,
+        })
+        .collect()
+}
+
 /// A function type as WIT writes it: `func(key: string) -> option<u32>`,
 /// its resource types named from `res`.
 fn func_text(f: &ComponentFunc, res: &Resources) -> String {

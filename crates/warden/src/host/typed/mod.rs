@@ -26,8 +26,11 @@
 mod check;
 mod copy;
 mod held;
+mod remote;
 mod server;
+mod wire;
 
+pub(crate) use remote::serve_bytes;
 pub(crate) use server::{Answer as CallAnswer, MakeArgs, TypedServer};
 
 use crate::host::TaskData;
@@ -47,8 +50,10 @@ pub const BIND_WAIT: Duration = Duration::from_secs(5);
 /// and what binding them may use.
 #[derive(Default)]
 pub(crate) struct State {
-    /// Each typed import's binding, by the import's number.
+    /// Each typed import's binding, by the import's number: to a server
+    /// here, or on another node.
     bound: Vec<Option<Arc<Binding>>>,
+    remote: Vec<Option<Arc<remote::Remote>>>,
     /// `binds`: interface (with or without version) → service name.
     binds: Vec<(String, String)>,
     /// The names the task may look up (`uses`).
@@ -86,6 +91,7 @@ impl super::Group for State {
     fn prepare(p: &mut super::Prepare<'_>) -> Result<State, String> {
         Ok(State {
             bound: Vec::new(),
+            remote: Vec::new(),
             binds: p.spec.binds.clone(),
             uses: p.spec.ipc.uses.clone(),
             max_bytes: p.spec.ipc.max_message_bytes,
@@ -196,6 +202,17 @@ async fn call(
     params: &[Val],
     results: &mut [Val],
 ) -> wasmtime::Result<()> {
+    if let Some(r) = store
+        .data()
+        .groups
+        .typed
+        .remote
+        .get(at.0)
+        .cloned()
+        .flatten()
+    {
+        return call_remote(store, (&r, at.1), params, results).await;
+    }
     let Some(traced) = traced(&store, at) else {
         return call_untraced(store, at, params, results, None).await;
     };
@@ -272,13 +289,37 @@ async fn call_untraced(
         return Ok(());
     };
     served.stats.fail();
-    if !b.soft[j] {
-        let what = format!("typed call {}.{}", b.iface, served.name);
-        return Err(wasmtime::Error::msg(format!("{what}: {}", failed.why)));
+    let what = || format!("typed call {}.{}", b.iface, served.name);
+    failure(failed, (b.soft[j], &what), results)
+}
+
+/// A failed call: its `warden:kernel` error as its result if it returns
+/// one (`soft`), else a trap naming the call (`what`).
+fn failure(
+    failed: server::Failed,
+    (soft, what): (bool, &dyn Fn() -> String),
+    results: &mut [Val],
+) -> wasmtime::Result<()> {
+    if !soft {
+        return Err(wasmtime::Error::msg(format!("{}: {}", what(), failed.why)));
     }
     let name = failed.errno.name().to_string();
     results[0] = Val::Result(Err(Some(Box::new(Val::Enum(name)))));
     Ok(())
+}
+
+/// A call through a binding to another node's server.
+async fn call_remote(
+    mut store: StoreContextMut<'_, TaskData>,
+    (r, j): (&remote::Remote, usize),
+    params: &[Val],
+    results: &mut [Val],
+) -> wasmtime::Result<()> {
+    let Err(failed) = remote::call(&mut store, r, j, params, results).await else {
+        return Ok(());
+    };
+    let what = || format!("typed call {} (on another node)", r.iface);
+    failure(failed, (r.soft[j], &what), results)
 }
 
 /// One call's arguments copied to the server, its results back (the
@@ -343,14 +384,19 @@ pub(crate) async fn bind(data: &mut TaskData, component: &Component) -> Result<(
         binds: state.binds.clone(),
         uses: state.uses.clone(),
         kernel: state.kernel.clone().expect("prepared"),
+        shared: data.shared.clone(),
     };
-    let mut bound = Vec::with_capacity(imports.len());
+    let (mut here, mut there) = (Vec::new(), Vec::new());
     for (i, (iface, funcs)) in imports.iter().enumerate() {
-        bound.push(Some(Arc::new(
-            bind_one(&wants, component, (i, iface), funcs).await?,
-        )));
+        let (h, t) = match bind_one(&wants, component, (i, iface), funcs).await? {
+            Bound::Here(b) => (Some(Arc::new(b)), None),
+            Bound::There(r) => (None, Some(Arc::new(r))),
+        };
+        here.push(h);
+        there.push(t);
     }
-    data.groups.typed.bound = bound;
+    data.groups.typed.bound = here;
+    data.groups.typed.remote = there;
     Ok(())
 }
 
@@ -368,6 +414,13 @@ struct Wants {
     binds: Vec<(String, String)>,
     uses: Vec<String>,
     kernel: Arc<Kernel>,
+    shared: Arc<crate::task::TaskShared>,
+}
+
+/// A typed import bound: to a server here, or on another node.
+enum Bound {
+    Here(Binding),
+    There(remote::Remote),
 }
 
 async fn bind_one(
@@ -375,7 +428,7 @@ async fn bind_one(
     component: &Component,
     (i, iface): (usize, &str),
     funcs: &[String],
-) -> Result<Binding, String> {
+) -> Result<Bound, String> {
     let Some((_, service)) = state.binds.iter().find(|(p, _)| iface_matches(p, iface)) else {
         return Err(unbound(iface));
     };
@@ -391,11 +444,19 @@ async fn bind_one(
             BIND_WAIT.as_secs()
         ));
     };
-    let server = portal
-        .service()
-        .direct_handler()
-        .and_then(|h| h.clone().downcast::<TypedServer>().ok())
-        .ok_or_else(|| format!("binds {iface} to {service:?}, which is not a typed service"))?;
+    let s = portal.service();
+    let Some(server) = (s.direct_handler()).and_then(|h| h.clone().downcast::<TypedServer>().ok())
+    else {
+        // A service no task here serves: another node's, through the
+        // cluster's relay.
+        if s.server().is_none() && s.direct_handler().is_none() {
+            let r = remote::bind(&state.shared, component, (iface, funcs), (portal, service));
+            return r.await.map(Bound::There);
+        }
+        return Err(format!(
+            "binds {iface} to {service:?}, which is not a typed service"
+        ));
+    };
     let export = checked(
         component,
         iface,
@@ -408,19 +469,19 @@ async fn bind_one(
         .map(|f| server.func_index(&export, f).expect("checked"))
         .collect();
     let types = resource_types(component, (i, iface), &server, &export);
-    Ok(Binding {
+    Ok(Bound::Here(Binding {
         iface: iface.to_string(),
         server,
         funcs,
         types,
         soft,
         _portal: portal,
-    })
+    }))
 }
 
 /// For each function `funcs` of the import `iface` of `component`,
 /// whether it returns a `warden:kernel` error on failure.
-fn soft_funcs(component: &Component, iface: &str, funcs: &[String]) -> Vec<bool> {
+pub(super) fn soft_funcs(component: &Component, iface: &str, funcs: &[String]) -> Vec<bool> {
     let engine = component.engine();
     let ty = component.component_type();
     let Some(ComponentItem::ComponentInstance(inst)) = ty.get_import(engine, iface).map(|e| e.ty)
@@ -497,7 +558,7 @@ fn checked(
 /// Whether an import `a` and an export `b` are one interface at
 /// compatible versions: the same path, and the same version or the same
 /// major one (the same minor one below 1.0).
-fn compatible(a: &str, b: &str) -> bool {
+pub(super) fn compatible(a: &str, b: &str) -> bool {
     let (pa, va) = a.split_once('@').unwrap_or((a, ""));
     let (pb, vb) = b.split_once('@').unwrap_or((b, ""));
     if pa != pb {

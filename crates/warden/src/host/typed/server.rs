@@ -345,6 +345,24 @@ impl TypedServer {
         }
     }
 
+    /// Calls function `func` for the host (a call from another node):
+    /// a passive server runs it on this thread, an active one on its own
+    /// task and context.
+    pub(crate) async fn call_from_host(
+        &self,
+        func: usize,
+        params: Vec<Val>,
+        results: usize,
+    ) -> Result<Vec<Val>, Failed> {
+        if self.passive {
+            return self
+                .call_passive((func, None), &params, results, None)
+                .await;
+        }
+        let answer = self.submit((func, None), Box::new(move |_| Ok(params)), results)?;
+        Ok(answer.await.unwrap_or_else(|_| Err(self.gone()))?)
+    }
+
     /// The failure of a call that waited `t` in vain.
     fn late(&self, t: std::time::Duration) -> Failed {
         Failed {

@@ -263,6 +263,10 @@ pub(crate) fn call_bytes<'a>(
             run_host(h, caller, request, &mut reply)?;
             return Ok(reply);
         }
+        // A typed server called from another node (see `typed::remote`).
+        if let Some(t) = handler.downcast_ref::<crate::host::TypedServer>() {
+            return crate::host::typed_serve_bytes(t, request).await;
+        }
         let p = handler.downcast_ref::<Passive>().ok_or(Errno::BadHandle)?;
         passive_bytes(p, request).await
     })
