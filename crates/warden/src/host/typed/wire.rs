@@ -224,3 +224,83 @@ impl Reader<'_> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmtime::component::types::ComponentItem;
+
+    /// The parameter types of a function `f` a component imports: every
+    /// shape the encoding writes.
+    fn types() -> Vec<Type> {
+        let mut config = wasmtime::Config::new();
+        config.wasm_component_model(true);
+        let engine = wasmtime::Engine::new(&config).unwrap();
+        let wat = r#"(component
+          (type $r' (record (field "a" u32) (field "b" string)))
+          (import "r" (type $r (eq $r')))
+          (type $v' (variant (case "x" u8) (case "y")))
+          (import "v" (type $v (eq $v')))
+          (type $e' (enum "p" "q"))
+          (import "e" (type $e (eq $e')))
+          (type $f' (flags "f0" "f1" "f2"))
+          (import "fl" (type $f (eq $f')))
+          (import "f" (func (param "l" (list $r)) (param "v" $v) (param "o" (option $e))
+            (param "res" (result u32 (error string))) (param "fl" $f) (param "c" char)
+            (param "t" (tuple s64 float64 bool))))
+        )"#;
+        let bytes = wat::parse_str(wat).unwrap();
+        let c = wasmtime::component::Component::new(&engine, bytes).unwrap();
+        let ty = c.component_type();
+        let Some(ComponentItem::ComponentFunc(f)) = ty.get_import(&engine, "f").map(|e| e.ty)
+        else {
+            panic!("no f");
+        };
+        f.params().map(|(_, t)| t).collect()
+    }
+
+    fn vals() -> Vec<Val> {
+        let rec = |a, b: &str| {
+            Val::Record(vec![
+                ("a".into(), Val::U32(a)),
+                ("b".into(), Val::String(b.into())),
+            ])
+        };
+        vec![
+            Val::List(vec![rec(1, "one"), rec(2, "")]),
+            Val::Variant("x".into(), Some(Box::new(Val::U8(9)))),
+            Val::Option(Some(Box::new(Val::Enum("q".into())))),
+            Val::Result(Err(Some(Box::new(Val::String("no".into()))))),
+            Val::Flags(vec!["f0".into(), "f2".into()]),
+            Val::Char('✓'),
+            Val::Tuple(vec![Val::S64(-5), Val::Float64(1.5), Val::Bool(true)]),
+        ]
+    }
+
+    #[test]
+    fn every_shape_reads_back_as_written() {
+        let (ts, vs) = (types(), vals());
+        let mut bytes = Vec::new();
+        for (v, t) in vs.iter().zip(&ts) {
+            write(v, t, &mut bytes).unwrap();
+        }
+        assert_eq!(read_all(&bytes, &ts).unwrap(), vs);
+        // Every cut is refused, as are bytes left over.
+        for n in 0..bytes.len() {
+            assert!(read_all(&bytes[..n], &ts).is_err(), "cut at {n}");
+        }
+        bytes.push(0);
+        assert!(read_all(&bytes, &ts).is_err());
+    }
+
+    #[test]
+    fn hostile_bytes_are_refused_before_anything_is_allocated() {
+        let ts = types();
+        // A list claiming 4 billion records in a few bytes.
+        assert!(read_all(&[0xff, 0xff, 0xff, 0xff], &ts[..1]).is_err());
+        // An unknown variant case, a bad option tag, a bad char.
+        assert!(read_all(&[7, 0, 0, 0], &ts[1..2]).is_err());
+        assert!(read_all(&[2], &ts[2..3]).is_err());
+        assert!(read_all(&[0, 0xd8, 0, 0], &ts[5..6]).is_err());
+    }
+}
