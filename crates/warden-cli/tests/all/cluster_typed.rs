@@ -111,3 +111,30 @@ fn a_remote_server_s_trap_is_an_error_the_caller_gets() {
         "seven: 7\ncrash: error peer-died\nseven: error peer-died\n"
     );
 }
+
+/// A typed import bound to a byte service another node exports is
+/// refused at bind, whatever the service answers the check with.
+#[test]
+fn a_byte_service_on_another_node_is_no_typed_service() {
+    let d = tempfile::tempdir().unwrap();
+    let broker = Broker::start();
+    let _a = Node::start(
+        d.path(),
+        "a",
+        &broker.url(),
+        &crate::cluster::server("kv", "a"),
+    );
+    let mut b = Node::start(
+        d.path(),
+        "b",
+        &broker.url(),
+        &client("client", guests::KV_CLIENT, &["check"]),
+    );
+    b.finish();
+    let err = b.err();
+    assert!(
+        err.contains("binds warden-test:kv/store@0.1.0 to \"kv\", which is not a typed service"),
+        "{err}"
+    );
+    assert!(!b.out().contains("typed checks"), "{}", b.out());
+}

@@ -13,8 +13,8 @@
 //!   and resource name, so equal texts are equal types);
 //! - **call** (2): the function's name, then its arguments (`wire`).
 //!
-//! The answer is a byte, 0 for done (then the call's results, `wire`,
-//! for a call) or 1 for failed (then why, in UTF-8). Resources do not
+//! The answer is a byte, 0 for done (then `wtc1` for a check, the call's
+//! results, `wire`, for a call) or 1 for failed (then why, in UTF-8). Resources do not
 //! cross nodes: an interface with one is refused at bind. The call is a
 //! byte call of the client's: its `max_message_bytes` bounds both ways,
 //! its `call_timeout` the wait, and a node's death is `peer-died`.
@@ -141,7 +141,8 @@ fn checked(server: &TypedServer, iface: &str, f: &mut Frame<'_>) -> Result<Vec<u
             Some(_) => {}
         }
     }
-    Ok(Vec::new())
+    // Said back, so that a byte service answering anything is no match.
+    Ok(MAGIC.to_vec())
 }
 
 async fn called(server: &TypedServer, iface: &str, f: &mut Frame<'_>) -> Result<Vec<u8>, String> {
@@ -205,7 +206,7 @@ pub(super) async fn bind(
     };
     let answer = byte_call(shared, &remote, &frame, Some(super::BIND_WAIT)).await;
     match answer.as_deref().map(<[u8]>::split_first) {
-        Ok(Some((0, _))) => Ok(remote),
+        Ok(Some((0, said))) if said == MAGIC => Ok(remote),
         Ok(Some((1, why))) => Err(String::from_utf8_lossy(why).into_owned()),
         Ok(_) => Err(format!(
             "binds {iface} to {service:?}, which is not a typed service"
