@@ -110,3 +110,41 @@ pub(in crate::host) fn start<'a>(
     }
     Ok(flight)
 }
+
+/// A whole byte call from the host's side of a task: `request` put in
+/// `slot` (the client's), queued on `service` through the portal grant
+/// `via`, waited for at most `timeout_ns` (negative: for ever); the
+/// answer's bytes. Handles carry neither way: any in the answer are
+/// closed. (The `warden` module's `call` copies to and from guest memory
+/// instead; `warden:kernel`'s `call` and typed calls to other nodes use
+/// this.)
+pub(in crate::host) async fn call_bytes_in(
+    slot: &Arc<CallSlot>,
+    client: &Arc<TaskShared>,
+    (service, via): (&Service, usize),
+    request: &[u8],
+    timeout_ns: i64,
+) -> Result<Vec<u8>, Errno> {
+    let seq = {
+        let mut st = slot.lock();
+        st.set_request_with(slot.owner(), request.len(), |b| b.copy_from_slice(request))?;
+        st.trace = client.trace;
+        st.via = via;
+        st.request_objects.clear();
+        st.reply_objects.clear();
+        st.seq += 1;
+        st.phase = Phase::Queued;
+        st.seq
+    };
+    let mut flight = start(slot, client, service, seq)?.into_owned();
+    let code = crate::host::wait::wait_for(timeout_ns, |cx| flight.slot.poll_done(cx)).await;
+    let code = code.ok_or(Errno::Timeout)?;
+    flight.answered = true;
+    let mut st = flight.slot.lock();
+    st.phase = Phase::Idle;
+    st.reply_objects.clear();
+    match code < 0 {
+        true => Err(Errno::from_code(code)),
+        false => Ok(std::mem::take(&mut st.reply)),
+    }
+}

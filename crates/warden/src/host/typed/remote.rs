@@ -22,7 +22,7 @@
 use super::server::{Failed, TypedServer};
 use super::{check, copy, wire};
 use crate::host::TaskData;
-use crate::ipc::service::{CallSlot, Phase, PortalRef, Service};
+use crate::ipc::service::{CallSlot, PortalRef, Service};
 use crate::ipc::Errno;
 use crate::task::TaskShared;
 use std::sync::Arc;
@@ -283,29 +283,7 @@ async fn byte_call(
     request: &[u8],
     timeout: Option<Duration>,
 ) -> Result<Vec<u8>, Errno> {
-    let seq = {
-        let mut st = r.slot.lock();
-        st.set_request_with(r.slot.owner(), request.len(), |b| {
-            b.copy_from_slice(request)
-        })?;
-        st.trace = shared.trace;
-        st.via = r.via;
-        st.request_objects.clear();
-        st.reply_objects.clear();
-        st.seq += 1;
-        st.phase = Phase::Queued;
-        st.seq
-    };
-    let mut flight = crate::host::calls::start(&r.slot, shared, &r.service, seq)?.into_owned();
     let ns = timeout.map_or(-1, |d| d.as_nanos().min(i64::MAX as u128) as i64);
-    let code = crate::host::wait::wait_for(ns, |cx| flight.slot.poll_done(cx)).await;
-    let code = code.ok_or(Errno::Timeout)?;
-    flight.answered = true;
-    let mut st = flight.slot.lock();
-    st.phase = Phase::Idle;
-    st.reply_objects.clear();
-    match code < 0 {
-        true => Err(Errno::from_code(code)),
-        false => Ok(std::mem::take(&mut st.reply)),
-    }
+    let to = (&*r.service, r.via);
+    crate::host::calls::call_bytes_in(&r.slot, shared, to, request, ns).await
 }

@@ -4,7 +4,6 @@
 //! none, and those a server answers with are closed.
 
 use super::{handle, out};
-use crate::host::calls::start;
 use crate::host::TaskData;
 use crate::ipc::service::{CallRef, PortalRef, Service, ServiceRef};
 use crate::ipc::{Errno, Object};
@@ -169,32 +168,10 @@ async fn active_call(
     request: &[u8],
     timeout_ns: i64,
 ) -> Result<Vec<u8>, Errno> {
-    let data = store.data_mut();
-    let (ipc, core) = data.warden_parts();
-    let shared = &core.shared;
-    let slot = ipc.call_slot.get(shared).clone();
-    let seq = {
-        let mut st = slot.lock();
-        st.set_request_with(slot.owner(), request.len(), |b| b.copy_from_slice(request))?;
-        st.trace = shared.trace;
-        st.via = via;
-        st.request_objects.clear();
-        st.reply_objects.clear();
-        st.seq += 1;
-        st.phase = crate::ipc::service::Phase::Queued;
-        st.seq
-    };
-    let mut flight = start(&slot, shared, service, seq)?.into_owned();
-    let code = crate::host::wait::wait_for(timeout_ns, |cx| flight.slot.poll_done(cx)).await;
-    let code = code.ok_or(Errno::Timeout)?;
-    flight.answered = true;
-    let mut st = flight.slot.lock();
-    st.phase = crate::ipc::service::Phase::Idle;
-    st.reply_objects.clear();
-    if code < 0 {
-        return Err(Errno::from_code(code));
-    }
-    Ok(st.reply.clone())
+    let (ipc, core) = store.data_mut().warden_parts();
+    let slot = ipc.call_slot.get(&core.shared).clone();
+    let to = (&**service, via);
+    crate::host::calls::call_bytes_in(&slot, &core.shared, to, request, timeout_ns).await
 }
 
 /// The next call on `service`: its handle and request.
