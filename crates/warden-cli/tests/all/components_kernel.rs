@@ -17,16 +17,21 @@ fn probe(dir: &Path, name: &str, args: &[&str]) -> TaskSpec {
     s
 }
 
+/// The module echo server, serving `name`.
+fn echo_server(dir: &Path, name: &str) -> TaskSpec {
+    let mut s = util::spec(dir, name, guests::ECHO);
+    s.args = vec!["server".into(), name.into()];
+    s.ipc.provides = vec![name.into()];
+    s
+}
+
 /// A component calls a module's echo service through the same name
 /// service and call slots a module uses.
 #[test]
 fn a_component_calls_a_module_s_byte_service() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime();
-    let mut echo = util::spec(dir.path(), "echo", guests::ECHO);
-    echo.args = vec!["server".into(), "echo".into()];
-    echo.ipc.provides = vec!["echo".into()];
-    rt.spawn(&echo).unwrap();
+    rt.spawn(&echo_server(dir.path(), "echo")).unwrap();
     let mut c = probe(dir.path(), "client", &["call", "echo", "hello", "warden"]);
     c.ipc.uses = vec!["echo".into()];
     let r = util::run_one(&rt, &c, LIMIT);
@@ -79,10 +84,7 @@ fn a_component_uses_memory_objects_within_their_bounds() {
 fn refusals_are_the_kernel_s_errors_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime();
-    let mut s = util::spec(dir.path(), "secret", guests::ECHO);
-    s.args = vec!["server".into(), "secret".into()];
-    s.ipc.provides = vec!["secret".into()];
-    rt.spawn(&s).unwrap();
+    rt.spawn(&echo_server(dir.path(), "secret")).unwrap();
     util::wait_for_output(dir.path(), "secret", "server: ready\n");
     let mut p = probe(dir.path(), "probe", &["errors"]);
     p.ipc.uses = vec!["never".into()];
@@ -102,10 +104,7 @@ fn refusals_are_the_kernel_s_errors_by_name() {
 fn a_call_timeout_set_through_the_kernel_bounds_a_call() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime();
-    let mut echo = util::spec(dir.path(), "echo", guests::ECHO);
-    echo.args = vec!["server".into(), "echo".into()];
-    echo.ipc.provides = vec!["echo".into()];
-    rt.spawn(&echo).unwrap();
+    rt.spawn(&echo_server(dir.path(), "echo")).unwrap();
     let mut c = probe(dir.path(), "client", &["deadline", "echo", "hang", "after"]);
     c.ipc.uses = vec!["echo".into()];
     let r = util::run_one(&rt, &c, LIMIT);
