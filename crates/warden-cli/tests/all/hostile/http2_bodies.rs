@@ -77,9 +77,10 @@ max_response = "1MiB"
     assert!(refused > 0, "nothing was refused: {statuses:?}");
     // The budget bounds the bytes held; the allocator keeps more resident
     // than is live while bodies come and go on two threads (measured: the
-    // peak rose by about 1.5 times the budget over the RSS before; 4 x
-    // 100 MiB without the budget). Besides: the slot's one task, its 8 MiB.
-    let bound = hwm.max(before + 2 * BUFFERED + (32 << 20));
+    // peak rose by 1.8 to 2.0 times the budget over the RSS before when
+    // run alone, 2.8 times amid the whole suite on two cores; 4 x 100 MiB
+    // without the budget). Besides: the slot's one task, its 8 MiB.
+    let bound = hwm.max(before + 3 * BUFFERED + (32 << 20));
     assert!(
         peak <= bound,
         "peak RSS {} MiB over {} MiB",
