@@ -109,8 +109,18 @@ fn services(out: &Path, sdk: &Path, clang: &str, consts: &mut String) {
             .collect();
         sources.sort();
         let dest = out.join(format!("{name}.wasm"));
+        // A service copies blocks and replies; bulk memory makes each
+        // copy one `memory.copy` (a native memmove), not libc's loop of
+        // 4-byte loads and stores in Wasm.
         let status = Command::new(clang)
-            .args(["--target=wasm32-wasi", "-O2", "-Wall", "-Werror", "-I"])
+            .args([
+                "--target=wasm32-wasi",
+                "-O2",
+                "-mbulk-memory",
+                "-Wall",
+                "-Werror",
+                "-I",
+            ])
             .arg(sdk)
             .args(&sources)
             .arg("-o")

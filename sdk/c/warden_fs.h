@@ -29,6 +29,17 @@
  *   SETATTR    file       mode|-1    mtime|-1   -     [ns]      attr     (mode bits 07777; mtime in s,
  *                                                                          data: its nanoseconds, a u32)
  *
+ * A READ may carry one handle: a writable permit (warden_permit_grant)
+ * for the client's buffer of `length` bytes. A server that takes it
+ * writes the bytes through it (warden_permit_write at offset 0 onwards)
+ * and answers with their count as a positive `status` and no payload: the
+ * bytes are copied once, from the server's memory to the client's. A
+ * server that does not sends them as the payload, as without a permit;
+ * either way, 0 bytes is status 0 and no payload. The client revokes the
+ * permit once it has the reply (a server closes the handle). Warden's
+ * own client lends one for reads of 16 KiB or more; services/ext2 takes
+ * it.
+ *
  * READDIR's entries are warden_fs_dirent records (each followed by its
  * name), as many as fit in `max bytes`; a record's `next` is the cookie
  * that continues after it, and a reply with no records is the end. The

@@ -111,7 +111,7 @@ void to_attr(uint32_t ino, const ext2_inode *in, warden_fs_attr *a);
 uint32_t now_seconds(void);
 
 /* Files (file.c). */
-long file_read(uint32_t ino, uint64_t off, void *dst, size_t len);
+long file_read(uint32_t ino, uint64_t off, void *dst, warden_handle to, size_t len);
 long file_write(uint32_t ino, uint64_t off, const void *src, size_t len);
 int file_truncate(uint32_t ino, uint64_t size);
 

@@ -1,9 +1,31 @@
 /* Reading, writing and truncating a file's bytes through its block map
- * and the buffer cache (holes read as zeros). */
+ * and the buffer cache (holes read as zeros). A read goes into a buffer
+ * of the task's, or straight into the client's through a permit it lent
+ * (one copy from the cache, see warden_fs.h). */
 #include <string.h>
 #include "ext2.h"
 
-long file_read(uint32_t ino, uint64_t off, void *dst, size_t len) {
+/* Hands `n` bytes at `src` to the reader, at `at` of its buffer: `dst`,
+ * or, when `to` is a permit (not negative), the client's memory through
+ * it. A null `src` is `n` zeros (a hole). 0, or -EIO if the permit
+ * refused the write (revoked, too short, or not a writable permit). */
+static int put(void *dst, warden_handle to, size_t at, const uint8_t *src, size_t n) {
+    static const uint8_t zeros[4096];
+    if (to < 0) {
+        if (src) memcpy((uint8_t *)dst + at, src, n);
+        else memset((uint8_t *)dst + at, 0, n);
+        return 0;
+    }
+    while (n > 0) {
+        size_t k = src ? n : (n < sizeof zeros ? n : sizeof zeros);
+        if (warden_permit_write(to, at, src ? src : zeros, k) != (int64_t)k) return -5;
+        at += k, n -= k;
+        if (src) src += k;
+    }
+    return 0;
+}
+
+long file_read(uint32_t ino, uint64_t off, void *dst, warden_handle to, size_t len) {
     ext2_inode in;
     int r = inode_read(ino, &in);
     if (r) return r;
@@ -18,13 +40,14 @@ long file_read(uint32_t ino, uint64_t off, void *dst, size_t len) {
         if (n > len - done) n = len - done;
         if ((r = bmap(&in, ino, at / fs.block_size, 0, &block)) != 0) return r;
         if (!block) {
-            memset((uint8_t *)dst + done, 0, n);
+            r = put(dst, to, done, 0, n);
         } else {
             buf *b = bread(block);
             if (!b) return cache_error;
-            memcpy((uint8_t *)dst + done, bdata(b) + in_block, n);
+            r = put(dst, to, done, bdata(b) + in_block, n);
             brelse(b);
         }
+        if (r) return r;
         done += n;
     }
     return (long)done;

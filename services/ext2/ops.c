@@ -205,7 +205,7 @@ static long do_readlink(uint32_t ino, uint8_t *out, size_t cap) {
         memcpy(out, in.block, (size_t)size);
         return (long)size;
     }
-    return file_read(ino, 0, out, (size_t)size);
+    return file_read(ino, 0, out, -1, (size_t)size);
 }
 
 /* Sets the mode bits (unless `mode` is all ones) and the mtime (unless
@@ -255,9 +255,11 @@ static int live(uint64_t ino, uint16_t *mode) {
     return 1;
 }
 
-/* One request: its status; its payload written to `out` (`*len` bytes). */
-static int handle(const warden_fs_req *q, const char *name, const uint8_t *data, uint8_t *out,
-                  uint32_t *len) {
+/* One request: its status; its payload written to `out` (`*len` bytes).
+ * A READ that lent a permit (`lent`) gets its bytes through it, and their
+ * count as the status. */
+static int handle(const warden_fs_req *q, const char *name, const uint8_t *data,
+                  warden_handle lent, uint8_t *out, uint32_t *len) {
     uint32_t ino = (uint32_t)q->ino, made;
     long n;
     int r;
@@ -276,8 +278,8 @@ static int handle(const warden_fs_req *q, const char *name, const uint8_t *data,
         return attr_of(ino, out, len);
     case WARDEN_FS_READ:
         if (is_dir(ino)) return -21;
-        n = file_read(ino, q->a, out, q->b < WARDEN_FS_MAX_IO ? (size_t)q->b : WARDEN_FS_MAX_IO);
-        if (n < 0) return (int)n;
+        n = file_read(ino, q->a, out, lent, q->b < WARDEN_FS_MAX_IO ? (size_t)q->b : WARDEN_FS_MAX_IO);
+        if (n < 0 || lent >= 0) return (int)n;
         *len = (uint32_t)n;
         return 0;
     case WARDEN_FS_WRITE:
@@ -375,7 +377,9 @@ int serve(warden_handle service) {
     for (;;) {
         write_back(service, &dirty_since);
         uint64_t call;
-        int64_t n = warden_recv(service, &call, req_buf, sizeof req_buf, NULL, NULL);
+        warden_handle got[1];
+        size_t nh = 1;
+        int64_t n = warden_recv(service, &call, req_buf, sizeof req_buf, got, &nh);
         if (n < 0) {
             if (n == WARDEN_ENOCLIENTS || n == WARDEN_EQUOTA) continue;
             fs_sync();
@@ -393,11 +397,12 @@ int serve(warden_handle service) {
             const char *name = (const char *)req_buf + sizeof q;
             const uint8_t *data = req_buf + sizeof q + q.name_len;
             if ((uint64_t)sizeof q + q.name_len + q.data_len != (uint64_t)n) status = -22;
-            else status = handle(&q, name, data, out, &len);
+            else status = handle(&q, name, data, nh ? got[0] : -1, out, &len);
         }
         if (status) len = 0;
         reply->status = status;
         reply->len = len;
         warden_reply(call, reply_buf, sizeof *reply + len, NULL, 0);
+        if (nh) warden_close(got[0]); /* revoked by now, or useless to keep */
     }
 }

@@ -124,19 +124,40 @@ static double revoke_once(warden_handle module, warden_handle s, warden_handle p
     for (int i = 0; i < k; i++) {
         warden_handle grant[2] = {warden_mem_view(m, 0, 1 << 20, 1) | WARDEN_MOVE, portal};
         kids[i] = warden_task_spawn(module, argv, 1, &budget, grant, 2);
+        if (kids[i] < 0) {
+            printf("error: holder %d of %d not spawned: %s\n", i, k, warden_strerror(kids[i]));
+            return -1;
+        }
     }
     for (int i = 0; i < k; i++) {
         char req[8];
         size_t nh = 0;
+        /* A holder that ended without calling would leave this waiting
+         * for ever: after a minute, say which did. */
+        warden_pollfd p = {s, WARDEN_POLL_IN, 0};
+        if (warden_poll(&p, 1, 60000000000LL) == 0) {
+            printf("error: %d of %d holders called in 60 s\n", i, k);
+            for (int j = 0; j < k; j++) {
+                int32_t status;
+                if (warden_task_wait(kids[j], 0, &status) == 0)
+                    printf("error: holder %d ended with status %d\n", j, status);
+            }
+            return -1;
+        }
         if (warden_recv(s, &calls[i], req, sizeof req, NULL, &nh) < 0) return -1;
     }
     double t0 = now_ns();
     warden_handle fresh = warden_mem_revoke(m);
     double took = now_ns() - t0;
+    /* Every call answered before any child is waited for: the calls came
+     * in whatever order the children ran, not the order they were
+     * spawned in, and a child ends only once its own call is answered. */
     for (int i = 0; i < k; i++) {
         uint64_t none = 0;
-        int32_t status;
         warden_reply(calls[i], &none, sizeof none, NULL, 0);
+    }
+    for (int i = 0; i < k; i++) {
+        int32_t status;
         warden_task_wait(kids[i], -1, &status);
         warden_close(kids[i]);
     }

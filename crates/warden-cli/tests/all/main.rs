@@ -65,6 +65,7 @@ mod reload;
 mod runtime_run;
 mod sched;
 mod served;
+mod served_lending;
 mod supervision;
 mod telemetry;
 mod traps;

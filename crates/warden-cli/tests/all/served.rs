@@ -14,7 +14,7 @@ use warden::{Manifest, System, SystemSpec};
 
 /// An ext2 image at `dir/NAME.img` made by mke2fs (1 KiB blocks) from
 /// the directory `src`.
-fn image(dir: &Path, name: &str, src: &Path, size: &str) -> PathBuf {
+pub(crate) fn image(dir: &Path, name: &str, src: &Path, size: &str) -> PathBuf {
     let img = dir.join(format!("{name}.img"));
     let out = Command::new("mke2fs")
         .args(["-q", "-F", "-t", "ext2", "-b", "1024", "-d"])
@@ -33,7 +33,7 @@ fn image(dir: &Path, name: &str, src: &Path, size: &str) -> PathBuf {
 
 /// A file-system task `NAME` on device `NAME` (the image `NAME.img`),
 /// serving under the name `NAME`.
-fn file_system(name: &str) -> String {
+pub(crate) fn file_system(name: &str) -> String {
     format!(
         "[[device]]\nname = \"{name}\"\nfile = \"{name}.img\"\n\
          [[task]]\nname = \"{name}\"\nmodule = \"{}\"\nargs = [\"{name}\", \"{name}\"]\n\
@@ -44,7 +44,7 @@ fn file_system(name: &str) -> String {
 }
 
 /// Starts the system `text` (in `dir`, control off) in this process.
-fn start(dir: &Path, text: &str) -> System {
+pub(crate) fn start(dir: &Path, text: &str) -> System {
     start_with(dir, text, "off")
 }
 
@@ -56,7 +56,7 @@ fn start_with(dir: &Path, text: &str, control: &str) -> System {
 }
 
 /// Waits for the task `name` of `sys` to end: its exit code.
-fn exit_code(sys: &System, name: &str) -> Option<i32> {
+pub(crate) fn exit_code(sys: &System, name: &str) -> Option<i32> {
     let rt = sys.runtime();
     let id = rt.find(name).unwrap_or_else(|| panic!("no task {name}"));
     let report = util::wait(rt, id, Duration::from_secs(120));

@@ -238,6 +238,14 @@ impl TaskData {
     pub(crate) fn new(core: Core, groups: Groups) -> TaskData {
         TaskData { core, groups }
     }
+
+    /// Revokes every grant of the task's memory it made or that was made
+    /// on its behalf (permits, memory objects, a buffer lent for a file
+    /// read in flight), before its memory is released (its run has ended).
+    pub(crate) fn revoke_owned(&mut self) {
+        self.revoke_ipc_owned();
+        self.revoke_wasi_lent();
+    }
 }
 
 impl std::ops::Deref for TaskData {

@@ -105,9 +105,9 @@ impl TaskData {
         (&mut self.groups.warden.0, &mut self.core)
     }
 
-    /// Revokes the permits and memory objects the task created, before its
-    /// memory is released (its run has ended).
-    pub(crate) fn revoke_owned(&mut self) {
+    /// Revokes the permits and memory objects the task created (its run
+    /// has ended; see `TaskData::revoke_owned`).
+    pub(super) fn revoke_ipc_owned(&mut self) {
         self.ipc_mut().owned.revoke_all();
     }
 }

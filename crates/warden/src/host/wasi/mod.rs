@@ -77,6 +77,14 @@ impl TaskData {
     fn wasi_parts(&mut self) -> (&mut Preview1, &mut Core) {
         (&mut self.groups.wasi.0, &mut self.core)
     }
+
+    /// Revokes what the task lent a file system for a call in flight
+    /// (its run has ended; see `served::client::rpc_into`).
+    pub(super) fn revoke_wasi_lent(&mut self) {
+        if let Some(s) = self.preview1_mut().served.as_mut() {
+            s.revoke_lent();
+        }
+    }
 }
 
 /// The WASI group's own state for one task.

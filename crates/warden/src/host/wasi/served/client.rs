@@ -19,8 +19,9 @@ use crate::host::guest::{memory, GuestMem};
 use crate::host::wait::wait_for;
 use crate::host::TaskData;
 use crate::ipc::files::FileServiceStats;
+use crate::ipc::permit::{Permit, PermitRef};
 use crate::ipc::service::{CallSlot, Phase, Service};
-use crate::ipc::Errno;
+use crate::ipc::{Errno, Object};
 use std::ops::Range;
 use std::sync::Arc;
 use wasmtime::Caller;
@@ -65,9 +66,63 @@ pub(super) async fn rpc(
     q: &Req<'_>,
     data: Data<'_>,
 ) -> Result<usize, i32> {
+    rpc_lending(c, mount, q, data, None).await.map(|(_, n)| n)
+}
+
+/// What a READ sent with [`rpc_into`] got.
+pub(super) enum Got {
+    /// This many bytes, written by the server straight into the buffer.
+    Written(usize),
+    /// A payload of this many bytes in the reply, to copy.
+    Payload(usize),
+}
+
+/// A READ of at most `dest.len()` bytes, whose request lends the server
+/// a writable permit for `dest` (a checked range of the task's memory):
+/// a server that writes the bytes through it answers how many with a
+/// positive status and no payload, one copy in all (see `warden_fs.h`);
+/// one that ignores it sends them as a payload. The permit is revoked
+/// before this returns, whatever the server did: nothing it kept can
+/// reach the task's memory afterwards.
+pub(super) async fn rpc_into(
+    c: &mut Caller<'_, TaskData>,
+    mount: usize,
+    q: &Req<'_>,
+    dest: Range<usize>,
+) -> Result<Got, i32> {
+    let want = dest.len();
+    let permit = {
+        let (mem, data) = memory(c).map_err(|_| errno::FAULT)?;
+        // SAFETY: `dest` was checked against the task's memory; the permit
+        // is revoked below before this call returns, and, should the task
+        // die first, by `TaskData::revoke_owned` before its memory is
+        // released (it is kept in `Served::lent` meanwhile).
+        unsafe { Permit::of_task(&data.shared, mem.at(dest.start), want as u64, true) }
+    };
+    served(c).lent = Some(permit.clone());
+    let lent = Object::Permit(PermitRef(permit.clone()));
+    let r = rpc_lending(c, mount, q, Data::None, Some(lent)).await;
+    permit.revoke();
+    served(c).lent = None;
+    match r? {
+        (0, n) => Ok(Got::Payload(n)),
+        (n, 0) if n as usize <= want => Ok(Got::Written(n as usize)),
+        _ => Err(errno::IO), // more than was asked, or bytes both ways
+    }
+}
+
+/// One request, carrying `object` if any: the reply's status (0 or
+/// positive) and payload length; a negative status as WASI's errno.
+async fn rpc_lending(
+    c: &mut Caller<'_, TaskData>,
+    mount: usize,
+    q: &Req<'_>,
+    data: Data<'_>,
+    object: Option<Object>,
+) -> Result<(i32, usize), i32> {
     let service = connect(c, mount).await?;
     let len = REQ + q.name.len() + data.len();
-    let sent = call(c, &service, len, |mem, buf| {
+    let sent = call(c, &service, len, object, |mem, buf| {
         q.encode(buf, data.len());
         let rest = &mut buf[REQ + q.name.len()..];
         match &data {
@@ -79,7 +134,7 @@ pub(super) async fn rpc(
     .await;
     let r = match sent {
         Ok(()) => match with_reply(c, |_, _| ()) {
-            Ok((0.., n, ())) => Ok(n),
+            Ok((status @ 0.., n, ())) => Ok((status, n)),
             Ok((status, _, ())) => Err(proto::wasi_errno(status)),
             Err(e) => Err(e),
         },
@@ -141,13 +196,15 @@ async fn call(
     c: &mut Caller<'_, TaskData>,
     service: &Arc<Service>,
     len: usize,
+    object: Option<Object>,
     fill: impl FnOnce(GuestMem<'_>, &mut [u8]),
 ) -> Result<(), Errno> {
-    let mut flight = begin(c, service, len, fill)?;
+    let mut flight = begin(c, service, len, object, fill)?;
     let code = wait_for(-1, |cx| flight.slot.poll_done(cx)).await;
     flight.answered = true;
     let mut st = flight.slot.lock();
     st.phase = Phase::Idle;
+    st.request_objects.clear(); // a lent permit the server did not take
     st.reply_objects.clear(); // a file service sends none; none are kept
     let code = code.unwrap_or(Errno::Timeout.code());
     if code < 0 {
@@ -159,12 +216,13 @@ async fn call(
     Ok(())
 }
 
-/// Writes the request into the interposer's slot (made at its first
-/// call) and queues it.
+/// Writes the request (and `object`, if any) into the interposer's slot
+/// (made at its first call) and queues it.
 fn begin(
     c: &mut Caller<'_, TaskData>,
     service: &Arc<Service>,
     len: usize,
+    object: Option<Object>,
     fill: impl FnOnce(GuestMem<'_>, &mut [u8]),
 ) -> Result<InFlight, Errno> {
     if service.direct_handler().is_some() {
@@ -185,6 +243,7 @@ fn begin(
         let mut st = slot.lock();
         st.set_request_with(slot.owner(), len, |b| fill(mem, b))?;
         st.request_objects.clear();
+        st.request_objects.extend(object);
         st.reply_objects.clear();
         st.seq += 1;
         st.phase = Phase::Queued;

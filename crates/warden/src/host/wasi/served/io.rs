@@ -7,7 +7,7 @@
 //! Writes to a file opened for appending go to its end, whatever offset
 //! `fd_pwrite` names (Linux's rule, and Wasmtime's).
 
-use super::client::{rpc, served, with_reply, Data};
+use super::client::{rpc, rpc_into, served, with_reply, Data, Got};
 use super::proto::{errno, Req, FSYNC, MAX_IO, READ, REQ, TRUNCATE, WRITE};
 use super::walk::{attr_of, getattr};
 use super::{get, update, Open};
@@ -36,6 +36,11 @@ fn first_iovec(
     }
     Ok(0..0)
 }
+
+/// The least a READ asks for to lend the file system its buffer (see
+/// `client::rpc_into`): below it, making and revoking the permit costs
+/// more than the copy it saves.
+const LEND_MIN: usize = 16 << 10;
 
 /// The most bytes one request carries for this task: `MAX_IO`, or less
 /// if its per-message quota is smaller (in 4 KiB steps, 4 KiB at least).
@@ -95,14 +100,21 @@ async fn read_into(
             b: want as u64,
             ..Req::on(READ, f.ino)
         };
-        let r = rpc(c, f.mount, &q, Data::None).await;
+        let at = buf.start + done;
+        let r = match want >= LEND_MIN {
+            true => rpc_into(c, f.mount, &q, at..at + want).await,
+            false => rpc(c, f.mount, &q, Data::None).await.map(Got::Payload),
+        };
         let n = match r {
-            Ok(n) => n.min(want),
+            Ok(Got::Written(n)) => n,
+            Ok(Got::Payload(n)) => {
+                let n = n.min(want);
+                with_reply(c, |mem, p| mem.write(at, &p[..n]))?;
+                n
+            }
             Err(e) if done == 0 => return Err(e),
             Err(_) => break,
         };
-        let at = buf.start + done;
-        with_reply(c, |mem, p| mem.write(at, &p[..n]))?;
         FileServiceStats::add(&served(c).mounts[f.mount].stats.read_bytes, n as u64);
         done += n;
         if n < want {

@@ -49,6 +49,10 @@ pub(crate) struct Served {
     slot: Option<Arc<CallSlot>>,
     /// The task's per-message quota, which bounds one request.
     quota: u64,
+    /// The permit a READ in flight lends the file system to write its
+    /// bytes straight into the task's buffer (see `client::rpc_into`),
+    /// revoked when the reply is in, or by [`Served::revoke_lent`].
+    lent: Option<Arc<crate::ipc::permit::Permit>>,
 }
 
 /// A served directory: the service behind it and what it carried.
@@ -105,7 +109,16 @@ impl Served {
             kernel,
             slot: None,
             quota,
+            lent: None,
         })
+    }
+
+    /// Revokes the permit a READ in flight lent, if any: the task has
+    /// ended, and its memory is about to be released.
+    pub(crate) fn revoke_lent(&mut self) {
+        if let Some(p) = self.lent.take() {
+            p.revoke();
+        }
     }
 }
 
