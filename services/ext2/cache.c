@@ -70,14 +70,37 @@ static void unhash(buf *b) {
     if (*p) *p = b->hash_next;
 }
 
+/* Block buffers are carved from slabs of up to SLAB blocks, in order, so
+ * that blocks read one after another usually lie one after another in
+ * memory and a read spanning them is copied out in one piece (see
+ * file.c). A buffer given up (its block failed to read) waits in
+ * `spare` for the next block. */
+#define SLAB 64
+static uint8_t *slab, *spare[SLAB];
+static size_t slab_left, nspare;
+
+/* Memory for one more block, or NULL once the budget refuses it. */
+static uint8_t *block_memory(void) {
+    if (nspare) return spare[--nspare];
+    if (!slab_left) {
+        size_t n = max_blocks - nblocks < SLAB ? max_blocks - nblocks : SLAB;
+        /* Aligned to a cache line, so that blocks are copied out in
+         * whole lines; a single block when a whole slab is refused. */
+        for (; n >= 1 && !(slab = aligned_alloc(64, n * bsize)); n = n > 1 ? 1 : 0) {}
+        if (!slab) return 0;
+        slab_left = n;
+    }
+    slab_left--;
+    slab += bsize;
+    return slab - bsize;
+}
+
 /* A buffer to hold a new block: a fresh one while the cache may grow and
  * memory allows, else the least recently used one no caller holds. */
 static buf *victim(void) {
     if (nblocks < max_blocks) {
         buf *b = calloc(1, sizeof *b);
-        /* Aligned to a cache line, so that a block is copied out in
-         * whole lines (an unaligned source slows the copy down). */
-        uint8_t *data = b ? aligned_alloc(64, bsize) : 0;
+        uint8_t *data = b ? block_memory() : 0;
         if (data) {
             b->data = data;
             nblocks++;
@@ -113,7 +136,7 @@ static buf *get(uint32_t block, int read) {
     b->block = block;
     b->dirty = 0;
     if (read && dev_io(0, (uint64_t)block * bsize, b->data, bsize) != 0) {
-        free(b->data);
+        if (nspare < SLAB) spare[nspare++] = b->data;
         free(b);
         nblocks--;
         return 0;

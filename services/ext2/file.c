@@ -25,6 +25,42 @@ static int put(void *dst, warden_handle to, size_t at, const uint8_t *src, size_
     return 0;
 }
 
+/* Bytes lying one after another in the cache, not yet handed to the
+ * reader: where they start, how many, where in the reader's buffer they
+ * go, and the cache buffers held for them meanwhile (at most RUN_HELD,
+ * so that a small cache still has buffers for the block map). */
+#define RUN_HELD 8
+typedef struct {
+    const uint8_t *src;
+    size_t n, at;
+    buf *held[RUN_HELD];
+    int nheld;
+} run;
+
+/* Hands the run over and releases its buffers; 0 or -EIO. */
+static int flush(run *r, void *dst, warden_handle to) {
+    int e = r->n ? put(dst, to, r->at, r->src, r->n) : 0;
+    for (int i = 0; i < r->nheld; i++) brelse(r->held[i]);
+    r->n = 0;
+    r->nheld = 0;
+    return e;
+}
+
+/* Adds `n` bytes at `p` (of the held buffer `b`), bound for `at`, to the
+ * run, handing the run over first unless they continue it; 0 or -EIO. */
+static int extend(run *r, buf *b, const uint8_t *p, size_t n, size_t at, void *dst,
+                  warden_handle to) {
+    int e = 0;
+    if (!(r->n && r->src + r->n == p && r->nheld < RUN_HELD)) {
+        e = flush(r, dst, to);
+        r->src = p;
+        r->at = at;
+    }
+    r->n += n;
+    r->held[r->nheld++] = b;
+    return e;
+}
+
 long file_read(uint32_t ino, uint64_t off, void *dst, warden_handle to, size_t len) {
     ext2_inode in;
     int r = inode_read(ino, &in);
@@ -33,23 +69,24 @@ long file_read(uint32_t ino, uint64_t off, void *dst, warden_handle to, size_t l
     if (off >= size) return 0;
     if (len > size - off) len = (size_t)(size - off);
     size_t done = 0;
-    while (done < len) {
+    run pending = {0};
+    while (done < len && r == 0) {
         uint64_t at = off + done;
         uint32_t in_block = (uint32_t)(at % fs.block_size), block;
         size_t n = fs.block_size - in_block;
         if (n > len - done) n = len - done;
-        if ((r = bmap(&in, ino, at / fs.block_size, 0, &block)) != 0) return r;
+        if ((r = bmap(&in, ino, at / fs.block_size, 0, &block)) != 0) break;
         if (!block) {
-            r = put(dst, to, done, 0, n);
+            if ((r = flush(&pending, dst, to)) == 0) r = put(dst, to, done, 0, n);
         } else {
             buf *b = bread(block);
-            if (!b) return cache_error;
-            r = put(dst, to, done, bdata(b) + in_block, n);
-            brelse(b);
+            if (!b) r = cache_error;
+            else r = extend(&pending, b, bdata(b) + in_block, n, done, dst, to);
         }
-        if (r) return r;
         done += n;
     }
+    int e = flush(&pending, dst, to);
+    if (r || e) return r ? r : e;
     return (long)done;
 }
 

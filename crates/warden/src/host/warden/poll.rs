@@ -127,12 +127,14 @@ async fn poll_in(
 /// `poll(2)` entries); returns how many have any.
 fn check(entries: &mut [Entry], fds: &mut Vec<libc::pollfd>) -> i32 {
     fds.clear();
+    let mut sockets = false;
     for e in entries.iter() {
         let fd = match &e.on {
             Waitable::Conn(s) => s.fd(),
             Waitable::Listener(l) => l.fd(),
             _ => -1,
         };
+        sockets |= fd >= 0;
         let mut ev = libc::POLLRDHUP;
         if e.events & POLL_IN != 0 {
             ev |= libc::POLLIN;
@@ -146,7 +148,11 @@ fn check(entries: &mut [Entry], fds: &mut Vec<libc::pollfd>) -> i32 {
             revents: 0,
         });
     }
-    poll_now(fds);
+    // Services, tasks and the rest are looked at directly: no system
+    // call unless a socket is among the entries.
+    if sockets {
+        poll_now(fds);
+    }
     let mut ready = 0;
     for (e, pfd) in entries.iter_mut().zip(fds.iter()) {
         let events = e.events;
