@@ -51,7 +51,9 @@ pub fn run(ctx: &Ctx) -> Vec<Table> {
          second). The same program runs as a Warden task twice per round, alternating: once on a \
          directory served by services/ext2 (an ext2 image made by mke2fs, 4 KiB blocks, on a block \
          device backed by a host file, the task's buffer cache 48 MiB so that the file stays \
-         cached; every read is requests of the file-service protocol of at most 256 KiB), once on \
+         cached; every read is requests of the file-service protocol of at most 256 KiB, and \
+         one of 16 KiB or more lends the ext2 task the program's buffer, which it writes \
+         straight from its cache: see doc/services.md), once on \
          a host directory preopened through Wasmtime's WASI (reads served from Linux's page \
          cache; a task on a local disk makes its file calls on its worker thread, straight into \
          its memory: see crates/warden/src/runtime/disks.rs). Both tasks run on one runtime with \
