@@ -37,8 +37,8 @@
  * server that does not sends them as the payload, as without a permit;
  * either way, 0 bytes is status 0 and no payload. The client revokes the
  * permit once it has the reply (a server closes the handle). Warden's
- * own client lends one for reads of 16 KiB or more; services/ext2 takes
- * it.
+ * own client and services/nfs lend one for reads of 16 KiB or more;
+ * services/ext2 takes it.
  *
  * READDIR's entries are warden_fs_dirent records (each followed by its
  * name), as many as fit in `max bytes`; a record's `next` is the cookie

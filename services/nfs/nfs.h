@@ -19,6 +19,9 @@ int fsc_call(uint32_t op, uint64_t ino, uint64_t a, uint64_t b, const void *name
              const void *data, uint32_t data_len, const uint8_t **out, uint32_t *len);
 int fsc_attr(uint32_t op, uint64_t ino, uint64_t a, uint64_t b, const void *name, uint32_t name_len,
              const void *data, uint32_t data_len, warden_fs_attr *attr);
+/* A READ of at most `count` bytes straight into `dst`: 0 and the count in
+ * `*len`, or -errno. */
+int fsc_read_into(uint64_t ino, uint64_t off, uint32_t count, uint8_t *dst, uint32_t *len);
 
 /* File handles: the inode number and its generation, 8 bytes. */
 #define FH_LEN 8
