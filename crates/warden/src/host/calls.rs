@@ -143,8 +143,10 @@ pub(in crate::host) async fn call_bytes_in(
     let mut st = flight.slot.lock();
     st.phase = Phase::Idle;
     st.reply_objects.clear();
+    // Copied, not taken: the slot's buffer is charged to the client and
+    // refunded when the slot goes, and is reused by its next call.
     match code < 0 {
         true => Err(Errno::from_code(code)),
-        false => Ok(std::mem::take(&mut st.reply)),
+        false => Ok(st.reply.clone()),
     }
 }
