@@ -23,7 +23,7 @@ int fsc_init(const char *service) {
  * service is looked up again (waiting for its restart) and the request
  * made once more: handles are inode numbers and generations, which a
  * restarted task over the same image answers alike. */
-static int64_t call_fs_with(size_t len, const warden_handle *h, size_t nh) {
+static int64_t call_fs(size_t len, const warden_handle *h, size_t nh) {
     int64_t n = warden_call(fs, req, len, h, nh, rep, sizeof rep, NULL, NULL);
     if (n != WARDEN_EPEERDIED) return n;
     warden_handle again = warden_name_lookup(fs_name, RECONNECT_NS);
@@ -33,16 +33,17 @@ static int64_t call_fs_with(size_t len, const warden_handle *h, size_t nh) {
     return warden_call(fs, req, len, h, nh, rep, sizeof rep, NULL, NULL);
 }
 
-static int64_t call_fs(size_t len) { return call_fs_with(len, NULL, 0); }
-
-int fsc_call(uint32_t op, uint64_t ino, uint64_t a, uint64_t b, const void *name, uint32_t name_len,
-             const void *data, uint32_t data_len, const uint8_t **out, uint32_t *len) {
+/* One request, lending the handle `lent` unless it is negative: the
+ * status, the payload in `*out` (`*len` bytes). */
+static int request(uint32_t op, uint64_t ino, uint64_t a, uint64_t b, const void *name,
+                   uint32_t name_len, const void *data, uint32_t data_len, warden_handle lent,
+                   const uint8_t **out, uint32_t *len) {
     if (name_len > 255 || data_len > WARDEN_FS_MAX_IO) return -22;
     warden_fs_req q = {op, name_len, ino, a, b, data_len, 0};
     memcpy(req, &q, sizeof q);
     if (name_len) memcpy(req + sizeof q, name, name_len);
     if (data_len) memcpy(req + sizeof q + name_len, data, data_len);
-    int64_t n = call_fs(sizeof q + name_len + data_len);
+    int64_t n = call_fs(sizeof q + name_len + data_len, &lent, lent < 0 ? 0 : 1);
     if (n < (int64_t)sizeof(warden_fs_reply)) return -5; /* the file system is gone: EIO */
     warden_fs_reply r;
     memcpy(&r, rep, sizeof r);
@@ -52,26 +53,30 @@ int fsc_call(uint32_t op, uint64_t ino, uint64_t a, uint64_t b, const void *name
     return r.status;
 }
 
+int fsc_call(uint32_t op, uint64_t ino, uint64_t a, uint64_t b, const void *name, uint32_t name_len,
+             const void *data, uint32_t data_len, const uint8_t **out, uint32_t *len) {
+    return request(op, ino, a, b, name, name_len, data, data_len, -1, out, len);
+}
+
 /* The READ lends the file system `dst` (a writable permit, revoked as
  * soon as the reply is in), so that a file system that takes it writes
  * the bytes there from its cache: one copy instead of three (see
- * warden_fs.h). One that does not sends them as a payload, copied here. */
+ * warden_fs.h). One that does not, or a permit this task cannot grant,
+ * gets the bytes as a payload, copied here. */
 int fsc_read_into(uint64_t ino, uint64_t off, uint32_t count, uint8_t *dst, uint32_t *len) {
     warden_handle lent = warden_permit_grant(dst, count, 1);
-    if (lent < 0) return -5;
-    warden_fs_req q = {WARDEN_FS_READ, 0, ino, off, count, 0, 0};
-    memcpy(req, &q, sizeof q);
-    int64_t n = call_fs_with(sizeof q, &lent, 1);
-    warden_permit_revoke(lent);
-    warden_close(lent);
-    warden_fs_reply r;
-    if (n < (int64_t)sizeof r) return -5;
-    memcpy(&r, rep, sizeof r);
-    if (r.len > n - sizeof r || r.len > count) return -5;
-    if (r.status < 0) return r.status;
-    if (r.status > 0 && (r.len || (uint32_t)r.status > count)) return -5;
-    if (r.status == 0) memcpy(dst, rep + sizeof r, r.len);
-    *len = r.status > 0 ? (uint32_t)r.status : r.len;
+    const uint8_t *p = 0;
+    uint32_t n = 0;
+    int s = request(WARDEN_FS_READ, ino, off, count, 0, 0, 0, 0, lent, &p, &n);
+    if (lent >= 0) {
+        warden_permit_revoke(lent);
+        warden_close(lent);
+    }
+    if (s < 0) return s;
+    if (s > 0 && (n || lent < 0 || (uint32_t)s > count)) return -5; /* a count it was not lent for */
+    if (s == 0 && n > count) return -5;
+    if (s == 0) memcpy(dst, p, n);
+    *len = s > 0 ? (uint32_t)s : n;
     return 0;
 }
 
