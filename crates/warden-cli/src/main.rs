@@ -52,13 +52,16 @@ pub(crate) fn heap_trim() {
     unsafe { mi_collect(true) }
 }
 
-/// Transparent huge pages off for the whole process, before the
-/// allocator's first arena: with them, mimalloc holds whole 2 MiB pages
-/// per thread of which it uses a few KiB (compiling two modules peaked at
-/// 100 MiB of RSS with them and 38 without), and its first page, zeroed
-/// whole, was a tenth of a short program's run. An initialiser of the
-/// first priority, so that it runs before mimalloc's own (which has none)
-/// and before `main`.
+/// Transparent huge pages off for the whole process: with them, mimalloc
+/// holds whole 2 MiB pages per thread of which it uses a few KiB
+/// (compiling two modules peaked at 100 MiB of RSS with them and 38
+/// without), and its first page, zeroed whole, was a tenth of a short
+/// program's run. mimalloc is built without its own request for them
+/// (its `no_thp` feature: it no longer advises its arenas to use huge
+/// pages), since it sets up its first arena before any initialiser of
+/// this program runs; this initialiser, of the first priority, turns
+/// them off for every other mapping (on a system whose setting is
+/// `always`) before `main`.
 #[used]
 #[link_section = ".init_array.00101"]
 static HUGE_PAGES_OFF: extern "C" fn() = huge_pages_off;

@@ -16,6 +16,9 @@
  *   kernel_probe errors            a forged handle, a name not granted, a
  *                                  name never registered, an oversized
  *                                  answer
+ *   kernel_probe repeat NAME N SIZE calls NAME N times with SIZE bytes,
+ *                                  each reply checked against its request
+ *                                  and freed; prints "N calls echoed"
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -82,6 +85,24 @@ static int call(int argc, char **argv) {
         if (r.tag) printf("%s -> error %s\n", argv[i], error(r.err));
         else printf("%s -> %.*s\n", argv[i], (int)r.ok.len, (char *)r.ok.ptr);
     }
+    return 0;
+}
+
+static int repeat(const char *name, int n, size_t size) {
+    uint32_t portal;
+    if (!lookup(name, 10000000000LL, &portal)) return 1;
+    uint8_t *msg = malloc(size);
+    if (!msg) return 1;
+    for (int i = 0; i < n; i++) {
+        for (size_t j = 0; j < size; j++) msg[j] = (uint8_t)(i + j);
+        res_list r;
+        k_call(portal, msg, size, -1, &r);
+        if (r.tag) { printf("call %d: error %s\n", i, error(r.err)); return 1; }
+        int same = r.ok.len == size && !memcmp(r.ok.ptr, msg, size);
+        free(r.ok.ptr);
+        if (!same) { printf("call %d: reply differs\n", i); return 1; }
+    }
+    printf("%d calls echoed\n", n);
     return 0;
 }
 
@@ -177,6 +198,7 @@ int main(int argc, char **argv) {
         return call(argc, argv);
     }
     if (!strcmp(op, "serve") && argc > 3) return serve(argv[2], atoi(argv[3]));
+    if (!strcmp(op, "repeat") && argc > 4) return repeat(argv[2], atoi(argv[3]), (size_t)atol(argv[4]));
     if (!strcmp(op, "mem")) return mem();
     if (!strcmp(op, "errors")) return errors();
     if (!strcmp(op, "hog")) return hog();

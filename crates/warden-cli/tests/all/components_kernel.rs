@@ -136,3 +136,25 @@ fn a_hoarding_component_meets_its_bounds() {
         "1 TiB object: error no-mem\n99 more handles, then error quota\n"
     );
 }
+
+/// A component's byte calls reuse its call slot: the reply's buffer is
+/// charged to the caller once, not once per call. 600 echoed calls of
+/// 32 KiB each would charge about 19 MiB if every call's reply buffer
+/// stayed charged; within a 12 MiB memory limit, every one succeeds.
+#[test]
+fn many_byte_calls_from_a_component_charge_its_slot_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime();
+    rt.spawn(&echo_server(dir.path(), "echo")).unwrap();
+    let mut c = probe(dir.path(), "client", &["repeat", "echo", "600", "32768"]);
+    c.ipc.uses = vec!["echo".into()];
+    c.limits.memory_limit = Some(12 << 20);
+    let r = util::run_one(&rt, &c, LIMIT);
+    assert_eq!(
+        util::stdout_of(dir.path(), "client"),
+        "600 calls echoed\n",
+        "{r:?}"
+    );
+    assert_eq!(r.exit_code, Some(0), "{r:?}");
+    assert_eq!(r.ipc_calls, 600, "{r:?}");
+}
