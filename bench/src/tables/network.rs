@@ -438,8 +438,8 @@ fn echo_method(ctx: &Ctx) -> String {
          memory). The Warden task serves every connection from one warden_poll loop on a runtime \
          with 2 workers and no link rate, with socket_buffer 256 KiB and with the default; the \
          native server is one epoll thread with Linux's default, self-tuning buffers. Waiting \
-         differs: Warden's idle workers look for work awake for 50 µs before they sleep \
-         (warden::IDLE_SPIN), while epoll_wait blocks at once, so the round trip measures that \
+         differs: Warden's idle workers look for work awake for up to 50 µs before they sleep \
+         (warden::IDLE_SPIN, halved after each look that finds nothing), while epoll_wait blocks at once, so the round trip measures that \
          spin against a wake-up as well as the servers; the row \"{WARDEN_BLOCKING}\" is \
          Warden with the spin off for its rounds (its runtime's idle spin set to zero, Runtime::set_idle_spin), every waiting \
          thread blocking at once as epoll_wait does.",

@@ -136,7 +136,7 @@ fn method(ops: u64, tasks: usize) -> String {
     );
     method.push_str(
         " Waiting differs: the thread waiting for a Warden task's report, and an idle worker, \
-         look for it awake for 50 µs (warden::IDLE_SPIN) before they sleep, while Thread.join \
+         look for it awake for up to 50 µs (warden::IDLE_SPIN) before they sleep, while Thread.join \
          and pthread_join block at once; the process table has a Warden row with that spin off.",
     );
     method

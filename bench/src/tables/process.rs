@@ -140,8 +140,8 @@ fn method(w: &Shared) -> String {
          with both sides pinned to one core (no cross-core wake-ups, as in Warden's one-worker \
          hand-off), {} through a pair of SynchronousQueues between two \
          Java threads, and {calls} Erlang messages to a server process. Waiting: Warden's \
-         idle workers and the thread waiting for a task's end look for work awake for 50 µs \
-         before they sleep, while the peers block at once (pipes, condition variables, \
+         idle workers and the thread waiting for a task's end look for work awake for up to 50 µs \
+         before they sleep (halved after each look that finds nothing), while the peers block at once (pipes, condition variables, \
          waitpid); the row \"{WARDEN_2_BLOCKING}\" is Warden with that spin off, every waiting \
          thread blocking at once as the peers' do.",
         peer_calls

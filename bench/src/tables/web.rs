@@ -477,7 +477,8 @@ fn method(connections: usize, bursts: usize) -> String {
          servlet route: one portal call per request to a C task replying with a CGI response. \
          (f) its route to a passive servlet: the handler runs on the server's threads. (e) hyper \
          with no Warden, on a 2-worker tokio runtime in the same process, answering from memory. \
-         Waiting differs: Warden's idle workers look for work awake for 50 µs before they sleep, \
+         Waiting differs: Warden's idle workers look for work awake for up to 50 µs before they \
+         sleep (halved after each look that finds nothing, down to a 64th), \
          while tokio parks its idle workers after a short search of its own; at one connection \
          this counts as much as the servers, and the one-connection table's row \"{SERVLET_BLOCKING}\" is (d) with \
          Warden's spin off (its runtime's idle spin set to zero for its bursts, Runtime::set_idle_spin), every waiting thread \

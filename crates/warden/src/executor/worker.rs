@@ -62,11 +62,16 @@ fn next_queued(exec: &Arc<Shared>) -> Option<Arc<TaskCell>> {
     let mut looking = Looking(None);
     let mut q = exec.lock();
     let mut spun = false;
+    // When this worker began a spin that found nothing (it slept since).
+    let mut missed: Option<std::time::Instant> = None;
     loop {
         if q.shutdown {
             return None;
         }
         if let Some(cell) = q.pop(crate::clock::now()) {
+            if let Some(began) = missed {
+                exec.spin.woke_after(began.elapsed());
+            }
             return Some(cell);
         }
         if looking.0.is_none() {
@@ -84,6 +89,7 @@ fn next_queued(exec: &Arc<Shared>) -> Option<Arc<TaskCell>> {
         // idle spell: a worker woken for throttled tasks does not spin).
         if !spun {
             spun = true;
+            let began = std::time::Instant::now();
             if exec
                 .spin
                 .until(|| exec.pushes.load(Ordering::Acquire) != seen)
@@ -91,6 +97,7 @@ fn next_queued(exec: &Arc<Shared>) -> Option<Arc<TaskCell>> {
                 q = exec.lock();
                 continue;
             }
+            missed = Some(began);
         }
         // About to sleep: what the spin used is nobody's (see `cpu::settle`).
         cpu::reconcile();

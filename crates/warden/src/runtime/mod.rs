@@ -133,9 +133,11 @@ pub struct RuntimeConfig {
     /// (see [`crate::DeviceSpec`]).
     pub devices: Vec<crate::DeviceSpec>,
     /// How long a thread about to sleep for want of work (an idle worker,
-    /// a thread waiting for a task's end) first looks for it awake
-    /// (default [`crate::IDLE_SPIN`]; zero: it sleeps at once, as a
-    /// thread blocking on a condition variable does).
+    /// a thread waiting for a task's end) first looks for it awake, at
+    /// most (default [`crate::IDLE_SPIN`]; zero: it sleeps at once, as a
+    /// thread blocking on a condition variable does). Each look that
+    /// finds nothing halves the next, down to a 64th; one that finds
+    /// work gives the whole window back (see `executor::IdleSpin`).
     pub idle_spin: Duration,
     /// How a worker hands its free heap back to the system after a mass
     /// death of tasks, for an allocator with thread-local heaps (for
