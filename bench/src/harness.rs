@@ -2,6 +2,11 @@
 //! A B C …, the order rotating each round, so that drift in the machine
 //! (other load, frequency, caches) lands on every contestant alike. A
 //! warm-up round runs first and is not counted.
+//!
+//! The rotation's stride changes from round to round too (see [`order`]):
+//! with a plain rotation each contestant would always run right after
+//! the same one, and what that one leaves behind (memory to reclaim,
+//! threads still settling, a cold cache) would always fall on it.
 
 use crate::machine::Clock;
 use crate::model::Samples;
@@ -63,8 +68,8 @@ pub fn interleave(
             samples.1.c2c.push(crate::machine::core_to_core_ns());
             &mut samples
         };
-        for i in 0..n {
-            let (name, f) = &mut contestants[(i + round) % n];
+        for i in order(n, round) {
+            let (name, f) = &mut contestants[i];
             if errors.contains_key(name) {
                 continue;
             }
@@ -75,6 +80,24 @@ pub fn interleave(
         }
     }
     (samples, errors)
+}
+
+/// The order of `n` contestants in round `round`: starting at `round`
+/// (mod `n`), then every `stride`-th, the stride taking in turn each
+/// value below `n` that shares no factor with it (so that the round is a
+/// permutation). Contestant `x` then follows `x - stride`, a different
+/// one for each stride; the warm-up round (0) is `0, 1, … n-1`.
+fn order(n: usize, round: usize) -> impl Iterator<Item = usize> {
+    let strides: Vec<usize> = (1..n.max(2)).filter(|&s| gcd(s, n) == 1).collect();
+    let stride = strides[round % strides.len()];
+    (0..n).map(move |i| (round + i * stride) % n)
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    match b {
+        0 => a,
+        _ => gcd(b, a % b),
+    }
 }
 
 #[cfg(test)]
@@ -98,6 +121,33 @@ mod tests {
         assert_eq!(*order.borrow(), ["a", "b", "b", "a", "a", "b"]);
         // The warm-up round is not counted.
         assert_eq!(s.0["a"].len(), 2);
+    }
+
+    /// Every round runs each contestant once, and over the rounds each
+    /// runs after several different ones, not always the same.
+    #[test]
+    fn the_stride_changes_so_that_no_contestant_always_follows_the_same_one() {
+        for n in 1..10 {
+            let mut before: Vec<std::collections::BTreeSet<usize>> = vec![Default::default(); n];
+            for round in 0..=20 {
+                let o: Vec<usize> = order(n, round).collect();
+                let mut sorted = o.clone();
+                sorted.sort();
+                assert_eq!(
+                    sorted,
+                    (0..n).collect::<Vec<_>>(),
+                    "n {n} round {round}: {o:?}"
+                );
+                for w in o.windows(2) {
+                    before[w[1]].insert(w[0]);
+                }
+            }
+            let units = (1..n).filter(|&s| gcd(s, n) == 1).count();
+            for (x, b) in before.iter().enumerate() {
+                assert!(b.len() >= units.min(n - 1), "n {n}: {x} only after {b:?}");
+            }
+        }
+        assert_eq!(order(8, 0).collect::<Vec<_>>(), (0..8).collect::<Vec<_>>());
     }
 
     #[test]

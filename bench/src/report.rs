@@ -108,7 +108,9 @@ pub fn render(run: &Run, json_name: &str, plots: &Path) -> String {
     let _ = writeln!(
         out,
         "- Each table's contestants run in interleaved rounds (A B C …, the order rotating each \
-         round) so that drift in the machine falls on all of them alike.\n\
+         round, and its stride changing, so that no contestant always runs right after the same \
+         one) so that drift in the machine, and what one contestant leaves behind, falls on all of \
+         them alike.\n\
          - One warm-up round runs first and is discarded; then {} counted rounds{}. Each figure is \
          given as median (min–max) over the rounds; ⚠ marks a figure whose spread exceeds a quarter \
          of its median. (The web server's tables measure in bursts instead: see their method.)\n\
