@@ -5,7 +5,7 @@
 //! bounds while real clients are served. The clients are curl and
 //! openssl.
 
-use crate::cluster_security::certificates;
+use crate::cluster_auth::certificates;
 use crate::http::curl;
 use crate::util::*;
 use std::io::{Read, Write};

@@ -10,6 +10,7 @@ mod cli_operators;
 mod cli_program;
 mod cli_tools;
 mod cluster;
+mod cluster_auth;
 mod cluster_intake;
 mod cluster_keyed;
 mod cluster_loans;
