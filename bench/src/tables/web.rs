@@ -467,11 +467,13 @@ fn per_request_floor(s: &Samples) -> Option<String> {
     })
 }
 
-/// See [`per_request_floor`]. The route does 25–35% of hyper on a
-/// 2-core machine today (it did 7–14% before the warm slots and eager
-/// tables), so a floor of 25% would fail runs on noise alone; 20% fails
-/// any change that gives a large part of that back.
-const WAGI_FLOOR: f64 = 0.20;
+/// See [`per_request_floor`]. On a 2-core virtual machine the route has
+/// done 19–28% of hyper in quick runs (the median of one run's six
+/// bursts down to 21%, its 100 B bursts alone 19%) and 24–27% in full
+/// ones, as the host's load moved; it did 7–14% before the warm slots
+/// and eager tables. A floor of 20% or more fails runs on noise alone;
+/// 15% fails any change that takes it back to where it was.
+const WAGI_FLOOR: f64 = 0.15;
 
 fn method(connections: usize, bursts: usize) -> String {
     let plural = if connections > 1 { "s" } else { "" };
@@ -639,10 +641,11 @@ mod tests {
     }
 
     /// The 64-connection floor fails a run whose per-request route did
-    /// under a fifth of hyper's requests/s, burst by burst, and passes
-    /// one above it; with no figures there is nothing to judge.
+    /// under [`WAGI_FLOOR`] of hyper's requests/s, burst by burst over
+    /// both sizes, and passes one above it; with no figures there is
+    /// nothing to judge.
     #[test]
-    fn per_request_floor_fails_below_a_fifth_of_hyper() {
+    fn per_request_floor_fails_a_run_below_it() {
         let run = |shares: [f64; 2]| {
             let mut s = Samples::default();
             for ((size, _), share) in SIZES.iter().zip(shares) {
@@ -654,13 +657,13 @@ mod tests {
             }
             per_request_floor(&s)
         };
-        let failed = run([0.15, 0.15]).expect("below the floor");
-        assert!(failed.contains("15%"), "{failed}");
+        let failed = run([0.10, 0.10]).expect("below the floor");
+        assert!(failed.contains("10%"), "{failed}");
         assert!(run([0.25, 0.25]).is_none());
         // Both sizes count: one just under the floor, the other well
         // above it, is a median above it.
-        assert!(run([0.19, 0.30]).is_none());
-        assert!(run([0.10, 0.19]).is_some());
+        assert!(run([0.14, 0.30]).is_none());
+        assert!(run([0.05, 0.14]).is_some());
         assert!(per_request_floor(&Samples::default()).is_none());
     }
 }
