@@ -34,6 +34,17 @@ impl Effects {
     }
 }
 
+/// Runs `f` under every schedule with at most `preemptions` forced
+/// switches: for a three-thread model whose every schedule takes minutes
+/// to visit (`claim_races_wake_suspend_and_resume`: over five minutes
+/// unbounded, 15 s within seven preemptions, under a second within four; a race
+/// needs far fewer switches than seven to show).
+fn bounded(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(preemptions);
+    builder.check(f);
+}
+
 /// A task a worker took from the queue and is polling.
 fn running() -> State {
     let s = State::new();
@@ -165,7 +176,7 @@ fn kill_races_suspend_and_wake() {
 /// (polled by the claimer, or queued by whoever queues it), never twice.
 #[test]
 fn claim_races_wake_suspend_and_resume() {
-    loom::model(|| {
+    bounded(7, || {
         let s = blocked();
         let fx = Arc::new(Effects::default());
         let (s1, fx1) = (s.clone(), fx.clone());
