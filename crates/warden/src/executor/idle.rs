@@ -96,7 +96,7 @@ impl IdleSpin {
     /// have found it if `gap` is within the window, which is then given
     /// back whole.
     pub(crate) fn woke_after(&self, gap: Duration) {
-        if gap <= self.window() {
+        if gap <= self.window() && self.misses.load(Ordering::Relaxed) != 0 {
             self.misses.store(0, Ordering::Relaxed);
         }
     }
@@ -106,6 +106,10 @@ impl IdleSpin {
     /// would have been.)
     fn found(&self, found: bool) -> bool {
         match found {
+            // Read first: the word is shared by every worker, and a write
+            // of the zero it already holds would still take its cache line
+            // from the others on every spin that finds work.
+            true if self.misses.load(Ordering::Relaxed) == 0 => {}
             true => self.misses.store(0, Ordering::Relaxed),
             false => {
                 let m = self.misses.load(Ordering::Relaxed);
