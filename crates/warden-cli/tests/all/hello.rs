@@ -86,3 +86,16 @@ fn stdout_follows_its_descriptor() {
     let err = std::fs::read_to_string(dir.path().join("moved.err")).unwrap();
     assert_eq!(err, "", "stderr was closed by the move");
 }
+
+/// `fd_fdstat_get` on stdout and stderr, answered by Warden while they
+/// are in place, says byte for byte what Wasmtime's table says for the
+/// same descriptors once one is moved (see the guest).
+#[test]
+fn stdio_fdstat_is_wasmtimes_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(1);
+    let mut s = spec(dir.path(), "fdstat", guests::STDIO_FDSTAT);
+    s.stdio.stderr = warden::Output::File(dir.path().join("fdstat.err"));
+    let r = run_one(&rt, &s, Duration::from_secs(20));
+    assert_eq!((r.status, r.exit_code), ("exited", Some(0)), "{r:?}");
+}

@@ -358,6 +358,9 @@ fn add_socket_metadata(linker: &mut Linker<TaskData>) -> wasmtime::Result<()> {
                     return Ok(served::fdstat_get(&mut c, fd, out));
                 }
                 if !c.data().preview1().sockets.has(fd) {
+                    if let Some(errno) = stdio::fdstat(&mut c, fd, out) {
+                        return Ok(errno);
+                    }
                     return delegate!(c, fd_fdstat_get(fd, out));
                 }
                 Ok(net::fdstat(&mut c, fd, out))

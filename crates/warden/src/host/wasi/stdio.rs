@@ -6,6 +6,11 @@
 //! Here one call writes every buffer of the list, up to [`MAX_WRITE`]
 //! bytes (a partial write past it, which a guest's libc continues).
 //!
+//! Their `fd_fdstat_get` too, which Wasmtime answers through its
+//! descriptor table's transaction: a C program asks it once, for
+//! `isatty`, before its first write (a fortieth of a per-request task's
+//! time).
+//!
 //! Only while descriptors 1 and 2 are where the task started with them:
 //! once the task closes or renumbers either, Wasmtime's table decides
 //! what they are and its `fd_write` answers. As WASI preview 1 says and
@@ -68,6 +73,45 @@ pub(super) fn write(
     }
     mem.write(written, &(bytes.len() as u32).to_le_bytes());
     Some(Ok(0))
+}
+
+/// WASI preview 1's `filetype` of a descriptor that is a terminal or
+/// not, and the `fd_write` right: what Wasmtime answers for stdout and
+/// stderr.
+const CHARACTER_DEVICE: u8 = 2;
+const UNKNOWN: u8 = 0;
+const RIGHT_FD_WRITE: u64 = 1 << 6;
+
+/// `fd_fdstat_get(fd, out)` answered here, or `None` if `fd` is not (or
+/// may no longer be) the task's stdout or stderr, or `out` is not a
+/// place Wasmtime would write its answer to (then its own call traps or
+/// answers as it does). The answer is Wasmtime's for these descriptors
+/// (a C program asks it once, for `isatty`, before its first write):
+/// written field by field, as Wasmtime does, padding untouched.
+pub(super) fn fdstat(c: &mut Caller<'_, TaskData>, fd: i32, out: i32) -> Option<i32> {
+    if !is_output(fd) || !c.data().preview1().files.stdio_in_place() {
+        return None;
+    }
+    let (mem, data) = memory(c).ok()?;
+    if out % 8 != 0 {
+        return None;
+    }
+    let at = range(mem.len(), out, 24).ok()?.start;
+    let sink = if fd == 1 {
+        &data.sinks.0
+    } else {
+        &data.sinks.1
+    };
+    use wasmtime_wasi::cli::IsTerminal;
+    let filetype = match sink.is_terminal() {
+        true => CHARACTER_DEVICE,
+        false => UNKNOWN,
+    };
+    mem.write(at, &[filetype]);
+    mem.write(at + 2, &0u16.to_le_bytes());
+    mem.write(at + 8, &RIGHT_FD_WRITE.to_le_bytes());
+    mem.write(at + 16, &RIGHT_FD_WRITE.to_le_bytes());
+    Some(0)
 }
 
 /// The pipe `fd_write(fd, …)` streams into, if `fd` is the task's stdout
