@@ -37,8 +37,8 @@ impl Effects {
 /// Runs `f` under every schedule with at most `preemptions` forced
 /// switches: for a three-thread model whose every schedule takes minutes
 /// to visit (`claim_races_wake_suspend_and_resume`: over five minutes
-/// unbounded, 15 s within seven preemptions, under a second within four; a race
-/// needs far fewer switches than seven to show).
+/// unbounded, 15 s within seven preemptions, under a second within
+/// four; a race needs far fewer switches than seven to show).
 fn bounded(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound = Some(preemptions);
