@@ -160,12 +160,23 @@ fn faults_become_http_answers_and_the_server_keeps_serving() {
         ("exit3", 500),
         ("hog", 500),
         ("bad", 502),
-        ("big=100000", 502),
         ("spin", 503),
     ] {
         let r = get(&web, &format!("/hello?{query}"));
         assert_eq!(r.status, status, "{query}: {r:?}");
     }
+    // An answer over max_response (64 KiB): a 502 if the handler ended
+    // within its first moments (answered whole); on a loaded machine it
+    // may not have, and then its answer has begun to stream (200) and is
+    // cut off at the limit.
+    let r = get(&web, "/hello?big=100000");
+    let cut = r.status == 200 && r.body.len() <= 64 << 10;
+    assert!(
+        r.status == 502 || cut,
+        "big=100000: {} {}",
+        r.head,
+        r.body.len()
+    );
     let r = get(&web, "/slow?sleep");
     assert_eq!(r.status, 504, "{r:?}");
     // Bodies over max_body: 413 before any task starts, declared or not.
