@@ -226,6 +226,6 @@ mod tests {
     fn a_leak_fails_and_a_spike_does_not() {
         assert_eq!(run(|_| 400), 0);
         assert_eq!(run(|t| if t % 7 == 0 && t > 40 { 460 } else { 400 }), 0);
-        assert_eq!(run(|t| 300 + 3 * t), 1, "1.8 MiB a second, steadily");
+        assert_eq!(run(|t| 300 + 3 * t), 1, "3 MiB a second, steadily");
     }
 }

@@ -38,6 +38,14 @@ pub(super) fn is_output(fd: i32) -> bool {
     fd == 1 || fd == 2
 }
 
+/// The sink of output descriptor `fd` (1: stdout, 2: stderr).
+fn output(data: &TaskData, fd: i32) -> &crate::output::Sink {
+    match fd {
+        1 => &data.sinks.0,
+        _ => &data.sinks.1,
+    }
+}
+
 /// `fd_write(fd, iovs, n, nwritten)` answered here, or `None` if `fd` is
 /// not (or may no longer be) the task's stdout or stderr.
 pub(super) fn write(
@@ -63,12 +71,7 @@ pub(super) fn write(
         Ok(bytes) => bytes,
         Err(e) => return Some(Err(e)),
     };
-    let sink = if fd == 1 {
-        &data.sinks.0
-    } else {
-        &data.sinks.1
-    };
-    if sink.write_bytes(&bytes).is_err() {
+    if output(data, fd).write_bytes(&bytes).is_err() {
         return Some(Ok(EIO));
     }
     mem.write(written, &(bytes.len() as u32).to_le_bytes());
@@ -97,13 +100,8 @@ pub(super) fn fdstat(c: &mut Caller<'_, TaskData>, fd: i32, out: i32) -> Option<
         return None;
     }
     let at = range(mem.len(), out, 24).ok()?.start;
-    let sink = if fd == 1 {
-        &data.sinks.0
-    } else {
-        &data.sinks.1
-    };
     use wasmtime_wasi::cli::IsTerminal;
-    let filetype = match sink.is_terminal() {
+    let filetype = match output(data, fd).is_terminal() {
         true => CHARACTER_DEVICE,
         false => UNKNOWN,
     };
