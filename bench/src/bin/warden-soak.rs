@@ -4,12 +4,14 @@
 //! time, while this program samples the process's resident memory and
 //! open descriptors every second from `/proc`.
 //!
-//! After warm-up (the first third of the run) nothing may grow: the
-//! highest RSS of the last third may exceed that of the middle third by
-//! at most 5% + 16 MiB, and the most descriptors by at most 8. Exits 1 if
-//! either grew, printing the figures either way.
+//! After warm-up (the first third of the run) nothing may grow. RSS
+//! swings with the number of live tasks, so it is judged by each third's
+//! low (the tenth percentile of its samples, taken four times a second):
+//! the last third's may exceed the middle third's by at most 10% of the
+//! middle third's median + 16 MiB. The most descriptors may grow by at
+//! most 8. Exits 1 if either grew, printing the figures either way.
 //!
-//!   warden-soak [--seconds 600] [--workers 100] [--children 100] [--calls 20]
+//!   warden-soak [--seconds 600] [--workers 100] [--children 100] [--calls 20] [--trace]
 
 use clap::Parser;
 use std::io::{Read, Write};
@@ -32,6 +34,9 @@ struct Args {
     /// Calls each child makes to the server before it ends.
     #[arg(long, default_value_t = 20)]
     calls: u32,
+    /// Print every sample (seconds, RSS KiB, descriptors, live tasks).
+    #[arg(long)]
+    trace: bool,
 }
 
 /// One sample of the process.
@@ -72,9 +77,12 @@ fn main() {
     let mut samples = Vec::new();
     while child.try_wait().expect("wait").is_none() {
         if let Some(s) = sample(pid, &control, start) {
+            if args.trace {
+                eprintln!("{:.1} {} {} {}", s.at, s.rss >> 10, s.fds, s.live);
+            }
             samples.push(s);
         }
-        std::thread::sleep(Duration::from_secs(1));
+        std::thread::sleep(Duration::from_millis(250));
     }
     let status = child.wait().expect("wait");
     std::process::exit(judge(&args, &samples, status.success()));
@@ -141,39 +149,35 @@ fn live_tasks(control: &str) -> Option<u64> {
 /// Prints the figures; 0 if nothing grew after warm-up, else 1.
 fn judge(a: &Args, samples: &[Sample], exited_ok: bool) -> i32 {
     let third = a.seconds as f64 / 3.0;
-    let window = |from: f64, to: f64| samples.iter().filter(move |s| s.at >= from && s.at < to);
-    let max_rss = |from, to| window(from, to).map(|s| s.rss).max().unwrap_or(0);
-    let max_fds = |from, to| window(from, to).map(|s| s.fds).max().unwrap_or(0);
-    // RSS is judged by each third's median: a burst of children alive
-    // at once lifts one sample by tens of MiB either way, while a leak
-    // lifts them all.
-    let median_rss = |from, to| {
-        let mut v: Vec<u64> = window(from, to).map(|s| s.rss).collect();
-        v.sort_unstable();
-        v.get(v.len() / 2).copied().unwrap_or(0)
-    };
-    let (mid_rss, end_rss) = (max_rss(third, 2.0 * third), max_rss(2.0 * third, f64::MAX));
-    let (mid_med, end_med) = (
-        median_rss(third, 2.0 * third),
-        median_rss(2.0 * third, f64::MAX),
-    );
-    let (mid_fds, end_fds) = (max_fds(third, 2.0 * third), max_fds(2.0 * third, f64::MAX));
     let peak_live = samples.iter().map(|s| s.live).max().unwrap_or(0);
+    let window = |from: f64, to: f64| -> Vec<Sample> {
+        samples
+            .iter()
+            .filter(|s| s.at >= from && s.at < to)
+            .copied()
+            .collect()
+    };
+    let (mid, end) = (window(third, 2.0 * third), window(2.0 * third, f64::MAX));
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
     println!(
         "soak: {} s, {} workers x {} children, {} calls each",
         a.seconds, a.workers, a.children, a.calls
     );
     println!("  tasks: {peak_live} alive at most");
+    let (mid_low, end_low) = (low_rss(&mid), low_rss(&end));
+    let (mid_med, end_med) = (median_rss(&mid), median_rss(&end));
     println!(
-        "  RSS:   {:.1} MiB median ({:.1} highest) in the middle third, {:.1} MiB ({:.1}) in the last",
+        "  RSS:   {:.1} MiB low, {:.1} MiB median in the middle third; \
+         {:.1} MiB low, {:.1} MiB median in the last (low: tenth percentile)",
+        mib(mid_low),
         mib(mid_med),
-        mib(mid_rss),
-        mib(end_med),
-        mib(end_rss)
+        mib(end_low),
+        mib(end_med)
     );
+    let max_fds = |w: &[Sample]| w.iter().map(|s| s.fds).max().unwrap_or(0);
+    let (mid_fds, end_fds) = (max_fds(&mid), max_fds(&end));
     println!("  fds:   {mid_fds} most in the middle third, {end_fds} in the last");
-    let rss_grew = end_med as f64 > mid_med as f64 * 1.05 + (16u64 << 20) as f64;
+    let rss_grew = end_low as f64 > mid_low as f64 + mid_med as f64 * 0.10 + (16u64 << 20) as f64;
     let fds_grew = end_fds > mid_fds + 8;
     // The load must have been there: at least a quarter of the children
     // the workers keep alive were alive at once in some sample.
@@ -182,7 +186,7 @@ fn judge(a: &Args, samples: &[Sample], exited_ok: bool) -> i32 {
     for (bad, what) in [
         (!exited_ok, "warden run did not exit 0"),
         (too_few, "too few tasks were alive at once"),
-        (samples.len() < 6, "too few samples"),
+        (mid.len() < 6 || end.len() < 6, "too few samples"),
         (rss_grew, "RSS grew after warm-up"),
         (fds_grew, "open descriptors grew after warm-up"),
     ] {
@@ -197,24 +201,48 @@ fn judge(a: &Args, samples: &[Sample], exited_ok: bool) -> i32 {
     failed as i32
 }
 
+/// A third's low RSS: the tenth percentile of its samples.
+///
+/// Resident memory follows the children alive at the moment, and how
+/// many are alive swings between 2,000 and 8,000 as generations end
+/// together, so one sample's RSS moves by 150 MiB with no leak at all,
+/// and how much of a third falls on a generation's peak is chance. In
+/// 120-second windows of one 240-second run with no leak, the last
+/// third's median came out 44 MiB below the middle's to 18 above, its
+/// tenth percentile 12 below to 21 above (in 60-second runs, still
+/// warming up, the lows moved by up to 50 MiB). A leak lifts the low
+/// samples with the rest.
+fn low_rss(w: &[Sample]) -> u64 {
+    let mut v: Vec<u64> = w.iter().map(|s| s.rss).collect();
+    v.sort_unstable();
+    v.get(v.len() / 10).copied().unwrap_or(0)
+}
+
+fn median_rss(w: &[Sample]) -> u64 {
+    let mut v: Vec<u64> = w.iter().map(|s| s.rss).collect();
+    v.sort_unstable();
+    v.get(v.len() / 2).copied().unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// 60 samples a second apart, RSS `rss(t)` MiB, 8,000 tasks alive.
-    fn run(rss: impl Fn(u64) -> u64) -> i32 {
+    /// 60 samples a second apart: `live(t)` tasks alive, RSS `rss(t)` MiB.
+    fn run(live: impl Fn(u64) -> u64, rss: impl Fn(u64) -> u64) -> i32 {
         let a = Args {
             seconds: 60,
             workers: 100,
             children: 100,
             calls: 20,
+            trace: false,
         };
         let samples: Vec<Sample> = (0..60)
             .map(|t| Sample {
                 at: t as f64,
                 rss: rss(t) << 20,
                 fds: 15,
-                live: 8_000,
+                live: live(t),
             })
             .collect();
         judge(&a, &samples, true)
@@ -224,8 +252,22 @@ mod tests {
     /// in the last third, with the rest flat, do not.
     #[test]
     fn a_leak_fails_and_a_spike_does_not() {
-        assert_eq!(run(|_| 400), 0);
-        assert_eq!(run(|t| if t % 7 == 0 && t > 40 { 460 } else { 400 }), 0);
-        assert_eq!(run(|t| 300 + 3 * t), 1, "3 MiB a second, steadily");
+        let steady = |_| 8_000;
+        assert_eq!(run(steady, |_| 400), 0);
+        let spikes = |t| if t % 7 == 0 && t > 40 { 460 } else { 400 };
+        assert_eq!(run(steady, spikes), 0);
+        assert_eq!(run(steady, |t| 300 + 3 * t), 1, "3 MiB a second, steadily");
+    }
+
+    /// RSS that follows the live tasks passes even when the last third
+    /// happens to have more of them; the same swings with a leak on top
+    /// fail.
+    #[test]
+    fn memory_the_live_tasks_explain_is_no_leak() {
+        // Generations: 2,000 to 8,000 alive, more of them late in the run.
+        let live = |t: u64| 2_000 + (t * 37 % 11) * 600 + if t >= 40 { 1_000 } else { 0 };
+        let follows = move |t| 150 + live(t) * 30 / 1024;
+        assert_eq!(run(live, follows), 0);
+        assert_eq!(run(live, move |t| follows(t) + 3 * t), 1, "3 MiB a second");
     }
 }
