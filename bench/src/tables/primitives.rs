@@ -137,7 +137,9 @@ fn method(ops: u64, tasks: usize) -> String {
     method.push_str(
         " Waiting differs: the thread waiting for a Warden task's report, and an idle worker, \
          look for it awake for up to 50 µs (warden::IDLE_SPIN) before they sleep, while Thread.join \
-         and pthread_join block at once; the process table has a Warden row with that spin off.",
+         and pthread_join block at once; the process table has a Warden row with that spin off. \
+         A task still queued (the only one) when its waiter arrives, the worker idle, runs on \
+         the waiting thread (Runtime::wait), as the worker would have run it.",
     );
     method
 }

@@ -143,7 +143,9 @@ fn method(w: &Shared) -> String {
          idle workers and the thread waiting for a task's end look for work awake for up to 50 µs \
          before they sleep (halved after each look that finds nothing), while the peers block at once (pipes, condition variables, \
          waitpid); the row \"{WARDEN_2_BLOCKING}\" is Warden with that spin off, every waiting \
-         thread blocking at once as the peers' do.",
+         thread blocking at once as the peers' do. A task still queued (the only one) when its \
+         waiter arrives, a worker idle, runs on the waiting thread (Runtime::wait), as the \
+         worker would have run it.",
         peer_calls
     )
 }

@@ -35,10 +35,12 @@ pub fn run(ctx: &Ctx) -> Table {
          a time, on a runtime of one worker. Spawn call: Runtime::spawn as its caller times it \
          (the task's module looked up, its table entry, handles and output made, the task \
          queued). Creation: what the kernel times as making the task, the spawn call's \
-         preparation and, on the worker, the store with its WASI context and the instance. \
-         Release: what it times as ending it, the store dropped and the pool slot reset. The \
-         rest: spawn-to-report minus creation and release (queueing, the hand-off to the \
-         worker and back, `_start`, the report, the waiter's wake). Runtime::run makes and \
+         preparation and, on the thread that runs it, the store with its WASI context and the \
+         instance. Release: what it times as ending it, the store dropped and the pool slot \
+         reset. The rest: spawn-to-report minus creation and release (queueing, `_start`, the \
+         report, and where the task ran on the worker, the hand-off to it and the waiter's \
+         wake: Runtime::wait runs a task still queued, the only one, on the waiting thread \
+         while the worker idles, as the worker would have run it). Runtime::run makes and \
          runs the task in one call, on the calling thread while the worker idles, so it has no \
          separate spawn call. Raw Wasmtime instantiates the same module from an InstancePre \
          on a Warden runtime's own engine (pooling allocator, async, fibers) and calls \

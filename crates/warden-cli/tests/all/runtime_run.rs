@@ -1,5 +1,6 @@
 //! `Runtime::run`: spawn and wait in one call, the task run on the
-//! caller's thread while a worker is idle.
+//! caller's thread while a worker is idle; and `Runtime::wait`, which
+//! runs a task still queued the same way.
 
 use crate::util::*;
 use std::time::Duration;
@@ -55,6 +56,35 @@ fn a_short_task_runs_on_the_caller_and_its_report_comes_back() {
     assert_eq!(trapped.status, "trapped", "{trapped:?}");
 }
 
+/// A task spawned and waited for at once, while the worker idles, runs
+/// on the waiting thread; its report is the one a worker's run gives.
+#[test]
+fn a_task_waited_for_at_once_runs_on_the_waiter() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = Runtime::new(RuntimeConfig {
+        workers: 1,
+        cache_dir: None,
+        max_tasks: 16,
+        // The worker sleeps as soon as it finds no work, so the waiter
+        // usually finds the task still queued.
+        idle_spin: Duration::ZERO,
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    let mut s = spec(dir.path(), "hello", guests::HELLO);
+    s.args = vec!["exit=3".into()];
+    let mut here = 0;
+    for _ in 0..200 {
+        let before = rt.stats().host_polls;
+        let id = rt.spawn(&s).expect("spawn");
+        let r = rt.wait(id).expect("wait");
+        assert_eq!((r.status, r.exit_code), ("exited", Some(3)), "{r:?}");
+        here += usize::from(rt.stats().host_polls > before);
+    }
+    assert!(here > 0, "no wait ran its task on the waiting thread");
+    assert!(stdout_of(dir.path(), "hello").contains("hello from hello.wasm"));
+}
+
 /// A task that blocks is left to the workers, and `run` still returns its
 /// end.
 #[test]
@@ -102,6 +132,19 @@ fn a_bad_spec_is_an_error() {
 /// killed), none hangs, and nothing is left live.
 #[test]
 fn runs_race_kills_and_suspends() {
+    race_kills_and_suspends(|rt, s| rt.run(s));
+}
+
+/// The same race for tasks spawned and then waited for (which a waiter
+/// may run itself).
+#[test]
+fn waits_race_kills_and_suspends() {
+    race_kills_and_suspends(|rt, s| rt.spawn(s).and_then(|id| rt.wait(id)));
+}
+
+type Start = fn(&Runtime, &TaskSpec) -> Result<TaskReport, warden::Error>;
+
+fn race_kills_and_suspends(start: Start) {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     let dir = tempfile::tempdir().unwrap();
@@ -115,7 +158,7 @@ fn runs_race_kills_and_suspends() {
         std::thread::spawn(move || {
             let mut ends = (0, 0);
             for _ in 0..1000 {
-                match rt.run(&s).map(|r| r.status) {
+                match start(&rt, &s).map(|r| r.status) {
                     Ok("exited") => ends.0 += 1,
                     Ok("killed") => ends.1 += 1,
                     other => panic!("{other:?}"),

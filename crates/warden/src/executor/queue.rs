@@ -167,6 +167,15 @@ impl Queue {
         }
     }
 
+    /// Whether `task` is queued, if at all, under its own key alone: no
+    /// client lends it its context and it lends none (no call between
+    /// them is in flight).
+    pub(super) fn is_plain(&self, task: u64) -> bool {
+        !self.proxied.contains_key(&task)
+            && !self.proxy.contains_key(&task)
+            && !self.strands.iter().any(|&(c, s)| c == task || s == task)
+    }
+
     /// Dequeues a task (wherever it is queued); whether it was.
     pub(super) fn remove(&mut self, task: u64) -> bool {
         match self.proxied.remove(&task) {

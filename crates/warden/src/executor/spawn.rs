@@ -100,6 +100,40 @@ impl Executor {
         }
     }
 
+    /// Runs task `id` on this thread, which is about to wait for its end,
+    /// if it is the only task queued and some worker has no task to run
+    /// (the condition of [`Executor::spawn_here`]): it is then the task
+    /// that worker would take next, so taking it here takes nobody's turn.
+    /// Its slices run as a host hand-off's do, and what is still runnable
+    /// after them goes back to the queue. Returns whether this thread took
+    /// it.
+    ///
+    /// A task spawned and then waited for at once ends, this way, with no
+    /// thread switch on its way (to the worker, and back to the waiter).
+    pub fn run_waited(&self, id: TaskId) -> bool {
+        if !host_may_run(&self.shared) {
+            return false;
+        }
+        let cell = {
+            let mut q = self.shared.lock();
+            // Only it queued: a proxied or stranded key means a call in
+            // flight, whose order the queue keeps.
+            if q.policy.len() != 1 || !q.is_plain(id.0) || !q.remove(id.0) {
+                return false;
+            }
+            match q.cells.get(&id.0) {
+                Some(c) => c.clone(),
+                None => return false,
+            }
+        };
+        match cell.shared.state.start() {
+            Start::Run => run_on_host(&self.shared, cell),
+            // Suspended or finished while queued, as for a worker.
+            Start::Parked | Start::Done => {}
+        }
+        true
+    }
+
     /// Enters a new task in the run queue's table and queues it, unless
     /// `hold` (and its policy may not hold tasks back): then the task,
     /// `QUEUED` but in no queue, is returned for the caller to start.

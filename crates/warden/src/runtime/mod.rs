@@ -456,8 +456,14 @@ impl Runtime {
 
     /// Waits for a task to finish and returns its report (an error if it
     /// finished so long ago that its report was dropped; see
-    /// [`RuntimeConfig::max_reports`]).
+    /// [`RuntimeConfig::max_reports`]). If the task is still queued, the
+    /// only task queued, while some worker has no task to run, the
+    /// calling thread runs it as [`Runtime::run`] does (its first
+    /// slices, for at most 100 µs; their wall time charged as CPU): the
+    /// worker would have taken it next, and a short task spawned and
+    /// waited for at once then ends with no thread switch.
     pub fn wait(&self, id: TaskId) -> Result<TaskReport, Error> {
+        self.inner.exec.run_waited(id);
         self.wait_timeout(id, None)
             .map(|r| r.expect("no timeout given"))
     }
