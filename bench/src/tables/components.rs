@@ -261,7 +261,9 @@ fn spawn_method(n: usize) -> String {
          settings, instantiated and run async on fibers from its pool, as a task is (one at a \
          time). The Warden module row runs the same program unadapted, for what the \
          component form adds. Waiting differs: the thread waiting for a Warden task's report \
-         looks for it awake for up to 50 µs before it sleeps; raw Wasmtime does not wait."
+         looks for it awake for up to 50 µs before it sleeps, and runs it itself if it is \
+         still queued (the only task queued) while the worker idles, as Runtime::run does; raw \
+         Wasmtime does not wait."
     )
 }
 
