@@ -164,8 +164,8 @@ fn judge(a: &Args, samples: &[Sample], exited_ok: bool) -> i32 {
         a.seconds, a.workers, a.children, a.calls
     );
     println!("  tasks: {peak_live} alive at most");
-    let (mid_low, end_low) = (low_rss(&mid), low_rss(&end));
-    let (mid_med, end_med) = (median_rss(&mid), median_rss(&end));
+    let ((mid_low, mid_med), (end_low, end_med)) =
+        (rss_low_and_median(&mid), rss_low_and_median(&end));
     println!(
         "  RSS:   {:.1} MiB low, {:.1} MiB median in the middle third; \
          {:.1} MiB low, {:.1} MiB median in the last (low: tenth percentile)",
@@ -201,7 +201,8 @@ fn judge(a: &Args, samples: &[Sample], exited_ok: bool) -> i32 {
     failed as i32
 }
 
-/// A third's low RSS: the tenth percentile of its samples.
+/// A third's low RSS (the tenth percentile of its samples) and its
+/// median.
 ///
 /// Resident memory follows the children alive at the moment, and how
 /// many are alive swings between 2,000 and 8,000 as generations end
@@ -212,16 +213,11 @@ fn judge(a: &Args, samples: &[Sample], exited_ok: bool) -> i32 {
 /// tenth percentile 12 below to 21 above (in 60-second runs, still
 /// warming up, the lows moved by up to 50 MiB). A leak lifts the low
 /// samples with the rest.
-fn low_rss(w: &[Sample]) -> u64 {
+fn rss_low_and_median(w: &[Sample]) -> (u64, u64) {
     let mut v: Vec<u64> = w.iter().map(|s| s.rss).collect();
     v.sort_unstable();
-    v.get(v.len() / 10).copied().unwrap_or(0)
-}
-
-fn median_rss(w: &[Sample]) -> u64 {
-    let mut v: Vec<u64> = w.iter().map(|s| s.rss).collect();
-    v.sort_unstable();
-    v.get(v.len() / 2).copied().unwrap_or(0)
+    let at = |i: usize| v.get(i).copied().unwrap_or(0);
+    (at(v.len() / 10), at(v.len() / 2))
 }
 
 #[cfg(test)]

@@ -126,10 +126,10 @@ impl Executor {
                 None => return false,
             }
         };
-        match cell.shared.state.start() {
-            Start::Run => run_on_host(&self.shared, cell),
-            // Suspended or finished while queued, as for a worker.
-            Start::Parked | Start::Done => {}
+        // Suspended or finished while queued: nothing to run, as for a
+        // worker.
+        if let Start::Run = cell.shared.state.start() {
+            run_on_host(&self.shared, cell);
         }
         true
     }
